@@ -1,0 +1,24 @@
+// `floorline layers`: process models into the layer IR and print per-model and zoo summaries.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace floorline::cli {
+
+struct LayersOptions {
+  std::vector<std::string> models;
+  std::vector<int64_t> batches = {1};
+  std::string format = "table";
+  std::string out = "-";
+  bool show_unique = false;
+  bool show_layers = false;
+};
+
+void add_layers_command(CLI::App& app, LayersOptions& opts, int& exit_code);
+int run_layers(const LayersOptions& opts);
+
+}  // namespace floorline::cli

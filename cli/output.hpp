@@ -1,0 +1,86 @@
+// Output helpers for the floorline executable: one field list per row type drives the table
+// columns, the CSV header and the JSON keys, so the three cannot disagree (STYLE.md, Outputs).
+#pragma once
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace floorline::cli {
+
+enum class Format { kTable, kJson, kCsv };
+
+// A cell: text for the table and CSV, and the JSON value (number or string).
+struct Cell {
+  std::string text;
+  nlohmann::json json;
+  bool numeric = false;
+};
+Cell text_cell(std::string s);
+Cell int_cell(int64_t v);
+Cell float_cell(double v, int precision);
+
+template <class Row>
+struct Field {
+  std::string name;  // stable, unit in the name: "flops", "process_ms"
+  std::function<Cell(const Row&)> get;
+};
+
+// Render rows as an aligned table (header underlined; numbers right-aligned).
+template <class Row>
+std::string render_table(const std::vector<Field<Row>>& fields, const std::vector<Row>& rows);
+template <class Row>
+std::string render_csv(const std::vector<Field<Row>>& fields, const std::vector<Row>& rows);
+template <class Row>
+nlohmann::json render_json(const std::vector<Field<Row>>& fields, const std::vector<Row>& rows);
+
+std::string table(const std::vector<std::string>& header, const std::vector<std::vector<Cell>>& rows);
+std::string csv_escape(const std::string& s);
+
+// Colour only on a terminal, never with NO_COLOR set.
+bool use_color(FILE* stream);
+std::string bold(const std::string& s, bool color);
+std::string red(const std::string& s, bool color);
+std::string yellow(const std::string& s, bool color);
+
+// --- templates -------------------------------------------------------------------------------
+template <class Row>
+std::string render_table(const std::vector<Field<Row>>& fields, const std::vector<Row>& rows) {
+  std::vector<std::string> header;
+  for (const auto& f : fields) header.push_back(f.name);
+  std::vector<std::vector<Cell>> cells;
+  for (const auto& r : rows) {
+    std::vector<Cell> line;
+    for (const auto& f : fields) line.push_back(f.get(r));
+    cells.push_back(std::move(line));
+  }
+  return table(header, cells);
+}
+
+template <class Row>
+std::string render_csv(const std::vector<Field<Row>>& fields, const std::vector<Row>& rows) {
+  std::string out;
+  for (size_t k = 0; k < fields.size(); ++k) out += (k ? "," : "") + csv_escape(fields[k].name);
+  out += '\n';
+  for (const auto& r : rows) {
+    for (size_t k = 0; k < fields.size(); ++k) out += (k ? "," : "") + csv_escape(fields[k].get(r).text);
+    out += '\n';
+  }
+  return out;
+}
+
+template <class Row>
+nlohmann::json render_json(const std::vector<Field<Row>>& fields, const std::vector<Row>& rows) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json o = nlohmann::json::object();
+    for (const auto& f : fields) o[f.name] = f.get(r).json;
+    arr.push_back(std::move(o));
+  }
+  return arr;
+}
+
+}  // namespace floorline::cli

@@ -1,0 +1,663 @@
+#include "const_eval.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <numeric>
+
+namespace floorline::mp {
+namespace {
+
+using Values = std::vector<const ConstTensor*>;
+
+int64_t attr_i(const onnx::NodeProto& n, const char* name, int64_t fallback) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return a.i();
+  return fallback;
+}
+
+std::optional<std::vector<int64_t>> attr_ints(const onnx::NodeProto& n, const char* name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+  return std::nullopt;
+}
+
+const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const char* name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t product(const Shape& s) {
+  return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
+}
+
+std::vector<int64_t> strides_of(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int k = static_cast<int>(s.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * s[k + 1];
+  return st;
+}
+
+ConstTensor make_like(DataType t, Shape dims) {
+  ConstTensor c;
+  c.dtype = t;
+  c.dims = std::move(dims);
+  if (c.is_integer()) c.i.resize(product(c.dims)); else c.f.resize(product(c.dims));
+  return c;
+}
+
+void set_value(ConstTensor& c, int64_t k, double v) {
+  if (c.is_integer()) c.i[k] = static_cast<int64_t>(v); else c.f[k] = v;
+}
+
+std::optional<Shape> broadcast(const std::vector<Shape>& shapes) {
+  size_t rank = 0;
+  for (const auto& s : shapes) rank = std::max(rank, s.size());
+  Shape out(rank, 1);
+  for (const auto& s : shapes) {
+    for (size_t k = 0; k < s.size(); ++k) {
+      int64_t& o = out[rank - s.size() + k];
+      if (s[k] == o || s[k] == 1) continue;
+      if (o != 1) return std::nullopt;
+      o = s[k];
+    }
+  }
+  return out;
+}
+
+// Offset into `in` (shape `in_shape`) of the output multi-index `idx`, NumPy broadcasting.
+int64_t broadcast_offset(const std::vector<int64_t>& idx, const Shape& in_shape,
+                         const std::vector<int64_t>& in_strides) {
+  int64_t off = 0;
+  const size_t shift = idx.size() - in_shape.size();
+  for (size_t k = 0; k < in_shape.size(); ++k)
+    if (in_shape[k] != 1) off += idx[k + shift] * in_strides[k];
+  return off;
+}
+
+// Element-wise op over broadcast inputs. `fn` receives the input values as doubles
+// (exact for the integers that shapes are made of); the result type is `out_type`.
+std::optional<ConstTensor> elementwise(const Values& in, DataType out_type, int64_t max_elements,
+                                       const std::function<double(const std::vector<double>&)>& fn,
+                                       const std::function<int64_t(const std::vector<int64_t>&)>& ifn = {}) {
+  std::vector<Shape> shapes;
+  for (const auto* t : in) shapes.push_back(t->dims);
+  auto out_shape = broadcast(shapes);
+  if (!out_shape || product(*out_shape) > max_elements) return std::nullopt;
+  ConstTensor out = make_like(out_type, *out_shape);
+  const int64_t n = product(*out_shape);
+  std::vector<std::vector<int64_t>> in_strides;
+  for (const auto* t : in) in_strides.push_back(strides_of(t->dims));
+  std::vector<int64_t> idx(out_shape->size(), 0);
+  std::vector<double> args(in.size());
+  std::vector<int64_t> iargs(in.size());
+  const bool all_int = ifn && std::all_of(in.begin(), in.end(), [](auto* t) { return t->is_integer(); });
+  for (int64_t e = 0; e < n; ++e) {
+    for (size_t a = 0; a < in.size(); ++a) {
+      const int64_t off = broadcast_offset(idx, in[a]->dims, in_strides[a]);
+      if (all_int) iargs[a] = in[a]->i[off]; else args[a] = in[a]->as_double(off);
+    }
+    if (all_int && out.is_integer()) out.i[e] = ifn(iargs);
+    else set_value(out, e, all_int ? static_cast<double>(ifn(iargs)) : fn(args));
+    for (int k = static_cast<int>(idx.size()) - 1; k >= 0; --k) {
+      if (++idx[k] < (*out_shape)[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
+int64_t normalize_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+std::optional<ConstTensor> gather(const ConstTensor& data, const ConstTensor& indices, int64_t axis,
+                                  int64_t max_elements) {
+  const int64_t rank = static_cast<int64_t>(data.dims.size());
+  axis = normalize_axis(axis, rank);
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  Shape out_dims(data.dims.begin(), data.dims.begin() + axis);
+  out_dims.insert(out_dims.end(), indices.dims.begin(), indices.dims.end());
+  out_dims.insert(out_dims.end(), data.dims.begin() + axis + 1, data.dims.end());
+  if (product(out_dims) > max_elements) return std::nullopt;
+  ConstTensor out = make_like(data.dtype, out_dims);
+  const int64_t outer = product(Shape(data.dims.begin(), data.dims.begin() + axis));
+  const int64_t inner = product(Shape(data.dims.begin() + axis + 1, data.dims.end()));
+  const int64_t n_idx = indices.size();
+  const int64_t dim = data.dims[axis];
+  int64_t e = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < n_idx; ++j) {
+      int64_t ix = indices.as_int(j);
+      if (ix < 0) ix += dim;
+      if (ix < 0 || ix >= dim) return std::nullopt;
+      for (int64_t q = 0; q < inner; ++q, ++e) {
+        const int64_t src = (o * dim + ix) * inner + q;
+        if (out.is_integer()) out.i[e] = data.i[src]; else out.f[e] = data.f[src];
+      }
+    }
+  return out;
+}
+
+std::optional<ConstTensor> slice(const ConstTensor& data, std::vector<int64_t> starts, std::vector<int64_t> ends,
+                                 std::vector<int64_t> axes, std::vector<int64_t> steps) {
+  const int64_t rank = static_cast<int64_t>(data.dims.size());
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return std::nullopt;
+  std::vector<int64_t> st(rank, 0), sp(rank, 1);
+  Shape out_dims = data.dims;
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const int64_t ax = normalize_axis(axes[k], rank);
+    if (ax < 0 || ax >= rank || steps[k] == 0) return std::nullopt;
+    const int64_t dim = data.dims[ax];
+    int64_t s = starts[k], e = ends[k];
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    if (steps[k] > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      out_dims[ax] = e > s ? (e - s + steps[k] - 1) / steps[k] : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      out_dims[ax] = s > e ? (s - e - steps[k] - 1) / (-steps[k]) : 0;
+    }
+    st[ax] = s;
+    sp[ax] = steps[k];
+  }
+  ConstTensor out = make_like(data.dtype, out_dims);
+  const auto in_strides = strides_of(data.dims);
+  std::vector<int64_t> idx(rank, 0);
+  const int64_t n = product(out_dims);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t off = 0;
+    for (int64_t k = 0; k < rank; ++k) off += (st[k] + idx[k] * sp[k]) * in_strides[k];
+    if (out.is_integer()) out.i[e] = data.i[off]; else out.f[e] = data.f[off];
+    for (int64_t k = rank - 1; k >= 0; --k) {
+      if (++idx[k] < out_dims[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
+std::optional<ConstTensor> concat(const Values& in, int64_t axis, int64_t max_elements) {
+  const int64_t rank = static_cast<int64_t>(in[0]->dims.size());
+  axis = normalize_axis(axis, rank);
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  Shape out_dims = in[0]->dims;
+  out_dims[axis] = 0;
+  for (const auto* t : in) {
+    if (static_cast<int64_t>(t->dims.size()) != rank) return std::nullopt;
+    out_dims[axis] += t->dims[axis];
+  }
+  if (product(out_dims) > max_elements) return std::nullopt;
+  ConstTensor out = make_like(in[0]->dtype, out_dims);
+  const int64_t outer = product(Shape(out_dims.begin(), out_dims.begin() + axis));
+  int64_t e = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (const auto* t : in) {
+      const int64_t chunk = product(Shape(t->dims.begin() + axis, t->dims.end()));
+      for (int64_t q = 0; q < chunk; ++q, ++e) {
+        const int64_t src = o * chunk + q;
+        if (out.is_integer()) out.i[e] = t->as_int(src); else out.f[e] = t->as_double(src);
+      }
+    }
+  return out;
+}
+
+std::optional<ConstTensor> transpose(const ConstTensor& x, std::vector<int64_t> perm) {
+  const int64_t rank = static_cast<int64_t>(x.dims.size());
+  if (perm.empty())
+    for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
+  if (static_cast<int64_t>(perm.size()) != rank) return std::nullopt;
+  Shape out_dims(rank);
+  for (int64_t k = 0; k < rank; ++k) out_dims[k] = x.dims[perm[k]];
+  ConstTensor out = make_like(x.dtype, out_dims);
+  const auto in_strides = strides_of(x.dims);
+  std::vector<int64_t> idx(rank, 0);
+  const int64_t n = product(out_dims);
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t off = 0;
+    for (int64_t k = 0; k < rank; ++k) off += idx[k] * in_strides[perm[k]];
+    if (out.is_integer()) out.i[e] = x.i[off]; else out.f[e] = x.f[off];
+    for (int64_t k = rank - 1; k >= 0; --k) {
+      if (++idx[k] < out_dims[k]) break;
+      idx[k] = 0;
+    }
+  }
+  return out;
+}
+
+ConstTensor reshaped(const ConstTensor& x, Shape dims) {
+  ConstTensor out = x;
+  out.dims = std::move(dims);
+  return out;
+}
+
+ConstTensor cast(const ConstTensor& x, DataType to) {
+  ConstTensor out = make_like(to, x.dims);
+  for (int64_t k = 0; k < x.size(); ++k) {
+    if (out.is_integer()) {
+      int64_t v = x.as_int(k);
+      if (to == DataType::kBool) v = x.as_double(k) != 0.0;
+      out.i[k] = v;
+    } else {
+      out.f[k] = x.as_double(k);
+    }
+  }
+  return out;
+}
+
+// Resolve a Reshape target (0 copies the input dim unless allowzero, -1 is inferred).
+std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& target, bool allowzero) {
+  Shape out(target.size());
+  int64_t known = 1, infer = -1;
+  for (size_t k = 0; k < target.size(); ++k) {
+    int64_t d = target[k];
+    if (d == 0 && !allowzero) {
+      if (k >= in.size()) return std::nullopt;
+      d = in[k];
+    }
+    if (d == -1) {
+      if (infer >= 0) return std::nullopt;
+      infer = static_cast<int64_t>(k);
+      continue;
+    }
+    out[k] = d;
+    known *= d;
+  }
+  if (infer >= 0) {
+    if (known == 0) return std::nullopt;
+    out[infer] = product(in) / known;
+  }
+  if (product(out) != product(in)) return std::nullopt;
+  return out;
+}
+
+std::optional<std::vector<int64_t>> axes_of(const onnx::NodeProto& node, int64_t opset, const Values& in,
+                                            size_t input_index, int64_t input_opset) {
+  if (opset >= input_opset) {
+    if (in.size() > input_index && in[input_index]) return in[input_index]->ints();
+    return std::vector<int64_t>{};
+  }
+  auto a = attr_ints(node, "axes");
+  return a ? *a : std::vector<int64_t>{};
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal
+      int e = -1;
+      uint32_t m = mant;
+      do { ++e; m <<= 1; } while ((m & 0x400u) == 0);
+      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (m & 0x3ffu) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp - 15 + 127) << 23 | mant << 13;
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+template <class T>
+void append_raw(const std::string& raw, ConstTensor& c) {
+  const size_t n = raw.size() / sizeof(T);
+  for (size_t k = 0; k < n; ++k) {
+    T v;
+    std::memcpy(&v, raw.data() + k * sizeof(T), sizeof(T));
+    if (c.is_integer()) c.i.push_back(static_cast<int64_t>(v)); else c.f.push_back(static_cast<double>(v));
+  }
+}
+
+Status decode_raw(const std::string& raw, ConstTensor& c) {
+  switch (c.dtype) {
+    case DataType::kF32: append_raw<float>(raw, c); break;
+    case DataType::kF64: append_raw<double>(raw, c); break;
+    case DataType::kI64: append_raw<int64_t>(raw, c); break;
+    case DataType::kI32: append_raw<int32_t>(raw, c); break;
+    case DataType::kI16: append_raw<int16_t>(raw, c); break;
+    case DataType::kI8: append_raw<int8_t>(raw, c); break;
+    case DataType::kU8: case DataType::kBool: append_raw<uint8_t>(raw, c); break;
+    case DataType::kU16: append_raw<uint16_t>(raw, c); break;
+    case DataType::kU32: append_raw<uint32_t>(raw, c); break;
+    case DataType::kU64: append_raw<uint64_t>(raw, c); break;
+    case DataType::kF16:
+      for (size_t k = 0; k + 1 < raw.size(); k += 2) {
+        uint16_t h;
+        std::memcpy(&h, raw.data() + k, 2);
+        c.f.push_back(half_to_float(h));
+      }
+      break;
+    default: return make_error("element type {} cannot be read", dtype_name(c.dtype));
+  }
+  return {};
+}
+
+}  // namespace
+
+bool is_integer_type(DataType t) {
+  switch (t) {
+    case DataType::kU8: case DataType::kI8: case DataType::kU16: case DataType::kI16: case DataType::kI32:
+    case DataType::kI64: case DataType::kBool: case DataType::kU32: case DataType::kU64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool ConstTensor::is_integer() const { return is_integer_type(dtype); }
+
+std::vector<int64_t> ConstTensor::ints() const {
+  std::vector<int64_t> v(size());
+  for (int64_t k = 0; k < size(); ++k) v[k] = as_int(k);
+  return v;
+}
+
+Result<ConstTensor> read_tensor(const onnx::TensorProto& t, const std::string& base_dir) {
+  ConstTensor c;
+  c.dtype = static_cast<DataType>(t.data_type());
+  c.dims.assign(t.dims().begin(), t.dims().end());
+  const int64_t n = product(c.dims);
+  const auto ctx = fmt::format("tensor '{}'", t.name());
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : t.external_data()) {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    }
+    const auto file = std::filesystem::path(base_dir) / location;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return make_error("{}: values are stored in external data file '{}', which is missing", ctx, location);
+    if (length < 0) length = n * dtype_size(c.dtype);
+    std::string raw(static_cast<size_t>(length), '\0');
+    in.seekg(offset);
+    if (!in.read(raw.data(), length))
+      return make_error("{}: external data file '{}' is shorter than offset {} + length {}", ctx, location, offset, length);
+    auto st = decode_raw(raw, c);
+    if (!st) return st.error().with_context(ctx);
+  } else if (t.has_raw_data()) {
+    auto st = decode_raw(t.raw_data(), c);
+    if (!st) return st.error().with_context(ctx);
+  } else {
+    for (auto v : t.float_data()) c.f.push_back(v);
+    for (auto v : t.double_data()) c.f.push_back(v);
+    for (auto v : t.int64_data()) c.i.push_back(v);
+    for (auto v : t.uint64_data()) c.i.push_back(static_cast<int64_t>(v));
+    if (c.dtype == DataType::kF16 || c.dtype == DataType::kBF16) {
+      for (auto v : t.int32_data()) {
+        uint32_t bits = static_cast<uint32_t>(v) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        c.f.push_back(c.dtype == DataType::kF16 ? half_to_float(static_cast<uint16_t>(v)) : f);
+      }
+    } else {
+      for (auto v : t.int32_data()) c.i.push_back(v);
+    }
+  }
+  if (c.size() != n) return make_error("{}: holds {} values for shape {}", ctx, c.size(), shape_string(c.dims));
+  if (c.dtype == DataType::kBF16 || c.dtype == DataType::kF16) c.dtype = DataType::kF32;
+  return c;
+}
+
+onnx::TensorProto to_tensor_proto(const ConstTensor& c, const std::string& name) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  for (auto d : c.dims) t.add_dims(d);
+  const DataType stored = c.is_integer() ? DataType::kI64 : DataType::kF64;
+  // Keep the declared element type: shape inference checks it against consumers.
+  t.set_data_type(static_cast<int32_t>(c.dtype));
+  switch (c.dtype) {
+    case DataType::kF32: for (double v : c.f) t.add_float_data(static_cast<float>(v)); break;
+    case DataType::kF64: for (double v : c.f) t.add_double_data(v); break;
+    case DataType::kI64: for (int64_t v : c.i) t.add_int64_data(v); break;
+    case DataType::kU64: case DataType::kU32: for (int64_t v : c.i) t.add_uint64_data(static_cast<uint64_t>(v)); break;
+    default:
+      if (c.is_integer()) {
+        for (int64_t v : c.i) t.add_int32_data(static_cast<int32_t>(v));
+      } else {
+        t.set_data_type(static_cast<int32_t>(stored));
+        for (double v : c.f) t.add_double_data(v);
+      }
+  }
+  return t;
+}
+
+bool is_nondeterministic_op(const std::string& op) {
+  return op == "RandomNormal" || op == "RandomUniform" || op == "RandomNormalLike" ||
+         op == "RandomUniformLike" || op == "Multinomial" || op == "Bernoulli";
+}
+
+std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& node, int64_t opset, const Values& in,
+                                                      const std::vector<std::optional<Shape>>& in_shapes,
+                                                      int64_t max_elements) {
+  const std::string& op = node.op_type();
+  auto one = [](std::optional<ConstTensor> t) -> std::optional<std::vector<ConstTensor>> {
+    if (!t) return std::nullopt;
+    std::vector<ConstTensor> v;
+    v.push_back(std::move(*t));
+    return v;
+  };
+  auto have = [&](size_t k) { return in.size() > k && in[k] != nullptr; };
+
+  if (op == "Shape" || op == "Size") {
+    if (in_shapes.empty() || !in_shapes[0] || !shape_known(*in_shapes[0])) return std::nullopt;
+    const Shape& s = *in_shapes[0];
+    ConstTensor out;
+    out.dtype = DataType::kI64;
+    if (op == "Size") {
+      out.i = {product(s)};
+      return one(out);
+    }
+    const int64_t rank = static_cast<int64_t>(s.size());
+    int64_t start = std::clamp<int64_t>(normalize_axis(attr_i(node, "start", 0), rank), 0, rank);
+    int64_t end = std::clamp<int64_t>(normalize_axis(attr_i(node, "end", rank), rank), 0, rank);
+    out.i.assign(s.begin() + start, s.begin() + std::max(start, end));
+    out.dims = {static_cast<int64_t>(out.i.size())};
+    return one(out);
+  }
+  if (op == "Constant") {
+    if (const auto* a = find_attr(node, "value")) {
+      auto t = read_tensor(a->t(), "");
+      if (!t) return std::nullopt;
+      return one(*t);
+    }
+    ConstTensor out;
+    if (const auto* a = find_attr(node, "value_int")) { out.dtype = DataType::kI64; out.i = {a->i()}; return one(out); }
+    if (const auto* a = find_attr(node, "value_float")) { out.dtype = DataType::kF32; out.f = {a->f()}; return one(out); }
+    if (const auto* a = find_attr(node, "value_ints")) {
+      out.dtype = DataType::kI64;
+      out.i.assign(a->ints().begin(), a->ints().end());
+      out.dims = {static_cast<int64_t>(out.i.size())};
+      return one(out);
+    }
+    if (const auto* a = find_attr(node, "value_floats")) {
+      out.dtype = DataType::kF32;
+      out.f.assign(a->floats().begin(), a->floats().end());
+      out.dims = {static_cast<int64_t>(out.f.size())};
+      return one(out);
+    }
+    return std::nullopt;
+  }
+  // Every other op needs all its present inputs constant.
+  for (size_t k = 0; k < in.size(); ++k)
+    if (!in[k] && k < static_cast<size_t>(node.input_size()) && !node.input(static_cast<int>(k)).empty())
+      return std::nullopt;
+  if (in.empty() || !in[0]) return std::nullopt;
+  const ConstTensor& x = *in[0];
+
+  if (op == "ConstantOfShape") {
+    Shape dims = x.ints();
+    if (product(dims) > max_elements) return std::nullopt;
+    ConstTensor value;
+    value.dtype = DataType::kF32;
+    value.f = {0.0};
+    if (const auto* a = find_attr(node, "value")) {
+      auto t = read_tensor(a->t(), "");
+      if (!t || t->size() != 1) return std::nullopt;
+      value = *t;
+    }
+    ConstTensor out = make_like(value.dtype, dims);
+    for (int64_t k = 0; k < out.size(); ++k) set_value(out, k, value.as_double(0));
+    return one(out);
+  }
+  if (op == "Identity") return one(x);
+  if (op == "Cast") return one(cast(x, static_cast<DataType>(attr_i(node, "to", 1))));
+  if (op == "Reshape") {
+    if (!have(1)) return std::nullopt;
+    auto dims = reshape_target(x.dims, in[1]->ints(), attr_i(node, "allowzero", 0) != 0);
+    if (!dims) return std::nullopt;
+    return one(reshaped(x, *dims));
+  }
+  if (op == "Flatten") {
+    const int64_t rank = static_cast<int64_t>(x.dims.size());
+    const int64_t axis = normalize_axis(attr_i(node, "axis", 1), rank);
+    return one(reshaped(x, {product(Shape(x.dims.begin(), x.dims.begin() + axis)),
+                            product(Shape(x.dims.begin() + axis, x.dims.end()))}));
+  }
+  if (op == "Unsqueeze") {
+    auto axes = axes_of(node, opset, in, 1, 13);
+    if (!axes) return std::nullopt;
+    const int64_t rank = static_cast<int64_t>(x.dims.size() + axes->size());
+    Shape dims;
+    std::vector<bool> is_new(rank, false);
+    for (auto a : *axes) {
+      a = normalize_axis(a, rank);
+      if (a < 0 || a >= rank) return std::nullopt;
+      is_new[a] = true;
+    }
+    size_t src = 0;
+    for (int64_t k = 0; k < rank; ++k) dims.push_back(is_new[k] ? 1 : x.dims[src++]);
+    return one(reshaped(x, dims));
+  }
+  if (op == "Squeeze") {
+    auto axes = axes_of(node, opset, in, 1, 13);
+    if (!axes) return std::nullopt;
+    const int64_t rank = static_cast<int64_t>(x.dims.size());
+    Shape dims;
+    for (int64_t k = 0; k < rank; ++k) {
+      bool drop = axes->empty() ? x.dims[k] == 1 : false;
+      for (auto a : *axes) drop = drop || normalize_axis(a, rank) == k;
+      if (!drop) dims.push_back(x.dims[k]);
+    }
+    return one(reshaped(x, dims));
+  }
+  if (op == "Concat") {
+    Values parts;
+    for (const auto* t : in)
+      if (t) parts.push_back(t);
+    return one(concat(parts, attr_i(node, "axis", 0), max_elements));
+  }
+  if (op == "Gather") {
+    if (!have(1)) return std::nullopt;
+    return one(gather(x, *in[1], attr_i(node, "axis", 0), max_elements));
+  }
+  if (op == "Slice") {
+    if (opset < 10) {
+      auto starts = attr_ints(node, "starts"), ends = attr_ints(node, "ends");
+      if (!starts || !ends) return std::nullopt;
+      return one(slice(x, *starts, *ends, attr_ints(node, "axes").value_or(std::vector<int64_t>{}), {}));
+    }
+    if (!have(1) || !have(2)) return std::nullopt;
+    return one(slice(x, in[1]->ints(), in[2]->ints(), have(3) ? in[3]->ints() : std::vector<int64_t>{},
+                     have(4) ? in[4]->ints() : std::vector<int64_t>{}));
+  }
+  if (op == "Transpose") return one(transpose(x, attr_ints(node, "perm").value_or(std::vector<int64_t>{})));
+  if (op == "Range") {
+    if (!have(1) || !have(2)) return std::nullopt;
+    const double start = x.as_double(0), limit = in[1]->as_double(0), delta = in[2]->as_double(0);
+    if (delta == 0) return std::nullopt;
+    const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+    if (n > max_elements) return std::nullopt;
+    ConstTensor out = make_like(x.dtype, {n});
+    for (int64_t k = 0; k < n; ++k) set_value(out, k, start + static_cast<double>(k) * delta);
+    return one(out);
+  }
+  if (op == "Expand") {
+    if (!have(1)) return std::nullopt;
+    auto dims = broadcast({x.dims, in[1]->ints()});
+    if (!dims || product(*dims) > max_elements) return std::nullopt;
+    ConstTensor shape_holder = make_like(x.dtype, *dims);
+    return one(elementwise({&x, &shape_holder}, x.dtype, max_elements,
+                           [](const std::vector<double>& a) { return a[0]; },
+                           [](const std::vector<int64_t>& a) { return a[0]; }));
+  }
+  if (op == "Where") {
+    if (!have(1) || !have(2)) return std::nullopt;
+    return one(elementwise(in, in[1]->dtype, max_elements,
+                           [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; },
+                           [](const std::vector<int64_t>& a) { return a[0] != 0 ? a[1] : a[2]; }));
+  }
+
+  using F = std::function<double(const std::vector<double>&)>;
+  using I = std::function<int64_t(const std::vector<int64_t>&)>;
+  struct Binary { const char* name; F f; I i; bool boolean; };
+  static const Binary kBinary[] = {
+      {"Add", [](auto& a) { return a[0] + a[1]; }, [](auto& a) { return a[0] + a[1]; }, false},
+      {"Sub", [](auto& a) { return a[0] - a[1]; }, [](auto& a) { return a[0] - a[1]; }, false},
+      {"Mul", [](auto& a) { return a[0] * a[1]; }, [](auto& a) { return a[0] * a[1]; }, false},
+      {"Div", [](auto& a) { return a[0] / a[1]; },
+       [](auto& a) { return a[1] == 0 ? int64_t{0} : a[0] / a[1]; }, false},
+      {"Pow", [](auto& a) { return std::pow(a[0], a[1]); },
+       [](auto& a) { return static_cast<int64_t>(std::pow(static_cast<double>(a[0]), static_cast<double>(a[1]))); }, false},
+      {"Max", [](auto& a) { return std::max(a[0], a[1]); }, [](auto& a) { return std::max(a[0], a[1]); }, false},
+      {"Min", [](auto& a) { return std::min(a[0], a[1]); }, [](auto& a) { return std::min(a[0], a[1]); }, false},
+      {"Equal", [](auto& a) { return double(a[0] == a[1]); }, [](auto& a) { return int64_t(a[0] == a[1]); }, true},
+      {"Less", [](auto& a) { return double(a[0] < a[1]); }, [](auto& a) { return int64_t(a[0] < a[1]); }, true},
+      {"Greater", [](auto& a) { return double(a[0] > a[1]); }, [](auto& a) { return int64_t(a[0] > a[1]); }, true},
+      {"And", [](auto& a) { return double(a[0] != 0 && a[1] != 0); }, [](auto& a) { return int64_t(a[0] && a[1]); }, true},
+      {"Or", [](auto& a) { return double(a[0] != 0 || a[1] != 0); }, [](auto& a) { return int64_t(a[0] || a[1]); }, true},
+  };
+  for (const auto& b : kBinary) {
+    if (op != b.name) continue;
+    if (!have(1)) return std::nullopt;
+    if ((op == "Max" || op == "Min") && in.size() != 2) return std::nullopt;
+    return one(elementwise({in[0], in[1]}, b.boolean ? DataType::kBool : x.dtype, max_elements, b.f, b.i));
+  }
+  if (op == "Mod") {
+    if (!have(1)) return std::nullopt;
+    const bool fmod = attr_i(node, "fmod", 0) != 0;
+    return one(elementwise({in[0], in[1]}, x.dtype, max_elements,
+                           [fmod](const std::vector<double>& a) {
+                             double r = std::fmod(a[0], a[1]);
+                             if (!fmod && r != 0 && ((r < 0) != (a[1] < 0))) r += a[1];
+                             return r;
+                           },
+                           [fmod](const std::vector<int64_t>& a) {
+                             if (a[1] == 0) return int64_t{0};
+                             int64_t r = a[0] % a[1];
+                             if (!fmod && r != 0 && ((r < 0) != (a[1] < 0))) r += a[1];
+                             return r;
+                           }));
+  }
+  struct Unary { const char* name; F f; };
+  static const Unary kUnary[] = {
+      {"Neg", [](auto& a) { return -a[0]; }},
+      {"Abs", [](auto& a) { return std::fabs(a[0]); }},
+      {"Sqrt", [](auto& a) { return std::sqrt(a[0]); }},
+      {"Floor", [](auto& a) { return std::floor(a[0]); }},
+      {"Ceil", [](auto& a) { return std::ceil(a[0]); }},
+      {"Reciprocal", [](auto& a) { return 1.0 / a[0]; }},
+      {"Not", [](auto& a) { return double(a[0] == 0); }},
+  };
+  for (const auto& u : kUnary) {
+    if (op != u.name) continue;
+    return one(elementwise({in[0]}, x.dtype, max_elements, u.f));
+  }
+  return std::nullopt;
+}
+
+}  // namespace floorline::mp

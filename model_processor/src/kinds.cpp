@@ -1,0 +1,582 @@
+// The layer-kind table: one row per LayerKind. Adding a kind = one row here plus its enum value
+// (docs/ADDING_A_LAYER.md). FLOPs and bytes formulas are documented in docs/LAYERS.md.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <numeric>
+
+#include "floorline/model_processor/layer.hpp"
+#include "kinds.hpp"
+
+namespace floorline::mp {
+namespace {
+
+using CostFn = int64_t (*)(const LayerConfig&);
+using FixupFn = void (*)(const NodeView&, LayerConfig&);
+
+// ---------------------------------------------------------------------------------------------
+// Cost formulas. They read the config only, so a config from the database is costed the same way.
+
+const TensorArg* arg(const LayerConfig& c, std::string_view role) {
+  for (const auto& a : c.inputs)
+    if (a.role == role) return &a;
+  return nullptr;
+}
+int64_t arg_numel(const LayerConfig& c, std::string_view role) {
+  const auto* a = arg(c, role);
+  return a ? numel(a->shape) : -1;
+}
+int64_t out_numel(const LayerConfig& c) { return c.outputs.empty() ? -1 : numel(c.outputs[0].shape); }
+int64_t tensor_bytes(const TensorArg& t) {
+  const int64_t n = numel(t.shape);
+  return n < 0 ? -1 : n * dtype_size(t.dtype);
+}
+// -1 propagates: a product or sum with an unknown factor is unknown.
+int64_t mul(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a * b; }
+int64_t add(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a + b; }
+
+int64_t zero(const LayerConfig&) { return 0; }
+
+// Compulsory traffic: all inputs read once, all outputs written once.
+int64_t io_bytes(const LayerConfig& c) {
+  int64_t b = 0;
+  for (const auto& t : c.inputs) b = add(b, tensor_bytes(t));
+  for (const auto& t : c.outputs) b = add(b, tensor_bytes(t));
+  return b;
+}
+// Gather and Slice read only the elements they write (plus Gather's indices).
+int64_t gather_bytes(const LayerConfig& c) {
+  int64_t b = c.outputs.empty() ? -1 : mul(2, tensor_bytes(c.outputs[0]));
+  if (const auto* idx = arg(c, "indices")) b = add(b, tensor_bytes(*idx));
+  return b;
+}
+int64_t slice_bytes(const LayerConfig& c) { return c.outputs.empty() ? -1 : mul(2, tensor_bytes(c.outputs[0])); }
+
+template <int kOpsPerOutput>
+int64_t per_output(const LayerConfig& c) { return mul(kOpsPerOutput, out_numel(c)); }
+template <int kOpsPerInput>
+int64_t per_input(const LayerConfig& c) { return mul(kOpsPerInput, arg_numel(c, "x")); }
+
+int64_t spatial_product(const Shape& s, size_t from) {
+  int64_t p = 1;
+  for (size_t k = from; k < s.size(); ++k) p = mul(p, s[k]);
+  return p;
+}
+
+// Conv: 2 · N·Cout·∏out_spatial · (Cin/group)·∏kernel, plus one add per output for the bias.
+int64_t conv_flops(const LayerConfig& c) {
+  const auto* w = arg(c, "w");
+  if (!w || w->shape.size() < 2) return -1;
+  const int64_t macs_per_output = mul(w->shape[1], spatial_product(w->shape, 2));
+  int64_t f = mul(2, mul(out_numel(c), macs_per_output));
+  if (arg(c, "bias")) f = add(f, out_numel(c));
+  return f;
+}
+// ConvTranspose: each input element scatters into (Cout/group)·∏kernel outputs: 2·N·Cin·∏in·(Cout/g)·∏k.
+int64_t conv_transpose_flops(const LayerConfig& c) {
+  const auto* w = arg(c, "w");
+  if (!w || w->shape.size() < 2) return -1;
+  int64_t f = mul(2, mul(arg_numel(c, "x"), mul(w->shape[1], spatial_product(w->shape, 2))));
+  if (arg(c, "bias")) f = add(f, out_numel(c));
+  return f;
+}
+// Gemm: 2·M·N·K, plus M·N for a bias (C).
+int64_t gemm_flops(const LayerConfig& c) {
+  const auto* a = arg(c, "a");
+  if (!a || a->shape.size() != 2) return -1;
+  const int64_t k = c.attr_int("transA", 0) ? a->shape[0] : a->shape[1];
+  int64_t f = mul(2, mul(out_numel(c), k));
+  if (arg(c, "bias")) f = add(f, out_numel(c));
+  return f;
+}
+// MatMul: 2·(batch·M·N)·K with K the last dim of A (NumPy matmul semantics).
+int64_t matmul_flops(const LayerConfig& c) {
+  const auto* a = arg(c, "a");
+  if (!a || a->shape.empty()) return -1;
+  return mul(2, mul(out_numel(c), a->shape.back()));
+}
+// LRN: per element a windowed sum of squares (2·size) then bias + alpha/size·sum, pow and divide (4).
+int64_t lrn_flops(const LayerConfig& c) { return mul(2 * c.attr_int("size", 1) + 4, arg_numel(c, "x")); }
+// Pooling: one op per kernel element per output; average adds one divide per output.
+int64_t pool_flops(const LayerConfig& c) {
+  const auto k = c.attr_ints("kernel");
+  int64_t per = std::accumulate(k.begin(), k.end(), int64_t{1}, std::multiplies<>());
+  if (c.kind == LayerKind::kAveragePool) per += 1;
+  return mul(per, out_numel(c));
+}
+int64_t global_pool_flops(const LayerConfig& c) {
+  return add(arg_numel(c, "x"), c.kind == LayerKind::kGlobalAveragePool ? out_numel(c) : 0);
+}
+int64_t reduce_flops(const LayerConfig& c) {
+  return add(arg_numel(c, "x"), c.kind == LayerKind::kReduceMean ? out_numel(c) : 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attribute fix-ups: what the generic normalizer (node attributes + schema defaults + parameter
+// inputs) cannot know.
+
+Attr* find(LayerConfig& c, std::string_view name) {
+  for (auto& a : c.attrs)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+void erase(LayerConfig& c, std::initializer_list<std::string_view> names) {
+  c.attrs.erase(std::remove_if(c.attrs.begin(), c.attrs.end(),
+                               [&](const Attr& a) {
+                                 return std::find(names.begin(), names.end(), a.name) != names.end();
+                               }),
+                c.attrs.end());
+}
+void set(LayerConfig& c, std::string name, AttrValue v) {
+  if (auto* a = find(c, name)) a->value = std::move(v);
+  else c.attrs.push_back({std::move(name), std::move(v)});
+}
+std::vector<int64_t> ints_or(const LayerConfig& c, std::string_view name, size_t n, int64_t fill) {
+  auto v = c.attr_ints(name);
+  if (v.empty()) v.assign(n, fill);
+  return v;
+}
+std::string str_or(const LayerConfig& c, std::string_view name, std::string fallback) {
+  const auto* a = c.find_attr(name);
+  if (a && std::holds_alternative<std::string>(a->value)) return std::get<std::string>(a->value);
+  return fallback;
+}
+int64_t input_rank(const LayerConfig& c) {
+  const auto* x = c.inputs.empty() ? nullptr : &c.inputs[0];
+  return x ? static_cast<int64_t>(x->shape.size()) : 0;
+}
+int64_t positive_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+void normalize_axis_attr(LayerConfig& c, std::string_view name, int64_t fallback) {
+  set(c, std::string(name), positive_axis(c.attr_int(name, fallback), input_rank(c)));
+}
+// Move attributes into a fixed order (names not present are skipped); the rest follow, sorted.
+void order(LayerConfig& c, std::initializer_list<std::string_view> names) {
+  std::vector<Attr> ordered;
+  for (auto n : names)
+    if (auto* a = find(c, n)) ordered.push_back(*a);
+  for (auto& a : c.attrs)
+    if (std::find(names.begin(), names.end(), a.name) == names.end()) ordered.push_back(a);
+  c.attrs = std::move(ordered);
+}
+
+// Explicit pads from auto_pad (ONNX Conv/Pool spec): SAME_* pads so that out = ceil(in / stride),
+// the odd pixel at the end (SAME_UPPER) or the beginning (SAME_LOWER); VALID pads nothing.
+std::vector<int64_t> resolve_pads(const std::string& auto_pad, const Shape& x, const std::vector<int64_t>& kernel,
+                                  const std::vector<int64_t>& strides, const std::vector<int64_t>& dil,
+                                  std::vector<int64_t> pads) {
+  const size_t n = kernel.size();
+  if (pads.size() != 2 * n) pads.assign(2 * n, 0);
+  if (auto_pad == "VALID") return std::vector<int64_t>(2 * n, 0);
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") return pads;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t in = x.size() > i + 2 ? x[i + 2] : -1;
+    if (in < 0) return pads;
+    const int64_t out = (in + strides[i] - 1) / strides[i];
+    const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in);
+    const int64_t small = total / 2, large = total - small;
+    pads[i] = auto_pad == "SAME_UPPER" ? small : large;
+    pads[i + n] = auto_pad == "SAME_UPPER" ? large : small;
+  }
+  return pads;
+}
+
+void fix_conv(const NodeView&, LayerConfig& c) {
+  const auto* x = arg(c, "x");
+  const auto* w = arg(c, "w");
+  if (!x || !w || w->shape.size() < 3) return;
+  const size_t n = w->shape.size() - 2;
+  const std::vector<int64_t> kernel(w->shape.begin() + 2, w->shape.end());
+  const auto strides = ints_or(c, "strides", n, 1), dil = ints_or(c, "dilations", n, 1);
+  const auto pads = resolve_pads(str_or(c, "auto_pad", "NOTSET"), x->shape, kernel, strides, dil, c.attr_ints("pads"));
+  const int64_t group = c.attr_int("group", 1);
+  c.attrs = {{"pads", pads}, {"strides", strides}, {"dil", dil}, {"group", group}};
+}
+
+void fix_conv_transpose(const NodeView&, LayerConfig& c) {
+  const auto* x = arg(c, "x");
+  const auto* w = arg(c, "w");
+  if (!x || !w || w->shape.size() < 3) return;
+  const size_t n = w->shape.size() - 2;
+  const std::vector<int64_t> kernel(w->shape.begin() + 2, w->shape.end());
+  const auto strides = ints_or(c, "strides", n, 1), dil = ints_or(c, "dilations", n, 1);
+  const auto out_pad = ints_or(c, "output_padding", n, 0);
+  auto pads = ints_or(c, "pads", 2 * n, 0);
+  const auto auto_pad = str_or(c, "auto_pad", "NOTSET");
+  auto out_shape = c.attr_ints("output_shape");
+  if (out_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"))
+    for (size_t i = 0; i < n && x->shape.size() > i + 2; ++i) out_shape.push_back(x->shape[i + 2] * strides[i]);
+  if (out_shape.size() == n && x->shape.size() == n + 2) {
+    // ONNX ConvTranspose spec: total_padding = stride·(in−1) + output_padding + ((k−1)·dil+1) − out.
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t total = strides[i] * (x->shape[i + 2] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1 - out_shape[i];
+      const bool upper = auto_pad != "SAME_LOWER";
+      pads[i] = upper ? total / 2 : total - total / 2;
+      pads[i + n] = upper ? total - total / 2 : total / 2;
+    }
+  }
+  const int64_t group = c.attr_int("group", 1);
+  c.attrs = {{"pads", pads}, {"strides", strides}, {"dil", dil}, {"group", group}, {"output_padding", out_pad}};
+  c.key_includes_outputs = true;
+}
+
+void fix_pool(const NodeView& v, LayerConfig& c) {
+  const auto* x = arg(c, "x");
+  const auto kernel = c.attr_ints("kernel_shape");
+  if (!x || kernel.empty()) return;
+  const size_t n = kernel.size();
+  const auto strides = ints_or(c, "strides", n, 1), dil = ints_or(c, "dilations", n, 1);
+  const auto pads = resolve_pads(str_or(c, "auto_pad", "NOTSET"), x->shape, kernel, strides, dil, c.attr_ints("pads"));
+  const int64_t ceil_mode = c.attr_int("ceil_mode", 0);
+  if (c.kind == LayerKind::kMaxPool) {
+    c.attrs = {{"kernel", kernel}, {"pads", pads}, {"strides", strides}, {"dil", dil}, {"ceil_mode", ceil_mode}};
+    if (v.out.size() > 1 && v.out[1].present) c.attrs.push_back({"indices", int64_t{1}});
+  } else {
+    const int64_t cip = c.attr_int("count_include_pad", 0);
+    c.attrs = {{"kernel", kernel}, {"pads", pads}, {"strides", strides}, {"ceil_mode", ceil_mode},
+               {"count_include_pad", cip}};
+  }
+}
+
+void fix_gemm(const NodeView&, LayerConfig& c) { order(c, {"transA", "transB", "alpha", "beta"}); }
+
+// Numeric parameters that do not change the work (epsilon, momentum, dropout ratio) are dropped.
+void fix_batchnorm(const NodeView&, LayerConfig& c) { erase(c, {"epsilon", "momentum"}); }
+void fix_instancenorm(const NodeView&, LayerConfig& c) { erase(c, {"epsilon"}); }
+void fix_layernorm(const NodeView&, LayerConfig& c) {
+  erase(c, {"epsilon", "stash_type"});
+  normalize_axis_attr(c, "axis", -1);
+}
+void fix_lrn(const NodeView&, LayerConfig& c) { erase(c, {"alpha", "beta", "bias"}); }
+void fix_dropout(const NodeView&, LayerConfig& c) { erase(c, {"seed", "ratio"}); }
+
+void fix_softmax(const NodeView& v, LayerConfig& c) {
+  // Before opset 13 Softmax coerced the input to 2-D at `axis` (default 1); from 13 it is per-axis (default -1).
+  if (v.opset < 13) {
+    normalize_axis_attr(c, "axis", 1);
+    set(c, "coerce_2d", int64_t{1});
+  } else {
+    normalize_axis_attr(c, "axis", -1);
+  }
+}
+void fix_axis0(const NodeView&, LayerConfig& c) { normalize_axis_attr(c, "axis", 0); }
+void fix_axis1(const NodeView&, LayerConfig& c) { normalize_axis_attr(c, "axis", 1); }
+
+void fix_axes_list(LayerConfig& c, int64_t rank, bool empty_means_all) {
+  auto axes = c.attr_ints("axes");
+  for (auto& a : axes) a = positive_axis(a, rank);
+  std::sort(axes.begin(), axes.end());
+  if (axes.empty() && empty_means_all)
+    for (int64_t k = 0; k < rank; ++k) axes.push_back(k);
+  set(c, "axes", axes);
+}
+void fix_reduce(const NodeView&, LayerConfig& c) {
+  const bool noop = c.attr_int("noop_with_empty_axes", 0) != 0;
+  erase(c, {"noop_with_empty_axes"});
+  fix_axes_list(c, input_rank(c), !noop);
+  order(c, {"axes", "keepdims"});
+}
+void fix_squeeze(const NodeView& v, LayerConfig& c) {
+  fix_axes_list(c, input_rank(c), false);
+  c.key_includes_outputs = true;
+  (void)v;
+}
+void fix_unsqueeze(const NodeView& v, LayerConfig& c) {
+  const int64_t rank = v.out.empty() || !v.out[0].shape ? 0 : static_cast<int64_t>(v.out[0].shape->size());
+  fix_axes_list(c, rank, false);
+}
+void fix_transpose(const NodeView&, LayerConfig& c) {
+  if (c.attr_ints("perm").empty()) {
+    std::vector<int64_t> perm;
+    for (int64_t k = input_rank(c) - 1; k >= 0; --k) perm.push_back(k);
+    set(c, "perm", perm);
+  }
+}
+void fix_cast(const NodeView&, LayerConfig& c) {
+  const auto to = static_cast<DataType>(c.attr_int("to", 0));
+  erase(c, {"saturate"});
+  set(c, "to", std::string(dtype_name(to)));
+}
+// Slice: the effective start per sliced axis (clamped as the ONNX spec clamps), positive axes,
+// steps; the output shape (in the key) carries the extent.
+void fix_slice(const NodeView&, LayerConfig& c) {
+  const auto* x = arg(c, "x");
+  auto starts = c.attr_ints("starts"), axes = c.attr_ints("axes"), steps = c.attr_ints("steps");
+  erase(c, {"starts", "ends", "axes", "steps"});
+  c.key_includes_outputs = true;
+  if (!x || starts.empty()) return;
+  const int64_t rank = static_cast<int64_t>(x->shape.size());
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || steps.size() != starts.size()) return;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    axes[k] = positive_axis(axes[k], rank);
+    const int64_t dim = axes[k] < rank ? x->shape[axes[k]] : -1;
+    if (dim < 0) continue;
+    int64_t s = starts[k] < 0 ? starts[k] + dim : starts[k];
+    starts[k] = steps[k] > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
+  }
+  c.attrs.insert(c.attrs.begin(), {{"starts", starts}, {"axes", axes}, {"steps", steps}});
+}
+void fix_pad(const NodeView&, LayerConfig& c) {
+  erase(c, {"constant_value", "value"});
+  order(c, {"pads", "mode"});
+}
+void fix_resize(const NodeView&, LayerConfig& c) {
+  const auto mode = str_or(c, "mode", "nearest");
+  erase(c, {"roi", "scales", "sizes"});
+  if (mode != "nearest") erase(c, {"nearest_mode"});
+  if (mode != "cubic") erase(c, {"cubic_coeff_a", "exclude_outside"});
+  if (str_or(c, "coordinate_transformation_mode", "") != "tf_crop_and_resize") erase(c, {"extrapolation_value"});
+  c.key_includes_outputs = true;
+}
+void fix_outputs_in_key(const NodeView&, LayerConfig& c) { c.key_includes_outputs = true; }
+void fix_split(const NodeView& v, LayerConfig& c) {
+  normalize_axis_attr(c, "axis", 0);
+  // Equal split when no sizes are given: the output shapes say it.
+  if (c.attr_ints("split").empty()) {
+    const int64_t axis = c.attr_int("axis", 0);
+    std::vector<int64_t> sizes;
+    for (const auto& o : v.out)
+      sizes.push_back(o.shape && static_cast<int64_t>(o.shape->size()) > axis ? (*o.shape)[axis] : -1);
+    set(c, "split", sizes);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct KindInfo {
+  LayerKind kind;
+  std::string_view op;
+  CostClass cost;
+  std::initializer_list<int> param_inputs;  // input slots read as attributes when constant
+  std::initializer_list<int> flag_inputs;   // input slots shown in the key by role only (shape implied)
+  FixupFn fixup;
+  CostFn flops;
+  CostFn bytes;
+};
+
+using C = CostClass;
+using K = LayerKind;
+constexpr auto kCompute = C::kCompute;
+
+// One row per kind, in LayerKind order (checked below).
+const KindInfo kKinds[] = {
+    {K::kConv, "Conv", kCompute, {}, {2}, fix_conv, conv_flops, io_bytes},
+    {K::kConvTranspose, "ConvTranspose", kCompute, {}, {2}, fix_conv_transpose, conv_transpose_flops, io_bytes},
+    {K::kGemm, "Gemm", kCompute, {}, {}, fix_gemm, gemm_flops, io_bytes},
+    {K::kMatMul, "MatMul", kCompute, {}, {}, nullptr, matmul_flops, io_bytes},
+    // BN at inference folds to y = x·a + b: 2 FLOPs per element.
+    {K::kBatchNormalization, "BatchNormalization", kCompute, {}, {1, 2, 3, 4}, fix_batchnorm, per_input<2>, io_bytes},
+    // mean (1) + variance (3) + normalize (2) + scale and shift (2) = 8 per element.
+    {K::kLayerNormalization, "LayerNormalization", kCompute, {}, {1, 2}, fix_layernorm, per_input<8>, io_bytes},
+    {K::kInstanceNormalization, "InstanceNormalization", kCompute, {}, {1, 2}, fix_instancenorm, per_input<8>, io_bytes},
+    {K::kLRN, "LRN", kCompute, {}, {}, fix_lrn, lrn_flops, io_bytes},
+    {K::kRelu, "Relu", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kLeakyRelu, "LeakyRelu", kCompute, {}, {}, nullptr, per_output<2>, io_bytes},
+    {K::kPRelu, "PRelu", kCompute, {}, {}, nullptr, per_output<2>, io_bytes},
+    {K::kElu, "Elu", kCompute, {}, {}, nullptr, per_output<3>, io_bytes},
+    {K::kSelu, "Selu", kCompute, {}, {}, nullptr, per_output<4>, io_bytes},
+    {K::kClip, "Clip", kCompute, {1, 2}, {}, nullptr, per_output<2>, io_bytes},
+    {K::kSigmoid, "Sigmoid", kCompute, {}, {}, nullptr, per_output<4>, io_bytes},   // neg, exp, add, div
+    {K::kTanh, "Tanh", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kHardSigmoid, "HardSigmoid", kCompute, {}, {}, nullptr, per_output<4>, io_bytes},  // mul, add, min, max
+    {K::kHardSwish, "HardSwish", kCompute, {}, {}, nullptr, per_output<5>, io_bytes},      // x · HardSigmoid(x)
+    {K::kSoftplus, "Softplus", kCompute, {}, {}, nullptr, per_output<3>, io_bytes},
+    {K::kErf, "Erf", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kExp, "Exp", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kLog, "Log", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kSqrt, "Sqrt", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kReciprocal, "Reciprocal", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kNeg, "Neg", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kAbs, "Abs", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kFloor, "Floor", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kCeil, "Ceil", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kNot, "Not", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kCast, "Cast", kCompute, {}, {}, fix_cast, zero, io_bytes},
+    {K::kAdd, "Add", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kSub, "Sub", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kMul, "Mul", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kDiv, "Div", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kPow, "Pow", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kMax, "Max", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kMin, "Min", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kMod, "Mod", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kEqual, "Equal", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kLess, "Less", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kGreater, "Greater", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kAnd, "And", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kOr, "Or", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kWhere, "Where", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    // max, subtract, exp, sum, divide (LogSoftmax: log instead of divide, then subtract).
+    {K::kSoftmax, "Softmax", kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
+    {K::kLogSoftmax, "LogSoftmax", kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
+    {K::kMaxPool, "MaxPool", kCompute, {}, {}, fix_pool, pool_flops, io_bytes},
+    {K::kAveragePool, "AveragePool", kCompute, {}, {}, fix_pool, pool_flops, io_bytes},
+    {K::kGlobalAveragePool, "GlobalAveragePool", kCompute, {}, {}, nullptr, global_pool_flops, io_bytes},
+    {K::kGlobalMaxPool, "GlobalMaxPool", kCompute, {}, {}, nullptr, global_pool_flops, io_bytes},
+    {K::kReduceMean, "ReduceMean", kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    {K::kReduceSum, "ReduceSum", kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    {K::kReduceMax, "ReduceMax", kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    {K::kReduceMin, "ReduceMin", kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    {K::kReduceProd, "ReduceProd", kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    {K::kConcat, "Concat", kCompute, {}, {}, fix_axis0, zero, io_bytes},
+    {K::kSplit, "Split", kCompute, {1}, {}, fix_split, zero, io_bytes},
+    {K::kSlice, "Slice", kCompute, {1, 2, 3, 4}, {}, fix_slice, zero, slice_bytes},
+    {K::kTranspose, "Transpose", kCompute, {}, {}, fix_transpose, zero, io_bytes},
+    {K::kPad, "Pad", kCompute, {1, 2, 3}, {}, fix_pad, zero, io_bytes},
+    // Linear/cubic interpolation cost is counted as data movement only (FLOPs 0): memory-bound.
+    {K::kResize, "Resize", kCompute, {1, 2, 3}, {}, fix_resize, zero, io_bytes},
+    {K::kGather, "Gather", kCompute, {}, {}, fix_axis0, zero, gather_bytes},
+    {K::kExpand, "Expand", kCompute, {1}, {}, fix_outputs_in_key, zero, io_bytes},
+    {K::kTile, "Tile", kCompute, {1}, {}, fix_outputs_in_key, zero, io_bytes},
+    {K::kScatterND, "ScatterND", kCompute, {}, {}, nullptr, zero, io_bytes},
+    {K::kRange, "Range", kCompute, {0, 1, 2}, {}, fix_outputs_in_key, zero, io_bytes},
+    {K::kReshape, "Reshape", C::kView, {1}, {}, fix_outputs_in_key, zero, zero},
+    {K::kFlatten, "Flatten", C::kView, {}, {}, fix_axis1, zero, zero},
+    {K::kSqueeze, "Squeeze", C::kView, {1}, {}, fix_squeeze, zero, zero},
+    {K::kUnsqueeze, "Unsqueeze", C::kView, {1}, {}, fix_unsqueeze, zero, zero},
+    {K::kIdentity, "Identity", C::kView, {}, {}, nullptr, zero, zero},
+    {K::kDropout, "Dropout", C::kView, {1, 2}, {}, fix_dropout, zero, zero},
+    {K::kShape, "Shape", C::kHost, {}, {}, nullptr, zero, zero},
+    {K::kSize, "Size", C::kHost, {}, {}, nullptr, zero, zero},
+    {K::kConstant, "Constant", C::kHost, {}, {}, nullptr, zero, zero},
+    {K::kConstantOfShape, "ConstantOfShape", C::kHost, {0}, {}, fix_outputs_in_key, zero, zero},
+    {K::kIf, "If", C::kControl, {}, {}, nullptr, zero, zero},
+    {K::kLoop, "Loop", C::kControl, {}, {}, nullptr, zero, zero},
+    {K::kUnsupported, "Unsupported", C::kUnsupported, {}, {}, fix_outputs_in_key, zero, io_bytes},
+};
+static_assert(std::size(kKinds) == kLayerKindCount, "one row of kKinds per LayerKind");
+
+const KindInfo& info(LayerKind k) { return kKinds[static_cast<int>(k)]; }
+
+bool table_in_enum_order() {
+  for (int k = 0; k < kLayerKindCount; ++k)
+    if (static_cast<int>(kKinds[k].kind) != k) return false;
+  return true;
+}
+const bool kTableChecked = [] {
+  if (!table_in_enum_order()) std::abort();  // a row out of place is a programming error
+  return true;
+}();
+
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// Role of input slot k: the schema's formal parameter name, lower-cased; "x" for the main data
+// input (ONNX calls it X, input or data); variadic inputs numbered (x0, x1, ...).
+std::string role_name(const NodeView& v, LayerKind kind, size_t k) {
+  if (!v.schema) return fmt::format("in{}", k);
+  const auto& formals = v.schema->inputs();
+  if (formals.empty()) return fmt::format("in{}", k);
+  const size_t f = std::min(k, formals.size() - 1);
+  std::string name = lower(formals[f].GetName());
+  if (name == "input" || name == "data" || name == "inputs" || name == "data_0") name = "x";
+  if ((kind == K::kConv || kind == K::kConvTranspose) && k == 2) name = "bias";
+  if (kind == K::kGemm && k == 2) name = "bias";
+  if (formals[f].GetOption() == onnx::OpSchema::Variadic) return fmt::format("{}{}", name, k - f);
+  return name;
+}
+
+AttrValue attr_value(const onnx::AttributeProto& a) {
+  switch (a.type()) {
+    case onnx::AttributeProto::INT: return a.i();
+    case onnx::AttributeProto::FLOAT: return static_cast<double>(a.f());
+    case onnx::AttributeProto::STRING: return a.s();
+    case onnx::AttributeProto::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case onnx::AttributeProto::FLOATS: {
+      std::vector<double> v(a.floats().begin(), a.floats().end());
+      return v;
+    }
+    default: return std::string("<") + onnx::AttributeProto_AttributeType_Name(a.type()) + ">";
+  }
+}
+
+bool contains(std::initializer_list<int> list, int k) { return std::find(list.begin(), list.end(), k) != list.end(); }
+
+}  // namespace
+
+std::string_view kind_name(LayerKind k) { return info(k).op; }
+CostClass kind_cost_class(LayerKind k) { return info(k).cost; }
+
+std::optional<LayerKind> kind_from_op_type(std::string_view op_type) {
+  for (const auto& row : kKinds)
+    if (row.kind != K::kUnsupported && row.op == op_type) return row.kind;
+  return std::nullopt;
+}
+
+std::string_view cost_class_name(CostClass c) {
+  switch (c) {
+    case C::kCompute: return "compute";
+    case C::kView: return "view";
+    case C::kHost: return "host";
+    case C::kControl: return "control";
+    case C::kUnsupported: return "unsupported";
+  }
+  return "?";
+}
+
+int64_t config_flops(const LayerConfig& c) { return info(c.kind).flops(c); }
+int64_t config_bytes(const LayerConfig& c) { return info(c.kind).bytes(c); }
+
+LayerConfig normalize(const NodeView& v, LayerKind kind) {
+  const KindInfo& row = info(kind);
+  LayerConfig c;
+  c.kind = kind;
+  c.op_type = v.node->op_type();
+
+  // Operands and parameter inputs.
+  for (size_t k = 0; k < v.in.size(); ++k) {
+    const ValueDesc& d = v.in[k];
+    if (!d.present) continue;
+    const std::string role = role_name(v, kind, k);
+    if (contains(row.param_inputs, static_cast<int>(k)) && d.value) {
+      if (d.value->is_integer()) c.attrs.push_back({role, d.value->ints()});
+      else c.attrs.push_back({role, d.value->f.size() == 1 ? AttrValue(d.value->f[0]) : AttrValue(d.value->f)});
+      continue;
+    }
+    if (contains(row.param_inputs, static_cast<int>(k))) c.key_includes_outputs = true;  // run-time parameter
+    TensorArg t{role, d.shape.value_or(Shape{-1}), d.dtype, contains(row.flag_inputs, static_cast<int>(k))};
+    c.inputs.push_back(std::move(t));
+  }
+  for (size_t k = 0; k < v.out.size(); ++k) {
+    const ValueDesc& d = v.out[k];
+    if (!d.present) continue;
+    c.outputs.push_back({v.out.size() == 1 ? "y" : fmt::format("y{}", k), d.shape.value_or(Shape{-1}), d.dtype, false});
+  }
+
+  // Attributes: the node's own, then the schema's defaults for those it leaves out.
+  std::vector<Attr> attrs;
+  for (const auto& a : v.node->attribute()) {
+    if (a.type() == onnx::AttributeProto::GRAPH || a.type() == onnx::AttributeProto::GRAPHS ||
+        a.type() == onnx::AttributeProto::TENSOR)
+      continue;
+    attrs.push_back({a.name(), attr_value(a)});
+  }
+  if (v.schema) {
+    for (const auto& [name, formal] : v.schema->attributes()) {
+      if (!formal.default_value.has_name()) continue;  // required, or optional without a default
+      const bool given = std::any_of(attrs.begin(), attrs.end(), [&](const Attr& a) { return a.name == name; });
+      if (!given && formal.default_value.type() != onnx::AttributeProto::GRAPH &&
+          formal.default_value.type() != onnx::AttributeProto::TENSOR)
+        attrs.push_back({name, attr_value(formal.default_value)});
+    }
+  }
+  std::sort(attrs.begin(), attrs.end(), [](const Attr& a, const Attr& b) { return a.name < b.name; });
+  c.attrs.insert(c.attrs.end(), attrs.begin(), attrs.end());
+
+  // Compute type: the first operand that is not a boolean condition.
+  for (const auto& t : c.inputs)
+    if (t.dtype != DataType::kBool || c.dtype == DataType::kUndefined) {
+      c.dtype = t.dtype;
+      if (t.dtype != DataType::kBool) break;
+    }
+  if (c.dtype == DataType::kUndefined && !c.outputs.empty()) c.dtype = c.outputs[0].dtype;
+
+  if (row.fixup) row.fixup(v, c);
+  return c;
+}
+
+}  // namespace floorline::mp

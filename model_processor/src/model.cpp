@@ -1,0 +1,613 @@
+// Loading, re-batching, shape inference with constant folding, and the layer IR.
+#include "floorline/model_processor/model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <onnx/defs/parser.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+// After onnx/defs/parser.h: <sys/mman.h> defines MAP_TYPE, a name the ONNX parser uses.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "const_eval.hpp"
+#include "kinds.hpp"
+
+namespace floorline::mp {
+namespace {
+
+// The newest default-domain opset ONNX 1.12 knows.
+constexpr int64_t kMaxKnownOpset = 17;
+// Ops whose definition changed after opset 17 (onnx/docs/Changelog.md, opsets 18–21): in a
+// model of a newer opset ONNX 1.12 would read them with the wrong signature.
+const std::set<std::string> kChangedAfter17 = {
+    "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Split", "Pad", "Resize", "ScatterND",
+    "ScatterElements", "LpPool", "Col2Im", "CenterCropPad", "GroupNormalization", "Cast", "CastLike",
+    "Constant", "Shape", "Size", "Identity", "If", "Loop", "Scan", "Reshape", "Squeeze", "Unsqueeze",
+    "Flatten", "Transpose", "DequantizeLinear", "QuantizeLinear", "Pow", "Equal", "Less", "Greater",
+    "AveragePool", "MaxPool", "GridSample", "DFT", "ConstantOfShape", "Gelu", "AffineGrid"};
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+struct ShapeInfo {
+  DataType dtype = DataType::kUndefined;
+  std::optional<Shape> shape;
+};
+using ShapeMap = std::unordered_map<std::string, ShapeInfo>;
+
+bool default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+std::string node_label(const onnx::NodeProto& n, size_t index) {
+  return n.name().empty() ? fmt::format("{}_{}", n.op_type(), index) : n.name();
+}
+
+// A file read through mmap: the protobuf parser copies what it keeps, so the mapping is dropped
+// right after parsing.
+class MappedFile {
+ public:
+  static Result<MappedFile> open(const std::filesystem::path& path) {
+    MappedFile f;
+    f.fd_ = ::open(path.c_str(), O_RDONLY);
+    if (f.fd_ < 0) return make_error("cannot open: {}", std::strerror(errno));
+    struct stat st {};
+    if (fstat(f.fd_, &st) != 0) return make_error("cannot stat: {}", std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) return make_error("is a directory");
+    f.size_ = static_cast<size_t>(st.st_size);
+    if (f.size_ > 0) {
+      f.data_ = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, f.fd_, 0);
+      if (f.data_ == MAP_FAILED) {
+        f.data_ = nullptr;
+        return make_error("cannot map: {}", std::strerror(errno));
+      }
+      madvise(f.data_, f.size_, MADV_SEQUENTIAL);
+    }
+    return f;
+  }
+  MappedFile() = default;
+  MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
+  MappedFile& operator=(MappedFile&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~MappedFile() {
+    if (data_) munmap(data_, size_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  const void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A parsed, validated model with its large initializer payloads dropped.
+struct Loaded {
+  std::string name;
+  std::filesystem::path path;
+  std::string base_dir;  // where external data files are looked up
+  onnx::ModelProto model;
+  int64_t opset = 0;
+  std::unordered_map<std::string, const onnx::TensorProto*> initializers;
+  std::vector<std::string> warnings;
+};
+
+int64_t tensor_numel(const onnx::TensorProto& t) {
+  int64_t n = 1;
+  for (auto d : t.dims()) n *= d;
+  return n;
+}
+
+Status validate_and_prepare(Loaded& L, int64_t max_elements) {
+  auto& m = L.model;
+  if (m.ir_version() <= 0)
+    return make_error("not an ONNX model: ir_version is {} (empty or non-ONNX data parses as an empty model)",
+                      m.ir_version());
+  if (!m.has_graph()) return make_error("not an ONNX model: it has no graph");
+  L.opset = 0;
+  for (const auto& o : m.opset_import())
+    if (default_domain(o.domain())) L.opset = o.version();
+  if (L.opset == 0) {
+    if (m.opset_import_size() == 0) return make_error("model declares no opset_import");
+    L.opset = 1;  // only custom domains
+  }
+  if (L.opset < 7)
+    L.warnings.push_back(fmt::format("opset {} is older than 7, the oldest Floorline supports; shapes may be wrong",
+                                     L.opset));
+  if (L.opset > kMaxKnownOpset) {
+    L.warnings.push_back(fmt::format("opset {} is newer than ONNX 1.12 knows ({}); ops are read with their "
+                                     "opset-{} definitions",
+                                     L.opset, kMaxKnownOpset, kMaxKnownOpset));
+    for (auto& o : *m.mutable_opset_import())
+      if (default_domain(o.domain())) o.set_version(kMaxKnownOpset);
+  }
+  // Weights are not needed: keep dims and type, drop the payload of every large tensor so that
+  // each per-batch copy of the graph is cheap. Small tensors (shape constants) keep their values;
+  // small external tensors are read in (only their bytes) where the data file is present.
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    const int64_t n = tensor_numel(t);
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+      if (n > 4096) continue;
+      auto value = read_tensor(t, L.base_dir);
+      if (!value) continue;  // missing data file: only an error if a value is needed later
+      onnx::TensorProto inline_copy = to_tensor_proto(*value, t.name());
+      inline_copy.set_data_type(t.data_type());
+      if (t.data_type() == static_cast<int>(DataType::kF16) || t.data_type() == static_cast<int>(DataType::kBF16))
+        continue;  // cannot re-encode without loss; leave it external
+      t = std::move(inline_copy);
+      continue;
+    }
+    if (n > max_elements) {
+      t.clear_raw_data();
+      t.clear_float_data();
+      t.clear_double_data();
+      t.clear_int32_data();
+      t.clear_int64_data();
+      t.clear_uint64_data();
+    }
+  }
+  for (const auto& t : m.graph().initializer()) L.initializers[t.name()] = &t;
+  return {};
+}
+
+Result<Loaded> load_file(const std::filesystem::path& path, int64_t max_elements) {
+  Loaded L;
+  L.path = path;
+  L.name = path.stem().string();
+  L.base_dir = path.parent_path().string();
+  FL_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  if (file.size() == 0) return make_error("empty file");
+  if (file.size() > static_cast<size_t>(INT32_MAX))
+    return make_error("file is {} bytes; protobuf models are limited to 2 GiB (store weights as external data)",
+                      file.size());
+  if (!L.model.ParseFromArray(file.data(), static_cast<int>(file.size())))
+    return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
+  FL_TRY(validate_and_prepare(L, max_elements));
+  return L;
+}
+
+void read_type(const onnx::TypeProto& t, ShapeInfo& info) {
+  if (!t.has_tensor_type()) return;
+  info.dtype = static_cast<DataType>(t.tensor_type().elem_type());
+  if (!t.tensor_type().has_shape()) return;
+  Shape s;
+  for (const auto& d : t.tensor_type().shape().dim()) s.push_back(d.has_dim_value() ? d.dim_value() : -1);
+  info.shape = s;
+}
+
+void collect_shapes(const onnx::GraphProto& g, ShapeMap& out) {
+  for (const auto& t : g.initializer()) {
+    ShapeInfo info;
+    info.dtype = static_cast<DataType>(t.data_type());
+    info.shape = Shape(t.dims().begin(), t.dims().end());
+    out[t.name()] = info;
+  }
+  for (const auto* list : {&g.input(), &g.value_info(), &g.output()})
+    for (const auto& v : *list) {
+      ShapeInfo info;
+      read_type(v.type(), info);
+      auto& slot = out[v.name()];
+      if (info.shape || slot.dtype == DataType::kUndefined) slot = info;
+    }
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) collect_shapes(a.g(), out);
+      for (const auto& sub : a.graphs()) collect_shapes(sub, out);
+    }
+}
+
+// The result of shape inference at one batch size.
+struct Inference {
+  int64_t batch = 1;
+  ShapeMap shapes;
+  std::unordered_map<std::string, ConstTensor> values;  // constants with known values
+  std::unordered_set<std::string> constant;             // every value known to be constant
+  std::vector<bool> folded;                             // per main-graph node
+  std::vector<std::string> missing_values;              // "initializer 'x' ... missing" notes
+};
+
+std::string clean_onnx_message(std::string msg) {
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  return msg;
+}
+
+Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOptions& opts) {
+  Inference inf;
+  inf.batch = batch;
+  const auto& graph = L.model.graph();
+  const int node_count = graph.node_size();
+  inf.folded.assign(node_count, false);
+  std::vector<bool> evaluated(node_count, false);
+
+  onnx::ModelProto base = L.model;
+  auto* bg = base.mutable_graph();
+  for (auto& in : *bg->mutable_input()) {
+    if (L.initializers.count(in.name())) continue;  // IR < 4 lists initializers as inputs
+    auto* tt = in.mutable_type()->mutable_tensor_type();
+    if (!tt->has_shape() || tt->shape().dim_size() == 0) continue;
+    auto* d0 = tt->mutable_shape()->mutable_dim(0);
+    if (d0->has_dim_param() || !d0->has_dim_value() || d0->dim_value() == 1) d0->set_dim_value(batch);
+  }
+  for (auto& out : *bg->mutable_output())
+    if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
+  bg->clear_value_info();
+  for (const auto& t : graph.initializer()) inf.constant.insert(t.name());
+
+  std::unordered_map<std::string, ConstTensor> init_values;  // lazily read initializer values
+  auto value_of = [&](const std::string& name) -> const ConstTensor* {
+    if (auto it = inf.values.find(name); it != inf.values.end()) return &it->second;
+    if (auto it = init_values.find(name); it != init_values.end()) return &it->second;
+    auto t = L.initializers.find(name);
+    if (t == L.initializers.end()) return nullptr;
+    const auto& proto = *t->second;
+    if (tensor_numel(proto) > opts.max_folded_elements) return nullptr;
+    auto v = read_tensor(proto, L.base_dir);
+    if (!v) {
+      inf.missing_values.push_back(v.error().message);
+      return nullptr;
+    }
+    return &init_values.emplace(name, std::move(*v)).first->second;
+  };
+
+  const auto* registry = onnx::OpSchemaRegistry::Instance();
+  onnx::ModelProto work = base;
+  for (int iteration = 0; iteration < 200; ++iteration) {
+    try {
+      onnx::shape_inference::InferShapes(work, registry, onnx::ShapeInferenceOptions(false, 1, true));
+    } catch (const std::exception& e) {
+      return make_error("shape inference failed at batch {}: {}", batch, clean_onnx_message(e.what()));
+    }
+    inf.shapes.clear();
+    collect_shapes(work.graph(), inf.shapes);
+
+    bool progress = false;
+    for (int idx = 0; idx < node_count; ++idx) {
+      if (inf.folded[idx]) continue;
+      const auto& node = graph.node(idx);
+      if (!default_domain(node.domain()) || is_nondeterministic_op(node.op_type())) continue;
+      if (node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan") continue;
+      const bool shape_op = node.op_type() == "Shape" || node.op_type() == "Size";
+      std::vector<std::optional<Shape>> in_shapes;
+      bool all_const = true;
+      for (const auto& name : node.input()) {
+        auto s = inf.shapes.find(name);
+        in_shapes.push_back(s == inf.shapes.end() ? std::nullopt : s->second.shape);
+        if (!name.empty() && !inf.constant.count(name)) all_const = false;
+      }
+      if (shape_op) all_const = !in_shapes.empty() && in_shapes[0] && shape_known(*in_shapes[0]);
+      if (!all_const) continue;
+
+      std::vector<const ConstTensor*> ins;
+      for (const auto& name : node.input()) ins.push_back(name.empty() || shape_op ? nullptr : value_of(name));
+      auto outs = evaluate_node(node, L.opset, ins, in_shapes, opts.max_folded_elements);
+      inf.folded[idx] = true;
+      for (const auto& name : node.output()) inf.constant.insert(name);
+      if (!outs || outs->size() != static_cast<size_t>(node.output_size())) continue;
+      evaluated[idx] = true;
+      progress = true;
+      for (int k = 0; k < node.output_size(); ++k) inf.values[node.output(k)] = std::move((*outs)[k]);
+    }
+    if (!progress) break;
+
+    // Feed the folded values back as initializers and infer again: shapes that hung on them resolve.
+    work = base;
+    auto* wg = work.mutable_graph();
+    wg->clear_node();
+    for (int idx = 0; idx < node_count; ++idx)
+      if (!evaluated[idx]) *wg->add_node() = graph.node(idx);
+    for (int idx = 0; idx < node_count; ++idx)
+      if (evaluated[idx])
+        for (const auto& name : graph.node(idx).output()) *wg->add_initializer() = to_tensor_proto(inf.values[name], name);
+  }
+  // Folded outputs that ONNX typed only through initializers keep their dims from the values.
+  for (const auto& [name, v] : inf.values) {
+    auto& slot = inf.shapes[name];
+    slot.dtype = v.dtype;
+    slot.shape = v.dims;
+  }
+  return inf;
+}
+
+// After re-batching, a tensor must either not depend on the batch or carry it in exactly one dim.
+Status check_rebatch(const Loaded& L, const Inference& ref, const Inference& inf) {
+  const auto& graph = L.model.graph();
+  for (int idx = 0; idx < graph.node_size(); ++idx) {
+    if (inf.folded[idx] || ref.folded[idx]) continue;
+    const auto& node = graph.node(idx);
+    for (const auto& name : node.output()) {
+      auto a = ref.shapes.find(name), b = inf.shapes.find(name);
+      if (a == ref.shapes.end() || b == inf.shapes.end() || !a->second.shape || !b->second.shape) continue;
+      const Shape &s1 = *a->second.shape, &sb = *b->second.shape;
+      if (!shape_known(s1) || !shape_known(sb) || s1 == sb) continue;
+      int scaled = 0, other = 0;
+      if (s1.size() == sb.size())
+        for (size_t k = 0; k < s1.size(); ++k) {
+          if (s1[k] == sb[k]) continue;
+          if (sb[k] == s1[k] * (inf.batch / ref.batch) && inf.batch % ref.batch == 0) ++scaled; else ++other;
+        }
+      if (s1.size() != sb.size() || scaled != 1 || other != 0)
+        return make_error("not re-batchable at batch {}: node {} ({}) output '{}' is {} at batch {} but {} at batch {} "
+                          "(a constant in the model pins the batch size)",
+                          inf.batch, node_label(node, idx), node.op_type(), name, shape_string(s1), ref.batch,
+                          shape_string(sb), inf.batch);
+    }
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layer IR.
+
+class IrBuilder {
+ public:
+  IrBuilder(const Loaded& L, const Inference& inf, ModelIR& ir) : L_(L), inf_(inf), ir_(ir) {}
+
+  Status build() {
+    const auto& g = L_.model.graph();
+    FL_ASSIGN_OR_RETURN(auto order, topological_order(g));
+    for (int idx : order) add_node(g.node(idx), idx, "", inf_.folded[idx]);
+    for (const auto& [op, count] : unsupported_)
+      ir_.warnings.push_back(fmt::format("{} layer(s) of op {}: {}", count, op, unsupported_why_[op]));
+    if (unknown_shape_layers_ > 0) {
+      std::string msg = fmt::format("{} cost-bearing layer(s) with unknown shapes (first: {}); their cost is not counted",
+                                    unknown_shape_layers_, first_unknown_);
+      if (!inf_.missing_values.empty()) return make_error("{}; {}", msg, inf_.missing_values.front());
+      ir_.warnings.push_back(msg);
+    }
+    return {};
+  }
+
+ private:
+  static Result<std::vector<int>> topological_order(const onnx::GraphProto& g) {
+    const int n = g.node_size();
+    std::unordered_map<std::string, int> producer;
+    for (int i = 0; i < n; ++i)
+      for (const auto& o : g.node(i).output())
+        if (!o.empty()) producer[o] = i;
+    std::vector<std::vector<int>> users(n);
+    std::vector<int> indegree(n, 0);
+    for (int i = 0; i < n; ++i) {
+      std::set<int> deps;
+      for (const auto& in : g.node(i).input())
+        if (auto it = producer.find(in); it != producer.end() && it->second != i) deps.insert(it->second);
+      for (int d : deps) {
+        users[d].push_back(i);
+        ++indegree[i];
+      }
+    }
+    // Kahn's algorithm, always taking the lowest index ready: the file's order when it is valid.
+    std::set<int> ready;
+    for (int i = 0; i < n; ++i)
+      if (indegree[i] == 0) ready.insert(i);
+    std::vector<int> order;
+    while (!ready.empty()) {
+      const int i = *ready.begin();
+      ready.erase(ready.begin());
+      order.push_back(i);
+      for (int u : users[i])
+        if (--indegree[u] == 0) ready.insert(u);
+    }
+    if (static_cast<int>(order.size()) != n) return make_error("graph has a cycle");
+    return order;
+  }
+
+  ValueDesc describe(const std::string& name) const {
+    ValueDesc d;
+    d.name = name;
+    d.present = !name.empty();
+    if (!d.present) return d;
+    if (auto it = inf_.shapes.find(name); it != inf_.shapes.end()) {
+      d.dtype = it->second.dtype;
+      d.shape = it->second.shape;
+    }
+    if (auto it = inf_.values.find(name); it != inf_.values.end()) d.value = &it->second;
+    else if (auto t = L_.initializers.find(name); t != L_.initializers.end()) {
+      // Small initializers (parameters such as Pad's pads) become attributes.
+      if (tensor_numel(*t->second) <= 64 && t->second->data_location() != onnx::TensorProto::EXTERNAL) {
+        auto v = read_tensor(*t->second, L_.base_dir);
+        if (v) d.value = &owned_.emplace(name, std::move(*v)).first->second;
+      }
+    }
+    return d;
+  }
+
+  void add_node(const onnx::NodeProto& node, int idx, const std::string& subgraph, bool folded) {
+    const auto* registry = onnx::OpSchemaRegistry::Instance();
+    NodeView v;
+    v.node = &node;
+    v.opset = L_.opset;
+    const bool dflt = default_domain(node.domain());
+    v.schema = registry->GetSchema(node.op_type(), static_cast<int>(std::min(L_.opset, kMaxKnownOpset)),
+                                   dflt ? "" : node.domain());
+    for (const auto& in : node.input()) v.in.push_back(describe(in));
+    for (const auto& out : node.output()) v.out.push_back(describe(out));
+
+    std::optional<LayerKind> kind = dflt && v.schema ? kind_from_op_type(node.op_type()) : std::nullopt;
+    if (kind && L_.opset > kMaxKnownOpset && kChangedAfter17.count(node.op_type())) {
+      note_unsupported(node.op_type(), fmt::format("redefined after opset 17; this model's opset {} is newer than "
+                                                   "ONNX 1.12 knows, so it is kept as Unsupported", L_.opset));
+      kind.reset();
+    } else if (!kind) {
+      note_unsupported(node.op_type(),
+                       !v.schema ? fmt::format("not known to ONNX 1.12 (domain '{}'); kept as Unsupported, "
+                                               "costed by its roofline time", node.domain())
+                                 : "no Floorline layer kind yet; kept as Unsupported, costed by its roofline time");
+    }
+    Layer layer;
+    layer.index = static_cast<int>(ir_.layers.size());
+    layer.name = subgraph.empty() ? node_label(node, idx) : fmt::format("{}/{}", subgraph, node_label(node, idx));
+    layer.op_type = node.op_type();
+    layer.subgraph = subgraph;
+    layer.folded = folded;
+    layer.config = normalize(v, kind.value_or(LayerKind::kUnsupported));
+    layer.cost = folded ? CostClass::kHost : kind_cost_class(layer.config.kind);
+    layer.key = layer.config.canonical_key();
+    layer.shapes_known = true;
+    for (const auto* list : {&layer.config.inputs, &layer.config.outputs})
+      for (const auto& t : *list)
+        if (!shape_known(t.shape)) layer.shapes_known = false;
+    if (layer.cost_bearing()) {
+      if (layer.shapes_known) {
+        layer.flops = std::max<int64_t>(0, config_flops(layer.config));
+        layer.bytes = std::max<int64_t>(0, config_bytes(layer.config));
+      } else if (unknown_shape_layers_++ == 0) {
+        first_unknown_ = fmt::format("{} ({})", layer.name, layer.op_type);
+      }
+    }
+    std::set<int> preds;
+    for (const auto& in : node.input()) {
+      auto it = producer_.find(in);
+      if (it != producer_.end() && ir_.layers[it->second].cost != CostClass::kHost) preds.insert(it->second);
+    }
+    layer.preds.assign(preds.begin(), preds.end());
+    for (const auto& out : node.output()) {
+      layer.output_names.push_back(out);
+      if (!out.empty()) producer_[out] = layer.index;
+    }
+    const std::string label = layer.name;
+    ir_.layers.push_back(std::move(layer));
+
+    // Subgraphs: their layers are processed and counted, marked with the subgraph they sit in.
+    for (const auto& a : node.attribute()) {
+      std::vector<const onnx::GraphProto*> subs;
+      if (a.has_g()) subs.push_back(&a.g());
+      for (const auto& sg : a.graphs()) subs.push_back(&sg);
+      for (const auto* sg : subs) {
+        const std::string path = fmt::format("{}/{}", label, a.name());
+        for (int k = 0; k < sg->node_size(); ++k) add_node(sg->node(k), k, path, false);
+      }
+    }
+  }
+
+  void note_unsupported(const std::string& op, std::string why) {
+    ++unsupported_[op];
+    unsupported_why_[op] = std::move(why);
+  }
+
+  const Loaded& L_;
+  const Inference& inf_;
+  ModelIR& ir_;
+  std::unordered_map<std::string, int> producer_;
+  mutable std::unordered_map<std::string, ConstTensor> owned_;
+  std::map<std::string, int> unsupported_;
+  std::map<std::string, std::string> unsupported_why_;
+  int unknown_shape_layers_ = 0;
+  std::string first_unknown_;
+};
+
+Result<std::vector<ModelIR>> process_loaded(Loaded& L, const ProcessOptions& opts, Clock::time_point t0) {
+  if (opts.batches.empty()) return make_error("no batch size requested");
+  for (auto b : opts.batches)
+    if (b < 1) return make_error("batch size {} is not positive", b);
+  const double load_ms = ms_since(t0);
+  std::optional<Inference> ref;
+  auto reference = [&]() -> Result<const Inference*> {
+    if (!ref) {
+      auto r = infer_at_batch(L, 1, opts);
+      if (!r) return r.error();
+      ref = std::move(r).value();
+    }
+    return &*ref;
+  };
+  std::vector<ModelIR> out;
+  for (int64_t b : opts.batches) {
+    const auto tb = Clock::now();
+    std::optional<Inference> at_b;
+    const Inference* inf = nullptr;
+    if (b == 1) {
+      FL_ASSIGN_OR_RETURN(inf, reference());
+    } else {
+      FL_ASSIGN_OR_RETURN(const Inference* r1, reference());
+      auto rb = infer_at_batch(L, b, opts);
+      if (!rb) return make_error("not re-batchable at batch {}: {}", b, rb.error().message);
+      at_b = std::move(rb).value();
+      inf = &*at_b;
+      FL_TRY(check_rebatch(L, *r1, *inf));
+    }
+    ModelIR ir;
+    ir.name = L.name;
+    ir.path = L.path;
+    ir.batch = b;
+    ir.ir_version = L.model.ir_version();
+    ir.opset = L.opset;
+    ir.node_count = L.model.graph().node_size();
+    ir.warnings = L.warnings;
+    IrBuilder builder(L, *inf, ir);
+    FL_TRY(builder.build());
+    ir.process_ms = ms_since(tb) + (out.empty() ? load_ms : 0.0);
+    out.push_back(std::move(ir));
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t ModelIR::total_flops() const {
+  int64_t f = 0;
+  for (const auto& l : layers)
+    if (l.cost_bearing()) f += l.flops;
+  return f;
+}
+
+int64_t ModelIR::total_bytes() const {
+  int64_t b = 0;
+  for (const auto& l : layers)
+    if (l.cost_bearing()) b += l.bytes;
+  return b;
+}
+
+Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, const ProcessOptions& opts) {
+  const auto t0 = Clock::now();
+  const std::string ctx = path.string();
+  try {
+    auto loaded = load_file(path, opts.max_folded_elements);
+    if (!loaded) return loaded.error().with_context(ctx);
+    auto result = process_loaded(*loaded, opts, t0);
+    if (!result) return result.error().with_context(ctx);
+    return result;
+  } catch (const std::exception& e) {
+    return make_error("{}: {}", ctx, clean_onnx_message(e.what()));
+  }
+}
+
+Result<std::vector<ModelIR>> process_model_text(std::string_view text, std::string_view name,
+                                                const ProcessOptions& opts) {
+  const auto t0 = Clock::now();
+  try {
+    Loaded L;
+    L.name = std::string(name);
+    L.path = std::string(name);
+    const std::string copy(text);
+    auto status = onnx::OnnxParser::Parse(L.model, copy.c_str());
+    if (!status.IsOK()) return make_error("{}: ONNX text does not parse: {}", name, status.ErrorMessage());
+    auto st = validate_and_prepare(L, opts.max_folded_elements);
+    if (!st) return st.error().with_context(name);
+    auto result = process_loaded(L, opts, t0);
+    if (!result) return result.error().with_context(name);
+    return result;
+  } catch (const std::exception& e) {
+    return make_error("{}: {}", name, clean_onnx_message(e.what()));
+  }
+}
+
+}  // namespace floorline::mp

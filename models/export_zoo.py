@@ -1,0 +1,184 @@
+#!/usr/bin/python3
+"""Export the Floorline model zoo from torchvision architectures to ONNX.
+
+Run with Debian's interpreter (/usr/bin/python3: python3-torch 1.13, python3-torchvision 0.14,
+python3-onnx). Weights are random (weights=None, weights_backbone=None): nothing is downloaded.
+
+  /usr/bin/python3 models/export_zoo.py                      # shape-only zoo -> models/zoo/
+  /usr/bin/python3 models/export_zoo.py --full DIR           # full-weight copies -> DIR (not committed)
+  /usr/bin/python3 models/export_zoo.py --only resnet18,vgg16
+
+Every model is exported at opset 17 with a symbolic batch dimension ("N") on its input and
+output. A shape-only copy moves every tensor larger than 1 KiB to external data and then drops the
+data file: the graph keeps each initializer's dims and dtype, and Floorline needs nothing more.
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+
+import onnx
+import torch
+import torchvision
+from onnx import external_data_helper
+from torchvision import models as tvm
+from torchvision.models import segmentation as tvs
+from torchvision.models import video as tvv
+
+OPSET = 17
+
+
+def bert_base_encoder():
+    layer = torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, dim_feedforward=3072,
+                                             dropout=0.1, activation="gelu", batch_first=True)
+    return torch.nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False)
+
+
+class SegmentationOut(torch.nn.Module):
+    """torchvision segmentation models return a dict; export its 'out' tensor."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return self.net(x)["out"]
+
+
+IMAGE = (3, 224, 224)
+# name: (constructor text, builder, input shape without batch)
+ZOO = {
+    "alexnet": ("torchvision.models.alexnet(weights=None)", lambda: tvm.alexnet(weights=None), IMAGE),
+    "vgg11": ("torchvision.models.vgg11(weights=None)", lambda: tvm.vgg11(weights=None), IMAGE),
+    "vgg16": ("torchvision.models.vgg16(weights=None)", lambda: tvm.vgg16(weights=None), IMAGE),
+    "vgg16_bn": ("torchvision.models.vgg16_bn(weights=None)", lambda: tvm.vgg16_bn(weights=None), IMAGE),
+    "resnet18": ("torchvision.models.resnet18(weights=None)", lambda: tvm.resnet18(weights=None), IMAGE),
+    "resnet34": ("torchvision.models.resnet34(weights=None)", lambda: tvm.resnet34(weights=None), IMAGE),
+    "resnet50": ("torchvision.models.resnet50(weights=None)", lambda: tvm.resnet50(weights=None), IMAGE),
+    "resnet101": ("torchvision.models.resnet101(weights=None)", lambda: tvm.resnet101(weights=None), IMAGE),
+    "resnext50_32x4d": ("torchvision.models.resnext50_32x4d(weights=None)",
+                        lambda: tvm.resnext50_32x4d(weights=None), IMAGE),
+    "wide_resnet50_2": ("torchvision.models.wide_resnet50_2(weights=None)",
+                        lambda: tvm.wide_resnet50_2(weights=None), IMAGE),
+    "squeezenet1_0": ("torchvision.models.squeezenet1_0(weights=None)",
+                      lambda: tvm.squeezenet1_0(weights=None), IMAGE),
+    "squeezenet1_1": ("torchvision.models.squeezenet1_1(weights=None)",
+                      lambda: tvm.squeezenet1_1(weights=None), IMAGE),
+    "densenet121": ("torchvision.models.densenet121(weights=None)", lambda: tvm.densenet121(weights=None), IMAGE),
+    "inception_v3": ("torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=True)",
+                     lambda: tvm.inception_v3(weights=None, aux_logits=False, init_weights=True), (3, 299, 299)),
+    "googlenet": ("torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=True)",
+                  lambda: tvm.googlenet(weights=None, aux_logits=False, init_weights=True), IMAGE),
+    "mobilenet_v2": ("torchvision.models.mobilenet_v2(weights=None)", lambda: tvm.mobilenet_v2(weights=None), IMAGE),
+    "mobilenet_v3_small": ("torchvision.models.mobilenet_v3_small(weights=None)",
+                           lambda: tvm.mobilenet_v3_small(weights=None), IMAGE),
+    "mobilenet_v3_large": ("torchvision.models.mobilenet_v3_large(weights=None)",
+                           lambda: tvm.mobilenet_v3_large(weights=None), IMAGE),
+    "shufflenet_v2_x1_0": ("torchvision.models.shufflenet_v2_x1_0(weights=None)",
+                           lambda: tvm.shufflenet_v2_x1_0(weights=None), IMAGE),
+    "mnasnet1_0": ("torchvision.models.mnasnet1_0(weights=None)", lambda: tvm.mnasnet1_0(weights=None), IMAGE),
+    "efficientnet_b0": ("torchvision.models.efficientnet_b0(weights=None)",
+                        lambda: tvm.efficientnet_b0(weights=None), IMAGE),
+    "efficientnet_v2_s": ("torchvision.models.efficientnet_v2_s(weights=None)",
+                          lambda: tvm.efficientnet_v2_s(weights=None), (3, 384, 384)),
+    "regnet_y_400mf": ("torchvision.models.regnet_y_400mf(weights=None)",
+                       lambda: tvm.regnet_y_400mf(weights=None), IMAGE),
+    "regnet_x_400mf": ("torchvision.models.regnet_x_400mf(weights=None)",
+                       lambda: tvm.regnet_x_400mf(weights=None), IMAGE),
+    "convnext_tiny": ("torchvision.models.convnext_tiny(weights=None)", lambda: tvm.convnext_tiny(weights=None), IMAGE),
+    "vit_b_16": ("torchvision.models.vit_b_16(weights=None)", lambda: tvm.vit_b_16(weights=None), IMAGE),
+    "swin_t": ("torchvision.models.swin_t(weights=None)", lambda: tvm.swin_t(weights=None), IMAGE),
+    "fcn_resnet50": ("torchvision.models.segmentation.fcn_resnet50(weights=None, weights_backbone=None, aux_loss=False)",
+                     lambda: SegmentationOut(tvs.fcn_resnet50(weights=None, weights_backbone=None, aux_loss=False)),
+                     (3, 520, 520)),
+    "deeplabv3_mobilenet_v3_large": (
+        "torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None, aux_loss=False)",
+        lambda: SegmentationOut(tvs.deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None, aux_loss=False)),
+        (3, 520, 520)),
+    "lraspp_mobilenet_v3_large": (
+        "torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None)",
+        lambda: SegmentationOut(tvs.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None)),
+        (3, 520, 520)),
+    "r3d_18": ("torchvision.models.video.r3d_18(weights=None)", lambda: tvv.r3d_18(weights=None), (3, 16, 112, 112)),
+    "r2plus1d_18": ("torchvision.models.video.r2plus1d_18(weights=None)",
+                    lambda: tvv.r2plus1d_18(weights=None), (3, 16, 112, 112)),
+    "bert_base_encoder": (
+        "torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, "
+        "dim_feedforward=3072, activation='gelu', batch_first=True), num_layers=12)",
+        bert_base_encoder, (128, 768)),
+}
+
+
+def export(name, out_dir, shape_only):
+    constructor, build, shape = ZOO[name]
+    torch.manual_seed(0)
+    net = build().eval()
+    x = torch.randn(1, *shape)
+    path = os.path.join(out_dir, name + ".onnx")
+    # Autograd stays on: under no_grad PyTorch 1.13 takes the fused "fast path" of
+    # nn.MultiheadAttention / TransformerEncoderLayer, whose aten ops have no ONNX export.
+    with torch.enable_grad():
+        torch.onnx.export(net, x, path, opset_version=OPSET, input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": {0: "N"}, "output": {0: "N"}}, do_constant_folding=True)
+    params = sum(p.numel() for p in net.parameters())
+    model = onnx.load(path)
+    if shape_only:
+        data = name + ".onnx.data"
+        external_data_helper.convert_model_to_external_data(model, all_tensors_to_one_file=True,
+                                                            location=data, size_threshold=1024)
+        onnx.save(model, path)
+        os.remove(os.path.join(out_dir, data))
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return {
+        "name": name,
+        "file": name + ".onnx",
+        "source": "torchvision %s / torch %s (random weights, no download)" % (torchvision.__version__,
+                                                                            torch.__version__),
+        "constructor": constructor,
+        "input_shape": ["N"] + list(shape),
+        "opset": OPSET,
+        "parameters": params,
+        "weights": "shape-only (external data dropped)" if shape_only else "embedded",
+        "nodes": len(model.graph.node),
+        "sha256": digest,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--full", metavar="DIR", help="write full-weight models to DIR instead of the shape-only zoo")
+    ap.add_argument("--only", help="comma-separated model names")
+    args = ap.parse_args()
+    names = args.only.split(",") if args.only else list(ZOO)
+    unknown = [n for n in names if n not in ZOO]
+    if unknown:
+        sys.exit("export_zoo: unknown model(s): " + ", ".join(unknown))
+    shape_only = args.full is None
+    out_dir = args.full or os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo")
+    os.makedirs(out_dir, exist_ok=True)
+    manifest_path = os.path.join(out_dir, "MANIFEST.json")
+    manifest = {}
+    if os.path.exists(manifest_path):
+        with open(manifest_path) as f:
+            manifest = {m["name"]: m for m in json.load(f)["models"]}
+    failed = []
+    for name in names:
+        t0 = time.time()
+        try:
+            manifest[name] = export(name, out_dir, shape_only)
+            print("%-30s ok  %6.1f s" % (name, time.time() - t0), flush=True)
+        except Exception as e:  # one bad export never stops the zoo
+            failed.append(name)
+            print("%-30s FAILED: %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__), flush=True)
+    with open(manifest_path, "w") as f:
+        json.dump({"opset": OPSET, "models": [manifest[k] for k in sorted(manifest)]}, f, indent=1)
+        f.write("\n")
+    if failed:
+        sys.exit("export_zoo: failed: " + ", ".join(failed))
+
+
+if __name__ == "__main__":
+    main()
