@@ -109,6 +109,7 @@ struct Loaded {
   int64_t opset = 0;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers;
   std::vector<std::string> warnings;
+  std::vector<std::string> unreadable_external;  // why small external tensors could not be read
 };
 
 int64_t tensor_numel(const onnx::TensorProto& t) {
@@ -148,7 +149,10 @@ Status validate_and_prepare(Loaded& L, int64_t max_elements) {
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
       if (n > 4096) continue;
       auto value = read_tensor(t, L.base_dir);
-      if (!value) continue;  // missing data file: only an error if a value is needed later
+      if (!value) {  // missing data file: only an error if a value is needed later
+        L.unreadable_external.push_back(value.error().message);
+        continue;
+      }
       onnx::TensorProto inline_copy = to_tensor_proto(*value, t.name());
       inline_copy.set_data_type(t.data_type());
       if (t.data_type() == static_cast<int>(DataType::kF16) || t.data_type() == static_cast<int>(DataType::kBF16))
@@ -275,7 +279,10 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     try {
       onnx::shape_inference::InferShapes(work, registry, onnx::ShapeInferenceOptions(false, 1, true));
     } catch (const std::exception& e) {
-      return make_error("shape inference failed at batch {}: {}", batch, clean_onnx_message(e.what()));
+      std::string msg = clean_onnx_message(e.what());
+      if (msg.find("external tensors") != std::string::npos && !L.unreadable_external.empty())
+        return make_error("shape inference needs values stored as external data: {}", L.unreadable_external.front());
+      return make_error("shape inference failed at batch {}: {}", batch, msg);
     }
     inf.shapes.clear();
     collect_shapes(work.graph(), inf.shapes);
@@ -324,6 +331,17 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     auto& slot = inf.shapes[name];
     slot.dtype = v.dtype;
     slot.shape = v.dims;
+  }
+  // ONNX 1.12 takes a literal Reshape target as given; the element counts must still agree.
+  for (int idx = 0; idx < node_count; ++idx) {
+    const auto& node = graph.node(idx);
+    if (node.op_type() != "Reshape" || inf.folded[idx] || node.input_size() < 1) continue;
+    auto in = inf.shapes.find(node.input(0)), out = inf.shapes.find(node.output(0));
+    if (in == inf.shapes.end() || out == inf.shapes.end() || !in->second.shape || !out->second.shape) continue;
+    const int64_t a = numel(*in->second.shape), b = numel(*out->second.shape);
+    if (a >= 0 && b >= 0 && a != b)
+      return make_error("node {} (Reshape) reshapes {} ({} elements) to {} ({} elements)", node_label(node, idx),
+                        shape_string(*in->second.shape), a, shape_string(*out->second.shape), b);
   }
   return inf;
 }

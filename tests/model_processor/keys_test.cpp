@@ -1,0 +1,144 @@
+// Canonical keys, FLOPs and bytes on tiny models written in ONNX text, values computed by hand.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "floorline/model_processor/zoo.hpp"
+#include "test_helpers.hpp"
+
+namespace floorline::mp::test {
+namespace {
+
+// x: NCHW input, w: weights, attrs: Conv attributes ("" for none), with/without bias.
+std::string conv(const std::string& attrs, const std::string& x = "float[N,3,8,8]",
+                 const std::string& w = "float[4,3,3,3]", bool bias = true, const std::string& b = "float[4]") {
+  const std::string a = attrs.empty() ? "" : "<" + attrs + ">";
+  return model_text(fmt::format("g ({} x, {} w{}) => (y) {{\n  y = Conv {} (x, w{})\n}}", x, w,
+                                bias ? ", " + b + " b" : "", a, bias ? ", b" : ""));
+}
+
+std::string conv_key(const std::string& text) {
+  auto m = process_ok(text);
+  return m.empty() ? "" : only(m[0], "Conv").key;
+}
+
+TEST(CanonicalKey, ConvWithBiasMatchesTheDocumentedForm) {
+  EXPECT_EQ(conv_key(conv("pads = [1,1,1,1]")),
+            "Conv|x=1x3x8x8|w=4x3x3x3|bias|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32");
+}
+
+TEST(CanonicalKey, DefaultsAreFilledIn) {
+  EXPECT_EQ(conv_key(conv("")), conv_key(conv("pads = [0,0,0,0], strides = [1,1], dilations = [1,1], group = 1")));
+}
+
+TEST(CanonicalKey, AutoPadResolvesToExplicitPads) {
+  EXPECT_EQ(conv_key(conv("auto_pad = \"SAME_UPPER\"")), conv_key(conv("pads = [1,1,1,1]")));
+  EXPECT_EQ(conv_key(conv("auto_pad = \"VALID\"")), conv_key(conv("pads = [0,0,0,0]")));
+  // in 8, kernel 3, stride 2: out 4, total padding (4-1)*2 + 3 - 8 = 1; UPPER puts it at the end.
+  const auto upper = conv_key(conv("auto_pad = \"SAME_UPPER\", strides = [2,2]"));
+  const auto lower = conv_key(conv("auto_pad = \"SAME_LOWER\", strides = [2,2]"));
+  EXPECT_NE(upper.find("|pads=0,0,1,1|"), std::string::npos) << upper;
+  EXPECT_NE(lower.find("|pads=1,1,0,0|"), std::string::npos) << lower;
+  EXPECT_EQ(upper, conv_key(conv("pads = [0,0,1,1], strides = [2,2]")));
+}
+
+TEST(CanonicalKey, AsymmetricPadsStayAsymmetric) {
+  const auto a = conv_key(conv("pads = [0,0,1,1]"));
+  const auto b = conv_key(conv("pads = [1,1,0,0]"));
+  const auto c = conv_key(conv("pads = [1,0,1,0]"));
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_NE(b, c);
+  EXPECT_NE(a.find("|pads=0,0,1,1|"), std::string::npos) << a;
+}
+
+TEST(CanonicalKey, EveryParameterThatChangesTheWorkChangesTheKey) {
+  const auto base = conv_key(conv("pads = [1,1,1,1]"));
+  EXPECT_NE(base, conv_key(conv("pads = [1,1,1,1], strides = [2,2]")));
+  EXPECT_NE(base, conv_key(conv("pads = [1,1,1,1], dilations = [2,2]")));
+  EXPECT_NE(base, conv_key(conv("pads = [1,1,1,1]", "float[N,3,8,8]", "float[4,3,3,3]", false)));
+  EXPECT_NE(base, conv_key(conv("pads = [1,1,1,1]", "float16[N,3,8,8]", "float16[4,3,3,3]", true, "float16[4]")));
+  EXPECT_NE(base, conv_key(conv("pads = [1,1,1,1]", "float[N,3,9,8]")));
+  const auto grouped = conv_key(conv("pads = [1,1,1,1], group = 3", "float[N,3,8,8]", "float[3,1,3,3]", true,
+                                     "float[3]"));
+  EXPECT_EQ(grouped, "Conv|x=1x3x8x8|w=3x1x3x3|bias|pads=1,1,1,1|strides=1,1|dil=1,1|group=3|f32");
+  const auto f16 = conv_key(conv("pads = [1,1,1,1]", "float16[N,3,8,8]", "float16[4,3,3,3]", true, "float16[4]"));
+  EXPECT_EQ(f16.substr(f16.size() - 4), "|f16");
+  EXPECT_EQ(conv_key(conv("pads = [1,1,1,1]", "float[N,3,8,8]", "float[4,3,3,3]", false)),
+            "Conv|x=1x3x8x8|w=4x3x3x3|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32");
+}
+
+TEST(ConvCost, TwoDimensional) {
+  auto m = process_ok(conv("pads = [1,1,1,1]"));
+  ASSERT_EQ(m.size(), 1u);
+  const Layer& l = only(m[0], "Conv");
+  // y = 1x4x8x8 = 256 outputs, 3·3·3 = 27 MACs each, plus one bias add per output.
+  EXPECT_EQ(l.flops, 2 * 256 * 27 + 256);
+  // x 192 + w 108 + b 4 + y 256 floats.
+  EXPECT_EQ(l.bytes, (192 + 108 + 4 + 256) * 4);
+  EXPECT_EQ(l.cost, CostClass::kCompute);
+}
+
+TEST(ConvCost, DepthwiseCountsOneInputChannelPerOutput) {
+  auto m = process_ok(conv("pads = [1,1,1,1], group = 3", "float[N,3,8,8]", "float[3,1,3,3]", false));
+  // y = 1x3x8x8 = 192 outputs, 1·3·3 MACs each.
+  EXPECT_EQ(only(m[0], "Conv").flops, 2 * 192 * 9);
+}
+
+TEST(ConvCost, OneDimensional) {
+  auto m = process_ok(conv("pads = [2,2]", "float[N,3,16]", "float[4,3,5]", false));
+  const Layer& l = only(m[0], "Conv");
+  EXPECT_EQ(l.key, "Conv|x=1x3x16|w=4x3x5|pads=2,2|strides=1|dil=1|group=1|f32");
+  EXPECT_EQ(l.flops, 2 * 64 * 15);  // y = 1x4x16
+}
+
+TEST(ConvCost, ThreeDimensional) {
+  auto m = process_ok(conv("pads = [1,1,1,1,1,1]", "float[N,2,4,4,4]", "float[3,2,3,3,3]", false));
+  const Layer& l = only(m[0], "Conv");
+  EXPECT_EQ(l.key, "Conv|x=1x2x4x4x4|w=3x2x3x3x3|pads=1,1,1,1,1,1|strides=1,1,1|dil=1,1,1|group=1|f32");
+  EXPECT_EQ(l.flops, 2 * 192 * 54);  // y = 1x3x4x4x4, 2·27 MACs each
+}
+
+TEST(GemmCost, TransposedWeightsAndBias) {
+  auto m = process_ok(model_text(
+      "g (float[N,3] a, float[4,3] w, float[4] c) => (y) {\n  y = Gemm <transB = 1> (a, w, c)\n}"), {1, 2});
+  ASSERT_EQ(m.size(), 2u);
+  const Layer& l1 = only(m[0], "Gemm");
+  EXPECT_EQ(l1.key, "Gemm|a=1x3|b=4x3|bias=4|transA=0|transB=1|alpha=1|beta=1|f32");
+  EXPECT_EQ(l1.flops, 2 * 1 * 4 * 3 + 4);
+  EXPECT_EQ(l1.bytes, (3 + 12 + 4 + 4) * 4);
+  EXPECT_EQ(only(m[1], "Gemm").flops, 2 * 2 * 4 * 3 + 8);
+}
+
+TEST(MatMulCost, BroadcastBatchedMatMul) {
+  auto m = process_ok(model_text("g (float[N,5,3,4] a, float[4,6] b) => (y) {\n  y = MatMul (a, b)\n}"));
+  const Layer& l = only(m[0], "MatMul");
+  EXPECT_EQ(l.key, "MatMul|a=1x5x3x4|b=4x6|f32");
+  EXPECT_EQ(l.flops, 2 * (5 * 3 * 6) * 4);
+  EXPECT_EQ(l.bytes, (60 + 24 + 90) * 4);
+}
+
+TEST(KeyHash, IsFnv1a64) {
+  EXPECT_EQ(key_hash(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(key_hash("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(key_hash_hex("a"), "af63dc4c8601ec8c");
+}
+
+TEST(Dedup, IdenticalWorkInTwoModelsIsOneConfig) {
+  auto a = process_ok(conv("pads = [1,1,1,1]"));
+  auto b = process_ok(conv("auto_pad = \"SAME_UPPER\""));
+  auto c = process_ok(conv("pads = [0,0,0,0]"));
+  ASSERT_EQ(a.size() + b.size() + c.size(), 3u);
+  a[0].name = "a";
+  b[0].name = "b";
+  c[0].name = "c";
+  auto unique = dedup({a[0], b[0], c[0]});
+  ASSERT_EQ(unique.size(), 2u);
+  const auto& padded = unique[0].key.find("pads=1,1,1,1") != std::string::npos ? unique[0] : unique[1];
+  EXPECT_EQ(padded.count, 2);
+  EXPECT_EQ(padded.models.size(), 2u);
+  EXPECT_EQ(padded.models.count("a@b1"), 1u);
+  EXPECT_EQ(padded.models.count("b@b1"), 1u);
+}
+
+}  // namespace
+}  // namespace floorline::mp::test
