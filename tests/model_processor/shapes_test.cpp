@@ -155,6 +155,19 @@ TEST(LayerIr, NewerOpsetWarnsAndNamesRedefinedOps) {
   EXPECT_TRUE(any_warning(r[0], "op ReduceMean: redefined after opset 17"));
 }
 
+TEST(LayerIr, OpsetNineAttributesAreNormalized) {
+  // Before opset 10 Slice takes starts/ends/axes as attributes; before 13 Softmax coerces to 2-D.
+  auto m = process_ok(model_text("g (float[N,4,6] x) => (y) {\n"
+                                 "  s = Slice <starts = [0, 1], ends = [4, 5], axes = [1, 2]> (x)\n"
+                                 "  y = Softmax <axis = 1> (s)\n}",
+                                 9),
+                      {1, 2});
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(only(m[0], "Slice").key, "Slice|x=1x4x6|starts=0,1|axes=1,2|steps=1,1|y=1x4x4|f32");
+  EXPECT_EQ(only(m[1], "Softmax").key, "Softmax|x=2x4x4|axis=1|coerce_2d=1|f32");
+  EXPECT_EQ(only(m[1], "Slice").bytes, 2 * 32 * 4);
+}
+
 TEST(LayerIr, SubgraphLayersAreCountedAndMarked) {
   auto m = process_ok(model_text(
       "g (bool c, float[N,4] x) => (y) {\n"
