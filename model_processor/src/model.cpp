@@ -112,6 +112,137 @@ struct Loaded {
   std::vector<std::string> unreadable_external;  // why small external tensors could not be read
 };
 
+// ---------------------------------------------------------------------------------------------
+// Wire-format skim. Floorline needs every tensor's dims and type but never the payload of a large
+// weight; protobuf would copy all of it into strings. The skim copies the serialized model field by
+// field, leaving out the payload fields (raw_data and the packed typed-data fields) larger than
+// `threshold` bytes of each initializer (ModelProto.graph = 7, GraphProto.initializer = 5). Those
+// bytes are skipped by their length prefix, so their pages are never read.
+// Field numbers: onnx/onnx.proto3 (TensorProto: float_data 4, int32_data 5, int64_data 7,
+// raw_data 9, double_data 10, uint64_data 11).
+
+class WireReader {
+ public:
+  WireReader(const uint8_t* p, size_t n) : p_(p), end_(p + n) {}
+  bool done() const { return p_ >= end_; }
+  const uint8_t* pos() const { return p_; }
+  bool varint(uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64 && p_ < end_; shift += 7) {
+      const uint8_t b = *p_++;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  }
+  // Reads one field; `payload`/`len` describe a length-delimited field's contents.
+  bool field(uint32_t& number, uint32_t& wire_type, const uint8_t*& payload, size_t& len) {
+    uint64_t tag;
+    if (!varint(tag)) return false;
+    number = static_cast<uint32_t>(tag >> 3);
+    wire_type = static_cast<uint32_t>(tag & 7);
+    payload = p_;
+    len = 0;
+    uint64_t v;
+    switch (wire_type) {
+      case 0: return varint(v);
+      case 1: return skip(8);
+      case 5: return skip(4);
+      case 2:
+        if (!varint(v) || v > static_cast<uint64_t>(end_ - p_)) return false;
+        payload = p_;
+        len = static_cast<size_t>(v);
+        p_ += v;
+        return true;
+      default: return false;  // groups are not used by ONNX
+    }
+  }
+
+ private:
+  bool skip(size_t n) {
+    if (static_cast<size_t>(end_ - p_) < n) return false;
+    p_ += n;
+    return true;
+  }
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+void put_len_field(std::string& out, uint32_t number, const std::string& body) {
+  put_varint(out, (static_cast<uint64_t>(number) << 3) | 2);
+  put_varint(out, body.size());
+  out += body;
+}
+
+// Copies the message, rewriting the fields `rewrite` returns a replacement for. nullopt on bad wire data.
+template <class Rewrite>
+std::optional<std::string> copy_message(const uint8_t* p, size_t n, Rewrite&& rewrite) {
+  WireReader r(p, n);
+  std::string out;
+  while (!r.done()) {
+    const uint8_t* start = r.pos();
+    uint32_t number, wire_type;
+    const uint8_t* payload;
+    size_t len;
+    if (!r.field(number, wire_type, payload, len)) return std::nullopt;
+    std::optional<std::optional<std::string>> replaced;  // outer: handled; inner: nullopt = drop
+    if (wire_type == 2 && !(replaced = rewrite(number, payload, len))) {
+      out.append(reinterpret_cast<const char*>(start), static_cast<size_t>(r.pos() - start));
+    } else if (wire_type != 2) {
+      out.append(reinterpret_cast<const char*>(start), static_cast<size_t>(r.pos() - start));
+    } else if (*replaced) {
+      put_len_field(out, number, **replaced);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> skim_model(const uint8_t* p, size_t n, size_t threshold) {
+  bool bad = false;
+  using Replacement = std::optional<std::optional<std::string>>;
+  auto tensor = [&](uint32_t number, const uint8_t*, size_t len) -> Replacement {
+    const bool payload = number == 4 || number == 5 || number == 7 || number == 9 || number == 10 || number == 11;
+    if (payload && len > threshold) return std::optional<std::string>{};  // drop
+    return std::nullopt;                                                  // keep as is
+  };
+  auto graph = [&](uint32_t number, const uint8_t* q, size_t len) -> Replacement {
+    if (number != 5) return std::nullopt;
+    auto t = copy_message(q, len, tensor);
+    if (!t) {
+      bad = true;
+      return std::nullopt;
+    }
+    return std::optional<std::string>(std::move(*t));
+  };
+  auto model = [&](uint32_t number, const uint8_t* q, size_t len) -> Replacement {
+    if (number != 7) return std::nullopt;
+    auto g = copy_message(q, len, graph);
+    if (!g) {
+      bad = true;
+      return std::nullopt;
+    }
+    return std::optional<std::string>(std::move(*g));
+  };
+  auto out = copy_message(p, n, model);
+  if (!out || bad) return std::nullopt;
+  return out;
+}
+
+// An initializer whose payload the skim left out: dims and type only.
+bool payload_dropped(const onnx::TensorProto& t) {
+  return t.data_location() != onnx::TensorProto::EXTERNAL && !t.has_raw_data() && t.float_data_size() == 0 &&
+         t.int32_data_size() == 0 && t.int64_data_size() == 0 && t.double_data_size() == 0 &&
+         t.uint64_data_size() == 0 && t.string_data_size() == 0;
+}
+
 int64_t tensor_numel(const onnx::TensorProto& t) {
   int64_t n = 1;
   for (auto d : t.dims()) n *= d;
@@ -180,10 +311,12 @@ Result<Loaded> load_file(const std::filesystem::path& path, int64_t max_elements
   L.base_dir = path.parent_path().string();
   FL_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
   if (file.size() == 0) return make_error("empty file");
-  if (file.size() > static_cast<size_t>(INT32_MAX))
-    return make_error("file is {} bytes; protobuf models are limited to 2 GiB (store weights as external data)",
-                      file.size());
-  if (!L.model.ParseFromArray(file.data(), static_cast<int>(file.size())))
+  // Weight payloads above 64 KiB are never read (shape constants are far smaller).
+  const auto skimmed = skim_model(static_cast<const uint8_t*>(file.data()), file.size(), size_t{64} << 10);
+  if (!skimmed) return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
+  if (skimmed->size() > static_cast<size_t>(INT32_MAX))
+    return make_error("model structure is {} bytes; protobuf messages are limited to 2 GiB", skimmed->size());
+  if (!L.model.ParseFromString(*skimmed))
     return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
   FL_TRY(validate_and_prepare(L, max_elements));
   return L;
@@ -264,7 +397,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     auto t = L.initializers.find(name);
     if (t == L.initializers.end()) return nullptr;
     const auto& proto = *t->second;
-    if (tensor_numel(proto) > opts.max_folded_elements) return nullptr;
+    if (tensor_numel(proto) > opts.max_folded_elements || payload_dropped(proto)) return nullptr;
     auto v = read_tensor(proto, L.base_dir);
     if (!v) {
       inf.missing_values.push_back(v.error().message);
@@ -287,10 +420,38 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     inf.shapes.clear();
     collect_shapes(work.graph(), inf.shapes);
 
+    // One topological sweep: fold what is constant; for the rest run the node's own ONNX inference
+    // function on the types known so far, so that a Shape further down folds in this same sweep
+    // instead of waiting for another whole-graph round.
+    std::unordered_map<std::string, onnx::TypeProto> types;
+    std::unordered_map<std::string, onnx::TypeProto*> type_ptrs;
+    std::unordered_map<std::string, onnx::TensorProto> data;
+    std::unordered_map<std::string, const onnx::TensorProto*> data_ptrs;
+    for (const auto& [name, info] : inf.shapes) {
+      if (info.dtype == DataType::kUndefined) continue;
+      auto& t = types[name];
+      auto* tt = t.mutable_tensor_type();
+      tt->set_elem_type(static_cast<int32_t>(info.dtype));
+      if (info.shape) {
+        auto* shape = tt->mutable_shape();
+        for (int64_t d : *info.shape) {
+          auto* dim = shape->add_dim();
+          if (d >= 0) dim->set_dim_value(d);
+        }
+      }
+      type_ptrs[name] = &t;
+    }
+    for (const auto& t : work.graph().initializer()) data_ptrs[t.name()] = &t;
+    auto set_shape = [&](const std::string& name, DataType dtype, const std::optional<Shape>& shape) {
+      auto& slot = inf.shapes[name];
+      slot.dtype = dtype;
+      slot.shape = shape;
+    };
+
     bool progress = false;
     for (int idx = 0; idx < node_count; ++idx) {
-      if (inf.folded[idx]) continue;
       const auto& node = graph.node(idx);
+      if (inf.folded[idx]) continue;
       if (!default_domain(node.domain()) || is_nondeterministic_op(node.op_type())) continue;
       if (node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan") continue;
       const bool shape_op = node.op_type() == "Shape" || node.op_type() == "Size";
@@ -302,7 +463,28 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
         if (!name.empty() && !inf.constant.count(name)) all_const = false;
       }
       if (shape_op) all_const = !in_shapes.empty() && in_shapes[0] && shape_known(*in_shapes[0]);
-      if (!all_const) continue;
+      if (!all_const) {
+        // Not constant: infer its output types now with ONNX's own function for this op.
+        const auto* schema = registry->GetSchema(node.op_type(), static_cast<int>(L.opset), "");
+        if (!schema || !schema->has_type_and_shape_inference_function()) continue;
+        onnx::NodeProto copy = node;
+        try {
+          onnx::shape_inference::InferenceContextImpl ctx(copy, type_ptrs, data_ptrs, {});
+          schema->GetTypeAndShapeInferenceFunction()(ctx);
+          for (int k = 0; k < node.output_size(); ++k) {
+            const auto* out = ctx.getOutputType(static_cast<size_t>(k));
+            if (!out || !out->has_tensor_type() || node.output(k).empty()) continue;
+            types[node.output(k)] = *out;
+            type_ptrs[node.output(k)] = &types[node.output(k)];
+            ShapeInfo info;
+            read_type(*out, info);
+            if (info.shape) set_shape(node.output(k), info.dtype, info.shape);
+          }
+        } catch (const std::exception&) {
+          // The whole-graph inference below is the authority and reports errors.
+        }
+        continue;
+      }
 
       std::vector<const ConstTensor*> ins;
       for (const auto& name : node.input()) ins.push_back(name.empty() || shape_op ? nullptr : value_of(name));
@@ -312,7 +494,20 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
       if (!outs || outs->size() != static_cast<size_t>(node.output_size())) continue;
       evaluated[idx] = true;
       progress = true;
-      for (int k = 0; k < node.output_size(); ++k) inf.values[node.output(k)] = std::move((*outs)[k]);
+      for (int k = 0; k < node.output_size(); ++k) {
+        const std::string& name = node.output(k);
+        auto& v = inf.values[name] = std::move((*outs)[k]);
+        set_shape(name, v.dtype, v.dims);
+        data[name] = to_tensor_proto(v, name);
+        data_ptrs[name] = &data[name];
+        auto& t = types[name];
+        t.Clear();
+        auto* tt = t.mutable_tensor_type();
+        tt->set_elem_type(static_cast<int32_t>(v.dtype));
+        auto* shape = tt->mutable_shape();
+        for (int64_t d : v.dims) shape->add_dim()->set_dim_value(d);
+        type_ptrs[name] = &t;
+      }
     }
     if (!progress) break;
 
