@@ -180,25 +180,41 @@ std::vector<int64_t> resolve_pads(const std::string& auto_pad, const Shape& x, c
   return pads;
 }
 
-void fix_conv(const NodeView&, LayerConfig& c) {
-  const auto* x = arg(c, "x");
+// The spatial geometry shared by Conv and ConvTranspose: kernel from the weights, defaults filled.
+struct ConvGeometry {
+  const TensorArg* x = nullptr;
+  size_t n = 0;  // spatial dimensions
+  std::vector<int64_t> kernel, strides, dil;
+};
+std::optional<ConvGeometry> conv_geometry(const LayerConfig& c) {
+  ConvGeometry g;
+  g.x = arg(c, "x");
   const auto* w = arg(c, "w");
-  if (!x || !w || w->shape.size() < 3) return;
-  const size_t n = w->shape.size() - 2;
-  const std::vector<int64_t> kernel(w->shape.begin() + 2, w->shape.end());
-  const auto strides = ints_or(c, "strides", n, 1), dil = ints_or(c, "dilations", n, 1);
-  const auto pads = resolve_pads(str_or(c, "auto_pad", "NOTSET"), x->shape, kernel, strides, dil, c.attr_ints("pads"));
+  if (!g.x || !w || w->shape.size() < 3) return std::nullopt;
+  g.n = w->shape.size() - 2;
+  g.kernel.assign(w->shape.begin() + 2, w->shape.end());
+  g.strides = ints_or(c, "strides", g.n, 1);
+  g.dil = ints_or(c, "dilations", g.n, 1);
+  return g;
+}
+
+void fix_conv(const NodeView&, LayerConfig& c) {
+  const auto g = conv_geometry(c);
+  if (!g) return;
+  const auto pads = resolve_pads(str_or(c, "auto_pad", "NOTSET"), g->x->shape, g->kernel, g->strides, g->dil,
+                                 c.attr_ints("pads"));
   const int64_t group = c.attr_int("group", 1);
-  c.attrs = {{"pads", pads}, {"strides", strides}, {"dil", dil}, {"group", group}};
+  c.attrs = {{"pads", pads}, {"strides", g->strides}, {"dil", g->dil}, {"group", group}};
 }
 
 void fix_conv_transpose(const NodeView&, LayerConfig& c) {
-  const auto* x = arg(c, "x");
-  const auto* w = arg(c, "w");
-  if (!x || !w || w->shape.size() < 3) return;
-  const size_t n = w->shape.size() - 2;
-  const std::vector<int64_t> kernel(w->shape.begin() + 2, w->shape.end());
-  const auto strides = ints_or(c, "strides", n, 1), dil = ints_or(c, "dilations", n, 1);
+  const auto g = conv_geometry(c);
+  if (!g) return;
+  const auto* x = g->x;
+  const size_t n = g->n;
+  const auto& kernel = g->kernel;
+  const auto& strides = g->strides;
+  const auto& dil = g->dil;
   const auto out_pad = ints_or(c, "output_padding", n, 0);
   auto pads = ints_or(c, "pads", 2 * n, 0);
   const auto auto_pad = str_or(c, "auto_pad", "NOTSET");
@@ -209,7 +225,7 @@ void fix_conv_transpose(const NodeView&, LayerConfig& c) {
     // ONNX ConvTranspose spec: total_padding = stride·(in−1) + output_padding + ((k−1)·dil+1) − out.
     for (size_t i = 0; i < n; ++i) {
       const int64_t total = strides[i] * (x->shape[i + 2] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1 - out_shape[i];
-      const bool upper = auto_pad != "SAME_LOWER";
+      const bool upper = auto_pad == "SAME_UPPER";  // the spec: SAME_UPPER puts the odd pixel at the end, else at the start
       pads[i] = upper ? total / 2 : total - total / 2;
       pads[i + n] = upper ? total - total / 2 : total / 2;
     }

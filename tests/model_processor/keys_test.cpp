@@ -98,6 +98,33 @@ TEST(ConvCost, ThreeDimensional) {
   EXPECT_EQ(l.flops, 2 * 192 * 54);  // y = 1x3x4x4x4, 2·27 MACs each
 }
 
+TEST(ConvTransposeCost, StridedWithOutputPadding) {
+  auto m = process_ok(model_text(
+      "g (float[N,4,4,4] x, float[4,2,3,3] w) => (y) {\n"
+      "  y = ConvTranspose <strides = [2,2], pads = [1,1,1,1], output_padding = [1,1]> (x, w)\n}"));
+  const Layer& l = only(m[0], "ConvTranspose");
+  // out = (4-1)*2 + 3 - (1+1) + 1 = 8 per spatial dim.
+  EXPECT_EQ(l.key,
+            "ConvTranspose|x=1x4x4x4|w=4x2x3x3|pads=1,1,1,1|strides=2,2|dil=1,1|group=1|output_padding=1,1"
+            "|y=1x2x8x8|f32");
+  // Each of the 64 input elements scatters into 2 output channels x 3x3 taps.
+  EXPECT_EQ(l.flops, 2 * 64 * 2 * 9);
+}
+
+TEST(ConvTransposeCost, OutputShapeResolvesPadsPerTheSpec) {
+  // total padding = 2*(4-1) + 0 + 3 - 8 = 1; without SAME_UPPER the odd pixel goes at the start.
+  auto notset = process_ok(model_text(
+      "g (float[N,4,4,4] x, float[4,2,3,3] w) => (y) {\n"
+      "  y = ConvTranspose <strides = [2,2], output_shape = [8,8]> (x, w)\n}"));
+  EXPECT_NE(only(notset[0], "ConvTranspose").key.find("|pads=1,1,0,0|"), std::string::npos)
+      << only(notset[0], "ConvTranspose").key;
+  auto upper = process_ok(model_text(
+      "g (float[N,4,4,4] x, float[4,2,3,3] w) => (y) {\n"
+      "  y = ConvTranspose <strides = [2,2], output_shape = [8,8], auto_pad = \"SAME_UPPER\"> (x, w)\n}"));
+  EXPECT_NE(only(upper[0], "ConvTranspose").key.find("|pads=0,0,1,1|"), std::string::npos)
+      << only(upper[0], "ConvTranspose").key;
+}
+
 TEST(GemmCost, TransposedWeightsAndBias) {
   auto m = process_ok(model_text(
       "g (float[N,3] a, float[4,3] w, float[4] c) => (y) {\n  y = Gemm <transB = 1> (a, w, c)\n}"), {1, 2});
