@@ -193,7 +193,7 @@ std::optional<std::string> copy_message(const uint8_t* p, size_t n, Rewrite&& re
     const uint8_t* payload;
     size_t len;
     if (!r.field(number, wire_type, payload, len)) return std::nullopt;
-    std::optional<std::optional<std::string>> replaced;  // outer: handled; inner: nullopt = drop
+    std::optional<std::optional<std::string>> replaced;  // see Replacement below
     if (wire_type == 2 && !(replaced = rewrite(number, payload, len))) {
       out.append(reinterpret_cast<const char*>(start), static_cast<size_t>(r.pos() - start));
     } else if (wire_type != 2) {
@@ -205,32 +205,32 @@ std::optional<std::string> copy_message(const uint8_t* p, size_t n, Rewrite&& re
   return out;
 }
 
+// What a field rewrite returns: nullopt keeps the field as is; an inner nullopt drops it.
+using Replacement = std::optional<std::optional<std::string>>;
+
+// A rewrite that replaces sub-message field `number` by its copy under `inner`; `bad` records wire errors.
+template <class Inner>
+auto rewrite_submessage(uint32_t number, Inner inner, bool& bad) {
+  return [number, inner, &bad](uint32_t n, const uint8_t* q, size_t len) -> Replacement {
+    if (n != number) return std::nullopt;
+    auto sub = copy_message(q, len, inner);
+    if (!sub) {
+      bad = true;
+      return std::nullopt;
+    }
+    return std::optional<std::string>(std::move(*sub));
+  };
+}
+
 std::optional<std::string> skim_model(const uint8_t* p, size_t n, size_t threshold) {
   bool bad = false;
-  using Replacement = std::optional<std::optional<std::string>>;
-  auto tensor = [&](uint32_t number, const uint8_t*, size_t len) -> Replacement {
+  auto tensor = [threshold](uint32_t number, const uint8_t*, size_t len) -> Replacement {
     const bool payload = number == 4 || number == 5 || number == 7 || number == 9 || number == 10 || number == 11;
     if (payload && len > threshold) return std::optional<std::string>{};  // drop
     return std::nullopt;                                                  // keep as is
   };
-  auto graph = [&](uint32_t number, const uint8_t* q, size_t len) -> Replacement {
-    if (number != 5) return std::nullopt;
-    auto t = copy_message(q, len, tensor);
-    if (!t) {
-      bad = true;
-      return std::nullopt;
-    }
-    return std::optional<std::string>(std::move(*t));
-  };
-  auto model = [&](uint32_t number, const uint8_t* q, size_t len) -> Replacement {
-    if (number != 7) return std::nullopt;
-    auto g = copy_message(q, len, graph);
-    if (!g) {
-      bad = true;
-      return std::nullopt;
-    }
-    return std::optional<std::string>(std::move(*g));
-  };
+  auto graph = rewrite_submessage(5, tensor, bad);  // GraphProto.initializer
+  auto model = rewrite_submessage(7, graph, bad);   // ModelProto.graph
   auto out = copy_message(p, n, model);
   if (!out || bad) return std::nullopt;
   return out;
@@ -634,6 +634,7 @@ class IrBuilder {
       d.shape = it->second.shape;
     }
     if (auto it = inf_.values.find(name); it != inf_.values.end()) d.value = &it->second;
+    else if (auto o = owned_.find(name); o != owned_.end()) d.value = &o->second;
     else if (auto t = L_.initializers.find(name); t != L_.initializers.end()) {
       // Small initializers (parameters such as Pad's pads) become attributes.
       if (tensor_numel(*t->second) <= 64 && t->second->data_location() != onnx::TensorProto::EXTERNAL) {
