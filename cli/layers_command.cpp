@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "floorline/benchdb/database.hpp"
 #include "floorline/model_processor/model.hpp"
 #include "floorline/model_processor/zoo.hpp"
 #include "output.hpp"
@@ -122,6 +123,7 @@ void add_layers_command(CLI::App& app, LayersOptions& opts, int& exit_code) {
   cmd->add_option("--out", opts.out, "Write the output to this file ('-' for standard output)");
   cmd->add_flag("--show-unique", opts.show_unique, "List every unique layer configuration with its multiplicity");
   cmd->add_flag("--show-layers", opts.show_layers, "List every layer of every model");
+  cmd->add_option("--db", opts.db, "Record the models, their layers and configs into this results database");
   cmd->callback([&opts, &exit_code] { exit_code = run_layers(opts); });
 }
 
@@ -214,11 +216,23 @@ int run_layers(const LayersOptions& opts) {
       return 2;
     }
   }
+  int db_status = 0;
+  if (!opts.db.empty()) {
+    auto db = benchdb::Database::open(opts.db);
+    auto st = db ? db->record_models(models) : Status(db.error());
+    if (!st) {
+      std::fprintf(stderr, "%s %s\n", red("error:", color).c_str(), st.error().message.c_str());
+      db_status = 1;
+    } else {
+      std::fprintf(stderr, "recorded %zu model(s) at %zu batch size(s) into %s\n",
+                   files->size() - failures.size(), opts.batches.size(), opts.db.c_str());
+    }
+  }
   for (const auto& f : failures)
     std::fprintf(stderr, "%s %s\n", red("error:", color).c_str(), f.error.c_str());
   if (!failures.empty())
     std::fprintf(stderr, "%zu of %zu model(s) failed\n", failures.size(), files->size());
-  return failures.empty() ? 0 : 1;
+  return failures.empty() && db_status == 0 ? 0 : 1;
 }
 
 }  // namespace floorline::cli

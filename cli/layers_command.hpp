@@ -16,6 +16,7 @@ struct LayersOptions {
   std::string out = "-";
   bool show_unique = false;
   bool show_layers = false;
+  std::string db;  // record models, configs and layers into this results database
 };
 
 void add_layers_command(CLI::App& app, LayersOptions& opts, int& exit_code);

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "db_command.hpp"
 #include "layers_command.hpp"
 
 #ifndef FLOORLINE_VERSION
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   floorline::cli::LayersOptions layers;
   floorline::cli::add_layers_command(app, layers, exit_code);
+  floorline::cli::add_db_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -12,6 +12,8 @@
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 // After onnx/defs/parser.h: <sys/mman.h> defines MAP_TYPE, a name the ONNX parser uses.
 #include <fcntl.h>
@@ -729,6 +731,33 @@ class IrBuilder {
   std::string first_unknown_;
 };
 
+// A hash of the graph's structure: nodes (with their attributes), graph inputs/outputs, and the
+// names, types and dims of initializers, but none of their values, so two exports of one
+// architecture with different random weights match, and any change to the work does not.
+std::string graph_fingerprint(const onnx::GraphProto& g) {
+  onnx::GraphProto copy = g;
+  copy.clear_doc_string();
+  for (auto& t : *copy.mutable_initializer()) {
+    t.clear_raw_data();
+    t.clear_float_data();
+    t.clear_int32_data();
+    t.clear_int64_data();
+    t.clear_double_data();
+    t.clear_uint64_data();
+    t.clear_string_data();
+    t.clear_external_data();
+    t.clear_doc_string();
+  }
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream sos(&bytes);
+    google::protobuf::io::CodedOutputStream cos(&sos);
+    cos.SetSerializationDeterministic(true);
+    copy.SerializeToCodedStream(&cos);
+  }
+  return key_hash_hex(bytes);
+}
+
 Result<std::vector<ModelIR>> process_loaded(Loaded& L, const ProcessOptions& opts, Clock::time_point t0) {
   if (opts.batches.empty()) return make_error("no batch size requested");
   for (auto b : opts.batches)
@@ -743,6 +772,7 @@ Result<std::vector<ModelIR>> process_loaded(Loaded& L, const ProcessOptions& opt
     }
     return &*ref;
   };
+  const std::string fingerprint = graph_fingerprint(L.model.graph());
   std::vector<ModelIR> out;
   for (int64_t b : opts.batches) {
     const auto tb = Clock::now();
@@ -765,6 +795,7 @@ Result<std::vector<ModelIR>> process_loaded(Loaded& L, const ProcessOptions& opt
     ir.ir_version = L.model.ir_version();
     ir.opset = L.opset;
     ir.node_count = L.model.graph().node_size();
+    ir.fingerprint = fingerprint;
     ir.warnings = L.warnings;
     IrBuilder builder(L, *inf, ir);
     FL_TRY(builder.build());

@@ -1,0 +1,70 @@
+// floorline/benchdb/benchmark_io.hpp — Google Benchmark results into the database.
+//
+// Two ways in, one mapping:
+//   - DatabaseReporter, a benchmark::BenchmarkReporter: any benchmark run through the runner lands
+//     in the database as it finishes (register it as the file reporter, or wrap the display one);
+//   - import_benchmark_json(): a `--benchmark_format=json` / `--benchmark_out` file produced
+//     elsewhere (e.g. by a `floorline generate` folder on another machine).
+// A benchmark's name is its case name (case_name() in schema.hpp). Its repetitions' per-call real
+// times (manual time where the backend times itself) become min/median/mean/stddev/cv in µs.
+// An error message starting "skipped: " or "unsupported: " gives that status with the rest as the
+// reason; any other error is "failed". Counters named workspace_bytes and is_default are stored
+// in their columns; the other counters go into `extra` as JSON.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/benchdb/writer.hpp"
+
+namespace floorline::benchdb {
+
+// Statistics over per-call times in µs (one sample per repetition). stddev and cv need two samples.
+void fill_statistics(MeasurementRow& m, std::vector<double> per_call_us);
+// Status and reason from a benchmark error message (see above).
+void fill_status_from_error(MeasurementRow& m, const std::string& error_message);
+
+class DatabaseReporter : public benchmark::BenchmarkReporter {
+ public:
+  // `resolve` maps a benchmark name to a case id, or 0 for a benchmark that is not a case (it is
+  // counted in unmatched() and not stored).
+  DatabaseReporter(MeasurementWriter& writer, std::function<int64_t(const std::string&)> resolve);
+  bool ReportContext(const Context& context) override;
+  void ReportRuns(const std::vector<Run>& runs) override;
+  void Finalize() override;
+
+  int64_t stored() const { return stored_; }
+  int64_t unmatched() const { return unmatched_; }
+  // The first write error, if any (the reporter interface has no way to return one).
+  const std::string& error() const { return error_; }
+
+ private:
+  MeasurementWriter& writer_;
+  std::function<int64_t(const std::string&)> resolve_;
+  int64_t stored_ = 0;
+  int64_t unmatched_ = 0;
+  std::string error_;
+};
+
+struct ImportSummary {
+  int64_t system_id = 0;
+  int64_t run_id = 0;
+  int64_t benchmarks = 0;          // distinct benchmark names in the file
+  int64_t stored = 0;              // measurements written
+  int64_t already_measured = 0;    // not written: the case already has a final result (resume)
+  int64_t skipped_names = 0;       // names that are not case names
+  int64_t new_configs = 0;         // configs created from keys the database did not have
+};
+
+// Imports a Google Benchmark JSON file. The system comes from the file's context: a
+// "floorline_system" entry (JSON object of systems columns, written by generated benchmarks via
+// benchmark::AddCustomContext) when present, else what Google Benchmark itself records (host,
+// CPU count and MHz) with device_name "unknown CPU". Errors name the file.
+Result<ImportSummary> import_benchmark_json(Database& db, const std::string& path, const WriterOptions& options = {});
+
+}  // namespace floorline::benchdb

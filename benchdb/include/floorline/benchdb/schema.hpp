@@ -1,0 +1,318 @@
+// floorline/benchdb/schema.hpp — the tables of a Floorline results database, one field list each.
+//
+// Each table is a row struct plus a TableDef: the list of its columns (name, SQL type, constraint,
+// the schema version that introduced it, and the struct member it maps to). That one list drives
+// the CREATE TABLE and ALTER TABLE statements (migrations), the INSERT statements, the
+// fingerprint of content-matched rows, and the CSV header and JSON keys of `floorline db` output,
+// so none of these can disagree (STYLE.md, Outputs).
+//
+// Every table is STRICT and has an `id INTEGER PRIMARY KEY`. Times are microseconds (`_us`),
+// sizes bytes, timestamps ISO-8601 UTC text ("2026-11-21T10:00:00Z"), JSON columns are checked
+// with json_valid(). See docs/DATABASE.md for the tables, views and example queries.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "floorline/benchdb/value.hpp"
+
+namespace floorline::benchdb {
+
+// The schema this build writes. Version history (each step is derived from `since` below):
+//   1  systems, runs, models, layer_configs, model_layers, cases, measurements,
+//      best_measurements (derived), framework_latencies
+//   2  system_peaks (calibrated peak FLOP/s and bytes/s per system, for the roofline bound);
+//      measurements.throttled
+inline constexpr int kSchemaVersion = 2;
+// PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
+inline constexpr int32_t kApplicationId = 0x464c524c;
+
+// --- rows --------------------------------------------------------------------------------------
+
+// One hardware/software stack. Rows are matched by `fingerprint`, a hash of every identity column
+// (everything below except host-specific fields, which live in `runs`): two machines with the
+// same stack share one system row, and measurements from different stacks never share one.
+struct SystemRow {
+  int64_t id = 0;
+  std::string fingerprint;           // 16 hex digits, FNV-1a of the identity columns
+  std::string device_kind;           // "cpu" or "gpu": the device the backends measure on
+  std::string device_name;           // "NVIDIA H200", or the CPU model for CPU-only systems
+  std::string compute_capability;    // "9.0" for GPUs, "" for CPUs
+  int64_t compute_units = 0;         // SMs (GPU) or logical cores (CPU)
+  int64_t clock_mhz = 0;             // maximum device clock
+  int64_t memory_bytes = 0;          // device memory (GPU) or RAM (CPU)
+  int64_t memory_clock_mhz = 0;
+  int64_t memory_bus_bits = 0;
+  std::string driver_version;        // "" where not applicable
+  std::string cuda_runtime_version;
+  std::string cudnn_version;
+  std::string cublas_version;
+  std::string onednn_version;
+  std::string cpu_model;
+  std::string cpu_flags;             // the ISA extensions that matter to kernels, space-separated
+  int64_t cpu_cores = 0;             // logical CPUs
+  int64_t threads = 1;               // threads the CPU backend uses
+  std::string os;                    // kernel release, e.g. "Linux 6.1.0-18-amd64"
+  std::string compiler;              // compiler that built Floorline, e.g. "GCC 12.2.0"
+  std::string floorline_version;     // "0.1.0" (the git revision is per run)
+  std::string created_at;
+};
+
+// One invocation of the runner (or an import). Host-specific facts live here, not in systems.
+struct RunRow {
+  int64_t id = 0;
+  std::string uuid;                  // random, matches runs across databases when merging
+  int64_t system_id = 0;
+  std::string host_name;
+  std::string device_uuid;           // GPU UUID, "" for CPU runs
+  std::string git_revision;
+  std::string command;               // the command line that produced the run
+  std::string started_at;
+  std::optional<std::string> finished_at;  // NULL while running or when interrupted
+  std::string status = "running";    // running | finished | interrupted
+  std::string options = "{}";        // JSON: min_time, repetitions, threads, ...
+};
+
+struct ModelRow {
+  int64_t id = 0;
+  std::string name;                  // file stem
+  std::string fingerprint;           // hash of the model's batch-1 layer keys and edges
+  std::string path;
+  int64_t ir_version = 0;
+  int64_t opset = 0;
+  int64_t node_count = 0;
+};
+
+struct LayerConfigRow {
+  int64_t id = 0;
+  std::string key;                   // canonical key (unique)
+  std::string key_hash;              // 16 hex digits
+  std::string kind;                  // LayerKind name ("Conv")
+  std::string op_type;
+  std::string dtype;                 // "f32"
+  std::string params = "{}";         // JSON: inputs/outputs (role, shape, dtype) and attributes
+  std::optional<int64_t> flops;      // NULL where a shape is unknown
+  std::optional<int64_t> bytes;
+};
+
+// One node of a model at one batch size, in topological order.
+struct ModelLayerRow {
+  int64_t id = 0;
+  int64_t model_id = 0;
+  int64_t batch = 1;
+  int64_t node_index = 0;            // topological index (Layer::index)
+  std::string node_name;
+  std::string op_type;
+  std::string cost_class;            // compute | view | host | control | unsupported
+  int64_t config_id = 0;
+  std::string preds = "[]";          // JSON array of node_index values this node reads
+  std::string subgraph;              // "" for the main graph
+};
+
+// One config × backend × algorithm × dtype × math mode (× layout, fusion pattern). Rows are
+// matched by that content; the case's name (case_name()) is derived, not stored, so the long
+// canonical key is stored once, in layer_configs.
+struct CaseRow {
+  int64_t id = 0;
+  std::string uid;                   // 16 hex digits, FNV-1a of the case name: a short stable id
+  int64_t config_id = 0;
+  std::string backend;               // "onednn", "cuda"
+  std::string algorithm;             // as the library spells it ("CUDNN_CONVOLUTION_FWD_ALGO_GEMM")
+  std::string dtype;                 // storage type of the case's tensors ("f32", "f16", "bf16")
+  std::string math_mode;             // "fp32" (strict), "tf32", "fp16", "bf16"
+  std::string layout;                // "nchw", "nhwc", "any", "" where it does not apply
+  std::string fusion;                // "" or the fused pattern ("bias_relu", "bn")
+  std::string params = "{}";         // JSON: backend-specific parameters
+};
+
+// The outcome of one case on one system in one run.
+struct MeasurementRow {
+  int64_t id = 0;
+  int64_t case_id = 0;
+  int64_t system_id = 0;
+  int64_t run_id = 0;
+  std::string status;                // passed | skipped | unsupported | failed
+  std::string reason;                // why skipped/unsupported, or the error text; "" when passed
+  int64_t is_default = 0;            // 1 when this is the library heuristic's own first choice
+  int64_t iterations = 0;            // timed calls in total
+  int64_t repetitions = 0;
+  std::optional<double> min_us;      // statistics over the repetitions' per-call times (µs)
+  std::optional<double> median_us;
+  std::optional<double> mean_us;
+  std::optional<double> stddev_us;
+  std::optional<double> cv;          // stddev / mean
+  std::optional<int64_t> workspace_bytes;
+  std::string measured_at;
+  int64_t superseded = 0;            // 1 once a later measurement of the case on the system exists
+  std::optional<std::string> extra;  // JSON: counters, clocks, anything backend-specific
+  int64_t throttled = 0;             // (v2) 1 when the device reported clock throttling
+};
+
+// Derived: the fastest current passed measurement per config × system × dtype × math mode ×
+// fusion, so that "the best case of every config" is a lookup, not a GROUP BY over every
+// measurement. The measurement writer keeps it current in the same transaction as the rows it
+// writes; merge and upgrade rebuild it. The `best_cases` view adds names.
+struct BestMeasurementRow {
+  int64_t id = 0;
+  int64_t config_id = 0;
+  int64_t system_id = 0;
+  std::string dtype;
+  std::string math_mode;
+  std::string fusion;
+  int64_t measurement_id = 0;
+  int64_t case_id = 0;
+  double median_us = 0;
+};
+
+// End-to-end latency of a model in a real framework, imported for the latency-gap report.
+struct FrameworkLatencyRow {
+  int64_t id = 0;
+  std::string model_name;
+  std::string runtime;               // "pytorch", "onnxruntime", ...
+  std::string runtime_version;
+  std::string device;                // "cpu", "NVIDIA H200", ...
+  int64_t batch = 1;
+  std::string dtype = "f32";
+  std::string settings;              // e.g. "eager", "cudnn.benchmark=1"
+  int64_t threads = 0;               // 0 where not applicable
+  double median_us = 0;
+  std::optional<double> min_us;
+  std::optional<double> max_us;
+  std::optional<double> stddev_us;
+  int64_t repetitions = 0;
+  std::string measured_at;
+  std::string source;                // file it was imported from
+};
+
+// (v2) A calibrated peak of a system: the denominator of the roofline bound.
+struct SystemPeakRow {
+  int64_t id = 0;
+  int64_t system_id = 0;
+  std::string peak;                  // "flops" or "bytes"
+  std::string dtype;                 // "f32", "f16", ...
+  std::string math_mode;             // "fp32", "tf32", ...; "" for bytes
+  double value_per_s = 0;            // FLOP/s or bytes/s
+  std::string method;                // the calibration case ("onednn matmul 4096^3")
+  std::string measured_at;
+};
+
+// --- field lists -------------------------------------------------------------------------------
+
+template <class Row>
+struct Column {
+  std::string name;
+  SqlType type;
+  bool nullable;
+  std::string constraint;  // appended to the column definition: "UNIQUE", "REFERENCES systems(id)", "CHECK (...)"
+  int since;               // schema version that introduced the column
+  bool identity;           // part of the row's content fingerprint (systems)
+  std::function<SqlValue(const Row&)> get;
+  std::function<void(Row&, const SqlValue&)> set;
+};
+
+struct IndexDef {
+  std::string sql;  // the full CREATE [UNIQUE] INDEX statement
+  int since = 1;
+};
+
+template <class Row>
+struct TableDef {
+  std::string name;
+  int since = 1;
+  std::vector<Column<Row>> columns;       // `id INTEGER PRIMARY KEY` is implicit and first
+  std::vector<std::string> constraints;   // table constraints, e.g. "UNIQUE (model_id, batch, node_index)"
+  std::vector<IndexDef> indexes;
+};
+
+const TableDef<SystemRow>& systems_table();
+const TableDef<RunRow>& runs_table();
+const TableDef<ModelRow>& models_table();
+const TableDef<LayerConfigRow>& layer_configs_table();
+const TableDef<ModelLayerRow>& model_layers_table();
+const TableDef<CaseRow>& cases_table();
+const TableDef<MeasurementRow>& measurements_table();
+const TableDef<BestMeasurementRow>& best_measurements_table();
+const TableDef<FrameworkLatencyRow>& framework_latencies_table();
+const TableDef<SystemPeakRow>& system_peaks_table();
+
+// The name of a case: "{backend}/{algorithm}/{dtype}/{math_mode}[.{layout}][+{fusion}]/{key}",
+// e.g. "onednn/brg:avx512_core/f32/fp32/Conv|x=1x64x56x56|...|f32". Unique per case, readable,
+// and what benchmark registrations and reproduction lines use.
+std::string case_name(const CaseRow& c, std::string_view key);
+// The SQL expression of case_name() over `cases c` joined with `layer_configs lc` (for views).
+extern const char* const kCaseNameSql;
+struct ParsedCaseName {
+  std::string backend, algorithm, dtype, math_mode, layout, fusion, key;
+};
+// The inverse of case_name(); nullopt when `name` does not have that form.
+std::optional<ParsedCaseName> parse_case_name(std::string_view name);
+
+// The identity fingerprint of a system (16 hex digits) from its identity columns.
+std::string system_fingerprint(const SystemRow& s);
+
+// --- column helpers (used by the table definitions and by tests) -------------------------------
+namespace detail {
+template <class T> struct SqlTraits;
+template <> struct SqlTraits<int64_t> {
+  static constexpr SqlType type = SqlType::kInteger;
+  static SqlValue to(const int64_t& v) { return v; }
+  static int64_t from(const SqlValue& v) {
+    if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+    if (const auto* d = std::get_if<double>(&v)) return static_cast<int64_t>(*d);
+    return 0;
+  }
+};
+template <> struct SqlTraits<double> {
+  static constexpr SqlType type = SqlType::kReal;
+  static SqlValue to(const double& v) { return v; }
+  static double from(const SqlValue& v) {
+    if (const auto* d = std::get_if<double>(&v)) return *d;
+    if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+    return 0;
+  }
+};
+template <> struct SqlTraits<std::string> {
+  static constexpr SqlType type = SqlType::kText;
+  static SqlValue to(const std::string& v) { return v; }
+  static std::string from(const SqlValue& v) { return value_text(v); }
+};
+template <class T> struct IsOptional : std::false_type {};
+template <class T> struct IsOptional<std::optional<T>> : std::true_type { using inner = T; };
+}  // namespace detail
+
+// col("median_us", &MeasurementRow::median_us): type and nullability from the member's type.
+template <class Row, class M>
+Column<Row> col(std::string name, M Row::*member, std::string constraint = "", int since = 1,
+                bool identity = false) {
+  Column<Row> c;
+  c.name = std::move(name);
+  c.constraint = std::move(constraint);
+  c.since = since;
+  c.identity = identity;
+  if constexpr (detail::IsOptional<M>::value) {
+    using T = typename detail::IsOptional<M>::inner;
+    c.type = detail::SqlTraits<T>::type;
+    c.nullable = true;
+    c.get = [member](const Row& r) -> SqlValue {
+      const auto& o = r.*member;
+      return o ? detail::SqlTraits<T>::to(*o) : SqlValue{};
+    };
+    c.set = [member](Row& r, const SqlValue& v) {
+      if (is_null(v)) r.*member = std::nullopt;
+      else r.*member = detail::SqlTraits<T>::from(v);
+    };
+  } else {
+    c.type = detail::SqlTraits<M>::type;
+    c.nullable = false;
+    c.get = [member](const Row& r) -> SqlValue { return detail::SqlTraits<M>::to(r.*member); };
+    c.set = [member](Row& r, const SqlValue& v) { r.*member = detail::SqlTraits<M>::from(v); };
+  }
+  return c;
+}
+
+}  // namespace floorline::benchdb

@@ -1,0 +1,266 @@
+#include "floorline/benchdb/benchmark_io.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "floorline/benchdb/system.hpp"
+#include "floorline/model_processor/layer.hpp"
+
+namespace floorline::benchdb {
+
+void fill_statistics(MeasurementRow& m, std::vector<double> us) {
+  if (us.empty()) return;
+  std::sort(us.begin(), us.end());
+  const size_t n = us.size();
+  m.repetitions = static_cast<int64_t>(n);
+  m.min_us = us.front();
+  m.median_us = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
+  double sum = 0;
+  for (double v : us) sum += v;
+  const double mean = sum / static_cast<double>(n);
+  m.mean_us = mean;
+  if (n >= 2) {
+    double ss = 0;
+    for (double v : us) ss += (v - mean) * (v - mean);
+    const double sd = std::sqrt(ss / static_cast<double>(n - 1));
+    m.stddev_us = sd;
+    if (mean > 0) m.cv = sd / mean;
+  }
+}
+
+void fill_status_from_error(MeasurementRow& m, const std::string& msg) {
+  for (const char* status : {"skipped", "unsupported"}) {
+    const std::string prefix = std::string(status) + ": ";
+    if (msg.rfind(prefix, 0) == 0) {
+      m.status = status;
+      m.reason = msg.substr(prefix.size());
+      return;
+    }
+  }
+  m.status = "failed";
+  m.reason = msg.empty() ? "error without a message" : msg;
+}
+
+namespace {
+
+double to_us(double t, benchmark::TimeUnit unit) {
+  switch (unit) {
+    case benchmark::kNanosecond: return t / 1e3;
+    case benchmark::kMicrosecond: return t;
+    case benchmark::kMillisecond: return t * 1e3;
+    case benchmark::kSecond: return t * 1e6;
+  }
+  return t;
+}
+
+double unit_to_us(const std::string& unit) {
+  if (unit == "ns") return 1e-3;
+  if (unit == "ms") return 1e3;
+  if (unit == "s") return 1e6;
+  return 1.0;  // "us"
+}
+
+// Moves the known counters into columns and the rest into `extra`.
+void apply_counters(MeasurementRow& m, const std::map<std::string, double>& counters) {
+  nlohmann::json extra = nlohmann::json::object();
+  for (const auto& [name, value] : counters) {
+    if (name == "workspace_bytes") m.workspace_bytes = static_cast<int64_t>(value);
+    else if (name == "is_default") m.is_default = value != 0 ? 1 : 0;
+    else extra[name] = value;
+  }
+  if (!extra.empty()) m.extra = extra.dump();
+}
+
+}  // namespace
+
+DatabaseReporter::DatabaseReporter(MeasurementWriter& writer, std::function<int64_t(const std::string&)> resolve)
+    : writer_(writer), resolve_(std::move(resolve)) {}
+
+bool DatabaseReporter::ReportContext(const Context&) { return true; }
+
+void DatabaseReporter::ReportRuns(const std::vector<Run>& runs) {
+  // One call per benchmark with its repetitions (and, in a second call, the aggregates, which
+  // are ignored: the statistics are computed here, with the minimum Google Benchmark lacks).
+  std::map<std::string, std::vector<const Run*>> by_name;
+  for (const auto& r : runs)
+    if (r.run_type == Run::RT_Iteration) by_name[r.run_name.str()].push_back(&r);
+  for (const auto& [name, reps] : by_name) {
+    const int64_t case_id = resolve_(name);
+    if (case_id == 0) {
+      ++unmatched_;
+      continue;
+    }
+    MeasurementRow m;
+    m.case_id = case_id;
+    std::vector<double> us;
+    std::map<std::string, double> counters;
+    std::string error;
+    for (const Run* r : reps) {
+      if (r->error_occurred) {
+        error = r->error_message;
+        continue;
+      }
+      m.iterations += r->iterations;
+      us.push_back(to_us(r->GetAdjustedRealTime(), r->time_unit));
+      for (const auto& [k, c] : r->counters) counters[k] = c.value;
+    }
+    if (!error.empty() || us.empty()) {
+      fill_status_from_error(m, error);
+    } else {
+      m.status = "passed";
+      fill_statistics(m, us);
+    }
+    apply_counters(m, counters);
+    if (auto st = writer_.add(std::move(m)); !st) {
+      if (error_.empty()) error_ = st.error().message;
+      continue;
+    }
+    ++stored_;
+  }
+}
+
+void DatabaseReporter::Finalize() {
+  if (auto st = writer_.flush(); !st && error_.empty()) error_ = st.error().message;
+}
+
+// --- JSON import ---------------------------------------------------------------------------------
+
+namespace {
+
+SystemRow system_from_context(const nlohmann::json& ctx) {
+  SystemRow s;
+  if (ctx.contains("floorline_system")) {
+    nlohmann::json fs = ctx["floorline_system"];
+    if (fs.is_string()) fs = nlohmann::json::parse(fs.get<std::string>(), nullptr, false);
+    if (fs.is_object()) {
+      for (const auto& c : systems_table().columns) {
+        if (!fs.contains(c.name)) continue;
+        const auto& v = fs[c.name];
+        if (v.is_number_integer()) c.set(s, SqlValue{v.get<int64_t>()});
+        else if (v.is_number()) c.set(s, SqlValue{v.get<double>()});
+        else if (v.is_string()) c.set(s, SqlValue{v.get<std::string>()});
+      }
+      return s;
+    }
+  }
+  s.device_kind = "cpu";
+  s.device_name = "unknown CPU";
+  s.cpu_model = "unknown CPU";
+  s.cpu_cores = ctx.value("num_cpus", int64_t{0});
+  s.compute_units = s.cpu_cores;
+  s.clock_mhz = static_cast<int64_t>(ctx.value("mhz_per_cpu", 0.0));
+  return s;
+}
+
+}  // namespace
+
+Result<ImportSummary> import_benchmark_json(Database& db, const std::string& path, const WriterOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("{}: cannot read the file", path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded()) return make_error("{}: not valid JSON", path);
+  if (!doc.is_object() || !doc.contains("benchmarks") || !doc["benchmarks"].is_array())
+    return make_error("{}: not a Google Benchmark JSON file (no \"benchmarks\" array)", path);
+  const nlohmann::json ctx = doc.value("context", nlohmann::json::object());
+
+  ImportSummary sum;
+  // Group the repetitions of each benchmark (aggregates are recomputed, so they are skipped).
+  struct Entry {
+    std::vector<double> us;
+    int64_t iterations = 0;
+    std::string error;
+    std::map<std::string, double> counters;
+  };
+  std::map<std::string, Entry> entries;
+  static const std::set<std::string> kNotCounters = {
+      "name", "run_name", "run_type", "repetitions", "repetition_index", "threads", "iterations",
+      "real_time", "cpu_time", "time_unit", "family_index", "per_family_instance_index",
+      "aggregate_name", "aggregate_unit", "error_occurred", "error_message", "label"};
+  for (const auto& b : doc["benchmarks"]) {
+    if (!b.is_object() || b.value("run_type", std::string("iteration")) != "iteration") continue;
+    const std::string name = b.value("run_name", b.value("name", std::string()));
+    if (name.empty()) continue;
+    Entry& e = entries[name];
+    if (b.value("error_occurred", false)) {
+      e.error = b.value("error_message", std::string());
+      continue;
+    }
+    e.iterations += b.value("iterations", int64_t{0});
+    e.us.push_back(b.value("real_time", 0.0) * unit_to_us(b.value("time_unit", std::string("ns"))));
+    for (const auto& [k, v] : b.items())
+      if (v.is_number() && !kNotCounters.count(k)) e.counters[k] = v.get<double>();
+  }
+  sum.benchmarks = static_cast<int64_t>(entries.size());
+
+  FL_ASSIGN_OR_RETURN(sum.system_id, db.upsert_system(system_from_context(ctx)));
+  // The run of an imported file is named by the file's content: importing it again finds the
+  // same run, and every case in it already measured.
+  const std::string uuid = "import-" + mp::key_hash_hex(text);
+  FL_ASSIGN_OR_RETURN(auto existing, db.query("SELECT id FROM runs WHERE uuid = ?1", {uuid}));
+  RunRow run;
+  run.uuid = uuid;
+  run.system_id = sum.system_id;
+  run.host_name = ctx.value("host_name", std::string());
+  run.command = "import " + path;
+  run.started_at = ctx.value("date", std::string());
+  run.git_revision = ctx.value("floorline_git_revision", std::string());
+  if (existing.rows.empty()) {
+    FL_ASSIGN_OR_RETURN(sum.run_id, db.begin_run(run));
+  } else {
+    sum.run_id = std::get<int64_t>(existing.rows[0][0]);
+  }
+  MeasurementWriter writer(db, sum.system_id, sum.run_id, options);
+  for (auto& [name, e] : entries) {
+    const auto parsed = parse_case_name(name);
+    if (!parsed) {
+      ++sum.skipped_names;
+      continue;
+    }
+    auto found = db.query("SELECT id FROM layer_configs WHERE key = ?1", {parsed->key});
+    if (!found) return found.error();
+    LayerConfigRow lc;
+    lc.key = parsed->key;
+    lc.key_hash = mp::key_hash_hex(lc.key);
+    lc.kind = lc.key.substr(0, lc.key.find('|'));
+    lc.op_type = lc.kind;
+    lc.dtype = lc.key.substr(lc.key.rfind('|') + 1);
+    if (auto f = e.counters.find("flops"); f != e.counters.end()) lc.flops = static_cast<int64_t>(f->second);
+    if (auto f = e.counters.find("bytes"); f != e.counters.end()) lc.bytes = static_cast<int64_t>(f->second);
+    if (found->rows.empty()) ++sum.new_configs;
+    FL_ASSIGN_OR_RETURN(const int64_t config_id, db.upsert_config(lc));
+    CaseRow c;
+    c.config_id = config_id;
+    c.backend = parsed->backend;
+    c.algorithm = parsed->algorithm;
+    c.dtype = parsed->dtype;
+    c.math_mode = parsed->math_mode;
+    c.layout = parsed->layout;
+    c.fusion = parsed->fusion;
+    FL_ASSIGN_OR_RETURN(const int64_t case_id, db.upsert_case(c));
+    MeasurementRow m;
+    m.case_id = case_id;
+    m.iterations = e.iterations;
+    if (!e.error.empty() || e.us.empty()) {
+      fill_status_from_error(m, e.error);
+    } else {
+      m.status = "passed";
+      fill_statistics(m, e.us);
+    }
+    apply_counters(m, e.counters);
+    FL_TRY(writer.add(std::move(m)));
+  }
+  FL_TRY(writer.flush());
+  sum.stored = writer.committed();
+  sum.already_measured = writer.skipped_existing();
+  FL_TRY(db.finish_run(sum.run_id, "finished"));
+  return sum;
+}
+
+}  // namespace floorline::benchdb

@@ -1,0 +1,425 @@
+#include "floorline/benchdb/database.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "database_impl.hpp"
+#include "floorline/model_processor/model.hpp"
+#include "schema_internal.hpp"
+
+namespace floorline::benchdb {
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::array<char, 32> buf{};
+  std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf.data();
+}
+
+std::string random_uuid() {
+  std::random_device rd;
+  std::array<uint8_t, 16> b{};
+  for (size_t i = 0; i < b.size(); i += 4) {
+    const uint32_t r = rd();
+    std::memcpy(&b[i], &r, 4);
+  }
+  b[6] = static_cast<uint8_t>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<uint8_t>((b[8] & 0x3f) | 0x80);
+  std::string s;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += fmt::format("{:02x}", b[i]);
+  }
+  return s;
+}
+
+namespace {
+
+uint32_t be32(const unsigned char* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+// Checks the 100-byte SQLite header before SQLite sees the file, so that a text file or a
+// truncated copy gets a precise message instead of "file is not a database" at some later query.
+Status check_file_header(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return {};  // missing or empty: a new database
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("{}: cannot read the file", path.string());
+  std::array<unsigned char, 100> h{};
+  in.read(reinterpret_cast<char*>(h.data()), h.size());
+  static constexpr char kMagic[] = "SQLite format 3";  // followed by NUL
+  if (in.gcount() < 100 || std::memcmp(h.data(), kMagic, sizeof kMagic) != 0)
+    return make_error("{}: not a SQLite database (not a Floorline results file)", path.string());
+  uint32_t page_size = (uint32_t{h[16]} << 8) | h[17];
+  if (page_size == 1) page_size = 65536;
+  const uint32_t change_counter = be32(&h[24]);
+  const uint32_t pages = be32(&h[28]);
+  const uint32_t valid_for = be32(&h[92]);
+  // With a WAL file present the main file may legitimately lag behind; only a quiet file is checked.
+  std::filesystem::path wal = path;
+  wal += "-wal";
+  if (pages != 0 && change_counter == valid_for && !std::filesystem::exists(wal, ec) &&
+      size < uint64_t{pages} * page_size)
+    return make_error("{}: truncated SQLite database: the header says {} bytes, the file has {}",
+                      path.string(), uint64_t{pages} * page_size, size);
+  return {};
+}
+
+}  // namespace
+
+Database::Database() : impl_(std::make_unique<Impl>()) {}
+Database::Database(Database&&) noexcept = default;
+Database& Database::operator=(Database&&) noexcept = default;
+Database::~Database() = default;
+
+const std::string& Database::path() const { return impl_->path; }
+int Database::schema_version() const { return impl_->version; }
+int Database::opened_at_version() const { return impl_->opened_version; }
+
+Status Impl::migrate(int target) {
+  FL_ASSIGN_OR_RETURN(auto txn, sql::Transaction::begin(conn));
+  FL_ASSIGN_OR_RETURN(int64_t v, conn.scalar_int("PRAGMA user_version"));  // another process may have just done it
+  if (v == 0) {
+    FL_ASSIGN_OR_RETURN(int64_t tables, conn.scalar_int("SELECT count(*) FROM sqlite_schema"));
+    if (tables > 0)
+      return make_error("{}: not a Floorline database (a SQLite file of another application)", path);
+    FL_TRY(conn.exec(fmt::format("PRAGMA application_id = {}", kApplicationId)));
+  }
+  for (int s = static_cast<int>(v) + 1; s <= target; ++s)
+    for (const auto& stmt : migration_statements(s))
+      if (auto st = conn.exec(stmt); !st) return st.error().with_context(fmt::format("upgrading to schema {}", s));
+  // Files created at an older version for tests get no triggers or views: those belong to the
+  // current schema. An upgrade re-creates them and rebuilds what they maintain.
+  if (target == kSchemaVersion) {
+    for (const auto& o : derived_objects())
+      FL_TRY(conn.exec(fmt::format("DROP {} IF EXISTS {}", o.kind, o.name)));
+    for (const auto& o : derived_objects()) {
+      std::string body = o.body;
+      for (auto at = body.find("{CASE_NAME}"); at != std::string::npos; at = body.find("{CASE_NAME}"))
+        body.replace(at, 11, kCaseNameSql);
+      FL_TRY(conn.exec(fmt::format("CREATE {} {} AS {}", o.kind, o.name, body)));
+    }
+    FL_TRY(conn.exec("DELETE FROM best_measurements"));
+    FL_TRY(conn.exec(kRebuildBest));
+  }
+  if (target > v) FL_TRY(conn.exec(fmt::format("PRAGMA user_version = {}", target)));
+  FL_TRY(txn.commit());
+  version = std::max<int>(static_cast<int>(v), target);
+  return {};
+}
+
+Result<Database> Database::open(const std::filesystem::path& path, const OpenOptions& options) {
+  const std::string p = path.string();
+  if (options.target_schema_version < 1 || options.target_schema_version > kSchemaVersion)
+    return make_error("{}: schema version {} is not one this build can write (1..{})", p,
+                      options.target_schema_version, kSchemaVersion);
+  std::error_code ec;
+  if (options.read_only && !std::filesystem::exists(path, ec))
+    return make_error("{}: no such file", p);
+  if (std::filesystem::is_directory(path, ec)) return make_error("{}: is a directory, not a database file", p);
+  FL_TRY(check_file_header(path));
+
+  Database db;
+  Impl& d = *db.impl_;
+  d.path = p;
+  d.read_only = options.read_only;
+  const int flags = options.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  FL_ASSIGN_OR_RETURN(d.conn, sql::Connection::open(p, flags));
+  FL_TRY(d.conn.exec(fmt::format("PRAGMA busy_timeout = {}", options.busy_timeout_ms)));
+  FL_TRY(d.conn.exec("PRAGMA foreign_keys = ON"));
+  // Index pages of a large measurements table are touched all over during inserts (one system's
+  // cases after another's); a 64 MiB page cache keeps that off the disk.
+  FL_TRY(d.conn.exec("PRAGMA cache_size = -65536"));
+
+
+  // The first read of the file: SQLite reports a damaged header here.
+  auto app_id = d.conn.scalar_int("PRAGMA application_id");
+  if (!app_id) return make_error("{}: {}", p, app_id.error().message);
+  FL_ASSIGN_OR_RETURN(int64_t version, d.conn.scalar_int("PRAGMA user_version"));
+  FL_ASSIGN_OR_RETURN(int64_t tables, d.conn.scalar_int("SELECT count(*) FROM sqlite_schema"));
+  if (*app_id != kApplicationId && tables > 0)
+    return make_error("{}: not a Floorline database (a SQLite file of another application)", p);
+  if (version > kSchemaVersion)
+    return make_error("{}: written by a newer Floorline (schema {}; this build reads schemas up to {}); "
+                      "upgrade Floorline to open it", p, version, kSchemaVersion);
+  d.opened_version = static_cast<int>(version);
+  d.version = static_cast<int>(version);
+
+  if (options.read_only) {
+    if (version == 0) return make_error("{}: an empty file, not a Floorline database", p);
+    FL_TRY(d.conn.exec("PRAGMA query_only = ON"));
+    return db;
+  }
+  // WAL: readers never block the writer; synchronous=FULL: a committed batch survives power loss.
+  FL_ASSIGN_OR_RETURN(auto mode, d.conn.query("PRAGMA journal_mode = WAL"));
+  if (mode.rows.empty() || value_text(mode.rows[0][0]) != "wal")
+    return make_error("{}: cannot switch to WAL journaling (journal_mode is {})", p,
+                      mode.rows.empty() ? "unknown" : value_text(mode.rows[0][0]));
+  FL_TRY(d.conn.exec("PRAGMA synchronous = FULL"));
+  if (version < options.target_schema_version || (version == 0 && tables == 0))
+    if (auto st = d.migrate(options.target_schema_version); !st) return st.error();
+  return db;
+}
+
+Status Database::transaction(const std::function<Status()>& body) {
+  FL_ASSIGN_OR_RETURN(auto txn, sql::Transaction::begin(impl_->conn));
+  FL_TRY(body());
+  return txn.commit();
+}
+
+Status Impl::bind_all(sql::Statement& s, const std::vector<SqlValue>& values) {
+  for (size_t i = 0; i < values.size(); ++i) FL_TRY(s.bind(static_cast<int>(i + 1), values[i]));
+  return {};
+}
+
+Result<int64_t> Impl::insert_or_find(const std::string& insert, const std::vector<SqlValue>& values,
+                                     const std::string& find, const std::vector<SqlValue>& key) {
+  FL_ASSIGN_OR_RETURN(sql::Statement * ins, conn.cached(insert));
+  FL_TRY(bind_all(*ins, values));
+  FL_TRY(ins->run());
+  if (conn.changes() == 1) return conn.last_insert_rowid();
+  FL_ASSIGN_OR_RETURN(sql::Statement * sel, conn.cached(find));
+  FL_TRY(bind_all(*sel, key));
+  FL_ASSIGN_OR_RETURN(const bool row, sel->step());
+  if (!row) return make_error("{}: row vanished after a conflicting insert ({})", path, find);
+  return sel->column_int(0);
+}
+
+Result<int64_t> Database::upsert_system(SystemRow row) {
+  row.fingerprint = system_fingerprint(row);
+  if (row.created_at.empty()) row.created_at = utc_now();
+  static const std::string ins = insert_sql(systems_table(), "ON CONFLICT (fingerprint) DO NOTHING");
+  return impl_->insert_or_find(ins, row_values(systems_table(), row),
+                               "SELECT id FROM systems WHERE fingerprint = ?1", {row.fingerprint});
+}
+
+Result<int64_t> Database::upsert_model(const ModelRow& row) {
+  static const std::string ins = insert_sql(models_table(), "ON CONFLICT (name, fingerprint) DO NOTHING");
+  return impl_->insert_or_find(ins, row_values(models_table(), row),
+                               "SELECT id FROM models WHERE name = ?1 AND fingerprint = ?2",
+                               {row.name, row.fingerprint});
+}
+
+Result<int64_t> Database::upsert_config(const LayerConfigRow& row) {
+  static const std::string ins = insert_sql(layer_configs_table(), "ON CONFLICT (key) DO NOTHING");
+  return impl_->insert_or_find(ins, row_values(layer_configs_table(), row),
+                               "SELECT id FROM layer_configs WHERE key = ?1", {row.key});
+}
+
+Result<int64_t> Database::upsert_case(CaseRow row) {
+  if (row.uid.empty()) {
+    FL_ASSIGN_OR_RETURN(sql::Statement * k, impl_->conn.cached("SELECT key FROM layer_configs WHERE id = ?1"));
+    FL_TRY(k->bind(1, row.config_id));
+    FL_ASSIGN_OR_RETURN(const bool found, k->step());
+    if (!found) return make_error("{}: case of config {}, which is not in layer_configs", impl_->path, row.config_id);
+    row.uid = mp::key_hash_hex(case_name(row, k->column_text(0)));
+  }
+  static const std::string ins = insert_sql(
+      cases_table(), "ON CONFLICT (config_id, backend, algorithm, dtype, math_mode, layout, fusion) DO NOTHING");
+  return impl_->insert_or_find(
+      ins, row_values(cases_table(), row),
+      "SELECT id FROM cases WHERE config_id = ?1 AND backend = ?2 AND algorithm = ?3 AND dtype = ?4 "
+      "AND math_mode = ?5 AND layout = ?6 AND fusion = ?7",
+      {row.config_id, row.backend, row.algorithm, row.dtype, row.math_mode, row.layout, row.fusion});
+}
+
+namespace {
+
+nlohmann::json tensor_json(const mp::TensorArg& t) {
+  return {{"role", t.role}, {"shape", t.shape}, {"dtype", std::string(mp::dtype_name(t.dtype))}};
+}
+
+}  // namespace
+
+LayerConfigRow config_row(const mp::Layer& l) {
+  LayerConfigRow r;
+  r.key = l.key;
+  r.key_hash = mp::key_hash_hex(l.key);
+  r.kind = std::string(mp::kind_name(l.config.kind));
+  r.op_type = l.config.op_type;
+  r.dtype = std::string(mp::dtype_name(l.config.dtype));
+  nlohmann::json p;
+  p["inputs"] = nlohmann::json::array();
+  for (const auto& t : l.config.inputs) p["inputs"].push_back(tensor_json(t));
+  p["outputs"] = nlohmann::json::array();
+  for (const auto& t : l.config.outputs) p["outputs"].push_back(tensor_json(t));
+  p["attrs"] = nlohmann::json::object();
+  for (const auto& a : l.config.attrs)
+    std::visit([&](const auto& v) { p["attrs"][a.name] = v; }, a.value);
+  r.params = p.dump();
+  if (l.flops >= 0) r.flops = l.flops;
+  if (l.bytes >= 0) r.bytes = l.bytes;
+  return r;
+}
+
+Status Database::record_models(const std::vector<mp::ModelIR>& irs) {
+  return transaction([&]() -> Status {
+    std::unordered_map<std::string, int64_t> config_ids;
+    static const std::string ins_layer =
+        insert_sql(model_layers_table(), "ON CONFLICT (model_id, batch, node_index) DO NOTHING");
+    for (const auto& ir : irs) {
+      ModelRow m;
+      m.name = ir.name;
+      m.fingerprint = ir.fingerprint;
+      m.path = ir.path.string();
+      m.ir_version = ir.ir_version;
+      m.opset = ir.opset;
+      m.node_count = ir.node_count;
+      FL_ASSIGN_OR_RETURN(const int64_t model_id, upsert_model(m));
+      for (const auto& l : ir.layers) {
+        auto it = config_ids.find(l.key);
+        if (it == config_ids.end()) {
+          FL_ASSIGN_OR_RETURN(const int64_t cid, upsert_config(config_row(l)));
+          it = config_ids.emplace(l.key, cid).first;
+        }
+        ModelLayerRow row;
+        row.model_id = model_id;
+        row.batch = ir.batch;
+        row.node_index = l.index;
+        row.node_name = l.name;
+        row.op_type = l.op_type;
+        row.cost_class = std::string(mp::cost_class_name(l.cost));
+        row.config_id = it->second;
+        row.preds = nlohmann::json(l.preds).dump();
+        row.subgraph = l.subgraph;
+        FL_ASSIGN_OR_RETURN(sql::Statement * s, impl_->conn.cached(ins_layer));
+        FL_TRY(impl_->bind_all(*s, row_values(model_layers_table(), row)));
+        FL_TRY(s->run());
+      }
+    }
+    return {};
+  });
+}
+
+Result<int64_t> Database::begin_run(RunRow row) {
+  if (row.uuid.empty()) row.uuid = random_uuid();
+  if (row.started_at.empty()) row.started_at = utc_now();
+  static const std::string ins = insert_sql(runs_table());
+  FL_ASSIGN_OR_RETURN(sql::Statement * s, impl_->conn.cached(ins));
+  FL_TRY(impl_->bind_all(*s, row_values(runs_table(), row)));
+  FL_TRY(s->run());
+  return impl_->conn.last_insert_rowid();
+}
+
+Status Database::finish_run(int64_t run_id, std::string_view status) {
+  FL_ASSIGN_OR_RETURN(sql::Statement * s,
+                      impl_->conn.cached("UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3"));
+  FL_TRY(s->bind(1, status));
+  FL_TRY(s->bind(2, std::string_view(utc_now())));
+  FL_TRY(s->bind(3, run_id));
+  return s->run();
+}
+
+Result<int> Database::upsert_framework_latency(const FrameworkLatencyRow& row) {
+  // Re-importing the same figures changes nothing; new figures for the same setting replace the old.
+  static const std::string ins = insert_sql(
+      framework_latencies_table(),
+      "ON CONFLICT (model_name, runtime, runtime_version, device, batch, dtype, settings, threads) DO UPDATE SET "
+      "median_us = excluded.median_us, min_us = excluded.min_us, max_us = excluded.max_us, "
+      "stddev_us = excluded.stddev_us, repetitions = excluded.repetitions, measured_at = excluded.measured_at, "
+      "source = excluded.source "
+      "WHERE (excluded.median_us IS NOT framework_latencies.median_us OR excluded.min_us IS NOT framework_latencies.min_us "
+      "OR excluded.max_us IS NOT framework_latencies.max_us OR excluded.stddev_us IS NOT framework_latencies.stddev_us "
+      "OR excluded.repetitions IS NOT framework_latencies.repetitions) AND "
+      "(excluded.measured_at > framework_latencies.measured_at OR "
+      "(excluded.measured_at = framework_latencies.measured_at AND excluded.median_us < framework_latencies.median_us))");
+  FL_ASSIGN_OR_RETURN(sql::Statement * s, impl_->conn.cached(ins));
+  FL_TRY(impl_->bind_all(*s, row_values(framework_latencies_table(), row)));
+  FL_TRY(s->run());
+  return impl_->conn.changes();
+}
+
+Status Database::upsert_system_peak(const SystemPeakRow& row) {
+  if (impl_->version < 2) return make_error("{}: schema {} has no system_peaks table", impl_->path, impl_->version);
+  static const std::string ins = insert_sql(
+      system_peaks_table(),
+      "ON CONFLICT (system_id, peak, dtype, math_mode) DO UPDATE SET value_per_s = excluded.value_per_s, "
+      "method = excluded.method, measured_at = excluded.measured_at "
+      "WHERE excluded.measured_at >= system_peaks.measured_at");
+  FL_ASSIGN_OR_RETURN(sql::Statement * s, impl_->conn.cached(ins));
+  FL_TRY(impl_->bind_all(*s, row_values(system_peaks_table(), row)));
+  return s->run();
+}
+
+Result<std::unordered_set<int64_t>> Database::settled_cases(int64_t system_id) {
+  std::unordered_set<int64_t> out;
+  FL_TRY(for_each(
+      "SELECT case_id FROM measurements WHERE system_id = ?1 AND superseded = 0 "
+      "AND status IN ('passed', 'unsupported')",
+      {system_id}, [&](const auto&, const std::vector<SqlValue>& v) -> Status {
+        out.insert(std::get<int64_t>(v[0]));
+        return {};
+      }));
+  return out;
+}
+
+Result<QueryResult> Database::query(std::string_view sql, const std::vector<SqlValue>& params) {
+  FL_ASSIGN_OR_RETURN(sql::Statement s, impl_->conn.prepare(sql));
+  if (impl_->read_only && !s.read_only()) return make_error("{}: the database is open read-only", impl_->path);
+  FL_TRY(impl_->bind_all(s, params));
+  QueryResult r;
+  const int n = s.column_count();
+  for (int i = 0; i < n; ++i) r.columns.push_back(s.column_name(i));
+  for (;;) {
+    auto more = s.step();
+    if (!more) return more.error().with_context(impl_->path);
+    if (!*more) return r;
+    auto& row = r.rows.emplace_back();
+    row.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) row.push_back(s.column(i));
+  }
+}
+
+Status Database::for_each(std::string_view sql, const std::vector<SqlValue>& params,
+                          const std::function<Status(const std::vector<std::string>&, const std::vector<SqlValue>&)>& fn) {
+  FL_ASSIGN_OR_RETURN(sql::Statement s, impl_->conn.prepare(sql));
+  if (impl_->read_only && !s.read_only()) return make_error("{}: the database is open read-only", impl_->path);
+  FL_TRY(impl_->bind_all(s, params));
+  std::vector<std::string> cols;
+  for (int i = 0; i < s.column_count(); ++i) cols.push_back(s.column_name(i));
+  std::vector<SqlValue> row(cols.size());
+  for (;;) {
+    auto more = s.step();
+    if (!more) return more.error().with_context(impl_->path);
+    if (!*more) return {};
+    for (size_t i = 0; i < cols.size(); ++i) row[i] = s.column(static_cast<int>(i));
+    FL_TRY(fn(cols, row));
+  }
+}
+
+Result<int64_t> Database::count(std::string_view table) {
+  // Table names cannot be bound; only our own names are accepted.
+  for (const auto& t : all_tables())
+    if (t.name == table) return impl_->conn.scalar_int(fmt::format("SELECT count(*) FROM {}", t.name));
+  return make_error("no table named {}", table);
+}
+
+Result<bool> Database::has_column(std::string_view table, std::string_view column) {
+  FL_ASSIGN_OR_RETURN(auto r, query("SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2",
+                                    {std::string(table), std::string(column)}));
+  return !r.rows.empty() && std::get<int64_t>(r.rows[0][0]) > 0;
+}
+
+Result<std::string> Database::integrity_check() {
+  FL_ASSIGN_OR_RETURN(auto r, impl_->conn.query("PRAGMA integrity_check"));
+  std::string out;
+  for (const auto& row : r.rows) out += (out.empty() ? "" : "; ") + value_text(row[0]);
+  return out;
+}
+
+}  // namespace floorline::benchdb

@@ -1,0 +1,465 @@
+#include "floorline/benchdb/schema.hpp"
+
+#include <fmt/format.h>
+
+#include "floorline/model_processor/layer.hpp"
+#include "schema_internal.hpp"
+
+namespace floorline::benchdb {
+
+namespace {
+constexpr const char* kJson = "CHECK ({0} IS NULL OR json_valid({0}))";
+
+template <class Row, class M>
+Column<Row> json_col(const std::string& name, M Row::*member, int since = 1) {
+  return col(name, member, fmt::format(fmt::runtime(kJson), name), since);
+}
+}  // namespace
+
+const TableDef<SystemRow>& systems_table() {
+  static const TableDef<SystemRow> t = [] {
+    using R = SystemRow;
+    TableDef<R> d;
+    d.name = "systems";
+    auto id = [](std::string n, auto m) { return col(std::move(n), m, "", 1, true); };
+    d.columns = {
+        col("fingerprint", &R::fingerprint, "UNIQUE"),
+        col("device_kind", &R::device_kind, "CHECK (device_kind IN ('cpu', 'gpu'))", 1, true),
+        id("device_name", &R::device_name),
+        id("compute_capability", &R::compute_capability),
+        id("compute_units", &R::compute_units),
+        id("clock_mhz", &R::clock_mhz),
+        id("memory_bytes", &R::memory_bytes),
+        id("memory_clock_mhz", &R::memory_clock_mhz),
+        id("memory_bus_bits", &R::memory_bus_bits),
+        id("driver_version", &R::driver_version),
+        id("cuda_runtime_version", &R::cuda_runtime_version),
+        id("cudnn_version", &R::cudnn_version),
+        id("cublas_version", &R::cublas_version),
+        id("onednn_version", &R::onednn_version),
+        id("cpu_model", &R::cpu_model),
+        id("cpu_flags", &R::cpu_flags),
+        id("cpu_cores", &R::cpu_cores),
+        id("threads", &R::threads),
+        id("os", &R::os),
+        id("compiler", &R::compiler),
+        id("floorline_version", &R::floorline_version),
+        col("created_at", &R::created_at),
+    };
+    return d;
+  }();
+  return t;
+}
+
+const TableDef<RunRow>& runs_table() {
+  static const TableDef<RunRow> t = [] {
+    using R = RunRow;
+    TableDef<R> d;
+    d.name = "runs";
+    d.columns = {
+        col("uuid", &R::uuid, "UNIQUE"),
+        col("system_id", &R::system_id, "REFERENCES systems (id)"),
+        col("host_name", &R::host_name),
+        col("device_uuid", &R::device_uuid),
+        col("git_revision", &R::git_revision),
+        col("command", &R::command),
+        col("started_at", &R::started_at),
+        col("finished_at", &R::finished_at),
+        col("status", &R::status, "CHECK (status IN ('running', 'finished', 'interrupted'))"),
+        json_col("options", &R::options),
+    };
+    d.indexes = {{"CREATE INDEX runs_system ON runs (system_id)", 1}};
+    return d;
+  }();
+  return t;
+}
+
+const TableDef<ModelRow>& models_table() {
+  static const TableDef<ModelRow> t = [] {
+    using R = ModelRow;
+    TableDef<R> d;
+    d.name = "models";
+    d.columns = {
+        col("name", &R::name),
+        col("fingerprint", &R::fingerprint),
+        col("path", &R::path),
+        col("ir_version", &R::ir_version),
+        col("opset", &R::opset),
+        col("node_count", &R::node_count),
+    };
+    d.constraints = {"UNIQUE (name, fingerprint)"};
+    return d;
+  }();
+  return t;
+}
+
+const TableDef<LayerConfigRow>& layer_configs_table() {
+  static const TableDef<LayerConfigRow> t = [] {
+    using R = LayerConfigRow;
+    TableDef<R> d;
+    d.name = "layer_configs";
+    d.columns = {
+        col("key", &R::key, "UNIQUE"),
+        col("key_hash", &R::key_hash),
+        col("kind", &R::kind),
+        col("op_type", &R::op_type),
+        col("dtype", &R::dtype),
+        json_col("params", &R::params),
+        col("flops", &R::flops),
+        col("bytes", &R::bytes),
+    };
+    d.indexes = {{"CREATE INDEX layer_configs_kind ON layer_configs (kind)", 1}};
+    return d;
+  }();
+  return t;
+}
+
+const TableDef<ModelLayerRow>& model_layers_table() {
+  static const TableDef<ModelLayerRow> t = [] {
+    using R = ModelLayerRow;
+    TableDef<R> d;
+    d.name = "model_layers";
+    d.columns = {
+        col("model_id", &R::model_id, "REFERENCES models (id)"),
+        col("batch", &R::batch, "CHECK (batch > 0)"),
+        col("node_index", &R::node_index),
+        col("node_name", &R::node_name),
+        col("op_type", &R::op_type),
+        col("cost_class", &R::cost_class,
+            "CHECK (cost_class IN ('compute', 'view', 'host', 'control', 'unsupported'))"),
+        col("config_id", &R::config_id, "REFERENCES layer_configs (id)"),
+        json_col("preds", &R::preds),
+        col("subgraph", &R::subgraph),
+    };
+    d.constraints = {"UNIQUE (model_id, batch, node_index)"};
+    d.indexes = {{"CREATE INDEX model_layers_config ON model_layers (config_id)", 1}};
+    return d;
+  }();
+  return t;
+}
+
+const TableDef<CaseRow>& cases_table() {
+  static const TableDef<CaseRow> t = [] {
+    using R = CaseRow;
+    TableDef<R> d;
+    d.name = "cases";
+    d.columns = {
+        col("uid", &R::uid),
+        col("config_id", &R::config_id, "REFERENCES layer_configs (id)"),
+        col("backend", &R::backend),
+        col("algorithm", &R::algorithm),
+        col("dtype", &R::dtype),
+        col("math_mode", &R::math_mode),
+        col("layout", &R::layout),
+        col("fusion", &R::fusion),
+        json_col("params", &R::params),
+    };
+    d.constraints = {"UNIQUE (config_id, backend, algorithm, dtype, math_mode, layout, fusion)"};
+    d.indexes = {{"CREATE INDEX cases_uid ON cases (uid)", 1}};
+    return d;
+  }();
+  return t;
+}
+
+const TableDef<MeasurementRow>& measurements_table() {
+  static const TableDef<MeasurementRow> t = [] {
+    using R = MeasurementRow;
+    TableDef<R> d;
+    d.name = "measurements";
+    d.columns = {
+        col("case_id", &R::case_id, "REFERENCES cases (id)"),
+        col("system_id", &R::system_id, "REFERENCES systems (id)"),
+        col("run_id", &R::run_id, "REFERENCES runs (id)"),
+        col("status", &R::status, "CHECK (status IN ('passed', 'skipped', 'unsupported', 'failed'))"),
+        col("reason", &R::reason),
+        col("is_default", &R::is_default, "CHECK (is_default IN (0, 1))"),
+        col("iterations", &R::iterations),
+        col("repetitions", &R::repetitions),
+        col("min_us", &R::min_us),
+        col("median_us", &R::median_us),
+        col("mean_us", &R::mean_us),
+        col("stddev_us", &R::stddev_us),
+        col("cv", &R::cv),
+        col("workspace_bytes", &R::workspace_bytes),
+        col("measured_at", &R::measured_at),
+        col("superseded", &R::superseded, "CHECK (superseded IN (0, 1))"),
+        json_col("extra", &R::extra),
+        col("throttled", &R::throttled, "CHECK (throttled IN (0, 1))", 2),
+    };
+    // A case has at most one current measurement per system (older ones are kept, marked
+    // superseded); the index is also what resume looks up. It is the only index on the table:
+    // each further one costs about a tenth of the insert rate.
+    d.indexes = {{"CREATE UNIQUE INDEX measurements_current ON measurements (system_id, case_id) "
+                  "WHERE superseded = 0",
+                  1}};
+    return d;
+  }();
+  return t;
+}
+
+const TableDef<BestMeasurementRow>& best_measurements_table() {
+  static const TableDef<BestMeasurementRow> t = [] {
+    using R = BestMeasurementRow;
+    TableDef<R> d;
+    d.name = "best_measurements";
+    d.columns = {
+        // No foreign keys: the rows are derived from measurements by the triggers alone, and
+        // the checks would cost a third of the insert rate.
+        col("config_id", &R::config_id),
+        col("system_id", &R::system_id),
+        col("dtype", &R::dtype),
+        col("math_mode", &R::math_mode),
+        col("fusion", &R::fusion),
+        col("measurement_id", &R::measurement_id),
+        col("case_id", &R::case_id),
+        col("median_us", &R::median_us),
+    };
+    d.constraints = {"UNIQUE (system_id, config_id, dtype, math_mode, fusion)"};
+    return d;
+  }();
+  return t;
+}
+
+const TableDef<FrameworkLatencyRow>& framework_latencies_table() {
+  static const TableDef<FrameworkLatencyRow> t = [] {
+    using R = FrameworkLatencyRow;
+    TableDef<R> d;
+    d.name = "framework_latencies";
+    d.columns = {
+        col("model_name", &R::model_name),
+        col("runtime", &R::runtime),
+        col("runtime_version", &R::runtime_version),
+        col("device", &R::device),
+        col("batch", &R::batch, "CHECK (batch > 0)"),
+        col("dtype", &R::dtype),
+        col("settings", &R::settings),
+        col("threads", &R::threads),
+        col("median_us", &R::median_us, "CHECK (median_us > 0)"),
+        col("min_us", &R::min_us),
+        col("max_us", &R::max_us),
+        col("stddev_us", &R::stddev_us),
+        col("repetitions", &R::repetitions),
+        col("measured_at", &R::measured_at),
+        col("source", &R::source),
+    };
+    d.constraints = {"UNIQUE (model_name, runtime, runtime_version, device, batch, dtype, settings, threads)"};
+    return d;
+  }();
+  return t;
+}
+
+const TableDef<SystemPeakRow>& system_peaks_table() {
+  static const TableDef<SystemPeakRow> t = [] {
+    using R = SystemPeakRow;
+    TableDef<R> d;
+    d.name = "system_peaks";
+    d.since = 2;
+    d.columns = {
+        col("system_id", &R::system_id, "REFERENCES systems (id)", 2),
+        col("peak", &R::peak, "CHECK (peak IN ('flops', 'bytes'))", 2),
+        col("dtype", &R::dtype, "", 2),
+        col("math_mode", &R::math_mode, "", 2),
+        col("value_per_s", &R::value_per_s, "CHECK (value_per_s > 0)", 2),
+        col("method", &R::method, "", 2),
+        col("measured_at", &R::measured_at, "", 2),
+    };
+    d.constraints = {"UNIQUE (system_id, peak, dtype, math_mode)"};
+    return d;
+  }();
+  return t;
+}
+
+std::string case_name(const CaseRow& c, std::string_view key) {
+  std::string n = fmt::format("{}/{}/{}/{}", c.backend, c.algorithm, c.dtype, c.math_mode);
+  if (!c.layout.empty()) n += "." + c.layout;
+  if (!c.fusion.empty()) n += "+" + c.fusion;
+  n += '/';
+  n += key;
+  return n;
+}
+
+const char* const kCaseNameSql =
+    "(c.backend || '/' || c.algorithm || '/' || c.dtype || '/' || c.math_mode || "
+    "CASE WHEN c.layout <> '' THEN '.' || c.layout ELSE '' END || "
+    "CASE WHEN c.fusion <> '' THEN '+' || c.fusion ELSE '' END || '/' || lc.key)";
+
+std::optional<ParsedCaseName> parse_case_name(std::string_view name) {
+  ParsedCaseName p;
+  std::string* fields[] = {&p.backend, &p.algorithm, &p.dtype};
+  for (std::string* f : fields) {
+    const auto slash = name.find('/');
+    if (slash == std::string_view::npos || slash == 0) return std::nullopt;
+    *f = std::string(name.substr(0, slash));
+    name.remove_prefix(slash + 1);
+  }
+  const auto slash = name.find('/');
+  if (slash == std::string_view::npos || slash == 0) return std::nullopt;
+  std::string_view mode = name.substr(0, slash);
+  p.key = std::string(name.substr(slash + 1));
+  if (p.key.empty()) return std::nullopt;
+  if (const auto plus = mode.find('+'); plus != std::string_view::npos) {
+    p.fusion = std::string(mode.substr(plus + 1));
+    mode = mode.substr(0, plus);
+  }
+  if (const auto dot = mode.find('.'); dot != std::string_view::npos) {
+    p.layout = std::string(mode.substr(dot + 1));
+    mode = mode.substr(0, dot);
+  }
+  p.math_mode = std::string(mode);
+  return p;
+}
+
+std::string system_fingerprint(const SystemRow& s) {
+  std::string text;
+  for (const auto& c : systems_table().columns) {
+    if (!c.identity) continue;
+    text += c.name;
+    text += '=';
+    text += value_text(c.get(s));
+    text += '\n';
+  }
+  return mp::key_hash_hex(text);
+}
+
+// --- DDL and migrations ------------------------------------------------------------------------
+
+namespace {
+
+template <class Row>
+TableSchema erase(const TableDef<Row>& d) {
+  TableSchema t{d.name, d.since, {}, d.constraints, d.indexes};
+  for (const auto& c : d.columns) t.columns.push_back({c.name, c.type, c.nullable, c.constraint, c.since});
+  return t;
+}
+
+std::string column_ddl(const ColumnSchema& c, bool added_later) {
+  std::string s = fmt::format("{} {}", c.name, sql_type_name(c.type));
+  if (!c.nullable) {
+    s += " NOT NULL";
+    // ALTER TABLE ADD COLUMN needs a default for NOT NULL columns; rows from before get it.
+    if (added_later) s += c.type == SqlType::kText ? " DEFAULT ''" : " DEFAULT 0";
+  }
+  if (!c.constraint.empty()) s += " " + c.constraint;
+  return s;
+}
+
+}  // namespace
+
+const std::vector<TableSchema>& all_tables() {
+  static const std::vector<TableSchema> tables = {
+      erase(systems_table()),       erase(runs_table()),         erase(models_table()),
+      erase(layer_configs_table()), erase(model_layers_table()), erase(cases_table()),
+      erase(measurements_table()),  erase(best_measurements_table()), erase(framework_latencies_table()),
+      erase(system_peaks_table()),
+  };
+  return tables;
+}
+
+std::vector<std::string> migration_statements(int version) {
+  std::vector<std::string> out;
+  for (const auto& t : all_tables()) {
+    if (t.since == version) {
+      std::string ddl = fmt::format("CREATE TABLE {} (\n  id INTEGER PRIMARY KEY", t.name);
+      for (const auto& c : t.columns)
+        if (c.since <= version) ddl += ",\n  " + column_ddl(c, false);
+      for (const auto& k : t.constraints) ddl += ",\n  " + k;
+      ddl += "\n) STRICT";
+      out.push_back(std::move(ddl));
+    } else if (t.since < version) {
+      for (const auto& c : t.columns)
+        if (c.since == version)
+          out.push_back(fmt::format("ALTER TABLE {} ADD COLUMN {}", t.name, column_ddl(c, true)));
+    }
+    for (const auto& ix : t.indexes)
+      if (ix.since == version && t.since <= version) out.push_back(ix.sql);
+  }
+  return out;
+}
+
+const std::vector<DerivedObject>& derived_objects() {
+  // Views: dropped and re-created whenever the schema is upgraded.
+  static const std::vector<DerivedObject> v = {
+      {"VIEW", "current_measurements", R"sql(
+SELECT m.id AS measurement_id, m.system_id, s.device_name, c.config_id, lc.kind, lc.key,
+       m.case_id, {CASE_NAME} AS case_name, c.backend, c.algorithm, c.dtype, c.math_mode, c.layout,
+       c.fusion, m.status, m.reason, m.is_default, m.iterations, m.repetitions, m.min_us,
+       m.median_us, m.mean_us, m.stddev_us, m.cv, m.workspace_bytes, lc.flops, lc.bytes,
+       CASE WHEN m.median_us > 0 THEN lc.flops / m.median_us / 1e3 END AS gflops,
+       CASE WHEN m.median_us > 0 THEN lc.bytes / m.median_us / 1e3 END AS gbytes_per_s,
+       m.throttled, m.run_id, m.measured_at
+FROM measurements m
+JOIN cases c ON c.id = m.case_id
+JOIN layer_configs lc ON lc.id = c.config_id
+JOIN systems s ON s.id = m.system_id
+WHERE m.superseded = 0)sql"},
+      {"VIEW", "best_cases", R"sql(
+SELECT b.config_id, b.system_id, lc.kind, lc.key, b.dtype, b.math_mode, b.fusion, b.median_us,
+       b.case_id, c.uid AS case_uid, c.backend, c.algorithm, c.layout, b.measurement_id,
+       CASE WHEN b.median_us > 0 THEN lc.flops / b.median_us / 1e3 END AS gflops
+FROM best_measurements b
+JOIN cases c ON c.id = b.case_id
+JOIN layer_configs lc ON lc.id = b.config_id)sql"},
+      {"VIEW", "default_cases", R"sql(
+SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.case_id, {CASE_NAME} AS case_name,
+       c.backend, c.algorithm, m.status, m.median_us, m.id AS measurement_id
+FROM measurements m
+JOIN cases c ON c.id = m.case_id
+JOIN layer_configs lc ON lc.id = c.config_id
+WHERE m.is_default = 1 AND m.superseded = 0)sql"},
+      {"VIEW", "unique_configs", R"sql(
+SELECT lc.id AS config_id, lc.kind, lc.key, lc.key_hash, lc.dtype, lc.flops, lc.bytes,
+       COUNT(*) AS multiplicity, COUNT(DISTINCT ml.model_id) AS models,
+       group_concat(DISTINCT mo.name) AS model_names
+FROM model_layers ml
+JOIN layer_configs lc ON lc.id = ml.config_id
+JOIN models mo ON mo.id = ml.model_id
+WHERE ml.cost_class IN ('compute', 'unsupported')
+GROUP BY lc.id)sql"},
+      {"VIEW", "model_layer_times", R"sql(
+SELECT mo.name AS model, ml.batch, ml.node_index, ml.node_name, ml.op_type, ml.cost_class,
+       lc.kind, lc.key, lc.flops, lc.bytes, ml.preds, b.system_id, b.case_name AS best_case,
+       b.algorithm AS best_algorithm, b.median_us AS best_us
+FROM model_layers ml
+JOIN models mo ON mo.id = ml.model_id
+JOIN layer_configs lc ON lc.id = ml.config_id
+LEFT JOIN best_cases b ON b.config_id = ml.config_id AND b.dtype = lc.dtype
+                      AND b.math_mode = 'fp32' AND b.fusion = '')sql"},
+      {"VIEW", "run_summary", R"sql(
+SELECT r.id AS run_id, r.uuid, r.system_id, r.host_name, r.started_at, r.finished_at, r.status,
+       COUNT(m.id) AS measurements,
+       SUM(m.status = 'passed') AS passed, SUM(m.status = 'skipped') AS skipped,
+       SUM(m.status = 'unsupported') AS unsupported, SUM(m.status = 'failed') AS failed
+FROM runs r
+LEFT JOIN measurements m ON m.run_id = r.id
+GROUP BY r.id)sql"},
+  };
+  return v;
+}
+
+const char* const kRebuildBest = R"sql(
+INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us)
+SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, MIN(m.median_us)
+FROM measurements m JOIN cases c ON c.id = m.case_id
+WHERE m.status = 'passed' AND m.superseded = 0 AND m.median_us IS NOT NULL
+GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion)sql";
+
+const char* const kDeleteBestGroup = R"sql(
+DELETE FROM best_measurements WHERE system_id = ?1
+  AND (config_id, dtype, math_mode, fusion) = (SELECT config_id, dtype, math_mode, fusion FROM cases WHERE id = ?2))sql";
+
+const char* const kRebuildBestGroup = R"sql(
+INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us)
+SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, MIN(m.median_us)
+FROM measurements m JOIN cases c ON c.id = m.case_id JOIN cases o ON o.id = ?2
+WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL
+  AND c.config_id = o.config_id AND c.dtype = o.dtype AND c.math_mode = o.math_mode AND c.fusion = o.fusion
+GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion)sql";
+
+const char* const kOfferBest = R"sql(
+INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+ON CONFLICT (system_id, config_id, dtype, math_mode, fusion) DO UPDATE SET
+  measurement_id = excluded.measurement_id, case_id = excluded.case_id, median_us = excluded.median_us
+WHERE excluded.median_us < best_measurements.median_us)sql";
+
+}  // namespace floorline::benchdb

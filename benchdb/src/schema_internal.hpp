@@ -1,0 +1,50 @@
+// Type-erased table schemas: what the DDL and migrations need, without the row types.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "floorline/benchdb/schema.hpp"
+
+namespace floorline::benchdb {
+
+struct ColumnSchema {
+  std::string name;
+  SqlType type;
+  bool nullable;
+  std::string constraint;
+  int since;
+};
+
+struct TableSchema {
+  std::string name;
+  int since;
+  std::vector<ColumnSchema> columns;
+  std::vector<std::string> constraints;
+  std::vector<IndexDef> indexes;
+};
+
+// Every table, in creation order (parents before children).
+const std::vector<TableSchema>& all_tables();
+// The statements that take a database from schema version-1 to `version`: CREATE TABLE for the
+// tables introduced at `version` (with their columns as of `version`), ALTER TABLE ADD COLUMN for
+// the columns introduced at `version` into older tables, and the indexes introduced at `version`.
+std::vector<std::string> migration_statements(int version);
+// Views: re-created on every upgrade, after which best_measurements is rebuilt.
+struct DerivedObject {
+  std::string kind;  // "VIEW"
+  std::string name;
+  std::string body;  // what follows "CREATE TRIGGER name" / "CREATE VIEW name AS"
+};
+const std::vector<DerivedObject>& derived_objects();
+// Recomputes best_measurements from measurements (all of it; after an upgrade or a merge).
+extern const char* const kRebuildBest;
+// Recomputes one group: ?1 system_id, ?2 case_id (any case of the group).
+extern const char* const kDeleteBestGroup;
+extern const char* const kRebuildBestGroup;
+// Offers a candidate: ?1..?8 = config_id, system_id, dtype, math_mode, fusion, measurement_id,
+// case_id, median_us; kept if faster than the group's best.
+extern const char* const kOfferBest;
+
+}  // namespace floorline::benchdb

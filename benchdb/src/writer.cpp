@@ -1,0 +1,150 @@
+#include "floorline/benchdb/writer.hpp"
+
+#include <ctime>
+#include <map>
+#include <tuple>
+
+#include "database_impl.hpp"
+#include "schema_internal.hpp"
+
+namespace floorline::benchdb {
+
+MeasurementWriter::MeasurementWriter(Database& db, int64_t system_id, int64_t run_id, WriterOptions options)
+    : db_(db), system_id_(system_id), run_id_(run_id), options_(options),
+      last_commit_(std::chrono::steady_clock::now()) {
+  pending_.reserve(static_cast<size_t>(std::max(1, options_.batch_rows)));
+}
+
+MeasurementWriter::~MeasurementWriter() { (void)flush(); }
+
+Status MeasurementWriter::add(MeasurementRow row) {
+  row.system_id = system_id_;
+  row.run_id = run_id_;
+  row.superseded = 0;
+  if (row.measured_at.empty()) {
+    const std::time_t now = std::time(nullptr);
+    if (now != stamp_time_) {
+      stamp_time_ = now;
+      stamp_ = utc_now();
+    }
+    row.measured_at = stamp_;
+  }
+  pending_.push_back(std::move(row));
+  const auto now = std::chrono::steady_clock::now();
+  if (static_cast<int>(pending_.size()) >= options_.batch_rows ||
+      std::chrono::duration<double>(now - last_commit_).count() >= options_.batch_seconds)
+    return flush();
+  return {};
+}
+
+namespace {
+
+// What best_measurements groups by, besides the system.
+struct Group {
+  int64_t config_id = 0;
+  std::string dtype, math_mode, fusion;
+  bool operator<(const Group& o) const {
+    return std::tie(config_id, dtype, math_mode, fusion) < std::tie(o.config_id, o.dtype, o.math_mode, o.fusion);
+  }
+};
+
+struct Candidate {
+  double median_us;
+  int64_t measurement_id;
+  int64_t case_id;
+};
+
+}  // namespace
+
+Status MeasurementWriter::flush() {
+  if (pending_.empty()) return {};
+  Impl& d = db_.impl();
+  // Supersede the current measurement unless it is final and this is not a forced re-measurement.
+  static const std::string supersede =
+      "UPDATE measurements SET superseded = 1 WHERE system_id = ?1 AND case_id = ?2 AND superseded = 0 "
+      "AND (?3 OR status NOT IN ('passed', 'unsupported')) RETURNING status";
+  static const std::string insert = insert_sql(measurements_table(), "ON CONFLICT DO NOTHING");
+  static const std::string case_group = "SELECT config_id, dtype, math_mode, fusion FROM cases WHERE id = ?1";
+  int64_t written = 0;
+  auto st = db_.transaction([&]() -> Status {
+    written = 0;
+    std::map<Group, Candidate> best;   // the batch's fastest passed row per group
+    std::map<Group, int64_t> rebuild;  // groups whose best row may have been superseded -> a case id
+    FL_ASSIGN_OR_RETURN(sql::Statement * q, d.conn.cached(case_group));
+    FL_ASSIGN_OR_RETURN(sql::Statement * up, d.conn.cached(supersede));
+    auto group_of = [&](int64_t case_id) -> Result<Group> {
+      q->reset();
+      FL_TRY(q->bind(1, case_id));
+      FL_ASSIGN_OR_RETURN(const bool row, q->step());
+      if (!row) return make_error("measurement of case {}, which is not in the cases table", case_id);
+      return Group{q->column_int(0), q->column_text(1), q->column_text(2), q->column_text(3)};
+    };
+    FL_ASSIGN_OR_RETURN(sql::Statement * ins, d.conn.cached(insert));
+    const auto& cols = measurements_table().columns;
+    auto try_insert = [&](const MeasurementRow& row) -> Status {
+      ins->reset();
+      for (size_t i = 0; i < cols.size(); ++i) FL_TRY(ins->bind(static_cast<int>(i + 1), cols[i].get(row)));
+      return ins->run();
+    };
+    for (const auto& row : pending_) {
+      FL_TRY(try_insert(row));
+      bool inserted = d.conn.changes() == 1;
+      if (!inserted) {
+        // A current measurement of the case exists (or this run already measured it).
+        up->reset();
+        FL_TRY(up->bind(1, row.system_id));
+        FL_TRY(up->bind(2, row.case_id));
+        FL_TRY(up->bind(3, int64_t{options_.force ? 1 : 0}));
+        FL_ASSIGN_OR_RETURN(const bool superseded, up->step());
+        if (superseded) {
+          const bool was_passed = up->column_text(0) == "passed";
+          FL_TRY(up->run());
+          if (was_passed) {
+            FL_ASSIGN_OR_RETURN(Group g, group_of(row.case_id));
+            rebuild.emplace(std::move(g), row.case_id);
+          }
+          FL_TRY(try_insert(row));
+          inserted = d.conn.changes() == 1;
+        }
+      }
+      if (!inserted) continue;
+      ++written;
+      if (row.status != "passed" || !row.median_us) continue;
+      FL_ASSIGN_OR_RETURN(Group g, group_of(row.case_id));
+      const Candidate c{*row.median_us, d.conn.last_insert_rowid(), row.case_id};
+      auto [it, fresh] = best.emplace(std::move(g), c);
+      if (!fresh && c.median_us < it->second.median_us) it->second = c;
+    }
+    for (const auto& [g, case_id] : rebuild) {
+      for (const char* q : {kDeleteBestGroup, kRebuildBestGroup}) {
+        FL_ASSIGN_OR_RETURN(sql::Statement * s, d.conn.cached(q));
+        FL_TRY(s->bind(1, system_id_));
+        FL_TRY(s->bind(2, case_id));
+        FL_TRY(s->run());
+      }
+    }
+    FL_ASSIGN_OR_RETURN(sql::Statement * offer, d.conn.cached(kOfferBest));
+    for (const auto& [g, c] : best) {
+      offer->reset();
+      FL_TRY(offer->bind(1, g.config_id));
+      FL_TRY(offer->bind(2, system_id_));
+      FL_TRY(offer->bind(3, std::string_view(g.dtype)));
+      FL_TRY(offer->bind(4, std::string_view(g.math_mode)));
+      FL_TRY(offer->bind(5, std::string_view(g.fusion)));
+      FL_TRY(offer->bind(6, c.measurement_id));
+      FL_TRY(offer->bind(7, c.case_id));
+      FL_TRY(offer->bind(8, c.median_us));
+      FL_TRY(offer->run());
+    }
+    return {};
+  });
+  if (!st) return st.error().with_context(d.path);
+  committed_ += written;
+  skipped_existing_ += static_cast<int64_t>(pending_.size()) - written;
+  ++batches_;
+  pending_.clear();
+  last_commit_ = std::chrono::steady_clock::now();
+  return {};
+}
+
+}  // namespace floorline::benchdb

@@ -1,0 +1,308 @@
+#include "db_command.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "floorline/benchdb/benchmark_io.hpp"
+#include "floorline/benchdb/database.hpp"
+#include "floorline/benchdb/framework_io.hpp"
+#include "floorline/benchdb/merge.hpp"
+#include "output.hpp"
+
+namespace floorline::cli {
+namespace {
+
+namespace bd = benchdb;
+
+struct DbOptions {
+  std::string file;
+  std::string format = "table";
+  std::string out = "-";
+  // query
+  std::string sql;
+  bool best = false, unique = false, framework_table = false, runs = false;
+  std::string model;
+  int64_t batch = 1;
+  int64_t system = 0;
+  // merge
+  std::vector<std::string> inputs;
+  // import
+  std::string framework;
+  std::string benchmark_json;
+  std::string input_format;
+  bool force = false;
+};
+
+int fail(const std::string& what, const std::string& message) {
+  std::fprintf(stderr, "floorline db %s: %s\n", what.c_str(), message.c_str());
+  return 1;
+}
+
+bool write_output(const DbOptions& o, const std::string& text) {
+  if (o.out == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return true;
+  }
+  std::ofstream f(o.out);
+  return static_cast<bool>(f << text);
+}
+
+std::string render(const bd::QueryResult& r, const std::string& format) {
+  if (format == "json") {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& row : r.rows) {
+      nlohmann::json obj = nlohmann::json::object();
+      for (size_t k = 0; k < r.columns.size(); ++k) obj[r.columns[k]] = bd::value_json(row[k]);
+      arr.push_back(std::move(obj));
+    }
+    return arr.dump(1) + "\n";
+  }
+  if (format == "csv") {
+    std::string out;
+    for (size_t k = 0; k < r.columns.size(); ++k) out += (k ? "," : "") + csv_escape(r.columns[k]);
+    out += '\n';
+    for (const auto& row : r.rows) {
+      for (size_t k = 0; k < row.size(); ++k) out += (k ? "," : "") + csv_escape(bd::value_text(row[k]));
+      out += '\n';
+    }
+    return out;
+  }
+  std::vector<std::vector<Cell>> cells;
+  for (const auto& row : r.rows) {
+    std::vector<Cell> line;
+    for (const auto& v : row) {
+      const bool num = std::holds_alternative<int64_t>(v) || std::holds_alternative<double>(v);
+      line.push_back(Cell{bd::value_text(v), bd::value_json(v), num});
+    }
+    cells.push_back(std::move(line));
+  }
+  return table(r.columns, cells);
+}
+
+// Opens read-write (creating nothing: the file must exist) so that an older file is upgraded.
+Result<bd::Database> open_existing(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return make_error("{}: no such file", path);
+  return bd::Database::open(path);
+}
+
+int run_info(const DbOptions& o) {
+  auto db = open_existing(o.file);
+  if (!db) return fail("info", db.error().message);
+  std::string text;
+  auto q = [&](const char* title, const std::string& sql) -> bool {
+    auto r = db->query(sql);
+    if (!r) {
+      fail("info", r.error().message);
+      return false;
+    }
+    if (o.format == "table") text += fmt::format("\n{}\n{}", title, render(*r, "table"));
+    return true;
+  };
+  nlohmann::json j;
+  j["path"] = o.file;
+  j["schema_version"] = db->schema_version();
+  j["opened_at_version"] = db->opened_at_version();
+  std::error_code ec;
+  j["file_bytes"] = std::filesystem::file_size(o.file, ec);
+  const std::string counts_sql =
+      "SELECT (SELECT count(*) FROM systems) AS systems, (SELECT count(*) FROM runs) AS runs, "
+      "(SELECT count(*) FROM models) AS models, (SELECT count(*) FROM layer_configs) AS configs, "
+      "(SELECT count(*) FROM model_layers) AS model_layers, (SELECT count(*) FROM cases) AS cases, "
+      "(SELECT count(*) FROM measurements) AS measurements, "
+      "(SELECT count(*) FROM framework_latencies) AS framework_latencies";
+  const std::string systems_sql =
+      "SELECT id, device_kind, device_name, threads, cpu_flags, onednn_version, driver_version, "
+      "cuda_runtime_version, cudnn_version, cublas_version, floorline_version, fingerprint FROM systems ORDER BY id";
+  const std::string runs_sql =
+      "SELECT run_id, system_id, host_name, started_at, status, measurements, passed, skipped, unsupported, failed "
+      "FROM run_summary ORDER BY run_id";
+  const std::string status_sql =
+      "SELECT system_id, status, SUM(superseded = 0) AS current, SUM(superseded = 1) AS superseded "
+      "FROM measurements GROUP BY system_id, status ORDER BY system_id, status";
+  if (o.format == "table") {
+    text += fmt::format("{}: Floorline results database, schema {}{}, {:.1f} MiB\n", o.file, db->schema_version(),
+                        db->opened_at_version() < db->schema_version()
+                            ? fmt::format(" (upgraded from {})", db->opened_at_version())
+                            : "",
+                        static_cast<double>(j["file_bytes"].get<uint64_t>()) / 1048576.0);
+    if (!q("Counts", counts_sql) || !q("Systems", systems_sql) || !q("Runs", runs_sql) ||
+        !q("Measurements by status", status_sql))
+      return 1;
+  } else {
+    for (const auto& [name, sql] : {std::pair{"counts", counts_sql}, {"systems", systems_sql},
+                                    {"runs", runs_sql}, {"measurements_by_status", status_sql}}) {
+      auto r = db->query(sql);
+      if (!r) return fail("info", r.error().message);
+      j[name] = nlohmann::json::parse(render(*r, "json"));
+    }
+    text = o.format == "json" ? j.dump(1) + "\n" : render(*db->query(counts_sql), "csv");
+  }
+  if (!write_output(o, text)) return fail("info", "cannot write " + o.out);
+  return 0;
+}
+
+int run_query(const DbOptions& o) {
+  const int canned = (o.best ? 1 : 0) + (o.unique ? 1 : 0) + (o.framework_table ? 1 : 0) + (o.runs ? 1 : 0) +
+                     (o.model.empty() ? 0 : 1) + (o.sql.empty() ? 0 : 1);
+  if (canned != 1) {
+    std::fprintf(stderr, "floorline db query: give exactly one of SQL, --best, --model, --unique, --runs, --framework\n");
+    return 2;
+  }
+  {  // upgrade an older file first (read-write), then query on a read-only connection
+    auto rw = open_existing(o.file);
+    if (!rw) return fail("query", rw.error().message);
+  }
+  bd::OpenOptions ro;
+  ro.read_only = true;
+  auto db = bd::Database::open(o.file, ro);
+  if (!db) return fail("query", db.error().message);
+  std::string sql = o.sql;
+  std::vector<bd::SqlValue> params;
+  const std::string system_filter = o.system ? " WHERE system_id = ?1" : "";
+  if (o.system) params.push_back(o.system);
+  if (o.best) {
+    sql = "SELECT system_id, kind, key, dtype, math_mode, fusion, backend, algorithm, layout, median_us, gflops, "
+          "case_uid FROM best_cases" + system_filter + " ORDER BY system_id, kind, key, math_mode, fusion";
+  } else if (o.unique) {
+    sql = "SELECT kind, key, dtype, flops, bytes, multiplicity, models, model_names FROM unique_configs "
+          "ORDER BY kind, key";
+  } else if (o.runs) {
+    sql = "SELECT * FROM run_summary" + system_filter + " ORDER BY run_id";
+  } else if (o.framework_table) {
+    sql = "SELECT model_name, runtime, runtime_version, device, batch, dtype, settings, threads, median_us, "
+          "min_us, max_us, stddev_us, repetitions, measured_at FROM framework_latencies "
+          "ORDER BY model_name, runtime, batch";
+  } else if (!o.model.empty()) {
+    // The per-layer table of one model at one batch size, with the best case of each layer on
+    // one system (the only one, or --system).
+    int64_t system = o.system;
+    if (!system) {
+      auto s = db->query("SELECT DISTINCT system_id FROM measurements");
+      if (!s) return fail("query", s.error().message);
+      if (s->rows.size() > 1) {
+        std::fprintf(stderr, "floorline db query: %s has measurements from %zu systems; pick one with --system\n",
+                     o.file.c_str(), s->rows.size());
+        return 2;
+      }
+      if (s->rows.size() == 1) system = std::get<int64_t>(s->rows[0][0]);
+    }
+    sql = "SELECT ml.node_index, ml.node_name, ml.cost_class, lc.kind, lc.key, lc.flops, lc.bytes, ml.preds, "
+          "b.algorithm AS best_algorithm, b.median_us AS best_us "
+          "FROM model_layers ml JOIN models mo ON mo.id = ml.model_id "
+          "JOIN layer_configs lc ON lc.id = ml.config_id "
+          "LEFT JOIN best_cases b ON b.config_id = ml.config_id AND b.system_id = ?3 AND b.dtype = lc.dtype "
+          "AND b.math_mode = 'fp32' AND b.fusion = '' "
+          "WHERE mo.name = ?1 AND ml.batch = ?2 ORDER BY ml.node_index";
+    params = {o.model, o.batch, system};
+    auto exists = db->query("SELECT count(*) FROM model_layers ml JOIN models mo ON mo.id = ml.model_id "
+                            "WHERE mo.name = ?1 AND ml.batch = ?2", {o.model, o.batch});
+    if (!exists) return fail("query", exists.error().message);
+    if (std::get<int64_t>(exists->rows[0][0]) == 0)
+      return fail("query", fmt::format("{}: no model named {} at batch {} (record it with `floorline layers "
+                                       "MODEL --batch {} --db {}`)", o.file, o.model, o.batch, o.batch, o.file));
+  }
+  auto r = db->query(sql, params);
+  if (!r) return fail("query", r.error().message);
+  if (!write_output(o, render(*r, o.format))) return fail("query", "cannot write " + o.out);
+  return 0;
+}
+
+int run_merge(const DbOptions& o) {
+  auto out = bd::Database::open(o.file);
+  if (!out) return fail("merge", out.error().message);
+  int failed = 0;
+  for (const auto& in : o.inputs) {
+    auto s = bd::merge_into(*out, in);
+    if (!s) {
+      fail("merge", s.error().message);
+      ++failed;
+      continue;
+    }
+    std::printf("%s: +%lld systems, +%lld runs, +%lld configs, +%lld cases, +%lld measurements "
+                "(%lld already present), %lld framework latencies changed\n",
+                in.c_str(), static_cast<long long>(s->systems_added), static_cast<long long>(s->runs_added),
+                static_cast<long long>(s->configs_added), static_cast<long long>(s->cases_added),
+                static_cast<long long>(s->measurements_added), static_cast<long long>(s->measurements_present),
+                static_cast<long long>(s->framework_latencies_changed));
+  }
+  return failed ? 1 : 0;
+}
+
+int run_import(const DbOptions& o) {
+  if (o.framework.empty() == o.benchmark_json.empty()) {
+    std::fprintf(stderr, "floorline db import: give one of --framework FILE or --benchmark-json FILE\n");
+    return 2;
+  }
+  auto db = bd::Database::open(o.file);
+  if (!db) return fail("import", db.error().message);
+  if (!o.framework.empty()) {
+    auto s = bd::import_framework_latencies(*db, o.framework, o.input_format);
+    if (!s) return fail("import", s.error().message);
+    std::printf("%s: %lld framework latencies, %lld inserted or changed\n", o.framework.c_str(),
+                static_cast<long long>(s->rows), static_cast<long long>(s->changed));
+    return 0;
+  }
+  bd::WriterOptions w;
+  w.force = o.force;
+  auto s = bd::import_benchmark_json(*db, o.benchmark_json, w);
+  if (!s) return fail("import", s.error().message);
+  std::printf("%s: %lld benchmarks, %lld measurements stored, %lld already measured, %lld names not "
+              "Floorline cases, %lld new configs (system %lld, run %lld)\n",
+              o.benchmark_json.c_str(), static_cast<long long>(s->benchmarks), static_cast<long long>(s->stored),
+              static_cast<long long>(s->already_measured), static_cast<long long>(s->skipped_names),
+              static_cast<long long>(s->new_configs), static_cast<long long>(s->system_id),
+              static_cast<long long>(s->run_id));
+  return 0;
+}
+
+}  // namespace
+
+void add_db_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<DbOptions>();
+  auto* db = app.add_subcommand("db", "Inspect, query, merge and import into results databases");
+  db->require_subcommand(1);
+  auto formats = CLI::IsMember({"table", "json", "csv"});
+
+  auto* info = db->add_subcommand("info", "Schema, systems, runs, and counts of models, configs, cases and measurements");
+  info->add_option("file", opts->file, "Results database")->required();
+  info->add_option("--format", opts->format, "Output format")->check(formats);
+  info->add_option("--out", opts->out, "Write the output to this file ('-' for standard output)");
+  info->callback([opts, &exit_code] { exit_code = run_info(*opts); });
+
+  auto* query = db->add_subcommand("query", "Canned queries, or any read-only SQL");
+  query->add_option("file", opts->file, "Results database")->required();
+  query->add_option("sql", opts->sql, "SQL to run on a read-only connection");
+  query->add_flag("--best", opts->best, "The fastest passed case of every config on every system");
+  query->add_option("--model", opts->model, "Per-layer table of this model, with each layer's best case");
+  query->add_option("--batch", opts->batch, "Batch size for --model")->check(CLI::PositiveNumber);
+  query->add_option("--system", opts->system, "Only this system id (--best, --runs, --model)");
+  query->add_flag("--unique", opts->unique, "Unique layer configs with their multiplicity across models");
+  query->add_flag("--runs", opts->runs, "Runs with their measurement counts by status");
+  query->add_flag("--framework", opts->framework_table, "Imported framework latencies");
+  query->add_option("--format", opts->format, "Output format")->check(formats);
+  query->add_option("--out", opts->out, "Write the output to this file ('-' for standard output)");
+  query->callback([opts, &exit_code] { exit_code = run_query(*opts); });
+
+  auto* merge = db->add_subcommand("merge", "Merge databases measured on different machines into OUT");
+  merge->add_option("out", opts->file, "Output database (created when missing)")->required();
+  merge->add_option("inputs", opts->inputs, "Input databases")->required();
+  merge->callback([opts, &exit_code] { exit_code = run_merge(*opts); });
+
+  auto* import = db->add_subcommand("import", "Import framework latencies or Google Benchmark JSON results");
+  import->add_option("file", opts->file, "Results database (created when missing)")->required();
+  import->add_option("--framework", opts->framework, "Framework latencies (JSON or CSV) for the latency-gap report");
+  import->add_option("--benchmark-json", opts->benchmark_json, "Google Benchmark JSON output of Floorline cases");
+  import->add_option("--input-format", opts->input_format, "Format of --framework (default: from the extension)")
+      ->check(CLI::IsMember({"json", "csv"}));
+  import->add_flag("--force", opts->force, "Store benchmark results even for cases already measured");
+  import->callback([opts, &exit_code] { exit_code = run_import(*opts); });
+}
+
+}  // namespace floorline::cli
