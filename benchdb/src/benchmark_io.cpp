@@ -89,7 +89,8 @@ void DatabaseReporter::ReportRuns(const std::vector<Run>& runs) {
   // are ignored: the statistics are computed here, with the minimum Google Benchmark lacks).
   std::map<std::string, std::vector<const Run*>> by_name;
   for (const auto& r : runs)
-    if (r.run_type == Run::RT_Iteration) by_name[r.run_name.str()].push_back(&r);
+    // The case name is the function name; run_name.str() adds "/min_time:…/repeats:…".
+    if (r.run_type == Run::RT_Iteration) by_name[r.run_name.function_name].push_back(&r);
   for (const auto& [name, reps] : by_name) {
     const int64_t case_id = resolve_(name);
     if (case_id == 0) {
@@ -211,14 +212,19 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
   run.command = "import " + path;
   run.started_at = ctx.value("date", std::string());
   run.git_revision = ctx.value("floorline_git_revision", std::string());
+  std::set<int64_t> in_this_run;  // cases this file's run already stored (a re-import)
   if (existing.rows.empty()) {
     FL_ASSIGN_OR_RETURN(sum.run_id, db.begin_run(run));
   } else {
     sum.run_id = std::get<int64_t>(existing.rows[0][0]);
+    FL_ASSIGN_OR_RETURN(auto done, db.query("SELECT case_id FROM measurements WHERE run_id = ?1", {sum.run_id}));
+    for (const auto& r : done.rows) in_this_run.insert(std::get<int64_t>(r[0]));
   }
   MeasurementWriter writer(db, sum.system_id, sum.run_id, options);
   for (auto& [name, e] : entries) {
-    const auto parsed = parse_case_name(name);
+    auto parsed = parse_case_name(name);
+    // Google Benchmark appends "/min_time:0.1/repeats:5" and the like; keys never contain '/'.
+    if (parsed) parsed->key = parsed->key.substr(0, parsed->key.find('/'));
     if (!parsed) {
       ++sum.skipped_names;
       continue;
@@ -244,6 +250,10 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
     c.layout = parsed->layout;
     c.fusion = parsed->fusion;
     FL_ASSIGN_OR_RETURN(const int64_t case_id, db.upsert_case(c));
+    if (in_this_run.count(case_id)) {
+      ++sum.already_measured;
+      continue;
+    }
     MeasurementRow m;
     m.case_id = case_id;
     m.iterations = e.iterations;
@@ -258,7 +268,7 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
   }
   FL_TRY(writer.flush());
   sum.stored = writer.committed();
-  sum.already_measured = writer.skipped_existing();
+  sum.already_measured += writer.skipped_existing();
   FL_TRY(db.finish_run(sum.run_id, "finished"));
   return sum;
 }

@@ -147,12 +147,16 @@ Result<Database> Database::open(const std::filesystem::path& path, const OpenOpt
   FL_TRY(d.conn.exec("PRAGMA cache_size = -65536"));
 
 
-  // The first read of the file: SQLite reports a damaged header here.
-  auto app_id = d.conn.scalar_int("PRAGMA application_id");
-  if (!app_id) return make_error("{}: {}", p, app_id.error().message);
-  FL_ASSIGN_OR_RETURN(int64_t version, d.conn.scalar_int("PRAGMA user_version"));
-  FL_ASSIGN_OR_RETURN(int64_t tables, d.conn.scalar_int("SELECT count(*) FROM sqlite_schema"));
-  if (*app_id != kApplicationId && tables > 0)
+  // The first read of the file (SQLite reports a damaged header here). One statement, so one
+  // snapshot: another process may be creating the schema at this very moment.
+  auto head = d.conn.query(
+      "SELECT (SELECT application_id FROM pragma_application_id), (SELECT user_version FROM pragma_user_version), "
+      "(SELECT count(*) FROM sqlite_schema)");
+  if (!head) return make_error("{}: {}", p, head.error().message);
+  const int64_t app_id = std::get<int64_t>(head->rows[0][0]);
+  const int64_t version = std::get<int64_t>(head->rows[0][1]);
+  const int64_t tables = std::get<int64_t>(head->rows[0][2]);
+  if (app_id != kApplicationId && tables > 0)
     return make_error("{}: not a Floorline database (a SQLite file of another application)", p);
   if (version > kSchemaVersion)
     return make_error("{}: written by a newer Floorline (schema {}; this build reads schemas up to {}); "

@@ -386,7 +386,7 @@ SELECT m.id AS measurement_id, m.system_id, s.device_name, c.config_id, lc.kind,
        m.median_us, m.mean_us, m.stddev_us, m.cv, m.workspace_bytes, lc.flops, lc.bytes,
        CASE WHEN m.median_us > 0 THEN lc.flops / m.median_us / 1e3 END AS gflops,
        CASE WHEN m.median_us > 0 THEN lc.bytes / m.median_us / 1e3 END AS gbytes_per_s,
-       m.throttled, m.run_id, m.measured_at
+       m.throttled, m.extra, m.run_id, m.measured_at
 FROM measurements m
 JOIN cases c ON c.id = m.case_id
 JOIN layer_configs lc ON lc.id = c.config_id

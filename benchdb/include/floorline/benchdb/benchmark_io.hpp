@@ -5,7 +5,8 @@
 //     in the database as it finishes (register it as the file reporter, or wrap the display one);
 //   - import_benchmark_json(): a `--benchmark_format=json` / `--benchmark_out` file produced
 //     elsewhere (e.g. by a `floorline generate` folder on another machine).
-// A benchmark's name is its case name (case_name() in schema.hpp). Its repetitions' per-call real
+// A benchmark's name is its case name (case_name() in schema.hpp); the "/min_time:…/repeats:…"
+// suffixes Google Benchmark adds are ignored. Its repetitions' per-call real
 // times (manual time where the backend times itself) become min/median/mean/stddev/cv in µs.
 // An error message starting "skipped: " or "unsupported: " gives that status with the rest as the
 // reason; any other error is "failed". Counters named workspace_bytes and is_default are stored

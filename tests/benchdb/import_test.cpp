@@ -1,0 +1,179 @@
+// Framework latencies (JSON, CSV) and Google Benchmark results (reporter, JSON files).
+#include <fstream>
+
+#include <benchmark/benchmark.h>
+
+#include "floorline/benchdb/benchmark_io.hpp"
+#include "floorline/benchdb/framework_io.hpp"
+#include "test_util.hpp"
+
+namespace floorline::benchdb::test {
+namespace {
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+TEST(FrameworkImport, JsonAndCsvWithUnitsAndIdempotentReimport) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  write(dir.file("pt.json"), R"([
+    {"model": "resnet50", "runtime": "pytorch", "runtime_version": "1.13.1", "device": "cpu", "batch": 1,
+     "dtype": "f32", "settings": "eager", "threads": 1, "median_ms": 85.5, "min_ms": 84.0, "stddev_ms": 0.5,
+     "repetitions": 20, "measured_at": "2026-11-21T10:00:00Z"},
+    {"model_name": "vgg16", "runtime": "pytorch", "device": "cpu", "batch": 8, "median_us": 900000}
+  ])");
+  auto s = must(import_framework_latencies(db, dir.file("pt.json")));
+  EXPECT_EQ(s.rows, 2);
+  EXPECT_EQ(s.changed, 2);
+  auto r = must(db.query("SELECT median_us, min_us, stddev_us, threads, settings FROM framework_latencies "
+                         "WHERE model_name = 'resnet50'"));
+  EXPECT_DOUBLE_EQ(std::get<double>(r.rows[0][0]), 85500.0);
+  EXPECT_DOUBLE_EQ(std::get<double>(r.rows[0][1]), 84000.0);
+  EXPECT_DOUBLE_EQ(std::get<double>(r.rows[0][2]), 500.0);
+  EXPECT_EQ(std::get<int64_t>(r.rows[0][3]), 1);
+  EXPECT_EQ(value_text(r.rows[0][4]), "eager");
+  // The same file again changes nothing.
+  EXPECT_EQ(must(import_framework_latencies(db, dir.file("pt.json"))).changed, 0);
+  EXPECT_EQ(must(db.count("framework_latencies")), 2);
+
+  write(dir.file("ort.csv"),
+        "model_name,runtime,runtime_version,device,batch,dtype,median_us,stddev_us,repetitions\r\n"
+        "resnet50,onnxruntime,1.16,cpu,1,f32,61000.5,120,50\r\n"
+        "\"mobilenet_v2, width 1.0\",onnxruntime,1.16,cpu,1,f32,9000,,50\r\n");
+  auto c = must(import_framework_latencies(db, dir.file("ort.csv")));
+  EXPECT_EQ(c.rows, 2);
+  EXPECT_EQ(must(db.count("framework_latencies")), 4);
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM framework_latencies WHERE model_name = 'mobilenet_v2, width 1.0' "
+                       "AND stddev_us IS NULL"), 1);
+}
+
+TEST(FrameworkImport, BadRowsNameTheFileAndRowAndWriteNothing) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  write(dir.file("bad.csv"), "model_name,runtime,median_us\nresnet50,pytorch,100\nvgg16,pytorch,fast\n");
+  auto r = import_framework_latencies(db, dir.file("bad.csv"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, dir.file("bad.csv") + ": row 2: median_us = \"fast\" is not a REAL");
+  write(dir.file("nomedian.json"), R"([{"model": "a", "runtime": "pytorch"}])");
+  auto r2 = import_framework_latencies(db, dir.file("nomedian.json"));
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.error().message, dir.file("nomedian.json") + ": row 1: no positive median_us (or median_ms)");
+  write(dir.file("short.csv"), "model_name,runtime,median_us\nresnet50,pytorch\n");
+  EXPECT_FALSE(import_framework_latencies(db, dir.file("short.csv")).ok());
+  EXPECT_EQ(must(db.count("framework_latencies")), 0);
+}
+
+TEST(BenchmarkImport, GoogleBenchmarkJsonBecomesMeasurements) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  const std::string relu = "onednn/eltwise:jit:avx2/f32/fp32/Relu|x=1x64x56x56|f32";
+  const std::string conv = "onednn/ref:any/f32/fp32/Conv|x=1x3x8x8|w=4x3x3x3|pads=0,0,0,0|strides=1,1|dil=1,1|group=1|f32";
+  // Three repetitions of one case (with the aggregates, which are recomputed, not read), a skipped
+  // case, and a benchmark that is not a Floorline case.
+  write(dir.file("gb.json"), R"({
+    "context": {"date": "2026-11-21T10:00:00+00:00", "host_name": "box", "num_cpus": 2, "mhz_per_cpu": 2400},
+    "benchmarks": [
+      {"name": ")" + relu + R"(/repeats:3", "run_name": ")" + relu + R"(", "run_type": "iteration",
+       "repetitions": 3, "repetition_index": 0, "iterations": 1000, "real_time": 12000, "cpu_time": 12000,
+       "time_unit": "ns", "flops": 200704, "workspace_bytes": 0, "is_default": 1},
+      {"name": ")" + relu + R"(/repeats:3", "run_name": ")" + relu + R"(", "run_type": "iteration",
+       "repetitions": 3, "repetition_index": 1, "iterations": 1000, "real_time": 10000, "cpu_time": 10000,
+       "time_unit": "ns", "flops": 200704, "workspace_bytes": 0, "is_default": 1},
+      {"name": ")" + relu + R"(/repeats:3", "run_name": ")" + relu + R"(", "run_type": "iteration",
+       "repetitions": 3, "repetition_index": 2, "iterations": 1000, "real_time": 14000, "cpu_time": 14000,
+       "time_unit": "ns", "flops": 200704, "workspace_bytes": 0, "is_default": 1},
+      {"name": ")" + relu + R"(/repeats:3_median", "run_name": ")" + relu + R"(", "run_type": "aggregate",
+       "aggregate_name": "median", "real_time": 99999, "time_unit": "ns"},
+      {"name": ")" + conv + R"(", "run_name": ")" + conv + R"(", "run_type": "iteration", "iterations": 0,
+       "error_occurred": true, "error_message": "skipped: reference implementation; use --all-impls",
+       "real_time": 0, "time_unit": "ns"},
+      {"name": "BM_memcpy/64", "run_name": "BM_memcpy/64", "run_type": "iteration", "iterations": 5,
+       "real_time": 1.0, "time_unit": "us"}
+    ]})");
+  auto s = must(import_benchmark_json(db, dir.file("gb.json")));
+  EXPECT_EQ(s.benchmarks, 3);
+  EXPECT_EQ(s.stored, 2);
+  EXPECT_EQ(s.skipped_names, 1);
+  EXPECT_EQ(s.new_configs, 2);
+  auto m = must(db.query("SELECT status, reason, iterations, repetitions, min_us, median_us, mean_us, stddev_us, "
+                         "cv, is_default, workspace_bytes, extra, kind, algorithm FROM current_measurements "
+                         "ORDER BY kind"));
+  ASSERT_EQ(m.rows.size(), 2u);
+  const auto& c = m.rows[0];  // Conv
+  EXPECT_EQ(value_text(c[0]), "skipped");
+  EXPECT_EQ(value_text(c[1]), "reference implementation; use --all-impls");
+  EXPECT_EQ(value_text(c[13]), "ref:any");
+  const auto& r = m.rows[1];  // Relu: 12, 10, 14 µs
+  EXPECT_EQ(value_text(r[0]), "passed");
+  EXPECT_EQ(std::get<int64_t>(r[2]), 3000);
+  EXPECT_EQ(std::get<int64_t>(r[3]), 3);
+  EXPECT_DOUBLE_EQ(std::get<double>(r[4]), 10.0);
+  EXPECT_DOUBLE_EQ(std::get<double>(r[5]), 12.0);
+  EXPECT_DOUBLE_EQ(std::get<double>(r[6]), 12.0);
+  EXPECT_DOUBLE_EQ(std::get<double>(r[7]), 2.0);
+  EXPECT_DOUBLE_EQ(std::get<double>(r[8]), 2.0 / 12.0);
+  EXPECT_EQ(std::get<int64_t>(r[9]), 1);
+  EXPECT_EQ(std::get<int64_t>(r[10]), 0);
+  EXPECT_EQ(value_text(r[11]), R"({"flops":200704.0})");
+  EXPECT_EQ(scalar(db, "SELECT flops FROM layer_configs WHERE kind = 'Relu'"), 200704);
+  EXPECT_EQ(value_text(must(db.query("SELECT host_name FROM runs")).rows[0][0]), "box");
+  // Importing the file again finds its run and stores nothing new.
+  auto again = must(import_benchmark_json(db, dir.file("gb.json")));
+  EXPECT_EQ(again.run_id, s.run_id);
+  EXPECT_EQ(again.stored, 0);
+  EXPECT_EQ(must(db.count("measurements")), 2);
+  write(dir.file("notgb.json"), R"({"results": []})");
+  auto bad = import_benchmark_json(db, dir.file("notgb.json"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message, dir.file("notgb.json") + ": not a Google Benchmark JSON file (no \"benchmarks\" array)");
+}
+
+TEST(BenchmarkReporter, RealBenchmarkRunLandsInTheDatabase) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  const auto cases = seed_cases(db, 2, 1);
+  const int64_t sys = must(db.upsert_system(test_system("cpu")));
+  RunRow run;
+  run.system_id = sys;
+  const int64_t run_id = must(db.begin_run(run));
+  MeasurementWriter writer(db, sys, run_id);
+  // Two registered benchmarks standing in for runner cases: one that spins, one that fails.
+  benchmark::RegisterBenchmark("fl_test/spin", [](benchmark::State& st) {
+    for (auto _ : st) {
+      volatile double x = 0;
+      for (int i = 0; i < 2000; ++i) x = x + i;
+      benchmark::DoNotOptimize(x);
+    }
+    st.counters["workspace_bytes"] = 4096;
+  })->Repetitions(3)->MinTime(0.01);
+  benchmark::RegisterBenchmark("fl_test/broken", [](benchmark::State& st) {
+    st.SkipWithError("unsupported: no implementation for this shape");
+    for (auto _ : st) {
+    }
+  });
+  DatabaseReporter reporter(writer, [&](const std::string& name) -> int64_t {
+    if (name == "fl_test/spin") return cases[0];
+    if (name == "fl_test/broken") return cases[1];
+    return 0;
+  });
+  int argc = 2;
+  char arg0[] = "test", arg1[] = "--benchmark_filter=^fl_test/";
+  char* argv[] = {arg0, arg1, nullptr};
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  EXPECT_EQ(reporter.error(), "");
+  EXPECT_EQ(reporter.stored(), 2);
+  auto m = must(db.query("SELECT status, reason, repetitions, min_us, median_us, workspace_bytes, iterations "
+                         "FROM measurements ORDER BY case_id"));
+  ASSERT_EQ(m.rows.size(), 2u);
+  EXPECT_EQ(value_text(m.rows[0][0]), "passed");
+  EXPECT_EQ(std::get<int64_t>(m.rows[0][2]), 3);
+  EXPECT_GT(std::get<double>(m.rows[0][3]), 0.0);
+  EXPECT_LE(std::get<double>(m.rows[0][3]), std::get<double>(m.rows[0][4]));
+  EXPECT_EQ(std::get<int64_t>(m.rows[0][5]), 4096);
+  EXPECT_GT(std::get<int64_t>(m.rows[0][6]), 3);
+  EXPECT_EQ(value_text(m.rows[1][0]), "unsupported");
+  EXPECT_EQ(value_text(m.rows[1][1]), "no implementation for this shape");
+}
+
+}  // namespace
+}  // namespace floorline::benchdb::test

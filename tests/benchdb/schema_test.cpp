@@ -1,0 +1,243 @@
+// Opening, creating and upgrading databases; the schema follows the field lists; bad files.
+#include <sys/stat.h>
+
+#include <fstream>
+#include <set>
+
+#include <sqlite3.h>
+
+#include "floorline/benchdb/schema.hpp"
+#include "floorline/model_processor/layer.hpp"
+#include "test_util.hpp"
+
+namespace floorline::benchdb::test {
+namespace {
+
+// Raw SQLite access, to build files Floorline would never write.
+void raw_exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  const std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << msg;
+}
+
+template <class Row>
+void expect_columns_match(Database& db, const TableDef<Row>& t) {
+  auto r = must(db.query("SELECT name, type, \"notnull\" FROM pragma_table_info(?1)", {t.name}));
+  ASSERT_EQ(r.rows.size(), t.columns.size() + 1) << t.name;
+  EXPECT_EQ(value_text(r.rows[0][0]), "id");
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    EXPECT_EQ(value_text(r.rows[i + 1][0]), t.columns[i].name) << t.name;
+    EXPECT_EQ(value_text(r.rows[i + 1][1]), sql_type_name(t.columns[i].type)) << t.columns[i].name;
+    EXPECT_EQ(std::get<int64_t>(r.rows[i + 1][2]), t.columns[i].nullable ? 0 : 1) << t.columns[i].name;
+  }
+}
+
+TEST(Schema, NewFileHasCurrentSchemaAndTablesFollowTheFieldLists) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  EXPECT_EQ(db.schema_version(), kSchemaVersion);
+  EXPECT_EQ(db.opened_at_version(), 0);
+  EXPECT_EQ(scalar(db, "PRAGMA application_id"), kApplicationId);
+  EXPECT_EQ(value_text(must(db.query("PRAGMA journal_mode")).rows[0][0]), "wal");
+  EXPECT_EQ(scalar(db, "PRAGMA foreign_keys"), 1);
+  expect_columns_match(db, systems_table());
+  expect_columns_match(db, runs_table());
+  expect_columns_match(db, models_table());
+  expect_columns_match(db, layer_configs_table());
+  expect_columns_match(db, model_layers_table());
+  expect_columns_match(db, cases_table());
+  expect_columns_match(db, measurements_table());
+  expect_columns_match(db, best_measurements_table());
+  expect_columns_match(db, framework_latencies_table());
+  expect_columns_match(db, system_peaks_table());
+  // Every table is STRICT.
+  auto strict = must(db.query("SELECT name, strict FROM pragma_table_list WHERE schema = 'main' "
+                              "AND type = 'table' AND name NOT LIKE 'sqlite_%'"));
+  EXPECT_EQ(strict.rows.size(), 10u);
+  for (const auto& row : strict.rows) EXPECT_EQ(std::get<int64_t>(row[1]), 1) << value_text(row[0]);
+  for (const char* view : {"current_measurements", "best_cases", "default_cases", "unique_configs",
+                           "model_layer_times", "run_summary"})
+    EXPECT_EQ(scalar(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'view' AND name = ?1", {view}), 1) << view;
+}
+
+TEST(Schema, StrictTypesChecksAndForeignKeysAreEnforced) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  const auto cases = seed_cases(db, 1, 1);
+  const int64_t sys = must(db.upsert_system(test_system("a")));
+  RunRow run;
+  run.system_id = sys;
+  const int64_t run_id = must(db.begin_run(run));
+  MeasurementWriter w(db, sys, run_id);
+  // A measurement of a case that does not exist violates the foreign key: the batch fails whole.
+  ASSERT_OK(w.add(passed(cases[0], 5.0)));
+  ASSERT_OK(w.add(passed(9999, 5.0)));
+  auto st = w.flush();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("FOREIGN KEY"), std::string::npos) << st.error().message;
+  EXPECT_EQ(must(db.count("measurements")), 0);
+  // A status outside the four is refused by the CHECK constraint.
+  MeasurementWriter w2(db, sys, run_id);
+  MeasurementRow bad = passed(cases[0], 1.0);
+  bad.status = "ok";
+  ASSERT_OK(w2.add(bad));
+  EXPECT_FALSE(w2.flush().ok());
+  // Raw SQL connections are read-only.
+  OpenOptions ro;
+  ro.read_only = true;
+  auto rodb = must(Database::open(dir.file("r.db"), ro));
+  auto del = rodb.query("DELETE FROM systems");
+  ASSERT_FALSE(del.ok());
+  EXPECT_NE(del.error().message.find("read-only"), std::string::npos) << del.error().message;
+}
+
+TEST(Schema, OlderFileIsUpgradedWithItsData) {
+  TempDir dir;
+  const std::string path = dir.file("v1.db");
+  {
+    OpenOptions v1;
+    v1.target_schema_version = 1;
+    auto db = must(Database::open(path, v1));
+    EXPECT_EQ(db.schema_version(), 1);
+    EXPECT_FALSE(must(db.has_column("measurements", "throttled")));
+    EXPECT_EQ(scalar(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'system_peaks'"), 0);
+    const auto cases = seed_cases(db, 2, 2);
+    const int64_t sys = must(db.upsert_system(test_system("old")));
+    RunRow run;
+    run.system_id = sys;
+    const int64_t run_id = must(db.begin_run(run));
+    // A version-1 file has no throttled column: write the rows the way version 1 did.
+    for (size_t i = 0; i < cases.size(); ++i)
+      ASSERT_OK(db.query("INSERT INTO measurements (case_id, system_id, run_id, status, reason, is_default, "
+                         "iterations, repetitions, median_us, measured_at, superseded) "
+                         "VALUES (?1, ?2, ?3, 'passed', '', 0, 1, 1, ?4, '2026-01-01T00:00:00Z', 0)",
+                         {cases[i], sys, run_id, 10.0 - static_cast<double>(i)}));
+  }
+  auto db = must(Database::open(path));
+  EXPECT_EQ(db.opened_at_version(), 1);
+  EXPECT_EQ(db.schema_version(), kSchemaVersion);
+  EXPECT_EQ(scalar(db, "PRAGMA user_version"), kSchemaVersion);
+  EXPECT_TRUE(must(db.has_column("measurements", "throttled")));
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM measurements WHERE throttled = 0"), 4);
+  expect_columns_match(db, system_peaks_table());
+  // best_measurements was rebuilt from the old rows: config 1's best is 9 µs, config 2's 7 µs.
+  auto best = must(db.query("SELECT median_us FROM best_cases ORDER BY config_id"));
+  ASSERT_EQ(best.rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(std::get<double>(best.rows[0][0]), 9.0);
+  EXPECT_DOUBLE_EQ(std::get<double>(best.rows[1][0]), 7.0);
+  ASSERT_OK(db.upsert_system_peak({0, 1, "flops", "f32", "fp32", 1e11, "test", "2026-01-01T00:00:00Z"}));
+}
+
+TEST(Schema, NewerSchemaIsRefused) {
+  TempDir dir;
+  const std::string path = dir.file("new.db");
+  { auto db = must(Database::open(path)); }
+  raw_exec(path, "PRAGMA user_version = 99");
+  auto r = Database::open(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find(path), std::string::npos);
+  EXPECT_NE(r.error().message.find("newer Floorline (schema 99"), std::string::npos) << r.error().message;
+}
+
+TEST(Schema, NonSqliteTruncatedForeignAndUnwritableFilesGetClearErrors) {
+  TempDir dir;
+  const std::string text = dir.file("notes.db");
+  std::ofstream(text) << "model,latency\nresnet50,1.0\n";
+  auto r1 = Database::open(text);
+  ASSERT_FALSE(r1.ok());
+  EXPECT_EQ(r1.error().message, text + ": not a SQLite database (not a Floorline results file)");
+
+  // A real database cut in half, as a copy interrupted mid-way leaves it.
+  const std::string full = dir.file("full.db");
+  {
+    auto db = must(Database::open(full));
+    seed_cases(db, 200, 5);
+  }
+  ASSERT_FALSE(std::filesystem::exists(full + "-wal"));
+  const auto size = std::filesystem::file_size(full);
+  const std::string cut = dir.file("cut.db");
+  std::filesystem::copy_file(full, cut);
+  std::filesystem::resize_file(cut, size / 2);
+  auto r2 = Database::open(cut);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.error().message.find(cut + ": truncated SQLite database"), std::string::npos) << r2.error().message;
+
+  // Another application's SQLite file is not taken over.
+  const std::string other = dir.file("other.db");
+  raw_exec(other, "CREATE TABLE songs (title TEXT)");
+  auto r3 = Database::open(other);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_EQ(r3.error().message, other + ": not a Floorline database (a SQLite file of another application)");
+  EXPECT_EQ(std::filesystem::file_size(other) > 0, true);
+
+  // A location nobody can create files in (procfs refuses even root).
+  auto r4 = Database::open("/proc/floorline-test.db");
+  ASSERT_FALSE(r4.ok());
+  EXPECT_NE(r4.error().message.find("cannot open /proc/floorline-test.db"), std::string::npos) << r4.error().message;
+  auto r5 = Database::open(dir.file("no/such/dir/r.db"));
+  ASSERT_FALSE(r5.ok());
+  EXPECT_NE(r5.error().message.find("does the directory exist"), std::string::npos) << r5.error().message;
+  auto r6 = Database::open(dir.path());
+  ASSERT_FALSE(r6.ok());
+  EXPECT_NE(r6.error().message.find("is a directory"), std::string::npos);
+}
+
+TEST(Schema, CaseNamesRoundTrip) {
+  CaseRow c;
+  c.backend = "cuda";
+  c.algorithm = "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM";
+  c.dtype = "f16";
+  c.math_mode = "fp16";
+  c.layout = "nhwc";
+  c.fusion = "bias_relu";
+  const std::string key = "Conv|x=1x64x56x56|w=64x64x3x3|bias|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32";
+  const std::string name = case_name(c, key);
+  EXPECT_EQ(name, "cuda/CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM/f16/fp16.nhwc+bias_relu/" + key);
+  auto p = parse_case_name(name);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->backend, "cuda");
+  EXPECT_EQ(p->algorithm, c.algorithm);
+  EXPECT_EQ(p->dtype, "f16");
+  EXPECT_EQ(p->math_mode, "fp16");
+  EXPECT_EQ(p->layout, "nhwc");
+  EXPECT_EQ(p->fusion, "bias_relu");
+  EXPECT_EQ(p->key, key);
+  CaseRow plain = c;
+  plain.layout = plain.fusion = "";
+  EXPECT_EQ(parse_case_name(case_name(plain, key))->math_mode, "fp16");
+  EXPECT_FALSE(parse_case_name("BM_memcpy/64"));
+  // The SQL expression in the views gives the same name.
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  LayerConfigRow lc;
+  lc.key = key;
+  lc.kind = lc.op_type = "Conv";
+  lc.dtype = "f32";
+  c.config_id = must(db.upsert_config(lc));
+  const int64_t id = must(db.upsert_case(c));
+  auto r = must(db.query(std::string("SELECT ") + kCaseNameSql + ", c.uid FROM cases c JOIN layer_configs lc "
+                         "ON lc.id = c.config_id WHERE c.id = ?1", {id}));
+  EXPECT_EQ(value_text(r.rows[0][0]), name);
+  EXPECT_EQ(value_text(r.rows[0][1]), mp::key_hash_hex(name));
+}
+
+TEST(Schema, SameStackSameSystemRow) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  const int64_t a = must(db.upsert_system(test_system("x")));
+  SystemRow again = test_system("x");
+  again.created_at = "2030-01-01T00:00:00Z";  // not part of the identity
+  EXPECT_EQ(must(db.upsert_system(again)), a);
+  SystemRow more_threads = test_system("x");
+  more_threads.threads = 2;
+  EXPECT_NE(must(db.upsert_system(more_threads)), a);
+  EXPECT_EQ(system_fingerprint(test_system("x")), system_fingerprint(again));
+}
+
+}  // namespace
+}  // namespace floorline::benchdb::test

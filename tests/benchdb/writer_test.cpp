@@ -1,0 +1,134 @@
+// The batched writer: resume, force, supersede, and the derived best_measurements table.
+#include <random>
+
+#include "test_util.hpp"
+
+namespace floorline::benchdb::test {
+namespace {
+
+struct Fixture {
+  TempDir dir;
+  Database db = must(Database::open(dir.file("r.db")));
+  std::vector<int64_t> cases = seed_cases(db, 3, 4);
+  int64_t sys = must(db.upsert_system(test_system("cpu")));
+
+  int64_t run() {
+    RunRow r;
+    r.system_id = sys;
+    return must(db.begin_run(r));
+  }
+};
+
+// best_measurements must equal the GROUP BY over current passed measurements.
+void expect_best_consistent(Database& db) {
+  auto derived = must(db.query("SELECT config_id, system_id, math_mode, fusion, median_us FROM best_measurements "
+                               "ORDER BY config_id, system_id, math_mode, fusion"));
+  auto direct = must(db.query(
+      "SELECT c.config_id, m.system_id, c.math_mode, c.fusion, MIN(m.median_us) FROM measurements m "
+      "JOIN cases c ON c.id = m.case_id WHERE m.status = 'passed' AND m.superseded = 0 "
+      "GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion ORDER BY 1, 2, 3, 4"));
+  ASSERT_EQ(derived.rows.size(), direct.rows.size());
+  for (size_t i = 0; i < derived.rows.size(); ++i)
+    for (size_t k = 0; k < 5; ++k) EXPECT_EQ(value_text(derived.rows[i][k]), value_text(direct.rows[i][k])) << i;
+}
+
+TEST(Writer, BatchesCommitAndBestCaseIsTheFastest) {
+  Fixture f;
+  MeasurementWriter w(f.db, f.sys, f.run(), {.batch_rows = 5, .batch_seconds = 1e9});
+  for (size_t i = 0; i < f.cases.size(); ++i)
+    ASSERT_OK(w.add(passed(f.cases[i], 100.0 - static_cast<double>(i % 4) * 10.0)));
+  EXPECT_EQ(w.batches(), 2);  // 12 rows: two full batches committed, two rows pending
+  EXPECT_EQ(must(f.db.count("measurements")), 10);
+  ASSERT_OK(w.flush());
+  EXPECT_EQ(w.committed(), 12);
+  // Each config's cases ran at 100, 90, 80, 70 µs: impl3 is the best of each.
+  auto best = must(f.db.query("SELECT algorithm, median_us, gflops FROM best_cases ORDER BY config_id"));
+  ASSERT_EQ(best.rows.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(value_text(best.rows[i][0]), "impl3");
+    EXPECT_DOUBLE_EQ(std::get<double>(best.rows[i][1]), 70.0);
+    // flops = 1000 * (config + 1); GFLOP/s = flops / µs / 1e3
+    EXPECT_DOUBLE_EQ(std::get<double>(best.rows[i][2]), 1000.0 * static_cast<double>(i + 1) / 70.0 / 1e3);
+  }
+  expect_best_consistent(f.db);
+}
+
+TEST(Writer, ResumeKeepsFinalResultsAndRetriesFailures) {
+  Fixture f;
+  {
+    MeasurementWriter w(f.db, f.sys, f.run());
+    ASSERT_OK(w.add(passed(f.cases[0], 50.0)));
+    MeasurementRow failed;
+    failed.case_id = f.cases[1];
+    failed.status = "failed";
+    failed.reason = "out of memory";
+    ASSERT_OK(w.add(failed));
+    ASSERT_OK(w.flush());
+  }
+  auto settled = must(f.db.settled_cases(f.sys));
+  EXPECT_EQ(settled.size(), 1u);
+  EXPECT_TRUE(settled.count(f.cases[0]));
+  {
+    MeasurementWriter w(f.db, f.sys, f.run());  // resume: the default
+    ASSERT_OK(w.add(passed(f.cases[0], 10.0)));  // already passed: not written
+    ASSERT_OK(w.add(passed(f.cases[1], 60.0)));  // failed before: measured again
+    ASSERT_OK(w.flush());
+    EXPECT_EQ(w.committed(), 1);
+    EXPECT_EQ(w.skipped_existing(), 1);
+  }
+  EXPECT_EQ(must(f.db.count("measurements")), 3);
+  EXPECT_EQ(scalar(f.db, "SELECT count(*) FROM measurements WHERE superseded = 0"), 2);
+  EXPECT_EQ(scalar(f.db, "SELECT count(*) FROM measurements WHERE superseded = 1 AND status = 'failed'"), 1);
+  auto kept = must(f.db.query("SELECT median_us FROM measurements WHERE case_id = ?1", {f.cases[0]}));
+  ASSERT_EQ(kept.rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(std::get<double>(kept.rows[0][0]), 50.0);
+  expect_best_consistent(f.db);
+}
+
+TEST(Writer, ForceSupersedesAndBestFollowsTheCurrentRows) {
+  Fixture f;
+  {
+    MeasurementWriter w(f.db, f.sys, f.run());
+    ASSERT_OK(w.add(passed(f.cases[0], 5.0)));  // the best of config 1
+    ASSERT_OK(w.add(passed(f.cases[1], 8.0)));
+    ASSERT_OK(w.flush());
+  }
+  {
+    MeasurementWriter w(f.db, f.sys, f.run(), {.force = true});
+    ASSERT_OK(w.add(passed(f.cases[0], 12.0)));  // re-measured slower: 8 µs (impl1) is now the best
+    ASSERT_OK(w.flush());
+    EXPECT_EQ(w.committed(), 1);
+  }
+  EXPECT_EQ(must(f.db.count("measurements")), 3);
+  auto best = must(f.db.query("SELECT algorithm, median_us FROM best_cases"));
+  ASSERT_EQ(best.rows.size(), 1u);
+  EXPECT_EQ(value_text(best.rows[0][0]), "impl1");
+  EXPECT_DOUBLE_EQ(std::get<double>(best.rows[0][1]), 8.0);
+  expect_best_consistent(f.db);
+
+  // Random sequences of measurements, failures and forced re-measurements keep it consistent.
+  std::mt19937 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    MeasurementWriter w(f.db, f.sys, f.run(), {.batch_rows = 3, .force = (round % 3 == 0)});
+    for (int k = 0; k < 8; ++k) {
+      const int64_t c = f.cases[rng() % f.cases.size()];
+      if (rng() % 4 == 0) {
+        MeasurementRow m;
+        m.case_id = c;
+        m.status = "failed";
+        m.reason = "injected";
+        ASSERT_OK(w.add(m));
+      } else {
+        ASSERT_OK(w.add(passed(c, 1.0 + static_cast<double>(rng() % 100))));
+      }
+    }
+    ASSERT_OK(w.flush());
+    expect_best_consistent(f.db);
+  }
+  // One current measurement per case and system, always.
+  EXPECT_EQ(scalar(f.db, "SELECT count(*) FROM (SELECT case_id FROM measurements WHERE superseded = 0 "
+                         "GROUP BY case_id, system_id HAVING count(*) > 1)"), 0);
+}
+
+}  // namespace
+}  // namespace floorline::benchdb::test
