@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fstream>
 #include <random>
+#include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -170,13 +171,26 @@ Result<Database> Database::open(const std::filesystem::path& path, const OpenOpt
     return db;
   }
   // WAL: readers never block the writer; synchronous=FULL: a committed batch survives power loss.
-  FL_ASSIGN_OR_RETURN(auto mode, d.conn.query("PRAGMA journal_mode = WAL"));
-  if (mode.rows.empty() || value_text(mode.rows[0][0]) != "wal")
-    return make_error("{}: cannot switch to WAL journaling (journal_mode is {})", p,
-                      mode.rows.empty() ? "unknown" : value_text(mode.rows[0][0]));
-  FL_TRY(d.conn.exec("PRAGMA synchronous = FULL"));
-  if (version < options.target_schema_version || (version == 0 && tables == 0))
-    if (auto st = d.migrate(options.target_schema_version); !st) return st.error();
+  // While a new file is still in rollback-journal mode, SQLite returns SQLITE_BUSY at once
+  // (without the busy handler) to a second process that races to set it up: retry until the
+  // busy timeout.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);
+  auto busy = [&] { return (sqlite3_extended_errcode(d.conn.handle()) & 0xff) == SQLITE_BUSY; };
+  for (int attempt = 0;; ++attempt) {
+    Status st = [&]() -> Status {
+      FL_ASSIGN_OR_RETURN(auto mode, d.conn.query("PRAGMA journal_mode = WAL"));
+      if (mode.rows.empty() || value_text(mode.rows[0][0]) != "wal")
+        return make_error("{}: cannot switch to WAL journaling (journal_mode is {})", p,
+                          mode.rows.empty() ? "unknown" : value_text(mode.rows[0][0]));
+      FL_TRY(d.conn.exec("PRAGMA synchronous = FULL"));
+      if (version < options.target_schema_version || (version == 0 && tables == 0))
+        FL_TRY(d.migrate(options.target_schema_version));
+      return {};
+    }();
+    if (st) break;
+    if (!busy() || std::chrono::steady_clock::now() > deadline) return st.error();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 + 5 * std::min(attempt, 20)));
+  }
   return db;
 }
 

@@ -1,6 +1,9 @@
 #include "sqlite.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -123,11 +126,27 @@ Status Statement::bind_null(int index) {
   return {};
 }
 
+namespace {
+// SQLite returns SQLITE_BUSY without consulting the busy handler in a few cases (a stale read
+// snapshot upgrading to a write, a file changing journal mode, WAL recovery). Outside an explicit
+// transaction a statement can simply be tried again; this bounds how long.
+constexpr auto kBusyRetryFor = std::chrono::seconds(60);
+void busy_pause(int attempt) { std::this_thread::sleep_for(std::chrono::milliseconds(2 + 2 * std::min(attempt, 25))); }
+}  // namespace
+
 Result<bool> Statement::step() {
-  const int rc = sqlite3_step(stmt_);
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  return error(rc, "step");
+  const auto deadline = std::chrono::steady_clock::now() + kBusyRetryFor;
+  for (int attempt = 0;; ++attempt) {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    if ((rc & 0xff) == SQLITE_BUSY && sqlite3_get_autocommit(db_) && std::chrono::steady_clock::now() < deadline) {
+      sqlite3_reset(stmt_);  // keeps the bindings
+      busy_pause(attempt);
+      continue;
+    }
+    return error(rc, "step");
+  }
 }
 
 Status Statement::run() {
@@ -242,8 +261,14 @@ Result<QueryResult> Connection::query(std::string_view sql) {
 }
 
 Result<Transaction> Transaction::begin(Connection& c) {
-  FL_TRY(c.exec("BEGIN IMMEDIATE"));
-  return Transaction(&c);
+  const auto deadline = std::chrono::steady_clock::now() + kBusyRetryFor;
+  for (int attempt = 0;; ++attempt) {
+    auto st = c.exec("BEGIN IMMEDIATE");
+    if (st) return Transaction(&c);
+    if ((sqlite3_extended_errcode(c.handle()) & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline)
+      return st.error();
+    busy_pause(attempt);
+  }
 }
 
 Transaction::~Transaction() {
