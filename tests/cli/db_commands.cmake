@@ -1,0 +1,67 @@
+# `floorline layers --db` and `floorline db info|query|import|merge` on real zoo models.
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(DB ${WORK_DIR}/results.db)
+
+function(run expect_rc)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL expect_rc)
+    message(FATAL_ERROR "expected exit ${expect_rc}, got ${rc}: ${ARGN}\nstdout:\n${out}\nstderr:\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+  set(err "${err}" PARENT_SCOPE)
+endfunction()
+
+run(0 ${FLOORLINE} layers ${SOURCE_DIR}/models/zoo/resnet18.onnx ${SOURCE_DIR}/models/zoo/alexnet.onnx
+    --batch 1,4 --db ${DB} --format csv)
+if(NOT err MATCHES "recorded 2 model\\(s\\) at 2 batch size\\(s\\)")
+  message(FATAL_ERROR "layers --db did not report recording:\n${err}")
+endif()
+
+run(0 ${FLOORLINE} db info ${DB} --format json)
+string(JSON models GET "${out}" counts 0 models)
+string(JSON version GET "${out}" schema_version)
+if(NOT models EQUAL 2 OR NOT version EQUAL 2)
+  message(FATAL_ERROR "db info: expected 2 models at schema 2:\n${out}")
+endif()
+
+# resnet18 at batch 1: its first conv, 64 filters of 3x7x7 on 224x224, stride 2, pads 3:
+# 2*3*7*7*64*112*112 = 236027904 FLOPs plus 64*112*112 bias adds = 236830720.
+run(0 ${FLOORLINE} db query ${DB} --model resnet18 --batch 1 --format csv)
+if(NOT out MATCHES "16,/conv1/Conv,compute,Conv,\"Conv\\|x=1x3x224x224\\|w=64x3x7x7\\|bias\\|pads=3,3,3,3\\|strides=2,2\\|dil=1,1\\|group=1\\|f32\",236830720,")
+  message(FATAL_ERROR "db query --model: first conv missing or wrong:\n${out}")
+endif()
+run(0 ${FLOORLINE} db query ${DB} "SELECT count(*) AS n FROM models" --format csv)
+if(NOT out STREQUAL "n\n2\n")
+  message(FATAL_ERROR "raw SQL: unexpected output:\n${out}")
+endif()
+# Raw SQL runs on a read-only connection.
+run(1 ${FLOORLINE} db query ${DB} "DELETE FROM models")
+if(NOT err MATCHES "read-only")
+  message(FATAL_ERROR "a write through db query was not refused as read-only:\n${err}")
+endif()
+run(1 ${FLOORLINE} db query ${DB} --model nosuchmodel)
+run(1 ${FLOORLINE} db info ${WORK_DIR}/missing.db)
+if(NOT err MATCHES "missing.db: no such file")
+  message(FATAL_ERROR "db info on a missing file:\n${err}")
+endif()
+
+file(WRITE ${WORK_DIR}/pytorch.csv "model_name,runtime,runtime_version,device,batch,dtype,median_ms\nresnet18,pytorch,1.13.1,cpu,1,f32,41.5\n")
+run(0 ${FLOORLINE} db import ${DB} --framework ${WORK_DIR}/pytorch.csv)
+run(0 ${FLOORLINE} db query ${DB} --framework --format csv)
+if(NOT out MATCHES "resnet18,pytorch,1.13.1,cpu,1,f32,,0,41500.0")
+  message(FATAL_ERROR "db query --framework:\n${out}")
+endif()
+
+# Merging the database into a new one twice: the second merge adds nothing.
+run(0 ${FLOORLINE} db merge ${WORK_DIR}/merged.db ${DB} ${DB})
+if(NOT out MATCHES "\\+0 systems, \\+0 runs, \\+0 configs, \\+0 cases, \\+0 measurements")
+  message(FATAL_ERROR "second merge of the same input added rows:\n${out}")
+endif()
+set(count_sql "SELECT (SELECT count(*) FROM models) || '/' || (SELECT count(*) FROM model_layers) || '/' || (SELECT count(*) FROM framework_latencies) AS n")
+run(0 ${FLOORLINE} db query ${WORK_DIR}/merged.db "${count_sql}" --format csv)
+set(merged "${out}")
+run(0 ${FLOORLINE} db query ${DB} "${count_sql}" --format csv)
+if(NOT merged STREQUAL out OR NOT out MATCHES "^n\n2/[0-9]+/1\n$")
+  message(FATAL_ERROR "merged copy differs from its input: ${merged} vs ${out}")
+endif()
