@@ -48,10 +48,8 @@ class Merger {
   Status systems() {
     return for_each_row<SystemRow>(in_, systems_table(), "", {}, [&](SystemRow& s) -> Status {
       const int64_t in_id = s.id;
-      FL_ASSIGN_OR_RETURN(const int64_t before, out_.count("systems"));
       FL_ASSIGN_OR_RETURN(system_[in_id], out_.upsert_system(s));
-      FL_ASSIGN_OR_RETURN(const int64_t after, out_.count("systems"));
-      summary.systems_added += after - before;
+      summary.systems_added += o_.conn.changes();  // 1 when the upsert inserted, 0 when it found the row
       return {};
     });
   }
@@ -79,10 +77,8 @@ class Merger {
       return {};
     }));
     FL_TRY(for_each_row<LayerConfigRow>(in_, layer_configs_table(), "", {}, [&](LayerConfigRow& c) -> Status {
-      FL_ASSIGN_OR_RETURN(const int64_t before, out_.count("layer_configs"));
       FL_ASSIGN_OR_RETURN(config_[c.id], out_.upsert_config(c));
-      FL_ASSIGN_OR_RETURN(const int64_t after, out_.count("layer_configs"));
-      summary.configs_added += after - before;
+      summary.configs_added += o_.conn.changes();  // 1 when the upsert inserted, 0 when it found the row
       return {};
     }));
     static const std::string ins =
@@ -100,10 +96,8 @@ class Merger {
     return for_each_row<CaseRow>(in_, cases_table(), "", {}, [&](CaseRow& c) -> Status {
       const int64_t in_id = c.id;
       c.config_id = config_.at(c.config_id);
-      FL_ASSIGN_OR_RETURN(const int64_t before, out_.count("cases"));
       FL_ASSIGN_OR_RETURN(case_[in_id], out_.upsert_case(c));
-      FL_ASSIGN_OR_RETURN(const int64_t after, out_.count("cases"));
-      summary.cases_added += after - before;
+      summary.cases_added += o_.conn.changes();  // 1 when the upsert inserted, 0 when it found the row
       return {};
     });
   }
