@@ -135,6 +135,10 @@ int run_info(const DbOptions& o) {
     if (!q("Counts", counts_sql) || !q("Systems", systems_sql) || !q("Runs", runs_sql) ||
         !q("Measurements by status", status_sql))
       return 1;
+  } else if (o.format == "csv") {
+    auto r = db->query(counts_sql);
+    if (!r) return fail("info", r.error().message);
+    text = render(*r, "csv");
   } else {
     for (const auto& [name, sql] : {std::pair{"counts", counts_sql}, {"systems", systems_sql},
                                     {"runs", runs_sql}, {"measurements_by_status", status_sql}}) {
@@ -142,7 +146,7 @@ int run_info(const DbOptions& o) {
       if (!r) return fail("info", r.error().message);
       j[name] = nlohmann::json::parse(render(*r, "json"));
     }
-    text = o.format == "json" ? j.dump(1) + "\n" : render(*db->query(counts_sql), "csv");
+    text = j.dump(1) + "\n";
   }
   if (!write_output(o, text)) return fail("info", "cannot write " + o.out);
   return 0;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "database_impl.hpp"
 #include "floorline/benchdb/system.hpp"
 #include "floorline/model_processor/layer.hpp"
 
@@ -229,8 +230,6 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
       ++sum.skipped_names;
       continue;
     }
-    auto found = db.query("SELECT id FROM layer_configs WHERE key = ?1", {parsed->key});
-    if (!found) return found.error();
     LayerConfigRow lc;
     lc.key = parsed->key;
     lc.key_hash = mp::key_hash_hex(lc.key);
@@ -239,8 +238,8 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
     lc.dtype = lc.key.substr(lc.key.rfind('|') + 1);
     if (auto f = e.counters.find("flops"); f != e.counters.end()) lc.flops = static_cast<int64_t>(f->second);
     if (auto f = e.counters.find("bytes"); f != e.counters.end()) lc.bytes = static_cast<int64_t>(f->second);
-    if (found->rows.empty()) ++sum.new_configs;
     FL_ASSIGN_OR_RETURN(const int64_t config_id, db.upsert_config(lc));
+    sum.new_configs += db.impl().conn.changes();  // 1 when the upsert inserted the config
     CaseRow c;
     c.config_id = config_id;
     c.backend = parsed->backend;

@@ -1,5 +1,6 @@
 // Opening, creating and upgrading databases; the schema follows the field lists; bad files.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -7,6 +8,7 @@
 #include <sqlite3.h>
 
 #include "floorline/benchdb/schema.hpp"
+#include "floorline/benchdb/system.hpp"
 #include "floorline/model_processor/layer.hpp"
 #include "test_util.hpp"
 
@@ -237,6 +239,28 @@ TEST(Schema, SameStackSameSystemRow) {
   more_threads.threads = 2;
   EXPECT_NE(must(db.upsert_system(more_threads)), a);
   EXPECT_EQ(system_fingerprint(test_system("x")), system_fingerprint(again));
+}
+
+}  // namespace
+}  // namespace floorline::benchdb::test
+
+namespace floorline::benchdb::test {
+namespace {
+
+TEST(System, HostCaptureReadsThisMachine) {
+  const SystemRow s = capture_host_system(1);
+  EXPECT_EQ(s.device_kind, "cpu");
+  EXPECT_FALSE(s.cpu_model.empty());
+  EXPECT_EQ(s.device_name, s.cpu_model);
+  EXPECT_EQ(s.cpu_cores, sysconf(_SC_NPROCESSORS_ONLN));
+  EXPECT_EQ(s.compute_units, s.cpu_cores);
+  EXPECT_GT(s.memory_bytes, int64_t{1} << 28);
+  EXPECT_EQ(s.os.rfind("Linux ", 0), 0u) << s.os;
+  EXPECT_FALSE(s.compiler.empty());
+  EXPECT_EQ(s.threads, 1);
+  // The same machine captured twice is the same system; another thread count is not.
+  EXPECT_EQ(system_fingerprint(s), system_fingerprint(capture_host_system(1)));
+  EXPECT_NE(system_fingerprint(s), system_fingerprint(capture_host_system(2)));
 }
 
 }  // namespace
