@@ -207,11 +207,11 @@ Status Impl::bind_all(sql::Statement& s, const std::vector<SqlValue>& values) {
 
 Result<int64_t> Impl::insert_or_find(const std::string& insert, const std::vector<SqlValue>& values,
                                      const std::string& find, const std::vector<SqlValue>& key) {
-  FL_ASSIGN_OR_RETURN(sql::Statement * ins, conn.cached(insert));
+  FL_ASSIGN_OR_RETURN(sql::Cached ins, conn.cached(insert));
   FL_TRY(bind_all(*ins, values));
   FL_TRY(ins->run());
   if (conn.changes() == 1) return conn.last_insert_rowid();
-  FL_ASSIGN_OR_RETURN(sql::Statement * sel, conn.cached(find));
+  FL_ASSIGN_OR_RETURN(sql::Cached sel, conn.cached(find));
   FL_TRY(bind_all(*sel, key));
   FL_ASSIGN_OR_RETURN(const bool row, sel->step());
   if (!row) return make_error("{}: row vanished after a conflicting insert ({})", path, find);
@@ -241,7 +241,7 @@ Result<int64_t> Database::upsert_config(const LayerConfigRow& row) {
 
 Result<int64_t> Database::upsert_case(CaseRow row) {
   if (row.uid.empty()) {
-    FL_ASSIGN_OR_RETURN(sql::Statement * k, impl_->conn.cached("SELECT key FROM layer_configs WHERE id = ?1"));
+    FL_ASSIGN_OR_RETURN(sql::Cached k, impl_->conn.cached("SELECT key FROM layer_configs WHERE id = ?1"));
     FL_TRY(k->bind(1, row.config_id));
     FL_ASSIGN_OR_RETURN(const bool found, k->step());
     if (!found) return make_error("{}: case of config {}, which is not in layer_configs", impl_->path, row.config_id);
@@ -315,7 +315,7 @@ Status Database::record_models(const std::vector<mp::ModelIR>& irs) {
         row.config_id = it->second;
         row.preds = nlohmann::json(l.preds).dump();
         row.subgraph = l.subgraph;
-        FL_ASSIGN_OR_RETURN(sql::Statement * s, impl_->conn.cached(ins_layer));
+        FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins_layer));
         FL_TRY(impl_->bind_all(*s, row_values(model_layers_table(), row)));
         FL_TRY(s->run());
       }
@@ -328,14 +328,14 @@ Result<int64_t> Database::begin_run(RunRow row) {
   if (row.uuid.empty()) row.uuid = random_uuid();
   if (row.started_at.empty()) row.started_at = utc_now();
   static const std::string ins = insert_sql(runs_table());
-  FL_ASSIGN_OR_RETURN(sql::Statement * s, impl_->conn.cached(ins));
+  FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
   FL_TRY(impl_->bind_all(*s, row_values(runs_table(), row)));
   FL_TRY(s->run());
   return impl_->conn.last_insert_rowid();
 }
 
 Status Database::finish_run(int64_t run_id, std::string_view status) {
-  FL_ASSIGN_OR_RETURN(sql::Statement * s,
+  FL_ASSIGN_OR_RETURN(sql::Cached s,
                       impl_->conn.cached("UPDATE runs SET status = ?1, finished_at = ?2 WHERE id = ?3"));
   FL_TRY(s->bind(1, status));
   FL_TRY(s->bind(2, std::string_view(utc_now())));
@@ -356,7 +356,7 @@ Result<int> Database::upsert_framework_latency(const FrameworkLatencyRow& row) {
       "OR excluded.repetitions IS NOT framework_latencies.repetitions) AND "
       "(excluded.measured_at > framework_latencies.measured_at OR "
       "(excluded.measured_at = framework_latencies.measured_at AND excluded.median_us < framework_latencies.median_us))");
-  FL_ASSIGN_OR_RETURN(sql::Statement * s, impl_->conn.cached(ins));
+  FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
   FL_TRY(impl_->bind_all(*s, row_values(framework_latencies_table(), row)));
   FL_TRY(s->run());
   return impl_->conn.changes();
@@ -369,7 +369,7 @@ Status Database::upsert_system_peak(const SystemPeakRow& row) {
       "ON CONFLICT (system_id, peak, dtype, math_mode) DO UPDATE SET value_per_s = excluded.value_per_s, "
       "method = excluded.method, measured_at = excluded.measured_at "
       "WHERE excluded.measured_at >= system_peaks.measured_at");
-  FL_ASSIGN_OR_RETURN(sql::Statement * s, impl_->conn.cached(ins));
+  FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
   FL_TRY(impl_->bind_all(*s, row_values(system_peaks_table(), row)));
   return s->run();
 }

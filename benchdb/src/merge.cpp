@@ -86,7 +86,7 @@ class Merger {
     return for_each_row<ModelLayerRow>(in_, model_layers_table(), "", {}, [&](ModelLayerRow& l) -> Status {
       l.model_id = model_.at(l.model_id);
       l.config_id = config_.at(l.config_id);
-      FL_ASSIGN_OR_RETURN(sql::Statement * s, o_.conn.cached(ins));
+      FL_ASSIGN_OR_RETURN(sql::Cached s, o_.conn.cached(ins));
       FL_TRY(o_.bind_all(*s, row_values(model_layers_table(), l)));
       return s->run();
     });
@@ -131,7 +131,7 @@ class Merger {
         return {};
       }
       if (m.superseded == 0) {
-        FL_ASSIGN_OR_RETURN(sql::Statement * q, o_.conn.cached(current));
+        FL_ASSIGN_OR_RETURN(sql::Cached q, o_.conn.cached(current));
         FL_TRY(q->bind(1, m.system_id));
         FL_TRY(q->bind(2, m.case_id));
         FL_ASSIGN_OR_RETURN(const bool has_current, q->step());
@@ -142,13 +142,13 @@ class Merger {
           if (run_order_.at(m.run_id) < order_of(other_run)) {
             m.superseded = 1;  // the output's measurement is from a later run
           } else {
-            FL_ASSIGN_OR_RETURN(sql::Statement * d, o_.conn.cached(demote));
+            FL_ASSIGN_OR_RETURN(sql::Cached d, o_.conn.cached(demote));
             FL_TRY(d->bind(1, other_id));
             FL_TRY(d->run());
           }
         }
       }
-      FL_ASSIGN_OR_RETURN(sql::Statement * s, o_.conn.cached(ins));
+      FL_ASSIGN_OR_RETURN(sql::Cached s, o_.conn.cached(ins));
       FL_TRY(o_.bind_all(*s, row_values(measurements_table(), m)));
       FL_TRY(s->run());
       ++summary.measurements_added;

@@ -227,15 +227,13 @@ Result<Statement> Connection::prepare(std::string_view sql) {
   return Statement(s, db_);
 }
 
-Result<Statement*> Connection::cached(const std::string& sql) {
+Result<Cached> Connection::cached(const std::string& sql) {
   auto it = cache_.find(sql);
   if (it == cache_.end()) {
     FL_ASSIGN_OR_RETURN(Statement s, prepare(sql));
     it = cache_.emplace(sql, std::make_unique<Statement>(std::move(s))).first;
-  } else {
-    it->second->reset();
   }
-  return it->second.get();
+  return Cached(it->second.get());
 }
 
 Result<int64_t> Connection::scalar_int(const std::string& sql) {

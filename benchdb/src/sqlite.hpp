@@ -53,6 +53,26 @@ class Statement {
   sqlite3* db_ = nullptr;
 };
 
+// A statement borrowed from a connection's cache; reset when the borrow ends. An SQLite statement
+// left mid-step keeps its read transaction (and its snapshot) open, and a connection holding a
+// stale snapshot can never take the write lock: every borrow must end in a reset.
+class Cached {
+ public:
+  explicit Cached(Statement* s) : s_(s) {}
+  Cached(Cached&& o) noexcept : s_(o.s_) { o.s_ = nullptr; }
+  Cached(const Cached&) = delete;
+  Cached& operator=(const Cached&) = delete;
+  Cached& operator=(Cached&&) = delete;
+  ~Cached() {
+    if (s_) s_->reset();
+  }
+  Statement* operator->() const { return s_; }
+  Statement& operator*() const { return *s_; }
+
+ private:
+  Statement* s_;
+};
+
 class Connection {
  public:
   Connection() = default;
@@ -69,9 +89,9 @@ class Connection {
   Status exec(const std::string& fixed_sql);
   // A new statement; errors name the SQL.
   Result<Statement> prepare(std::string_view sql);
-  // A statement from this connection's cache, reset and ready to bind (kept for the connection's
-  // lifetime: the insert statements of a batch are prepared once).
-  Result<Statement*> cached(const std::string& sql);
+  // A statement from this connection's cache, ready to bind (prepared once per connection: the
+  // insert statements of a batch are not re-prepared); reset when the returned borrow ends.
+  Result<Cached> cached(const std::string& sql);
   // One integer from a query such as "PRAGMA user_version".
   Result<int64_t> scalar_int(const std::string& sql);
   // Rows of a query with no parameters.

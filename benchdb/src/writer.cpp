@@ -70,8 +70,8 @@ Status MeasurementWriter::flush() {
     written = 0;
     std::map<Group, Candidate> best;   // the batch's fastest passed row per group
     std::map<Group, int64_t> rebuild;  // groups whose best row may have been superseded -> a case id
-    FL_ASSIGN_OR_RETURN(sql::Statement * q, d.conn.cached(case_group));
-    FL_ASSIGN_OR_RETURN(sql::Statement * up, d.conn.cached(supersede));
+    FL_ASSIGN_OR_RETURN(sql::Cached q, d.conn.cached(case_group));
+    FL_ASSIGN_OR_RETURN(sql::Cached up, d.conn.cached(supersede));
     auto group_of = [&](int64_t case_id) -> Result<Group> {
       q->reset();
       FL_TRY(q->bind(1, case_id));
@@ -79,7 +79,7 @@ Status MeasurementWriter::flush() {
       if (!row) return make_error("measurement of case {}, which is not in the cases table", case_id);
       return Group{q->column_int(0), q->column_text(1), q->column_text(2), q->column_text(3)};
     };
-    FL_ASSIGN_OR_RETURN(sql::Statement * ins, d.conn.cached(insert));
+    FL_ASSIGN_OR_RETURN(sql::Cached ins, d.conn.cached(insert));
     const auto& cols = measurements_table().columns;
     auto try_insert = [&](const MeasurementRow& row) -> Status {
       ins->reset();
@@ -117,13 +117,13 @@ Status MeasurementWriter::flush() {
     }
     for (const auto& [g, case_id] : rebuild) {
       for (const char* q : {kDeleteBestGroup, kRebuildBestGroup}) {
-        FL_ASSIGN_OR_RETURN(sql::Statement * s, d.conn.cached(q));
+        FL_ASSIGN_OR_RETURN(sql::Cached s, d.conn.cached(q));
         FL_TRY(s->bind(1, system_id_));
         FL_TRY(s->bind(2, case_id));
         FL_TRY(s->run());
       }
     }
-    FL_ASSIGN_OR_RETURN(sql::Statement * offer, d.conn.cached(kOfferBest));
+    FL_ASSIGN_OR_RETURN(sql::Cached offer, d.conn.cached(kOfferBest));
     for (const auto& [g, c] : best) {
       offer->reset();
       FL_TRY(offer->bind(1, g.config_id));
