@@ -1,8 +1,12 @@
 // floorline: the executable only wires the stages together (shared/DESIGN.md).
+#include <unistd.h>
+
+#include <cstdlib>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "bench_command.hpp"
 #include "db_command.hpp"
 #include "layers_command.hpp"
 
@@ -14,12 +18,22 @@
 #endif
 
 int main(int argc, char** argv) {
+  // OpenMP (oneDNN's runtime) reads OMP_WAIT_POLICY when it loads, before main: idle threads that
+  // spin ruin timings on a shared machine (shared/DESIGN.md). Without the variable, start again with
+  // it set to passive.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: carry on with the default policy
+  }
+  std::string command_line;
+  for (int k = 0; k < argc; ++k) command_line += (k ? " " : "") + std::string(argv[k]);
   CLI::App app{"Floorline: lower-bound latencies of deep-learning models from vendor-library microbenchmarks"};
   app.set_version_flag("--version", std::string("floorline ") + FLOORLINE_VERSION + " (" + FLOORLINE_GIT_REVISION + ")");
   app.require_subcommand(1);
   int exit_code = 0;
   floorline::cli::LayersOptions layers;
   floorline::cli::add_layers_command(app, layers, exit_code);
+  floorline::cli::add_bench_commands(app, exit_code, command_line);
   floorline::cli::add_db_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -414,7 +414,7 @@ const KindInfo kKinds[] = {
     {K::kSub, "Sub", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kMul, "Mul", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kDiv, "Div", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kPow, "Pow", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kPow, "Pow", kCompute, {1}, {}, nullptr, per_output<1>, io_bytes},  // a constant exponent is a parameter
     {K::kMax, "Max", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kMin, "Min", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kMod, "Mod", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},

@@ -1,0 +1,348 @@
+// plan / generate / bench: models → unique configs → cases → (sources | timed results).
+#include "bench_command.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/generator/emit.hpp"
+#include "floorline/generator/plan.hpp"
+#include "floorline/generator/runner.hpp"
+#include "floorline/model_processor/zoo.hpp"
+#include "output.hpp"
+
+namespace floorline::cli {
+namespace {
+
+struct CommonOptions {
+  std::vector<std::string> models;
+  std::string backend = "auto";
+  std::vector<int64_t> batches = {1};
+  std::vector<std::string> dtypes = {"f32"};
+  int max_impls = 3;
+  bool all_impls = false;
+  bool include_ref = false;
+  bool no_fusion = false;
+  bool no_conversions = false;
+  std::vector<std::string> cases;  // only these case names
+};
+
+struct PlanCmd {
+  CommonOptions c;
+  bool list = false;
+  std::string format = "table";
+  std::string out = "-";
+};
+struct GenerateCmd {
+  CommonOptions c;
+  std::string out;
+};
+struct BenchCmd {
+  CommonOptions c;
+  std::string db;
+  double min_time = 0.01;
+  int repetitions = 5;
+  double warmup = 0.005;
+  int threads = 1;
+  bool resume = true;
+  bool force = false;
+  bool dry_run = false;
+  bool verify = false;
+};
+
+void add_common(CLI::App* cmd, CommonOptions& o) {
+  cmd->add_option("models", o.models, "ONNX files or folders (searched recursively)")->required();
+  cmd->add_option("--backend", o.backend, "auto (every backend that can run here) or a comma-separated list: onednn");
+  cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  cmd->add_option("--dtype", o.dtypes, "Data types, comma-separated: f32, bf16")->delimiter(',');
+  cmd->add_option("--max-impls", o.max_impls, "Implementations timed per config and data type (the rest are skipped)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--all-impls", o.all_impls, "Time every implementation (no --max-impls cap)");
+  cmd->add_flag("--include-ref", o.include_ref, "Time the reference (ref:) implementations too");
+  cmd->add_flag("--no-fusion", o.no_fusion, "Do not plan fused variants");
+  cmd->add_flag("--no-conversions", o.no_conversions, "Do not plan layout-conversion cases");
+  cmd->add_option("--case", o.cases, "Only the case with this name (repeatable; names from `plan --list`)");
+}
+
+struct Loaded {
+  std::vector<mp::ModelIR> models;
+  std::vector<const gen::Backend*> backends;
+  gen::Plan plan;
+  int failures = 0;
+  double plan_seconds = 0;
+};
+
+// Models, backends and the plan; model failures are reported and skipped (one bad model never stops a zoo).
+Result<Loaded> load(const char* cmd, const CommonOptions& o) {
+  Loaded l;
+  FL_ASSIGN_OR_RETURN(auto files, mp::find_models(o.models));
+  FL_ASSIGN_OR_RETURN(l.backends, gen::select_backends(o.backend));
+  for (const auto& d : o.dtypes)
+    if (d != "f32" && d != "bf16") return make_error("--dtype {}: the backends measure f32 and bf16", d);
+  const auto t0 = std::chrono::steady_clock::now();
+  mp::ProcessOptions popts;
+  popts.batches = o.batches;
+  const bool color = use_color(stderr);
+  for (const auto& path : files) {
+    auto r = mp::process_model(path, popts);
+    if (!r) {
+      std::fprintf(stderr, "%s %s\n", red("error:", color).c_str(), r.error().message.c_str());
+      ++l.failures;
+      continue;
+    }
+    for (auto& m : *r) l.models.push_back(std::move(m));
+  }
+  (void)cmd;
+  gen::PlanOptions popt;
+  popt.dtypes = o.dtypes;
+  popt.max_impls = o.all_impls ? 0 : o.max_impls;
+  popt.include_reference = o.include_ref;
+  popt.fusion = !o.no_fusion;
+  popt.conversions = !o.no_conversions;
+  l.plan = gen::make_plan(l.models, l.backends, popt);
+  if (!o.cases.empty()) {
+    const std::set<std::string> wanted(o.cases.begin(), o.cases.end());
+    std::vector<gen::PlannedCase> kept;
+    for (auto& c : l.plan.cases)
+      if (wanted.count(c.spec.name)) kept.push_back(std::move(c));
+    if (kept.size() != wanted.size())
+      return make_error("{} of {} --case name(s) are not in the plan of these models (see `floorline plan --list`)",
+                        wanted.size() - kept.size(), wanted.size());
+    l.plan.cases = std::move(kept);
+  }
+  l.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return l;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// The command that re-runs one case alone.
+std::string reproduction(const gen::PlannedCase& c, const gen::Plan& plan, const std::vector<mp::ModelIR>& models) {
+  std::string model = "MODEL.onnx";
+  int64_t batch = 1;
+  for (const auto& u : plan.configs)
+    if (u.key == c.spec.problem.key && !u.models.empty()) {
+      const std::string& where = u.models.begin()->first;  // "resnet50@b1"
+      for (const auto& m : models)
+        if (fmt::format("{}@b{}", m.name, m.batch) == where) {
+          model = m.path.string();
+          batch = m.batch;
+        }
+      break;
+    }
+  return fmt::format("floorline bench {} --batch {} --dtype {} --backend {} --db results.db --case {}", model, batch,
+                     c.spec.dtype, c.spec.backend, shell_quote(c.spec.name));
+}
+
+bool write_text(const std::string& out, const std::string& text) {
+  if (out == "-") return std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
+  std::ofstream f(out);
+  return static_cast<bool>(f << text);
+}
+
+struct KindRow {
+  std::string kind, backend;
+  int64_t configs = 0, cases = 0, timed = 0, skipped = 0, unsupported = 0, fused = 0, conversions = 0;
+};
+struct CaseRowOut {
+  const gen::PlannedCase* c;
+  std::string repro;
+};
+
+int run_plan_cmd(const PlanCmd& o) {
+  auto l = load("plan", o.c);
+  if (!l) {
+    std::fprintf(stderr, "floorline plan: %s\n", l.error().message.c_str());
+    return 2;
+  }
+  std::map<std::pair<std::string, std::string>, KindRow> kinds;
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> configs;
+  for (const auto& c : l->plan.cases) {
+    auto& r = kinds[{c.spec.problem.op, c.spec.backend}];
+    r.kind = c.spec.problem.op;
+    r.backend = c.spec.backend;
+    configs[{r.kind, r.backend}].insert(c.spec.problem.key);
+    ++r.cases;
+    if (c.status.empty()) ++r.timed;
+    else if (c.status == "skipped") ++r.skipped;
+    else ++r.unsupported;
+    if (!c.spec.fusion.empty()) ++r.fused;
+    if (!c.spec.feeds.empty()) ++r.conversions;
+  }
+  std::vector<KindRow> rows;
+  for (auto& [k, r] : kinds) {
+    r.configs = static_cast<int64_t>(configs[k].size());
+    rows.push_back(r);
+  }
+  const std::vector<Field<KindRow>> kind_fields = {
+      {"kind", [](const KindRow& r) { return text_cell(r.kind); }},
+      {"backend", [](const KindRow& r) { return text_cell(r.backend); }},
+      {"configs", [](const KindRow& r) { return int_cell(r.configs); }},
+      {"cases", [](const KindRow& r) { return int_cell(r.cases); }},
+      {"timed", [](const KindRow& r) { return int_cell(r.timed); }},
+      {"skipped", [](const KindRow& r) { return int_cell(r.skipped); }},
+      {"unsupported", [](const KindRow& r) { return int_cell(r.unsupported); }},
+      {"fused", [](const KindRow& r) { return int_cell(r.fused); }},
+      {"conversions", [](const KindRow& r) { return int_cell(r.conversions); }},
+  };
+  std::vector<CaseRowOut> case_rows;
+  if (o.list)
+    for (const auto& c : l->plan.cases) case_rows.push_back({&c, reproduction(c, l->plan, l->models)});
+  const std::vector<Field<CaseRowOut>> case_fields = {
+      {"case", [](const CaseRowOut& r) { return text_cell(r.c->spec.name); }},
+      {"status", [](const CaseRowOut& r) { return text_cell(r.c->status.empty() ? "planned" : r.c->status); }},
+      {"default", [](const CaseRowOut& r) { return int_cell(r.c->work.is_default ? 1 : 0); }},
+      {"reason", [](const CaseRowOut& r) { return text_cell(r.c->reason); }},
+      {"flops", [](const CaseRowOut& r) { return int_cell(r.c->work.flops); }},
+      {"bytes", [](const CaseRowOut& r) { return int_cell(r.c->work.bytes); }},
+      {"reproduce", [](const CaseRowOut& r) { return text_cell(r.repro); }},
+  };
+  int64_t timed = 0;
+  for (const auto& c : l->plan.cases) timed += c.status.empty() ? 1 : 0;
+  std::string out;
+  if (o.format == "json") {
+    nlohmann::json j;
+    j["kinds"] = render_json(kind_fields, rows);
+    j["summary"] = {{"models", l->models.size()}, {"unique_configs", l->plan.configs.size()},
+                    {"cases", l->plan.cases.size()}, {"timed", timed}, {"plan_s", l->plan_seconds}};
+    if (o.list) j["cases"] = render_json(case_fields, case_rows);
+    out = j.dump(1) + "\n";
+  } else if (o.format == "csv") {
+    out = o.list ? render_csv(case_fields, case_rows) : render_csv(kind_fields, rows);
+  } else {
+    if (o.list) {
+      for (const auto& r : case_rows) {
+        out += fmt::format("{}  [{}{}]\n", r.c->spec.name, r.c->status.empty() ? "planned" : r.c->status,
+                           r.c->work.is_default ? ", default" : "");
+        if (!r.c->reason.empty()) out += fmt::format("    {}\n", r.c->reason);
+        out += fmt::format("    $ {}\n", r.repro);
+      }
+      out += "\n";
+    }
+    out += render_table(kind_fields, rows);
+    out += fmt::format("\n{} model(s) at batch {}, {} unique configs, {} cases ({} to time), planned in {:.2f} s\n",
+                       l->models.size() / std::max<size_t>(1, o.c.batches.size()), fmt::join(o.c.batches, ","),
+                       l->plan.configs.size(), l->plan.cases.size(), timed, l->plan_seconds);
+  }
+  if (!write_text(o.out, out)) {
+    std::fprintf(stderr, "floorline plan: cannot write %s\n", o.out.c_str());
+    return 2;
+  }
+  return l->failures ? 1 : 0;
+}
+
+int run_generate_cmd(const GenerateCmd& o) {
+  auto l = load("generate", o.c);
+  if (!l) {
+    std::fprintf(stderr, "floorline generate: %s\n", l.error().message.c_str());
+    return 2;
+  }
+  auto r = gen::write_standalone(l->plan, l->backends, o.out);
+  if (!r) {
+    std::fprintf(stderr, "floorline generate: %s\n", r.error().message.c_str());
+    return 2;
+  }
+  std::fprintf(stderr,
+               "wrote %lld benchmark registrations in %lld files to %s\n"
+               "build: cmake -S %s -B %s/build -DCMAKE_PREFIX_PATH=<floorline install prefix> && cmake --build %s/build\n",
+               static_cast<long long>(r->cases), static_cast<long long>(r->files), o.out.c_str(), o.out.c_str(),
+               o.out.c_str(), o.out.c_str());
+  return l->failures ? 1 : 0;
+}
+
+int run_bench_cmd(const BenchCmd& o, const std::string& command) {
+  auto l = load("bench", o.c);
+  if (!l) {
+    std::fprintf(stderr, "floorline bench: %s\n", l.error().message.c_str());
+    return 2;
+  }
+  std::optional<benchdb::Database> db;
+  if (!o.dry_run) {
+    auto opened = benchdb::Database::open(o.db);
+    if (!opened) {
+      std::fprintf(stderr, "floorline bench: %s\n", opened.error().message.c_str());
+      return 2;
+    }
+    db.emplace(std::move(opened).value());
+  }
+  gen::RunOptions ro;
+  ro.min_time = o.min_time;
+  ro.repetitions = o.repetitions;
+  ro.warmup_seconds = o.warmup;
+  ro.threads = o.threads;
+  ro.force = o.force || !o.resume;
+  ro.dry_run = o.dry_run;
+  ro.verify = o.verify;
+  ro.command = command;
+  ro.progress = isatty(fileno(stderr)) != 0;
+  auto r = gen::run_plan(db ? &*db : nullptr, l->models, l->plan, l->backends, ro);
+  if (!r) {
+    std::fprintf(stderr, "floorline bench: %s\n", r.error().message.c_str());
+    return 2;
+  }
+  std::fprintf(stderr,
+               "%s%lld passed, %lld skipped, %lld unsupported, %lld failed, %lld already measured%s\n"
+               "planned in %.2f s; ran in %.1f s, of which %.1f s timed (harness efficiency %.2f)\n",
+               o.dry_run ? "dry run: " : "", static_cast<long long>(r->passed), static_cast<long long>(r->skipped),
+               static_cast<long long>(r->unsupported), static_cast<long long>(r->failed),
+               static_cast<long long>(r->already_measured),
+               o.verify ? fmt::format(", {} verified", r->verified).c_str() : "", l->plan_seconds, r->wall_seconds,
+               r->timed_seconds, r->efficiency());
+  if (!o.dry_run) std::fprintf(stderr, "results in %s (run %lld)\n", o.db.c_str(), static_cast<long long>(r->run_id));
+  return l->failures || r->failed ? 1 : 0;
+}
+
+}  // namespace
+
+void add_bench_commands(CLI::App& app, int& exit_code, const std::string& command_line) {
+  auto plan = std::make_shared<PlanCmd>();
+  auto* p = app.add_subcommand("plan", "Count (or --list) the benchmark cases of the unique layer configurations");
+  add_common(p, plan->c);
+  p->add_flag("--list", plan->list, "Every case, with its status and the command that re-runs it alone");
+  p->add_option("--format", plan->format, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}));
+  p->add_option("--out", plan->out, "Output file ('-' for stdout)");
+  p->callback([plan, &exit_code] { exit_code = run_plan_cmd(*plan); });
+
+  auto generate = std::make_shared<GenerateCmd>();
+  auto* g = app.add_subcommand("generate", "Write standalone Google Benchmark sources and a CMakeLists for the plan");
+  add_common(g, generate->c);
+  g->add_option("--out", generate->out, "Folder to write")->required();
+  g->callback([generate, &exit_code] { exit_code = run_generate_cmd(*generate); });
+
+  auto bench = std::make_shared<BenchCmd>();
+  auto* b = app.add_subcommand("bench", "Time every planned case and store the results in a database");
+  add_common(b, bench->c);
+  b->add_option("--db", bench->db, "Results database (created if missing)");
+  b->add_option("--min-time", bench->min_time, "Seconds per repetition")->check(CLI::PositiveNumber);
+  b->add_option("--repetitions", bench->repetitions, "Repetitions per case (statistics are over these)")
+      ->check(CLI::PositiveNumber);
+  b->add_option("--warmup", bench->warmup, "Warm-up seconds per case before timing")->check(CLI::NonNegativeNumber);
+  b->add_option("--threads", bench->threads, "CPU threads (recorded with the results)")->check(CLI::PositiveNumber);
+  b->add_flag("--resume,!--no-resume", bench->resume,
+              "Skip cases already passed or unsupported on this system (default); --no-resume measures again");
+  b->add_flag("--force", bench->force, "Measure every case again (same as --no-resume)");
+  b->add_flag("--dry-run", bench->dry_run, "Plan and build every case, time nothing, write nothing");
+  b->add_flag("--verify", bench->verify, "Check each case against a plain reference computation before timing");
+  b->callback([bench, command_line, &exit_code] {
+    if (bench->db.empty() && !bench->dry_run) {
+      std::fprintf(stderr, "floorline bench: --db FILE is required (or --dry-run)\n");
+      exit_code = 2;
+      return;
+    }
+    exit_code = run_bench_cmd(*bench, command_line);
+  });
+}
+
+}  // namespace floorline::cli

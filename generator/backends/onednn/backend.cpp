@@ -1,0 +1,103 @@
+// The oneDNN backend: plans every implementation oneDNN offers, builds kernels with the oneDNN
+// kernel library. Registered in generator/src/registry.cpp.
+#include <nlohmann/json.hpp>
+
+#include "floorline/generator/backend.hpp"
+#include "floorline/generator/plan.hpp"
+#include "floorline/kernels/onednn.hpp"
+
+namespace floorline::gen {
+namespace {
+
+class OnednnBackend final : public Backend {
+ public:
+  std::string name() const override { return "onednn"; }
+  std::string device_kind() const override { return "cpu"; }
+  Status available() const override { return {}; }  // the CPU is always there
+
+  void describe(benchdb::SystemRow& row) const override {
+    row.onednn_version = kernels::onednn_version();
+    row.threads = kernels::onednn_threads();
+    if (!row.cpu_flags.empty()) row.cpu_flags += " ";
+    row.cpu_flags += "onednn_isa=" + kernels::onednn_isa();
+  }
+
+  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const override {
+    std::vector<PlannedCase> out;
+    auto impls = kernels::onednn_implementations(base);
+    if (!impls) {
+      PlannedCase pc;
+      pc.spec = base;
+      pc.spec.algorithm = "none";
+      const std::string& msg = impls.error().message;
+      const bool unsupported = msg.rfind("unsupported: ", 0) == 0;
+      pc.status = unsupported ? "unsupported" : "failed";
+      pc.reason = unsupported ? msg.substr(13) : msg;
+      out.push_back(std::move(pc));
+      return out;
+    }
+    // oneDNN's first choice first, then next_impl() order.
+    std::vector<kernels::Implementation> ordered;
+    for (const auto& im : *impls)
+      if (im.is_default) ordered.push_back(im);
+    for (const auto& im : *impls)
+      if (!im.is_default) ordered.push_back(im);
+    const bool fused = !base.problem.post_ops.empty();
+    int timed = 0;
+    for (const auto& im : ordered) {
+      PlannedCase pc;
+      pc.spec = base;
+      pc.spec.algorithm = im.algorithm;
+      pc.spec.impl_index = im.impl_index;
+      pc.spec.impl_name = im.impl_name;
+      pc.work.is_default = im.is_default;
+      nlohmann::json params = {{"impl_index", im.impl_index}, {"impl_name", im.impl_name}};
+      if (!im.layout.empty()) params["formats"] = im.layout;
+      if (!im.conversions.empty()) params["conversions"] = im.conversions;
+      if (im.reference && !options.include_reference) {
+        pc.status = "skipped";
+        pc.reason = "reference implementation (plain loops); --include-ref times it";
+      } else if (options.max_impls > 0 && timed >= options.max_impls) {
+        pc.status = "skipped";
+        pc.reason = fmt::format("beyond --max-impls {}; --all-impls times it", options.max_impls);
+      } else {
+        ++timed;
+      }
+      pc.params = params.dump();
+      const bool timed_case = pc.status.empty();
+      out.push_back(pc);
+      if (timed_case && options.conversions && !fused)
+        for (const auto& conv : im.conversions) {
+          PlannedCase cc;
+          cc.spec = base;
+          cc.spec.algorithm = "reorder";
+          cc.spec.layout = conv;
+          cc.spec.feeds = im.algorithm;
+          cc.spec.impl_index = im.impl_index;
+          cc.spec.impl_name = im.impl_name;
+          cc.params = nlohmann::json{{"feeds", im.algorithm}, {"conversion", conv}}.dump();
+          // A conversion reads and writes one activation tensor.
+          const auto& shape = conv.rfind("dst", 0) == 0 ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
+          int64_t n = 1;
+          for (auto d : shape) n *= d;
+          cc.work.bytes = 2 * n * (base.dtype == "f32" ? 4 : 2);
+          cc.work.flops = 0;  // no arithmetic (bytes > 0 keeps the planner from filling in the layer's FLOPs)
+          out.push_back(std::move(cc));
+        }
+      if (fused) break;  // a fused variant is timed with oneDNN's own choice only
+    }
+    return out;
+  }
+
+  kernels::KernelFactory factory() const override { return kernels::make_onednn_kernel; }
+  void set_threads(int threads) const override { kernels::set_onednn_threads(threads); }
+  std::string generated_header() const override { return "floorline/kernels/onednn.hpp"; }
+  std::string generated_register_function() const override { return "floorline::kernels::register_onednn_case"; }
+  std::string generated_cmake_target() const override { return "floorline::onednn_kernels"; }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_onednn_backend() { return std::make_unique<OnednnBackend>(); }
+
+}  // namespace floorline::gen

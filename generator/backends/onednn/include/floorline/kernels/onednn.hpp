@@ -1,0 +1,51 @@
+// floorline/kernels/onednn.hpp — the oneDNN (CPU) kernels: Debian's oneDNN 2.6, 2.x API.
+//
+// Each ONNX layer kind maps onto oneDNN primitives (docs/BACKENDS.md has the table): Conv onto
+// convolution (direct and winograd), ConvTranspose onto deconvolution, Gemm onto matmul and
+// inner product, MatMul onto matmul, normalizations, eltwise (with chains for HardSigmoid and
+// Selu), binary with broadcasting, pooling, softmax, LRN, reduction, concat, resampling; Transpose,
+// Slice, Split and Pad onto reorders; data movement with no primitive (Gather, Expand, Tile...)
+// onto a copy of the output's size, labelled a proxy. Post-ops fuse eltwise, sum and bias.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "floorline/kernels/kernel.hpp"
+
+namespace floorline::kernels {
+
+// Builds a oneDNN case (a KernelFactory). Tensors are allocated and filled here.
+Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec);
+
+// One implementation oneDNN offers for a case (next_impl() order).
+struct Implementation {
+  std::string algorithm;          // "convolution_direct:brg:avx512_core"
+  std::string impl_name;          // "brg:avx512_core"
+  int impl_index = 0;             // position in next_impl() order for its primitive algorithm
+  bool is_default = false;        // oneDNN's own first choice (convolution_auto's, for Conv)
+  bool reference = false;         // a "ref:" implementation (plain loops)
+  std::string layout;             // formats it chose, "src:aBcd16b wei:ABcd16b16a dst:aBcd16b"
+  // Activation conversions it needs from and to the plain layout ("src:abcd>aBcd16b"); weights
+  // are packed once by any framework and are not listed.
+  std::vector<std::string> conversions;
+};
+
+// Every implementation oneDNN offers for `spec` (its algorithm and impl fields are ignored), for
+// each primitive algorithm Floorline asks for: Conv convolution_direct and convolution_winograd,
+// Gemm matmul and inner_product, GlobalAveragePool pooling_v2 and reduction, and so on.
+// Error "unsupported: ..." when there is none.
+Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec);
+
+// Registers a oneDNN case with Google Benchmark (register_case with make_onednn_kernel): what
+// generated sources call.
+benchmark::internal::Benchmark* register_onednn_case(const CaseSpec& spec, const Work& work);
+
+std::string onednn_version();     // "2.6.3"
+std::string onednn_isa();         // the ISA oneDNN dispatches to ("avx512_core_bf16")
+// Threads oneDNN uses from now on (OpenMP). Floorline's default is 1.
+void set_onednn_threads(int threads);
+int onednn_threads();
+
+}  // namespace floorline::kernels

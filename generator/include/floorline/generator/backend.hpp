@@ -1,0 +1,53 @@
+// floorline/generator/backend.hpp — the one interface every backend implements, and the registry.
+//
+// A backend turns a Problem into benchmark cases (every algorithm/implementation its library
+// offers, enumerated without timing) and builds kernels for them. `supports`-style questions are
+// answered without the device: planning works on any machine; only timing needs the hardware.
+// Backends are listed in one place, generator/src/registry.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "floorline/benchdb/schema.hpp"
+#include "floorline/common/result.hpp"
+#include "floorline/kernels/kernel.hpp"
+
+namespace floorline::gen {
+
+struct PlanOptions;
+struct PlannedCase;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;       // "onednn"
+  virtual std::string device_kind() const = 0;  // "cpu" or "gpu"
+  // Ok when the backend can time cases on this machine; otherwise why not ("no GPU: ...").
+  virtual Status available() const = 0;
+  // Fills the backend's part of the system row: library versions, ISA, device facts, threads.
+  virtual void describe(benchdb::SystemRow& row) const = 0;
+  // Every case of one problem in one data type (spec.dtype set by the caller; spec.name is set by
+  // the planner). A problem the backend cannot run yields one case with status "unsupported".
+  virtual std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const = 0;
+  // Builds kernels for cases of this backend.
+  virtual kernels::KernelFactory factory() const = 0;
+  // Threads the backend's kernels use from now on (CPU backends); ignored by GPU backends.
+  virtual void set_threads(int threads) const = 0;
+  // For generated sources: the header that declares the registration function, that function's
+  // name (signature of register_onednn_case), and the CMake target to link.
+  virtual std::string generated_header() const = 0;
+  virtual std::string generated_register_function() const = 0;
+  virtual std::string generated_cmake_target() const = 0;
+};
+
+// Every backend this build has, in the registry's order.
+const std::vector<std::unique_ptr<Backend>>& backends();
+// The backend named `name`, or nullptr.
+const Backend* find_backend(const std::string& name);
+// Resolves a --backend value: "auto" is every available backend; otherwise a comma-separated list
+// of names. Error for an unknown name (listing the known ones).
+Result<std::vector<const Backend*>> select_backends(const std::string& spec);
+
+}  // namespace floorline::gen

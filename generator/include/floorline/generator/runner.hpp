@@ -1,0 +1,49 @@
+// floorline/generator/runner.hpp — time a plan with Google Benchmark and store every result.
+//
+// Per case: the kernel is built (outside timing), warmed up for warmup_seconds, and the iteration
+// count is chosen so that one repetition lasts about min_time; the case is then registered with
+// Google Benchmark (RegisterBenchmark, manual timing, explicit iterations and repetitions) and run
+// with benchdb's DatabaseReporter, which stores min/median/mean/stddev/cv over the repetitions'
+// per-call times. Each case ends passed, skipped (reason), unsupported or failed (error text); one
+// failure never stops the run. Results are committed in batches: an interrupted run keeps what it
+// measured, and a rerun resumes (passed and unsupported cases are not measured again).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/generator/plan.hpp"
+
+namespace floorline::gen {
+
+struct RunOptions {
+  double min_time = 0.01;          // seconds per repetition
+  int repetitions = 5;
+  double warmup_seconds = 0.005;   // per case, before timing
+  int threads = 1;                 // CPU threads (recorded in the system row)
+  bool force = false;              // measure again even what is already measured (default: resume)
+  bool dry_run = false;            // everything but timing: build and verify nothing, write nothing
+  bool verify = false;             // check each case against the plain reference before timing
+  std::string command;             // the command line, for the runs table
+  bool progress = false;           // a progress line on stderr (a terminal)
+};
+
+struct RunSummary {
+  int64_t passed = 0, skipped = 0, unsupported = 0, failed = 0;
+  int64_t already_measured = 0;    // not run: settled in an earlier run (resume)
+  int64_t verified = 0;            // passed verification before timing (--verify)
+  double wall_seconds = 0;         // the whole run, planning excluded
+  double timed_seconds = 0;        // Σ iterations × per-call time over the passed cases
+  int64_t run_id = 0;
+  int64_t system_id = 0;
+  double efficiency() const { return wall_seconds > 0 ? timed_seconds / wall_seconds : 0; }
+};
+
+// Records the models (configs, layers) and the plan's cases, then times the cases of each
+// backend. `db` may be null for a dry run. Error only when the database cannot be written at all.
+Result<RunSummary> run_plan(benchdb::Database* db, const std::vector<mp::ModelIR>& models, const Plan& plan,
+                            const std::vector<const Backend*>& backends, const RunOptions& options);
+
+}  // namespace floorline::gen

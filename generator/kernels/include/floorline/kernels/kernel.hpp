@@ -1,0 +1,70 @@
+// floorline/kernels/kernel.hpp — the interface every backend's kernels implement, and the one
+// Google Benchmark body that times them.
+//
+// One implementation of each benchmark, two ways to run it: Floorline's runner (`floorline
+// bench`) and the standalone folders of `floorline generate` both register cases through
+// register_case() below, with the same backend kernel factory.
+//
+// Timing discipline (shared/DESIGN.md, Measurement method): descriptor creation, implementation
+// selection, memory allocation, random initialisation and layout conversion of the inputs all
+// happen when the kernel is built, outside the timed region; each timed call is the library call
+// plus a wait for completion, timed by the steady clock (CPU) or events (GPU); warm-up calls come
+// first. Inputs are random (uniform in [-1, 1), positive where the op needs it), never zeros or
+// ones: data-dependent power and clock behaviour would flatter the library.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <benchmark/benchmark.h>
+
+#include "floorline/common/result.hpp"
+#include "floorline/kernels/problem.hpp"
+
+namespace floorline::kernels {
+
+// A built case, ready to time.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  // One call of the case: every library call it consists of, then a wait for completion.
+  virtual void run() = 0;
+  // The implementation actually built (oneDNN's impl_info_str(), a cuDNN algorithm name).
+  virtual std::string implementation() const = 0;
+  // Scratchpad (workspace) the implementation needs, in bytes.
+  virtual int64_t workspace_bytes() const = 0;
+  // Runs the case once on fresh random inputs and compares every output with the plain reference
+  // computation of the layer's ONNX semantics (reference.hpp) after conversion to f32 plain layout.
+  // Error: the relative L2 error exceeds the tolerance (1e-3 for f32, 3e-2 for bf16), or the case
+  // is a proxy whose result is not the layer's (the message starts "not verifiable: ").
+  virtual Status verify() = 0;
+};
+
+// Builds a case. Errors start "unsupported: " when the library (or Floorline's mapping) has no
+// implementation for the problem and data type, and "skipped: " when the planned implementation is
+// no longer offered where it was; any other error is a failure.
+using KernelFactory = std::function<Result<std::unique_ptr<Kernel>>(const CaseSpec&)>;
+
+// Warm-up before timing: at least one call and at least `seconds`. Returns the time of the last
+// call in seconds (the runner's estimate for choosing an iteration count).
+double warm_up(Kernel& kernel, double seconds);
+
+// The work of one call, for the throughput counters.
+struct Work {
+  int64_t flops = 0;              // FLOPs per call (model_processor's formula); <= 0 if unknown
+  int64_t bytes = 0;              // compulsory bytes per call
+  bool is_default = false;        // the case is the library's own first choice
+};
+
+// Registers the case with Google Benchmark under spec.name, with manual timing. The body: builds
+// the kernel with `factory` on first use unless `prebuilt` is given (a build error becomes
+// SkipWithError with its "unsupported: "/"skipped: " prefix, so reporters see the status), warms
+// it up once (0.002 s; a prebuilt kernel is taken as warm), then times each call with the steady
+// clock. Counters: flops, bytes, gflops, gbytes_per_s, workspace_bytes, is_default. The caller
+// sets iterations, repetitions or minimum time on the returned benchmark.
+benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& work, KernelFactory factory,
+                                              std::shared_ptr<Kernel> prebuilt = nullptr);
+
+}  // namespace floorline::kernels

@@ -1,0 +1,78 @@
+// floorline/kernels/problem.hpp — what one benchmark case computes, in plain data.
+//
+// A Problem is a layer configuration (model_processor's LayerConfig) with everything a kernel
+// needs and nothing that ties it to ONNX: the kernel library, and the standalone folders that
+// `floorline generate` writes, depend on oneDNN and Google Benchmark only. The generator turns a
+// LayerConfig into a Problem in one place (generator/src/problem.cpp); generated sources spell a
+// Problem out as C++ initializers.
+//
+// Shapes are in elements, in the ONNX (plain, row-major) layout: NCHW for images, (M, K) for
+// matrices. Attribute names are the canonical-key names of docs/LAYERS.md ("pads", "strides",
+// "dil", "group", "kernel", "axis", "perm", ...); an integer scalar is a one-element list.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace floorline::kernels {
+
+struct Operand {
+  std::string role;               // "x", "w", "bias", "a", "b", "scale", "x0", ...
+  std::vector<int64_t> shape;
+};
+
+// One operation fused into the epilogue of the main one (oneDNN post-ops, cuDNN/cuBLASLt
+// epilogues). `op` is the ONNX op fused: "Relu", "Clip", "Sigmoid", "Tanh", "HardSwish",
+// "HardSigmoid", "LeakyRelu", "Elu"; "Add", an element-wise sum with a tensor of the output's
+// shape (a residual connection); or "BiasAdd", a vector added along the last dimension (MatMul
+// followed by the Add of a bias).
+struct PostOp {
+  std::string op;
+  double alpha = 0;               // Clip: min; LeakyRelu/Elu/HardSigmoid: alpha
+  double beta = 0;                // Clip: max; HardSigmoid: beta
+};
+
+struct Problem {
+  std::string op;                 // ONNX op type of the layer ("Conv")
+  std::string key;                // its canonical key, for names and messages
+  std::vector<Operand> inputs;    // data operands, in the layer's input order
+  std::vector<Operand> outputs;
+  std::map<std::string, std::vector<int64_t>> ints;    // integer attributes
+  std::map<std::string, std::vector<double>> floats;   // float attributes (Clip min/max, alpha...)
+  std::map<std::string, std::string> strings;          // string attributes (Resize mode, Pad mode)
+  std::vector<PostOp> post_ops;   // fused epilogue, in order; empty for an unfused case
+
+  const Operand* input(const std::string& role) const;
+  int64_t int_attr(const std::string& name, int64_t fallback) const;
+  std::vector<int64_t> ints_attr(const std::string& name) const;
+  double float_attr(const std::string& name, double fallback) const;
+  std::string string_attr(const std::string& name, const std::string& fallback) const;
+};
+
+// One benchmark case: a problem × an implementation × a data type.
+struct CaseSpec {
+  Problem problem;
+  std::string backend = "onednn";
+  // The primitive algorithm and implementation, "convolution_direct:brg:avx512_core"; for a layout
+  // conversion feeding another case, "reorder:<impl>".
+  std::string algorithm;
+  // Position of the implementation in oneDNN's next_impl() order for this primitive and
+  // algorithm (0 = oneDNN's first choice), and its impl_info_str() as seen when planning: a
+  // kernel is built only when the same implementation is still offered at that position.
+  int impl_index = 0;
+  std::string impl_name;
+  std::string dtype = "f32";      // storage type of the tensors: f32 | bf16
+  std::string math_mode = "fp32"; // fp32 (strict) | bf16
+  // For convolution/deconvolution/matmul: the memory formats oneDNN chose, "src:aBcd16b wei:... dst:...".
+  // For a layout conversion: "<tensor>:<from>><to>", e.g. "src:abcd>aBcd16b".
+  std::string layout;
+  std::string fusion;             // "" or the fused ops joined by '+': "Relu", "Add+Relu"
+  // A layout conversion names the case it feeds (that case's algorithm; impl_index/impl_name are
+  // that case's): the converted formats are the ones its implementation asks for.
+  std::string feeds;
+  std::string name;               // the case name (benchdb's case_name()), set by the planner
+};
+
+}  // namespace floorline::kernels

@@ -1,0 +1,34 @@
+// floorline/kernels/reference.hpp — plain reference computations of each layer kind's ONNX
+// semantics, which every backend's Kernel::verify() compares its output with.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "floorline/common/result.hpp"
+#include "floorline/kernels/problem.hpp"
+
+namespace floorline::kernels {
+
+using Shape = std::vector<int64_t>;
+
+struct HostTensor {
+  Shape shape;
+  std::vector<float> data;
+};
+
+int64_t elements(const Shape& s);
+
+// The element-wise function of an ONNX unary op (and of the PostOp ops), as the ONNX operator
+// documentation defines it. `alpha`/`beta` as in PostOp.
+float eltwise_reference(const std::string& op, float x, double alpha, double beta);
+
+// Reference outputs of `p` (every post-op applied) from its inputs, in the plain ONNX layout,
+// computed with plain loops and double accumulation. `extras` are the tensors a fused epilogue
+// reads: for an "Add" post-op, the tensor added (output shape) or, for MatMul/Gemm, the bias (N).
+// Error when Floorline has no reference for the op.
+Result<std::vector<HostTensor>> reference(const Problem& p, const std::vector<HostTensor>& inputs,
+                                          const std::vector<HostTensor>& extras);
+
+}  // namespace floorline::kernels

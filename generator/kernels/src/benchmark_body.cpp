@@ -1,0 +1,69 @@
+// The Google Benchmark body shared by the runner and generated sources (kernel.hpp).
+#include <chrono>
+
+#include "floorline/kernels/kernel.hpp"
+
+namespace floorline::kernels {
+
+double warm_up(Kernel& kernel, double seconds) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  double last = 0;
+  do {
+    const auto t0 = clock::now();
+    kernel.run();
+    last = std::chrono::duration<double>(clock::now() - t0).count();
+  } while (std::chrono::duration<double>(clock::now() - start).count() < seconds);
+  return last;
+}
+
+benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& work, KernelFactory factory,
+                                              std::shared_ptr<Kernel> prebuilt) {
+  struct State {
+    std::shared_ptr<Kernel> kernel;
+    std::string error;
+    bool warmed = false;
+  };
+  auto st = std::make_shared<State>();
+  st->kernel = std::move(prebuilt);
+  if (st->kernel) st->warmed = true;  // the caller built it and warmed it up
+  return benchmark::RegisterBenchmark(spec.name.c_str(), [spec, work, st, factory](benchmark::State& state) {
+    if (!st->kernel && st->error.empty()) {
+      auto k = factory(spec);
+      if (k.ok()) st->kernel = std::shared_ptr<Kernel>(std::move(k).value());
+      else st->error = k.error().message;
+    }
+    if (!st->kernel) {
+      state.SkipWithError(st->error.c_str());
+      for (auto _ : state) {
+      }
+      return;
+    }
+    if (!st->warmed) {
+      warm_up(*st->kernel, 0.002);
+      st->warmed = true;
+    }
+    using clock = std::chrono::steady_clock;
+    double total = 0;
+    for (auto _ : state) {
+      const auto t0 = clock::now();
+      st->kernel->run();
+      const double s = std::chrono::duration<double>(clock::now() - t0).count();
+      state.SetIterationTime(s);
+      total += s;
+    }
+    const double calls = static_cast<double>(state.iterations());
+    if (work.flops > 0) {
+      state.counters["flops"] = static_cast<double>(work.flops);
+      state.counters["gflops"] = total > 0 ? static_cast<double>(work.flops) * calls / total / 1e9 : 0;
+    }
+    if (work.bytes > 0) {
+      state.counters["bytes"] = static_cast<double>(work.bytes);
+      state.counters["gbytes_per_s"] = total > 0 ? static_cast<double>(work.bytes) * calls / total / 1e9 : 0;
+    }
+    state.counters["workspace_bytes"] = static_cast<double>(st->kernel->workspace_bytes());
+    state.counters["is_default"] = work.is_default ? 1 : 0;
+  })->UseManualTime();
+}
+
+}  // namespace floorline::kernels

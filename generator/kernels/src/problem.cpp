@@ -1,0 +1,28 @@
+#include "floorline/kernels/problem.hpp"
+
+namespace floorline::kernels {
+
+const Operand* Problem::input(const std::string& role) const {
+  for (const auto& o : inputs)
+    if (o.role == role) return &o;
+  return nullptr;
+}
+int64_t Problem::int_attr(const std::string& name, int64_t fallback) const {
+  auto it = ints.find(name);
+  return it == ints.end() || it->second.empty() ? fallback : it->second[0];
+}
+std::vector<int64_t> Problem::ints_attr(const std::string& name) const {
+  auto it = ints.find(name);
+  return it == ints.end() ? std::vector<int64_t>{} : it->second;
+}
+double Problem::float_attr(const std::string& name, double fallback) const {
+  if (auto it = floats.find(name); it != floats.end() && !it->second.empty()) return it->second[0];
+  if (auto it = ints.find(name); it != ints.end() && !it->second.empty()) return static_cast<double>(it->second[0]);
+  return fallback;
+}
+std::string Problem::string_attr(const std::string& name, const std::string& fallback) const {
+  auto it = strings.find(name);
+  return it == strings.end() ? fallback : it->second;
+}
+
+}  // namespace floorline::kernels

@@ -1,0 +1,605 @@
+// Plain reference computations of the ONNX semantics of each layer kind, for verification before
+// timing (benchdnn and the CUTLASS profiler check results the same way). Deliberately naive:
+// loops over output elements, double accumulation, no blocking, no library calls. Only small
+// problems are verified, so speed does not matter; clarity does.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "floorline/kernels/reference.hpp"
+
+namespace floorline::kernels {
+
+int64_t elements(const Shape& s) {
+  return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
+}
+
+namespace {
+
+// Epsilon of the normalizations. ONNX's epsilon does not change the work, so it is not part of the
+// canonical key; kernels and references both use the ONNX default.
+constexpr double kEps = 1e-5;
+
+Shape strides_of(const Shape& s) {
+  Shape st(s.size(), 1);
+  for (int k = static_cast<int>(s.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * s[k + 1];
+  return st;
+}
+
+// Multi-index iteration over a shape.
+bool next_index(Shape& idx, const Shape& shape) {
+  for (int k = static_cast<int>(shape.size()) - 1; k >= 0; --k) {
+    if (++idx[k] < shape[k]) return true;
+    idx[k] = 0;
+  }
+  return false;
+}
+
+// Offset of `idx` (indices of an output of rank r) into a tensor broadcast to it (NumPy rules).
+int64_t broadcast_offset(const Shape& idx, const Shape& shape) {
+  const size_t r = idx.size(), n = shape.size();
+  const Shape st = strides_of(shape);
+  int64_t off = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t i = idx[r - n + k];
+    off += (shape[k] == 1 ? 0 : i) * st[k];
+  }
+  return off;
+}
+
+HostTensor zeros(const Shape& s) { return HostTensor{s, std::vector<float>(static_cast<size_t>(elements(s)), 0.f)}; }
+
+// Pads a spatial shape (dims from 2 on) to three dims, for the 1-D/2-D/3-D loops.
+std::array<int64_t, 3> spatial3(const Shape& s) {
+  std::array<int64_t, 3> r{1, 1, 1};
+  const size_t n = s.size() - 2;
+  for (size_t k = 0; k < n; ++k) r[3 - n + k] = s[k + 2];
+  return r;
+}
+std::array<int64_t, 3> attr3(const std::vector<int64_t>& v, size_t n, size_t from, int64_t fill) {
+  std::array<int64_t, 3> r{fill, fill, fill};
+  for (size_t k = 0; k < n && from + k < v.size(); ++k) r[3 - n + k] = v[from + k];
+  return r;
+}
+
+Result<std::vector<HostTensor>> conv(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  const auto& w = in[1];
+  const HostTensor* bias = in.size() > 2 ? &in[2] : nullptr;
+  HostTensor y = zeros(p.outputs[0].shape);
+  const size_t n = x.shape.size() - 2;
+  const int64_t N = x.shape[0], C = x.shape[1], M = w.shape[0], G = p.int_attr("group", 1);
+  const int64_t Cg = C / G, Mg = M / G;
+  const auto is = spatial3(x.shape), os = spatial3(y.shape), ks = spatial3(w.shape);
+  const auto pads = p.ints_attr("pads");
+  const auto pb = attr3(pads, n, 0, 0), st = attr3(p.ints_attr("strides"), n, 0, 1),
+             dl = attr3(p.ints_attr("dil"), n, 0, 1);
+  int64_t o = 0;
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t od = 0; od < os[0]; ++od)
+        for (int64_t oh = 0; oh < os[1]; ++oh)
+          for (int64_t ow = 0; ow < os[2]; ++ow, ++o) {
+            const int64_t g = m / Mg;
+            double acc = bias ? bias->data[m] : 0.0;
+            for (int64_t c = 0; c < Cg; ++c)
+              for (int64_t kd = 0; kd < ks[0]; ++kd)
+                for (int64_t kh = 0; kh < ks[1]; ++kh)
+                  for (int64_t kw = 0; kw < ks[2]; ++kw) {
+                    const int64_t id = od * st[0] - pb[0] + kd * dl[0];
+                    const int64_t ih = oh * st[1] - pb[1] + kh * dl[1];
+                    const int64_t iw = ow * st[2] - pb[2] + kw * dl[2];
+                    if (id < 0 || id >= is[0] || ih < 0 || ih >= is[1] || iw < 0 || iw >= is[2]) continue;
+                    const int64_t xi = (((b * C + g * Cg + c) * is[0] + id) * is[1] + ih) * is[2] + iw;
+                    const int64_t wi = (((m * Cg + c) * ks[0] + kd) * ks[1] + kh) * ks[2] + kw;
+                    acc += static_cast<double>(x.data[xi]) * w.data[wi];
+                  }
+            y.data[o] = static_cast<float>(acc);
+          }
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+// ConvTranspose: every input element scatters into the outputs its kernel covers.
+Result<std::vector<HostTensor>> conv_transpose(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  const auto& w = in[1];  // (Cin, Cout/group, k...)
+  const HostTensor* bias = in.size() > 2 ? &in[2] : nullptr;
+  const Shape& ys = p.outputs[0].shape;
+  std::vector<double> acc(static_cast<size_t>(elements(ys)), 0.0);
+  const size_t n = x.shape.size() - 2;
+  const int64_t N = x.shape[0], Cin = x.shape[1], G = p.int_attr("group", 1);
+  const int64_t Cing = Cin / G, Coutg = w.shape[1], Cout = Coutg * G;
+  const auto is = spatial3(x.shape), os = spatial3(ys), ks = spatial3(w.shape);
+  const auto pb = attr3(p.ints_attr("pads"), n, 0, 0), st = attr3(p.ints_attr("strides"), n, 0, 1),
+             dl = attr3(p.ints_attr("dil"), n, 0, 1);
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t ci = 0; ci < Cin; ++ci) {
+      const int64_t g = ci / Cing;
+      for (int64_t id = 0; id < is[0]; ++id)
+        for (int64_t ih = 0; ih < is[1]; ++ih)
+          for (int64_t iw = 0; iw < is[2]; ++iw) {
+            const double xv = x.data[(((b * Cin + ci) * is[0] + id) * is[1] + ih) * is[2] + iw];
+            for (int64_t oc = 0; oc < Coutg; ++oc)
+              for (int64_t kd = 0; kd < ks[0]; ++kd)
+                for (int64_t kh = 0; kh < ks[1]; ++kh)
+                  for (int64_t kw = 0; kw < ks[2]; ++kw) {
+                    const int64_t od = id * st[0] - pb[0] + kd * dl[0];
+                    const int64_t oh = ih * st[1] - pb[1] + kh * dl[1];
+                    const int64_t ow = iw * st[2] - pb[2] + kw * dl[2];
+                    if (od < 0 || od >= os[0] || oh < 0 || oh >= os[1] || ow < 0 || ow >= os[2]) continue;
+                    const int64_t co = g * Coutg + oc;
+                    const double wv = w.data[(((ci * Coutg + oc) * ks[0] + kd) * ks[1] + kh) * ks[2] + kw];
+                    acc[(((b * Cout + co) * os[0] + od) * os[1] + oh) * os[2] + ow] += xv * wv;
+                  }
+          }
+    }
+  HostTensor y = zeros(ys);
+  const int64_t spatial = os[0] * os[1] * os[2];
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const int64_t co = (static_cast<int64_t>(i) / spatial) % Cout;
+    y.data[i] = static_cast<float>(acc[i] + (bias ? bias->data[co] : 0.0));
+  }
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+Result<std::vector<HostTensor>> gemm(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& a = in[0];
+  const auto& b = in[1];
+  const bool ta = p.int_attr("transA", 0) != 0, tb = p.int_attr("transB", 0) != 0;
+  const double alpha = p.float_attr("alpha", 1.0), beta = p.float_attr("beta", 1.0);
+  const int64_t M = ta ? a.shape[1] : a.shape[0], K = ta ? a.shape[0] : a.shape[1];
+  const int64_t N = tb ? b.shape[0] : b.shape[1];
+  HostTensor y = zeros({M, N});
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += static_cast<double>(a.data[ta ? k * M + i : i * K + k]) * b.data[tb ? j * K + k : k * N + j];
+      double v = alpha * acc;
+      if (in.size() > 2) v += beta * in[2].data[broadcast_offset({i, j}, in[2].shape)];
+      y.data[i * N + j] = static_cast<float>(v);
+    }
+  y.shape = p.outputs[0].shape;
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+// MatMul with NumPy semantics: 1-D operands promoted, batch dimensions broadcast.
+Result<std::vector<HostTensor>> matmul(const Problem& p, const std::vector<HostTensor>& in) {
+  Shape as = in[0].shape, bs = in[1].shape;
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  const size_t r = std::max(as.size(), bs.size());
+  while (as.size() < r) as.insert(as.begin(), 1);
+  while (bs.size() < r) bs.insert(bs.begin(), 1);
+  const int64_t M = as[r - 2], K = as[r - 1], N = bs[r - 1];
+  Shape batch(r - 2);
+  for (size_t k = 0; k + 2 < r; ++k) batch[k] = std::max(as[k], bs[k]);
+  Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  HostTensor y = zeros(p.outputs[0].shape);
+  Shape idx(batch.size(), 0);
+  int64_t bi = 0;
+  do {
+    const int64_t ao = batch.empty() ? 0 : broadcast_offset(idx, a_batch);
+    const int64_t bo = batch.empty() ? 0 : broadcast_offset(idx, b_batch);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += static_cast<double>(in[0].data[ao * M * K + i * K + k]) * in[1].data[bo * K * N + k * N + j];
+        y.data[(bi * M + i) * N + j] = static_cast<float>(acc);
+      }
+    ++bi;
+  } while (!batch.empty() && next_index(idx, batch));
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+Result<std::vector<HostTensor>> batch_norm(const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  HostTensor y = zeros(x.shape);
+  const int64_t N = x.shape[0], C = x.shape[1], S = elements(x.shape) / (N * C);
+  for (int64_t i = 0; i < elements(x.shape); ++i) {
+    const int64_t c = (i / S) % C;
+    const double inv = 1.0 / std::sqrt(in[4].data[c] + kEps);
+    y.data[i] = static_cast<float>(in[1].data[c] * (x.data[i] - in[3].data[c]) * inv + in[2].data[c]);
+  }
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+// Normalizes `x` over groups of `inner` consecutive elements; scale/shift indexed by `param_of`.
+template <class ParamIndex>
+HostTensor normalize_groups(const HostTensor& x, int64_t inner, const HostTensor* scale, const HostTensor* shift,
+                            ParamIndex param_of) {
+  HostTensor y = zeros(x.shape);
+  const int64_t groups = elements(x.shape) / inner;
+  for (int64_t g = 0; g < groups; ++g) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < inner; ++i) mean += x.data[g * inner + i];
+    mean /= static_cast<double>(inner);
+    for (int64_t i = 0; i < inner; ++i) var += std::pow(x.data[g * inner + i] - mean, 2);
+    var /= static_cast<double>(inner);
+    const double inv = 1.0 / std::sqrt(var + kEps);
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t pi = param_of(g, i);
+      double v = (x.data[g * inner + i] - mean) * inv;
+      if (scale) v *= scale->data[pi];
+      if (shift) v += shift->data[pi];
+      y.data[g * inner + i] = static_cast<float>(v);
+    }
+  }
+  return y;
+}
+
+Result<std::vector<HostTensor>> layer_norm(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  const int64_t axis = p.int_attr("axis", static_cast<int64_t>(x.shape.size()) - 1);
+  const int64_t inner = elements(Shape(x.shape.begin() + axis, x.shape.end()));
+  return std::vector<HostTensor>{normalize_groups(x, inner, &in[1], in.size() > 2 ? &in[2] : nullptr,
+                                                  [](int64_t, int64_t i) { return i; })};
+}
+
+Result<std::vector<HostTensor>> instance_norm(const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  const int64_t C = x.shape[1], S = elements(x.shape) / (x.shape[0] * C);
+  return std::vector<HostTensor>{
+      normalize_groups(x, S, &in[1], &in[2], [C](int64_t g, int64_t) { return g % C; })};
+}
+
+Result<std::vector<HostTensor>> lrn(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  const int64_t size = p.int_attr("size", 1);
+  const double alpha = 1e-4, beta = 0.75, bias = 1.0;  // ONNX defaults (not in the key)
+  const int64_t N = x.shape[0], C = x.shape[1], S = elements(x.shape) / (N * C);
+  HostTensor y = zeros(x.shape);
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < S; ++s) {
+        double sum = 0;
+        const int64_t lo = std::max<int64_t>(0, c - (size - 1) / 2), hi = std::min(C - 1, c + size / 2);
+        for (int64_t j = lo; j <= hi; ++j) sum += std::pow(x.data[(b * C + j) * S + s], 2);
+        const int64_t i = (b * C + c) * S + s;
+        y.data[i] = static_cast<float>(x.data[i] / std::pow(bias + alpha / static_cast<double>(size) * sum, beta));
+      }
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+Result<std::vector<HostTensor>> binary(const Problem& p, const std::vector<HostTensor>& in) {
+  HostTensor y = zeros(p.outputs[0].shape);
+  Shape idx(y.shape.size(), 0);
+  int64_t o = 0;
+  do {
+    const double a = in[0].data[broadcast_offset(idx, in[0].shape)];
+    const double b = in[1].data[broadcast_offset(idx, in[1].shape)];
+    double v = 0;
+    if (p.op == "Add") v = a + b;
+    else if (p.op == "Sub") v = a - b;
+    else if (p.op == "Mul") v = a * b;
+    else if (p.op == "Div") v = a / b;
+    else if (p.op == "Max") v = std::max(a, b);
+    else if (p.op == "Min") v = std::min(a, b);
+    else if (p.op == "Equal") v = a == b;
+    else if (p.op == "Less") v = a < b;
+    else if (p.op == "Greater") v = a > b;
+    else if (p.op == "PRelu") v = a < 0 ? a * b : a;
+    y.data[o++] = static_cast<float>(v);
+  } while (!y.shape.empty() && next_index(idx, y.shape));
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+Result<std::vector<HostTensor>> softmax(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  const int64_t axis = p.int_attr("axis", static_cast<int64_t>(x.shape.size()) - 1);
+  const bool coerce = p.int_attr("coerce_2d", 0) != 0;
+  // Softmax over `len` elements spaced `stride` apart, for every outer × inner position.
+  const int64_t outer = elements(Shape(x.shape.begin(), x.shape.begin() + axis));
+  const int64_t len = coerce ? elements(Shape(x.shape.begin() + axis, x.shape.end())) : x.shape[axis];
+  const int64_t inner = coerce ? 1 : elements(Shape(x.shape.begin() + axis + 1, x.shape.end()));
+  HostTensor y = zeros(x.shape);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * len * inner + i;
+      double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t k = 0; k < len; ++k) mx = std::max(mx, static_cast<double>(x.data[base + k * inner]));
+      for (int64_t k = 0; k < len; ++k) sum += std::exp(x.data[base + k * inner] - mx);
+      for (int64_t k = 0; k < len; ++k) {
+        const double e = x.data[base + k * inner] - mx;
+        y.data[base + k * inner] = static_cast<float>(p.op == "LogSoftmax" ? e - std::log(sum) : std::exp(e) / sum);
+      }
+    }
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+Result<std::vector<HostTensor>> pool(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  HostTensor y = zeros(p.outputs[0].shape);
+  const bool global = p.op == "GlobalAveragePool" || p.op == "GlobalMaxPool";
+  const bool is_max = p.op == "MaxPool" || p.op == "GlobalMaxPool";
+  const size_t n = x.shape.size() - 2;
+  const auto is = spatial3(x.shape), os = spatial3(y.shape);
+  std::array<int64_t, 3> ks = is, pb{0, 0, 0}, st{1, 1, 1}, dl{1, 1, 1};
+  if (!global) {
+    ks = attr3(p.ints_attr("kernel"), n, 0, 1);
+    pb = attr3(p.ints_attr("pads"), n, 0, 0);
+    st = attr3(p.ints_attr("strides"), n, 0, 1);
+    dl = attr3(p.ints_attr("dil"), n, 0, 1);
+  }
+  const auto pads = p.ints_attr("pads");
+  const auto pe = global ? std::array<int64_t, 3>{0, 0, 0} : attr3(pads, n, n, 0);
+  const bool include_pad = p.int_attr("count_include_pad", 0) != 0;
+  const int64_t NC = x.shape[0] * x.shape[1];
+  int64_t o = 0;
+  for (int64_t c = 0; c < NC; ++c)
+    for (int64_t od = 0; od < os[0]; ++od)
+      for (int64_t oh = 0; oh < os[1]; ++oh)
+        for (int64_t ow = 0; ow < os[2]; ++ow, ++o) {
+          double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+          int64_t count = 0, padded_count = 0;
+          for (int64_t kd = 0; kd < ks[0]; ++kd)
+            for (int64_t kh = 0; kh < ks[1]; ++kh)
+              for (int64_t kw = 0; kw < ks[2]; ++kw) {
+                const int64_t id = od * st[0] - pb[0] + kd * dl[0], ih = oh * st[1] - pb[1] + kh * dl[1],
+                              iw = ow * st[2] - pb[2] + kw * dl[2];
+                // Positions inside the padded input count for count_include_pad.
+                if (id < is[0] + pe[0] && ih < is[1] + pe[1] && iw < is[2] + pe[2]) ++padded_count;
+                if (id < 0 || id >= is[0] || ih < 0 || ih >= is[1] || iw < 0 || iw >= is[2]) continue;
+                const double v = x.data[((c * is[0] + id) * is[1] + ih) * is[2] + iw];
+                acc = is_max ? std::max(acc, v) : acc + v;
+                ++count;
+              }
+          if (!is_max) acc /= static_cast<double>(include_pad ? padded_count : count);
+          y.data[o] = static_cast<float>(acc);
+        }
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+Result<std::vector<HostTensor>> reduce(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  const auto axes = p.ints_attr("axes");
+  Shape kept = x.shape;  // output shape with reduced dims kept as 1
+  for (auto a : axes) kept[a] = 1;
+  const int64_t out_n = elements(kept);
+  std::vector<double> acc(static_cast<size_t>(out_n));
+  const bool is_max = p.op == "ReduceMax", is_min = p.op == "ReduceMin", is_prod = p.op == "ReduceProd";
+  std::fill(acc.begin(), acc.end(),
+            is_max ? -std::numeric_limits<double>::infinity()
+                   : is_min ? std::numeric_limits<double>::infinity() : is_prod ? 1.0 : 0.0);
+  Shape idx(x.shape.size(), 0);
+  int64_t i = 0;
+  do {
+    const int64_t o = broadcast_offset(idx, kept);
+    const double v = x.data[i++];
+    if (is_max) acc[o] = std::max(acc[o], v);
+    else if (is_min) acc[o] = std::min(acc[o], v);
+    else if (is_prod) acc[o] *= v;
+    else acc[o] += v;
+  } while (next_index(idx, x.shape));
+  HostTensor y = zeros(p.outputs[0].shape);
+  const double n = static_cast<double>(elements(x.shape) / out_n);
+  for (int64_t k = 0; k < out_n; ++k) y.data[k] = static_cast<float>(p.op == "ReduceMean" ? acc[k] / n : acc[k]);
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+// Copies `src` (shape s) into `dst` (shape d) at per-dim offsets `at`, with per-dim steps.
+void copy_box(const HostTensor& src, const Shape& src_start, const Shape& steps, HostTensor& dst, const Shape& dst_start,
+              const Shape& box) {
+  if (elements(box) == 0) return;
+  const Shape ss = strides_of(src.shape), ds = strides_of(dst.shape);
+  Shape idx(box.size(), 0);
+  do {
+    int64_t so = 0, dof = 0;
+    for (size_t k = 0; k < box.size(); ++k) {
+      so += (src_start[k] + idx[k] * steps[k]) * ss[k];
+      dof += (dst_start[k] + idx[k]) * ds[k];
+    }
+    dst.data[dof] = src.data[so];
+  } while (!box.empty() && next_index(idx, box));
+}
+
+Result<std::vector<HostTensor>> concat(const Problem& p, const std::vector<HostTensor>& in) {
+  HostTensor y = zeros(p.outputs[0].shape);
+  const int64_t axis = p.int_attr("axis", 0);
+  int64_t at = 0;
+  for (const auto& t : in) {
+    Shape dst_start(y.shape.size(), 0);
+    dst_start[axis] = at;
+    copy_box(t, Shape(t.shape.size(), 0), Shape(t.shape.size(), 1), y, dst_start, t.shape);
+    at += t.shape[axis];
+  }
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+Result<std::vector<HostTensor>> split(const Problem& p, const std::vector<HostTensor>& in) {
+  const int64_t axis = p.int_attr("axis", 0);
+  std::vector<HostTensor> out;
+  int64_t at = 0;
+  for (const auto& o : p.outputs) {
+    HostTensor y = zeros(o.shape);
+    Shape src_start(y.shape.size(), 0);
+    src_start[axis] = at;
+    copy_box(in[0], src_start, Shape(y.shape.size(), 1), y, Shape(y.shape.size(), 0), y.shape);
+    at += o.shape[axis];
+    out.push_back(std::move(y));
+  }
+  return out;
+}
+
+Result<std::vector<HostTensor>> transpose(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  const auto perm = p.ints_attr("perm");
+  HostTensor y = zeros(p.outputs[0].shape);
+  const Shape xs = strides_of(x.shape);
+  Shape idx(y.shape.size(), 0);
+  int64_t o = 0;
+  do {
+    int64_t off = 0;
+    for (size_t k = 0; k < idx.size(); ++k) off += idx[k] * xs[perm[k]];
+    y.data[o++] = x.data[off];
+  } while (next_index(idx, y.shape));
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+Result<std::vector<HostTensor>> slice(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  HostTensor y = zeros(p.outputs[0].shape);
+  Shape start(x.shape.size(), 0), steps(x.shape.size(), 1);
+  const auto starts = p.ints_attr("starts"), axes = p.ints_attr("axes"), st = p.ints_attr("steps");
+  for (size_t k = 0; k < axes.size(); ++k) {
+    start[axes[k]] = starts[k];
+    steps[axes[k]] = k < st.size() ? st[k] : 1;
+  }
+  copy_box(x, start, steps, y, Shape(y.shape.size(), 0), y.shape);
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+Result<std::vector<HostTensor>> pad(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  HostTensor y = zeros(p.outputs[0].shape);  // constant 0: the value is not part of the key
+  const auto pads = p.ints_attr("pads");
+  const size_t r = x.shape.size();
+  Shape dst_start(r), src_start(r, 0), box(r);
+  for (size_t k = 0; k < r; ++k) {
+    dst_start[k] = std::max<int64_t>(0, pads[k]);
+    src_start[k] = std::max<int64_t>(0, -pads[k]);
+    box[k] = std::min(x.shape[k] - src_start[k], y.shape[k] - dst_start[k]);
+  }
+  copy_box(x, src_start, Shape(r, 1), y, dst_start, box);
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+// Resize over the spatial dims (N and C unchanged): nearest with oneDNN's rounding
+// (in = round((out + 0.5)·in_size/out_size − 0.5), equal to ONNX asymmetric/floor for integer
+// upscales) and linear with half-pixel centres (ONNX half_pixel, PyTorch align_corners=False).
+Result<std::vector<HostTensor>> resize(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  HostTensor y = zeros(p.outputs[0].shape);
+  const bool linear = p.string_attr("mode", "nearest") == "linear";
+  const auto is = spatial3(x.shape), os = spatial3(y.shape);
+  const int64_t NC = x.shape[0] * x.shape[1];
+  auto src_coord = [](int64_t o, int64_t out, int64_t in) {
+    return (static_cast<double>(o) + 0.5) * static_cast<double>(in) / static_cast<double>(out) - 0.5;
+  };
+  int64_t o = 0;
+  for (int64_t c = 0; c < NC; ++c)
+    for (int64_t od = 0; od < os[0]; ++od)
+      for (int64_t oh = 0; oh < os[1]; ++oh)
+        for (int64_t ow = 0; ow < os[2]; ++ow, ++o) {
+          const std::array<int64_t, 3> oi{od, oh, ow};
+          if (!linear) {
+            std::array<int64_t, 3> ii{};
+            for (int d = 0; d < 3; ++d)
+              ii[d] = std::clamp<int64_t>(std::llround(src_coord(oi[d], os[d], is[d])), 0, is[d] - 1);
+            y.data[o] = x.data[((c * is[0] + ii[0]) * is[1] + ii[1]) * is[2] + ii[2]];
+            continue;
+          }
+          std::array<int64_t, 3> lo{}, hi{};
+          std::array<double, 3> wgt{};
+          for (int d = 0; d < 3; ++d) {
+            const double s = std::max(0.0, src_coord(oi[d], os[d], is[d]));
+            lo[d] = std::min<int64_t>(static_cast<int64_t>(std::floor(s)), is[d] - 1);
+            hi[d] = std::min<int64_t>(lo[d] + 1, is[d] - 1);
+            wgt[d] = s - static_cast<double>(lo[d]);
+          }
+          double acc = 0;
+          for (int corner = 0; corner < 8; ++corner) {
+            double wc = 1;
+            std::array<int64_t, 3> ii{};
+            for (int d = 0; d < 3; ++d) {
+              const bool up = (corner >> d) & 1;
+              ii[d] = up ? hi[d] : lo[d];
+              wc *= up ? wgt[d] : 1.0 - wgt[d];
+            }
+            acc += wc * x.data[((c * is[0] + ii[0]) * is[1] + ii[1]) * is[2] + ii[2]];
+          }
+          y.data[o] = static_cast<float>(acc);
+        }
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+Result<std::vector<HostTensor>> main_op(const Problem& p, const std::vector<HostTensor>& in) {
+  const std::string& op = p.op;
+  if (op == "Conv") return conv(p, in);
+  if (op == "ConvTranspose") return conv_transpose(p, in);
+  if (op == "Gemm") return gemm(p, in);
+  if (op == "MatMul") return matmul(p, in);
+  if (op == "BatchNormalization") return batch_norm(in);
+  if (op == "LayerNormalization") return layer_norm(p, in);
+  if (op == "InstanceNormalization") return instance_norm(in);
+  if (op == "LRN") return lrn(p, in);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min" || op == "Equal" ||
+      op == "Less" || op == "Greater" || op == "PRelu")
+    return binary(p, in);
+  if (op == "Softmax" || op == "LogSoftmax") return softmax(p, in);
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return pool(p, in);
+  if (op.rfind("Reduce", 0) == 0) return reduce(p, in);
+  if (op == "Concat") return concat(p, in);
+  if (op == "Split") return split(p, in);
+  if (op == "Transpose") return transpose(p, in);
+  if (op == "Slice") return slice(p, in);
+  if (op == "Pad") return pad(p, in);
+  if (op == "Resize") return resize(p, in);
+  if (op == "Cast") return std::vector<HostTensor>{HostTensor{p.outputs[0].shape, in[0].data}};
+  // Element-wise unary ops.
+  HostTensor y = zeros(p.outputs[0].shape);
+  const double alpha = p.float_attr("alpha", op == "LeakyRelu" ? 0.01 : op == "HardSigmoid" ? 0.2 : 1.0);
+  double beta = p.float_attr("beta", 0.5);
+  if (op == "Clip") {
+    y.data = in[0].data;
+    const double lo = p.float_attr("min", -std::numeric_limits<double>::infinity());
+    const double hi = p.float_attr("max", std::numeric_limits<double>::infinity());
+    for (auto& v : y.data) v = static_cast<float>(std::clamp<double>(v, lo, hi));
+    return std::vector<HostTensor>{std::move(y)};
+  }
+  if (op == "Pow") beta = p.float_attr("y", 1.0);
+  for (size_t i = 0; i < y.data.size(); ++i) y.data[i] = eltwise_reference(op, in[0].data[i], op == "Pow" ? 0 : alpha, beta);
+  if (std::isnan(eltwise_reference(op, 0.5f, alpha, beta)))
+    return make_error("no reference computation for {}", op);
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+}  // namespace
+
+float eltwise_reference(const std::string& op, float xf, double alpha, double beta) {
+  const double x = xf;
+  double v = std::numeric_limits<double>::quiet_NaN();
+  if (op == "Relu") v = std::max(0.0, x);
+  else if (op == "LeakyRelu") v = x < 0 ? alpha * x : x;
+  else if (op == "Elu") v = x < 0 ? alpha * (std::exp(x) - 1) : x;
+  else if (op == "Selu") v = 1.0507009873554805 * (x < 0 ? 1.6732632423543772 * (std::exp(x) - 1) : x);
+  else if (op == "Clip") v = std::clamp(x, alpha, beta);
+  else if (op == "Sigmoid") v = 1 / (1 + std::exp(-x));
+  else if (op == "Tanh") v = std::tanh(x);
+  else if (op == "HardSigmoid") v = std::clamp(alpha * x + beta, 0.0, 1.0);
+  else if (op == "HardSwish") v = x * std::clamp(x / 6 + 0.5, 0.0, 1.0);
+  else if (op == "Softplus") v = std::log1p(std::exp(x));
+  else if (op == "Erf") v = std::erf(x);
+  else if (op == "Exp") v = std::exp(x);
+  else if (op == "Log") v = std::log(x);
+  else if (op == "Sqrt") v = std::sqrt(x);
+  else if (op == "Reciprocal") v = 1 / x;
+  else if (op == "Neg") v = -x;
+  else if (op == "Abs") v = std::abs(x);
+  else if (op == "Pow") v = std::pow(x, beta);
+  return static_cast<float>(v);
+}
+
+Result<std::vector<HostTensor>> reference(const Problem& p, const std::vector<HostTensor>& inputs,
+                                          const std::vector<HostTensor>& extras) {
+  FL_ASSIGN_OR_RETURN(auto out, main_op(p, inputs));
+  size_t extra = 0;
+  for (const auto& po : p.post_ops) {
+    auto& y = out[0];
+    if (po.op == "Add" || po.op == "BiasAdd") {
+      if (extra >= extras.size()) return make_error("post-op Add has no operand");
+      const auto& t = extras[extra++];
+      const int64_t n = elements(t.shape);
+      for (size_t i = 0; i < y.data.size(); ++i)
+        y.data[i] += t.data[n == elements(y.shape) ? static_cast<int64_t>(i) : static_cast<int64_t>(i) % n];
+      continue;
+    }
+    for (auto& v : y.data) v = eltwise_reference(po.op, v, po.alpha, po.beta);
+  }
+  return out;
+}
+
+}  // namespace floorline::kernels

@@ -1,0 +1,248 @@
+// The runner: plan → kernels → Google Benchmark → benchdb.
+#include "floorline/generator/runner.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
+
+#include "floorline/benchdb/benchmark_io.hpp"
+#include "floorline/benchdb/system.hpp"
+#include "floorline/benchdb/writer.hpp"
+#include "floorline/model_processor/layer.hpp"
+
+namespace floorline::gen {
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_interrupt(int) { g_interrupted = 1; }
+
+// Forwards to the database reporter and keeps the runner's own tallies.
+class TallyReporter final : public benchmark::BenchmarkReporter {
+ public:
+  explicit TallyReporter(benchdb::DatabaseReporter& db) : db_(db) {}
+  bool ReportContext(const Context& c) override { return db_.ReportContext(c); }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& r : runs) {
+      if (r.run_type != Run::RT_Iteration) continue;
+      if (r.error_occurred) error = r.error_message;
+      else timed_seconds += r.real_accumulated_time;  // manual time: Σ per-call times
+    }
+    db_.ReportRuns(runs);
+  }
+  void Finalize() override {}
+  std::string error;
+  double timed_seconds = 0;
+
+ private:
+  benchdb::DatabaseReporter& db_;
+};
+
+std::string status_of(const std::string& error, std::string* reason) {
+  for (const char* prefix : {"unsupported: ", "skipped: "}) {
+    const std::string p(prefix);
+    if (error.rfind(p, 0) == 0) {
+      *reason = error.substr(p.size());
+      return p.substr(0, p.size() - 2);
+    }
+  }
+  *reason = error;
+  return "failed";
+}
+
+std::string duration(double s) {
+  if (s < 0 || !std::isfinite(s)) return "?";
+  const auto t = static_cast<int64_t>(s + 0.5);
+  return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60) : fmt::format("{}m{:02}s", t / 60, t % 60);
+}
+
+}  // namespace
+
+Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelIR>& models, const Plan& plan,
+                            const std::vector<const Backend*>& backends, const RunOptions& options) {
+  RunSummary sum;
+  if (!dbp && !options.dry_run) return make_error("no database to write to");
+  benchdb::Database& db = *dbp;  // only used when not a dry run
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  std::unordered_map<std::string, int64_t> config_ids;
+  if (!options.dry_run) {
+    FL_TRY(db.record_models(models));
+    FL_TRY(db.for_each("SELECT id, key FROM layer_configs", {},
+                       [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+                         config_ids[std::get<std::string>(v[1])] = std::get<int64_t>(v[0]);
+                         return Status{};
+                       }));
+  }
+  g_interrupted = 0;
+  auto previous = std::signal(SIGINT, on_interrupt);
+  int64_t total_timed = 0;
+  for (const auto& c : plan.cases)
+    if (c.status.empty()) ++total_timed;
+  int64_t done_timed = 0;
+  Status result;
+  for (const Backend* backend : backends) {
+    backend->set_threads(options.threads);
+    int64_t system_id = 0, run_id = 0;
+    std::unordered_map<std::string, int64_t> case_ids;
+    std::unordered_set<int64_t> settled;
+    if (!options.dry_run) {
+      benchdb::SystemRow sys = benchdb::capture_host_system(options.threads);
+      backend->describe(sys);
+      FL_ASSIGN_OR_RETURN(system_id, db.upsert_system(sys));
+      benchdb::RunRow run;
+      run.system_id = system_id;
+      run.host_name = benchdb::host_name();
+      run.command = options.command;
+      run.options = nlohmann::json{{"min_time", options.min_time}, {"repetitions", options.repetitions},
+                                   {"warmup_seconds", options.warmup_seconds}, {"threads", options.threads},
+                                   {"backend", backend->name()}, {"verify", options.verify}}
+                        .dump();
+      FL_ASSIGN_OR_RETURN(run_id, db.begin_run(run));
+      FL_TRY(db.transaction([&]() -> Status {
+        for (const auto& c : plan.cases) {
+          if (c.spec.backend != backend->name()) continue;
+          auto it = config_ids.find(c.spec.problem.key);
+          if (it == config_ids.end()) return make_error("config {} is not in the database", c.spec.problem.key);
+          benchdb::CaseRow row;
+          row.config_id = it->second;
+          row.backend = c.spec.backend;
+          row.algorithm = c.spec.algorithm;
+          row.dtype = c.spec.dtype;
+          row.math_mode = c.spec.math_mode;
+          row.layout = c.spec.layout;
+          row.fusion = c.spec.fusion;
+          row.params = c.params;
+          FL_ASSIGN_OR_RETURN(const int64_t id, db.upsert_case(row));
+          case_ids[c.spec.name] = id;
+        }
+        return Status{};
+      }));
+      if (!options.force) {
+        FL_ASSIGN_OR_RETURN(settled, db.settled_cases(system_id));
+      }
+    }
+    sum.system_id = system_id;
+    sum.run_id = run_id;
+    benchdb::WriterOptions wopts;
+    wopts.force = options.force;
+    std::optional<benchdb::MeasurementWriter> writer;
+    if (!options.dry_run) writer.emplace(db, system_id, run_id, wopts);
+    std::optional<benchdb::DatabaseReporter> db_reporter;
+    if (writer)
+      db_reporter.emplace(*writer, [&](const std::string& name) {
+        auto it = case_ids.find(name);
+        return it == case_ids.end() ? int64_t{0} : it->second;
+      });
+    auto record = [&](int64_t case_id, const std::string& status, const std::string& reason) -> Status {
+      if (status == "passed") ++sum.passed;
+      else if (status == "skipped") ++sum.skipped;
+      else if (status == "unsupported") ++sum.unsupported;
+      else ++sum.failed;
+      if (options.dry_run) return {};
+      benchdb::MeasurementRow m;
+      m.case_id = case_id;
+      m.status = status;
+      m.reason = reason;
+      return writer->add(std::move(m));
+    };
+    const auto factory = backend->factory();
+    for (const auto& c : plan.cases) {
+      if (g_interrupted) break;
+      if (c.spec.backend != backend->name()) continue;
+      const int64_t case_id = options.dry_run ? 0 : case_ids.at(c.spec.name);
+      if (settled.count(case_id)) {
+        ++sum.already_measured;
+        if (c.status.empty()) ++done_timed;
+        continue;
+      }
+      if (!c.status.empty()) {
+        FL_TRY(record(case_id, c.status, c.reason));
+        continue;
+      }
+      ++done_timed;
+      if (options.progress) {
+        const double el = std::chrono::duration<double>(clock::now() - start).count();
+        const double eta = done_timed > 1 ? el / static_cast<double>(done_timed - 1) * static_cast<double>(total_timed - done_timed + 1) : -1;
+        std::fprintf(stderr, "\r\033[K[%lld/%lld] %s elapsed, ETA %s  %.60s", static_cast<long long>(done_timed),
+                     static_cast<long long>(total_timed), duration(el).c_str(), duration(eta).c_str(),
+                     c.spec.name.c_str());
+        std::fflush(stderr);
+      }
+      auto built = factory(c.spec);
+      if (!built) {
+        std::string reason;
+        const std::string st = status_of(built.error().message, &reason);
+        FL_TRY(record(case_id, st, reason));
+        continue;
+      }
+      std::shared_ptr<kernels::Kernel> kernel(std::move(built).value());
+      if (options.verify) {
+        if (auto v = kernel->verify(); !v) {
+          if (v.error().message.rfind("not verifiable: ", 0) != 0) {
+            FL_TRY(record(case_id, "failed", "verification: " + v.error().message));
+            continue;
+          }
+        } else {
+          ++sum.verified;
+        }
+      }
+      if (options.dry_run) {
+        ++sum.passed;
+        continue;
+      }
+      double per_call = 0;
+      try {
+        per_call = kernels::warm_up(*kernel, options.warmup_seconds);
+      } catch (const std::exception& e) {
+        FL_TRY(record(case_id, "failed", fmt::format("warm-up: {}", e.what())));
+        continue;
+      }
+      const double want = options.min_time / std::max(per_call, 1e-7);
+      const auto iterations = static_cast<benchmark::IterationCount>(std::clamp(std::ceil(want), 1.0, 1e7));
+      benchmark::ClearRegisteredBenchmarks();
+      kernels::register_case(c.spec, c.work, factory, kernel)
+          ->Iterations(iterations)
+          ->Repetitions(std::max(1, options.repetitions));
+      TallyReporter tally(*db_reporter);
+      benchmark::RunSpecifiedBenchmarks(&tally);
+      benchmark::ClearRegisteredBenchmarks();
+      if (!tally.error.empty()) {
+        std::string reason;
+        const std::string st = status_of(tally.error, &reason);
+        if (st == "skipped") ++sum.skipped;
+        else if (st == "unsupported") ++sum.unsupported;
+        else ++sum.failed;
+      } else {
+        ++sum.passed;
+        sum.timed_seconds += tally.timed_seconds;
+      }
+      if (!db_reporter->error().empty()) {
+        result = make_error("{}", db_reporter->error());
+        break;
+      }
+    }
+    if (writer) {
+      if (auto st = writer->flush(); !st && result.ok()) result = st;
+      if (auto st = db.finish_run(run_id, g_interrupted ? "interrupted" : "finished"); !st && result.ok()) result = st;
+    }
+    if (!result.ok() || g_interrupted) break;
+  }
+  std::signal(SIGINT, previous);
+  if (options.progress) std::fprintf(stderr, "\r\033[K");
+  sum.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
+  if (!result.ok()) return result.error();
+  return sum;
+}
+
+}  // namespace floorline::gen
