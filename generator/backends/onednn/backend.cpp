@@ -1,5 +1,7 @@
 // The oneDNN backend: plans every implementation oneDNN offers, builds kernels with the oneDNN
 // kernel library. Registered in generator/src/registry.cpp.
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "floorline/generator/backend.hpp"
@@ -43,6 +45,10 @@ class OnednnBackend final : public Backend {
     for (const auto& im : *impls)
       if (!im.is_default) ordered.push_back(im);
     const bool fused = !base.problem.post_ops.empty();
+    // A reference implementation is skipped only where a real one exists: a config that only the
+    // reference implements is still timed, so that every config has a measurement.
+    const bool only_reference =
+        std::all_of(ordered.begin(), ordered.end(), [](const kernels::Implementation& im) { return im.reference; });
     int timed = 0;
     for (const auto& im : ordered) {
       PlannedCase pc;
@@ -54,7 +60,7 @@ class OnednnBackend final : public Backend {
       nlohmann::json params = {{"impl_index", im.impl_index}, {"impl_name", im.impl_name}};
       if (!im.layout.empty()) params["formats"] = im.layout;
       if (!im.conversions.empty()) params["conversions"] = im.conversions;
-      if (im.reference && !options.include_reference) {
+      if (im.reference && !options.include_reference && !only_reference) {
         pc.status = "skipped";
         pc.reason = "reference implementation (plain loops); --include-ref times it";
       } else if (options.max_impls > 0 && timed >= options.max_impls) {

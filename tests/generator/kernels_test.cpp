@@ -1,0 +1,149 @@
+// Every kind the oneDNN backend maps, on a small config, checked against the plain reference
+// before anything is timed; statuses of what cannot run.
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "floorline/generator/plan.hpp"
+#include "floorline/kernels/onednn.hpp"
+#include "floorline/kernels/reference.hpp"
+#include "kinds_model.hpp"
+
+namespace floorline::gen {
+namespace {
+
+std::vector<mp::ModelIR> kinds_models() {
+  auto r = mp::process_model_text(test::kKindsModel, "kinds.onnx", {});
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
+}
+
+Plan kinds_plan(const std::vector<std::string>& dtypes = {"f32"}) {
+  PlanOptions o;
+  o.dtypes = dtypes;
+  return make_plan(kinds_models(), {find_backend("onednn")}, o);
+}
+
+TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
+  const Plan plan = kinds_plan();
+  ASSERT_FALSE(plan.cases.empty());
+  std::set<std::string> verified_ops, proxies;
+  int verified = 0;
+  for (const auto& c : plan.cases) {
+    if (!c.status.empty() || !c.spec.feeds.empty()) continue;
+    auto k = kernels::make_onednn_kernel(c.spec);
+    ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+    const Status v = (*k)->verify();
+    if (!v.ok() && v.error().message.rfind("not verifiable: ", 0) == 0) {
+      proxies.insert(c.spec.problem.op);
+      continue;
+    }
+    EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+    verified_ops.insert(c.spec.problem.op + (c.spec.fusion.empty() ? "" : "+" + c.spec.fusion));
+    ++verified;
+  }
+  for (const char* op : {"Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "LayerNormalization",
+                         "InstanceNormalization", "LRN", "Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Clip",
+                         "LeakyRelu", "Abs", "Sqrt", "Pow", "Exp", "Add", "Sub", "Mul", "Div", "Softmax", "LogSoftmax",
+                         "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean", "Concat", "Transpose", "Slice",
+                         "Pad", "Resize", "Split", "Conv+Relu", "Conv+Add+Relu", "Conv+Clip(-0.5,0.5)",
+                         "MatMul+BiasAdd+Relu"})
+    EXPECT_TRUE(verified_ops.count(op)) << op << " has no verified case";
+  EXPECT_EQ(proxies, (std::set<std::string>{"Erf", "Gather"}));
+  EXPECT_GT(verified, 60);
+}
+
+TEST(OnednnKernels, WhatCannotRunIsUnsupportedNotFailed) {
+  const Plan plan = kinds_plan();
+  std::map<std::string, std::string> status;  // op or key fragment → status
+  for (const auto& c : plan.cases) {
+    if (c.spec.problem.op == "Floor") status["Floor"] = c.status;
+    if (c.spec.problem.op == "Resize" && c.spec.problem.string_attr("mode", "") == "cubic") status["cubic"] = c.status;
+    if (c.spec.problem.op == "Sub" && c.spec.problem.inputs[0].shape == std::vector<int64_t>{1, 8, 1, 1})
+      status["Sub(bc,x)"] = c.status + ": " + c.reason;
+  }
+  EXPECT_EQ(status["Floor"], "unsupported");
+  EXPECT_EQ(status["cubic"], "unsupported");
+  EXPECT_EQ(status["Sub(bc,x)"].rfind("unsupported: oneDNN binary needs the first operand", 0), 0u) << status["Sub(bc,x)"];
+}
+
+TEST(Reference, MatchesHandComputedValues) {
+  // The reference is what every kernel is judged by: check it on values worked out by hand.
+  kernels::Problem conv;
+  conv.op = "Conv";
+  conv.inputs = {{"x", {1, 1, 3, 3}}, {"w", {1, 1, 2, 2}}, {"bias", {1}}};
+  conv.outputs = {{"y", {1, 1, 2, 2}}};
+  conv.ints = {{"pads", {0, 0, 0, 0}}, {"strides", {1, 1}}, {"dil", {1, 1}}, {"group", {1}}};
+  conv.post_ops = {{"Relu"}};
+  const std::vector<kernels::HostTensor> in = {
+      {{1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}, {{1, 1, 2, 2}, {1, 0, 0, -2}}, {{1}, {0.5f}}};
+  auto y = kernels::reference(conv, in, {});
+  ASSERT_TRUE(y.ok()) << y.error().message;
+  // y[i][j] = x[i][j] − 2·x[i+1][j+1] + 0.5, then Relu: 1−10+.5 < 0 → 0 everywhere.
+  EXPECT_EQ((*y)[0].data, (std::vector<float>{0, 0, 0, 0}));
+  conv.post_ops.clear();
+  y = kernels::reference(conv, in, {});
+  EXPECT_EQ((*y)[0].data, (std::vector<float>{-8.5f, -9.5f, -11.5f, -12.5f}));
+
+  kernels::Problem pool;
+  pool.op = "MaxPool";
+  pool.inputs = {{"x", {1, 1, 3, 3}}};
+  pool.outputs = {{"y", {1, 1, 2, 2}}};  // ceil mode: windows at 0 and 2
+  pool.ints = {{"kernel", {2, 2}}, {"pads", {0, 0, 0, 0}}, {"strides", {2, 2}}, {"dil", {1, 1}}};
+  auto p = kernels::reference(pool, {in[0]}, {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)[0].data, (std::vector<float>{5, 6, 8, 9}));
+
+  kernels::Problem sm;
+  sm.op = "Softmax";
+  sm.inputs = {{"x", {1, 2}}};
+  sm.outputs = {{"y", {1, 2}}};
+  sm.ints = {{"axis", {1}}};
+  auto s = kernels::reference(sm, {{{1, 2}, {0.f, std::log(3.f)}}}, {});
+  ASSERT_TRUE(s.ok());
+  EXPECT_NEAR((*s)[0].data[0], 0.25f, 1e-6);
+  EXPECT_NEAR((*s)[0].data[1], 0.75f, 1e-6);
+}
+
+TEST(OnednnKernels, Bf16ConvolutionMatchesWithinBf16Tolerance) {
+  const Plan plan = kinds_plan({"bf16"});
+  int checked = 0;
+  for (const auto& c : plan.cases) {
+    if (c.spec.problem.op != "Conv" || !c.status.empty() || !c.spec.feeds.empty() || !c.work.is_default) continue;
+    auto k = kernels::make_onednn_kernel(c.spec);
+    if (!k.ok() && k.error().message.rfind("unsupported: ", 0) == 0) continue;
+    ASSERT_TRUE(k.ok()) << k.error().message;
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "oneDNN offers no bf16 convolution on this CPU";
+}
+
+TEST(OnednnKernels, ImplementationsAreEnumeratedCompletely) {
+  // Every implementation appears once, in next_impl() order, with oneDNN's first choice marked:
+  // asking twice gives the same list (the iterator must not depend on earlier primitives).
+  const Plan plan = kinds_plan();
+  for (const auto& c : plan.cases) {
+    if (c.spec.problem.op != "Relu") continue;
+    auto a = kernels::onednn_implementations(c.spec);
+    auto k = kernels::make_onednn_kernel(c.spec);  // a primitive of this descriptor now exists
+    auto b = kernels::onednn_implementations(c.spec);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->size(), b->size());
+    ASSERT_GE(a->size(), 2u);
+    for (size_t i = 0; i < a->size(); ++i) {
+      EXPECT_EQ((*a)[i].impl_name, (*b)[i].impl_name);
+      EXPECT_EQ((*a)[i].impl_index, static_cast<int>(i));
+    }
+    EXPECT_TRUE(a->front().is_default);
+    EXPECT_TRUE(a->back().reference);
+    return;
+  }
+  FAIL() << "no Relu case";
+}
+
+}  // namespace
+}  // namespace floorline::gen

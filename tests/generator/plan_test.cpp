@@ -1,0 +1,91 @@
+// The plan on a real model of the zoo: names, defaults, caps, reference skips, fusion, conversions.
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "floorline/benchdb/schema.hpp"
+#include "floorline/generator/plan.hpp"
+
+namespace floorline::gen {
+namespace {
+
+std::vector<mp::ModelIR> resnet18() {
+  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/resnet18.onnx", {});
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
+}
+
+TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
+  const auto models = resnet18();
+  PlanOptions o;
+  o.max_impls = 2;
+  const Plan plan = make_plan(models, {find_backend("onednn")}, o);
+  ASSERT_EQ(plan.configs.size(), 23u);  // `floorline layers --show-unique` on resnet18 at batch 1
+  std::map<std::pair<std::string, std::string>, int> timed_per_config, defaults_per_config;
+  std::set<std::string> names;
+  for (const auto& c : plan.cases) {
+    // The name contains the canonical key and parses back into the case's fields.
+    auto parsed = benchdb::parse_case_name(c.spec.name);
+    ASSERT_TRUE(parsed.has_value()) << c.spec.name;
+    EXPECT_EQ(parsed->key, c.spec.problem.key);
+    EXPECT_EQ(parsed->algorithm, c.spec.algorithm);
+    EXPECT_EQ(parsed->fusion, c.spec.fusion);
+    EXPECT_TRUE(names.insert(c.spec.name).second) << "duplicate " << c.spec.name;
+    if (!c.spec.feeds.empty()) continue;
+    const auto k = std::make_pair(c.spec.problem.key, c.spec.fusion);
+    if (c.status.empty()) ++timed_per_config[k];
+    if (c.work.is_default) ++defaults_per_config[k];
+    if (c.spec.impl_name.rfind("ref", 0) == 0 && timed_per_config[k] > 0) {
+      EXPECT_EQ(c.status, "skipped");
+    }
+    EXPECT_GT(c.work.flops + c.work.bytes, 0) << c.spec.name;
+  }
+  for (const auto& [k, n] : timed_per_config) {
+    EXPECT_LE(n, k.second.empty() ? 2 : 1) << k.first;
+    EXPECT_EQ(defaults_per_config[k], 1) << k.first << " " << k.second;
+  }
+  // ResNet's basic block: Conv → Relu, and Conv → Add(residual) → Relu.
+  std::set<std::string> fusions;
+  int conversions = 0;
+  for (const auto& c : plan.cases) {
+    if (!c.spec.fusion.empty()) fusions.insert(c.spec.problem.op + "+" + c.spec.fusion);
+    if (!c.spec.feeds.empty()) {
+      ++conversions;
+      EXPECT_EQ(c.spec.algorithm, "reorder");
+      EXPECT_NE(c.spec.layout.find('>'), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(fusions.count("Conv+Relu"));
+  EXPECT_TRUE(fusions.count("Conv+Add+Relu"));
+  EXPECT_GT(conversions, 0);
+}
+
+TEST(Plan, AllImplsAndReferenceFlagsWidenThePlan) {
+  const auto models = resnet18();
+  PlanOptions narrow;
+  narrow.max_impls = 1;
+  PlanOptions wide;
+  wide.max_impls = 0;
+  wide.include_reference = true;
+  const Plan a = make_plan(models, {find_backend("onednn")}, narrow);
+  const Plan b = make_plan(models, {find_backend("onednn")}, wide);
+  auto timed = [](const Plan& p) {
+    int n = 0;
+    for (const auto& c : p.cases) n += c.status.empty() ? 1 : 0;
+    return n;
+  };
+  EXPECT_GT(timed(b), timed(a));
+  for (const auto& c : b.cases) EXPECT_TRUE(c.status.empty() || c.status == "unsupported") << c.spec.name;
+}
+
+TEST(Plan, BackendSelection) {
+  EXPECT_TRUE(select_backends("onednn").ok());
+  EXPECT_TRUE(select_backends("auto").ok());
+  auto bad = select_backends("tpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("unknown backend 'tpu'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace floorline::gen

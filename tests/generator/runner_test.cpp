@@ -1,0 +1,94 @@
+// The runner writes every case's outcome to a database; a second run resumes.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/generator/runner.hpp"
+#include "kinds_model.hpp"
+
+namespace floorline::gen {
+namespace {
+
+struct TempDb {
+  std::filesystem::path dir;
+  TempDb() {
+    dir = std::filesystem::temp_directory_path() / ("floorline_runner_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+  }
+  ~TempDb() { std::filesystem::remove_all(dir); }
+  std::string file() const { return (dir / "r.db").string(); }
+};
+
+int64_t scalar(benchdb::Database& db, const std::string& sql) {
+  auto r = db.query(sql);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() && !r->rows.empty() ? std::get<int64_t>(r->rows[0][0]) : -1;
+}
+
+TEST(Runner, StoresEveryCaseAndResumes) {
+  TempDb tmp;
+  auto models = mp::process_model_text(test::kKindsModel, "kinds.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  PlanOptions po;
+  po.max_impls = 1;
+  po.conversions = false;
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  const Plan plan = make_plan(*models, backends, po);
+  auto db = benchdb::Database::open(tmp.file());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  RunOptions ro;
+  ro.min_time = 0.0005;
+  ro.repetitions = 3;
+  ro.warmup_seconds = 0.0005;
+  ro.verify = true;
+  auto s = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->failed, 0);
+  EXPECT_EQ(static_cast<size_t>(s->passed + s->skipped + s->unsupported), plan.cases.size());
+  EXPECT_EQ(s->unsupported, 3);  // Floor, cubic Resize, Sub with a broadcast first operand
+  EXPECT_GT(s->verified, 40);
+  EXPECT_GT(s->timed_seconds, 0);
+  EXPECT_LE(s->timed_seconds, s->wall_seconds);
+
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements"), static_cast<int64_t>(plan.cases.size()));
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE status='passed'"), s->passed);
+  // Passed rows carry statistics over the repetitions, and the counters.
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE status='passed' AND (median_us IS NULL OR median_us <= 0 "
+                        "OR min_us > median_us OR repetitions != 3 OR iterations < 3 OR workspace_bytes IS NULL)"),
+            0);
+  EXPECT_GT(scalar(*db, "SELECT count(*) FROM measurements WHERE status='passed' AND json_extract(extra, '$.gflops') > 0"), 0);
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE status='unsupported' AND reason = ''"), 0);
+  // One default case per config (unfused) that passed.
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM (SELECT c.config_id FROM measurements m JOIN cases c ON c.id = m.case_id "
+                        "WHERE m.is_default = 1 AND c.fusion = '' GROUP BY c.config_id HAVING count(*) > 1)"),
+            0);
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM systems WHERE onednn_version != '' AND threads = 1"), 1);
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM runs WHERE status = 'finished'"), 1);
+
+  // Resume: passed and unsupported cases are not measured again; skipped ones are.
+  auto again = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->passed, 0);
+  EXPECT_EQ(again->already_measured, s->passed + s->unsupported);
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 0"), static_cast<int64_t>(plan.cases.size()));
+}
+
+TEST(Runner, DryRunWritesNothing) {
+  auto models = mp::process_model_text(test::kKindsModel, "kinds.onnx", {});
+  ASSERT_TRUE(models.ok());
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  PlanOptions po;
+  po.max_impls = 1;
+  const Plan plan = make_plan(*models, backends, po);
+  RunOptions ro;
+  ro.dry_run = true;
+  auto s = run_plan(nullptr, *models, plan, backends, ro);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->failed, 0);
+  EXPECT_EQ(s->timed_seconds, 0);
+  EXPECT_EQ(static_cast<size_t>(s->passed + s->skipped + s->unsupported), plan.cases.size());
+}
+
+}  // namespace
+}  // namespace floorline::gen
