@@ -349,7 +349,7 @@ void gemm(Ctx& c, const std::string& variant) {
   const bool ta = c.p.int_attr("transA", 0) != 0, tb = c.p.int_attr("transB", 0) != 0;
   if (c.p.float_attr("alpha", 1.0) != 1.0 || c.p.float_attr("beta", 1.0) != 1.0)
     unsupported("Gemm with alpha or beta other than 1");
-  const int64_t M = ta ? a[1] : a[0], K = ta ? a[0] : a[1], N = tb ? bm[0] : bm[1];
+  const int64_t K = ta ? a[0] : a[1], N = tb ? bm[0] : bm[1];
   const bool has_bias = c.p.inputs.size() > 2;
   const int yi = c.output(0);
   const int prefill = sum_prefill(c);
