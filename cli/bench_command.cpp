@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -81,7 +82,7 @@ struct Loaded {
 };
 
 // Models, backends and the plan; model failures are reported and skipped (one bad model never stops a zoo).
-Result<Loaded> load(const char* cmd, const CommonOptions& o) {
+Result<Loaded> plan_models(const CommonOptions& o) {
   Loaded l;
   FL_ASSIGN_OR_RETURN(auto files, mp::find_models(o.models));
   FL_ASSIGN_OR_RETURN(l.backends, gen::select_backends(o.backend));
@@ -100,7 +101,6 @@ Result<Loaded> load(const char* cmd, const CommonOptions& o) {
     }
     for (auto& m : *r) l.models.push_back(std::move(m));
   }
-  (void)cmd;
   gen::PlanOptions popt;
   popt.dtypes = o.dtypes;
   popt.max_impls = o.all_impls ? 0 : o.max_impls;
@@ -129,21 +129,37 @@ std::string shell_quote(const std::string& s) {
 }
 
 // The command that re-runs one case alone.
-std::string reproduction(const gen::PlannedCase& c, const gen::Plan& plan, const std::vector<mp::ModelIR>& models) {
+// Where each config can be re-run alone: the first model (and batch) containing it.
+struct Origin {
   std::string model = "MODEL.onnx";
   int64_t batch = 1;
+};
+std::map<std::string, Origin> origins(const gen::Plan& plan, const std::vector<mp::ModelIR>& models) {
+  std::map<std::string, Origin> by_model;  // "resnet50@b1" → file and batch
+  for (const auto& m : models) by_model[fmt::format("{}@b{}", m.name, m.batch)] = {m.path.string(), m.batch};
+  std::map<std::string, Origin> out;
   for (const auto& u : plan.configs)
-    if (u.key == c.spec.problem.key && !u.models.empty()) {
-      const std::string& where = u.models.begin()->first;  // "resnet50@b1"
-      for (const auto& m : models)
-        if (fmt::format("{}@b{}", m.name, m.batch) == where) {
-          model = m.path.string();
-          batch = m.batch;
-        }
-      break;
-    }
-  return fmt::format("floorline bench {} --batch {} --dtype {} --backend {} --db results.db --case {}", model, batch,
-                     c.spec.dtype, c.spec.backend, shell_quote(c.spec.name));
+    if (!u.models.empty())
+      if (auto it = by_model.find(u.models.begin()->first); it != by_model.end()) out[u.key] = it->second;
+  return out;
+}
+
+// The command that re-runs one case alone.
+std::string reproduction(const gen::PlannedCase& c, const std::map<std::string, Origin>& origins) {
+  auto it = origins.find(c.spec.problem.key);
+  const Origin o = it == origins.end() ? Origin{} : it->second;
+  return fmt::format("floorline bench {} --batch {} --dtype {} --backend {} --db results.db --case {}", o.model,
+                     o.batch, c.spec.dtype, c.spec.backend, shell_quote(c.spec.name));
+}
+
+// plan_models(), its error printed as "floorline CMD: ..." (the caller exits with status 2).
+std::optional<Loaded> load(const char* cmd, const CommonOptions& o) {
+  auto l = plan_models(o);
+  if (!l) {
+    std::fprintf(stderr, "floorline %s: %s\n", cmd, l.error().message.c_str());
+    return std::nullopt;
+  }
+  return std::move(l).value();
 }
 
 bool write_text(const std::string& out, const std::string& text) {
@@ -163,10 +179,7 @@ struct CaseRowOut {
 
 int run_plan_cmd(const PlanCmd& o) {
   auto l = load("plan", o.c);
-  if (!l) {
-    std::fprintf(stderr, "floorline plan: %s\n", l.error().message.c_str());
-    return 2;
-  }
+  if (!l) return 2;
   std::map<std::pair<std::string, std::string>, KindRow> kinds;
   std::map<std::pair<std::string, std::string>, std::set<std::string>> configs;
   for (const auto& c : l->plan.cases) {
@@ -198,8 +211,10 @@ int run_plan_cmd(const PlanCmd& o) {
       {"conversions", [](const KindRow& r) { return int_cell(r.conversions); }},
   };
   std::vector<CaseRowOut> case_rows;
-  if (o.list)
-    for (const auto& c : l->plan.cases) case_rows.push_back({&c, reproduction(c, l->plan, l->models)});
+  if (o.list) {
+    const auto where = origins(l->plan, l->models);
+    for (const auto& c : l->plan.cases) case_rows.push_back({&c, reproduction(c, where)});
+  }
   const std::vector<Field<CaseRowOut>> case_fields = {
       {"case", [](const CaseRowOut& r) { return text_cell(r.c->spec.name); }},
       {"status", [](const CaseRowOut& r) { return text_cell(r.c->status.empty() ? "planned" : r.c->status); }},
@@ -245,10 +260,7 @@ int run_plan_cmd(const PlanCmd& o) {
 
 int run_generate_cmd(const GenerateCmd& o) {
   auto l = load("generate", o.c);
-  if (!l) {
-    std::fprintf(stderr, "floorline generate: %s\n", l.error().message.c_str());
-    return 2;
-  }
+  if (!l) return 2;
   auto r = gen::write_standalone(l->plan, l->backends, o.out);
   if (!r) {
     std::fprintf(stderr, "floorline generate: %s\n", r.error().message.c_str());
@@ -264,10 +276,7 @@ int run_generate_cmd(const GenerateCmd& o) {
 
 int run_bench_cmd(const BenchCmd& o, const std::string& command) {
   auto l = load("bench", o.c);
-  if (!l) {
-    std::fprintf(stderr, "floorline bench: %s\n", l.error().message.c_str());
-    return 2;
-  }
+  if (!l) return 2;
   std::optional<benchdb::Database> db;
   if (!o.dry_run) {
     auto opened = benchdb::Database::open(o.db);

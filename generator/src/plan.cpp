@@ -18,6 +18,18 @@ int64_t scaled_bytes(int64_t bytes, const std::string& dtype) {
 
 }  // namespace
 
+benchdb::CaseRow case_row(const PlannedCase& c) {
+  benchdb::CaseRow row;
+  row.backend = c.spec.backend;
+  row.algorithm = c.spec.algorithm;
+  row.dtype = c.spec.dtype;
+  row.math_mode = c.spec.math_mode;
+  row.layout = c.spec.layout;
+  row.fusion = c.spec.fusion;
+  row.params = c.params;
+  return row;
+}
+
 Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const Backend*>& backends,
                const PlanOptions& options) {
   Plan plan;
@@ -43,14 +55,7 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
           }
         std::set<std::string> names;
         for (auto& c : cases) {
-          benchdb::CaseRow row;
-          row.backend = c.spec.backend;
-          row.algorithm = c.spec.algorithm;
-          row.dtype = c.spec.dtype;
-          row.math_mode = c.spec.math_mode;
-          row.layout = c.spec.layout;
-          row.fusion = c.spec.fusion;
-          c.spec.name = benchdb::case_name(row, u.key);
+          c.spec.name = benchdb::case_name(case_row(c), u.key);
           if (!names.insert(c.spec.name).second) continue;  // e.g. one conversion feeding two implementations
           if (c.work.flops == 0 && c.work.bytes == 0) {
             c.work.flops = u.flops;

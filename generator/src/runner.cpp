@@ -48,18 +48,6 @@ class TallyReporter final : public benchmark::BenchmarkReporter {
   benchdb::DatabaseReporter& db_;
 };
 
-std::string status_of(const std::string& error, std::string* reason) {
-  for (const char* prefix : {"unsupported: ", "skipped: "}) {
-    const std::string p(prefix);
-    if (error.rfind(p, 0) == 0) {
-      *reason = error.substr(p.size());
-      return p.substr(0, p.size() - 2);
-    }
-  }
-  *reason = error;
-  return "failed";
-}
-
 std::string duration(double s) {
   if (s < 0 || !std::isfinite(s)) return "?";
   const auto t = static_cast<int64_t>(s + 0.5);
@@ -114,22 +102,17 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           if (c.spec.backend != backend->name()) continue;
           auto it = config_ids.find(c.spec.problem.key);
           if (it == config_ids.end()) return make_error("config {} is not in the database", c.spec.problem.key);
-          benchdb::CaseRow row;
+          benchdb::CaseRow row = case_row(c);
           row.config_id = it->second;
-          row.backend = c.spec.backend;
-          row.algorithm = c.spec.algorithm;
-          row.dtype = c.spec.dtype;
-          row.math_mode = c.spec.math_mode;
-          row.layout = c.spec.layout;
-          row.fusion = c.spec.fusion;
-          row.params = c.params;
           FL_ASSIGN_OR_RETURN(const int64_t id, db.upsert_case(row));
           case_ids[c.spec.name] = id;
         }
         return Status{};
       }));
       if (!options.force) {
-        FL_ASSIGN_OR_RETURN(settled, db.settled_cases(system_id));
+        auto done = db.settled_cases(system_id);
+        if (!done) return done.error();
+        settled.swap(done.value());
       }
     }
     sum.system_id = system_id;
@@ -144,17 +127,26 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         auto it = case_ids.find(name);
         return it == case_ids.end() ? int64_t{0} : it->second;
       });
-    auto record = [&](int64_t case_id, const std::string& status, const std::string& reason) -> Status {
+    auto count = [&](const std::string& status) {
       if (status == "passed") ++sum.passed;
       else if (status == "skipped") ++sum.skipped;
       else if (status == "unsupported") ++sum.unsupported;
       else ++sum.failed;
-      if (options.dry_run) return {};
+    };
+    // An outcome decided without timing: planned, or an error message whose "skipped: " /
+    // "unsupported: " prefix gives the status (benchdb's rule, as for the reporter's rows).
+    auto record = [&](int64_t case_id, const std::string& status, const std::string& reason) -> Status {
       benchdb::MeasurementRow m;
       m.case_id = case_id;
       m.status = status;
       m.reason = reason;
-      return writer->add(std::move(m));
+      count(m.status);
+      return options.dry_run ? Status{} : writer->add(std::move(m));
+    };
+    auto record_error = [&](int64_t case_id, const std::string& error) -> Status {
+      benchdb::MeasurementRow m;
+      benchdb::fill_status_from_error(m, error);
+      return record(case_id, m.status, m.reason);
     };
     const auto factory = backend->factory();
     for (const auto& c : plan.cases) {
@@ -181,9 +173,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       }
       auto built = factory(c.spec);
       if (!built) {
-        std::string reason;
-        const std::string st = status_of(built.error().message, &reason);
-        FL_TRY(record(case_id, st, reason));
+        FL_TRY(record_error(case_id, built.error().message));
         continue;
       }
       std::shared_ptr<kernels::Kernel> kernel(std::move(built).value());
@@ -217,12 +207,10 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       TallyReporter tally(*db_reporter);
       benchmark::RunSpecifiedBenchmarks(&tally);
       benchmark::ClearRegisteredBenchmarks();
-      if (!tally.error.empty()) {
-        std::string reason;
-        const std::string st = status_of(tally.error, &reason);
-        if (st == "skipped") ++sum.skipped;
-        else if (st == "unsupported") ++sum.unsupported;
-        else ++sum.failed;
+      if (!tally.error.empty()) {  // the reporter stored the row; count it the same way
+        benchdb::MeasurementRow m;
+        benchdb::fill_status_from_error(m, tally.error);
+        count(m.status);
       } else {
         ++sum.passed;
         sum.timed_seconds += tally.timed_seconds;

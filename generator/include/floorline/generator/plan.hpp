@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "floorline/benchdb/schema.hpp"
 #include "floorline/generator/backend.hpp"
 #include "floorline/kernels/problem.hpp"
 #include "floorline/model_processor/model.hpp"
@@ -34,6 +35,9 @@ struct PlannedCase {
   std::string reason;
   std::string params = "{}";       // JSON for cases.params: impl, formats, conversions, proxy notes
 };
+
+// The case's row for the database (config_id left 0): the fields case_name() is made of, and params.
+benchdb::CaseRow case_row(const PlannedCase& c);
 
 // Converts a layer configuration to the kernel library's Problem (attributes typed, roles kept).
 kernels::Problem to_problem(const mp::LayerConfig& config, const std::string& key);
