@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
@@ -105,6 +106,54 @@ TEST(Reference, MatchesHandComputedValues) {
   ASSERT_TRUE(s.ok());
   EXPECT_NEAR((*s)[0].data[0], 0.25f, 1e-6);
   EXPECT_NEAR((*s)[0].data[1], 0.75f, 1e-6);
+}
+
+TEST(Reference, ComparisonRejectsWrongOutputs) {
+  // verify() is only as good as this check: a close output passes, a wrong one or a NaN does not.
+  const kernels::HostTensor expected{{4}, {1.f, -2.f, 3.f, -4.f}};
+  const std::vector<float> close = {1.f, -2.f, 3.f, -4.0001f};
+  const std::vector<float> wrong = {1.f, -2.f, 3.f, 4.f};
+  const std::vector<float> nan = {1.f, std::nanf(""), 3.f, -4.f};
+  EXPECT_TRUE(kernels::compare_output(close.data(), expected, 1e-3).ok());
+  const Status w = kernels::compare_output(wrong.data(), expected, 1e-3);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message.find("element 3"), std::string::npos) << w.error().message;
+  EXPECT_FALSE(kernels::compare_output(nan.data(), expected, 1e-3).ok());
+}
+
+// A kernel whose library call fails on the third call.
+class FailingKernel final : public kernels::Kernel {
+ public:
+  void run() override {
+    if (++calls_ > 2) throw std::runtime_error("library error on call 3");
+  }
+  std::string implementation() const override { return "failing"; }
+  int64_t workspace_bytes() const override { return 0; }
+  Status verify() override { return {}; }
+
+ private:
+  int calls_ = 0;
+};
+
+class CapturingReporter final : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& r : runs) errors.push_back(r.error_occurred ? r.error_message : "");
+  }
+  std::vector<std::string> errors;
+};
+
+TEST(BenchmarkBody, ALibraryErrorFailsTheCaseNotTheRun) {
+  kernels::CaseSpec spec;
+  spec.name = "test/failing/f32/fp32/Relu|x=1|f32";
+  benchmark::ClearRegisteredBenchmarks();
+  kernels::register_case(spec, {}, nullptr, std::make_shared<FailingKernel>())->Iterations(10);
+  CapturingReporter rep;
+  benchmark::RunSpecifiedBenchmarks(&rep);
+  benchmark::ClearRegisteredBenchmarks();
+  ASSERT_EQ(rep.errors.size(), 1u);
+  EXPECT_EQ(rep.errors[0], "library error on call 3");
 }
 
 TEST(OnednnKernels, Bf16ConvolutionMatchesWithinBf16Tolerance) {

@@ -39,18 +39,24 @@ benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& 
       }
       return;
     }
-    if (!st->warmed) {
-      warm_up(*st->kernel, 0.002);
-      st->warmed = true;
-    }
     using clock = std::chrono::steady_clock;
     double total = 0;
-    for (auto _ : state) {
-      const auto t0 = clock::now();
-      st->kernel->run();
-      const double s = std::chrono::duration<double>(clock::now() - t0).count();
-      state.SetIterationTime(s);
-      total += s;
+    try {
+      if (!st->warmed) {
+        warm_up(*st->kernel, 0.002);
+        st->warmed = true;
+      }
+      for (auto _ : state) {
+        const auto t0 = clock::now();
+        st->kernel->run();
+        const double s = std::chrono::duration<double>(clock::now() - t0).count();
+        state.SetIterationTime(s);
+        total += s;
+      }
+    } catch (const std::exception& e) {
+      // A library error in one case becomes that case's "failed" row; the run goes on.
+      state.SkipWithError(e.what());
+      return;
     }
     const double calls = static_cast<double>(state.iterations());
     if (work.flops > 0) {

@@ -29,7 +29,8 @@ namespace floorline::kernels {
 class Kernel {
  public:
   virtual ~Kernel() = default;
-  // One call of the case: every library call it consists of, then a wait for completion.
+  // One call of the case: every library call it consists of, then a wait for completion. A library
+  // error is thrown (std::exception); register_case() and the runner turn it into a failed case.
   virtual void run() = 0;
   // The implementation actually built (oneDNN's impl_info_str(), a cuDNN algorithm name).
   virtual std::string implementation() const = 0;

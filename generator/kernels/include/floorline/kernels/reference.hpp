@@ -31,4 +31,9 @@ float eltwise_reference(const std::string& op, float x, double alpha, double bet
 Result<std::vector<HostTensor>> reference(const Problem& p, const std::vector<HostTensor>& inputs,
                                           const std::vector<HostTensor>& extras);
 
+// Compares `got` (elements(expected.shape) floats, plain layout) with the reference: ok when the
+// relative L2 error ‖got − expected‖ / ‖expected‖ is at most `tolerance` (a NaN anywhere fails).
+// The error names the error, the tolerance and the element that differs most.
+Status compare_output(const float* got, const HostTensor& expected, double tolerance);
+
 }  // namespace floorline::kernels
