@@ -440,7 +440,7 @@ const char* const kRebuildBest = R"sql(
 INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us)
 SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, MIN(m.median_us)
 FROM measurements m JOIN cases c ON c.id = m.case_id
-WHERE m.status = 'passed' AND m.superseded = 0 AND m.median_us IS NOT NULL
+WHERE m.status = 'passed' AND m.superseded = 0 AND m.median_us IS NOT NULL AND instr(c.layout, '>') = 0
 GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion)sql";
 
 const char* const kDeleteBestGroup = R"sql(
@@ -452,6 +452,7 @@ INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, m
 SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, MIN(m.median_us)
 FROM measurements m JOIN cases c ON c.id = m.case_id JOIN cases o ON o.id = ?2
 WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL
+  AND instr(c.layout, '>') = 0
   AND c.config_id = o.config_id AND c.dtype = o.dtype AND c.math_mode = o.math_mode AND c.fusion = o.fusion
 GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion)sql";
 

@@ -43,6 +43,7 @@ namespace {
 struct Group {
   int64_t config_id = 0;
   std::string dtype, math_mode, fusion;
+  bool conversion = false;  // a layout-conversion case: never a config's best (is_conversion)
   bool operator<(const Group& o) const {
     return std::tie(config_id, dtype, math_mode, fusion) < std::tie(o.config_id, o.dtype, o.math_mode, o.fusion);
   }
@@ -64,7 +65,7 @@ Status MeasurementWriter::flush() {
       "UPDATE measurements SET superseded = 1 WHERE system_id = ?1 AND case_id = ?2 AND superseded = 0 "
       "AND (?3 OR status NOT IN ('passed', 'unsupported')) RETURNING status";
   static const std::string insert = insert_sql(measurements_table(), "ON CONFLICT DO NOTHING");
-  static const std::string case_group = "SELECT config_id, dtype, math_mode, fusion FROM cases WHERE id = ?1";
+  static const std::string case_group = "SELECT config_id, dtype, math_mode, fusion, instr(layout, '>') > 0 FROM cases WHERE id = ?1";
   int64_t written = 0;
   auto st = db_.transaction([&]() -> Status {
     written = 0;
@@ -77,7 +78,7 @@ Status MeasurementWriter::flush() {
       FL_TRY(q->bind(1, case_id));
       FL_ASSIGN_OR_RETURN(const bool row, q->step());
       if (!row) return make_error("measurement of case {}, which is not in the cases table", case_id);
-      return Group{q->column_int(0), q->column_text(1), q->column_text(2), q->column_text(3)};
+      return Group{q->column_int(0), q->column_text(1), q->column_text(2), q->column_text(3), q->column_int(4) != 0};
     };
     FL_ASSIGN_OR_RETURN(sql::Cached ins, d.conn.cached(insert));
     const auto& cols = measurements_table().columns;
@@ -111,6 +112,7 @@ Status MeasurementWriter::flush() {
       ++written;
       if (row.status != "passed" || !row.median_us) continue;
       FL_ASSIGN_OR_RETURN(Group g, group_of(row.case_id));
+      if (g.conversion) continue;
       const Candidate c{*row.median_us, d.conn.last_insert_rowid(), row.case_id};
       auto [it, fresh] = best.emplace(std::move(g), c);
       if (!fresh && c.median_us < it->second.median_us) it->second = c;

@@ -1,6 +1,7 @@
 // The batched writer: resume, force, supersede, and the derived best_measurements table.
 #include <random>
 
+#include "floorline/benchdb/merge.hpp"
 #include "test_util.hpp"
 
 namespace floorline::benchdb::test {
@@ -51,6 +52,35 @@ TEST(Writer, BatchesCommitAndBestCaseIsTheFastest) {
     EXPECT_DOUBLE_EQ(std::get<double>(best.rows[i][2]), 1000.0 * static_cast<double>(i + 1) / 70.0 / 1e3);
   }
   expect_best_consistent(f.db);
+}
+
+TEST(Writer, ALayoutConversionIsNeverAConfigsBestCase) {
+  Fixture f;
+  // A reorder feeding impl0 of config 1: faster than every implementation, but not one of them.
+  CaseRow conv;
+  conv.config_id = scalar(f.db, "SELECT config_id FROM cases WHERE id = ?1", {f.cases[0]});
+  conv.backend = "onednn";
+  conv.algorithm = "reorder";
+  conv.dtype = "f32";
+  conv.math_mode = "fp32";
+  conv.layout = "src:abcd>aBcd16b";
+  EXPECT_TRUE(is_conversion(conv));
+  const int64_t reorder = must(f.db.upsert_case(conv));
+  {
+    MeasurementWriter w(f.db, f.sys, f.run());
+    ASSERT_OK(w.add(passed(reorder, 1.0)));
+    ASSERT_OK(w.add(passed(f.cases[0], 80.0)));
+    ASSERT_OK(w.add(passed(f.cases[1], 60.0)));
+    ASSERT_OK(w.flush());
+  }
+  EXPECT_EQ(scalar(f.db, "SELECT case_id FROM best_measurements WHERE config_id = ?1", {conv.config_id}), f.cases[1]);
+  // A merge rebuilds the table with the same rule.
+  Database merged = must(Database::open(f.dir.file("merged.db")));
+  must(merge_into(merged, f.dir.file("r.db")));
+  EXPECT_EQ(scalar(merged, "SELECT count(*) FROM best_measurements b JOIN cases c ON c.id = b.case_id "
+                           "WHERE c.algorithm = 'reorder'"),
+            0);
+  EXPECT_EQ(scalar(merged, "SELECT count(*) FROM best_measurements"), scalar(f.db, "SELECT count(*) FROM best_measurements"));
 }
 
 TEST(Writer, ResumeKeepsFinalResultsAndRetriesFailures) {

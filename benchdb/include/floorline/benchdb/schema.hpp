@@ -28,7 +28,8 @@ namespace floorline::benchdb {
 //      best_measurements (derived), framework_latencies
 //   2  system_peaks (calibrated peak FLOP/s and bytes/s per system, for the roofline bound);
 //      measurements.throttled
-inline constexpr int kSchemaVersion = 2;
+//   3  no new columns: best_measurements leaves out layout-conversion cases (rebuilt on upgrade)
+inline constexpr int kSchemaVersion = 3;
 // PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
 inline constexpr int32_t kApplicationId = 0x464c524c;
 
@@ -125,10 +126,16 @@ struct CaseRow {
   std::string algorithm;             // as the library spells it ("CUDNN_CONVOLUTION_FWD_ALGO_GEMM")
   std::string dtype;                 // storage type of the case's tensors ("f32", "f16", "bf16")
   std::string math_mode;             // "fp32" (strict), "tf32", "fp16", "bf16"
-  std::string layout;                // "nchw", "nhwc", "any", "" where it does not apply
+  std::string layout;                // "nchw", "nhwc", "any", "" where it does not apply; a
+                                     // conversion case has "role:from>to" (is_conversion())
   std::string fusion;                // "" or the fused pattern ("bias_relu", "bn")
   std::string params = "{}";         // JSON: backend-specific parameters
 };
+
+// A layout-conversion case ("reorder" with layout "src:abcd>aBcd16b") times the reorder that an
+// implementation of its config needs; it is not itself an implementation of the config, so it is
+// never the config's best case. The analyzer charges it to the implementation it feeds.
+inline bool is_conversion(const CaseRow& c) { return c.layout.find('>') != std::string::npos; }
 
 // The outcome of one case on one system in one run.
 struct MeasurementRow {
