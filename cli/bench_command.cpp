@@ -57,6 +57,7 @@ struct BenchCmd {
   bool force = false;
   bool dry_run = false;
   bool verify = false;
+  bool no_calibrate = false;
 };
 
 void add_common(CLI::App* cmd, CommonOptions& o) {
@@ -296,6 +297,7 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
   ro.verify = o.verify;
   ro.command = command;
   ro.progress = isatty(fileno(stderr)) != 0;
+  ro.calibrate = !o.no_calibrate;
   auto r = gen::run_plan(db ? &*db : nullptr, l->models, l->plan, l->backends, ro);
   if (!r) {
     std::fprintf(stderr, "floorline bench: %s\n", r.error().message.c_str());
@@ -309,6 +311,14 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
                static_cast<long long>(r->already_measured),
                o.verify ? fmt::format(", {} verified", r->verified).c_str() : "", l->plan_seconds, r->wall_seconds,
                r->timed_seconds, r->efficiency());
+  for (const auto& p : r->peaks)
+    std::fprintf(stderr, "calibrated peak %s %s: %s (%s)\n", p.peak.c_str(), p.dtype.c_str(),
+                 p.peak == "flops" ? fmt::format("{:.1f} GFLOP/s", p.value_per_s / 1e9).c_str()
+                                   : fmt::format("{:.1f} GB/s", p.value_per_s / 1e9).c_str(),
+                 p.method.c_str());
+  if (!r->calibration_error.empty())
+    std::fprintf(stderr, "floorline bench: calibration failed, no roofline peaks stored: %s\n",
+                 r->calibration_error.c_str());
   if (!o.dry_run) std::fprintf(stderr, "results in %s (run %lld)\n", o.db.c_str(), static_cast<long long>(r->run_id));
   return l->failures || r->failed ? 1 : 0;
 }
@@ -344,6 +354,8 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
   b->add_flag("--force", bench->force, "Measure every case again (same as --no-resume)");
   b->add_flag("--dry-run", bench->dry_run, "Plan and build every case, time nothing, write nothing");
   b->add_flag("--verify", bench->verify, "Check each case against a plain reference computation before timing");
+  b->add_flag("--no-calibrate", bench->no_calibrate,
+              "Do not measure the roofline peaks (a large MatMul and a large copy) the database lacks for this system");
   b->callback([bench, command_line, &exit_code] {
     if (bench->db.empty() && !bench->dry_run) {
       std::fprintf(stderr, "floorline bench: --db FILE is required (or --dry-run)\n");

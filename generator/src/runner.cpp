@@ -109,6 +109,21 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         }
         return Status{};
       }));
+      if (options.calibrate) {
+        std::vector<std::string> dtypes;
+        for (const auto& c : plan.cases)
+          if (c.spec.backend == backend->name() &&
+              std::find(dtypes.begin(), dtypes.end(), c.spec.dtype) == dtypes.end())
+            dtypes.push_back(c.spec.dtype);
+        CalibrationOptions copts;
+        copts.threads = options.threads;
+        auto peaks = calibrate_missing(db, system_id, *backend, dtypes, copts);
+        if (peaks) {
+          for (auto& p : *peaks) sum.peaks.push_back(std::move(p));
+        } else {
+          sum.calibration_error = peaks.error().message;
+        }
+      }
       if (!options.force) {
         auto done = db.settled_cases(system_id);
         if (!done) return done.error();

@@ -65,12 +65,21 @@ TEST(Runner, StoresEveryCaseAndResumes) {
             0);
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM systems WHERE onednn_version != '' AND threads = 1"), 1);
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM runs WHERE status = 'finished'"), 1);
+  // The roofline peaks were calibrated once for the system: a MatMul (FLOP/s) and a copy (bytes/s).
+  // Any CPU that runs this suite does more than 1 GFLOP/s and copies more than 0.5 GB/s on one core.
+  ASSERT_TRUE(s->calibration_error.empty()) << s->calibration_error;
+  ASSERT_EQ(s->peaks.size(), 2u);
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM system_peaks WHERE peak = 'flops' AND dtype = 'f32' AND math_mode = 'fp32' "
+                        "AND value_per_s > 1e9 AND method LIKE 'onednn MatMul 2048x2048x2048%'"),
+            1);
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM system_peaks WHERE peak = 'bytes' AND dtype = 'f32' AND value_per_s > 5e8"), 1);
 
   // Resume: passed and unsupported cases are not measured again; skipped ones are.
   auto again = run_plan(&*db, *models, plan, backends, ro);
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_EQ(again->passed, 0);
   EXPECT_EQ(again->already_measured, s->passed + s->unsupported);
+  EXPECT_TRUE(again->peaks.empty());  // the system's peaks are stored: no second calibration
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 0"), static_cast<int64_t>(plan.cases.size()));
 }
 

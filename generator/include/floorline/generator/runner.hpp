@@ -12,8 +12,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "floorline/benchdb/database.hpp"
+#include "floorline/generator/calibration.hpp"
 #include "floorline/generator/plan.hpp"
 
 namespace floorline::gen {
@@ -28,6 +30,9 @@ struct RunOptions {
   bool verify = false;             // check each case against the plain reference before timing
   std::string command;             // the command line, for the runs table
   bool progress = false;           // a progress line on stderr (a terminal)
+  // Measure the roofline peaks (calibration.hpp) of each backend and data type the database lacks
+  // for this system, before the cases.
+  bool calibrate = true;
 };
 
 struct RunSummary {
@@ -38,6 +43,8 @@ struct RunSummary {
   double timed_seconds = 0;        // Σ iterations × per-call time over the passed cases
   int64_t run_id = 0;
   int64_t system_id = 0;
+  std::vector<Peak> peaks;         // measured in this run (calibrate)
+  std::string calibration_error;   // why a calibration failed ("" when none did); the cases still ran
   double efficiency() const { return wall_seconds > 0 ? timed_seconds / wall_seconds : 0; }
 };
 

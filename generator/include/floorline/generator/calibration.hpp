@@ -1,0 +1,54 @@
+// floorline/generator/calibration.hpp — the measured peaks behind the roofline bound.
+//
+// The roofline (speed-of-light) bound R = Σ max(FLOPs / peak FLOP/s, bytes / peak bytes/s) needs
+// the peaks a system actually reaches, not its data-sheet numbers (DESIGN.md, Bounds). They are
+// measured once per system, backend and data type with two calibration cases run through the
+// backend's own kernels, using the library's first-choice implementation:
+//   flops: a square MatMul n×n · n×n, 2·n³ FLOPs per call (n = 2048 on a CPU, 8192 on a GPU);
+//   bytes: an identity Transpose (a plain copy) of 2^25 (CPU) or 2^28 (GPU) elements, counting the
+//          bytes read plus the bytes written.
+// Each peak = work per call / the fastest of `repetitions` repetitions' per-call time (the peak is
+// what the hardware can reach, so the fastest repetition is its best estimate; a higher peak only
+// lowers R, which keeps R a lower bound).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/generator/backend.hpp"
+
+namespace floorline::gen {
+
+struct CalibrationOptions {
+  double seconds_per_repetition = 0.05;
+  int repetitions = 5;
+  int threads = 1;
+};
+
+struct Peak {
+  std::string peak;         // "flops" or "bytes"
+  std::string dtype;        // "f32", "bf16"
+  std::string math_mode;    // "fp32", "bf16" for flops; "" for bytes
+  double value_per_s = 0;   // FLOP/s or bytes/s
+  std::string method;       // "onednn MatMul 2048x2048x2048 f32 (gemm:jit)"
+};
+
+// The two calibration cases of `backend` in `dtype` (problem, implementation and work per call).
+struct CalibrationCase {
+  std::string peak;
+  kernels::CaseSpec spec;
+  kernels::Work work;
+  std::string method;
+};
+Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, const std::string& dtype);
+
+// Times both cases. Error when a case cannot be built or run.
+Result<std::vector<Peak>> calibrate(const Backend& backend, const std::string& dtype, const CalibrationOptions& options);
+
+// Calibrates each data type whose peaks the database lacks for `system_id`, and stores the peaks.
+// Returns the peaks measured now (empty when every one was already stored).
+Result<std::vector<Peak>> calibrate_missing(benchdb::Database& db, int64_t system_id, const Backend& backend,
+                                            const std::vector<std::string>& dtypes, const CalibrationOptions& options);
+
+}  // namespace floorline::gen

@@ -1,0 +1,134 @@
+// Calibration cases and timing for the roofline peaks.
+#include "floorline/generator/calibration.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "floorline/generator/plan.hpp"
+
+namespace floorline::gen {
+
+namespace {
+
+int64_t element_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
+
+std::string now_iso() {
+  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, const std::string& dtype) {
+  const bool gpu = backend.device_kind() == "gpu";
+  const int64_t n = gpu ? 8192 : 2048;
+  const int64_t elements = gpu ? (int64_t{1} << 28) : (int64_t{1} << 25);
+  std::vector<CalibrationCase> out;
+  auto add = [&](const std::string& peak, kernels::Problem p, kernels::Work work, const std::string& what) -> Status {
+    kernels::CaseSpec base;
+    base.problem = std::move(p);
+    base.backend = backend.name();
+    base.dtype = dtype;
+    base.math_mode = dtype == "f32" ? "fp32" : dtype;
+    PlanOptions opts;
+    opts.max_impls = 1;
+    opts.conversions = false;
+    const auto cases = backend.cases_for(base, opts);
+    auto it = std::find_if(cases.begin(), cases.end(), [](const PlannedCase& c) { return c.status.empty(); });
+    if (it == cases.end())
+      return make_error("{} calibration: {} offers no implementation of {} in {}{}", peak, backend.name(), what, dtype,
+                        cases.empty() ? "" : ": " + cases.front().reason);
+    CalibrationCase cc;
+    cc.peak = peak;
+    cc.spec = it->spec;
+    cc.spec.name = fmt::format("calibration/{}/{}", peak, base.problem.key);
+    cc.work = work;
+    cc.method = fmt::format("{} {} {} ({})", backend.name(), what, dtype, it->spec.algorithm);
+    out.push_back(std::move(cc));
+    return {};
+  };
+  kernels::Problem mm;
+  mm.op = "MatMul";
+  mm.key = fmt::format("MatMul|a={0}x{0}|b={0}x{0}|{1}", n, dtype);
+  mm.inputs = {{"a", {n, n}}, {"b", {n, n}}};
+  mm.outputs = {{"y", {n, n}}};
+  FL_TRY(add("flops", mm, {2 * n * n * n, 3 * n * n * element_bytes(dtype), false}, fmt::format("MatMul {0}x{0}x{0}", n)));
+  kernels::Problem copy;
+  copy.op = "Transpose";
+  copy.key = fmt::format("Transpose|x={}|perm=0|{}", elements, dtype);
+  copy.inputs = {{"x", {elements}}};
+  copy.outputs = {{"y", {elements}}};
+  copy.ints["perm"] = {0};
+  FL_TRY(add("bytes", copy, {0, 2 * elements * element_bytes(dtype), false}, fmt::format("copy of {} elements", elements)));
+  return out;
+}
+
+Result<std::vector<Peak>> calibrate(const Backend& backend, const std::string& dtype, const CalibrationOptions& options) {
+  FL_ASSIGN_OR_RETURN(const auto cases, calibration_cases(backend, dtype));
+  backend.set_threads(options.threads);
+  const auto factory = backend.factory();
+  std::vector<Peak> out;
+  for (const auto& c : cases) {
+    auto built = factory(c.spec);
+    if (!built) return built.error().with_context(fmt::format("{} calibration ({})", c.peak, c.method));
+    auto& kernel = **built;
+    double best = 0;
+    try {
+      const double per_call = kernels::warm_up(kernel, options.seconds_per_repetition);
+      const auto calls = static_cast<int64_t>(std::max(1.0, std::ceil(options.seconds_per_repetition / std::max(per_call, 1e-9))));
+      using clock = std::chrono::steady_clock;
+      for (int r = 0; r < std::max(1, options.repetitions); ++r) {
+        const auto t0 = clock::now();
+        for (int64_t i = 0; i < calls; ++i) kernel.run();
+        const double t = std::chrono::duration<double>(clock::now() - t0).count() / static_cast<double>(calls);
+        if (best == 0 || t < best) best = t;
+      }
+    } catch (const std::exception& e) {
+      return make_error("{} calibration ({}): {}", c.peak, c.method, e.what());
+    }
+    Peak p;
+    p.peak = c.peak;
+    p.dtype = dtype;
+    p.math_mode = c.peak == "flops" ? c.spec.math_mode : "";
+    p.value_per_s = static_cast<double>(c.peak == "flops" ? c.work.flops : c.work.bytes) / best;
+    p.method = c.method;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+Result<std::vector<Peak>> calibrate_missing(benchdb::Database& db, int64_t system_id, const Backend& backend,
+                                            const std::vector<std::string>& dtypes, const CalibrationOptions& options) {
+  std::vector<Peak> measured;
+  for (const auto& dtype : dtypes) {
+    FL_ASSIGN_OR_RETURN(const auto have, db.query("SELECT count(*) FROM system_peaks WHERE system_id = ?1 AND dtype = ?2",
+                                                  {system_id, dtype}));
+    if (std::get<int64_t>(have.rows.at(0).at(0)) >= 2) continue;
+    FL_ASSIGN_OR_RETURN(auto peaks, calibrate(backend, dtype, options));
+    FL_TRY(db.transaction([&]() -> Status {
+      for (const auto& p : peaks) {
+        benchdb::SystemPeakRow row;
+        row.system_id = system_id;
+        row.peak = p.peak;
+        row.dtype = p.dtype;
+        row.math_mode = p.math_mode;
+        row.value_per_s = p.value_per_s;
+        row.method = p.method;
+        row.measured_at = now_iso();
+        FL_TRY(db.upsert_system_peak(row));
+      }
+      return Status{};
+    }));
+    for (auto& p : peaks) measured.push_back(std::move(p));
+  }
+  return measured;
+}
+
+}  // namespace floorline::gen
