@@ -18,9 +18,12 @@
 #include "floorline/generator/plan.hpp"
 #include "floorline/generator/runner.hpp"
 #include "floorline/model_processor/zoo.hpp"
-#include "output.hpp"
+#include "analyze_command.hpp"
+#include "floorline/common/output.hpp"
 
 namespace floorline::cli {
+
+using namespace floorline::output;  // NOLINT: the output helpers are this layer's vocabulary
 namespace {
 
 struct CommonOptions {
@@ -161,12 +164,6 @@ std::optional<Loaded> load(const char* cmd, const CommonOptions& o) {
     return std::nullopt;
   }
   return std::move(l).value();
-}
-
-bool write_text(const std::string& out, const std::string& text) {
-  if (out == "-") return std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
-  std::ofstream f(out);
-  return static_cast<bool>(f << text);
 }
 
 struct KindRow {

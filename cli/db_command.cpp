@@ -13,9 +13,11 @@
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/framework_io.hpp"
 #include "floorline/benchdb/merge.hpp"
-#include "output.hpp"
+#include "floorline/common/output.hpp"
 
 namespace floorline::cli {
+
+using namespace floorline::output;  // NOLINT: the output helpers are this layer's vocabulary
 namespace {
 
 namespace bd = benchdb;

@@ -14,9 +14,11 @@
 #include "floorline/benchdb/database.hpp"
 #include "floorline/model_processor/model.hpp"
 #include "floorline/model_processor/zoo.hpp"
-#include "output.hpp"
+#include "floorline/common/output.hpp"
 
 namespace floorline::cli {
+
+using namespace floorline::output;  // NOLINT: the output helpers are this layer's vocabulary
 namespace {
 
 using mp::CostClass;

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "analyze_command.hpp"
 #include "bench_command.hpp"
 #include "db_command.hpp"
 #include "layers_command.hpp"
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   floorline::cli::add_layers_command(app, layers, exit_code);
   floorline::cli::add_bench_commands(app, exit_code, command_line);
   floorline::cli::add_db_command(app, exit_code);
+  floorline::cli::add_analyze_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -54,45 +54,69 @@ std::optional<kernels::PostOp> activation(const mp::Layer& l) {
 
 }  // namespace
 
+std::vector<FusionMatch> fusion_matches(const mp::ModelIR& m) {
+  std::vector<FusionMatch> out;
+  std::map<int, size_t> at;  // layer index → position
+  for (size_t k = 0; k < m.layers.size(); ++k) at[m.layers[k].index] = k;
+  std::map<int, std::vector<int>> consumers;
+  for (const auto& l : m.layers)
+    for (int p : l.preds) consumers[p].push_back(l.index);
+  auto sole_consumer = [&](const mp::Layer& l) -> const mp::Layer* {
+    auto it = consumers.find(l.index);
+    if (it == consumers.end() || it->second.size() != 1) return nullptr;
+    const mp::Layer& c = m.layers[at[it->second[0]]];
+    return c.subgraph == l.subgraph && c.shapes_known && c.cost == mp::CostClass::kCompute ? &c : nullptr;
+  };
+  for (const auto& l : m.layers) {
+    using K = mp::LayerKind;
+    const K kind = l.config.kind;
+    if (kind != K::kConv && kind != K::kConvTranspose && kind != K::kGemm && kind != K::kMatMul) continue;
+    if (!l.shapes_known || l.config.outputs.empty()) continue;
+    const mp::Layer* c = sole_consumer(l);
+    if (!c) continue;
+    FusionMatch f;
+    f.head = l.index;
+    const mp::Shape& y = l.config.outputs[0].shape;
+    if (kind == K::kConv && c->config.kind == K::kBatchNormalization) {
+      // Inference batch normalization folds into the conv's weights and bias at load time.
+      f.absorbed.push_back(c->index);
+      f.folded = true;
+      f.name = "BatchNormalization(folded)";
+      out.push_back(std::move(f));
+      continue;
+    }
+    if (auto a = activation(*c)) {
+      f.post_ops.push_back(*a);
+      f.absorbed.push_back(c->index);
+    } else if (c->config.kind == K::kAdd && c->config.inputs.size() == 2 && c->config.outputs[0].shape == y) {
+      const auto& other = c->config.inputs[0].shape == y && c->config.inputs[1].shape == y
+                              ? c->config.inputs[1].shape
+                              : (c->config.inputs[0].shape == y ? c->config.inputs[1].shape : c->config.inputs[0].shape);
+      if (other == y && c->preds.size() == 2) f.post_ops.push_back({"Add"});
+      else if (kind == K::kMatMul && other.size() == 1 && !y.empty() && other[0] == y.back()) f.post_ops.push_back({"BiasAdd"});
+      else continue;
+      f.absorbed.push_back(c->index);
+      if (const mp::Layer* d = sole_consumer(*c))
+        if (auto a = activation(*d)) {
+          f.post_ops.push_back(*a);
+          f.absorbed.push_back(d->index);
+        }
+    } else {
+      continue;
+    }
+    f.name = fusion_name(f.post_ops);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 std::map<std::string, std::vector<std::vector<kernels::PostOp>>> fusion_patterns(const std::vector<mp::ModelIR>& models) {
   std::map<std::string, std::map<std::string, std::vector<kernels::PostOp>>> found;
   for (const auto& m : models) {
-    std::map<int, size_t> at;  // layer index → position
-    for (size_t k = 0; k < m.layers.size(); ++k) at[m.layers[k].index] = k;
-    std::map<int, std::vector<int>> consumers;
-    for (const auto& l : m.layers)
-      for (int p : l.preds) consumers[p].push_back(l.index);
-    auto sole_consumer = [&](const mp::Layer& l) -> const mp::Layer* {
-      auto it = consumers.find(l.index);
-      if (it == consumers.end() || it->second.size() != 1) return nullptr;
-      const mp::Layer& c = m.layers[at[it->second[0]]];
-      return c.subgraph == l.subgraph && c.shapes_known && c.cost == mp::CostClass::kCompute ? &c : nullptr;
-    };
-    for (const auto& l : m.layers) {
-      using K = mp::LayerKind;
-      const K kind = l.config.kind;
-      if (kind != K::kConv && kind != K::kConvTranspose && kind != K::kGemm && kind != K::kMatMul) continue;
-      if (!l.shapes_known || l.config.outputs.empty()) continue;
-      const mp::Layer* c = sole_consumer(l);
-      if (!c) continue;
-      std::vector<kernels::PostOp> ops;
-      const mp::Shape& y = l.config.outputs[0].shape;
-      if (auto a = activation(*c)) {
-        ops.push_back(*a);
-      } else if (c->config.kind == K::kAdd && c->config.inputs.size() == 2 && c->config.outputs[0].shape == y) {
-        const auto& other = c->config.inputs[0].shape == y && c->config.inputs[1].shape == y
-                                ? c->config.inputs[1].shape
-                                : (c->config.inputs[0].shape == y ? c->config.inputs[1].shape : c->config.inputs[0].shape);
-        if (other == y && c->preds.size() == 2) ops.push_back({"Add"});
-        else if (kind == K::kMatMul && other.size() == 1 && !y.empty() && other[0] == y.back()) ops.push_back({"BiasAdd"});
-        else continue;
-        if (const mp::Layer* d = sole_consumer(*c))
-          if (auto a = activation(*d)) ops.push_back(*a);
-      } else {
-        continue;
-      }
-      found[l.key].emplace(fusion_name(ops), ops);
-    }
+    std::map<int, const mp::Layer*> by_index;
+    for (const auto& l : m.layers) by_index[l.index] = &l;
+    for (auto& f : fusion_matches(m))
+      if (!f.folded) found[by_index.at(f.head)->key].emplace(f.name, f.post_ops);
   }
   std::map<std::string, std::vector<std::vector<kernels::PostOp>>> out;
   for (auto& [key, pats] : found)

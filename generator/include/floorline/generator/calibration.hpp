@@ -5,8 +5,10 @@
 // measured once per system, backend and data type with two calibration cases run through the
 // backend's own kernels, using the library's first-choice implementation:
 //   flops: a square MatMul n×n · n×n, 2·n³ FLOPs per call (n = 2048 on a CPU, 8192 on a GPU);
-//   bytes: an identity Transpose (a plain copy) of 2^25 (CPU) or 2^28 (GPU) elements, counting the
-//          bytes read plus the bytes written.
+//   bytes: identity Transposes (plain copies), bytes read plus bytes written, of 2^15 elements (CPU;
+//          2^20 on a GPU), which stay in cache, and of 2^25 (2^28) elements, far beyond any cache;
+//          the faster is the peak: warm layers move data at cache bandwidth, and a roofline bound
+//          must not exceed what a layer can reach. `method` names both rates.
 // Each peak = work per call / the fastest of `repetitions` repetitions' per-call time (the peak is
 // what the hardware can reach, so the fastest repetition is its best estimate; a higher peak only
 // lowers R, which keeps R a lower bound).
@@ -34,7 +36,7 @@ struct Peak {
   std::string method;       // "onednn MatMul 2048x2048x2048 f32 (gemm:jit)"
 };
 
-// The two calibration cases of `backend` in `dtype` (problem, implementation and work per call).
+// The calibration cases of `backend` in `dtype` (problem, implementation and work per call).
 struct CalibrationCase {
   std::string peak;
   kernels::CaseSpec spec;

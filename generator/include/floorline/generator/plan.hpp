@@ -42,6 +42,18 @@ benchdb::CaseRow case_row(const PlannedCase& c);
 // Converts a layer configuration to the kernel library's Problem (attributes typed, roles kept).
 kernels::Problem to_problem(const mp::LayerConfig& config, const std::string& key);
 
+// One fusable chain in a model: the head layer and the layers its epilogue replaces (see
+// fusion_patterns for the chains recognized), and Conv → BatchNormalization, which needs no fused
+// case: inference batch normalization folds into the conv's weights and bias (`folded`).
+struct FusionMatch {
+  int head = 0;                          // Layer::index of the Conv/ConvTranspose/Gemm/MatMul
+  std::vector<int> absorbed;             // Layer::index of the layers the epilogue replaces, in order
+  std::vector<kernels::PostOp> post_ops;
+  std::string name;                      // fusion_name(post_ops): the fused case's `fusion`
+  bool folded = false;                   // Conv+BatchNormalization: no post-ops, no fused case
+};
+std::vector<FusionMatch> fusion_matches(const mp::ModelIR& model);
+
 // The fused epilogues found in the models for each config key: a Conv/ConvTranspose/Gemm/MatMul
 // whose only consumer is an activation (Relu, Clip, Sigmoid, Tanh, HardSwish, HardSigmoid,
 // LeakyRelu, Elu), a residual Add of its output's shape (then optionally an activation), or, for

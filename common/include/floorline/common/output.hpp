@@ -1,15 +1,17 @@
-// Output helpers for the floorline executable: one field list per row type drives the table
-// columns, the CSV header and the JSON keys, so the three cannot disagree (STYLE.md, Outputs).
+// floorline/common/output.hpp — output helpers for the executable and the analyzer's reports: one
+// field list per row type drives the table columns, the CSV header and the JSON keys, so the three
+// cannot disagree (STYLE.md, Outputs).
 #pragma once
 
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-namespace floorline::cli {
+namespace floorline::output {
 
 enum class Format { kTable, kJson, kCsv };
 
@@ -22,6 +24,9 @@ struct Cell {
 Cell text_cell(std::string s);
 Cell int_cell(int64_t v);
 Cell float_cell(double v, int precision);
+// A number that could not be computed: "-" in tables and CSV, null in JSON (never a 0).
+Cell missing_cell();
+Cell float_cell(const std::optional<double>& v, int precision);
 
 template <class Row>
 struct Field {
@@ -83,4 +88,4 @@ nlohmann::json render_json(const std::vector<Field<Row>>& fields, const std::vec
   return arr;
 }
 
-}  // namespace floorline::cli
+}  // namespace floorline::output

@@ -1,4 +1,4 @@
-#include "output.hpp"
+#include "floorline/common/output.hpp"
 
 #include <unistd.h>
 
@@ -7,11 +7,13 @@
 
 #include <fmt/format.h>
 
-namespace floorline::cli {
+namespace floorline::output {
 
 Cell text_cell(std::string s) { return Cell{s, s, false}; }
 Cell int_cell(int64_t v) { return Cell{std::to_string(v), v, true}; }
 Cell float_cell(double v, int precision) { return Cell{fmt::format("{:.{}f}", v, precision), v, true}; }
+Cell missing_cell() { return Cell{"-", nullptr, true}; }
+Cell float_cell(const std::optional<double>& v, int precision) { return v ? float_cell(*v, precision) : missing_cell(); }
 
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<Cell>>& rows) {
   std::vector<size_t> width(header.size(), 0);
@@ -62,4 +64,4 @@ std::string bold(const std::string& s, bool color) { return color ? "\033[1m" + 
 std::string red(const std::string& s, bool color) { return color ? "\033[31m" + s + "\033[0m" : s; }
 std::string yellow(const std::string& s, bool color) { return color ? "\033[33m" + s + "\033[0m" : s; }
 
-}  // namespace floorline::cli
+}  // namespace floorline::output

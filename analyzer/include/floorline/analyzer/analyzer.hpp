@@ -1,0 +1,179 @@
+// floorline/analyzer/analyzer.hpp — lower-bound latencies of a model from its layer IR and the
+// results database, per model × batch × dtype × system (DESIGN.md, Bounds).
+//
+// All times are microseconds of one inference of the whole batch. For each cost-bearing layer
+// instance v, t(v) is the fastest current passed case of v's config on the system in the base
+// data type and math mode, unfused (benchdb's best_measurements); a layout-conversion case is never
+// t(v). View and Host layers cost 0. A cost-bearing layer with no passed case is costed by its
+// roofline time and flagged (`source` "roofline"); with no calibrated peaks either, it has no time
+// (`source` "none") and every bound that needs it says so (`complete` false): never a zero.
+//
+//   S  sequential          Σ t(v) over every layer instance (multiplicity counts)
+//   P  parallel            the longest path through the layer DAG weighted by t(v), source and sink
+//                          included (the critical path, listed in `critical_path`); P ≤ S
+//   H  heuristic           Σ time of the library's own first choice for v's config (oneDNN's first
+//                          implementation for format any; cuDNN's get_v7 first result); a layer whose
+//                          default case did not pass keeps t(v) and is counted in heuristic_missing
+//   F  fused               S with each fusable chain (fusion_matches: Conv/Gemm/MatMul + activation,
+//                          + residual Add (+ activation), + bias (+ activation)) replaced by its
+//                          measured fused case where that is faster, and each Conv → BatchNormalization
+//                          costed as the conv alone (folded); every layer is fused at most once
+//   S_m reduced precision  S with t(v) taken from math mode m (bf16, f16, tf32) where v's config has a
+//                          passed case in it; the other layers keep their base time (counted)
+//   R  roofline            Σ max(FLOPs(v) / peak FLOP/s, bytes(v) / peak bytes/s), peaks calibrated
+//                          on the system (system_peaks) for the base dtype
+//   M  measured            the fastest imported framework latency of the model at this batch and dtype
+//                          on this kind of device (framework_latencies; on a CPU, at the thread count
+//                          of the measurements), when there is one
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/benchdb/schema.hpp"
+#include "floorline/common/result.hpp"
+#include "floorline/model_processor/model.hpp"
+
+namespace floorline::analyzer {
+
+// One measured case, as the analyzer uses it.
+struct CaseTime {
+  double us = 0;                 // median per-call time
+  int64_t case_id = 0;
+  std::string name;              // benchdb::case_name()
+  std::string backend;
+  std::string algorithm;
+  std::string layout;
+};
+
+// What the database knows about one system, loaded once and shared by every model analyzed.
+struct CostTable {
+  int64_t system_id = 0;
+  std::string system;            // "AMD EPYC (cpu, onednn 2.6.3, 1 thread)"
+  std::string device_kind;       // "cpu" or "gpu"
+  std::string device_name;
+  int64_t threads = 1;           // CPU threads of the measurements (framework latencies must match)
+  // (key, dtype, math_mode, fusion) → fastest passed case (benchdb best_measurements).
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> best;
+  // (key, dtype, math_mode, fusion) → the library's own first choice, when it passed.
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> heuristic;
+  // (key, dtype, math_mode, algorithm fed) → the layout conversions that implementation needs.
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::vector<CaseTime>> conversions;
+  // (peak "flops"|"bytes", dtype) → value per second as calibrated (system_peaks), and as R uses
+  // it: raised by raise_peaks() where a measured case went faster than the calibration.
+  std::map<std::pair<std::string, std::string>, double> calibrated_peaks;
+  std::map<std::pair<std::string, std::string>, double> peaks;
+  std::vector<std::string> peak_notes;  // which case raised a peak, from what to what
+  std::vector<benchdb::FrameworkLatencyRow> framework;
+  // Math modes with any best case on this system, by dtype: {"bf16": "bf16"}, {"f32": "fp32"}.
+  std::map<std::string, std::string> modes;
+};
+
+// The system to analyze: `requested` when given (error if absent); otherwise, of the systems with
+// measurements of these models' configs, the one with the most best cases (ties: the newest).
+// Error when the database has no measurement of any of them.
+Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
+                              std::optional<int64_t> requested);
+
+Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id);
+
+// The FLOPs the roofline counts: a Conv's multiply-adds that read inside the input (taps on padding
+// are not work a library must do: DeepLabV3's dilated ASPP convs have 4x fewer); every other layer's
+// FLOPs as the model processor counts them.
+int64_t roofline_flops(const mp::Layer& layer);
+
+// A roofline peak must be at least every rate that was reached: raises the `dtype` peaks to the
+// fastest rate (roofline_flops / t, bytes / t) of any measured best case among these models' layers,
+// Winograd and FFT convolutions excepted (they do fewer multiplications than the count), and notes
+// it in peak_notes.
+void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype);
+
+struct LayerCost {
+  int index = 0;                 // Layer::index
+  std::string name;              // ONNX node name
+  std::string kind;              // LayerKind name
+  std::string key;               // canonical key
+  int64_t flops = 0;
+  int64_t bytes = 0;
+  std::string source;            // "measured", "roofline" (no passed case), "none" (no time at all)
+  double us = 0;                 // t(v); 0 when source is "none"
+  std::string best_case;         // case name of t(v) ("" unless measured)
+  std::string algorithm;
+  std::optional<double> heuristic_us;  // the library's first choice, when it passed
+  std::optional<double> roofline_us;   // max(FLOPs / peak FLOP/s, bytes / peak bytes/s)
+  double conversion_us = 0;      // layout conversions t(v)'s implementation needs (Σ of their cases)
+  bool on_critical_path = false;
+  std::vector<int> preds;        // the cost-bearing layers it reads from (through view layers)
+};
+
+// A fusable chain and what fusing it would save (measured, or folded for Conv+BatchNormalization).
+struct FusionUse {
+  std::string pattern;           // "Conv+Add+Relu", "Conv+BatchNormalization(folded)"
+  std::vector<int> layers;       // head first, then the absorbed layers (Layer::index)
+  double unfused_us = 0;         // Σ t over those layers
+  std::optional<double> fused_us;  // the fused case (the conv alone when folded); none if not measured
+  std::string fused_case;        // its case name
+  bool applied = false;          // counted in F (fused case measured and faster, layers not yet fused)
+};
+
+struct ReducedBound {
+  std::string dtype;             // "bf16"
+  std::string math_mode;
+  double us = 0;
+  int64_t layers_reduced = 0;    // layers with a passed case in this math mode
+  int64_t layers_kept = 0;       // layers that keep their base time
+  std::map<std::string, std::pair<double, double>> by_kind;  // kind → (base µs, this mode's µs)
+};
+
+struct FrameworkTime {
+  std::string runtime;           // "pytorch"
+  std::string settings;          // "eager"
+  std::string runtime_version;
+  int64_t threads = 0;
+  double us = 0;
+};
+
+// Layers off the critical path, grouped by where their branch leaves it: what could run
+// concurrently with the critical path.
+struct Branch {
+  int fork = -1;                 // Layer::index of the critical-path layer the branch starts from; -1: graph inputs
+  std::string fork_name;
+  double us = 0;                 // Σ t over the branch's layers
+  int64_t layers = 0;
+};
+
+struct ModelBounds {
+  std::string model;
+  int64_t batch = 1;
+  std::string dtype = "f32";
+  std::string math_mode = "fp32";
+  int64_t system_id = 0;
+  std::vector<LayerCost> layers;         // cost-bearing layers, in topological order
+  int64_t view_layers = 0, host_layers = 0;
+  double S = 0, P = 0, H = 0, F = 0;
+  std::optional<double> R;               // none without calibrated peaks
+  std::optional<double> M;               // fastest framework latency, when imported
+  std::vector<FrameworkTime> framework;  // every imported framework latency
+  std::vector<ReducedBound> reduced;
+  std::vector<int> critical_path;        // Layer::index, source to sink (cost-bearing and view)
+  std::vector<Branch> branches;          // off-critical-path work by fork, largest first
+  std::vector<FusionUse> fusions;
+  double conversions_us = 0;             // Σ conversion_us
+  int64_t measured_layers = 0, roofline_layers = 0, untimed_layers = 0, heuristic_missing = 0;
+  double measured_fraction = 0;          // share of S that rests on measured cases (1 when S is 0)
+  bool complete = true;                  // every cost-bearing layer has a time (measured or roofline)
+  std::string peaks_note;                // why R or the roofline fallback is missing ("" when present)
+};
+
+struct AnalyzeOptions {
+  std::string dtype = "f32";
+};
+
+ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, const AnalyzeOptions& options = {});
+
+}  // namespace floorline::analyzer

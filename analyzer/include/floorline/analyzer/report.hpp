@@ -1,0 +1,45 @@
+// floorline/analyzer/report.hpp — the analyzer's outputs: terminal table, JSON, CSV, HTML, DOT.
+//
+// Every format carries the same figures under the same names; times are µs (`_us`), ratios are
+// plain numbers, a figure that could not be computed is "-" in the table and CSV and null in
+// JSON, never 0. JSON and CSV are stable machine-readable outputs (tests hold golden copies).
+//   table  per-model summary (S, P, H, F, R, M, reduced precision, gap ratios, measured share),
+//          then each model's findings; with `layers`, the per-layer table
+//   json   {"system", "database", "models": [{bounds..., "layers": [...], "findings": [...]}]}
+//   csv    one row per model (or per layer with `layers`)
+//   html   one self-contained page (no network): inline-SVG charts of the bounds per model, latency
+//          vs batch size, time by layer kind, a roofline chart of the layers and each critical path,
+//          then the findings and per-layer tables
+//   dot    the layer graph of each model (Graphviz), critical path in red, times on the nodes
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "floorline/analyzer/advisors.hpp"
+#include "floorline/analyzer/analyzer.hpp"
+
+namespace floorline::analyzer {
+
+struct ModelReport {
+  ModelBounds bounds;
+  std::vector<Finding> findings;
+};
+
+struct Report {
+  std::string database;          // path of the results database
+  CostTable costs;               // the system analyzed: its description, peaks and measurements
+  std::vector<ModelReport> models;   // in the order analyzed (model, then batch)
+};
+
+// Loads the system's costs (choose_system, load_costs) and analyzes and advises on each model.
+Result<Report> build_report(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
+                            std::optional<int64_t> system, const AnalyzeOptions& options = {});
+
+std::string format_table(const Report& report, bool layers, size_t top_findings = 3);
+std::string format_json(const Report& report);
+std::string format_csv(const Report& report, bool layers);
+std::string format_html(const Report& report);
+std::string format_dot(const Report& report);
+
+}  // namespace floorline::analyzer

@@ -1,0 +1,337 @@
+// The HTML report: one self-contained page, charts as inline SVG, no scripts, no network.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "floorline/analyzer/report.hpp"
+
+namespace floorline::analyzer {
+
+namespace {
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string us_text(double us) {
+  if (us >= 1e6) return fmt::format("{:.2f} s", us / 1e6);
+  if (us >= 1e3) return fmt::format("{:.2f} ms", us / 1e3);
+  return fmt::format("{:.1f} µs", us);
+}
+
+const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
+                                "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+
+// A log10 axis over [lo, hi] mapped to [x0, x1] pixels, decade ticks.
+struct LogAxis {
+  double lo, hi, x0, x1;
+  LogAxis(double lo_, double hi_, double a, double b) : x0(a), x1(b) {
+    lo = std::pow(10.0, std::floor(std::log10(std::max(lo_, 1e-9))));
+    hi = std::pow(10.0, std::ceil(std::log10(std::max(hi_, lo * 10))));
+  }
+  double at(double v) const {
+    v = std::clamp(v, lo, hi);
+    return x0 + (x1 - x0) * (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
+  }
+  std::vector<double> ticks() const {
+    std::vector<double> t;
+    for (double v = lo; v <= hi * 1.0001; v *= 10) t.push_back(v);
+    return t;
+  }
+};
+
+std::string tick_label(double v) {
+  if (v >= 1e6) return fmt::format("{:g}M", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:g}k", v / 1e3);
+  return fmt::format("{:g}", v);
+}
+
+// Bounds per model: one row per model × batch, a marker per bound on a log time axis.
+std::string bounds_chart(const Report& r) {
+  struct Mark { const char* name; const char* color; std::optional<double> v; };
+  const double row = 18, left = 210, right = 900, top = 30;
+  double lo = 1e300, hi = 0;
+  auto marks = [](const ModelBounds& b) {
+    return std::vector<Mark>{{"R", "#59a14f", b.R}, {"P", "#76b7b2", b.P}, {"F", "#4e79a7", b.F},
+                             {"S", "#000000", b.S}, {"H", "#f28e2b", b.H}, {"M", "#e15759", b.M}};
+  };
+  for (const auto& m : r.models)
+    for (const auto& k : marks(m.bounds))
+      if (k.v && *k.v > 0) lo = std::min(lo, *k.v), hi = std::max(hi, *k.v);
+  if (hi <= 0) return "<p>No bounds to chart.</p>";
+  const LogAxis ax(lo, hi, left, right);
+  const double h = top + row * static_cast<double>(r.models.size()) + 40;
+  std::string s = fmt::format("<svg class=\"chart\" id=\"chart-bounds\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+                              "role=\"img\" aria-label=\"bounds per model\">\n",
+                              right + 30, h);
+  for (double t : ax.ticks())
+    s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/><text x=\"{0:.1f}\" y=\"{3}\" "
+                     "font-size=\"10\" text-anchor=\"middle\">{4}</text>\n",
+                     ax.at(t), top - 5, h - 35, h - 22, tick_label(t));
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">latency (µs, log scale)</text>\n",
+                   (left + right) / 2, h - 8);
+  double y = top;
+  for (const auto& m : r.models) {
+    const auto& b = m.bounds;
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{} b{}</text>\n", left - 8, y + 12,
+                     esc(b.model), b.batch);
+    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#f0f0f0\"/>\n", left, right, y + 8, y + 8);
+    for (const auto& k : marks(b))
+      if (k.v && *k.v > 0)
+        s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4.5\" fill=\"{}\" fill-opacity=\"0.85\"><title>{} b{}: {} = {}</title></circle>\n",
+                         ax.at(*k.v), y + 8, k.color, esc(b.model), b.batch, k.name, us_text(*k.v));
+    y += row;
+  }
+  s += "</svg>\n<p class=\"legend\">";
+  for (const auto& k : marks(ModelBounds{}))
+    s += fmt::format("<span style=\"color:{}\">&#9679;</span> {} ", k.color, k.name);
+  return s + "</p>\n";
+}
+
+// S (and F, P) against batch size, one line per model; only models analyzed at several batches.
+std::string batch_chart(const Report& r) {
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> series;
+  for (const auto& m : r.models) series[m.bounds.model].push_back({m.bounds.batch, m.bounds.S});
+  for (auto it = series.begin(); it != series.end();)
+    it = it->second.size() < 2 ? series.erase(it) : std::next(it);
+  if (series.empty())
+    return "<p class=\"note\" id=\"chart-batch\">Every model was analyzed at one batch size: analyze with several "
+           "(<code>--batch 1,8,32</code>, measured with <code>floorline bench --batch 1,8,32</code>) to see latency vs "
+           "batch size.</p>\n";
+  double tlo = 1e300, thi = 0, blo = 1e300, bhi = 0;
+  for (const auto& [_, pts] : series)
+    for (auto [bt, t] : pts) {
+      tlo = std::min(tlo, t), thi = std::max(thi, t);
+      blo = std::min(blo, static_cast<double>(bt)), bhi = std::max(bhi, static_cast<double>(bt));
+    }
+  const double left = 70, right = 640, top = 20, bottom = 360;
+  const LogAxis xa(blo, bhi, left, right), ya(tlo, thi, bottom, top);
+  std::string s = fmt::format("<svg class=\"chart\" id=\"chart-batch\" xmlns=\"http://www.w3.org/2000/svg\" width=\"860\" height=\"{}\">\n",
+                              bottom + 40);
+  for (double t : xa.ticks())
+    s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/><text x=\"{0:.1f}\" y=\"{3}\" font-size=\"10\" "
+                     "text-anchor=\"middle\">{4}</text>\n", xa.at(t), top, bottom, bottom + 14, tick_label(t));
+  for (double t : ya.ticks())
+    s += fmt::format("<line x1=\"{1}\" x2=\"{2}\" y1=\"{0:.1f}\" y2=\"{0:.1f}\" stroke=\"#ddd\"/><text x=\"{3}\" y=\"{0:.1f}\" font-size=\"10\" "
+                     "text-anchor=\"end\">{4}</text>\n", ya.at(t), left, right, left - 4, tick_label(t));
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">batch size</text>"
+                   "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">S (µs)</text>\n",
+                   (left + right) / 2, bottom + 32, (top + bottom) / 2, (top + bottom) / 2);
+  size_t i = 0;
+  double ly = top + 6;
+  for (auto& [name, pts] : series) {
+    std::sort(pts.begin(), pts.end());
+    const char* color = kPalette[i++ % 10];
+    std::string d;
+    for (auto [bt, t] : pts) d += fmt::format("{}{:.1f},{:.1f}", d.empty() ? "M" : " L", xa.at(static_cast<double>(bt)), ya.at(t));
+    s += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"><title>{}</title></path>\n", d, color, esc(name));
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" fill=\"{}\">{}</text>\n", right + 12, ly, color, esc(name));
+    ly += 12;
+  }
+  return s + "</svg>\n";
+}
+
+// Share of S by layer kind, one 100% bar per model × batch; the 9 largest kinds overall, then "other".
+std::string kind_chart(const Report& r) {
+  std::map<std::string, double> total;
+  for (const auto& m : r.models)
+    for (const auto& l : m.bounds.layers) total[l.kind] += m.bounds.S > 0 ? l.us / m.bounds.S : 0;
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [k, v] : total) order.push_back({-v, k});
+  std::sort(order.begin(), order.end());
+  std::map<std::string, size_t> color_of;
+  for (size_t i = 0; i < order.size() && i < 9; ++i) color_of[order[i].second] = i;
+  const double row = 18, left = 210, right = 900, top = 10;
+  const double h = top + row * static_cast<double>(r.models.size()) + 20;
+  std::string s = fmt::format("<svg class=\"chart\" id=\"chart-kinds\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n",
+                              right + 30, h);
+  double y = top;
+  for (const auto& m : r.models) {
+    const auto& b = m.bounds;
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{} b{}</text>\n", left - 8, y + 12,
+                     esc(b.model), b.batch);
+    std::map<size_t, std::pair<std::string, double>> parts;  // color index → (kind, µs)
+    for (const auto& l : b.layers) {
+      auto it = color_of.find(l.kind);
+      const size_t c = it == color_of.end() ? 9 : it->second;
+      parts[c].first = it == color_of.end() ? "other" : l.kind;
+      parts[c].second += l.us;
+    }
+    double x = left;
+    for (const auto& [c, p] : parts) {
+      const double w = b.S > 0 ? (right - left) * p.second / b.S : 0;
+      if (w <= 0) continue;
+      s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{} b{}: {} {} ({:.1f}%)</title></rect>\n",
+                       x, y + 2, w, row - 4, kPalette[c], esc(b.model), b.batch, esc(p.first), us_text(p.second),
+                       100.0 * p.second / b.S);
+      x += w;
+    }
+    y += row;
+  }
+  s += "</svg>\n<p class=\"legend\">";
+  for (size_t i = 0; i < order.size() && i < 9; ++i)
+    s += fmt::format("<span style=\"color:{}\">&#9632;</span> {} ", kPalette[i], esc(order[i].second));
+  if (order.size() > 9) s += fmt::format("<span style=\"color:{}\">&#9632;</span> other", kPalette[9]);
+  return s + "</p>\n";
+}
+
+// Roofline: achieved GFLOP/s against arithmetic intensity for every distinct measured layer config,
+// under the calibrated peaks.
+std::string roofline_chart(const Report& r) {
+  if (!r.costs.system_id) return "";
+  auto fp = r.costs.peaks.find({"flops", "f32"});
+  auto bp = r.costs.peaks.find({"bytes", "f32"});
+  if (fp == r.costs.peaks.end() || bp == r.costs.peaks.end())
+    return "<p class=\"note\" id=\"chart-roofline\">No calibrated peaks for this system: no roofline chart "
+           "(<code>floorline bench</code> calibrates them).</p>\n";
+  struct Pt { double ai, gflops; std::string kind, label; };
+  std::map<std::string, Pt> pts;  // by config key
+  std::map<std::string, std::set<std::string>> models_of;
+  for (const auto& m : r.models)
+    for (const auto& l : m.bounds.layers) {
+      if (l.source != "measured" || l.flops <= 0 || l.bytes <= 0 || l.us <= 0) continue;
+      models_of[l.key].insert(m.bounds.model);
+      pts[l.key] = {static_cast<double>(l.flops) / static_cast<double>(l.bytes), static_cast<double>(l.flops) / l.us / 1e3,
+                    l.kind, l.key};
+    }
+  if (pts.empty()) return "<p class=\"note\" id=\"chart-roofline\">No measured layer with FLOPs.</p>\n";
+  const double peak_g = fp->second / 1e9, bw_g = bp->second / 1e9;
+  double alo = 1e300, ahi = 0, glo = 1e300;
+  for (const auto& [_, p] : pts) alo = std::min(alo, p.ai), ahi = std::max(ahi, p.ai), glo = std::min(glo, p.gflops);
+  const double left = 70, right = 820, top = 20, bottom = 420;
+  const LogAxis xa(alo, ahi, left, right), ya(glo, peak_g * 2, bottom, top);
+  std::string s = fmt::format("<svg class=\"chart\" id=\"chart-roofline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" height=\"{}\">\n",
+                              bottom + 40);
+  for (double t : xa.ticks())
+    s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0:.1f}\" y=\"{3}\" font-size=\"10\" "
+                     "text-anchor=\"middle\">{4}</text>\n", xa.at(t), top, bottom, bottom + 14, tick_label(t));
+  for (double t : ya.ticks())
+    s += fmt::format("<line x1=\"{1}\" x2=\"{2}\" y1=\"{0:.1f}\" y2=\"{0:.1f}\" stroke=\"#eee\"/><text x=\"{3}\" y=\"{0:.1f}\" font-size=\"10\" "
+                     "text-anchor=\"end\">{4}</text>\n", ya.at(t), left, right, left - 4, tick_label(t));
+  // The roof: min(peak, AI × bandwidth), sampled along the axis.
+  std::string d;
+  for (int i = 0; i <= 200; ++i) {
+    const double ai = xa.lo * std::pow(xa.hi / xa.lo, i / 200.0);
+    d += fmt::format("{}{:.1f},{:.1f}", i ? " L" : "M", xa.at(ai), ya.at(std::min(peak_g, ai * bw_g)));
+  }
+  s += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#333\" stroke-width=\"2\"><title>roofline: {:.1f} GFLOP/s, {:.1f} GB/s</title></path>\n",
+                   d, peak_g, bw_g);
+  s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\">peak {:.0f} GFLOP/s, {:.1f} GB/s (calibrated)</text>\n",
+                   right, ya.at(peak_g) - 5, peak_g, bw_g);
+  std::map<std::string, size_t> kinds;
+  for (const auto& [_, p] : pts) kinds.emplace(p.kind, kinds.size());
+  for (const auto& [key, p] : pts) {
+    const size_t c = kinds[p.kind] % 10;
+    std::string ms;
+    for (const auto& m : models_of[key]) ms += (ms.empty() ? "" : ", ") + m;
+    s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\" fill-opacity=\"0.7\"><title>{} ({:.2f} FLOP/B, {:.1f} GFLOP/s) in {}</title></circle>\n",
+                     xa.at(p.ai), ya.at(p.gflops), kPalette[c], esc(p.label), p.ai, p.gflops, esc(ms));
+  }
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">arithmetic intensity (FLOP/byte)</text>"
+                   "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">GFLOP/s</text>\n",
+                   (left + right) / 2, bottom + 32, (top + bottom) / 2, (top + bottom) / 2);
+  s += "</svg>\n<p class=\"legend\">";
+  for (const auto& [k, c] : kinds) s += fmt::format("<span style=\"color:{}\">&#9679;</span> {} ", kPalette[c % 10], esc(k));
+  return s + "</p>\n";
+}
+
+// Each model's critical path as a strip of its layers, widths proportional to time.
+std::string critical_path_chart(const Report& r) {
+  const double row = 18, left = 210, right = 900, top = 10;
+  const double h = top + row * static_cast<double>(r.models.size()) + 10;
+  std::string s = fmt::format("<svg class=\"chart\" id=\"chart-critical-path\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n",
+                              right + 120, h);
+  double y = top;
+  for (const auto& m : r.models) {
+    const auto& b = m.bounds;
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{} b{}</text>\n", left - 8, y + 12,
+                     esc(b.model), b.batch);
+    // Scaled to S: the strip's length shows P / S.
+    double x = left;
+    size_t i = 0;
+    for (const auto& l : b.layers) {
+      if (!l.on_critical_path || b.S <= 0) continue;
+      const double w = (right - left) * l.us / b.S;
+      s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>{} {} {}</title></rect>\n",
+                       x, y + 2, w, row - 4, i++ % 2 ? "#e15759" : "#f1a3a4", esc(l.name), esc(l.kind), us_text(l.us));
+      x += w;
+    }
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">P {} ({:.0f}% of S)</text>\n", x + 4, y + 12, us_text(b.P),
+                     b.S > 0 ? 100.0 * b.P / b.S : 0.0);
+    y += row;
+  }
+  return s + "</svg>\n";
+}
+
+std::string opt_us(const std::optional<double>& v) { return v ? us_text(*v) : "–"; }
+
+}  // namespace
+
+std::string format_html(const Report& r) {
+  std::string s =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Floorline report</title>\n<style>\n"
+      "body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1200px}\n"
+      "table{border-collapse:collapse;font-size:12px}td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}\n"
+      "td:first-child,th:first-child{text-align:left}.legend{font-size:12px}.note{color:#555}\n"
+      "h2{margin-top:32px;border-bottom:2px solid #4e79a7}summary{cursor:pointer;font-weight:bold}\n"
+      "li{margin:4px 0}.saving{font-weight:bold}\n</style></head><body>\n<h1>Floorline report</h1>\n";
+  if (r.costs.system_id) s += fmt::format("<p>System {}: {}. Database <code>{}</code>.</p>\n", r.costs.system_id, esc(r.costs.system), esc(r.database));
+  s += "<p class=\"note\">S: sequential lower bound (Σ fastest measured case per layer); P: critical path; "
+       "H: the libraries' default choices; F: with measured fusions; R: roofline from calibrated peaks; M: framework "
+       "measurement. Times per inference of the whole batch.</p>\n";
+  s += "<h2>Summary</h2>\n<table id=\"summary\"><tr><th>model</th><th>batch</th><th>S</th><th>P</th><th>H</th><th>F</th>"
+       "<th>R</th><th>M</th><th>S/P</th><th>H/S</th><th>S/F</th><th>M/S</th><th>measured share</th></tr>\n";
+  for (const auto& m : r.models) {
+    const auto& b = m.bounds;
+    s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                     "<td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td><td>{:.1f}%</td></tr>\n",
+                     esc(b.model), b.batch, us_text(b.S), us_text(b.P), us_text(b.H), us_text(b.F), opt_us(b.R), opt_us(b.M),
+                     b.P > 0 ? b.S / b.P : 0.0, b.S > 0 ? b.H / b.S : 0.0, b.F > 0 ? b.S / b.F : 0.0,
+                     b.M && b.S > 0 ? fmt::format("{:.2f}", *b.M / b.S) : "–", 100.0 * b.measured_fraction);
+  }
+  s += "</table>\n";
+  s += "<h2>Bounds per model</h2>\n" + bounds_chart(r);
+  s += "<h2>Latency vs batch size</h2>\n" + batch_chart(r);
+  s += "<h2>Time by layer kind (share of S)</h2>\n" + kind_chart(r);
+  s += "<h2>Roofline</h2>\n" + roofline_chart(r);
+  s += "<h2>Critical paths (length relative to S)</h2>\n" + critical_path_chart(r);
+  s += "<h2>Findings</h2>\n";
+  for (const auto& m : r.models) {
+    const auto& b = m.bounds;
+    s += fmt::format("<details id=\"model-{}-b{}\"><summary>{} (batch {}): S {}, {} finding(s)</summary>\n<ul>\n", esc(b.model), b.batch,
+                     esc(b.model), b.batch, us_text(b.S), m.findings.size());
+    if (b.roofline_layers) s += fmt::format("<li class=\"note\">{} layer(s) with no passed case are costed by their roofline time.</li>\n", b.roofline_layers);
+    if (b.untimed_layers) s += fmt::format("<li class=\"note\">{} layer(s) have no time at all: S is incomplete.</li>\n", b.untimed_layers);
+    for (const auto& f : m.findings) {
+      s += fmt::format("<li><b>{}</b>: <span class=\"saving\">{} ({:.1f}%)</span>: {}<ul>\n", esc(f.advisor), us_text(f.saving_us),
+                       f.saving_pct, esc(f.summary));
+      for (const auto& it : f.items)
+        s += fmt::format("<li>{}: {} — {}</li>\n", esc(it.label), us_text(it.saving_us), esc(it.detail));
+      s += "</ul></li>\n";
+    }
+    s += "</ul>\n<table><tr><th>layer</th><th>kind</th><th>time</th><th>% of S</th><th>default</th><th>roofline</th>"
+         "<th>critical</th><th>best case</th></tr>\n";
+    for (const auto& l : b.layers)
+      s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                       esc(l.name), esc(l.kind), l.source == "none" ? "–" : us_text(l.us) + (l.source == "roofline" ? " (roofline)" : ""),
+                       b.S > 0 ? 100.0 * l.us / b.S : 0.0, opt_us(l.heuristic_us), opt_us(l.roofline_us),
+                       l.on_critical_path ? "yes" : "", esc(l.algorithm));
+    s += "</table></details>\n";
+  }
+  return s + "</body></html>\n";
+}
+
+}  // namespace floorline::analyzer

@@ -1,0 +1,282 @@
+// Table, JSON, CSV and DOT outputs of the analyzer (report.hpp). HTML is in html.cpp.
+#include "floorline/analyzer/report.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "floorline/common/output.hpp"
+
+namespace floorline::analyzer {
+
+namespace {
+
+using output::Cell;
+using output::Field;
+using output::float_cell;
+using output::int_cell;
+using output::text_cell;
+
+std::optional<double> ratio(std::optional<double> a, std::optional<double> b) {
+  if (!a || !b || *b <= 0) return std::nullopt;
+  return *a / *b;
+}
+
+// The reduced math modes present in the report, in a stable order.
+std::vector<std::string> reduced_modes(const Report& r) {
+  std::set<std::string> modes;
+  for (const auto& m : r.models)
+    for (const auto& x : m.bounds.reduced) modes.insert(x.math_mode);
+  return {modes.begin(), modes.end()};
+}
+
+std::optional<double> reduced_us(const ModelBounds& b, const std::string& mode) {
+  for (const auto& x : b.reduced)
+    if (x.math_mode == mode) return x.us;
+  return std::nullopt;
+}
+
+std::vector<Field<ModelReport>> model_fields(const Report& r) {
+  using M = ModelReport;
+  std::vector<Field<M>> f = {
+      {"model", [](const M& m) { return text_cell(m.bounds.model); }},
+      {"batch", [](const M& m) { return int_cell(m.bounds.batch); }},
+      {"dtype", [](const M& m) { return text_cell(m.bounds.dtype); }},
+      {"S_us", [](const M& m) { return float_cell(m.bounds.S, 1); }},
+      {"P_us", [](const M& m) { return float_cell(m.bounds.P, 1); }},
+      {"H_us", [](const M& m) { return float_cell(m.bounds.H, 1); }},
+      {"F_us", [](const M& m) { return float_cell(m.bounds.F, 1); }},
+      {"R_us", [](const M& m) { return float_cell(m.bounds.R, 1); }},
+      {"M_us", [](const M& m) { return float_cell(m.bounds.M, 1); }},
+  };
+  for (const auto& mode : reduced_modes(r))
+    f.push_back({"S_" + mode + "_us", [mode](const M& m) { return float_cell(reduced_us(m.bounds, mode), 1); }});
+  const std::vector<Field<M>> tail = {
+      {"S_over_P", [](const M& m) { return float_cell(ratio(m.bounds.S, m.bounds.P), 2); }},
+      {"H_over_S", [](const M& m) { return float_cell(ratio(m.bounds.H, m.bounds.S), 2); }},
+      {"S_over_F", [](const M& m) { return float_cell(ratio(m.bounds.S, m.bounds.F), 2); }},
+      {"S_over_R", [](const M& m) { return float_cell(ratio(m.bounds.S, m.bounds.R), 2); }},
+      {"M_over_S", [](const M& m) { return float_cell(ratio(m.bounds.M, m.bounds.S), 2); }},
+      {"measured_share", [](const M& m) { return float_cell(m.bounds.measured_fraction, 3); }},
+      {"layers", [](const M& m) { return int_cell(static_cast<int64_t>(m.bounds.layers.size())); }},
+      {"roofline_layers", [](const M& m) { return int_cell(m.bounds.roofline_layers); }},
+      {"untimed_layers", [](const M& m) { return int_cell(m.bounds.untimed_layers); }},
+      {"critical_path_layers", [](const M& m) {
+         int64_t n = 0;
+         for (const auto& l : m.bounds.layers) n += l.on_critical_path ? 1 : 0;
+         return int_cell(n);
+       }},
+      {"conversions_us", [](const M& m) { return float_cell(m.bounds.conversions_us, 1); }},
+  };
+  f.insert(f.end(), tail.begin(), tail.end());
+  return f;
+}
+
+struct LayerRow {
+  const ModelBounds* model;
+  const LayerCost* layer;
+};
+
+std::vector<Field<LayerRow>> layer_fields() {
+  using L = LayerRow;
+  auto opt = [](const std::optional<double>& v) { return float_cell(v, 2); };
+  return {
+      {"model", [](const L& r) { return text_cell(r.model->model); }},
+      {"batch", [](const L& r) { return int_cell(r.model->batch); }},
+      {"index", [](const L& r) { return int_cell(r.layer->index); }},
+      {"name", [](const L& r) { return text_cell(r.layer->name); }},
+      {"kind", [](const L& r) { return text_cell(r.layer->kind); }},
+      {"source", [](const L& r) { return text_cell(r.layer->source); }},
+      {"time_us", [](const L& r) {
+         return r.layer->source == "none" ? output::missing_cell() : float_cell(r.layer->us, 2);
+       }},
+      {"share_of_S", [](const L& r) { return float_cell(r.model->S > 0 ? r.layer->us / r.model->S : 0.0, 4); }},
+      {"heuristic_us", [opt](const L& r) { return opt(r.layer->heuristic_us); }},
+      {"roofline_us", [opt](const L& r) { return opt(r.layer->roofline_us); }},
+      {"conversion_us", [](const L& r) { return float_cell(r.layer->conversion_us, 2); }},
+      {"critical_path", [](const L& r) { return int_cell(r.layer->on_critical_path ? 1 : 0); }},
+      {"flops", [](const L& r) { return int_cell(r.layer->flops); }},
+      {"bytes", [](const L& r) { return int_cell(r.layer->bytes); }},
+      {"algorithm", [](const L& r) { return text_cell(r.layer->algorithm); }},
+      {"key", [](const L& r) { return text_cell(r.layer->key); }},
+  };
+}
+
+std::vector<LayerRow> layer_rows(const Report& r) {
+  std::vector<LayerRow> rows;
+  for (const auto& m : r.models)
+    for (const auto& l : m.bounds.layers) rows.push_back({&m.bounds, &l});
+  return rows;
+}
+
+nlohmann::json opt_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+Result<Report> build_report(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
+                            std::optional<int64_t> system, const AnalyzeOptions& options) {
+  Report r;
+  r.database = db.path();
+  FL_ASSIGN_OR_RETURN(const int64_t id, choose_system(db, models, system));
+  FL_ASSIGN_OR_RETURN(r.costs, load_costs(db, id));
+  raise_peaks(r.costs, models, options.dtype);
+  for (const auto& m : models) {
+    ModelReport mr;
+    mr.bounds = analyze_model(m, r.costs, options);
+    mr.findings = advise(mr.bounds);
+    std::stable_sort(mr.findings.begin(), mr.findings.end(),
+                     [](const Finding& a, const Finding& b) { return a.saving_us > b.saving_us; });
+    r.models.push_back(std::move(mr));
+  }
+  return r;
+}
+
+std::string format_table(const Report& r, bool layers, size_t top_findings) {
+  std::string out;
+  if (r.costs.system_id) out += fmt::format("system {}: {}\n", r.costs.system_id, r.costs.system);
+  if (r.costs.system_id) {
+    auto f = r.costs.peaks.find({"flops", "f32"});
+    auto b = r.costs.peaks.find({"bytes", "f32"});
+    if (f != r.costs.peaks.end() && b != r.costs.peaks.end())
+      out += fmt::format("roofline peaks (f32): {:.1f} GFLOP/s, {:.1f} GB/s\n", f->second / 1e9, b->second / 1e9);
+    for (const auto& n : r.costs.peak_notes) out += "  " + n + "\n";
+  }
+  out += "\n";
+  if (layers) {
+    auto fields = layer_fields();
+    fields.pop_back();  // the key is in --format csv/json; the table names the best algorithm
+    out += output::render_table(fields, layer_rows(r)) + "\n";
+  }
+  // The summary: the figures people compare first.
+  const auto all = model_fields(r);
+  std::vector<Field<ModelReport>> summary;
+  for (const auto& f : all)
+    if (f.name != "layers" && f.name != "roofline_layers" && f.name != "critical_path_layers" &&
+        f.name != "conversions_us" && f.name != "untimed_layers")
+      summary.push_back(f);
+  out += output::render_table(summary, r.models);
+  out += "\nS sequential, P critical path, H library defaults, F fused, R roofline, M framework (all µs); "
+         "measured_share: share of S from measured cases\n";
+  for (const auto& m : r.models) {
+    const auto& b = m.bounds;
+    std::vector<std::string> notes;
+    if (b.roofline_layers) notes.push_back(fmt::format("{} layer(s) with no passed case costed by roofline", b.roofline_layers));
+    if (b.untimed_layers) notes.push_back(fmt::format("{} layer(s) with no time at all: S is incomplete", b.untimed_layers));
+    if (!b.peaks_note.empty()) notes.push_back(b.peaks_note);
+    if (b.heuristic_missing) notes.push_back(fmt::format("{} layer(s) with no passed default case keep t(v) in H", b.heuristic_missing));
+    if (m.findings.empty() && notes.empty()) continue;
+    out += fmt::format("\n{} (batch {}):\n", b.model, b.batch);
+    for (const auto& n : notes) out += fmt::format("  note: {}\n", n);
+    for (size_t i = 0; i < m.findings.size() && i < top_findings; ++i) {
+      const auto& f = m.findings[i];
+      out += fmt::format("  [{}] {:.1f} µs ({:.1f}%): {}\n", f.advisor, f.saving_us, f.saving_pct, f.summary);
+      for (size_t k = 0; k < f.items.size() && k < 3; ++k)
+        out += fmt::format("      {:>10.1f} µs  {}: {}\n", f.items[k].saving_us, f.items[k].label, f.items[k].detail);
+    }
+  }
+  return out;
+}
+
+std::string format_json(const Report& r) {
+  nlohmann::json j;
+  j["database"] = r.database;
+  if (r.costs.system_id) {
+    j["system"] = {{"id", r.costs.system_id}, {"description", r.costs.system}, {"device_kind", r.costs.device_kind}};
+    nlohmann::json peaks = nlohmann::json::array();
+    for (const auto& [k, v] : r.costs.peaks)
+      peaks.push_back({{"peak", k.first}, {"dtype", k.second}, {"value_per_s", v},
+                       {"calibrated_per_s", r.costs.calibrated_peaks.at(k)}});
+    j["system"]["peaks"] = peaks;
+    j["system"]["peak_notes"] = r.costs.peak_notes;
+  }
+  const auto mf = model_fields(r);
+  const auto lf = layer_fields();
+  nlohmann::json models = nlohmann::json::array();
+  for (const auto& m : r.models) {
+    const auto& b = m.bounds;
+    nlohmann::json o = output::render_json(mf, std::vector<ModelReport>{m}).at(0);
+    o["complete"] = b.complete;
+    o["peaks_note"] = b.peaks_note;
+    o["heuristic_missing"] = b.heuristic_missing;
+    o["critical_path"] = b.critical_path;
+    nlohmann::json reduced = nlohmann::json::array();
+    for (const auto& x : b.reduced)
+      reduced.push_back({{"dtype", x.dtype}, {"math_mode", x.math_mode}, {"us", x.us},
+                         {"layers_reduced", x.layers_reduced}, {"layers_kept", x.layers_kept}});
+    o["reduced"] = reduced;
+    nlohmann::json fw = nlohmann::json::array();
+    for (const auto& f : b.framework)
+      fw.push_back({{"runtime", f.runtime}, {"runtime_version", f.runtime_version}, {"settings", f.settings},
+                    {"threads", f.threads}, {"us", f.us}});
+    o["framework"] = fw;
+    nlohmann::json fusions = nlohmann::json::array();
+    for (const auto& f : b.fusions)
+      fusions.push_back({{"pattern", f.pattern}, {"layers", f.layers}, {"unfused_us", f.unfused_us},
+                         {"fused_us", opt_json(f.fused_us)}, {"fused_case", f.fused_case}, {"applied", f.applied}});
+    o["fusions"] = fusions;
+    nlohmann::json branches = nlohmann::json::array();
+    for (const auto& x : b.branches)
+      branches.push_back({{"fork", x.fork}, {"fork_name", x.fork_name}, {"us", x.us}, {"layers", x.layers}});
+    o["branches"] = branches;
+    std::vector<LayerRow> rows;
+    for (const auto& l : b.layers) rows.push_back({&b, &l});
+    nlohmann::json layers = output::render_json(lf, rows);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      layers[i].erase("model");
+      layers[i].erase("batch");
+      layers[i]["best_case"] = rows[i].layer->best_case;
+      layers[i]["preds"] = rows[i].layer->preds;
+    }
+    o["layers"] = layers;
+    nlohmann::json findings = nlohmann::json::array();
+    for (const auto& f : m.findings) {
+      nlohmann::json items = nlohmann::json::array();
+      for (const auto& it : f.items) items.push_back({{"label", it.label}, {"saving_us", it.saving_us}, {"detail", it.detail}});
+      findings.push_back({{"advisor", f.advisor}, {"summary", f.summary}, {"saving_us", f.saving_us},
+                          {"saving_pct", f.saving_pct}, {"items", items}});
+    }
+    o["findings"] = findings;
+    models.push_back(std::move(o));
+  }
+  j["models"] = models;
+  return j.dump(2) + "\n";
+}
+
+std::string format_csv(const Report& r, bool layers) {
+  if (layers) return output::render_csv(layer_fields(), layer_rows(r));
+  return output::render_csv(model_fields(r), r.models);
+}
+
+std::string format_dot(const Report& r) {
+  std::string out;
+  for (const auto& m : r.models) {
+    const auto& b = m.bounds;
+    out += fmt::format("digraph \"{}_b{}\" {{\n  label=\"{} batch {}: S {:.1f} µs, P {:.1f} µs (critical path in red)\";\n"
+                       "  labelloc=t;\n  node [shape=box, style=filled, fillcolor=white, fontname=Helvetica, fontsize=10];\n",
+                       b.model, b.batch, b.model, b.batch, b.S, b.P);
+    for (const auto& l : b.layers) {
+      const std::string time = l.source == "none" ? "no time" : fmt::format("{:.1f} µs{}", l.us, l.source == "roofline" ? " (roofline)" : "");
+      std::string name = l.name;
+      std::replace(name.begin(), name.end(), '"', '\'');
+      out += fmt::format("  n{} [label=\"{}\\n{}\\n{}\"{}];\n", l.index, name, l.kind, time,
+                         l.on_critical_path ? ", color=red, fillcolor=\"#ffe0e0\", penwidth=2" : "");
+    }
+    // Consecutive cost-bearing layers of the critical path (view layers in between are not drawn).
+    std::set<std::pair<int, int>> path_edges;
+    int last = -1;
+    for (int v : b.critical_path)
+      if (std::any_of(b.layers.begin(), b.layers.end(), [v](const LayerCost& l) { return l.index == v; })) {
+        if (last >= 0) path_edges.insert({last, v});
+        last = v;
+      }
+    for (const auto& l : b.layers)
+      for (int p : l.preds)
+        out += fmt::format("  n{} -> n{}{};\n", p, l.index, path_edges.count({p, l.index}) ? " [color=red, penwidth=2]" : "");
+    out += "}\n";
+  }
+  return out;
+}
+
+}  // namespace floorline::analyzer

@@ -1,0 +1,101 @@
+#include "analyze_command.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/common/output.hpp"
+#include "floorline/model_processor/zoo.hpp"
+
+namespace floorline::cli {
+
+using namespace floorline::output;  // NOLINT: the output helpers are this layer's vocabulary
+
+namespace {
+
+struct AnalyzeCmd {
+  std::vector<std::string> models;
+  std::string db;
+  std::optional<int64_t> system;
+  std::vector<int64_t> batches = {1};
+  std::string dtype = "f32";
+  std::string format = "table";
+  std::string out = "-";
+  bool layers = false;
+  size_t top = 3;
+};
+
+int run_analyze(const AnalyzeCmd& o) {
+  const bool color = use_color(stderr);
+  auto files = mp::find_models(o.models);
+  if (!files) {
+    std::fprintf(stderr, "floorline analyze: %s\n", files.error().message.c_str());
+    return 2;
+  }
+  auto db = benchdb::Database::open(o.db);  // an older file is upgraded (best cases rebuilt)
+  if (!db) {
+    std::fprintf(stderr, "floorline analyze: %s\n", db.error().message.c_str());
+    return 2;
+  }
+  mp::ProcessOptions popts;
+  popts.batches = o.batches;
+  std::vector<mp::ModelIR> models;
+  int failures = 0;
+  for (const auto& path : *files) {
+    auto r = mp::process_model(path, popts);
+    if (!r) {
+      std::fprintf(stderr, "%s %s\n", red("error:", color).c_str(), r.error().message.c_str());
+      ++failures;
+      continue;
+    }
+    for (auto& m : *r) models.push_back(std::move(m));
+  }
+  analyzer::AnalyzeOptions aopts;
+  aopts.dtype = o.dtype;
+  auto report = analyzer::build_report(*db, models, o.system, aopts);
+  if (!report) {
+    std::fprintf(stderr, "floorline analyze: %s\n", report.error().message.c_str());
+    return 2;
+  }
+  if (!write_text(o.out, render_report(*report, o.format, o.layers, o.top))) {
+    std::fprintf(stderr, "floorline analyze: cannot write %s\n", o.out.c_str());
+    return 2;
+  }
+  if (o.out != "-") std::fprintf(stderr, "wrote %s (%zu model(s))\n", o.out.c_str(), report->models.size());
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+bool write_text(const std::string& out, const std::string& text) {
+  if (out == "-") return std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
+  std::ofstream f(out);
+  return static_cast<bool>(f << text);
+}
+
+std::string render_report(const analyzer::Report& report, const std::string& format, bool layers, size_t top) {
+  if (format == "json") return analyzer::format_json(report);
+  if (format == "csv") return analyzer::format_csv(report, layers);
+  if (format == "html") return analyzer::format_html(report);
+  if (format == "dot") return analyzer::format_dot(report);
+  return analyzer::format_table(report, layers, top);
+}
+
+void add_analyze_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<AnalyzeCmd>();
+  auto* a = app.add_subcommand("analyze", "Lower-bound latencies (S, P, H, F, R, M), optimization advice and reports");
+  a->add_option("models", o->models, "ONNX files or folders (searched recursively)")->required();
+  a->add_option("--db", o->db, "Results database written by `floorline bench`")->required();
+  a->add_option("--system", o->system, "System id (floorline db info); default: the one with the most measurements of these models");
+  a->add_option("--batch", o->batches, "Batch sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  a->add_option("--dtype", o->dtype, "Base data type of S, P, H, F, R: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  a->add_option("--format", o->format, "table, json, csv, html or dot")
+      ->check(CLI::IsMember({"table", "json", "csv", "html", "dot"}));
+  a->add_option("--out", o->out, "Output file ('-' for stdout)");
+  a->add_flag("--layers", o->layers, "Per-layer table (table and csv formats): kind, time, share of S, critical path");
+  a->add_option("--top", o->top, "Findings shown per model in the table");
+  a->callback([o, &exit_code] { exit_code = run_analyze(*o); });
+}
+
+}  // namespace floorline::cli
