@@ -21,8 +21,8 @@ endif()
 run(0 ${FLOORLINE} db info ${DB} --format json)
 string(JSON models GET "${out}" counts 0 models)
 string(JSON version GET "${out}" schema_version)
-if(NOT models EQUAL 2 OR NOT version EQUAL 2)
-  message(FATAL_ERROR "db info: expected 2 models at schema 2:\n${out}")
+if(NOT models EQUAL 2 OR NOT version EQUAL 3)
+  message(FATAL_ERROR "db info: expected 2 models at schema 3:\n${out}")
 endif()
 
 # resnet18 at batch 1: its first conv, 64 filters of 3x7x7 on 224x224, stride 2, pads 3:
