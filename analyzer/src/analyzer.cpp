@@ -229,9 +229,10 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
     c.kind = l.config.kind == mp::LayerKind::kUnsupported ? l.op_type : std::string(mp::kind_name(l.config.kind));
     c.key = l.key;
     c.flops = l.flops;
+    c.roofline_flops = roofline_flops(l);
     c.bytes = l.bytes;
     if (have_peaks && l.shapes_known)
-      c.roofline_us = std::max(static_cast<double>(roofline_flops(l)) / flops_peak->second,
+      c.roofline_us = std::max(static_cast<double>(c.roofline_flops) / flops_peak->second,
                                static_cast<double>(l.bytes) * byte_scale / bytes_peak->second) * 1e6;
     if (auto it = costs.best.find({l.key, b.dtype, b.math_mode, ""}); it != costs.best.end()) {
       c.source = "measured";

@@ -202,9 +202,10 @@ std::string roofline_chart(const Report& r) {
   std::map<std::string, std::set<std::string>> models_of;
   for (const auto& m : r.models)
     for (const auto& l : m.bounds.layers) {
-      if (l.source != "measured" || l.flops <= 0 || l.bytes <= 0 || l.us <= 0) continue;
+      if (l.source != "measured" || l.roofline_flops <= 0 || l.bytes <= 0 || l.us <= 0) continue;
       models_of[l.key].insert(m.bounds.model);
-      pts[l.key] = {static_cast<double>(l.flops) / static_cast<double>(l.bytes), static_cast<double>(l.flops) / l.us / 1e3,
+      pts[l.key] = {static_cast<double>(l.roofline_flops) / static_cast<double>(l.bytes),
+                    static_cast<double>(l.roofline_flops) / l.us / 1e3,
                     l.kind, l.key};
     }
   if (pts.empty()) return "<p class=\"note\" id=\"chart-roofline\">No measured layer with FLOPs.</p>\n";
@@ -253,7 +254,7 @@ std::string critical_path_chart(const Report& r) {
   const double row = 18, left = 210, right = 900, top = 10;
   const double h = top + row * static_cast<double>(r.models.size()) + 10;
   std::string s = fmt::format("<svg class=\"chart\" id=\"chart-critical-path\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n",
-                              right + 120, h);
+                              right + 190, h);
   double y = top;
   for (const auto& m : r.models) {
     const auto& b = m.bounds;

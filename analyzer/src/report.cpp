@@ -98,6 +98,7 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"conversion_us", [](const L& r) { return float_cell(r.layer->conversion_us, 2); }},
       {"critical_path", [](const L& r) { return int_cell(r.layer->on_critical_path ? 1 : 0); }},
       {"flops", [](const L& r) { return int_cell(r.layer->flops); }},
+      {"roofline_flops", [](const L& r) { return int_cell(r.layer->roofline_flops); }},
       {"bytes", [](const L& r) { return int_cell(r.layer->bytes); }},
       {"algorithm", [](const L& r) { return text_cell(r.layer->algorithm); }},
       {"key", [](const L& r) { return text_cell(r.layer->key); }},

@@ -346,6 +346,15 @@ TEST(Bounds, NoMeasurementAndNoPeaksLeavesTheLayerUntimedNotFree) {
   EXPECT_EQ(none, 2);
 }
 
+TEST(Bounds, RooflineFlopsLeaveOutTheTapsOnPadding) {
+  const auto m = process(kConvs, "convs");
+  // 3x3, pads 1 on 8x8: per spatial dim 8 outputs x 3 taps = 24 pairs, 2 of them on padding.
+  const auto& conv = layer(m, "Conv", 0);
+  EXPECT_EQ(conv.flops, 2 * 4 * 4 * 8 * 8 * 9);
+  EXPECT_EQ(roofline_flops(conv), 2 * 4 * 4 * 22 * 22);
+  EXPECT_EQ(roofline_flops(layer(m, "Conv", 1)), layer(m, "Conv", 1).flops);  // 1x1, no padding
+}
+
 TEST(Bounds, RaisePeaksToTheFastestMeasuredRate) {
   const auto m = process(kChain, "chain");
   TestDb t({m});

@@ -99,6 +99,7 @@ struct LayerCost {
   std::string kind;              // LayerKind name
   std::string key;               // canonical key
   int64_t flops = 0;
+  int64_t roofline_flops = 0;    // roofline_flops(layer): what R and the roofline chart count
   int64_t bytes = 0;
   std::string source;            // "measured", "roofline" (no passed case), "none" (no time at all)
   double us = 0;                 // t(v); 0 when source is "none"
