@@ -76,8 +76,10 @@ std::vector<Finding> advise(const ModelBounds& b, size_t top) {
                          fmt::format("unfused {:.1f} µs, fused {:.1f} µs", a.unfused, a.fused)});
     }
     if (f.saving_us > 0) {
-      f.summary = fmt::format("fusing {} chain(s) saves {:.1f} µs (S {:.1f} → F {:.1f} µs){}", by_pattern.size(),
-                              f.saving_us, b.S, b.F,
+      int chains = 0;
+      for (const auto& [p, a] : by_pattern) chains += a.n;
+      f.summary = fmt::format("fusing {} chain(s) of {} pattern(s) saves {:.1f} µs (S {:.1f} → F {:.1f} µs){}", chains,
+                              by_pattern.size(), f.saving_us, b.S, b.F,
                               unmeasured ? fmt::format("; {} more fusable chain(s) have no measured fused case", unmeasured) : "");
       finish(f, b.S, top);
       out.push_back(std::move(f));
