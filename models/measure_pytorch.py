@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""Measure the end-to-end latency of the zoo models in PyTorch eager mode, for `floorline db import --framework`.
+
+Run with Debian's interpreter (/usr/bin/python3: python3-torch 1.13, python3-torchvision 0.14).
+Each model is built with the same torchvision constructor as models/export_zoo.py (random weights,
+nothing downloaded), put in eval mode, and timed under torch.inference_mode() on a random input:
+warm-up calls, then --repetitions timed calls; the median, minimum, maximum and standard deviation
+go into one JSON row per model x batch x setting.
+
+  /usr/bin/python3 models/measure_pytorch.py --out pytorch.json                  # CPU, 1 thread, batch 1
+  /usr/bin/python3 models/measure_pytorch.py --only resnet50,vit_b_16 --batch 1,8 --threads 2 --out p.json
+  /usr/bin/python3 models/measure_pytorch.py --device cuda --out gpu.json        # CUDA events; cudnn.benchmark off and on
+  floorline db import zoo.db --framework pytorch.json
+
+CPU: the thread count is torch.set_num_threads(--threads) (match `floorline bench --threads`, default 1;
+the analyzer compares only equal thread counts) and the clock is time.perf_counter. GPU: CUDA events
+around each call on the current stream, torch.backends.cudnn.benchmark off and then on (two rows).
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export_zoo import ZOO  # noqa: E402  (the zoo's constructors and input shapes)
+
+
+def time_cpu(model, x, warmup, repetitions):
+    times = []
+    with torch.inference_mode():
+        for _ in range(warmup):
+            model(x)
+        for _ in range(repetitions):
+            t0 = time.perf_counter()
+            model(x)
+            times.append((time.perf_counter() - t0) * 1e6)
+    return times
+
+
+def time_cuda(model, x, warmup, repetitions):
+    times = []
+    with torch.inference_mode():
+        for _ in range(warmup):
+            model(x)
+        torch.cuda.synchronize()
+        for _ in range(repetitions):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            model(x)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3)
+    return times
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default="", help="comma-separated model names (default: the whole zoo)")
+    ap.add_argument("--batch", default="1", help="comma-separated batch sizes")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (torch.set_num_threads)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--repetitions", type=int, default=10)
+    ap.add_argument("--out", required=True, help="JSON file to write")
+    args = ap.parse_args()
+
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    names = [n for n in args.only.split(",") if n] or list(ZOO)
+    unknown = [n for n in names if n not in ZOO]
+    if unknown:
+        sys.exit(f"measure_pytorch: unknown model(s): {', '.join(unknown)} (known: {', '.join(ZOO)})")
+    batches = [int(b) for b in args.batch.split(",")]
+    device_name = "cpu" if args.device == "cpu" else torch.cuda.get_device_name(0)
+    settings = ["eager"] if args.device == "cpu" else ["eager cudnn.benchmark=0", "eager cudnn.benchmark=1"]
+    rows = []
+    for name in names:
+        _, build, shape = ZOO[name]
+        try:
+            model = build().eval().to(args.device)
+        except Exception as e:  # one model that cannot be built never stops the zoo
+            print(f"measure_pytorch: {name}: cannot build: {e}", file=sys.stderr)
+            continue
+        for batch in batches:
+            x = torch.randn((batch,) + tuple(shape), device=args.device)
+            for setting in settings:
+                if args.device == "cuda":
+                    torch.backends.cudnn.benchmark = setting.endswith("=1")
+                try:
+                    t = (time_cpu if args.device == "cpu" else time_cuda)(model, x, args.warmup, args.repetitions)
+                except Exception as e:
+                    print(f"measure_pytorch: {name} batch {batch}: {e}", file=sys.stderr)
+                    continue
+                row = {
+                    "model_name": name, "runtime": "pytorch", "runtime_version": torch.__version__,
+                    "device": device_name, "batch": batch, "dtype": "f32", "settings": setting,
+                    "threads": args.threads if args.device == "cpu" else 0,
+                    "median_us": statistics.median(t), "min_us": min(t), "max_us": max(t),
+                    "stddev_us": statistics.stdev(t) if len(t) > 1 else 0.0, "repetitions": len(t),
+                    "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+                rows.append(row)
+                print(f"{name:28s} b{batch:<3d} {setting:24s} median {row['median_us'] / 1e3:9.2f} ms "
+                      f"(min {row['min_us'] / 1e3:.2f}, max {row['max_us'] / 1e3:.2f}, n={len(t)})", flush=True)
+    with open(args.out, "w") as f:
+        json.dump(rows, f, indent=1)
+    print(f"wrote {len(rows)} row(s) to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
