@@ -155,9 +155,9 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
       "SELECT lc.key, c.dtype, c.math_mode, c.fusion, m.median_us, c.id, c.backend, c.algorithm, c.layout, "
       "       coalesce(json_extract(c.params, '$.feeds'), '') "
       "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
-      "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL "
-      "  AND instr(c.layout, '>') > 0",
+      "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL",
       id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+        if (!benchdb::is_conversion_layout(text(v[8]))) return Status{};
         t.conversions[{text(v[0]), text(v[1]), text(v[2]), text(v[9])}].push_back(case_time(v));
         return Status{};
       }));

@@ -436,6 +436,7 @@ GROUP BY r.id)sql"},
   return v;
 }
 
+// Both rebuilds leave out layout-conversion cases: instr(layout, '>') = 0 is is_conversion() in SQL.
 const char* const kRebuildBest = R"sql(
 INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us)
 SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, MIN(m.median_us)

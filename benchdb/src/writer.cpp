@@ -65,7 +65,7 @@ Status MeasurementWriter::flush() {
       "UPDATE measurements SET superseded = 1 WHERE system_id = ?1 AND case_id = ?2 AND superseded = 0 "
       "AND (?3 OR status NOT IN ('passed', 'unsupported')) RETURNING status";
   static const std::string insert = insert_sql(measurements_table(), "ON CONFLICT DO NOTHING");
-  static const std::string case_group = "SELECT config_id, dtype, math_mode, fusion, instr(layout, '>') > 0 FROM cases WHERE id = ?1";
+  static const std::string case_group = "SELECT config_id, dtype, math_mode, fusion, layout FROM cases WHERE id = ?1";
   int64_t written = 0;
   auto st = db_.transaction([&]() -> Status {
     written = 0;
@@ -78,7 +78,8 @@ Status MeasurementWriter::flush() {
       FL_TRY(q->bind(1, case_id));
       FL_ASSIGN_OR_RETURN(const bool row, q->step());
       if (!row) return make_error("measurement of case {}, which is not in the cases table", case_id);
-      return Group{q->column_int(0), q->column_text(1), q->column_text(2), q->column_text(3), q->column_int(4) != 0};
+      return Group{q->column_int(0), q->column_text(1), q->column_text(2), q->column_text(3),
+                   is_conversion_layout(q->column_text(4))};
     };
     FL_ASSIGN_OR_RETURN(sql::Cached ins, d.conn.cached(insert));
     const auto& cols = measurements_table().columns;

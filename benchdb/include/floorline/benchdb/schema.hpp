@@ -135,7 +135,9 @@ struct CaseRow {
 // A layout-conversion case ("reorder" with layout "src:abcd>aBcd16b") times the reorder that an
 // implementation of its config needs; it is not itself an implementation of the config, so it is
 // never the config's best case. The analyzer charges it to the implementation it feeds.
-inline bool is_conversion(const CaseRow& c) { return c.layout.find('>') != std::string::npos; }
+// (The SQL that rebuilds best_measurements states the same rule as instr(layout, '>') = 0.)
+inline bool is_conversion_layout(std::string_view layout) { return layout.find('>') != std::string_view::npos; }
+inline bool is_conversion(const CaseRow& c) { return is_conversion_layout(c.layout); }
 
 // The outcome of one case on one system in one run.
 struct MeasurementRow {
