@@ -6,14 +6,7 @@ file(MAKE_DIRECTORY ${WORK_DIR})
 set(DB ${WORK_DIR}/a.db)
 set(MODELS ${SOURCE_DIR}/models/zoo/squeezenet1_1.onnx ${SOURCE_DIR}/models/zoo/resnet18.onnx)
 
-function(run expect_rc)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL expect_rc)
-    message(FATAL_ERROR "expected exit ${expect_rc}, got ${rc}: ${ARGN}\nstdout:\n${out}\nstderr:\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run.cmake)
 
 run(0 ${FLOORLINE} bench ${MODELS} --db ${DB} --batch 1,2 --min-time 0.001 --repetitions 1 --max-impls 1)
 
