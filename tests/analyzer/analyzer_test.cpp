@@ -148,6 +148,10 @@ struct TestDb {
     check(w.add(std::move(m)));
     check(w.flush());
   }
+  // Each (op, µs): the first layer of that op in `m` gets one passed case, its library default.
+  void times(const mp::ModelIR& m, std::initializer_list<std::pair<const char*, double>> ops) {
+    for (const auto& [op, us] : ops) time(layer(m, op).key, "default", us, true);
+  }
   void peaks(double flops_per_s, double bytes_per_s) {
     for (const auto& [peak, v] : {std::pair{"flops", flops_per_s}, std::pair{"bytes", bytes_per_s}}) {
       benchdb::SystemPeakRow p;
@@ -188,9 +192,7 @@ const Finding* finding(const std::vector<Finding>& fs, const std::string& adviso
 TEST(Bounds, ChainIsItsOwnCriticalPath) {
   const auto m = process(kChain, "chain");
   TestDb t({m});
-  t.time(layer(m, "Relu").key, "eltwise:a", 10, true);
-  t.time(layer(m, "Sigmoid").key, "eltwise:a", 20, true);
-  t.time(layer(m, "Tanh").key, "eltwise:a", 30, true);
+  t.times(m, {{"Relu", 10}, {"Sigmoid", 20}, {"Tanh", 30}});
   const auto b = analyze_model(m, t.costs());
   EXPECT_DOUBLE_EQ(b.S, 60);
   EXPECT_DOUBLE_EQ(b.P, 60);
@@ -208,10 +210,7 @@ TEST(Bounds, ChainIsItsOwnCriticalPath) {
 TEST(Bounds, DiamondCriticalPathTakesTheSlowerBranchAndIncludesSourceAndSink) {
   const auto m = process(kDiamond, "diamond");
   TestDb t({m});
-  t.time(layer(m, "Relu").key, "eltwise:a", 10, true);
-  t.time(layer(m, "Sigmoid").key, "eltwise:a", 20, true);
-  t.time(layer(m, "Tanh").key, "eltwise:a", 5, true);
-  t.time(layer(m, "Add").key, "binary:a", 7, true);
+  t.times(m, {{"Relu", 10}, {"Sigmoid", 20}, {"Tanh", 5}, {"Add", 7}});
   const auto b = analyze_model(m, t.costs());
   EXPECT_DOUBLE_EQ(b.S, 42);
   EXPECT_DOUBLE_EQ(b.P, 37);  // Relu + Sigmoid + Add
@@ -229,9 +228,7 @@ TEST(Bounds, DiamondCriticalPathTakesTheSlowerBranchAndIncludesSourceAndSink) {
 TEST(Bounds, ParallelBranchesWithTwoSinksAndAViewLayer) {
   const auto m = process(kParallel, "parallel");
   TestDb t({m});
-  t.time(layer(m, "Relu").key, "eltwise:a", 10, true);
-  t.time(layer(m, "Sigmoid").key, "eltwise:a", 20, true);
-  t.time(layer(m, "Tanh").key, "eltwise:a", 5, true);
+  t.times(m, {{"Relu", 10}, {"Sigmoid", 20}, {"Tanh", 5}});
   const auto b = analyze_model(m, t.costs());
   EXPECT_DOUBLE_EQ(b.S, 35);
   EXPECT_DOUBLE_EQ(b.P, 25);  // Sigmoid → (Reshape, free) → Tanh
@@ -308,8 +305,7 @@ TEST(Bounds, RooflineFromCalibratedPeaksAndMissingMeasurementsFallBackToIt) {
   const auto m = process(kChain, "chain");
   TestDb t({m});
   t.peaks(1e9, 1e9);  // 1 GFLOP/s, 1 GB/s: a layer's roofline time is max(FLOPs, bytes) ns
-  t.time(layer(m, "Relu").key, "eltwise:a", 10, true);
-  t.time(layer(m, "Sigmoid").key, "eltwise:a", 20, true);
+  t.times(m, {{"Relu", 10}, {"Sigmoid", 20}});
   // Tanh: no case passed.
   const auto b = analyze_model(m, t.costs());
   // Each layer reads and writes 1000 f32: 8000 bytes → 8 µs, more than its FLOPs' time.
@@ -371,10 +367,7 @@ TEST(Bounds, RaisePeaksToTheFastestMeasuredRate) {
 TEST(Bounds, ReducedPrecisionAndFrameworkLatency) {
   const auto m = process(kDiamond, "diamond");
   TestDb t({m});
-  t.time(layer(m, "Relu").key, "eltwise:a", 10, true);
-  t.time(layer(m, "Sigmoid").key, "eltwise:a", 20, true);
-  t.time(layer(m, "Tanh").key, "eltwise:a", 5, true);
-  t.time(layer(m, "Add").key, "binary:a", 7, true);
+  t.times(m, {{"Relu", 10}, {"Sigmoid", 20}, {"Tanh", 5}, {"Add", 7}});
   t.time(layer(m, "Sigmoid").key, "eltwise:a", 12, true, "", "bf16");
   benchdb::FrameworkLatencyRow fw;
   fw.model_name = "diamond";
