@@ -59,6 +59,28 @@ std::string tick_label(double v) {
   return fmt::format("{:g}", v);
 }
 
+// Decade grid lines, tick labels and axis titles of a log-log chart plotted in [left, right] × [top, bottom].
+std::string log_log_grid(const LogAxis& xa, const LogAxis& ya, double left, double right, double top, double bottom,
+                         const char* x_title, const char* y_title) {
+  std::string s;
+  for (double t : xa.ticks())
+    s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#e4e4e4\"/><text x=\"{0:.1f}\" y=\"{3}\" font-size=\"10\" "
+                     "text-anchor=\"middle\">{4}</text>\n", xa.at(t), top, bottom, bottom + 14, tick_label(t));
+  for (double t : ya.ticks())
+    s += fmt::format("<line x1=\"{1}\" x2=\"{2}\" y1=\"{0:.1f}\" y2=\"{0:.1f}\" stroke=\"#e4e4e4\"/><text x=\"{3}\" y=\"{0:.1f}\" font-size=\"10\" "
+                     "text-anchor=\"end\">{4}</text>\n", ya.at(t), left, right, left - 4, tick_label(t));
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>"
+                   "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">{}</text>\n",
+                   (left + right) / 2, bottom + 32, x_title, (top + bottom) / 2, (top + bottom) / 2, y_title);
+  return s;
+}
+
+// The "model bN" label at the left of a chart row starting at y.
+std::string row_label(const ModelBounds& b, double left, double y) {
+  return fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{} b{}</text>\n", left - 8, y + 12,
+                     esc(b.model), b.batch);
+}
+
 // Bounds per model: one row per model × batch, a marker per bound on a log time axis.
 std::string bounds_chart(const Report& r) {
   struct Mark { const char* name; const char* color; std::optional<double> v; };
@@ -86,8 +108,7 @@ std::string bounds_chart(const Report& r) {
   double y = top;
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{} b{}</text>\n", left - 8, y + 12,
-                     esc(b.model), b.batch);
+    s += row_label(b, left, y);
     s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#f0f0f0\"/>\n", left, right, y + 8, y + 8);
     for (const auto& k : marks(b))
       if (k.v && *k.v > 0)
@@ -121,15 +142,7 @@ std::string batch_chart(const Report& r) {
   const LogAxis xa(blo, bhi, left, right), ya(tlo, thi, bottom, top);
   std::string s = fmt::format("<svg class=\"chart\" id=\"chart-batch\" xmlns=\"http://www.w3.org/2000/svg\" width=\"860\" height=\"{}\">\n",
                               bottom + 40);
-  for (double t : xa.ticks())
-    s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/><text x=\"{0:.1f}\" y=\"{3}\" font-size=\"10\" "
-                     "text-anchor=\"middle\">{4}</text>\n", xa.at(t), top, bottom, bottom + 14, tick_label(t));
-  for (double t : ya.ticks())
-    s += fmt::format("<line x1=\"{1}\" x2=\"{2}\" y1=\"{0:.1f}\" y2=\"{0:.1f}\" stroke=\"#ddd\"/><text x=\"{3}\" y=\"{0:.1f}\" font-size=\"10\" "
-                     "text-anchor=\"end\">{4}</text>\n", ya.at(t), left, right, left - 4, tick_label(t));
-  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">batch size</text>"
-                   "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">S (µs)</text>\n",
-                   (left + right) / 2, bottom + 32, (top + bottom) / 2, (top + bottom) / 2);
+  s += log_log_grid(xa, ya, left, right, top, bottom, "batch size", "S (µs)");
   size_t i = 0;
   double ly = top + 6;
   for (auto& [name, pts] : series) {
@@ -161,8 +174,7 @@ std::string kind_chart(const Report& r) {
   double y = top;
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{} b{}</text>\n", left - 8, y + 12,
-                     esc(b.model), b.batch);
+    s += row_label(b, left, y);
     std::map<size_t, std::pair<std::string, double>> parts;  // color index → (kind, µs)
     for (const auto& l : b.layers) {
       auto it = color_of.find(l.kind);
@@ -216,12 +228,7 @@ std::string roofline_chart(const Report& r) {
   const LogAxis xa(alo, ahi, left, right), ya(glo, peak_g * 2, bottom, top);
   std::string s = fmt::format("<svg class=\"chart\" id=\"chart-roofline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" height=\"{}\">\n",
                               bottom + 40);
-  for (double t : xa.ticks())
-    s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0:.1f}\" y=\"{3}\" font-size=\"10\" "
-                     "text-anchor=\"middle\">{4}</text>\n", xa.at(t), top, bottom, bottom + 14, tick_label(t));
-  for (double t : ya.ticks())
-    s += fmt::format("<line x1=\"{1}\" x2=\"{2}\" y1=\"{0:.1f}\" y2=\"{0:.1f}\" stroke=\"#eee\"/><text x=\"{3}\" y=\"{0:.1f}\" font-size=\"10\" "
-                     "text-anchor=\"end\">{4}</text>\n", ya.at(t), left, right, left - 4, tick_label(t));
+  s += log_log_grid(xa, ya, left, right, top, bottom, "arithmetic intensity (FLOP/byte)", "GFLOP/s");
   // The roof: min(peak, AI × bandwidth), sampled along the axis.
   std::string d;
   for (int i = 0; i <= 200; ++i) {
@@ -241,9 +248,6 @@ std::string roofline_chart(const Report& r) {
     s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\" fill-opacity=\"0.7\"><title>{} ({:.2f} FLOP/B, {:.1f} GFLOP/s) in {}</title></circle>\n",
                      xa.at(p.ai), ya.at(p.gflops), kPalette[c], esc(p.label), p.ai, p.gflops, esc(ms));
   }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">arithmetic intensity (FLOP/byte)</text>"
-                   "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">GFLOP/s</text>\n",
-                   (left + right) / 2, bottom + 32, (top + bottom) / 2, (top + bottom) / 2);
   s += "</svg>\n<p class=\"legend\">";
   for (const auto& [k, c] : kinds) s += fmt::format("<span style=\"color:{}\">&#9679;</span> {} ", kPalette[c % 10], esc(k));
   return s + "</p>\n";
@@ -258,8 +262,7 @@ std::string critical_path_chart(const Report& r) {
   double y = top;
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{} b{}</text>\n", left - 8, y + 12,
-                     esc(b.model), b.batch);
+    s += row_label(b, left, y);
     // Scaled to S: the strip's length shows P / S.
     double x = left;
     size_t i = 0;
