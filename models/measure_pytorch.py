@@ -1,20 +1,26 @@
 #!/usr/bin/python3
-"""Measure the end-to-end latency of the zoo models in PyTorch eager mode, for `floorline db import --framework`.
+"""Measure the end-to-end latency of the zoo models in PyTorch, for `floorline db import --framework`.
 
 Run with Debian's interpreter (/usr/bin/python3: python3-torch 1.13, python3-torchvision 0.14).
 Each model is built with the same torchvision constructor as models/export_zoo.py (random weights,
-nothing downloaded), put in eval mode, and timed under torch.inference_mode() on a random input:
-warm-up calls, then --repetitions timed calls; the median, minimum, maximum and standard deviation
-go into one JSON row per model x batch x setting.
+nothing downloaded), put in eval mode, and timed under torch.no_grad() on a random input: warm-up
+calls, then --repetitions timed calls (fewer, but at least 3, once they took --budget seconds);
+the median, minimum, maximum and standard deviation go into one JSON row per model x batch x setting.
+
+Settings (the analyzer's M is the fastest of them):
+  CPU  "eager"        the nn.Module as written
+       "torchscript"  torch.jit.trace + torch.jit.optimize_for_inference (frozen, Conv+BN folded,
+                      convolutions on oneDNN): PyTorch's own deployment path on a CPU
+  GPU  "eager cudnn.benchmark=0" and "eager cudnn.benchmark=1"
 
   /usr/bin/python3 models/measure_pytorch.py --out pytorch.json                  # CPU, 1 thread, batch 1
   /usr/bin/python3 models/measure_pytorch.py --only resnet50,vit_b_16 --batch 1,8 --threads 2 --out p.json
-  /usr/bin/python3 models/measure_pytorch.py --device cuda --out gpu.json        # CUDA events; cudnn.benchmark off and on
+  /usr/bin/python3 models/measure_pytorch.py --device cuda --out gpu.json        # CUDA events
   floorline db import zoo.db --framework pytorch.json
 
 CPU: the thread count is torch.set_num_threads(--threads) (match `floorline bench --threads`, default 1;
 the analyzer compares only equal thread counts) and the clock is time.perf_counter. GPU: CUDA events
-around each call on the current stream, torch.backends.cudnn.benchmark off and then on (two rows).
+around each call on the current stream.
 """
 import argparse
 import datetime
@@ -30,25 +36,37 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from export_zoo import ZOO  # noqa: E402  (the zoo's constructors and input shapes)
 
 
-def time_cpu(model, x, warmup, repetitions):
+def enough(times, repetitions, budget_s):
+    """At least 3 timed calls; then stop at `repetitions` or once the calls took `budget_s` seconds."""
+    return len(times) >= repetitions or (len(times) >= 3 and sum(times) / 1e6 >= budget_s)
+
+
+def scripted(model, x):
+    """The model traced, frozen and optimized for inference (TorchScript: Conv+BN folded, convolutions
+    on oneDNN/MKL-DNN with its blocked layouts): PyTorch's own deployment path on a CPU."""
+    with torch.no_grad():
+        return torch.jit.optimize_for_inference(torch.jit.trace(model, x))
+
+
+def time_cpu(model, x, warmup, repetitions, budget_s):
     times = []
-    with torch.inference_mode():
+    with torch.no_grad():
         for _ in range(warmup):
             model(x)
-        for _ in range(repetitions):
+        while not enough(times, repetitions, budget_s):
             t0 = time.perf_counter()
             model(x)
             times.append((time.perf_counter() - t0) * 1e6)
     return times
 
 
-def time_cuda(model, x, warmup, repetitions):
+def time_cuda(model, x, warmup, repetitions, budget_s):
     times = []
-    with torch.inference_mode():
+    with torch.no_grad():
         for _ in range(warmup):
             model(x)
         torch.cuda.synchronize()
-        for _ in range(repetitions):
+        while not enough(times, repetitions, budget_s):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             model(x)
@@ -66,6 +84,8 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repetitions", type=int, default=10)
+    ap.add_argument("--budget", type=float, default=10.0,
+                    help="seconds of timed calls per model and setting after which fewer repetitions suffice (min 3)")
     ap.add_argument("--out", required=True, help="JSON file to write")
     args = ap.parse_args()
 
@@ -77,7 +97,7 @@ def main():
         sys.exit(f"measure_pytorch: unknown model(s): {', '.join(unknown)} (known: {', '.join(ZOO)})")
     batches = [int(b) for b in args.batch.split(",")]
     device_name = "cpu" if args.device == "cpu" else torch.cuda.get_device_name(0)
-    settings = ["eager"] if args.device == "cpu" else ["eager cudnn.benchmark=0", "eager cudnn.benchmark=1"]
+    settings = ["eager", "torchscript"] if args.device == "cpu" else ["eager cudnn.benchmark=0", "eager cudnn.benchmark=1"]
     rows = []
     for name in names:
         _, build, shape = ZOO[name]
@@ -92,7 +112,9 @@ def main():
                 if args.device == "cuda":
                     torch.backends.cudnn.benchmark = setting.endswith("=1")
                 try:
-                    t = (time_cpu if args.device == "cpu" else time_cuda)(model, x, args.warmup, args.repetitions)
+                    run = model if setting != "torchscript" else scripted(model, x)
+                    t = (time_cpu if args.device == "cpu" else time_cuda)(run, x, args.warmup, args.repetitions,
+                                                                        args.budget)
                 except Exception as e:
                     print(f"measure_pytorch: {name} batch {batch}: {e}", file=sys.stderr)
                     continue
