@@ -24,68 +24,7 @@
 namespace floorline::cli {
 
 using namespace floorline::output;  // NOLINT: the output helpers are this layer's vocabulary
-namespace {
 
-struct CommonOptions {
-  std::vector<std::string> models;
-  std::string backend = "auto";
-  std::vector<int64_t> batches = {1};
-  std::vector<std::string> dtypes = {"f32"};
-  int max_impls = 3;
-  bool all_impls = false;
-  bool include_ref = false;
-  bool no_fusion = false;
-  bool no_conversions = false;
-  std::vector<std::string> cases;  // only these case names
-};
-
-struct PlanCmd {
-  CommonOptions c;
-  bool list = false;
-  std::string format = "table";
-  std::string out = "-";
-};
-struct GenerateCmd {
-  CommonOptions c;
-  std::string out;
-};
-struct BenchCmd {
-  CommonOptions c;
-  std::string db;
-  double min_time = 0.01;
-  int repetitions = 5;
-  double warmup = 0.005;
-  int threads = 1;
-  bool resume = true;
-  bool force = false;
-  bool dry_run = false;
-  bool verify = false;
-  bool no_calibrate = false;
-};
-
-void add_common(CLI::App* cmd, CommonOptions& o) {
-  cmd->add_option("models", o.models, "ONNX files or folders (searched recursively)")->required();
-  cmd->add_option("--backend", o.backend, "auto (every backend that can run here) or a comma-separated list: onednn");
-  cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
-  cmd->add_option("--dtype", o.dtypes, "Data types, comma-separated: f32, bf16")->delimiter(',');
-  cmd->add_option("--max-impls", o.max_impls, "Implementations timed per config and data type (the rest are skipped)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--all-impls", o.all_impls, "Time every implementation (no --max-impls cap)");
-  cmd->add_flag("--include-ref", o.include_ref, "Time the reference (ref:) implementations too");
-  cmd->add_flag("--no-fusion", o.no_fusion, "Do not plan fused variants");
-  cmd->add_flag("--no-conversions", o.no_conversions, "Do not plan layout-conversion cases");
-  cmd->add_option("--case", o.cases, "Only the case with this name (repeatable; names from `plan --list`)");
-}
-
-struct Loaded {
-  std::vector<mp::ModelIR> models;
-  std::vector<const gen::Backend*> backends;
-  gen::Plan plan;
-  int failures = 0;
-  double plan_seconds = 0;
-};
-
-// Models, backends and the plan; model failures are reported and skipped (one bad model never stops a zoo).
 Result<Loaded> plan_models(const CommonOptions& o) {
   Loaded l;
   FL_ASSIGN_OR_RETURN(auto files, mp::find_models(o.models));
@@ -124,6 +63,67 @@ Result<Loaded> plan_models(const CommonOptions& o) {
   }
   l.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return l;
+}
+
+void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry_run, bool verify) {
+  std::fprintf(stderr,
+               "%s%lld passed, %lld skipped, %lld unsupported, %lld failed, %lld already measured%s\n"
+               "planned in %.2f s; ran in %.1f s, of which %.1f s timed (harness efficiency %.2f)\n",
+               dry_run ? "dry run: " : "", static_cast<long long>(r.passed), static_cast<long long>(r.skipped),
+               static_cast<long long>(r.unsupported), static_cast<long long>(r.failed),
+               static_cast<long long>(r.already_measured),
+               verify ? fmt::format(", {} verified", r.verified).c_str() : "", plan_seconds, r.wall_seconds,
+               r.timed_seconds, r.efficiency());
+  for (const auto& p : r.peaks)
+    std::fprintf(stderr, "calibrated peak %s %s: %s (%s)\n", p.peak.c_str(), p.dtype.c_str(),
+                 p.peak == "flops" ? fmt::format("{:.1f} GFLOP/s", p.value_per_s / 1e9).c_str()
+                                   : fmt::format("{:.1f} GB/s", p.value_per_s / 1e9).c_str(),
+                 p.method.c_str());
+  if (!r.calibration_error.empty())
+    std::fprintf(stderr, "floorline bench: calibration failed, no roofline peaks stored: %s\n",
+                 r.calibration_error.c_str());
+  if (r.interrupted)
+    std::fprintf(stderr, "interrupted: what was measured is kept; the same command resumes where this run stopped\n");
+}
+
+namespace {
+
+struct PlanCmd {
+  CommonOptions c;
+  bool list = false;
+  std::string format = "table";
+  std::string out = "-";
+};
+struct GenerateCmd {
+  CommonOptions c;
+  std::string out;
+};
+struct BenchCmd {
+  CommonOptions c;
+  std::string db;
+  double min_time = 0.01;
+  int repetitions = 5;
+  double warmup = 0.005;
+  int threads = 1;
+  bool resume = true;
+  bool force = false;
+  bool dry_run = false;
+  bool verify = false;
+  bool no_calibrate = false;
+};
+
+void add_common(CLI::App* cmd, CommonOptions& o) {
+  cmd->add_option("models", o.models, "ONNX files or folders (searched recursively)")->required();
+  cmd->add_option("--backend", o.backend, "auto (every backend that can run here) or a comma-separated list: onednn");
+  cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  cmd->add_option("--dtype", o.dtypes, "Data types, comma-separated: f32, bf16")->delimiter(',');
+  cmd->add_option("--max-impls", o.max_impls, "Implementations timed per config and data type (the rest are skipped)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--all-impls", o.all_impls, "Time every implementation (no --max-impls cap)");
+  cmd->add_flag("--include-ref", o.include_ref, "Time the reference (ref:) implementations too");
+  cmd->add_flag("--no-fusion", o.no_fusion, "Do not plan fused variants");
+  cmd->add_flag("--no-conversions", o.no_conversions, "Do not plan layout-conversion cases");
+  cmd->add_option("--case", o.cases, "Only the case with this name (repeatable; names from `plan --list`)");
 }
 
 std::string shell_quote(const std::string& s) {
@@ -300,23 +300,9 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
     std::fprintf(stderr, "floorline bench: %s\n", r.error().message.c_str());
     return 2;
   }
-  std::fprintf(stderr,
-               "%s%lld passed, %lld skipped, %lld unsupported, %lld failed, %lld already measured%s\n"
-               "planned in %.2f s; ran in %.1f s, of which %.1f s timed (harness efficiency %.2f)\n",
-               o.dry_run ? "dry run: " : "", static_cast<long long>(r->passed), static_cast<long long>(r->skipped),
-               static_cast<long long>(r->unsupported), static_cast<long long>(r->failed),
-               static_cast<long long>(r->already_measured),
-               o.verify ? fmt::format(", {} verified", r->verified).c_str() : "", l->plan_seconds, r->wall_seconds,
-               r->timed_seconds, r->efficiency());
-  for (const auto& p : r->peaks)
-    std::fprintf(stderr, "calibrated peak %s %s: %s (%s)\n", p.peak.c_str(), p.dtype.c_str(),
-                 p.peak == "flops" ? fmt::format("{:.1f} GFLOP/s", p.value_per_s / 1e9).c_str()
-                                   : fmt::format("{:.1f} GB/s", p.value_per_s / 1e9).c_str(),
-                 p.method.c_str());
-  if (!r->calibration_error.empty())
-    std::fprintf(stderr, "floorline bench: calibration failed, no roofline peaks stored: %s\n",
-                 r->calibration_error.c_str());
+  print_bench_summary(*r, l->plan_seconds, o.dry_run, o.verify);
   if (!o.dry_run) std::fprintf(stderr, "results in %s (run %lld)\n", o.db.c_str(), static_cast<long long>(r->run_id));
+  if (r->interrupted) return 130;
   return l->failures || r->failed ? 1 : 0;
 }
 

@@ -2,10 +2,47 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "floorline/common/result.hpp"
+#include "floorline/generator/plan.hpp"
+#include "floorline/generator/runner.hpp"
+#include "floorline/model_processor/model.hpp"
+
 namespace floorline::cli {
+
+// What to plan: the options `plan`, `generate`, `bench` and `run` share.
+struct CommonOptions {
+  std::vector<std::string> models;
+  std::string backend = "auto";
+  std::vector<int64_t> batches = {1};
+  std::vector<std::string> dtypes = {"f32"};
+  int max_impls = 3;
+  bool all_impls = false;
+  bool include_ref = false;
+  bool no_fusion = false;
+  bool no_conversions = false;
+  std::vector<std::string> cases;  // only these case names
+};
+
+// The processed models, the backends and the plan.
+struct Loaded {
+  std::vector<mp::ModelIR> models;
+  std::vector<const gen::Backend*> backends;
+  gen::Plan plan;
+  int failures = 0;          // models that could not be processed (each reported on stderr)
+  double plan_seconds = 0;   // processing and planning, wall time
+};
+
+// Processes every model at every batch size and plans their cases. A model that fails is
+// reported on stderr and skipped (one bad model never stops a zoo). Error: no model file found,
+// an unknown backend or data type, a --case name not in the plan.
+Result<Loaded> plan_models(const CommonOptions& o);
+
+// The outcome of a bench run on stderr: cases by status, wall and timed seconds, calibrated peaks.
+void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry_run, bool verify);
 
 // `command_line` is recorded with each run (runs.command).
 void add_bench_commands(CLI::App& app, int& exit_code, const std::string& command_line);

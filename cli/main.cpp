@@ -10,6 +10,7 @@
 #include "bench_command.hpp"
 #include "db_command.hpp"
 #include "layers_command.hpp"
+#include "run_command.hpp"
 
 #ifndef FLOORLINE_VERSION
 #define FLOORLINE_VERSION "unknown"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   floorline::cli::add_bench_commands(app, exit_code, command_line);
   floorline::cli::add_db_command(app, exit_code);
   floorline::cli::add_analyze_command(app, exit_code);
+  floorline::cli::add_run_command(app, exit_code, command_line);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

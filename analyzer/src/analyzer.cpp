@@ -413,6 +413,13 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   // M: imported framework latencies of this model, batch and dtype.
   for (const auto& f : costs.framework) {
     if (f.model_name != b.model || f.batch != b.batch || f.dtype != b.dtype) continue;
+    if (f.runtime == benchdb::kReplayRuntime) {  // Floorline's own replay: of this system only, never M
+      if (f.settings == fmt::format("system={}", costs.system_id)) {
+        b.replay = f.median_us;
+        b.replay_note = f.source;
+      }
+      continue;
+    }
     if (costs.device_kind == "cpu" && f.threads > 0 && f.threads != costs.threads) continue;  // not comparable
     b.framework.push_back({f.runtime, f.settings, f.runtime_version, f.threads, f.median_us});
     if (!b.M || f.median_us < *b.M) b.M = f.median_us;

@@ -386,6 +386,18 @@ Result<std::unordered_set<int64_t>> Database::settled_cases(int64_t system_id) {
   return out;
 }
 
+Result<std::unordered_map<int64_t, std::pair<std::string, std::string>>> Database::current_outcomes(
+    int64_t system_id) {
+  std::unordered_map<int64_t, std::pair<std::string, std::string>> out;
+  FL_TRY(for_each("SELECT case_id, status, reason FROM measurements WHERE system_id = ?1 AND superseded = 0",
+                  {system_id}, [&](const auto&, const std::vector<SqlValue>& v) -> Status {
+                    const auto* reason = std::get_if<std::string>(&v[2]);
+                    out[std::get<int64_t>(v[0])] = {std::get<std::string>(v[1]), reason ? *reason : ""};
+                    return {};
+                  }));
+  return out;
+}
+
 Result<QueryResult> Database::query(std::string_view sql, const std::vector<SqlValue>& params) {
   FL_ASSIGN_OR_RETURN(sql::Statement s, impl_->conn.prepare(sql));
   if (impl_->read_only && !s.read_only()) return make_error("{}: the database is open read-only", impl_->path);

@@ -49,4 +49,19 @@ Result<std::vector<const Backend*>> select_backends(const std::string& spec) {
   return out;
 }
 
+Result<BackendChoice> choose_backend() {
+  std::string gpu_why;
+  for (const auto& b : backends()) {
+    if (b->device_kind() != "gpu") continue;
+    if (auto st = b->available(); st.ok()) return BackendChoice{b.get(), b->name() + ": a usable GPU"};
+    else gpu_why += fmt::format("{}{}: {}", gpu_why.empty() ? "" : "; ", b->name(), st.error().message);
+  }
+  for (const auto& b : backends()) {
+    if (b->device_kind() != "cpu" || !b->available()) continue;
+    return BackendChoice{b.get(), gpu_why.empty() ? fmt::format("{}: this build has no GPU backend", b->name())
+                                                   : fmt::format("{}: no usable GPU ({})", b->name(), gpu_why)};
+  }
+  return make_error("no backend can run on this machine{}", gpu_why.empty() ? "" : " (" + gpu_why + ")");
+}
+
 }  // namespace floorline::gen

@@ -73,17 +73,20 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
                        }));
   }
   g_interrupted = 0;
-  auto previous = std::signal(SIGINT, on_interrupt);
+  // Ctrl-C and kill (SIGTERM) stop the run between cases; what was measured is committed.
+  auto previous_int = std::signal(SIGINT, on_interrupt);
+  auto previous_term = std::signal(SIGTERM, on_interrupt);
   int64_t total_timed = 0;
   for (const auto& c : plan.cases)
     if (c.status.empty()) ++total_timed;
-  int64_t done_timed = 0;
+  int64_t done_timed = 0, timed_now = 0;
   Status result;
   for (const Backend* backend : backends) {
     backend->set_threads(options.threads);
     int64_t system_id = 0, run_id = 0;
     std::unordered_map<std::string, int64_t> case_ids;
     std::unordered_set<int64_t> settled;
+    std::unordered_map<int64_t, std::pair<std::string, std::string>> outcomes;
     if (!options.dry_run) {
       benchdb::SystemRow sys = benchdb::capture_host_system(options.threads);
       backend->describe(sys);
@@ -128,6 +131,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         auto done = db.settled_cases(system_id);
         if (!done) return done.error();
         settled.swap(done.value());
+        auto current = db.current_outcomes(system_id);
+        if (!current) return current.error();
+        outcomes.swap(current.value());
       }
     }
     sum.system_id = system_id;
@@ -164,6 +170,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       return record(case_id, m.status, m.reason);
     };
     const auto factory = backend->factory();
+    const auto cases_start = clock::now();
     for (const auto& c : plan.cases) {
       if (g_interrupted) break;
       if (c.spec.backend != backend->name()) continue;
@@ -174,13 +181,23 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         continue;
       }
       if (!c.status.empty()) {
+        if (auto it = outcomes.find(case_id);
+            it != outcomes.end() && it->second.first == c.status && it->second.second == c.reason) {
+          ++sum.already_measured;  // decided by the plan, and already recorded so
+          continue;
+        }
         FL_TRY(record(case_id, c.status, c.reason));
         continue;
       }
       ++done_timed;
+      ++timed_now;
       if (options.progress) {
-        const double el = std::chrono::duration<double>(clock::now() - start).count();
-        const double eta = done_timed > 1 ? el / static_cast<double>(done_timed - 1) * static_cast<double>(total_timed - done_timed + 1) : -1;
+        // ETA: the cases left at the mean wall time per case timed so far in this run (a resumed
+        // run's settled cases took no time and are not in the mean).
+        const double el = std::chrono::duration<double>(clock::now() - cases_start).count();
+        const double eta = timed_now > 1 ? el / static_cast<double>(timed_now - 1) *
+                                               static_cast<double>(total_timed - done_timed + 1)
+                                         : -1;
         std::fprintf(stderr, "\r\033[K[%lld/%lld] %s elapsed, ETA %s  %.60s", static_cast<long long>(done_timed),
                      static_cast<long long>(total_timed), duration(el).c_str(), duration(eta).c_str(),
                      c.spec.name.c_str());
@@ -241,7 +258,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     }
     if (!result.ok() || g_interrupted) break;
   }
-  std::signal(SIGINT, previous);
+  std::signal(SIGINT, previous_int);
+  std::signal(SIGTERM, previous_term);
+  sum.interrupted = g_interrupted != 0;
   if (options.progress) std::fprintf(stderr, "\r\033[K");
   sum.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
   if (!result.ok()) return result.error();

@@ -537,7 +537,7 @@ std::string_view cost_class_name(CostClass c) {
 int64_t config_flops(const LayerConfig& c) { return info(c.kind).flops(c); }
 int64_t config_bytes(const LayerConfig& c) { return info(c.kind).bytes(c); }
 
-LayerConfig normalize(const NodeView& v, LayerKind kind) {
+LayerConfig normalize(const NodeView& v, LayerKind kind, std::vector<std::string>* operand_names) {
   const KindInfo& row = info(kind);
   LayerConfig c;
   c.kind = kind;
@@ -556,6 +556,7 @@ LayerConfig normalize(const NodeView& v, LayerKind kind) {
     if (contains(row.param_inputs, static_cast<int>(k))) c.key_includes_outputs = true;  // run-time parameter
     TensorArg t{role, d.shape.value_or(Shape{-1}), d.dtype, contains(row.flag_inputs, static_cast<int>(k))};
     c.inputs.push_back(std::move(t));
+    if (operand_names) operand_names->push_back(v.node->input(static_cast<int>(k)));
   }
   for (size_t k = 0; k < v.out.size(); ++k) {
     const ValueDesc& d = v.out[k];

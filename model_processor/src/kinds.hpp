@@ -34,6 +34,7 @@ struct NodeView {
 
 // Build the normalized LayerConfig of a node of the given kind (kUnsupported for unknown ops).
 // Never fails: what cannot be resolved (unknown shapes) is left as -1 and reported by the caller.
-LayerConfig normalize(const NodeView& view, LayerKind kind);
+// `operand_names`, when given, receives the ONNX value name of each of config.inputs, in order.
+LayerConfig normalize(const NodeView& view, LayerKind kind, std::vector<std::string>* operand_names = nullptr);
 
 }  // namespace floorline::mp

@@ -675,7 +675,7 @@ class IrBuilder {
     layer.op_type = node.op_type();
     layer.subgraph = subgraph;
     layer.folded = folded;
-    layer.config = normalize(v, kind.value_or(LayerKind::kUnsupported));
+    layer.config = normalize(v, kind.value_or(LayerKind::kUnsupported), &layer.input_names);
     layer.cost = folded ? CostClass::kHost : kind_cost_class(layer.config.kind);
     layer.key = layer.config.canonical_key();
     layer.shapes_known = true;

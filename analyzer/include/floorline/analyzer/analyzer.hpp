@@ -25,6 +25,9 @@
 //   M  measured            the fastest imported framework latency of the model at this batch and dtype
 //                          on this kind of device (framework_latencies; on a CPU, at the thread count
 //                          of the measurements), when there is one
+//   replay                 not a bound: the model's best cases executed back to back as its graph
+//                          (generator/replay.hpp), stored as runtime "floorline-replay" for this
+//                          system; replay / S says how tight S is. Never counted as M.
 #pragma once
 
 #include <cstdint>
@@ -159,6 +162,8 @@ struct ModelBounds {
   double S = 0, P = 0, H = 0, F = 0;
   std::optional<double> R;               // none without calibrated peaks
   std::optional<double> M;               // fastest framework latency, when imported
+  std::optional<double> replay;          // replay of the best cases on this system (µs), when run
+  std::string replay_note;               // how the replay was wired (layers, conversions, missing)
   std::vector<FrameworkTime> framework;  // every imported framework latency
   std::vector<ReducedBound> reduced;
   std::vector<int> critical_path;        // Layer::index, source to sink (cost-bearing and view)

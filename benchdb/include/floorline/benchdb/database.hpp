@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -75,6 +76,10 @@ class Database {
   // Resume: ids of the cases with a current measurement on this system whose status is final
   // (passed or unsupported). Skipped and failed cases are measured again.
   Result<std::unordered_set<int64_t>> settled_cases(int64_t system_id);
+  // The current (status, reason) of every case measured on this system: a case the plan decides
+  // without timing (skipped by the --max-impls cap, unsupported) is not written again when its
+  // current row already says the same.
+  Result<std::unordered_map<int64_t, std::pair<std::string, std::string>>> current_outcomes(int64_t system_id);
 
   // --- reading --------------------------------------------------------------------------------
   // A query with bound parameters (?1, ?2 ... or ?). Use read_only connections for untrusted SQL.

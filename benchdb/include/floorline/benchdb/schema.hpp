@@ -178,7 +178,10 @@ struct BestMeasurementRow {
   double median_us = 0;
 };
 
-// End-to-end latency of a model in a real framework, imported for the latency-gap report.
+// End-to-end latency of a model in a real framework, imported for the latency-gap report. Floorline's
+// own replay of a model's best cases (generator/replay.hpp) is stored here too, as runtime
+// kReplayRuntime with settings "system=<id>"; the analyzer never counts it as a framework.
+inline constexpr std::string_view kReplayRuntime = "floorline-replay";
 struct FrameworkLatencyRow {
   int64_t id = 0;
   std::string model_name;

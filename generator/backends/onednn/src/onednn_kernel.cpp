@@ -819,6 +819,22 @@ std::string format_name(const memory::desc& md) {
   return md.data.format_desc.blocking.inner_nblks == 0 ? "strided" : "blocked";
 }
 
+bool is_plain(const memory::desc& md) {
+  return md == memory::desc(md.dims(), md.data_type(), plain_strides(md.dims()));
+}
+
+std::string dtype_name(dt t) {
+  switch (t) {
+    case dt::f32: return "f32";
+    case dt::bf16: return "bf16";
+    case dt::f16: return "f16";
+    case dt::s8: return "s8";
+    case dt::u8: return "u8";
+    case dt::s32: return "s32";
+    default: return "?";
+  }
+}
+
 // --- random data ----------------------------------------------------------------------------------
 
 // xorshift64*: fast, and different per tensor (seeded by the tensor's position and size).
@@ -885,6 +901,7 @@ class OnednnKernel final : public Kernel {
           if (td.is_output) s.out_conversions.push_back({dnnl::reorder(m, view), {m, view}});
           else s.in_conversions.push_back({dnnl::reorder(view, m), {view, m}});
         }
+        uses_.push_back({a.tensor, view, a.view.offset * static_cast<int64_t>(esize), m == view ? memory() : m});
         if (a.prefill >= 0) {
           memory src(memory::desc(a.view.d, tt, plain_strides(a.view.d)), cpu_engine(), dev_[a.prefill].get_data_handle());
           s.prefills.push_back({src, m});
@@ -916,6 +933,46 @@ class OnednnKernel final : public Kernel {
   }
   std::string implementation() const override { return impl_; }
   int64_t workspace_bytes() const override { return workspace_; }
+
+  // A port is the memory run() itself reads or writes for the operand: the implementation's own
+  // (blocked) buffer when the operand is converted once at build time, else the plain buffer.
+  // An operand that several primitive arguments read, one of them through a conversion, has none.
+  std::optional<Port> port(bool output, size_t k) const override {
+    const memory* m = port_memory(output, k);
+    if (!m) return std::nullopt;
+    const memory::desc md = m->get_desc();
+    const bool plain = is_plain(md);
+    return Port{m->get_data_handle(), static_cast<int64_t>(md.get_size()),
+                plain ? "plain" : fmt::format("{} {} {}", dtype_name(md.data_type()), format_name(md),
+                                              fmt::join(md.dims(), "x"))};
+  }
+
+  Status bind_input(size_t k, void* data) override {
+    const int t = static_cast<int>(k);
+    if (k >= b_.n_inputs || !port_memory(false, k)) return make_error("input {} of this case cannot be wired", k);
+    for (auto& u : uses_) {
+      if (u.tensor != t) continue;
+      if (u.converted) u.converted.set_data_handle(data);
+      else u.view.set_data_handle(static_cast<char*>(data) + u.offset_bytes);
+    }
+    return {};
+  }
+
+  // The memory of port(output, k), or nullptr (see port()).
+  const memory* port_memory(bool output, size_t k) const {
+    if (k >= (output ? b_.n_outputs : b_.n_inputs)) return nullptr;
+    const int t = static_cast<int>(output ? b_.n_inputs + k : k);
+    if (!used_[static_cast<size_t>(t)]) return nullptr;
+    const Use* converted = nullptr;
+    int n = 0;
+    for (const auto& u : uses_)
+      if (u.tensor == t) {
+        ++n;
+        if (u.converted) converted = &u;
+      }
+    if (converted) return n == 1 ? &converted->converted : nullptr;
+    return &dev_[static_cast<size_t>(t)];
+  }
 
   Status verify() override {
     if (!b_.not_verifiable.empty()) return make_error("not verifiable: {}", b_.not_verifiable);
@@ -989,6 +1046,39 @@ class OnednnKernel final : public Kernel {
   std::vector<bool> used_;
   std::vector<Step> steps_;
   int64_t workspace_ = 0;
+  // Every primitive argument that reads or writes a data tensor: the plain view of the tensor's
+  // buffer (at offset_bytes), and the implementation's own buffer when it converts the tensor.
+  struct Use {
+    int tensor = 0;
+    memory view;
+    int64_t offset_bytes = 0;
+    memory converted;  // empty when the primitive uses the view directly
+  };
+  std::vector<Use> uses_;
+};
+
+// Replay's layout conversion: reorders from a producer's output buffer into a consumer's input
+// buffer, through a plain buffer when both are blocked with different dims.
+class ConversionKernel final : public Kernel {
+ public:
+  void add(memory from, memory to) {
+    reorders_.push_back({dnnl::reorder(from, to), {from, to}});
+    impl_ += (impl_.empty() ? "" : " + ") + format_name(from.get_desc()) + ">" + format_name(to.get_desc());
+  }
+  void keep(memory m) { owned_.push_back(std::move(m)); }
+  void run() override {
+    auto& strm = cpu_stream();
+    for (auto& [r, mm] : reorders_) r.execute(strm, mm.first, mm.second);
+    strm.wait();
+  }
+  std::string implementation() const override { return "reorder " + impl_; }
+  int64_t workspace_bytes() const override { return 0; }
+  Status verify() override { return make_error("not verifiable: a layout conversion has no ONNX counterpart"); }
+
+ private:
+  std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>> reorders_;
+  std::vector<memory> owned_;
+  std::string impl_;
 };
 
 // Splits "convolution_direct:brg:avx512_core" into the variant and the implementation name.
@@ -1070,6 +1160,48 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
     return make_error("oneDNN: {}", e.what());
   } catch (const std::bad_alloc&) {
     return make_error("out of memory allocating the tensors of {}", spec.problem.key);
+  }
+}
+
+Result<std::unique_ptr<Kernel>> make_onednn_conversion(const Kernel& producer, size_t out, const Kernel& consumer,
+                                                       size_t in) {
+  const auto* p = dynamic_cast<const OnednnKernel*>(&producer);
+  const auto* c = dynamic_cast<const OnednnKernel*>(&consumer);
+  if (!p || !c) return make_error("unsupported: a oneDNN conversion joins two oneDNN cases");
+  const memory* from = p->port_memory(true, out);
+  const memory* to = c->port_memory(false, in);
+  if (!from || !to) return make_error("unsupported: no port to convert between");
+  const memory::desc fd = from->get_desc(), td = to->get_desc();
+  auto count = [](const memory::desc& d) {
+    int64_t n = 1;
+    for (auto x : d.dims()) n *= x;
+    return n;
+  };
+  if (count(fd) != count(td) || fd.data_type() != td.data_type())
+    return make_error("unsupported: {} elements of {} cannot feed {} elements of {}", count(fd),
+                      dtype_name(fd.data_type()), count(td), dtype_name(td.data_type()));
+  try {
+    auto k = std::make_unique<ConversionKernel>();
+    if (fd.dims() == td.dims()) {
+      k->add(*from, *to);
+    } else if (is_plain(fd)) {  // a reshape of a plain buffer: the same bytes seen with the consumer's dims
+      k->add(memory(memory::desc(td.dims(), td.data_type(), plain_strides(td.dims())), cpu_engine(),
+                    from->get_data_handle()),
+             *to);
+    } else if (is_plain(td)) {
+      k->add(*from, memory(memory::desc(fd.dims(), fd.data_type(), plain_strides(fd.dims())), cpu_engine(),
+                           to->get_data_handle()));
+    } else {  // blocked → plain (producer's dims) → blocked (consumer's dims)
+      memory tmp(memory::desc(fd.dims(), fd.data_type(), plain_strides(fd.dims())), cpu_engine());
+      k->add(*from, tmp);
+      k->add(memory(memory::desc(td.dims(), td.data_type(), plain_strides(td.dims())), cpu_engine(),
+                    tmp.get_data_handle()),
+             *to);
+      k->keep(tmp);
+    }
+    return std::unique_ptr<Kernel>(std::move(k));
+  } catch (const dnnl::error& e) {
+    return make_error("unsupported: oneDNN has no reorder for this conversion: {}", e.what());
   }
 }
 

@@ -33,6 +33,13 @@ class Backend {
   virtual std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const = 0;
   // Builds kernels for cases of this backend.
   virtual kernels::KernelFactory factory() const = 0;
+  // Replay: a kernel converting what `producer` writes to output `out` into the layout `consumer`
+  // reads input `in` in (both built by this backend's factory). Default: "unsupported: ...".
+  virtual Result<std::unique_ptr<kernels::Kernel>> conversion(const kernels::Kernel& producer, size_t out,
+                                                              const kernels::Kernel& consumer, size_t in) const {
+    (void)producer, (void)out, (void)consumer, (void)in;
+    return make_error("unsupported: the {} backend has no layout conversions for replay", name());
+  }
   // Threads the backend's kernels use from now on (CPU backends); ignored by GPU backends.
   virtual void set_threads(int threads) const = 0;
   // For generated sources: the header that declares the registration function, that function's
@@ -49,5 +56,14 @@ const Backend* find_backend(const std::string& name);
 // Resolves a --backend value: "auto" is every available backend; otherwise a comma-separated list
 // of names. Error for an unknown name (listing the known ones).
 Result<std::vector<const Backend*>> select_backends(const std::string& spec);
+
+// One backend for a whole run (`floorline run --backend auto`): the first GPU backend that can run
+// here, else the first CPU backend. `why` says which and why, e.g. "onednn: no usable GPU (cuda:
+// cudaErrorNoDevice)" or "onednn: this build has no GPU backend". Error when none can run.
+struct BackendChoice {
+  const Backend* backend = nullptr;
+  std::string why;
+};
+Result<BackendChoice> choose_backend();
 
 }  // namespace floorline::gen

@@ -6,7 +6,8 @@
 // with benchdb's DatabaseReporter, which stores min/median/mean/stddev/cv over the repetitions'
 // per-call times. Each case ends passed, skipped (reason), unsupported or failed (error text); one
 // failure never stops the run. Results are committed in batches: an interrupted run keeps what it
-// measured, and a rerun resumes (passed and unsupported cases are not measured again).
+// measured, and a rerun resumes (passed and unsupported cases are not measured again). SIGINT and
+// SIGTERM stop the run between cases, after a final commit.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,8 @@ struct RunOptions {
 
 struct RunSummary {
   int64_t passed = 0, skipped = 0, unsupported = 0, failed = 0;
-  int64_t already_measured = 0;    // not run: settled in an earlier run (resume)
+  int64_t already_measured = 0;    // not run: settled in an earlier run (resume), or a planned
+                                   // status (skipped, unsupported) already recorded the same way
   int64_t verified = 0;            // passed verification before timing (--verify)
   double wall_seconds = 0;         // the whole run, planning excluded
   double timed_seconds = 0;        // Σ iterations × per-call time over the passed cases
@@ -45,6 +47,7 @@ struct RunSummary {
   int64_t system_id = 0;
   std::vector<Peak> peaks;         // measured in this run (calibrate)
   std::string calibration_error;   // why a calibration failed ("" when none did); the cases still ran
+  bool interrupted = false;        // stopped by SIGINT/SIGTERM; what was measured is committed
   double efficiency() const { return wall_seconds > 0 ? timed_seconds / wall_seconds : 0; }
 };
 

@@ -135,7 +135,8 @@ struct Layer {
   int64_t flops = 0;
   int64_t bytes = 0;
   std::vector<int> preds;        // indices of the cost-bearing or view layers whose outputs this one reads
-  std::vector<std::string> output_names;
+  std::vector<std::string> input_names;   // the ONNX value each of config.inputs reads, in order
+  std::vector<std::string> output_names;  // the ONNX values it writes, in node output order
 
   bool cost_bearing() const { return cost == CostClass::kCompute || cost == CostClass::kUnsupported; }
 };

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <benchmark/benchmark.h>
@@ -24,6 +25,16 @@
 #include "floorline/kernels/problem.hpp"
 
 namespace floorline::kernels {
+
+// Where a built case reads one input operand or writes one output (replay wires cases together).
+struct Port {
+  void* data = nullptr;
+  int64_t bytes = 0;
+  // "plain": row-major in the operand's shape; any reshape with the same element count reads the
+  // same buffer. Otherwise the backend's name of a blocked layout, with its dims and data type
+  // ("f32 aBcd16b 1x64x56x56"): two ports with equal strings hold their data the same way.
+  std::string layout;
+};
 
 // A built case, ready to time.
 class Kernel {
@@ -41,6 +52,21 @@ class Kernel {
   // Error: the relative L2 error exceeds the tolerance (1e-3 for f32, 3e-2 for bf16), or the case
   // is a proxy whose result is not the layer's (the message starts "not verifiable: ").
   virtual Status verify() = 0;
+
+  // Replay (generator/replay.hpp): the buffer run() reads input operand k (output k with
+  // `output`) from, in the operand order of the case's Problem. nullopt where the case cannot be
+  // wired there (the default: the case keeps its own buffers).
+  virtual std::optional<Port> port(bool output, size_t k) const {
+    (void)output;
+    (void)k;
+    return std::nullopt;
+  }
+  // From now on run() reads input operand k from `data`, a buffer in the layout of port(false, k)
+  // that outlives this kernel's use (a producer's output). Error where port(false, k) is nullopt.
+  virtual Status bind_input(size_t k, void* data) {
+    (void)data;
+    return make_error("input {} of this case cannot be wired to another case", k);
+  }
 };
 
 // Builds a case. Errors start "unsupported: " when the library (or Floorline's mapping) has no

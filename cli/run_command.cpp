@@ -1,0 +1,233 @@
+// floorline run: models → layers → plan → bench → replay → analyze → reports, in one process.
+#include "run_command.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "analyze_command.hpp"
+#include "bench_command.hpp"
+#include "floorline/analyzer/report.hpp"
+#include "floorline/benchdb/database.hpp"
+#include "floorline/benchdb/system.hpp"
+#include "floorline/common/output.hpp"
+#include "floorline/generator/backend.hpp"
+#include "floorline/generator/replay.hpp"
+#include "floorline/generator/runner.hpp"
+
+#ifndef FLOORLINE_VERSION
+#define FLOORLINE_VERSION "unknown"
+#endif
+#ifndef FLOORLINE_SOURCE_DIR
+#define FLOORLINE_SOURCE_DIR "."
+#endif
+
+namespace floorline::cli {
+
+using namespace floorline::output;  // NOLINT: the output helpers are this layer's vocabulary
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunCmd {
+  CommonOptions c;
+  std::string db;                  // default: OUT/floorline.db
+  std::string out = "floorline-out";
+  bool quick = false;
+  int threads = 1;
+  std::optional<int> repetitions;
+  std::optional<double> min_time;
+  bool replay = true;
+  size_t top = 1;
+};
+
+// The embedded zoo: ./models/zoo when run from a checkout, else the source tree's.
+std::optional<std::string> embedded_zoo() {
+  for (const fs::path& p : {fs::path("models/zoo"), fs::path(FLOORLINE_SOURCE_DIR) / "models/zoo"}) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) return p.string();
+  }
+  return std::nullopt;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Models that already have a replay on this system at one of these batches.
+Result<std::set<std::pair<std::string, int64_t>>> replayed(benchdb::Database& db, int64_t system_id) {
+  std::set<std::pair<std::string, int64_t>> out;
+  FL_TRY(db.for_each("SELECT model_name, batch FROM framework_latencies WHERE runtime = ?1 AND settings = ?2",
+                     {std::string(benchdb::kReplayRuntime), fmt::format("system={}", system_id)},
+                     [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+                       out.insert({std::get<std::string>(v[0]), std::get<int64_t>(v[1])});
+                       return Status{};
+                     }));
+  return out;
+}
+
+int run_main(RunCmd o, const std::string& command_line) {
+  const auto t_start = std::chrono::steady_clock::now();
+  const bool color = use_color(stderr);
+  auto fail = [&](const std::string& msg) {
+    std::fprintf(stderr, "floorline run: %s\n", msg.c_str());
+    return 2;
+  };
+  if (o.c.models.empty()) {
+    auto zoo = embedded_zoo();
+    if (!zoo) return fail("no MODELS given and the embedded zoo (models/zoo) is not here: name ONNX files or folders");
+    o.c.models.push_back(*zoo);
+  }
+  if (o.quick) o.c.batches = {1};
+  const int repetitions = o.repetitions.value_or(o.quick ? 2 : 5);
+  const double min_time = o.min_time.value_or(o.quick ? 0.002 : 0.01);
+  if (o.quick && !o.c.all_impls) o.c.max_impls = std::min(o.c.max_impls, 2);
+
+  // Backend: auto is one backend for the whole run, the GPU's when one is usable.
+  if (o.c.backend == "auto") {
+    auto choice = gen::choose_backend();
+    if (!choice) return fail(choice.error().message);
+    std::fprintf(stderr, "backend %s\n", choice->why.c_str());
+    o.c.backend = choice->backend->name();
+  }
+
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec) return fail(fmt::format("cannot create {}: {}", o.out, ec.message()));
+  if (o.db.empty()) o.db = (fs::path(o.out) / "floorline.db").string();
+
+  // 1. layers and plan
+  auto loaded = plan_models(o.c);
+  if (!loaded) return fail(loaded.error().message);
+  Loaded& l = *loaded;
+  if (l.models.empty()) return fail("no model could be processed");
+  int64_t layers = 0;
+  std::set<std::string> files;
+  for (const auto& m : l.models) {
+    layers += static_cast<int64_t>(m.layers.size());
+    files.insert(m.path.string());
+  }
+  int64_t to_time = 0;
+  for (const auto& c : l.plan.cases) to_time += c.status.empty() ? 1 : 0;
+  std::fprintf(stderr, "[1/4] layers: %zu model(s) at batch %s: %lld layers, %zu unique configs, %zu cases (%lld to time), %.1f s\n",
+               files.size(), fmt::format("{}", fmt::join(o.c.batches, ",")).c_str(), static_cast<long long>(layers),
+               l.plan.configs.size(), l.plan.cases.size(), static_cast<long long>(to_time), l.plan_seconds);
+
+  // 2. bench (resumes: what an earlier run measured is not measured again)
+  auto opened = benchdb::Database::open(o.db);
+  if (!opened) return fail(opened.error().message);
+  benchdb::Database db = std::move(opened).value();
+  gen::RunOptions ro;
+  ro.min_time = min_time;
+  ro.repetitions = repetitions;
+  ro.warmup_seconds = o.quick ? 0.001 : 0.005;
+  ro.threads = o.threads;
+  ro.command = command_line;
+  ro.progress = isatty(fileno(stderr)) != 0;
+  std::fprintf(stderr, "[2/4] bench into %s (%d repetitions of %g s per case, %d thread(s))\n", o.db.c_str(),
+               repetitions, min_time, o.threads);
+  auto bench = gen::run_plan(&db, l.models, l.plan, l.backends, ro);
+  if (!bench) return fail(bench.error().message);
+  print_bench_summary(*bench, l.plan_seconds, false, false);
+  if (bench->interrupted) return 130;
+
+  // 3. replay: each model's best cases wired as its graph, timed as one pass
+  const int64_t system_id = bench->system_id;
+  int replay_failures = 0;
+  if (o.replay && !l.backends.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto chosen = gen::best_cases(db, system_id, l.plan, "f32");
+    auto done = replayed(db, system_id);
+    if (!chosen) return fail(chosen.error().message);
+    if (!done) return fail(done.error().message);
+    const gen::Backend& backend = *l.backends.front();
+    benchdb::SystemRow sys;
+    backend.describe(sys);
+    const std::string device = backend.device_kind() == "cpu" ? "cpu" : sys.device_name;
+    gen::ReplayOptions rpo;
+    rpo.threads = o.threads;
+    rpo.repetitions = repetitions;
+    rpo.min_time = o.quick ? 0.01 : 0.05;
+    int replays = 0, kept = 0;
+    for (const auto& m : l.models) {
+      // Nothing new measured: an earlier replay of this model still stands.
+      if (bench->passed == 0 && done->count({m.name, m.batch})) {
+        ++kept;
+        continue;
+      }
+      auto r = gen::replay_model(m, *chosen, backend, rpo);
+      if (!r) {
+        std::fprintf(stderr, "%s replay: %s\n", red("error:", color).c_str(), r.error().message.c_str());
+        ++replay_failures;
+        continue;
+      }
+      if (auto st = db.upsert_framework_latency(
+              gen::replay_row(*r, system_id, device, o.threads, "f32", FLOORLINE_VERSION));
+          !st)
+        return fail(st.error().message);
+      ++replays;
+      std::fprintf(stderr, "  replay %-28s b%-3lld %10.1f us  cases %10.1f us  ratio %.2f  %d conversion(s)%s\n",
+                   m.name.c_str(), static_cast<long long>(m.batch), r->median_us, r->cases_us, r->ratio(),
+                   r->conversions,
+                   r->layers_missing ? fmt::format(", {} layer(s) without a case", r->layers_missing).c_str() : "");
+    }
+    std::fprintf(stderr, "[3/4] replay: %d model(s) replayed, %d kept from an earlier run, %d failed, %.1f s\n",
+                 replays, kept, replay_failures, seconds_since(t0));
+  } else {
+    std::fprintf(stderr, "[3/4] replay: not asked for\n");
+  }
+
+  // 4. analyze
+  const auto t_analyze = std::chrono::steady_clock::now();
+  auto report = analyzer::build_report(db, l.models, system_id, {});
+  if (!report) return fail(report.error().message);
+  const std::string json_path = (fs::path(o.out) / "report.json").string();
+  const std::string html_path = (fs::path(o.out) / "report.html").string();
+  if (!write_text(json_path, analyzer::format_json(*report))) return fail("cannot write " + json_path);
+  if (!write_text(html_path, analyzer::format_html(*report))) return fail("cannot write " + html_path);
+  std::fprintf(stderr, "[4/4] analyze: %zu model report(s), %.1f s\n", report->models.size(), seconds_since(t_analyze));
+  const std::string table = analyzer::format_table(*report, false, o.top);
+  std::fwrite(table.data(), 1, table.size(), stdout);
+  std::fprintf(stdout, "\nreports: %s, %s; database: %s\n", html_path.c_str(), json_path.c_str(), o.db.c_str());
+  std::fprintf(stderr, "floorline run: done in %.1f s\n", seconds_since(t_start));
+  return l.failures || bench->failed || replay_failures ? 1 : 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, int& exit_code, const std::string& command_line) {
+  auto o = std::make_shared<RunCmd>();
+  auto* r = app.add_subcommand(
+      "run", "The main job: layers, plan, bench, replay and analyze in one go, with reports in --out");
+  r->add_option("models", o->c.models, "ONNX files or folders (default: the embedded zoo, models/zoo)");
+  r->add_option("--db", o->db, "Results database (default: OUT/floorline.db); an earlier run's is resumed");
+  r->add_option("--backend", o->c.backend,
+                "auto (the GPU backend when a GPU is usable, else oneDNN) or a backend name");
+  r->add_option("--batch", o->c.batches, "Batch sizes, comma-separated (e.g. 1,8,32)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  r->add_option("--out", o->out, "Folder for the database and the reports (report.html, report.json)");
+  r->add_flag("--quick", o->quick, "A first look: batch 1, 2 repetitions, at most 2 implementations per config");
+  r->add_option("--threads", o->threads, "CPU threads for the benchmarks and the replay")->check(CLI::PositiveNumber);
+  r->add_option("--repetitions", o->repetitions, "Repetitions per case (default 5; --quick 2)")
+      ->check(CLI::PositiveNumber);
+  r->add_option("--min-time", o->min_time, "Seconds per repetition (default 0.01; --quick 0.002)")
+      ->check(CLI::PositiveNumber);
+  r->add_option("--max-impls", o->c.max_impls, "Implementations timed per config (default 3)")
+      ->check(CLI::PositiveNumber);
+  r->add_flag("--all-impls", o->c.all_impls, "Time every implementation (slower: hours on a CPU zoo)");
+  r->add_flag("--replay,!--no-replay", o->replay, "Replay each model's best cases as its graph (default on)");
+  r->add_option("--top", o->top, "Findings shown per model in the table (default 1)");
+  r->callback([o, command_line, &exit_code] { exit_code = run_main(*o, command_line); });
+}
+
+}  // namespace floorline::cli

@@ -1,0 +1,74 @@
+// floorline/generator/replay.hpp — a model's chosen cases executed back to back, as the graph runs.
+//
+// The sequential bound S adds up cases timed alone, each on its own warm buffers. Replay checks
+// how tight that is: it builds one kernel per cost-bearing layer (the layer's chosen case, usually
+// its config's best), in topological order, and wires them as the graph is. A layer reads the
+// buffer its producer wrote when the two agree on the layout (both plain, or the same blocked
+// format: a oneDNN-aware framework keeps blocked layouts between layers); where they differ, a
+// layout conversion (a reorder) runs before the consumer, and is part of the replay's time. View
+// layers (Reshape, Flatten, Squeeze...) pass their input's buffer on. Graph inputs, weights and
+// the outputs of layers not replayed (no chosen case) stay the consumer's own random buffers.
+//
+// Timing: warm-up passes for warmup_seconds (at least one), then `repetitions` repetitions of
+// enough whole passes to last min_time each; a repetition's time is its mean pass time and the
+// result is their median (µs, steady clock; each kernel's run() waits for completion).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/common/result.hpp"
+#include "floorline/generator/backend.hpp"
+#include "floorline/generator/plan.hpp"
+#include "floorline/model_processor/model.hpp"
+
+namespace floorline::gen {
+
+// The case replay builds for each layer of a config, and its own median time (µs).
+struct ChosenCase {
+  kernels::CaseSpec spec;
+  double median_us = 0;
+};
+
+// Config key → the config's best passed unfused case of `dtype` (math mode: strict, "fp32" for
+// f32) on `system_id`, from best_measurements, with its spec from `plan` (matched by case name;
+// a best case the plan no longer has is left out).
+Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id, const Plan& plan,
+                                                     const std::string& dtype);
+
+struct ReplayOptions {
+  int repetitions = 5;
+  double min_time = 0.05;        // seconds per repetition (whole passes)
+  double warmup_seconds = 0.02;
+  int threads = 1;
+};
+
+struct ReplayResult {
+  std::string model;
+  int64_t batch = 1;
+  double median_us = 0, min_us = 0, max_us = 0, stddev_us = 0;  // over repetitions, per pass
+  int repetitions = 0;
+  int64_t passes = 0;              // whole passes timed in all
+  double cases_us = 0;             // Σ chosen-case medians of the replayed layers (S over them)
+  int layers_replayed = 0;
+  int layers_missing = 0;          // cost-bearing layers with no chosen case (not replayed)
+  int operands_shared = 0;         // inputs read straight from the producer's buffer
+  int conversions = 0;             // layout conversions inserted between producer and consumer
+  int operands_unwired = 0;        // activation inputs read from the consumer's own buffer
+  double ratio() const { return cases_us > 0 ? median_us / cases_us : 0; }
+};
+
+// Replays one model (one batch) on `backend`. Error when no layer has a chosen case, when a
+// kernel cannot be built, or when a pass throws (the library's message, naming the layer).
+Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::string, ChosenCase>& chosen,
+                                  const Backend& backend, const ReplayOptions& options);
+
+// The framework_latencies row that stores a replay: runtime "floorline-replay", settings
+// "system=<id>" (the analyzer reads it as the replay of that system, never as M).
+benchdb::FrameworkLatencyRow replay_row(const ReplayResult& r, int64_t system_id, const std::string& device,
+                                        int threads, const std::string& dtype, const std::string& version);
+
+}  // namespace floorline::gen
