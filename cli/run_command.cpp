@@ -47,6 +47,7 @@ struct RunCmd {
   std::optional<int> repetitions;
   std::optional<double> min_time;
   bool replay = true;
+  size_t replay_steps = 0;
   size_t top = 1;
 };
 
@@ -175,10 +176,21 @@ int run_main(RunCmd o, const std::string& command_line) {
           !st)
         return fail(st.error().message);
       ++replays;
-      std::fprintf(stderr, "  replay %-28s b%-3lld %10.1f us  cases %10.1f us  ratio %.2f  %d conversion(s)%s\n",
+      std::fprintf(stderr, "  replay %-26s b%-3lld %9.1f us = S %9.1f us x %.2f (in-graph cases %.1f us, %d conversions %.1f us)%s\n",
                    m.name.c_str(), static_cast<long long>(m.batch), r->median_us, r->cases_us, r->ratio(),
-                   r->conversions,
+                   r->layers_us, r->conversions, r->conversions_us,
                    r->layers_missing ? fmt::format(", {} layer(s) without a case", r->layers_missing).c_str() : "");
+      if (o.replay_steps > 0) {
+        // The steps that cost most over their time alone (a conversion has no time alone).
+        auto steps = r->steps;
+        std::sort(steps.begin(), steps.end(), [](const gen::ReplayStep& a, const gen::ReplayStep& b) {
+          return a.in_graph_us - a.alone_us > b.in_graph_us - b.alone_us;
+        });
+        for (size_t k = 0; k < steps.size() && k < o.replay_steps; ++k)
+          std::fprintf(stderr, "      +%8.1f us  %8.1f us in the graph vs %8.1f us alone  %s\n",
+                       steps[k].in_graph_us - steps[k].alone_us, steps[k].in_graph_us, steps[k].alone_us,
+                       steps[k].label.c_str());
+      }
     }
     std::fprintf(stderr, "[3/4] replay: %d model(s) replayed, %d kept from an earlier run, %d failed, %.1f s\n",
                  replays, kept, replay_failures, seconds_since(t0));
@@ -226,6 +238,8 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       ->check(CLI::PositiveNumber);
   r->add_flag("--all-impls", o->c.all_impls, "Time every implementation (slower: hours on a CPU zoo)");
   r->add_flag("--replay,!--no-replay", o->replay, "Replay each model's best cases as its graph (default on)");
+  r->add_option("--replay-steps", o->replay_steps,
+                "Per model, the N replay steps that take longest over their time alone (conversions included)");
   r->add_option("--top", o->top, "Findings shown per model in the table (default 1)");
   r->callback([o, command_line, &exit_code] { exit_code = run_main(*o, command_line); });
 }

@@ -445,6 +445,31 @@ Report golden_report() {
   return std::move(r).value();
 }
 
+TEST(Bounds, ReplayIsReadForItsSystemAndIsNeverM) {
+  const auto m = process(kDiamond, "diamond");
+  TestDb t({m});
+  t.times(m, {{"Relu", 10}, {"Sigmoid", 20}, {"Tanh", 5}, {"Add", 7}});
+  const auto costs = t.costs();
+  benchdb::FrameworkLatencyRow r;
+  r.model_name = "diamond";
+  r.runtime = std::string(benchdb::kReplayRuntime);
+  r.device = "cpu";
+  r.threads = 1;
+  r.settings = fmt::format("system={}", costs.system_id);
+  r.median_us = 45.5;
+  r.source = "replay of 4 layers";
+  TestDb::value(t.db.upsert_framework_latency(r));
+  r.settings = fmt::format("system={}", costs.system_id + 1);  // another system's replay
+  r.median_us = 30;
+  TestDb::value(t.db.upsert_framework_latency(r));
+  const auto b = analyze_model(m, t.costs());
+  EXPECT_FALSE(b.M);
+  ASSERT_TRUE(b.replay);
+  EXPECT_DOUBLE_EQ(*b.replay, 45.5);
+  EXPECT_EQ(b.replay_note, "replay of 4 layers");
+  EXPECT_EQ(finding(advise(b), "framework"), nullptr);
+}
+
 TEST(Report, JsonAndCsvMatchTheGoldenFiles) {
   const Report r = golden_report();
   ASSERT_EQ(r.models.size(), 2u);

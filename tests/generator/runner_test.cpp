@@ -74,11 +74,17 @@ TEST(Runner, StoresEveryCaseAndResumes) {
             1);
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM system_peaks WHERE peak = 'bytes' AND dtype = 'f32' AND value_per_s > 5e8"), 1);
 
-  // Resume: passed and unsupported cases are not measured again; skipped ones are.
+  // Resume: passed and unsupported cases are not measured again, nor are the cases the plan skips
+  // (the --max-impls cap) already recorded as skipped; cases skipped at build time are tried again.
+  int64_t planned_skips = 0;
+  for (const auto& c : plan.cases) planned_skips += c.status == "skipped" ? 1 : 0;
+  ASSERT_GT(planned_skips, 0);
+  const int64_t rows_before = scalar(*db, "SELECT count(*) FROM measurements");
   auto again = run_plan(&*db, *models, plan, backends, ro);
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_EQ(again->passed, 0);
-  EXPECT_EQ(again->already_measured, s->passed + s->unsupported);
+  EXPECT_EQ(again->already_measured, s->passed + s->unsupported + planned_skips);
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements") - rows_before, again->skipped + again->failed);
   EXPECT_TRUE(again->peaks.empty());  // the system's peaks are stored: no second calibration
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 0"), static_cast<int64_t>(plan.cases.size()));
 }

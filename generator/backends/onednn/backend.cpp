@@ -96,9 +96,9 @@ class OnednnBackend final : public Backend {
   }
 
   kernels::KernelFactory factory() const override { return kernels::make_onednn_kernel; }
-  Result<std::unique_ptr<kernels::Kernel>> conversion(const kernels::Kernel& producer, size_t out,
-                                                      const kernels::Kernel& consumer, size_t in) const override {
-    return kernels::make_onednn_conversion(producer, out, consumer, in);
+  Result<std::unique_ptr<kernels::Kernel>> conversion(const kernels::PortRef& from,
+                                                      const kernels::PortRef& to) const override {
+    return kernels::make_onednn_conversion(from, to);
   }
   void set_threads(int threads) const override { kernels::set_onednn_threads(threads); }
   std::string generated_header() const override { return "floorline/kernels/onednn.hpp"; }

@@ -835,6 +835,12 @@ std::string dtype_name(dt t) {
   }
 }
 
+// A port's layout as replay compares it (kernel.hpp, Port::layout).
+std::string port_layout(const memory::desc& md) {
+  return is_plain(md) ? "plain"
+                      : fmt::format("{} {} {}", dtype_name(md.data_type()), format_name(md), fmt::join(md.dims(), "x"));
+}
+
 // --- random data ----------------------------------------------------------------------------------
 
 // xorshift64*: fast, and different per tensor (seeded by the tensor's position and size).
@@ -941,10 +947,7 @@ class OnednnKernel final : public Kernel {
     const memory* m = port_memory(output, k);
     if (!m) return std::nullopt;
     const memory::desc md = m->get_desc();
-    const bool plain = is_plain(md);
-    return Port{m->get_data_handle(), static_cast<int64_t>(md.get_size()),
-                plain ? "plain" : fmt::format("{} {} {}", dtype_name(md.data_type()), format_name(md),
-                                              fmt::join(md.dims(), "x"))};
+    return Port{m->get_data_handle(), static_cast<int64_t>(md.get_size()), port_layout(md)};
   }
 
   Status bind_input(size_t k, void* data) override {
@@ -1066,6 +1069,12 @@ class ConversionKernel final : public Kernel {
     impl_ += (impl_.empty() ? "" : " + ") + format_name(from.get_desc()) + ">" + format_name(to.get_desc());
   }
   void keep(memory m) { owned_.push_back(std::move(m)); }
+  void set_destination(memory m) { dest_ = std::move(m); }
+  std::optional<Port> port(bool output, size_t k) const override {
+    if (!output || k != 0 || !dest_) return std::nullopt;
+    const memory::desc md = dest_.get_desc();
+    return Port{dest_.get_data_handle(), static_cast<int64_t>(md.get_size()), port_layout(md)};
+  }
   void run() override {
     auto& strm = cpu_stream();
     for (auto& [r, mm] : reorders_) r.execute(strm, mm.first, mm.second);
@@ -1078,6 +1087,7 @@ class ConversionKernel final : public Kernel {
  private:
   std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>> reorders_;
   std::vector<memory> owned_;
+  memory dest_;
   std::string impl_;
 };
 
@@ -1163,15 +1173,14 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
   }
 }
 
-Result<std::unique_ptr<Kernel>> make_onednn_conversion(const Kernel& producer, size_t out, const Kernel& consumer,
-                                                       size_t in) {
-  const auto* p = dynamic_cast<const OnednnKernel*>(&producer);
-  const auto* c = dynamic_cast<const OnednnKernel*>(&consumer);
+Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from_ref, const PortRef& to_ref) {
+  const auto* p = dynamic_cast<const OnednnKernel*>(from_ref.kernel);
+  const auto* c = dynamic_cast<const OnednnKernel*>(to_ref.kernel);
   if (!p || !c) return make_error("unsupported: a oneDNN conversion joins two oneDNN cases");
-  const memory* from = p->port_memory(true, out);
-  const memory* to = c->port_memory(false, in);
-  if (!from || !to) return make_error("unsupported: no port to convert between");
-  const memory::desc fd = from->get_desc(), td = to->get_desc();
+  const memory* from_port = p->port_memory(from_ref.output, from_ref.index);
+  const memory* to_port = c->port_memory(to_ref.output, to_ref.index);
+  if (!from_port || !to_port) return make_error("unsupported: no port to convert between");
+  const memory::desc fd = from_port->get_desc(), td = to_port->get_desc();
   auto count = [](const memory::desc& d) {
     int64_t n = 1;
     for (auto x : d.dims()) n *= x;
@@ -1182,6 +1191,11 @@ Result<std::unique_ptr<Kernel>> make_onednn_conversion(const Kernel& producer, s
                       dtype_name(fd.data_type()), count(td), dtype_name(td.data_type()));
   try {
     auto k = std::make_unique<ConversionKernel>();
+    const memory source(fd, cpu_engine(), from_ref.data);
+    const memory* from = &source;
+    const memory dest = to_ref.data ? memory(td, cpu_engine(), to_ref.data) : memory(td, cpu_engine());
+    const memory* to = &dest;
+    k->set_destination(dest);
     if (fd.dims() == td.dims()) {
       k->add(*from, *to);
     } else if (is_plain(fd)) {  // a reshape of a plain buffer: the same bytes seen with the consumer's dims

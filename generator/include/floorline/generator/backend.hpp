@@ -33,11 +33,12 @@ class Backend {
   virtual std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const = 0;
   // Builds kernels for cases of this backend.
   virtual kernels::KernelFactory factory() const = 0;
-  // Replay: a kernel converting what `producer` writes to output `out` into the layout `consumer`
-  // reads input `in` in (both built by this backend's factory). Default: "unsupported: ...".
-  virtual Result<std::unique_ptr<kernels::Kernel>> conversion(const kernels::Kernel& producer, size_t out,
-                                                              const kernels::Kernel& consumer, size_t in) const {
-    (void)producer, (void)out, (void)consumer, (void)in;
+  // Replay: a kernel converting the tensor at from.data, laid out as from's port, into the layout of
+  // to's port, at to.data (allocated by the kernel, and its port(true, 0), when null). Both ports
+  // belong to kernels built by this backend's factory. Default: "unsupported: ...".
+  virtual Result<std::unique_ptr<kernels::Kernel>> conversion(const kernels::PortRef& from,
+                                                              const kernels::PortRef& to) const {
+    (void)from, (void)to;
     return make_error("unsupported: the {} backend has no layout conversions for replay", name());
   }
   // Threads the backend's kernels use from now on (CPU backends); ignored by GPU backends.

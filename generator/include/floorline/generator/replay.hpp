@@ -11,7 +11,8 @@
 //
 // Timing: warm-up passes for warmup_seconds (at least one), then `repetitions` repetitions of
 // enough whole passes to last min_time each; a repetition's time is its mean pass time and the
-// result is their median (µs, steady clock; each kernel's run() waits for completion).
+// result is their median (µs, steady clock; each kernel's run() waits for completion). Then
+// `profile_passes` passes time every step on its own, to show where replay and S differ.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,15 @@ struct ReplayOptions {
   double min_time = 0.05;        // seconds per repetition (whole passes)
   double warmup_seconds = 0.02;
   int threads = 1;
+  int profile_passes = 5;
+};
+
+// One step of a replay, timed inside the graph (profile passes, each call timed alone).
+struct ReplayStep {
+  std::string label;               // "name (op)", or "conversion <from> > <to> for name (op)"
+  bool conversion = false;
+  double in_graph_us = 0;          // median over the profile passes
+  double alone_us = 0;             // the case's own median (0 for a conversion)
 };
 
 struct ReplayResult {
@@ -58,6 +68,10 @@ struct ReplayResult {
   int operands_shared = 0;         // inputs read straight from the producer's buffer
   int conversions = 0;             // layout conversions inserted between producer and consumer
   int operands_unwired = 0;        // activation inputs read from the consumer's own buffer
+  // Profile passes (each step timed alone, after the timed repetitions): where the pass time goes.
+  double layers_us = 0;            // Σ in-graph medians of the layers' cases
+  double conversions_us = 0;       // Σ in-graph medians of the conversions
+  std::vector<ReplayStep> steps;   // every step, in pass order
   double ratio() const { return cases_us > 0 ? median_us / cases_us : 0; }
 };
 

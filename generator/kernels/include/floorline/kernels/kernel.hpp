@@ -36,6 +36,18 @@ struct Port {
   std::string layout;
 };
 
+class Kernel;
+
+// A tensor laid out as one port of a built case describes (replay's conversions): that case, the
+// port (an output with `output`, else an input, by operand index), and the buffer holding the
+// tensor; a null `data` for a conversion's destination asks the conversion to allocate it.
+struct PortRef {
+  const Kernel* kernel = nullptr;
+  bool output = true;
+  size_t index = 0;
+  void* data = nullptr;
+};
+
 // A built case, ready to time.
 class Kernel {
  public:

@@ -19,13 +19,12 @@ namespace floorline::kernels {
 // Builds a oneDNN case (a KernelFactory). Tensors are allocated and filled here.
 Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec);
 
-// Replay: a kernel that converts what `producer` (a oneDNN case) writes to its output `out` into
-// the layout in which `consumer` reads its input `in`: one reorder, or two through a plain buffer
-// when both are blocked with different dims. It reads and writes the two kernels' port buffers,
-// which must outlive it. Error "unsupported: ..." for a port missing, or element counts or data
-// types that differ.
-Result<std::unique_ptr<Kernel>> make_onednn_conversion(const Kernel& producer, size_t out, const Kernel& consumer,
-                                                       size_t in);
+// Replay: a kernel that converts the tensor at from.data, in the layout of from's port, into the
+// layout of to's port at to.data (both ports of oneDNN cases): one reorder, or two through a plain
+// buffer when both are blocked with different dims. A null to.data is allocated by the kernel and
+// is its port(true, 0). The buffers must outlive it. Error "unsupported: ..." for a port missing,
+// or element counts or data types that differ.
+Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from, const PortRef& to);
 
 // One implementation oneDNN offers for a case (next_impl() order).
 struct Implementation {
