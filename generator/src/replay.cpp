@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -72,6 +75,37 @@ double median(std::vector<double> v) {
   return m == 0 ? 0 : m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
 }
 
+// Replay's memory planner, as a framework's memory pool: a layer's outputs take buffers of their
+// exact size that earlier layers' outputs held until their last reader ran; new buffers otherwise.
+class BufferPool {
+ public:
+  void* take(int64_t bytes) {
+    auto& list = free_[bytes];
+    if (!list.empty()) {
+      void* p = list.back();
+      list.pop_back();
+      ++reused_;
+      return p;
+    }
+    const auto size = static_cast<size_t>((bytes + 63) / 64 * 64);
+    owned_.emplace_back(static_cast<std::byte*>(std::aligned_alloc(64, std::max<size_t>(size, 64))));
+    if (!owned_.back()) throw std::bad_alloc();
+    std::memset(owned_.back().get(), 0, size);  // touched once, outside timing
+    return owned_.back().get();
+  }
+  void give(void* data, int64_t bytes) { free_[bytes].push_back(data); }
+  int64_t reused() const { return reused_; }
+  size_t buffers() const { return owned_.size(); }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unordered_map<int64_t, std::vector<void*>> free_;
+  std::vector<std::unique_ptr<std::byte, Free>> owned_;
+  int64_t reused_ = 0;
+};
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -88,16 +122,47 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   std::vector<Step> steps;
   std::unordered_map<std::string, Source> sources;
   std::unordered_map<std::string, int> produced;  // every value some layer of the main graph writes
-  for (const auto& layer : model.layers)
-    if (layer.subgraph.empty() && layer.cost != mp::CostClass::kHost)
+  std::unordered_map<std::string, int> last_reader;  // value → index of the last layer that reads it
+  for (const auto& layer : model.layers) {
+    if (!layer.subgraph.empty()) continue;
+    if (layer.cost != mp::CostClass::kHost)
       for (const auto& n : layer.output_names) produced[n] = layer.index;
+    for (const auto& n : layer.input_names) last_reader[n] = layer.index;
+  }
+  auto last_use = [&](const std::string& name) {
+    auto it = last_reader.find(name);
+    return it == last_reader.end() ? -1 : it->second;
+  };
+  BufferPool pool;
+  struct Live {
+    int64_t bytes = 0;
+    int last = -1;  // index of the last layer reading the buffer under any name (views alias it)
+  };
+  std::unordered_map<void*, Live> live;
+  // After layer `index`: buffers no later layer reads go back to the pool.
+  auto release = [&](const mp::Layer& layer) {
+    for (const auto& n : layer.input_names) {
+      auto src = sources.find(n);
+      if (src == sources.end()) continue;
+      auto it = live.find(src->second.data);
+      if (it != live.end() && it->second.last <= layer.index) {
+        pool.give(it->first, it->second.bytes);
+        live.erase(it);
+      }
+    }
+  };
 
   for (const auto& layer : model.layers) {
     if (!layer.subgraph.empty()) continue;  // If/Loop bodies: not replayed
     if (layer.cost == mp::CostClass::kView) {
       // A view passes its input's buffer on unchanged.
       if (!layer.input_names.empty() && !layer.output_names.empty())
-        if (auto it = sources.find(layer.input_names[0]); it != sources.end()) sources[layer.output_names[0]] = it->second;
+        if (auto it = sources.find(layer.input_names[0]); it != sources.end()) {
+          sources[layer.output_names[0]] = it->second;
+          if (auto l = live.find(it->second.data); l != live.end())
+            l->second.last = std::max(l->second.last, last_use(layer.output_names[0]));
+        }
+      release(layer);
       continue;
     }
     if (!layer.cost_bearing()) continue;
@@ -113,6 +178,19 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     }
     std::unique_ptr<kernels::Kernel> kernel = std::move(built).value();
     const std::string label = fmt::format("{} ({})", layer.name, layer.op_type);
+    // Outputs into pooled buffers (inputs still live are never handed out).
+    {
+      size_t out = 0;
+      for (const auto& name : layer.output_names) {
+        if (name.empty()) continue;
+        if (const auto port = kernel->port(true, out)) {
+          void* buffer = pool.take(port->bytes);
+          FL_TRY(kernel->bind(true, out, buffer));
+          live[buffer] = {port->bytes, std::max(last_use(name), layer.index)};
+        }
+        ++out;
+      }
+    }
     // An element-wise layer keeps the blocked layout of its first blocked input (of its own byte
     // size): inputs in that layout are read where they are, the others converted into it, and its
     // output is in that layout too.
@@ -144,7 +222,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
             const Source& from = sources.at(layer.input_names[k]);
             void* data = from.layout == layout.layout ? from.data : converts[c++].kernel->port(true, 0)->data;
-            FL_TRY(kernel->bind_input(k, data));
+            FL_TRY(kernel->bind(false, k, data));
             ++r.operands_shared;
           }
           r.conversions += static_cast<int>(converts.size());
@@ -166,7 +244,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         continue;
       }
       if (from.layout == to->layout && from.bytes == to->bytes) {
-        FL_TRY(kernel->bind_input(k, from.data));
+        FL_TRY(kernel->bind(false, k, from.data));
         ++r.operands_shared;
         continue;
       }
@@ -192,9 +270,18 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       }
     }
     steps.push_back({std::move(kernel), label, false, c->second.median_us});
+    release(layer);
+    for (const auto& name : layer.output_names)  // outputs nobody reads
+      if (auto src = sources.find(name); !name.empty() && src != sources.end())
+        if (auto it = live.find(src->second.data); it != live.end() && it->second.last <= layer.index) {
+          pool.give(it->first, it->second.bytes);
+          live.erase(it);
+        }
     r.cases_us += c->second.median_us;
     ++r.layers_replayed;
   }
+  r.buffers = static_cast<int64_t>(pool.buffers());
+  r.buffers_reused = pool.reused();
   if (r.layers_replayed == 0)
     return make_error("{} (batch {}): no layer has a measured case to replay", model.name, model.batch);
 

@@ -8,3 +8,16 @@ function(run expect_rc)
   set(out "${out}" PARENT_SCOPE)
   set(err "${err}" PARENT_SCOPE)
 endfunction()
+
+# db_value(DB SQL): the single value SQL returns from the database DB (via `floorline db query`,
+# so no sqlite3 program is needed), in `value`. Needs FLOORLINE.
+function(db_value db query)
+  execute_process(COMMAND ${FLOORLINE} db query ${db} "${query}" --format csv RESULT_VARIABLE rc OUTPUT_VARIABLE o
+                  ERROR_VARIABLE e OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "db query ${query}: ${e}")
+  endif()
+  string(REGEX REPLACE "^[^\n]*\n" "" o "${o}")  # the CSV header
+  string(REGEX REPLACE "^\"(.*)\"$" "\\1" o "${o}")
+  set(value "${o}" PARENT_SCOPE)
+endfunction()

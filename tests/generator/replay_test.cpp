@@ -67,7 +67,7 @@ TEST(Replay, ABoundInputReadsWhatTheProducerWrote) {
   EXPECT_EQ(out->layout, "plain");
   EXPECT_EQ(out->bytes, 2 * 3 * 5 * 7 * 4);
   EXPECT_EQ(in->bytes, out->bytes);
-  ASSERT_TRUE((*tanh)->bind_input(0, out->data).ok());
+  ASSERT_TRUE((*tanh)->bind(false, 0, out->data).ok());
   (*sigmoid)->run();
   (*tanh)->run();
   const auto* s = static_cast<const float*>(out->data);
@@ -76,7 +76,7 @@ TEST(Replay, ABoundInputReadsWhatTheProducerWrote) {
     ASSERT_GT(s[k], 0.f);  // a sigmoid output, not the tanh's own random input in [-1, 1)
     EXPECT_NEAR(y[k], std::tanh(s[k]), 1e-5) << k;
   }
-  EXPECT_FALSE((*tanh)->bind_input(1, out->data).ok());  // Tanh has one input
+  EXPECT_FALSE((*tanh)->bind(false, 1, out->data).ok());  // Tanh has one input
 }
 
 TEST(Replay, AModelIsReplayedFromItsBestCasesWithEveryActivationWired) {
@@ -114,6 +114,9 @@ TEST(Replay, AModelIsReplayedFromItsBestCasesWithEveryActivationWired) {
   // or through one conversion.
   EXPECT_EQ(r->operands_shared + r->conversions, 5);
   EXPECT_EQ(r->steps.size(), static_cast<size_t>(r->layers_replayed + r->conversions));
+  // The memory planner: c1 is dead once the Relu has read it, so c2 (the same size) reuses its buffer.
+  EXPECT_GE(r->buffers_reused, 1);
+  EXPECT_EQ(r->buffers + r->buffers_reused, 5);  // one output per layer
   // cases_us is S over the replayed layers: the chosen cases' medians, the conv twice.
   double s = 0;
   for (const auto& l : models->front().layers)

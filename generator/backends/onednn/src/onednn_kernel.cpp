@@ -947,12 +947,16 @@ class OnednnKernel final : public Kernel {
     const memory* m = port_memory(output, k);
     if (!m) return std::nullopt;
     const memory::desc md = m->get_desc();
-    return Port{m->get_data_handle(), static_cast<int64_t>(md.get_size()), port_layout(md)};
+    const size_t t = output ? b_.n_inputs + k : k;
+    void* data = m == &dev_[t] && bound_.count(t) ? bound_.at(t) : m->get_data_handle();
+    return Port{data, static_cast<int64_t>(md.get_size()), port_layout(md)};
   }
 
-  Status bind_input(size_t k, void* data) override {
-    const int t = static_cast<int>(k);
-    if (k >= b_.n_inputs || !port_memory(false, k)) return make_error("input {} of this case cannot be wired", k);
+  Status bind(bool output, size_t k, void* data) override {
+    if (!port_memory(output, k))
+      return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
+    const int t = static_cast<int>(output ? b_.n_inputs + k : k);
+    bound_[static_cast<size_t>(t)] = data;
     for (auto& u : uses_) {
       if (u.tensor != t) continue;
       if (u.converted) u.converted.set_data_handle(data);
@@ -1058,6 +1062,7 @@ class OnednnKernel final : public Kernel {
     memory converted;  // empty when the primitive uses the view directly
   };
   std::vector<Use> uses_;
+  std::map<size_t, void*> bound_;  // plain tensors bound to outside buffers (replay)
 };
 
 // Replay's layout conversion: reorders from a producer's output buffer into a consumer's input

@@ -8,6 +8,9 @@
 // layout conversion (a reorder) runs before the consumer, and is part of the replay's time. View
 // layers (Reshape, Flatten, Squeeze...) pass their input's buffer on. Graph inputs, weights and
 // the outputs of layers not replayed (no chosen case) stay the consumer's own random buffers.
+// Outputs are written into buffers from a pool, as a framework's memory planner does: a buffer
+// returns to the pool once the last layer that reads it has run, and the next output of the same
+// size reuses it (so activations stay warm in cache as they would in a framework).
 //
 // Timing: warm-up passes for warmup_seconds (at least one), then `repetitions` repetitions of
 // enough whole passes to last min_time each; a repetition's time is its mean pass time and the
@@ -68,6 +71,8 @@ struct ReplayResult {
   int operands_shared = 0;         // inputs read straight from the producer's buffer
   int conversions = 0;             // layout conversions inserted between producer and consumer
   int operands_unwired = 0;        // activation inputs read from the consumer's own buffer
+  int64_t buffers = 0;             // output buffers the memory planner allocated
+  int64_t buffers_reused = 0;      // outputs written into a buffer an earlier layer had freed
   // Profile passes (each step timed alone, after the timed repetitions): where the pass time goes.
   double layers_us = 0;            // Σ in-graph medians of the layers' cases
   double conversions_us = 0;       // Σ in-graph medians of the conversions

@@ -73,11 +73,12 @@ class Kernel {
     (void)k;
     return std::nullopt;
   }
-  // From now on run() reads input operand k from `data`, a buffer in the layout of port(false, k)
-  // that outlives this kernel's use (a producer's output). Error where port(false, k) is nullopt.
-  virtual Status bind_input(size_t k, void* data) {
+  // From now on run() reads input operand k (writes output k, with `output`) at `data`: a buffer in
+  // the layout and of the size of port(output, k) that outlives this kernel's use (a producer's
+  // output, a buffer from replay's pool). Error where port(output, k) is nullopt.
+  virtual Status bind(bool output, size_t k, void* data) {
     (void)data;
-    return make_error("input {} of this case cannot be wired to another case", k);
+    return make_error("{} {} of this case cannot be wired to another case", output ? "output" : "input", k);
   }
 };
 
