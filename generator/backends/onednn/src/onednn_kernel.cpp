@@ -160,6 +160,34 @@ struct Ctx {
   primitive_attr attr(bool with_post_ops = true) const;
 };
 
+// --- activation layouts -------------------------------------------------------------------------
+
+// Layout-agnostic primitives (batch normalization, pooling, concat) are also offered on the two
+// activation layouts oneDNN's convolutions write, as variants "<primitive>@blocked16c" (aBcd16b,
+// nChw16c) and "<primitive>@channels_last" (acdb, NHWC): a runtime that keeps convolutions'
+// layouts between layers runs them so, and their plain-layout implementations can be far slower.
+// The suffix of a variant; "" for the plain layout.
+std::string layout_suffix(const std::string& variant) {
+  const auto at = variant.find('@');
+  return at == std::string::npos ? "" : variant.substr(at + 1);
+}
+// The variant without its layout suffix.
+std::string base_variant(const std::string& variant) { return variant.substr(0, variant.find('@')); }
+
+// The memory descriptor of an activation of shape `s` in the variant's layout (plain without one).
+memory::desc activation_md(const Ctx& c, int t, const Shape& s, const std::string& variant) {
+  const std::string layout = layout_suffix(variant);
+  const dims d(s.begin(), s.end());
+  if (layout.empty()) return c.md(t, plain(s));
+  using tag = memory::format_tag;
+  static const std::map<std::pair<std::string, size_t>, tag> kTags = {
+      {{"blocked16c", 3}, tag::aBc16b},   {{"blocked16c", 4}, tag::aBcd16b}, {{"blocked16c", 5}, tag::aBcde16b},
+      {{"channels_last", 3}, tag::acb},   {{"channels_last", 4}, tag::acdb}, {{"channels_last", 5}, tag::acdeb}};
+  auto it = kTags.find({layout, s.size()});
+  if (it == kTags.end()) unsupported(fmt::format("no {} layout for a rank-{} tensor", layout, s.size()));
+  return memory::desc(d, c.type_of(t), it->second);
+}
+
 // --- element-wise algorithms ----------------------------------------------------------------------
 
 struct EltwiseOp {
@@ -426,7 +454,7 @@ void batch_norm(Ctx& c, const std::string& variant) {
   c.set_fill(c.input(4), Fill::kPositive);
   const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                      dnnl::normalization_flags::use_shift;
-  dnnl::batch_normalization_forward::desc d(kInference, c.md(c.input(0), plain(x)), kNormEps, flags);
+  dnnl::batch_normalization_forward::desc d(kInference, activation_md(c, c.input(0), x, variant), kNormEps, flags);
   const View cv = reshaped({x.at(1)});
   c.b.algorithm = variant;
   c.b.steps.push_back(make_step<dnnl::batch_normalization_forward::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_SCALE, c.input(1), cv},
@@ -553,7 +581,7 @@ void pooling(Ctx& c, const std::string& variant) {
   const size_t n = x.size() - 2;
   const bool global = c.p.op == "GlobalAveragePool" || c.p.op == "GlobalMaxPool";
   const bool is_max = c.p.op == "MaxPool" || c.p.op == "GlobalMaxPool";
-  if (variant.rfind("reduction", 0) == 0) {
+  if (base_variant(variant) == "reduction") {
     dnnl::reduction::desc d(is_max ? algorithm::reduction_max : algorithm::reduction_mean, c.md(c.input(0), plain(x)),
                             c.md(c.output(0), plain(y)), 0.f, 0.f);
     c.b.algorithm = variant;
@@ -574,8 +602,8 @@ void pooling(Ctx& c, const std::string& variant) {
   const algorithm alg = is_max ? algorithm::pooling_max
                         : c.p.int_attr("count_include_pad", 0) != 0 ? algorithm::pooling_avg_include_padding
                                                                     : algorithm::pooling_avg_exclude_padding;
-  dnnl::pooling_v2_forward::desc d(kInference, alg, c.md(c.input(0), plain(x)), c.md(c.output(0), plain(y)), strides,
-                                   kernel, dil, pl, pr);
+  dnnl::pooling_v2_forward::desc d(kInference, alg, activation_md(c, c.input(0), x, variant),
+                                   activation_md(c, c.output(0), y, variant), strides, kernel, dil, pl, pr);
   c.b.algorithm = variant;
   c.b.steps.push_back(make_step<dnnl::pooling_v2_forward::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(y)}}));
 }
@@ -599,12 +627,12 @@ void concat(Ctx& c, const std::string& variant) {
   std::vector<memory::desc> srcs;
   std::vector<ArgDef> args;
   for (size_t k = 0; k < c.p.inputs.size(); ++k) {
-    srcs.push_back(c.md(c.input(k), plain(c.in_shape(k))));
+    srcs.push_back(activation_md(c, c.input(k), c.in_shape(k), variant));
     args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), c.input(k), plain(c.in_shape(k))});
   }
   args.push_back({DNNL_ARG_DST, c.output(0), plain(c.out_shape())});
   c.b.algorithm = variant;
-  c.b.steps.push_back(step(dnnl::concat::primitive_desc(c.md(c.output(0), plain(c.out_shape())),
+  c.b.steps.push_back(step(dnnl::concat::primitive_desc(activation_md(c, c.output(0), c.out_shape(), variant),
                                                         static_cast<int>(c.p.int_attr("axis", 0)), srcs, cpu_engine(),
                                                         c.attr(false)),
                            args));
@@ -737,7 +765,9 @@ const std::vector<KindMapping>& mappings() {
       {{"ConvTranspose"}, {"deconvolution_direct"}, conv},
       {{"Gemm"}, {"matmul", "inner_product"}, gemm},
       {{"MatMul"}, {"matmul"}, matmul},
-      {{"BatchNormalization"}, {"batch_normalization"}, batch_norm},
+      {{"BatchNormalization"},
+       {"batch_normalization", "batch_normalization@blocked16c", "batch_normalization@channels_last"},
+       batch_norm},
       {{"LayerNormalization"}, {"layer_normalization"}, layer_norm},
       {{"InstanceNormalization"}, {"batch_normalization"}, instance_norm},
       {{"LRN"}, {"lrn_across_channels"}, lrn},
@@ -747,10 +777,10 @@ const std::vector<KindMapping>& mappings() {
        eltwise},
       {{"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "Greater", "PRelu"}, {"binary"}, binary},
       {{"Softmax", "LogSoftmax"}, {"softmax_v2"}, softmax},
-      {{"MaxPool", "AveragePool"}, {"pooling_v2"}, pooling},
+      {{"MaxPool", "AveragePool"}, {"pooling_v2", "pooling_v2@blocked16c", "pooling_v2@channels_last"}, pooling},
       {{"GlobalAveragePool", "GlobalMaxPool"}, {"pooling_v2", "reduction"}, pooling},
       {{"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"}, {"reduction"}, reduce},
-      {{"Concat"}, {"concat"}, concat},
+      {{"Concat"}, {"concat", "concat@blocked16c", "concat@channels_last"}, concat},
       {{"Transpose"}, {"reorder"}, transpose},
       {{"Slice"}, {"reorder"}, slice},
       {{"Split"}, {"reorder"}, split},
@@ -1249,10 +1279,13 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
         im.impl_name = st0.pd().impl_info_str();
         im.algorithm = algorithm_name(variant, im.impl_name);
         im.impl_index = index;
-        im.reference = im.impl_name.rfind("ref", 0) == 0;
-        if (p.op == "Conv" || p.op == "ConvTranspose" || p.op == "Gemm" || p.op == "MatMul") {
+        // "ref:any", "bnorm_ref:any": plain-loop implementations
+        im.reference = im.impl_name.rfind("ref", 0) == 0 || im.impl_name.find("_ref") != std::string::npos;
+        if (p.op == "Conv" || p.op == "ConvTranspose" || p.op == "Gemm" || p.op == "MatMul" ||
+            !layout_suffix(variant).empty()) {
           std::vector<std::string> parts;
           for (const auto& a : b->steps[0].args) {
+            // (A concat's sources are not listed: a conversion case converts one src or dst tensor.)
             const char* name = a.arg == DNNL_ARG_SRC ? "src" : a.arg == DNNL_ARG_WEIGHTS ? "wei" : a.arg == DNNL_ARG_DST ? "dst" : nullptr;
             if (!name) continue;
             const memory::desc got = st0.pd().query_md(dnnl::query::exec_arg_md, a.arg);
