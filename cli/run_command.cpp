@@ -158,6 +158,7 @@ int run_main(RunCmd o, const std::string& command_line) {
     rpo.threads = o.threads;
     rpo.repetitions = repetitions;
     rpo.min_time = o.quick ? 0.01 : 0.05;
+    rpo.profile_passes = o.quick ? 1 : 5;
     int replays = 0, kept = 0;
     for (const auto& m : l.models) {
       // Nothing new measured: an earlier replay of this model still stands.
