@@ -417,6 +417,16 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
       if (f.settings == fmt::format("system={}", costs.system_id)) {
         b.replay = f.median_us;
         b.replay_note = f.source;
+        // generator::replay_row's make-up (an older or hand-made row may have plain text).
+        const auto j = nlohmann::json::parse(f.source, nullptr, false);
+        if (j.is_object() && j.contains("conversions_us") && j.contains("conversions") && j.contains("layers")) {
+          b.replay_conversions_us = j["conversions_us"].get<double>();
+          b.replay_conversions = j["conversions"].get<int64_t>();
+          b.replay_note = fmt::format("{} layers, {} layout conversions ({:.1f} µs), {} of {} output buffers reused",
+                                      j["layers"].get<int64_t>(), b.replay_conversions, *b.replay_conversions_us,
+                                      j.value("buffers_reused", int64_t{0}),
+                                      j.value("buffers", int64_t{0}) + j.value("buffers_reused", int64_t{0}));
+        }
       }
       continue;
     }

@@ -215,6 +215,7 @@ std::string format_json(const Report& r) {
                     {"threads", f.threads}, {"us", f.us}});
     o["framework"] = fw;
     o["replay_note"] = b.replay_note;
+    o["replay_conversions_us"] = opt_json(b.replay_conversions_us);
     nlohmann::json fusions = nlohmann::json::array();
     for (const auto& f : b.fusions)
       fusions.push_back({{"pattern", f.pattern}, {"layers", f.layers}, {"unfused_us", f.unfused_us},

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "floorline/model_processor/layer.hpp"
 
@@ -350,11 +351,18 @@ benchdb::FrameworkLatencyRow replay_row(const ReplayResult& r, int64_t system_id
   row.stddev_us = r.stddev_us;
   row.repetitions = r.repetitions;
   row.measured_at = benchdb::utc_now();
-  row.source = fmt::format(
-      "replay of {} layers: {:.1f} us in the layers' cases (alone: {:.1f} us) + {:.1f} us in {} layout conversions; "
-      "{} operands shared, {} layers missing, {} operands unwired",
-      r.layers_replayed, r.layers_us, r.cases_us, r.conversions_us, r.conversions, r.operands_shared, r.layers_missing,
-      r.operands_unwired);
+  // What the replay consisted of, for the analyzer (analyzer.hpp, ModelBounds::replay_*).
+  row.source = nlohmann::json{{"layers", r.layers_replayed},
+                              {"layers_us", r.layers_us},
+                              {"cases_us", r.cases_us},
+                              {"conversions", r.conversions},
+                              {"conversions_us", r.conversions_us},
+                              {"operands_shared", r.operands_shared},
+                              {"layers_missing", r.layers_missing},
+                              {"operands_unwired", r.operands_unwired},
+                              {"buffers", r.buffers},
+                              {"buffers_reused", r.buffers_reused}}
+                   .dump();
   return row;
 }
 

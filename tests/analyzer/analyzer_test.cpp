@@ -470,6 +470,45 @@ TEST(Bounds, ReplayIsReadForItsSystemAndIsNeverM) {
   EXPECT_EQ(finding(advise(b), "framework"), nullptr);
 }
 
+TEST(Bounds, TheReplaysConversionsAreTheLayoutFindingsCost) {
+  const auto convs = process(kConvs, "convs");
+  TestDb t({convs});
+  const auto& conv = layer(convs, "Conv", 0);
+  t.time(conv.key, "convolution_direct:blocked", 100, true, "", "f32", "src:aBcd8b wei:ABcd8b8a dst:aBcd8b",
+         R"({"conversions":["src:abcd>aBcd8b","dst:aBcd8b>abcd"]})");
+  t.time(conv.key, "reorder", 3, false, "", "f32", "src:abcd>aBcd8b", R"({"feeds":"convolution_direct:blocked"})");
+  t.time(layer(convs, "Relu").key, "eltwise:a", 10, true);
+  t.time(layer(convs, "Conv", 1).key, "convolution_direct:a", 50, true);
+  auto layout_finding = [](const std::vector<Finding>& fs) -> const Finding* {
+    for (const auto& f : fs)
+      if (f.summary.find("layout conversions") != std::string::npos) return &f;
+    return nullptr;
+  };
+  const auto before = analyze_model(convs, t.costs());
+  const Finding* f0 = layout_finding(advise(before));
+  ASSERT_NE(f0, nullptr);
+  EXPECT_DOUBLE_EQ(f0->saving_us, 3);  // every conversion the best case needs, alone
+  benchdb::FrameworkLatencyRow r;
+  r.model_name = "convs";
+  r.runtime = std::string(benchdb::kReplayRuntime);
+  r.device = "cpu";
+  r.threads = 1;
+  r.settings = fmt::format("system={}", t.costs().system_id);
+  r.median_us = 170;
+  r.source = R"({"layers":4,"conversions":1,"conversions_us":1.25,"buffers":3,"buffers_reused":1})";
+  TestDb::value(t.db.upsert_framework_latency(r));
+  const auto after = analyze_model(convs, t.costs());
+  ASSERT_TRUE(after.replay_conversions_us);
+  EXPECT_DOUBLE_EQ(*after.replay_conversions_us, 1.25);
+  EXPECT_EQ(after.replay_note, "4 layers, 1 layout conversions (1.2 µs), 1 of 4 output buffers reused");
+  const Finding* f1 = layout_finding(advise(after));
+  ASSERT_NE(f1, nullptr);
+  EXPECT_DOUBLE_EQ(f1->saving_us, 1.25);  // what keeping layouts between layers leaves
+  EXPECT_NE(f1->summary.find("the replay, which keeps them, still needed 1 conversions taking 1.2 µs"),
+            std::string::npos)
+      << f1->summary;
+}
+
 TEST(Report, JsonAndCsvMatchTheGoldenFiles) {
   const Report r = golden_report();
   ASSERT_EQ(r.models.size(), 2u);

@@ -164,6 +164,8 @@ struct ModelBounds {
   std::optional<double> M;               // fastest framework latency, when imported
   std::optional<double> replay;          // replay of the best cases on this system (µs), when run
   std::string replay_note;               // how the replay was wired (layers, conversions, missing)
+  std::optional<double> replay_conversions_us;  // time the replay spent in layout conversions
+  int64_t replay_conversions = 0;
   std::vector<FrameworkTime> framework;  // every imported framework latency
   std::vector<ReducedBound> reduced;
   std::vector<int> critical_path;        // Layer::index, source to sink (cost-bearing and view)

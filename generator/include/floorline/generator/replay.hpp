@@ -86,7 +86,9 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
                                   const Backend& backend, const ReplayOptions& options);
 
 // The framework_latencies row that stores a replay: runtime "floorline-replay", settings
-// "system=<id>" (the analyzer reads it as the replay of that system, never as M).
+// "system=<id>" (the analyzer reads it as the replay of that system, never as M), and in `source`
+// a JSON object of the replay's make-up: layers, layers_us, cases_us, conversions, conversions_us,
+// operands_shared, layers_missing, operands_unwired, buffers, buffers_reused.
 benchdb::FrameworkLatencyRow replay_row(const ReplayResult& r, int64_t system_id, const std::string& device,
                                         int threads, const std::string& dtype, const std::string& version);
 
