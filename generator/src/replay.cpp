@@ -135,6 +135,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     return it == last_reader.end() ? -1 : it->second;
   };
   BufferPool pool;
+  // (value, layout and size) → the buffer a conversion wrote it into, owned by that conversion.
+  std::map<std::pair<std::string, std::string>, void*> converted;
   struct Live {
     int64_t bytes = 0;
     int last = -1;  // index of the last layer reading the buffer under any name (views alias it)
@@ -249,12 +251,22 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++r.operands_shared;
         continue;
       }
+      // A value converted into this layout for an earlier reader is read from that copy.
+      const auto key = std::make_pair(layer.input_names[k], fmt::format("{} {}", to->layout, to->bytes));
+      if (auto hit = converted.find(key); hit != converted.end()) {
+        FL_TRY(kernel->bind(false, k, hit->second));
+        ++r.operands_shared;
+        continue;
+      }
       auto conv = backend.conversion({steps[from.step].kernel.get(), true, from.out, from.data},
-                                     {kernel.get(), false, k, to->data});
-      if (!conv) {
+                                     {kernel.get(), false, k, nullptr});
+      const auto dest = conv ? (*conv)->port(true, 0) : std::nullopt;
+      if (!conv || !dest) {
         ++r.operands_unwired;
         continue;
       }
+      FL_TRY(kernel->bind(false, k, dest->data));
+      converted[key] = dest->data;
       steps.push_back(
           {std::move(conv).value(), fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0});
       ++r.conversions;

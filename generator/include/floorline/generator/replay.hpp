@@ -5,7 +5,8 @@
 // its config's best), in topological order, and wires them as the graph is. A layer reads the
 // buffer its producer wrote when the two agree on the layout (both plain, or the same blocked
 // format: a oneDNN-aware framework keeps blocked layouts between layers); where they differ, a
-// layout conversion (a reorder) runs before the consumer, and is part of the replay's time. View
+// layout conversion (a reorder) runs before the consumer, once per value and layout (later
+// readers share the converted copy), and is part of the replay's time. View
 // layers (Reshape, Flatten, Squeeze...) pass their input's buffer on. Graph inputs, weights and
 // the outputs of layers not replayed (no chosen case) stay the consumer's own random buffers.
 // Outputs are written into buffers from a pool, as a framework's memory planner does: a buffer
