@@ -17,7 +17,6 @@
 #include "bench_command.hpp"
 #include "floorline/analyzer/report.hpp"
 #include "floorline/benchdb/database.hpp"
-#include "floorline/benchdb/system.hpp"
 #include "floorline/common/output.hpp"
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/replay.hpp"
@@ -68,7 +67,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 Result<std::set<std::pair<std::string, int64_t>>> replayed(benchdb::Database& db, int64_t system_id) {
   std::set<std::pair<std::string, int64_t>> out;
   FL_TRY(db.for_each("SELECT model_name, batch FROM framework_latencies WHERE runtime = ?1 AND settings = ?2",
-                     {std::string(benchdb::kReplayRuntime), fmt::format("system={}", system_id)},
+                     {std::string(benchdb::kReplayRuntime), benchdb::replay_settings(system_id)},
                      [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
                        out.insert({std::get<std::string>(v[0]), std::get<int64_t>(v[1])});
                        return Status{};

@@ -414,7 +414,7 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   for (const auto& f : costs.framework) {
     if (f.model_name != b.model || f.batch != b.batch || f.dtype != b.dtype) continue;
     if (f.runtime == benchdb::kReplayRuntime) {  // Floorline's own replay: of this system only, never M
-      if (f.settings == fmt::format("system={}", costs.system_id)) {
+      if (f.settings == benchdb::replay_settings(costs.system_id)) {
         b.replay = f.median_us;
         b.replay_note = f.source;
         // generator::replay_row's make-up (an older or hand-made row may have plain text).

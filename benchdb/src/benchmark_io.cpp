@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "database_impl.hpp"
+#include "floorline/common/statistics.hpp"
 #include "floorline/benchdb/system.hpp"
 #include "floorline/model_processor/layer.hpp"
 
@@ -17,21 +18,14 @@ namespace floorline::benchdb {
 
 void fill_statistics(MeasurementRow& m, std::vector<double> us) {
   if (us.empty()) return;
-  std::sort(us.begin(), us.end());
-  const size_t n = us.size();
-  m.repetitions = static_cast<int64_t>(n);
-  m.min_us = us.front();
-  m.median_us = n % 2 ? us[n / 2] : 0.5 * (us[n / 2 - 1] + us[n / 2]);
-  double sum = 0;
-  for (double v : us) sum += v;
-  const double mean = sum / static_cast<double>(n);
-  m.mean_us = mean;
-  if (n >= 2) {
-    double ss = 0;
-    for (double v : us) ss += (v - mean) * (v - mean);
-    const double sd = std::sqrt(ss / static_cast<double>(n - 1));
-    m.stddev_us = sd;
-    if (mean > 0) m.cv = sd / mean;
+  const Summary s = summarize(std::move(us));
+  m.repetitions = static_cast<int64_t>(s.n);
+  m.min_us = s.min;
+  m.median_us = s.median;
+  m.mean_us = s.mean;
+  if (s.n >= 2) {
+    m.stddev_us = s.stddev;
+    if (s.mean > 0) m.cv = s.stddev / s.mean;
   }
 }
 

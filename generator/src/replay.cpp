@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "floorline/common/statistics.hpp"
 #include "floorline/model_processor/layer.hpp"
 
 namespace floorline::gen {
@@ -69,12 +70,6 @@ struct Step {
   bool conversion = false;
   double alone_us = 0;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size();
-  return m == 0 ? 0 : m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
-}
 
 // Replay's memory planner, as a framework's memory pool: a layer's outputs take buffers of their
 // exact size that earlier layers' outputs held until their last reader ran; new buffers otherwise.
@@ -142,17 +137,19 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     int last = -1;  // index of the last layer reading the buffer under any name (views alias it)
   };
   std::unordered_map<void*, Live> live;
-  // After layer `index`: buffers no later layer reads go back to the pool.
+  // After a layer: the buffers it read or wrote that no later layer reads go back to the pool
+  // (an output nobody reads included).
   auto release = [&](const mp::Layer& layer) {
-    for (const auto& n : layer.input_names) {
-      auto src = sources.find(n);
-      if (src == sources.end()) continue;
-      auto it = live.find(src->second.data);
-      if (it != live.end() && it->second.last <= layer.index) {
-        pool.give(it->first, it->second.bytes);
-        live.erase(it);
+    for (const auto* names : {&layer.input_names, &layer.output_names})
+      for (const auto& n : *names) {
+        auto src = sources.find(n);
+        if (src == sources.end()) continue;
+        auto it = live.find(src->second.data);
+        if (it != live.end() && it->second.last <= layer.index) {
+          pool.give(it->first, it->second.bytes);
+          live.erase(it);
+        }
       }
-    }
   };
 
   for (const auto& layer : model.layers) {
@@ -284,12 +281,6 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     }
     steps.push_back({std::move(kernel), label, false, c->second.median_us});
     release(layer);
-    for (const auto& name : layer.output_names)  // outputs nobody reads
-      if (auto src = sources.find(name); !name.empty() && src != sources.end())
-        if (auto it = live.find(src->second.data); it != live.end() && it->second.last <= layer.index) {
-          pool.give(it->first, it->second.bytes);
-          live.erase(it);
-        }
     r.cases_us += c->second.median_us;
     ++r.layers_replayed;
   }
@@ -318,15 +309,12 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       reps.push_back(seconds_since(t0) / static_cast<double>(n) * 1e6);
       r.passes += n;
     }
-    const size_t m = reps.size();
-    r.median_us = median(reps);
-    r.min_us = *std::min_element(reps.begin(), reps.end());
-    r.max_us = *std::max_element(reps.begin(), reps.end());
-    double mean = 0, var = 0;
-    for (double x : reps) mean += x / static_cast<double>(m);
-    for (double x : reps) var += (x - mean) * (x - mean);
-    r.stddev_us = m > 1 ? std::sqrt(var / static_cast<double>(m - 1)) : 0;
-    r.repetitions = static_cast<int>(m);
+    const Summary s = summarize(reps);
+    r.median_us = s.median;
+    r.min_us = s.min;
+    r.max_us = s.max;
+    r.stddev_us = s.stddev;
+    r.repetitions = static_cast<int>(s.n);
     std::vector<std::vector<double>> per_step(steps.size());
     for (int p = 0; p < std::max(1, options.profile_passes); ++p)
       for (failing = 0; failing < steps.size(); ++failing) {
@@ -335,7 +323,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         per_step[failing].push_back(seconds_since(t0) * 1e6);
       }
     for (size_t k = 0; k < steps.size(); ++k) {
-      const double us = median(per_step[k]);
+      const double us = summarize(per_step[k]).median;
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
       r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us});
     }
@@ -355,7 +343,7 @@ benchdb::FrameworkLatencyRow replay_row(const ReplayResult& r, int64_t system_id
   row.device = device;
   row.batch = r.batch;
   row.dtype = dtype;
-  row.settings = fmt::format("system={}", system_id);
+  row.settings = benchdb::replay_settings(system_id);
   row.threads = threads;
   row.median_us = r.median_us;
   row.min_us = r.min_us;

@@ -182,6 +182,8 @@ struct BestMeasurementRow {
 // own replay of a model's best cases (generator/replay.hpp) is stored here too, as runtime
 // kReplayRuntime with settings "system=<id>"; the analyzer never counts it as a framework.
 inline constexpr std::string_view kReplayRuntime = "floorline-replay";
+// The settings of a replay row: the system whose cases were replayed.
+inline std::string replay_settings(int64_t system_id) { return "system=" + std::to_string(system_id); }
 struct FrameworkLatencyRow {
   int64_t id = 0;
   std::string model_name;
