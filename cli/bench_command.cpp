@@ -30,7 +30,8 @@ Result<Loaded> plan_models(const CommonOptions& o) {
   FL_ASSIGN_OR_RETURN(auto files, mp::find_models(o.models));
   FL_ASSIGN_OR_RETURN(l.backends, gen::select_backends(o.backend));
   for (const auto& d : o.dtypes)
-    if (d != "f32" && d != "bf16") return make_error("--dtype {}: the backends measure f32 and bf16", d);
+    if (d != "f32" && d != "bf16" && d != "f16")
+      return make_error("--dtype {}: the backends measure f32, bf16 and f16 (cuda only)", d);
   const auto t0 = std::chrono::steady_clock::now();
   mp::ProcessOptions popts;
   popts.batches = o.batches;
@@ -110,13 +111,14 @@ struct BenchCmd {
   bool dry_run = false;
   bool verify = false;
   bool no_calibrate = false;
+  bool cold = false;
 };
 
 void add_common(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("models", o.models, "ONNX files or folders (searched recursively)")->required();
-  cmd->add_option("--backend", o.backend, "auto (every backend that can run here) or a comma-separated list: onednn");
+  cmd->add_option("--backend", o.backend, "auto (every backend that can run here) or a comma-separated list: cuda, onednn");
   cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
-  cmd->add_option("--dtype", o.dtypes, "Data types, comma-separated: f32, bf16")->delimiter(',');
+  cmd->add_option("--dtype", o.dtypes, "Data types, comma-separated: f32, bf16, f16 (cuda; f32 is timed as fp32 and tf32 there)")->delimiter(',');
   cmd->add_option("--max-impls", o.max_impls, "Implementations timed per config and data type (the rest are skipped)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--all-impls", o.all_impls, "Time every implementation (no --max-impls cap)");
@@ -295,6 +297,7 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
   ro.command = command;
   ro.progress = isatty(fileno(stderr)) != 0;
   ro.calibrate = !o.no_calibrate;
+  ro.cold = o.cold;
   auto r = gen::run_plan(db ? &*db : nullptr, l->models, l->plan, l->backends, ro);
   if (!r) {
     std::fprintf(stderr, "floorline bench: %s\n", r.error().message.c_str());
@@ -336,6 +339,7 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
               "Skip cases already passed or unsupported on this system (default); --no-resume measures again");
   b->add_flag("--force", bench->force, "Measure every case again (same as --no-resume)");
   b->add_flag("--dry-run", bench->dry_run, "Plan and build every case, time nothing, write nothing");
+  b->add_flag("--cold", bench->cold, "Flush the GPU's L2 cache before each timed call (cuda)");
   b->add_flag("--verify", bench->verify, "Check each case against a plain reference computation before timing");
   b->add_flag("--no-calibrate", bench->no_calibrate,
               "Do not measure the roofline peaks (a large MatMul and a large copy) the database lacks for this system");

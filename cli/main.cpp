@@ -11,6 +11,7 @@
 #include "db_command.hpp"
 #include "layers_command.hpp"
 #include "run_command.hpp"
+#include "system_command.hpp"
 
 #ifndef FLOORLINE_VERSION
 #define FLOORLINE_VERSION "unknown"
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   floorline::cli::add_db_command(app, exit_code);
   floorline::cli::add_analyze_command(app, exit_code);
   floorline::cli::add_run_command(app, exit_code, command_line);
+  floorline::cli::add_system_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -239,7 +239,12 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
       c.us = it->second.us;
       c.best_case = it->second.name;
       c.algorithm = it->second.algorithm;
-      if (auto cv = costs.conversions.find({l.key, b.dtype, b.math_mode, c.algorithm}); cv != costs.conversions.end())
+      // Conversions name the case they feed (oneDNN: its algorithm) or the layout they feed
+      // (cuda: "layout:nhwc", shared by every algorithm in that layout).
+      auto cv = costs.conversions.find({l.key, b.dtype, b.math_mode, c.algorithm});
+      if (cv == costs.conversions.end() && !it->second.layout.empty())
+        cv = costs.conversions.find({l.key, b.dtype, b.math_mode, "layout:" + it->second.layout});
+      if (cv != costs.conversions.end())
         for (const auto& x : cv->second) c.conversion_us += x.us;
       ++b.measured_layers;
     } else if (c.roofline_us) {

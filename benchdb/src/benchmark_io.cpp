@@ -67,6 +67,7 @@ void apply_counters(MeasurementRow& m, const std::map<std::string, double>& coun
   for (const auto& [name, value] : counters) {
     if (name == "workspace_bytes") m.workspace_bytes = static_cast<int64_t>(value);
     else if (name == "is_default") m.is_default = value != 0 ? 1 : 0;
+    else if (name == "throttled") m.throttled = value != 0 ? 1 : 0;
     else extra[name] = value;
   }
   if (!extra.empty()) m.extra = extra.dump();

@@ -5,6 +5,9 @@
 
 namespace floorline::gen {
 
+#ifdef FLOORLINE_HAVE_CUDA
+std::unique_ptr<Backend> make_cuda_backend();
+#endif
 #ifdef FLOORLINE_HAVE_ONEDNN
 std::unique_ptr<Backend> make_onednn_backend();
 #endif
@@ -12,6 +15,9 @@ std::unique_ptr<Backend> make_onednn_backend();
 const std::vector<std::unique_ptr<Backend>>& backends() {
   static const std::vector<std::unique_ptr<Backend>> kBackends = [] {
     std::vector<std::unique_ptr<Backend>> v;
+#ifdef FLOORLINE_HAVE_CUDA
+    v.push_back(make_cuda_backend());
+#endif
 #ifdef FLOORLINE_HAVE_ONEDNN
     v.push_back(make_onednn_backend());
 #endif
@@ -59,7 +65,7 @@ Result<BackendChoice> choose_backend() {
   for (const auto& b : backends()) {
     if (b->device_kind() != "cpu" || !b->available()) continue;
     return BackendChoice{b.get(), gpu_why.empty() ? fmt::format("{}: this build has no GPU backend", b->name())
-                                                   : fmt::format("{}: no usable GPU ({})", b->name(), gpu_why)};
+                                                   : fmt::format("{}: {}", b->name(), gpu_why)};
   }
   return make_error("no backend can run on this machine{}", gpu_why.empty() ? "" : " (" + gpu_why + ")");
 }

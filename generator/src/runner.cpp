@@ -82,6 +82,15 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   int64_t done_timed = 0, timed_now = 0;
   Status result;
   for (const Backend* backend : backends) {
+    if (!options.dry_run)
+      if (auto st = backend->available(); !st) {
+        result = make_error("{}: {}", backend->name(), st.error().message);
+        break;
+      }
+    if (auto st = backend->set_cold_cache(options.cold); !st) {
+      result = st;
+      break;
+    }
     backend->set_threads(options.threads);
     int64_t system_id = 0, run_id = 0;
     std::unordered_map<std::string, int64_t> case_ids;
@@ -94,10 +103,12 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       benchdb::RunRow run;
       run.system_id = system_id;
       run.host_name = benchdb::host_name();
+      run.device_uuid = backend->device_uuid();
       run.command = options.command;
       run.options = nlohmann::json{{"min_time", options.min_time}, {"repetitions", options.repetitions},
                                    {"warmup_seconds", options.warmup_seconds}, {"threads", options.threads},
-                                   {"backend", backend->name()}, {"verify", options.verify}}
+                                   {"backend", backend->name()}, {"verify", options.verify},
+                                   {"cold", options.cold}}
                         .dump();
       FL_ASSIGN_OR_RETURN(run_id, db.begin_run(run));
       FL_TRY(db.transaction([&]() -> Status {

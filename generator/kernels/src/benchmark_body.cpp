@@ -5,14 +5,18 @@
 
 namespace floorline::kernels {
 
+double Kernel::timed_run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 double warm_up(Kernel& kernel, double seconds) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   double last = 0;
   do {
-    const auto t0 = clock::now();
-    kernel.run();
-    last = std::chrono::duration<double>(clock::now() - t0).count();
+    last = kernel.timed_run();
   } while (std::chrono::duration<double>(clock::now() - start).count() < seconds);
   return last;
 }
@@ -39,20 +43,19 @@ benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& 
       }
       return;
     }
-    using clock = std::chrono::steady_clock;
     double total = 0;
     try {
       if (!st->warmed) {
         warm_up(*st->kernel, 0.002);
         st->warmed = true;
       }
+      st->kernel->sample_device(false);
       for (auto _ : state) {
-        const auto t0 = clock::now();
-        st->kernel->run();
-        const double s = std::chrono::duration<double>(clock::now() - t0).count();
+        const double s = st->kernel->timed_run();
         state.SetIterationTime(s);
         total += s;
       }
+      st->kernel->sample_device(true);
     } catch (const std::exception& e) {
       // A library error in one case becomes that case's "failed" row; the run goes on.
       state.SkipWithError(e.what());
@@ -69,6 +72,7 @@ benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& 
     }
     state.counters["workspace_bytes"] = static_cast<double>(st->kernel->workspace_bytes());
     state.counters["is_default"] = work.is_default ? 1 : 0;
+    for (const auto& [name, value] : st->kernel->device_counters()) state.counters[name] = value;
   })->UseManualTime();
 }
 

@@ -43,6 +43,14 @@ class Backend {
   }
   // Threads the backend's kernels use from now on (CPU backends); ignored by GPU backends.
   virtual void set_threads(int threads) const = 0;
+  // Cold-cache timing from now on (`--cold`: the device's last-level cache is flushed before each
+  // timed call). Default: error, the backend has no such mode.
+  virtual Status set_cold_cache(bool cold) const {
+    if (!cold) return {};
+    return make_error("the {} backend has no cold-cache mode (--cold)", name());
+  }
+  // The identity of the device measured (runs.device_uuid): the GPU's UUID; "" for CPUs.
+  virtual std::string device_uuid() const { return ""; }
   // For generated sources: the header that declares the registration function, that function's
   // name (signature of register_onednn_case), and the CMake target to link.
   virtual std::string generated_header() const = 0;
@@ -59,8 +67,8 @@ const Backend* find_backend(const std::string& name);
 Result<std::vector<const Backend*>> select_backends(const std::string& spec);
 
 // One backend for a whole run (`floorline run --backend auto`): the first GPU backend that can run
-// here, else the first CPU backend. `why` says which and why, e.g. "onednn: no usable GPU (cuda:
-// cudaErrorNoDevice)" or "onednn: this build has no GPU backend". Error when none can run.
+// here, else the first CPU backend. `why` says which and why, e.g. "onednn: cuda: no usable GPU
+// (cudaErrorNoDevice: ...)" or "onednn: this build has no GPU backend". Error when none can run.
 struct BackendChoice {
   const Backend* backend = nullptr;
   std::string why;

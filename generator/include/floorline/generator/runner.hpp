@@ -34,6 +34,7 @@ struct RunOptions {
   // Measure the roofline peaks (calibration.hpp) of each backend and data type the database lacks
   // for this system, before the cases.
   bool calibrate = true;
+  bool cold = false;               // flush the device cache before each timed call (Backend::set_cold_cache)
 };
 
 struct RunSummary {
@@ -52,7 +53,8 @@ struct RunSummary {
 };
 
 // Records the models (configs, layers) and the plan's cases, then times the cases of each
-// backend. `db` may be null for a dry run. Error only when the database cannot be written at all.
+// backend. `db` may be null for a dry run. Error when the database cannot be written at all, when a
+// backend cannot run on this machine (Backend::available), or has no cold-cache mode for `cold`.
 Result<RunSummary> run_plan(benchdb::Database* db, const std::vector<mp::ModelIR>& models, const Plan& plan,
                             const std::vector<const Backend*>& backends, const RunOptions& options);
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,9 @@ class Kernel {
   // One call of the case: every library call it consists of, then a wait for completion. A library
   // error is thrown (std::exception); register_case() and the runner turn it into a failed case.
   virtual void run() = 0;
+  // One timed call, in seconds: by default the steady clock around run(). GPU kernels override it
+  // with CUDA events on their stream around the library calls only (a cold-cache flush outside).
+  virtual double timed_run();
   // The implementation actually built (oneDNN's impl_info_str(), a cuDNN algorithm name).
   virtual std::string implementation() const = 0;
   // Scratchpad (workspace) the implementation needs, in bytes.
@@ -64,6 +68,12 @@ class Kernel {
   // Error: the relative L2 error exceeds the tolerance (1e-3 for f32, 3e-2 for bf16), or the case
   // is a proxy whose result is not the layer's (the message starts "not verifiable: ").
   virtual Status verify() = 0;
+
+  // Device state around the timed calls of one repetition (GPU kernels: SM clock, temperature and
+  // throttle reasons, sampled before and after); device_counters() go into the measurement row's
+  // `extra`, and a counter "throttled" of 1 sets its throttled flag. Defaults: nothing sampled.
+  virtual void sample_device(bool after) { (void)after; }
+  virtual std::map<std::string, double> device_counters() const { return {}; }
 
   // Replay (generator/replay.hpp): the buffer run() reads input operand k (output k with
   // `output`) from, in the operand order of the case's Problem. nullopt where the case cannot be
@@ -101,8 +111,9 @@ struct Work {
 // Registers the case with Google Benchmark under spec.name, with manual timing. The body: builds
 // the kernel with `factory` on first use unless `prebuilt` is given (a build error becomes
 // SkipWithError with its "unsupported: "/"skipped: " prefix, so reporters see the status), warms
-// it up once (0.002 s; a prebuilt kernel is taken as warm), then times each call with the steady
-// clock. Counters: flops, bytes, gflops, gbytes_per_s, workspace_bytes, is_default. The caller
+// it up once (0.002 s; a prebuilt kernel is taken as warm), then times each call with
+// Kernel::timed_run(), sampling the device before and after. Counters: flops, bytes, gflops, gbytes_per_s, workspace_bytes, is_default, and the
+// kernel's device_counters(). The caller
 // sets iterations, repetitions or minimum time on the returned benchmark.
 benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& work, KernelFactory factory,
                                               std::shared_ptr<Kernel> prebuilt = nullptr);

@@ -1,0 +1,83 @@
+// The CUDA backend: plans every cuDNN algorithm, cuBLAS/cuBLASLt call and Floorline kernel for a
+// problem (kernels::cuda_cases, no device needed) and builds kernels with the CUDA kernel library.
+// Registered in generator/src/registry.cpp.
+#include <nlohmann/json.hpp>
+
+#include "floorline/generator/backend.hpp"
+#include "floorline/generator/plan.hpp"
+#include "floorline/kernels/cuda.hpp"
+
+namespace floorline::gen {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  std::string name() const override { return "cuda"; }
+  std::string device_kind() const override { return "gpu"; }
+  Status available() const override { return kernels::cuda_available(); }
+
+  void describe(benchdb::SystemRow& row) const override {
+    const kernels::CudaDeviceInfo d = kernels::cuda_device_info();
+    row.device_kind = "gpu";
+    if (!d.name.empty()) row.device_name = d.name;
+    row.compute_capability = d.compute_capability;
+    row.compute_units = d.sm_count;
+    row.clock_mhz = d.clock_mhz;
+    row.memory_bytes = d.memory_bytes;
+    row.memory_clock_mhz = d.memory_clock_mhz;
+    row.memory_bus_bits = d.memory_bus_bits;
+    row.driver_version = d.driver_version;
+    row.cuda_runtime_version = d.runtime_version;
+    row.cudnn_version = d.cudnn_version;
+    row.cublas_version = d.cublas_version;
+  }
+
+  std::string device_uuid() const override { return kernels::cuda_device_info().uuid; }
+
+  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const override {
+    std::vector<PlannedCase> out;
+    for (const auto& c : kernels::cuda_cases(base)) {
+      const bool conversion = c.layout.find('>') != std::string::npos;
+      if (conversion && !options.conversions) continue;
+      PlannedCase pc;
+      pc.spec = base;
+      pc.spec.algorithm = c.algorithm;
+      pc.spec.math_mode = c.math_mode;
+      pc.spec.layout = c.layout;
+      pc.spec.feeds = c.feeds;
+      pc.work.is_default = c.is_default;
+      pc.status = c.status;
+      pc.reason = c.reason;
+      nlohmann::json params = nlohmann::json::object();
+      if (!c.feeds.empty()) params["feeds"] = c.feeds;
+      if (c.algorithm.rfind("floorline-kernel", 0) == 0) params["library"] = "floorline-kernel";
+      if (conversion) {
+        // A conversion reads and writes one activation tensor.
+        const auto& shape = c.layout.rfind("dst", 0) == 0 ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
+        int64_t n = 1;
+        for (auto d : shape) n *= d;
+        pc.work.bytes = 2 * n * (base.dtype == "f32" ? 4 : 2);
+        pc.work.flops = 0;
+      }
+      pc.params = params.dump();
+      out.push_back(std::move(pc));
+    }
+    return out;
+  }
+
+  kernels::KernelFactory factory() const override { return kernels::make_cuda_kernel; }
+  void set_threads(int) const override {}
+  Status set_cold_cache(bool cold) const override {
+    kernels::set_cuda_cold_cache(cold);
+    return {};
+  }
+  std::string generated_header() const override { return "floorline/kernels/cuda.hpp"; }
+  std::string generated_register_function() const override { return "floorline::kernels::register_cuda_case"; }
+  std::string generated_cmake_target() const override { return "floorline::cuda_kernels"; }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace floorline::gen

@@ -1,0 +1,495 @@
+// The CUDA backend's plan: which cases each problem gets, decided without a device.
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cuda_internal.hpp"
+#include "floorline/kernels/cuda.hpp"
+#include "floorline/kernels/reference.hpp"
+
+namespace floorline::kernels {
+
+const std::vector<std::string>& cudnn_conv_algorithms() {
+  static const std::vector<std::string> kAlgorithms = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",
+                                                       "DIRECT",        "FFT",                   "FFT_TILING",
+                                                       "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  return kAlgorithms;
+}
+
+int64_t workspace_limit(int64_t free_bytes) {
+  constexpr int64_t kReserve = int64_t{256} << 20;
+  return std::max<int64_t>(0, free_bytes - free_bytes / 20 - kReserve);
+}
+
+Result<ConvGeometry> conv_geometry(const Problem& p) {
+  const Operand* x = p.input("x");
+  const Operand* w = p.input("w");
+  if (!x || !w || p.outputs.empty()) return make_error("unsupported: {} needs x, w and y", p.op);
+  const Shape& xs = x->shape;
+  const Shape& ws = w->shape;
+  const Shape& ys = p.outputs[0].shape;
+  const size_t n = xs.size() < 2 ? 0 : xs.size() - 2;
+  if (n < 1 || n > 3 || ws.size() != xs.size() || ys.size() != xs.size())
+    return make_error("unsupported: cuDNN convolutions are 1-D to 3-D (x is rank {})", xs.size());
+  auto attr = [&](const std::string& name, int64_t fallback, size_t count) {
+    auto v = p.ints_attr(name);
+    if (v.size() < count) v.resize(count, fallback);
+    return v;
+  };
+  const auto pads = attr("pads", 0, 2 * n), strides = attr("strides", 1, n), dil = attr("dil", 1, n);
+  for (auto v : xs)
+    if (v > INT_MAX) return make_error("unsupported: a dimension over 2^31 ({})", v);
+  for (size_t k = 0; k < n; ++k)
+    if (pads[k] < 0 || pads[k + n] < 0) return make_error("unsupported: negative convolution padding");
+  ConvGeometry g;
+  g.groups = static_cast<int>(p.int_attr("group", 1));
+  const bool one_d = n == 1;
+  g.spatial = one_d ? 2 : static_cast<int>(n);
+  auto dims = [&](const Shape& s) {
+    std::vector<int> d(s.begin(), s.end());
+    if (one_d) d.insert(d.begin() + 2, 1);  // N C W → N C 1 W
+    return d;
+  };
+  g.x = dims(xs);
+  g.w = dims(ws);
+  g.y = dims(ys);
+  std::vector<int64_t> begin(pads.begin(), pads.begin() + static_cast<long>(n)), end(pads.begin() + static_cast<long>(n), pads.end());
+  std::vector<int64_t> st(strides.begin(), strides.end()), dl(dil.begin(), dil.end());
+  if (one_d) {
+    begin.insert(begin.begin(), 0);
+    end.insert(end.begin(), 0);
+    st.insert(st.begin(), 1);
+    dl.insert(dl.begin(), 1);
+  }
+  g.explicit_pad = begin != end;
+  for (int k = 0; k < g.spatial; ++k) {
+    g.strides.push_back(static_cast<int>(st[k]));
+    g.dilations.push_back(static_cast<int>(dl[k]));
+    g.pads.push_back(g.explicit_pad ? 0 : static_cast<int>(begin[k]));
+  }
+  if (g.explicit_pad) {
+    g.x_unpadded = std::vector<int64_t>(g.x.begin(), g.x.end());
+    g.pad_begin = begin;
+    for (int k = 0; k < g.spatial; ++k) g.x[2 + k] += static_cast<int>(begin[k] + end[k]);
+  }
+  return g;
+}
+
+namespace {
+
+std::vector<std::string> math_modes(const std::string& dtype, bool tensor_core_op) {
+  if (dtype == "f32") return tensor_core_op ? std::vector<std::string>{"fp32", "tf32"} : std::vector<std::string>{"fp32"};
+  if (dtype == "f16") return {"fp16"};
+  return {"bf16"};
+}
+
+CudaCase make(std::string algorithm, std::string mode, std::string layout = "") {
+  CudaCase c;
+  c.algorithm = std::move(algorithm);
+  c.math_mode = std::move(mode);
+  c.layout = std::move(layout);
+  return c;
+}
+
+CudaCase unsupported_case(const CaseSpec& base, std::string why) {
+  CudaCase c = make("none", base.math_mode);
+  c.status = "unsupported";
+  c.reason = std::move(why);
+  return c;
+}
+
+std::string post_op_names(const Problem& p) {
+  std::string s;
+  for (const auto& po : p.post_ops) s += (s.empty() ? "" : "+") + po.op;
+  return s;
+}
+
+// Conv: every legacy algorithm in NCHW and NHWC and each math mode, the heuristic's and Find's
+// choices, the fused conv+bias+activation per algorithm, and the NCHW↔NHWC conversions.
+void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  auto g = conv_geometry(base.problem);
+  if (!g) {
+    out.push_back(unsupported_case(base, g.error().message.substr(std::string("unsupported: ").size())));
+    return;
+  }
+  const Problem& p = base.problem;
+  const std::string post = post_op_names(p);
+  const bool fused = !p.post_ops.empty();
+  if (fused && post != "Relu" && post != "Add" && post != "Add+Relu") {
+    out.push_back(unsupported_case(
+        base, fmt::format("cudnnConvolutionBiasActivationForward fuses ReLU or identity after an optional residual "
+                          "Add, not {}",
+                          post)));
+    return;
+  }
+  const bool bias = p.input("bias") != nullptr;
+  const std::string pad_suffix = g->explicit_pad ? ":padded" : "";
+  const bool relu = post.find("Relu") != std::string::npos;
+  for (const std::string layout : {"", "nhwc"})
+    for (const auto& mode : math_modes(base.dtype, true)) {
+      // NHWC where it changes the algorithm set: with Tensor Core math (tf32, fp16, bf16).
+      if (!layout.empty() && mode == "fp32") continue;
+      if (!fused) {
+        CudaCase h = make("cudnn_conv:heuristic" + pad_suffix, mode, layout);
+        h.is_default = layout.empty();  // a framework's default: NCHW, the heuristic's first choice
+        out.push_back(h);
+        out.push_back(make("cudnn_conv:find" + pad_suffix, mode, layout));
+        for (const auto& a : cudnn_conv_algorithms()) out.push_back(make("cudnn_conv:" + a + pad_suffix, mode, layout));
+        // Conv with its bias through the fused call and the identity activation, which cuDNN runs
+        // with IMPLICIT_PRECOMP_GEMM only (its documentation): one more way to compute the layer.
+        if (bias) out.push_back(make("cudnn_conv_bias_act:IMPLICIT_PRECOMP_GEMM" + pad_suffix, mode, layout));
+      } else {
+        // y = act(conv(x) + z + bias): every algorithm with ReLU; identity (a residual Add alone)
+        // with IMPLICIT_PRECOMP_GEMM only.
+        for (const auto& a : cudnn_conv_algorithms())
+          if (relu || a == "IMPLICIT_PRECOMP_GEMM") out.push_back(make("cudnn_conv_bias_act:" + a + pad_suffix, mode, layout));
+      }
+      if (!layout.empty() && !fused) {
+        for (const std::string conv : {"src:nchw>nhwc", "dst:nhwc>nchw"}) {
+          CudaCase c = make("cudnn_transform", mode, conv);
+          c.feeds = "layout:" + layout;
+          out.push_back(c);
+        }
+      }
+    }
+}
+
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool batched = false;  // b has batch dims: strided-batched GEMM
+};
+
+// MatMul/Gemm as (batched) row-major GEMM: a batch-free b folds a's batch dims into M.
+Result<GemmShape> gemm_shape(const Problem& p) {
+  if (p.inputs.size() < 2 || p.outputs.empty()) return make_error("{} needs a and b", p.op);
+  const Shape& a = p.inputs[0].shape;
+  const Shape& b = p.inputs[1].shape;
+  const Shape& y = p.outputs[0].shape;
+  GemmShape g;
+  if (p.op == "Gemm") {
+    if (a.size() != 2 || b.size() != 2) return make_error("Gemm operands are matrices");
+    const bool ta = p.int_attr("transA", 0) != 0, tb = p.int_attr("transB", 0) != 0;
+    g.m = ta ? a[1] : a[0];
+    g.k = ta ? a[0] : a[1];
+    g.n = tb ? b[0] : b[1];
+    return g;
+  }
+  if (a.size() < 2 || b.size() < 2 || y.size() < 2)
+    return make_error("MatMul with a 1-D operand is not mapped to cuBLAS");
+  g.m = a[a.size() - 2];
+  g.k = a.back();
+  g.n = b.back();
+  const int64_t a_batch = elements(Shape(a.begin(), a.end() - 2));
+  const int64_t b_batch = elements(Shape(b.begin(), b.end() - 2));
+  const int64_t y_batch = elements(Shape(y.begin(), y.end() - 2));
+  if (b_batch == 1) {
+    g.m *= a_batch;
+    return g;
+  }
+  if ((a_batch != y_batch && a_batch != 1) || b_batch != y_batch)
+    return make_error("MatMul broadcasting other than a whole operand is not mapped to strided-batched GEMM");
+  g.batch = y_batch;
+  g.batched = true;
+  return g;
+}
+
+void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  auto g = gemm_shape(p);
+  if (!g) {
+    out.push_back(unsupported_case(base, g.error().message));
+    return;
+  }
+  const std::string post = post_op_names(p);
+  const bool fused = !p.post_ops.empty();
+  if (fused && !lt_epilogue_for(p)) {
+    out.push_back(unsupported_case(
+        base, fmt::format("cuBLASLt epilogues fuse a bias, ReLU or GELU (after an optional residual Add), not {}", post)));
+    return;
+  }
+  const Operand* c = p.op == "Gemm" && p.inputs.size() > 2 ? &p.inputs[2] : nullptr;
+  for (const auto& mode : math_modes(base.dtype, true)) {
+    if (!fused) {
+      CudaCase d = make(g->batched ? "cublas_gemm_strided_batched" : "cublas_gemm", mode);
+      d.is_default = true;  // cuBLAS's own heuristic (CUBLAS_GEMM_DEFAULT): what a framework calls
+      out.push_back(d);
+      if ((g->m == 1 || g->n == 1) && !g->batched) {
+        CudaCase v = make("cublas_gemv", mode);
+        if (base.dtype != "f32" || mode != "fp32") {
+          v.status = "unsupported";
+          v.reason = "cublasSgemv is f32 without Tensor Cores only";
+        }
+        out.push_back(v);
+      }
+    }
+    for (int k = 0; k < kLtAlgorithms; ++k) {
+      CudaCase lt = make(fmt::format("cublaslt_matmul:{}", k), mode);
+      if (c && c->shape.size() == 2 && c->shape != p.outputs[0].shape) {
+        lt.status = "unsupported";
+        lt.reason = "a Gemm C broadcast along M is not a cuBLASLt bias (a vector of N) nor a full matrix";
+      }
+      out.push_back(lt);
+    }
+  }
+}
+
+// Unary ops: cuDNN's activation where it has the function, and our element-wise kernel.
+void unary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  if (!unary_op_for(p.op)) {
+    out.push_back(unsupported_case(base, fmt::format("no CUDA kernel for {}", p.op)));
+    return;
+  }
+  if (p.op == "Pow" && p.floats.count("y") == 0) {
+    out.push_back(unsupported_case(base, "Pow with a run-time (non-constant) exponent"));
+    return;
+  }
+  const std::string mode = math_modes(base.dtype, false)[0];
+  static const std::set<std::string> kCudnn = {"Relu", "Sigmoid", "Tanh", "Elu", "Clip"};
+  if (kCudnn.count(p.op)) {
+    CudaCase c = make("cudnn_activation", mode);
+    c.is_default = true;
+    if (p.op == "Clip" && (p.float_attr("min", -1) != 0.0 || p.inputs.size() > 1)) {
+      c.status = "unsupported";
+      c.reason = "cuDNN's clipped ReLU clips to [0, max]; this Clip's minimum is not 0";
+      c.is_default = false;
+    }
+    out.push_back(c);
+  }
+  CudaCase own = make("floorline-kernel:eltwise", mode);
+  own.is_default = !kCudnn.count(p.op) || out.back().status == "unsupported";
+  out.push_back(own);
+}
+
+// Whether `small` broadcasts to `big` dimension by dimension (right-aligned, equal or 1).
+bool broadcasts_to(Shape small, const Shape& big) {
+  if (small.size() > big.size()) return false;
+  while (small.size() < big.size()) small.insert(small.begin(), 1);
+  for (size_t k = 0; k < big.size(); ++k)
+    if (small[k] != big[k] && small[k] != 1) return false;
+  return true;
+}
+
+void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  if (!binary_op_for(p.op) || p.inputs.size() != 2) {
+    out.push_back(unsupported_case(base, fmt::format("no CUDA kernel for {}", p.op)));
+    return;
+  }
+  const std::string mode = math_modes(base.dtype, false)[0];
+  const Shape& y = p.outputs.at(0).shape;
+  const Shape& a = p.inputs[0].shape;
+  const Shape& b = p.inputs[1].shape;
+  const bool library_op = p.op == "Add" || p.op == "Sub" || p.op == "Mul" || p.op == "Max" || p.op == "Min";
+  // cudnnOpTensor: C = op(A, B) with A of C's shape and B broadcast, up to 5-D (Sub as A + (-1)·B).
+  const bool a_full = a == y, b_full = b == y;
+  bool first = true;
+  if (library_op && y.size() <= 5 && ((a_full && broadcasts_to(b, y)) || (b_full && broadcasts_to(a, y)))) {
+    if (p.op != "Sub" || a_full) {
+      CudaCase c = make("cudnn_op_tensor", mode);
+      c.is_default = first;
+      first = false;
+      out.push_back(c);
+    }
+    // cudnnAddTensor: C += bias, a vector along dimension 1 (per channel), in place.
+    const Shape& other = a_full ? b : a;
+    Shape padded = other;
+    while (padded.size() < y.size()) padded.insert(padded.begin(), 1);
+    if (p.op == "Add" && y.size() >= 4 && y.size() <= 5 && padded.size() == y.size() && elements(padded) == y[1] &&
+        padded[1] == y[1])
+      out.push_back(make("cudnn_add_tensor", mode));
+  }
+  CudaCase own = make("floorline-kernel:binary", mode);
+  own.is_default = first;
+  out.push_back(own);
+}
+
+void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  const std::string mode = math_modes(base.dtype, false)[0];
+  const Shape& x = p.inputs.at(0).shape;
+  if (x.size() < 3 || x.size() > 5) {
+    out.push_back(unsupported_case(base, fmt::format("pooling over a rank-{} tensor", x.size())));
+    return;
+  }
+  const bool global = p.op == "GlobalAveragePool" || p.op == "GlobalMaxPool";
+  std::string why_not;
+  if (!global) {
+    const size_t n = x.size() - 2;
+    auto pads = p.ints_attr("pads");
+    pads.resize(2 * n, 0);
+    auto dil = p.ints_attr("dil");
+    for (size_t k = 0; k < n; ++k)
+      if (pads[k] != pads[k + n]) why_not = "cuDNN pads symmetrically; these pads differ at the two ends";
+    for (auto d : dil)
+      if (d != 1) why_not = "cuDNN pooling has no dilation";
+    auto kernel = p.ints_attr("kernel"), strides = p.ints_attr("strides");
+    strides.resize(n, 1);
+    for (size_t k = 0; k < n && why_not.empty() && k < kernel.size(); ++k) {
+      const int64_t floor_out = (x[2 + k] + 2 * pads[k] - kernel[k]) / strides[k] + 1;
+      if (floor_out != p.outputs.at(0).shape[2 + k]) why_not = "ceil_mode output sizes: cuDNN rounds down";
+    }
+  }
+  for (const std::string layout : {"", "nhwc"}) {
+    CudaCase c = make("cudnn_pooling", mode, layout);
+    c.is_default = layout.empty() && why_not.empty();
+    if (!why_not.empty()) {
+      c.status = "unsupported";
+      c.reason = why_not;
+    }
+    out.push_back(c);
+  }
+  if (global) out.push_back(make("cudnn_reduce", mode));
+  CudaCase own = make("floorline-kernel:pooling", mode);
+  own.is_default = !why_not.empty();
+  out.push_back(own);
+}
+
+}  // namespace
+
+std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
+  std::vector<CudaCase> out;
+  const Problem& p = base.problem;
+  const std::string& op = p.op;
+  if (base.dtype != "f32" && base.dtype != "f16" && base.dtype != "bf16") {
+    out.push_back(unsupported_case(base, fmt::format("the CUDA backend measures f32, f16 and bf16, not {}", base.dtype)));
+    return out;
+  }
+  if (p.outputs.empty() || p.inputs.empty()) {
+    out.push_back(unsupported_case(base, fmt::format("{} without inputs or outputs", op)));
+    return out;
+  }
+  for (const auto& t : p.inputs)
+    for (auto d : t.shape)
+      if (d < 0) {
+        out.push_back(unsupported_case(base, "a dimension is unknown"));
+        return out;
+      }
+  const bool conv_or_gemm = op == "Conv" || op == "Gemm" || op == "MatMul";
+  if (!p.post_ops.empty() && !conv_or_gemm) {
+    out.push_back(unsupported_case(base, fmt::format("the CUDA backend fuses into Conv, Gemm and MatMul only, not {}", op)));
+    return out;
+  }
+  const std::string mode = math_modes(base.dtype, false)[0];
+  auto single = [&](std::string algorithm, std::string layout = "") {
+    CudaCase c = make(std::move(algorithm), mode, std::move(layout));
+    c.is_default = out.empty();
+    out.push_back(c);
+  };
+  if (op == "Conv") {
+    conv_cases(base, out);
+  } else if (op == "Gemm" || op == "MatMul") {
+    gemm_cases(base, out);
+  } else if (op == "BatchNormalization") {
+    if (p.inputs.size() < 5 || p.inputs[0].shape.size() < 3 || p.inputs[0].shape.size() > 5) {
+      out.push_back(unsupported_case(base, "BatchNormalization needs scale, B, mean and var and a 3-D to 5-D x"));
+    } else {
+      single("cudnn_batchnorm_inference");
+      single("cudnn_batchnorm_inference", "nhwc");
+    }
+  } else if (op == "LRN") {
+    const int64_t size = p.int_attr("size", 1);
+    if (size < 1 || size > 16 || p.inputs[0].shape.size() < 3) out.push_back(unsupported_case(base, "cuDNN's LRN window is 1 to 16 channels"));
+    else single("cudnn_lrn");
+  } else if (op == "Softmax" || op == "LogSoftmax") {
+    single("cudnn_softmax");
+  } else if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    pooling_cases(base, out);
+  } else if (reduce_op_for(op)) {
+    if (p.inputs[0].shape.size() > 8) out.push_back(unsupported_case(base, "cuDNN reduces tensors of rank 8 or less"));
+    else single("cudnn_reduce");
+  } else if (op == "Transpose") {
+    if (p.inputs[0].shape.size() <= 8) single("cudnn_transform");
+    single("floorline-kernel:copy");
+  } else if (op == "Concat" || op == "Slice" || op == "Split" || op == "Expand") {
+    single("floorline-kernel:copy");
+  } else if (op == "Pad") {
+    if (p.string_attr("mode", "constant") != "constant") out.push_back(unsupported_case(base, "Pad modes other than constant"));
+    else single("floorline-kernel:copy");
+  } else if (op == "Gather") {
+    if (p.inputs.size() < 2) out.push_back(unsupported_case(base, "Gather needs its indices"));
+    else single("floorline-kernel:gather");
+  } else if (op == "Resize") {
+    const std::string m = p.string_attr("mode", "nearest");
+    const Shape& x = p.inputs[0].shape;
+    const Shape& y = p.outputs[0].shape;
+    if ((m != "nearest" && m != "linear") || x.size() < 3 || x.size() > 5 || x[0] != y[0] || x[1] != y[1])
+      out.push_back(unsupported_case(base, "Resize other than nearest or linear over the spatial dims of a 3-D to 5-D tensor"));
+    else single("floorline-kernel:resize");
+  } else if (op == "LayerNormalization") {
+    single("floorline-kernel:layer_norm");
+  } else if (binary_op_for(op)) {
+    binary_cases(base, out);
+  } else if (unary_op_for(op)) {
+    unary_cases(base, out);
+  } else {
+    out.push_back(unsupported_case(base, fmt::format("no cuDNN, cuBLAS or Floorline CUDA kernel for {}", op)));
+  }
+  return out;
+}
+
+}  // namespace floorline::kernels
+
+namespace floorline::kernels {
+
+std::optional<LtEpilogue> lt_epilogue_for(const Problem& p) {
+  LtEpilogue e;
+  const bool gemm_vector_c = p.op == "Gemm" && p.inputs.size() > 2 && p.inputs[2].shape.size() <= 1;
+  const bool gemm_matrix_c = p.op == "Gemm" && p.inputs.size() > 2 && p.inputs[2].shape.size() == 2;
+  e.bias = gemm_vector_c;
+  size_t k = 0;
+  const auto& ops = p.post_ops;
+  if (k < ops.size() && ops[k].op == "Add") {
+    if (gemm_matrix_c) return std::nullopt;  // C and the residual would both be a matrix
+    e.residual = true;
+    ++k;
+  }
+  if (k < ops.size() && ops[k].op == "BiasAdd") {
+    if (e.bias) return std::nullopt;
+    e.bias = true;
+    ++k;
+  }
+  if (k < ops.size() && (ops[k].op == "Relu" || ops[k].op == "Gelu")) {
+    e.activation = ops[k].op;
+    ++k;
+  }
+  if (k != ops.size()) return std::nullopt;
+  return e;
+}
+
+std::optional<device::UnaryOp> unary_op_for(const std::string& op) {
+  using U = device::UnaryOp;
+  static const std::map<std::string, U> kOps = {
+      {"Relu", U::kRelu},       {"LeakyRelu", U::kLeakyRelu}, {"Elu", U::kElu},           {"Selu", U::kSelu},
+      {"Clip", U::kClip},       {"Sigmoid", U::kSigmoid},     {"Tanh", U::kTanh},         {"HardSigmoid", U::kHardSigmoid},
+      {"HardSwish", U::kHardSwish}, {"Softplus", U::kSoftplus}, {"Erf", U::kErf},         {"Exp", U::kExp},
+      {"Log", U::kLog},         {"Sqrt", U::kSqrt},           {"Reciprocal", U::kReciprocal}, {"Neg", U::kNeg},
+      {"Abs", U::kAbs},         {"Pow", U::kPow}};
+  auto it = kOps.find(op);
+  if (it == kOps.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<device::BinaryOp> binary_op_for(const std::string& op) {
+  using B = device::BinaryOp;
+  static const std::map<std::string, B> kOps = {{"Add", B::kAdd}, {"Sub", B::kSub}, {"Mul", B::kMul}, {"Div", B::kDiv},
+                                                {"Max", B::kMax}, {"Min", B::kMin}, {"PRelu", B::kPRelu}};
+  auto it = kOps.find(op);
+  if (it == kOps.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<ReduceOp> reduce_op_for(const std::string& op) {
+  static const std::map<std::string, ReduceOp> kOps = {
+      {"ReduceSum", ReduceOp::kSum}, {"ReduceMean", ReduceOp::kMean}, {"ReduceMax", ReduceOp::kMax},
+      {"ReduceMin", ReduceOp::kMin}, {"ReduceProd", ReduceOp::kProd}, {"ReduceL1", ReduceOp::kL1},
+      {"ReduceL2", ReduceOp::kL2},   {"GlobalAveragePool", ReduceOp::kMean}, {"GlobalMaxPool", ReduceOp::kMax}};
+  auto it = kOps.find(op);
+  if (it == kOps.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace floorline::kernels

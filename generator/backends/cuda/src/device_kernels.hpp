@@ -1,0 +1,74 @@
+// Floorline's own CUDA kernels (device_kernels.cu): plain, one thread per output element, for the
+// ops no vendor library covers. Cases that run them are labelled "floorline-kernel". Each launcher
+// enqueues on `stream` and returns the launch's error. Element types: f32, f16, bf16; arithmetic in
+// f32. Shapes in elements; row-major unless strides say otherwise.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace floorline::kernels::device {
+
+enum class DType { kF32, kF16, kBF16 };
+int64_t size_of(DType t);
+
+constexpr int kMaxRank = 8;
+
+// Random inputs, generated on the device (a hash of the element index and the seed): uniform in
+// [lo, lo + span); indices uniform in [0, bound).
+cudaError_t fill_uniform(DType t, void* data, int64_t n, float lo, float span, uint64_t seed, cudaStream_t stream);
+cudaError_t fill_indices(int64_t* data, int64_t n, int64_t bound, uint64_t seed, cudaStream_t stream);
+
+// dst[dst_offset + Σ i_k·dst_strides[k]] = src[src_offset + Σ i_k·src_strides[k]] for every index i of
+// `dims`: Transpose, Slice, Concat and Split pieces, Expand (stride 0), Pad's interior, layouts.
+struct StridedCopy {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t src_strides[kMaxRank] = {};
+  int64_t dst_strides[kMaxRank] = {};
+  int64_t src_offset = 0, dst_offset = 0;
+};
+cudaError_t strided_copy(DType t, const void* src, void* dst, const StridedCopy& c, cudaStream_t stream);
+
+// The ONNX unary ops, with PostOp's alpha/beta (Clip: min/max; Pow: beta is the exponent).
+enum class UnaryOp {
+  kRelu, kLeakyRelu, kElu, kSelu, kClip, kSigmoid, kTanh, kHardSigmoid, kHardSwish, kSoftplus, kErf, kExp, kLog,
+  kSqrt, kReciprocal, kNeg, kAbs, kPow, kIdentity
+};
+cudaError_t unary(DType t, UnaryOp op, float alpha, float beta, const void* x, void* y, int64_t n, cudaStream_t stream);
+
+enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kPRelu };
+// y[i] = op(a[Σ i_k·a_strides[k]], b[Σ i_k·b_strides[k]]) over `dims` (stride 0: broadcast).
+struct Broadcast {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t a_strides[kMaxRank] = {};
+  int64_t b_strides[kMaxRank] = {};
+};
+cudaError_t binary(DType t, BinaryOp op, const void* a, const void* b, void* y, const Broadcast& shape, cudaStream_t stream);
+
+// Direct pooling over NC(D)HW with per-dim kernel, stride, dilation, begin and end pads (3 dims;
+// unused leading dims are 1); an average counts the padding (within the padded extent) or not.
+struct Pooling {
+  int64_t nc = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, pad[3] = {}, pad_end[3] = {},
+          dil[3] = {1, 1, 1};
+  bool max = true, include_pad = false;
+};
+cudaError_t pooling(DType t, const void* x, void* y, const Pooling& p, cudaStream_t stream);
+
+// y = (x − mean) / sqrt(var + eps) · scale + bias over rows of `inner` elements (one block per row);
+// bias may be null.
+cudaError_t layer_norm(DType t, const void* x, const void* scale, const void* bias, void* y, int64_t rows,
+                       int64_t inner, float eps, cudaStream_t stream);
+
+// y[o, j, i] = x[o, indices[j], i] for o < outer, j < n_indices, i < inner.
+cudaError_t gather(DType t, const void* x, const int64_t* indices, void* y, int64_t outer, int64_t axis_dim,
+                   int64_t n_indices, int64_t inner, cudaStream_t stream);
+
+// Resize over up to 3 spatial dims, half-pixel source coordinates: nearest (rounded) or linear.
+cudaError_t resize(DType t, const void* x, void* y, int64_t nc, const int64_t in[3], const int64_t out[3], bool linear,
+                   cudaStream_t stream);
+
+}  // namespace floorline::kernels::device

@@ -1,0 +1,331 @@
+// The CUDA backend's plan, without a GPU: which cases each config of real zoo models gets (every
+// cuDNN algorithm, math modes, layouts, fused variants, our kernels), which the plan decides are
+// unsupported and why, the descriptor geometry, and the workspace policy.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "floorline/benchdb/schema.hpp"
+#include "floorline/generator/plan.hpp"
+#include "floorline/kernels/cuda.hpp"
+#include "floorline/kernels/reference.hpp"
+
+namespace floorline::gen {
+namespace {
+
+using kernels::CaseSpec;
+using kernels::CudaCase;
+using kernels::Problem;
+using kernels::Shape;
+
+std::vector<mp::ModelIR> zoo_model(const std::string& name, int64_t batch = 1) {
+  mp::ProcessOptions o;
+  o.batches = {batch};
+  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx", o);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
+}
+
+Plan cuda_plan(const std::vector<mp::ModelIR>& models, std::vector<std::string> dtypes = {"f32"}) {
+  const Backend* cuda = find_backend("cuda");
+  EXPECT_NE(cuda, nullptr) << "this build has no CUDA backend";
+  PlanOptions o;
+  o.dtypes = std::move(dtypes);
+  return cuda ? make_plan(models, {cuda}, o) : Plan{};
+}
+
+// The cases of one config key with one fusion, by (algorithm, math mode, layout).
+std::map<std::tuple<std::string, std::string, std::string>, const PlannedCase*> cases_of(const Plan& plan,
+                                                                                        const std::string& key,
+                                                                                        const std::string& fusion = "") {
+  std::map<std::tuple<std::string, std::string, std::string>, const PlannedCase*> out;
+  for (const auto& c : plan.cases)
+    if (c.spec.problem.key == key && c.spec.fusion == fusion) out[{c.spec.algorithm, c.spec.math_mode, c.spec.layout}] = &c;
+  return out;
+}
+
+std::string first_key(const Plan& plan, const std::string& op, const std::string& contains = "") {
+  for (const auto& u : plan.configs)
+    if (u.key.rfind(op + "|", 0) == 0 && u.key.find(contains) != std::string::npos) return u.key;
+  ADD_FAILURE() << "no " << op << " config containing '" << contains << "'";
+  return "";
+}
+
+TEST(CudaPlan, NoGpuHereIsReportedWithTheCudaErrorName) {
+  const Status st = kernels::cuda_available();
+  if (st.ok()) GTEST_SKIP() << "a GPU is usable here: the no-GPU report cannot be checked";
+  EXPECT_NE(st.error().message.find("no usable GPU (cudaError"), std::string::npos) << st.error().message;
+  auto choice = choose_backend();
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->backend->name(), "onednn");
+  EXPECT_NE(choice->why.find("cuda: no usable GPU (cudaError"), std::string::npos) << choice->why;
+  // Library versions are known without a device; device facts are not invented.
+  const auto info = kernels::cuda_device_info();
+  EXPECT_EQ(info.cudnn_version.rfind("9.", 0), 0u) << info.cudnn_version;
+  EXPECT_FALSE(info.cublas_version.empty());
+  EXPECT_TRUE(info.name.empty());
+}
+
+TEST(CudaPlan, Resnet18ConvGetsEveryLegacyAlgorithmInEachMathModeAndLayout) {
+  const Plan plan = cuda_plan(zoo_model("resnet18"));
+  const std::string key = first_key(plan, "Conv", "x=1x64x56x56|w=64x64x3x3");
+  const auto cases = cases_of(plan, key);
+  // NCHW in fp32 (TF32 off) and tf32, NHWC in tf32 only (where the layout changes the algorithm set).
+  const std::vector<std::pair<std::string, std::string>> modes = {{"fp32", ""}, {"tf32", ""}, {"tf32", "nhwc"}};
+  for (const auto& [mode, layout] : modes) {
+    for (const auto& algo : kernels::cudnn_conv_algorithms()) {
+      auto it = cases.find({"cudnn_conv:" + algo, mode, layout});
+      ASSERT_NE(it, cases.end()) << algo << " " << mode << " " << layout;
+      EXPECT_EQ(it->second->status, "");  // support is the library's to say, when the case is built
+      EXPECT_FALSE(it->second->work.is_default);
+    }
+    auto heuristic = cases.find({"cudnn_conv:heuristic", mode, layout});
+    ASSERT_NE(heuristic, cases.end());
+    EXPECT_EQ(heuristic->second->work.is_default, layout.empty()) << "a framework's default is NCHW + the heuristic";
+    EXPECT_TRUE(cases.count({"cudnn_conv:find", mode, layout}));
+    // The conv has a bias: conv+bias+identity through the fused call, IMPLICIT_PRECOMP_GEMM only.
+    EXPECT_TRUE(cases.count({"cudnn_conv_bias_act:IMPLICIT_PRECOMP_GEMM", mode, layout}));
+    EXPECT_FALSE(cases.count({"cudnn_conv_bias_act:IMPLICIT_GEMM", mode, layout}));
+  }
+  EXPECT_FALSE(cases.count({"cudnn_conv:GEMM", "fp32", "nhwc"}));
+  // NHWC's conversions, fed to every NHWC case of the config.
+  for (const std::string conv : {"src:nchw>nhwc", "dst:nhwc>nchw"}) {
+    auto it = cases.find({"cudnn_transform", "tf32", conv});
+    ASSERT_NE(it, cases.end()) << conv;
+    EXPECT_EQ(it->second->spec.feeds, "layout:nhwc");
+    EXPECT_EQ(it->second->work.flops, 0);
+    EXPECT_EQ(it->second->work.bytes, 2 * 64 * 56 * 56 * 4);
+  }
+  EXPECT_EQ(cases.size(), 3u * 11u + 2u);
+  // ResNet's basic block fuses Conv → Relu and Conv → Add → Relu: ReLU with every algorithm.
+  for (const std::string fusion : {"Relu", "Add+Relu"}) {
+    const auto fused = cases_of(plan, key, fusion);
+    ASSERT_EQ(fused.size(), 3u * 8u) << fusion;
+    for (const auto& [k, c] : fused) EXPECT_EQ(std::get<0>(k).rfind("cudnn_conv_bias_act:", 0), 0u);
+  }
+}
+
+TEST(CudaPlan, FusedActivationsCuDnnCannotFuseAreUnsupportedWithTheReason) {
+  const Plan plan = cuda_plan(zoo_model("mobilenet_v2"));
+  bool seen = false;
+  for (const auto& c : plan.cases)
+    if (c.spec.problem.op == "Conv" && c.spec.fusion.rfind("Clip", 0) == 0) {
+      seen = true;
+      EXPECT_EQ(c.status, "unsupported");
+      EXPECT_EQ(c.spec.algorithm, "none");
+      EXPECT_NE(c.reason.find("fuses ReLU or identity"), std::string::npos) << c.reason;
+    }
+  EXPECT_TRUE(seen) << "mobilenet_v2's Conv → Clip(0,6) is fused";
+}
+
+TEST(CudaPlan, HalfPrecisionHasOneTensorCoreModeInBothLayouts) {
+  const Plan plan = cuda_plan(zoo_model("resnet18"), {"f16", "bf16"});
+  const std::string key = first_key(plan, "Conv", "x=1x64x56x56|w=64x64x3x3");
+  std::set<std::tuple<std::string, std::string, std::string>> modes;
+  for (const auto& c : plan.cases)
+    if (c.spec.problem.key == key && c.spec.fusion.empty() && c.spec.feeds.empty())
+      modes.insert({c.spec.dtype, c.spec.math_mode, c.spec.layout});
+  const std::set<std::tuple<std::string, std::string, std::string>> expected = {
+      {"f16", "fp16", ""}, {"f16", "fp16", "nhwc"}, {"bf16", "bf16", ""}, {"bf16", "bf16", "nhwc"}};
+  EXPECT_EQ(modes, expected);
+}
+
+TEST(CudaPlan, Resnet18ClassifierGemmGetsCublasGemvAndCublasLtAlgorithms) {
+  const Plan plan = cuda_plan(zoo_model("resnet18"));
+  const std::string key = first_key(plan, "Gemm");
+  const auto cases = cases_of(plan, key);
+  ASSERT_TRUE(cases.count({"cublas_gemm", "fp32", ""}));
+  EXPECT_TRUE(cases.at({"cublas_gemm", "fp32", ""})->work.is_default);
+  // M = 1 at batch 1: a matrix-vector product, f32 without Tensor Cores only.
+  EXPECT_EQ(cases.at({"cublas_gemv", "fp32", ""})->status, "");
+  EXPECT_EQ(cases.at({"cublas_gemv", "tf32", ""})->status, "unsupported");
+  for (const std::string mode : {"fp32", "tf32"})
+    for (int k = 0; k < 8; ++k) EXPECT_TRUE(cases.count({fmt::format("cublaslt_matmul:{}", k), mode, ""})) << k;
+  EXPECT_EQ(cases.size(), 2u * (1 + 1 + 8));
+  // At batch 32 the GEMV is gone.
+  const Plan b32 = cuda_plan(zoo_model("resnet18", 32));
+  const auto cases32 = cases_of(b32, first_key(b32, "Gemm"));
+  EXPECT_FALSE(cases32.count({"cublas_gemv", "fp32", ""}));
+}
+
+TEST(CudaPlan, BertMatMulsAreBatchedOrFoldedAndEpiloguesFuseTheBias) {
+  const Plan plan = cuda_plan(zoo_model("bert_base_encoder"));
+  int strided = 0, folded = 0, bias_fused = 0;
+  for (const auto& c : plan.cases) {
+    if (c.spec.problem.op != "MatMul") continue;
+    if (c.spec.algorithm == "cublas_gemm_strided_batched") ++strided;
+    if (c.spec.algorithm == "cublas_gemm") ++folded;
+    if (c.spec.fusion.rfind("BiasAdd", 0) == 0) {
+      ++bias_fused;
+      EXPECT_EQ(c.spec.algorithm.rfind("cublaslt_matmul:", 0), 0u) << c.spec.name;  // only cuBLASLt fuses
+    }
+  }
+  EXPECT_GT(strided, 0) << "attention's Q·Kᵀ and P·V have batch dims on both operands";
+  EXPECT_GT(folded, 0) << "projections with a 2-D weight fold the batch into M";
+  EXPECT_GT(bias_fused, 0);
+}
+
+TEST(CudaPlan, OpsWithoutALibraryKernelRunOursLabelledAsSuch) {
+  const Plan plan = cuda_plan(zoo_model("squeezenet1_1"));
+  std::map<std::string, std::set<std::string>> algorithms;  // op → algorithms
+  for (const auto& c : plan.cases) algorithms[c.spec.problem.op].insert(c.spec.algorithm);
+  EXPECT_EQ(algorithms["Concat"], std::set<std::string>{"floorline-kernel:copy"});
+  EXPECT_EQ(algorithms["Relu"], (std::set<std::string>{"cudnn_activation", "floorline-kernel:eltwise"}));
+  // SqueezeNet's MaxPools have ceil_mode, but their sizes divide evenly: cuDNN computes the same
+  // output and is the default.
+  for (const auto& c : plan.cases)
+    if (c.spec.problem.op == "MaxPool" && c.spec.algorithm == "cudnn_pooling") {
+      EXPECT_EQ(c.status, "");
+      EXPECT_EQ(c.work.is_default, c.spec.layout.empty());
+    }
+  // GoogLeNet's 56×56 → 28×28 MaxPool rounds up: cuDNN rounds down, so our kernel is the default.
+  const Plan google = cuda_plan(zoo_model("googlenet"));
+  const std::string key = first_key(google, "MaxPool", "x=1x192x56x56|kernel=3,3|pads=0,0,0,0|strides=2,2");
+  for (const auto& [k, c] : cases_of(google, key)) {
+    if (std::get<0>(k) == "cudnn_pooling") {
+      EXPECT_EQ(c->status, "unsupported");
+      EXPECT_NE(c->reason.find("ceil_mode"), std::string::npos) << c->reason;
+    } else {
+      EXPECT_EQ(std::get<0>(k), "floorline-kernel:pooling");
+      EXPECT_TRUE(c->work.is_default);
+    }
+  }
+  for (const auto& c : plan.cases)
+    if (c.spec.algorithm.rfind("floorline-kernel", 0) == 0) {
+      EXPECT_NE(c.spec.name.find("floorline-kernel"), std::string::npos);
+      EXPECT_NE(c.params.find("floorline-kernel"), std::string::npos);
+    }
+}
+
+TEST(CudaPlan, EveryConfigOfTheZooHasOneDefaultOrSaysWhyNot) {
+  std::vector<mp::ModelIR> models;
+  for (const std::string name : {"resnet50", "mobilenet_v3_large", "densenet121", "swin_t", "r3d_18", "deeplabv3_mobilenet_v3_large"})
+    for (auto& m : zoo_model(name)) models.push_back(std::move(m));
+  const Plan plan = cuda_plan(models);
+  std::map<std::tuple<std::string, std::string, std::string>, int> defaults, cases;
+  std::set<std::string> names;
+  for (const auto& c : plan.cases) {
+    EXPECT_TRUE(names.insert(c.spec.name).second) << "duplicate " << c.spec.name;
+    auto parsed = benchdb::parse_case_name(c.spec.name);
+    ASSERT_TRUE(parsed.has_value()) << c.spec.name;
+    EXPECT_EQ(parsed->algorithm, c.spec.algorithm);
+    EXPECT_EQ(parsed->layout, c.spec.layout);
+    if (!c.spec.feeds.empty()) continue;
+    const auto k = std::make_tuple(c.spec.problem.key, c.spec.math_mode, c.spec.fusion);
+    ++cases[k];
+    if (c.work.is_default) ++defaults[k];
+    if (c.status == "unsupported") {
+      EXPECT_FALSE(c.reason.empty()) << c.spec.name;
+    }
+  }
+  for (const auto& [k, n] : cases) {
+    const bool fused = !std::get<2>(k).empty();
+    // A framework's default exists for every unfused config (fused variants are alternatives).
+    if (!fused) {
+      EXPECT_EQ(defaults[k], 1) << std::get<0>(k) << " " << std::get<1>(k);
+    }
+  }
+  // 3-D convolutions (r3d_18) keep three spatial dims.
+  bool three_d = false;
+  for (const auto& u : plan.configs)
+    if (u.key.rfind("Conv|", 0) == 0 && u.key.find("x=1x3x16x112x112") != std::string::npos) three_d = true;
+  EXPECT_TRUE(three_d);
+}
+
+Problem conv_problem(Shape x, Shape w, Shape y, std::vector<int64_t> pads, std::vector<int64_t> strides) {
+  Problem p;
+  p.op = "Conv";
+  p.key = "Conv|test";
+  p.inputs = {{"x", std::move(x)}, {"w", std::move(w)}};
+  p.outputs = {{"y", std::move(y)}};
+  const size_t n = strides.size();
+  p.ints["pads"] = std::move(pads);
+  p.ints["strides"] = std::move(strides);
+  p.ints["dil"] = std::vector<int64_t>(n, 1);
+  p.ints["group"] = {1};
+  return p;
+}
+
+TEST(CudaPlan, ConvGeometryRunsOneDAsTwoDAndPadsAsymmetricPaddingExplicitly) {
+  // Conv1d: N C W → N C 1 W, with a unit stride and no padding along H.
+  auto g1 = kernels::conv_geometry(conv_problem({2, 8, 100}, {16, 8, 5}, {2, 16, 50}, {2, 2}, {2}));
+  ASSERT_TRUE(g1.ok()) << g1.error().message;
+  EXPECT_EQ(g1->spatial, 2);
+  EXPECT_EQ(g1->x, (std::vector<int>{2, 8, 1, 100}));
+  EXPECT_EQ(g1->w, (std::vector<int>{16, 8, 1, 5}));
+  EXPECT_EQ(g1->y, (std::vector<int>{2, 16, 1, 50}));
+  EXPECT_EQ(g1->pads, (std::vector<int>{0, 2}));
+  EXPECT_EQ(g1->strides, (std::vector<int>{1, 2}));
+  EXPECT_FALSE(g1->explicit_pad);
+  // TensorFlow-style SAME padding of a stride-2 3×3 conv on an even input: 0 before, 1 after.
+  auto g2 = kernels::conv_geometry(conv_problem({1, 3, 224, 224}, {32, 3, 3, 3}, {1, 32, 112, 112}, {0, 0, 1, 1}, {2, 2}));
+  ASSERT_TRUE(g2.ok());
+  EXPECT_TRUE(g2->explicit_pad);
+  EXPECT_EQ(g2->x, (std::vector<int>{1, 3, 225, 225}));
+  EXPECT_EQ(g2->x_unpadded, (std::vector<int64_t>{1, 3, 224, 224}));
+  EXPECT_EQ(g2->pads, (std::vector<int>{0, 0}));
+  EXPECT_EQ(g2->pad_begin, (std::vector<int64_t>{0, 0}));
+  // The (padded H − 3) / 2 + 1 = 112 output cuDNN computes matches the layer's.
+  EXPECT_EQ((g2->x[2] - 3) / 2 + 1, 112);
+  CaseSpec spec;
+  spec.problem = conv_problem({1, 3, 224, 224}, {32, 3, 3, 3}, {1, 32, 112, 112}, {0, 0, 1, 1}, {2, 2});
+  spec.dtype = "f32";
+  spec.math_mode = "fp32";
+  for (const CudaCase& c : kernels::cuda_cases(spec))
+    if (c.algorithm.rfind("cudnn_conv", 0) == 0) {
+      EXPECT_NE(c.algorithm.find(":padded"), std::string::npos) << c.algorithm;
+    }
+  // 3-D stays 3-D; rank 6 is not a cuDNN convolution.
+  auto g3 = kernels::conv_geometry(conv_problem({1, 3, 16, 112, 112}, {64, 3, 3, 7, 7}, {1, 64, 16, 56, 56}, {1, 3, 3, 1, 3, 3}, {1, 2, 2}));
+  ASSERT_TRUE(g3.ok());
+  EXPECT_EQ(g3->spatial, 3);
+  EXPECT_EQ(g3->pads, (std::vector<int>{1, 3, 3}));
+  auto bad = kernels::conv_geometry(conv_problem({1, 1, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 2, 2, 2, 2}, {}, {1, 1, 1, 1}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message.rfind("unsupported: ", 0), 0u);
+}
+
+TEST(CudaPlan, WorkspacePolicyLeavesAReserveOfFreeMemory) {
+  constexpr int64_t MiB = int64_t{1} << 20, GiB = int64_t{1} << 30;
+  EXPECT_EQ(kernels::workspace_limit(80 * GiB), 80 * GiB - 4 * GiB - 256 * MiB);
+  EXPECT_EQ(kernels::workspace_limit(1 * GiB), GiB - GiB / 20 - 256 * MiB);
+  EXPECT_EQ(kernels::workspace_limit(200 * MiB), 0);
+  EXPECT_EQ(kernels::workspace_limit(0), 0);
+}
+
+TEST(CudaPlan, BinaryOpsGetOpTensorAddTensorForPerChannelBiasAndOurs) {
+  CaseSpec spec;
+  spec.dtype = "f32";
+  spec.math_mode = "fp32";
+  spec.problem.op = "Add";
+  spec.problem.key = "Add|test";
+  spec.problem.inputs = {{"a", {8, 64, 28, 28}}, {"b", {1, 64, 1, 1}}};
+  spec.problem.outputs = {{"y", {8, 64, 28, 28}}};
+  std::vector<std::string> algorithms;
+  for (const auto& c : kernels::cuda_cases(spec)) algorithms.push_back(c.algorithm);
+  EXPECT_EQ(algorithms, (std::vector<std::string>{"cudnn_op_tensor", "cudnn_add_tensor", "floorline-kernel:binary"}));
+  spec.problem.op = "Sub";
+  spec.problem.inputs = {{"a", {1, 64, 1, 1}}, {"b", {8, 64, 28, 28}}};  // A − B with A broadcast: not cudnnOpTensor
+  algorithms.clear();
+  for (const auto& c : kernels::cuda_cases(spec)) algorithms.push_back(c.algorithm);
+  EXPECT_EQ(algorithms, (std::vector<std::string>{"floorline-kernel:binary"}));
+  spec.problem.op = "Div";
+  spec.problem.inputs = {{"a", {8, 64, 28, 28}}, {"b", {8, 64, 28, 28}}};
+  const auto div = kernels::cuda_cases(spec);
+  ASSERT_EQ(div.size(), 1u);
+  EXPECT_EQ(div[0].algorithm, "floorline-kernel:binary");
+  EXPECT_TRUE(div[0].is_default);
+  spec.problem.op = "NonMaxSuppression";
+  const auto none = kernels::cuda_cases(spec);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].status, "unsupported");
+  EXPECT_NE(none[0].reason.find("NonMaxSuppression"), std::string::npos);
+  spec.problem.op = "Add";
+  spec.dtype = "f64";
+  EXPECT_EQ(kernels::cuda_cases(spec)[0].status, "unsupported");
+}
+
+}  // namespace
+}  // namespace floorline::gen
