@@ -51,14 +51,7 @@ class CudaBackend final : public Backend {
       nlohmann::json params = nlohmann::json::object();
       if (!c.feeds.empty()) params["feeds"] = c.feeds;
       if (c.algorithm.rfind("floorline-kernel", 0) == 0) params["library"] = "floorline-kernel";
-      if (conversion) {
-        // A conversion reads and writes one activation tensor.
-        const auto& shape = c.layout.rfind("dst", 0) == 0 ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
-        int64_t n = 1;
-        for (auto d : shape) n *= d;
-        pc.work.bytes = 2 * n * (base.dtype == "f32" ? 4 : 2);
-        pc.work.flops = 0;
-      }
+      if (conversion) pc.work = conversion_work(base, c.layout);
       pc.params = params.dump();
       out.push_back(std::move(pc));
     }

@@ -82,12 +82,7 @@ class OnednnBackend final : public Backend {
           cc.spec.impl_index = im.impl_index;
           cc.spec.impl_name = im.impl_name;
           cc.params = nlohmann::json{{"feeds", im.algorithm}, {"conversion", conv}}.dump();
-          // A conversion reads and writes one activation tensor.
-          const auto& shape = conv.rfind("dst", 0) == 0 ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
-          int64_t n = 1;
-          for (auto d : shape) n *= d;
-          cc.work.bytes = 2 * n * (base.dtype == "f32" ? 4 : 2);
-          cc.work.flops = 0;  // no arithmetic (bytes > 0 keeps the planner from filling in the layer's FLOPs)
+          cc.work = conversion_work(base, conv);
           out.push_back(std::move(cc));
         }
       if (fused) break;  // a fused variant is timed with oneDNN's own choice only

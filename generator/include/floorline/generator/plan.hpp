@@ -36,6 +36,11 @@ struct PlannedCase {
   std::string params = "{}";       // JSON for cases.params: impl, formats, conversions, proxy notes
 };
 
+// The work of a layout-conversion case of `base` (layout "src:<from>><to>" or "dst:..."): it reads
+// and writes one activation tensor (the layer's input, or its output for "dst:"), and computes
+// nothing (bytes > 0 keeps the planner from filling in the layer's FLOPs).
+kernels::Work conversion_work(const kernels::CaseSpec& base, const std::string& conversion);
+
 // The case's row for the database (config_id left 0): the fields case_name() is made of, and params.
 benchdb::CaseRow case_row(const PlannedCase& c);
 
