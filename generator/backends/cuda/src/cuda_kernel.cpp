@@ -285,9 +285,11 @@ std::vector<int> int_dims(const Shape& s) {
   }
   return d;
 }
-// Pads dims with leading 1s to at least `rank` (cuDNN's Nd descriptors want 4 or more).
-std::vector<int> at_least(std::vector<int> d, size_t rank) {
-  while (d.size() < rank) d.insert(d.begin(), 1);
+// An activation's dims as a 4-D (or 5-D) NCHW descriptor: trailing 1s keep N and C in place
+// (BatchNorm1d's N×C×L is N×C×L×1).
+std::vector<int> nchw_dims(const Shape& s) {
+  std::vector<int> d = int_dims(s);
+  while (d.size() < 4) d.push_back(1);
   return d;
 }
 std::vector<int> packed_strides(const std::vector<int>& d) {
@@ -925,7 +927,7 @@ void batch_norm(Ctx& c) {
   c.b.tensors[4].fill = Fill::kPositive;
   auto& xd = c.desc<TensorDesc>();
   auto& pd = c.desc<TensorDesc>();
-  set_tensor(xd, c.type, at_least(int_dims(xs), 4), c.nhwc);
+  set_tensor(xd, c.type, nchw_dims(xs), c.nhwc);
   check(cudnnDeriveBNTensorDescriptor(pd, xd, CUDNN_BATCHNORM_SPATIAL), "cudnnDeriveBNTensorDescriptor");
   void* xp = c.ptr(x);
   void* yp = c.ptr(y);
@@ -1057,7 +1059,7 @@ void lrn(Ctx& c) {
   // ONNX defaults (alpha 1e-4, beta 0.75, bias 1); both divide alpha by the window size.
   check(cudnnSetLRNDescriptor(ld, static_cast<unsigned>(c.p.int_attr("size", 1)), 1e-4, 0.75, 1.0), "cudnnSetLRNDescriptor");
   auto& td = c.desc<TensorDesc>();
-  set_tensor(td, c.type, at_least(int_dims(x), 4), false);
+  set_tensor(td, c.type, nchw_dims(x), false);
   void* xp = c.ptr(c.input(0));
   void* yp = c.ptr(c.output());
   c.b.implementation = "cudnnLRNCrossChannelForward";
@@ -1434,7 +1436,7 @@ void layout_conversion(Ctx& c) {
   c.b = std::move(b);
   auto& xd = c.desc<TensorDesc>();
   auto& yd = c.desc<TensorDesc>();
-  const auto dims = at_least(int_dims(s), 4);
+  const auto dims = nchw_dims(s);
   set_tensor(xd, c.type, dims, !to_nhwc);
   set_tensor(yd, c.type, dims, to_nhwc);
   void* xp = c.ptr(0);
