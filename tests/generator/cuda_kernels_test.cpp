@@ -2,6 +2,7 @@
 // its output checked against the plain reference computation, as the oneDNN backend's are; then
 // timing (events, cold cache) and the device samples. Without a usable GPU each test reports itself
 // skipped, with the CUDA error that says why.
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -18,8 +19,15 @@ namespace {
     if (auto st = kernels::cuda_available(); !st) GTEST_SKIP() << st.error().message; \
   } while (0)
 
+// The checkout's root: FLOORLINE_SOURCE_DIR from the environment (scripts/gpu-run, on another
+// machine), else where this test was built.
+std::string source_dir() {
+  const char* env = std::getenv("FLOORLINE_SOURCE_DIR");
+  return env && *env ? env : FLOORLINE_SOURCE_DIR;
+}
+
 std::vector<mp::ModelIR> zoo_model(const std::string& name) {
-  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx", {});
+  auto r = mp::process_model(source_dir() + "/models/zoo/" + name + ".onnx", {});
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
 }
