@@ -28,7 +28,7 @@ struct DbOptions {
   std::string out = "-";
   // query
   std::string sql;
-  bool best = false, unique = false, framework_table = false, runs = false;
+  bool best = false, unique = false, framework_table = false, runs = false, algorithms = false;
   std::string model;
   int64_t batch = 1;
   int64_t system = 0;
@@ -156,9 +156,10 @@ int run_info(const DbOptions& o) {
 
 int run_query(const DbOptions& o) {
   const int canned = (o.best ? 1 : 0) + (o.unique ? 1 : 0) + (o.framework_table ? 1 : 0) + (o.runs ? 1 : 0) +
+                     (o.algorithms ? 1 : 0) +
                      (o.model.empty() ? 0 : 1) + (o.sql.empty() ? 0 : 1);
   if (canned != 1) {
-    std::fprintf(stderr, "floorline db query: give exactly one of SQL, --best, --model, --unique, --runs, --framework\n");
+    std::fprintf(stderr, "floorline db query: give exactly one of SQL, --best, --model, --unique, --runs, --algorithms, --framework\n");
     return 2;
   }
   {  // upgrade an older file first (read-write), then query on a read-only connection
@@ -176,6 +177,20 @@ int run_query(const DbOptions& o) {
   if (o.best) {
     sql = "SELECT system_id, kind, key, dtype, math_mode, fusion, backend, algorithm, layout, median_us, gflops, "
           "case_uid FROM best_cases" + system_filter + " ORDER BY system_id, kind, key, math_mode, fusion";
+  } else if (o.algorithms) {
+    // Algorithm selection per kind: which algorithm is fastest how often, and what the library's
+    // default (its heuristic's choice) costs against the best, unfused cases only.
+    sql = "WITH best AS (SELECT system_id, config_id, kind, dtype, math_mode, backend, algorithm, median_us "
+          "  FROM best_cases WHERE fusion = ''), "
+          "dflt AS (SELECT system_id, config_id, dtype, math_mode, min(median_us) AS us FROM default_cases "
+          "  WHERE fusion = '' AND status = 'passed' GROUP BY system_id, config_id, dtype, math_mode) "
+          "SELECT best.system_id, best.backend, best.kind, best.dtype, best.math_mode, best.algorithm AS best_algorithm, "
+          "  count(*) AS configs, round(sum(best.median_us), 1) AS best_us, round(sum(dflt.us), 1) AS default_us, "
+          "  sum(dflt.us > 1.05 * best.median_us) AS default_slower, "
+          "  round(100.0 * (sum(dflt.us) / sum(CASE WHEN dflt.us IS NOT NULL THEN best.median_us END) - 1), 1) AS default_gap_pct "
+          "FROM best LEFT JOIN dflt USING (system_id, config_id, dtype, math_mode)" +
+          std::string(o.system ? " WHERE best.system_id = ?1" : "") +
+          " GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, configs DESC";
   } else if (o.unique) {
     sql = "SELECT kind, key, dtype, flops, bytes, multiplicity, models, model_names FROM unique_configs "
           "ORDER BY kind, key";
@@ -288,7 +303,9 @@ void add_db_command(CLI::App& app, int& exit_code) {
   query->add_flag("--best", opts->best, "The fastest passed case of every config on every system");
   query->add_option("--model", opts->model, "Per-layer table of this model, with each layer's best case");
   query->add_option("--batch", opts->batch, "Batch size for --model")->check(CLI::PositiveNumber);
-  query->add_option("--system", opts->system, "Only this system id (--best, --runs, --model)");
+  query->add_option("--system", opts->system, "Only this system id (--best, --runs, --model, --algorithms)");
+  query->add_flag("--algorithms", opts->algorithms,
+                  "Per kind and math mode: how often each algorithm is the fastest, and the default's gap to the best");
   query->add_flag("--unique", opts->unique, "Unique layer configs with their multiplicity across models");
   query->add_flag("--runs", opts->runs, "Runs with their measurement counts by status");
   query->add_flag("--framework", opts->framework_table, "Imported framework latencies");
