@@ -61,6 +61,11 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   RunSummary sum;
   if (!dbp && !options.dry_run) return make_error("no database to write to");
   benchdb::Database& db = *dbp;  // only used when not a dry run
+  // Every backend must be able to run here (a dry run builds kernels too), before anything is written.
+  for (const Backend* backend : backends) {
+    if (auto st = backend->available(); !st) return make_error("{}: {}", backend->name(), st.error().message);
+    FL_TRY(backend->set_cold_cache(options.cold));
+  }
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   std::unordered_map<std::string, int64_t> config_ids;
@@ -82,15 +87,6 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   int64_t done_timed = 0, timed_now = 0;
   Status result;
   for (const Backend* backend : backends) {
-    if (!options.dry_run)
-      if (auto st = backend->available(); !st) {
-        result = make_error("{}: {}", backend->name(), st.error().message);
-        break;
-      }
-    if (auto st = backend->set_cold_cache(options.cold); !st) {
-      result = st;
-      break;
-    }
     backend->set_threads(options.threads);
     int64_t system_id = 0, run_id = 0;
     std::unordered_map<std::string, int64_t> case_ids;

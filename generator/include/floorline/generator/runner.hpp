@@ -53,8 +53,9 @@ struct RunSummary {
 };
 
 // Records the models (configs, layers) and the plan's cases, then times the cases of each
-// backend. `db` may be null for a dry run. Error when the database cannot be written at all, when a
-// backend cannot run on this machine (Backend::available), or has no cold-cache mode for `cold`.
+// backend. `db` may be null for a dry run. Error, before anything is written, when a backend cannot
+// run on this machine (Backend::available) or has no cold-cache mode for `cold`; and when the
+// database cannot be written at all.
 Result<RunSummary> run_plan(benchdb::Database* db, const std::vector<mp::ModelIR>& models, const Plan& plan,
                             const std::vector<const Backend*>& backends, const RunOptions& options);
 

@@ -112,9 +112,9 @@ struct Work {
 // the kernel with `factory` on first use unless `prebuilt` is given (a build error becomes
 // SkipWithError with its "unsupported: "/"skipped: " prefix, so reporters see the status), warms
 // it up once (0.002 s; a prebuilt kernel is taken as warm), then times each call with
-// Kernel::timed_run(), sampling the device before and after. Counters: flops, bytes, gflops, gbytes_per_s, workspace_bytes, is_default, and the
-// kernel's device_counters(). The caller
-// sets iterations, repetitions or minimum time on the returned benchmark.
+// Kernel::timed_run(), sampling the device before and after. Counters: flops, bytes, gflops,
+// gbytes_per_s, workspace_bytes, is_default, and the kernel's device_counters(). The caller sets
+// iterations, repetitions or minimum time on the returned benchmark.
 benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& work, KernelFactory factory,
                                               std::shared_ptr<Kernel> prebuilt = nullptr);
 
