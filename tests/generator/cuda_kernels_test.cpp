@@ -101,13 +101,19 @@ TEST(CudaKernelsGpu, MobileNetV3AndBertOpsMatchTheReference) {
   expect_clean(t, 60);
 }
 
-TEST(CudaKernelsGpu, TimedCallsUseEventsAndSampleTheDevice) {
-  REQUIRE_GPU();
+// A case of the cuda backend in f32 (fp32 math) with this algorithm; the caller fills the problem.
+kernels::CaseSpec f32_case(const std::string& algorithm) {
   kernels::CaseSpec spec;
   spec.backend = "cuda";
-  spec.algorithm = "cublas_gemm";
+  spec.algorithm = algorithm;
   spec.dtype = "f32";
   spec.math_mode = "fp32";
+  return spec;
+}
+
+TEST(CudaKernelsGpu, TimedCallsUseEventsAndSampleTheDevice) {
+  REQUIRE_GPU();
+  kernels::CaseSpec spec = f32_case("cublas_gemm");
   spec.problem.op = "MatMul";
   spec.problem.key = "MatMul|a=2048x2048|b=2048x2048|f32";
   spec.problem.inputs = {{"a", {2048, 2048}}, {"b", {2048, 2048}}};
@@ -144,11 +150,7 @@ TEST(CudaKernelsGpu, TimedCallsUseEventsAndSampleTheDevice) {
 TEST(CudaKernelsGpu, OversizedWorkspaceOrUnsupportedAlgorithmsBecomeStatuses) {
   REQUIRE_GPU();
   // WINOGRAD implements 3×3 filters only: a 1×1 conv is unsupported, never a crash or a failure.
-  kernels::CaseSpec spec;
-  spec.backend = "cuda";
-  spec.algorithm = "cudnn_conv:WINOGRAD";
-  spec.dtype = "f32";
-  spec.math_mode = "fp32";
+  kernels::CaseSpec spec = f32_case("cudnn_conv:WINOGRAD");
   spec.problem.op = "Conv";
   spec.problem.key = "Conv|1x1";
   spec.problem.inputs = {{"x", {1, 64, 56, 56}}, {"w", {256, 64, 1, 1}}};

@@ -127,16 +127,20 @@ __global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* y, Broadca
   }
 }
 
+// Output element i of an NC × out[0] × out[1] × out[2] tensor: its spatial index o, and its plane n·C + c.
+__device__ __forceinline__ int64_t spatial_index(int64_t i, const int64_t out[3], int64_t o[3]) {
+  for (int d = 2; d >= 0; --d) {
+    o[d] = i % out[d];
+    i /= out[d];
+  }
+  return i;
+}
+
 template <class T>
 __global__ void pooling_kernel(const T* x, T* y, Pooling p, int64_t n) {
   FL_GRID_LOOP(i, n) {
-    int64_t rest = i;
     int64_t o[3];
-    for (int d = 2; d >= 0; --d) {
-      o[d] = rest % p.out[d];
-      rest /= p.out[d];
-    }
-    const int64_t plane = rest;  // n·C + c
+    const int64_t plane = spatial_index(i, p.out, o);
     float acc = p.max ? -INFINITY : 0.f;
     int64_t count = 0, padded_count = 0;
     for (int64_t a = 0; a < p.kernel[0]; ++a)
@@ -207,13 +211,8 @@ __global__ void gather_kernel(const T* x, const int64_t* indices, T* y, int64_t 
 template <class T>
 __global__ void resize_kernel(const T* x, T* y, int64_t nc, Pooling s, bool linear, int64_t n) {
   FL_GRID_LOOP(i, n) {
-    int64_t rest = i;
     int64_t o[3];
-    for (int d = 2; d >= 0; --d) {
-      o[d] = rest % s.out[d];
-      rest /= s.out[d];
-    }
-    const int64_t plane = rest;
+    const int64_t plane = spatial_index(i, s.out, o);
     float src[3];
     for (int d = 0; d < 3; ++d)
       src[d] = (static_cast<float>(o[d]) + 0.5f) * static_cast<float>(s.in[d]) / static_cast<float>(s.out[d]) - 0.5f;
