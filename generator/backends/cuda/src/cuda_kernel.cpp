@@ -16,12 +16,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
-#include <cmath>
-#include <cstring>
 #include <functional>
-#include <limits>
 #include <mutex>
 #include <stdexcept>
 
