@@ -877,7 +877,8 @@ void cublaslt_matmul(Ctx& c) {
   auto pref = std::make_shared<LtObject<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>>();
   c.b.keep.push_back(pref);
   check(cublasLtMatmulPreferenceCreate(&pref->h), "cublasLtMatmulPreferenceCreate");
-  // 32 MiB, what PyTorch gives cuBLASLt on Hopper; never more than the workspace policy allows.
+  // 32 MiB: a framework-sized cuBLASLt workspace (an unchecked choice, not measured against one);
+  // never more than the workspace policy allows.
   const uint64_t max_ws = static_cast<uint64_t>(std::min<int64_t>(int64_t{32} << 20, workspace_limit(free_device_memory())));
   check(cublasLtMatmulPreferenceSetAttribute(pref->h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws),
         "MAX_WORKSPACE_BYTES");
