@@ -1,0 +1,177 @@
+// The oneDNN backend's common machinery: engine and stream, views, post-op attributes, epilogue
+// tensors, activation layouts, memory-format names and random data.
+#include <map>
+
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "internal.hpp"
+
+namespace floorline::kernels::onednn_detail {
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine e = [] {
+    // oneDNN 2.6's implementation iterator answers from the primitive cache, keyed by (descriptor,
+    // position), without moving its own cursor: once a primitive of the same descriptor exists,
+    // next_impl() returns the first implementation again. Every case builds its own primitive
+    // anyway (that is what is timed), so the cache buys nothing here.
+    dnnl::set_primitive_cache_capacity(0);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
+  return e;
+}
+dnnl::stream& cpu_stream() {
+  static dnnl::stream s(cpu_engine());
+  return s;
+}
+
+// --- tensors and views ----------------------------------------------------------------------------
+
+dims plain_strides(const dims& d) {
+  dims st(d.size(), 1);
+  for (int k = static_cast<int>(d.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * d[k + 1];
+  return st;
+}
+View plain(const Shape& s) { return View{dims(s.begin(), s.end()), plain_strides(dims(s.begin(), s.end())), 0}; }
+// The same buffer seen with other dims of the same element count (row-major reshape).
+View reshaped(const dims& d) { return View{d, plain_strides(d), 0}; }
+// A buffer of shape `stored` seen in the dim order `order` (view dim k is stored dim order[k]).
+View permuted(const Shape& stored, const std::vector<int64_t>& order) {
+  const dims st = plain_strides(dims(stored.begin(), stored.end()));
+  View v;
+  for (auto k : order) {
+    v.d.push_back(stored[k]);
+    v.strides.push_back(st[k]);
+  }
+  return v;
+}
+// Pads a shape with leading 1s to rank r (NumPy broadcasting).
+Shape rank_padded(Shape s, size_t r) {
+  while (s.size() < r) s.insert(s.begin(), 1);
+  return s;
+}
+
+[[noreturn]] void unsupported(std::string why) { throw Unsupported{std::move(why)}; }
+
+// --- activation layouts -------------------------------------------------------------------------
+
+// Layout-agnostic primitives (batch normalization, pooling, concat) are also offered on the two
+// activation layouts oneDNN's convolutions write, as variants "<primitive>@blocked16c" (aBcd16b,
+// nChw16c) and "<primitive>@channels_last" (acdb, NHWC): a runtime that keeps convolutions'
+// layouts between layers runs them so, and their plain-layout implementations can be far slower.
+// The suffix of a variant; "" for the plain layout.
+std::string layout_suffix(const std::string& variant) {
+  const auto at = variant.find('@');
+  return at == std::string::npos ? "" : variant.substr(at + 1);
+}
+// The variant without its layout suffix.
+std::string base_variant(const std::string& variant) { return variant.substr(0, variant.find('@')); }
+
+// The memory descriptor of an activation of shape `s` in the variant's layout (plain without one).
+memory::desc activation_md(const Ctx& c, int t, const Shape& s, const std::string& variant) {
+  const std::string layout = layout_suffix(variant);
+  const dims d(s.begin(), s.end());
+  if (layout.empty()) return c.md(t, plain(s));
+  using tag = memory::format_tag;
+  static const std::map<std::pair<std::string, size_t>, tag> kTags = {
+      {{"blocked16c", 3}, tag::aBc16b},   {{"blocked16c", 4}, tag::aBcd16b}, {{"blocked16c", 5}, tag::aBcde16b},
+      {{"channels_last", 3}, tag::acb},   {{"channels_last", 4}, tag::acdb}, {{"channels_last", 5}, tag::acdeb}};
+  auto it = kTags.find({layout, s.size()});
+  if (it == kTags.end()) unsupported(fmt::format("no {} layout for a rank-{} tensor", layout, s.size()));
+  return memory::desc(d, c.type_of(t), it->second);
+}
+
+// --- post-ops and epilogues -----------------------------------------------------------------------
+
+primitive_attr Ctx::attr(bool with_post_ops) const {
+  primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (spec.math_mode == "bf16" && type == dt::f32) a.set_fpmath_mode(dnnl::fpmath_mode::bf16);
+  if (with_post_ops && !p.post_ops.empty()) {
+    dnnl::post_ops po;
+    for (const auto& op : p.post_ops) {
+      if (op.op == "Add") {
+        po.append_sum(1.f);
+        continue;
+      }
+      if (op.op == "BiasAdd") continue;  // the primitive's own bias argument
+      const auto chain = eltwise_chain(op.op, op.alpha, op.beta, nullptr);
+      if (chain.empty()) unsupported(fmt::format("no oneDNN post-op for {}", op.op));
+      for (const auto& e : chain) po.append_eltwise(1.f, e.alg, e.alpha, e.beta);
+    }
+    a.set_post_ops(po);
+  }
+  return a;
+}
+
+// A post-op list may only be given to primitives that take one.
+void require_no_post_ops(const Ctx& c) {
+  if (!c.p.post_ops.empty()) unsupported(fmt::format("Floorline fuses no epilogue into {}", c.p.op));
+}
+
+Epilogue epilogue_tensors(Ctx& c, const Shape& bias_shape) {
+  Epilogue e;
+  for (const auto& op : c.p.post_ops) {
+    if (op.op == "Add" && e.sum < 0) e.sum = c.extra(c.out_shape());
+    else if (op.op == "BiasAdd" && e.bias < 0 && !bias_shape.empty()) e.bias = c.extra(bias_shape);
+    else if (op.op == "Add" || op.op == "BiasAdd") unsupported(fmt::format("{} cannot be fused here", op.op));
+  }
+  return e;
+}
+
+int sum_prefill(Ctx& c) { return epilogue_tensors(c, {}).sum; }
+
+// --- memory formats, for layouts and conversions --------------------------------------------------
+
+// The name of a memory descriptor's format ("aBcd16b"), found by comparing against every format tag
+// of its rank; "strided" when it is a plain layout with unusual strides, "blocked" otherwise.
+std::string format_name(const memory::desc& md) {
+  const int ndims = md.data.ndims;
+  for (int t = static_cast<int>(dnnl_a); t < static_cast<int>(dnnl_format_tag_last); ++t) {
+    dnnl_memory_desc_t candidate;
+    if (dnnl_memory_desc_init_by_tag(&candidate, ndims, md.data.dims, md.data.data_type,
+                                     static_cast<dnnl_format_tag_t>(t)) != dnnl_success)
+      continue;
+    if (dnnl_memory_desc_equal(&candidate, &md.data)) return dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(t));
+  }
+  return md.data.format_desc.blocking.inner_nblks == 0 ? "strided" : "blocked";
+}
+
+bool is_plain(const memory::desc& md) {
+  return md == memory::desc(md.dims(), md.data_type(), plain_strides(md.dims()));
+}
+
+std::string dtype_name(dt t) {
+  switch (t) {
+    case dt::f32: return "f32";
+    case dt::bf16: return "bf16";
+    case dt::f16: return "f16";
+    case dt::s8: return "s8";
+    case dt::u8: return "u8";
+    case dt::s32: return "s32";
+    default: return "?";
+  }
+}
+
+// A port's layout as replay compares it (kernel.hpp, Port::layout).
+std::string port_layout(const memory::desc& md) {
+  return is_plain(md) ? "plain"
+                      : fmt::format("{} {} {}", dtype_name(md.data_type()), format_name(md), fmt::join(md.dims(), "x"));
+}
+
+// --- random data ----------------------------------------------------------------------------------
+
+// xorshift64*: fast, and different per tensor (seeded by the tensor's position and size).
+void fill_random(float* out, int64_t n, Fill f, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  // [-1, 1) by default; [0.5, 1.5) where the op needs positive inputs (variance, divisor, log, sqrt).
+  const float lo = f == Fill::kPositive ? 0.5f : -1.f, span = f == Fill::kPositive ? 1.f : 2.f;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    const uint64_t r = s * 0x2545F4914F6CDD1Dull;
+    out[i] = lo + span * static_cast<float>(r >> 40) * (1.f / static_cast<float>(1 << 24));  // 24 random bits
+  }
+}
+
+}  // namespace floorline::kernels::onednn_detail

@@ -1,0 +1,89 @@
+// Replay's layout conversions between two oneDNN cases: make_onednn_conversion and its kernel.
+#include "kernel.hpp"
+
+namespace floorline::kernels {
+
+using namespace onednn_detail;
+
+namespace {
+
+// Replay's layout conversion: reorders from a producer's output buffer into a consumer's input
+// buffer, through a plain buffer when both are blocked with different dims.
+class ConversionKernel final : public Kernel {
+ public:
+  void add(memory from, memory to) {
+    reorders_.push_back({dnnl::reorder(from, to), {from, to}});
+    impl_ += (impl_.empty() ? "" : " + ") + format_name(from.get_desc()) + ">" + format_name(to.get_desc());
+  }
+  void keep(memory m) { owned_.push_back(std::move(m)); }
+  void set_destination(memory m) { dest_ = std::move(m); }
+  std::optional<Port> port(bool output, size_t k) const override {
+    if (!output || k != 0 || !dest_) return std::nullopt;
+    const memory::desc md = dest_.get_desc();
+    return Port{dest_.get_data_handle(), static_cast<int64_t>(md.get_size()), port_layout(md)};
+  }
+  void run() override {
+    auto& strm = cpu_stream();
+    for (auto& [r, mm] : reorders_) r.execute(strm, mm.first, mm.second);
+    strm.wait();
+  }
+  std::string implementation() const override { return "reorder " + impl_; }
+  int64_t workspace_bytes() const override { return 0; }
+  Status verify() override { return make_error("not verifiable: a layout conversion has no ONNX counterpart"); }
+
+ private:
+  std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>> reorders_;
+  std::vector<memory> owned_;
+  memory dest_;
+  std::string impl_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from_ref, const PortRef& to_ref) {
+  const auto* p = dynamic_cast<const OnednnKernel*>(from_ref.kernel);
+  const auto* c = dynamic_cast<const OnednnKernel*>(to_ref.kernel);
+  if (!p || !c) return make_error("unsupported: a oneDNN conversion joins two oneDNN cases");
+  const memory* from_port = p->port_memory(from_ref.output, from_ref.index);
+  const memory* to_port = c->port_memory(to_ref.output, to_ref.index);
+  if (!from_port || !to_port) return make_error("unsupported: no port to convert between");
+  const memory::desc fd = from_port->get_desc(), td = to_port->get_desc();
+  auto count = [](const memory::desc& d) {
+    int64_t n = 1;
+    for (auto x : d.dims()) n *= x;
+    return n;
+  };
+  if (count(fd) != count(td) || fd.data_type() != td.data_type())
+    return make_error("unsupported: {} elements of {} cannot feed {} elements of {}", count(fd),
+                      dtype_name(fd.data_type()), count(td), dtype_name(td.data_type()));
+  try {
+    auto k = std::make_unique<ConversionKernel>();
+    const memory source(fd, cpu_engine(), from_ref.data);
+    const memory* from = &source;
+    const memory dest = to_ref.data ? memory(td, cpu_engine(), to_ref.data) : memory(td, cpu_engine());
+    const memory* to = &dest;
+    k->set_destination(dest);
+    if (fd.dims() == td.dims()) {
+      k->add(*from, *to);
+    } else if (is_plain(fd)) {  // a reshape of a plain buffer: the same bytes seen with the consumer's dims
+      k->add(memory(memory::desc(td.dims(), td.data_type(), plain_strides(td.dims())), cpu_engine(),
+                    from->get_data_handle()),
+             *to);
+    } else if (is_plain(td)) {
+      k->add(*from, memory(memory::desc(fd.dims(), fd.data_type(), plain_strides(fd.dims())), cpu_engine(),
+                           to->get_data_handle()));
+    } else {  // blocked → plain (producer's dims) → blocked (consumer's dims)
+      memory tmp(memory::desc(fd.dims(), fd.data_type(), plain_strides(fd.dims())), cpu_engine());
+      k->add(*from, tmp);
+      k->add(memory(memory::desc(td.dims(), td.data_type(), plain_strides(td.dims())), cpu_engine(),
+                    tmp.get_data_handle()),
+             *to);
+      k->keep(tmp);
+    }
+    return std::unique_ptr<Kernel>(std::move(k));
+  } catch (const dnnl::error& e) {
+    return make_error("unsupported: oneDNN has no reorder for this conversion: {}", e.what());
+  }
+}
+
+}  // namespace floorline::kernels

@@ -1,0 +1,202 @@
+// Shared internals of the oneDNN kernel library (src/*.cpp): views, the builder context, the step
+// helpers and the builders, one per kind, that the kind table (onednn_kernel.cpp) dispatches to.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "floorline/kernels/onednn.hpp"
+#include "floorline/kernels/reference.hpp"
+
+namespace floorline::kernels::onednn_detail {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::primitive_attr;
+using dnnl::prop_kind;
+using dt = memory::data_type;
+using dims = memory::dims;
+
+constexpr float kNormEps = 1e-5f;  // the ONNX default (epsilon is not part of the canonical key)
+constexpr auto kInference = prop_kind::forward_inference;
+
+// The engine and stream every primitive runs on (common.cpp).
+dnnl::engine& cpu_engine();
+dnnl::stream& cpu_stream();
+
+// --- tensors and views ----------------------------------------------------------------------------
+
+enum class Fill { kUniform, kPositive, kNone };
+
+struct TensorDef {
+  Shape shape;
+  Fill fill = Fill::kUniform;
+  bool f32_only = false;   // normalization statistics and scale/shift stay f32 in oneDNN
+  bool is_output = false;
+};
+
+// How a primitive sees a tensor's plain buffer.
+struct View {
+  dims d;
+  dims strides;
+  int64_t offset = 0;  // elements
+};
+
+dims plain_strides(const dims& d);
+View plain(const Shape& s);
+View reshaped(const dims& d);
+View permuted(const Shape& stored, const std::vector<int64_t>& order);
+Shape rank_padded(Shape s, size_t r);
+
+struct ArgDef {
+  int arg = 0;        // DNNL_ARG_*
+  int tensor = -1;
+  View view;
+  int prefill = -1;   // an output first filled from this tensor (the sum post-op reads dst)
+};
+
+struct StepDef {
+  // Reorder and concat descriptors are not iterable (primitive_desc_base); the others are.
+  std::optional<dnnl::primitive_desc> iterable;
+  dnnl::primitive_desc_base fixed;
+  std::vector<ArgDef> args;
+  // oneDNN 2.x's implementation iterator keeps a pointer to the operation descriptor, not a copy:
+  // next_impl() on a descriptor that has gone out of scope reads freed memory.
+  std::shared_ptr<const void> op_desc;
+
+  const dnnl::primitive_desc_base& pd() const {
+    return iterable ? static_cast<const dnnl::primitive_desc_base&>(*iterable) : fixed;
+  }
+  bool next_impl() { return iterable && iterable->next_impl(); }
+};
+
+struct Build {
+  std::string algorithm;             // primitive algorithm, "convolution_direct"
+  std::vector<TensorDef> tensors;    // inputs, outputs, then extras (post-op operands, proxy sources)
+  size_t n_inputs = 0, n_outputs = 0;
+  std::vector<StepDef> steps;        // step 0's implementation is the one chosen by impl_index
+  bool iterate = true;               // step 0 offers alternatives via next_impl()
+  std::string not_verifiable;        // why the output is not the layer's (a proxy), "" otherwise
+};
+
+// Thrown by builders for problems Floorline's mapping or oneDNN cannot express.
+struct Unsupported {
+  std::string why;
+};
+[[noreturn]] void unsupported(std::string why);
+
+struct Ctx {
+  const CaseSpec& spec;
+  const Problem& p;
+  dt type;
+  Build b;
+
+  int input(size_t k) const {
+    if (k >= p.inputs.size()) unsupported(fmt::format("{} has no input {}", p.op, k));
+    return static_cast<int>(k);
+  }
+  int output(size_t k) const {
+    if (k >= p.outputs.size()) unsupported(fmt::format("{} has no output {}", p.op, k));
+    return static_cast<int>(p.inputs.size() + k);
+  }
+  const Shape& in_shape(size_t k) const { return p.inputs.at(static_cast<size_t>(input(k))).shape; }
+  const Shape& out_shape(size_t k = 0) const { return p.outputs.at(static_cast<size_t>(output(k)) - p.inputs.size()).shape; }
+  int extra(Shape s, Fill f = Fill::kUniform) {
+    b.tensors.push_back({std::move(s), f, false, false});
+    return static_cast<int>(b.tensors.size() - 1);
+  }
+  void set_fill(int t, Fill f) { b.tensors[t].fill = f; }
+  void set_f32_only(int t) { b.tensors[t].f32_only = true; }
+  dt type_of(int t) const { return b.tensors[t].f32_only ? dt::f32 : type; }
+  memory::desc md(int t, const View& v) const { return memory::desc(v.d, type_of(t), v.strides); }
+  memory::desc any(const dims& d) const { return memory::desc(d, type, memory::format_tag::any); }
+
+  primitive_attr attr(bool with_post_ops = true) const;
+};
+
+// --- activation layouts (common.cpp) -------------------------------------------------------------
+
+std::string layout_suffix(const std::string& variant);
+std::string base_variant(const std::string& variant);
+memory::desc activation_md(const Ctx& c, int t, const Shape& s, const std::string& variant);
+
+// --- element-wise algorithms (eltwise.cpp) -------------------------------------------------------
+
+struct EltwiseOp {
+  algorithm alg;
+  float alpha = 0, beta = 0;
+};
+std::vector<EltwiseOp> eltwise_chain(const std::string& op, double alpha, double beta, std::string* proxy);
+std::pair<double, double> unary_params(const Problem& p);
+
+// --- steps and epilogues (common.cpp) -------------------------------------------------------------
+
+void require_no_post_ops(const Ctx& c);
+
+template <class PD>
+StepDef step(PD pd, std::vector<ArgDef> args) {
+  if (!pd) unsupported("oneDNN has no implementation for these shapes and data type");
+  StepDef s;
+  if constexpr (std::is_base_of_v<dnnl::primitive_desc, PD>) s.iterable = pd;
+  else s.fixed = pd;
+  s.args = std::move(args);
+  return s;
+}
+
+// The tensors a fused epilogue reads, created in post-op order (the reference reads them so):
+// "Add" sums a tensor of the output's shape (prefilled into dst: oneDNN's sum post-op), "BiasAdd"
+// adds a vector along the last dimension (the primitive's bias argument).
+struct Epilogue {
+  int sum = -1;
+  int bias = -1;
+};
+Epilogue epilogue_tensors(Ctx& c, const Shape& bias_shape);
+// Creates the primitive descriptor from a copy of `desc` that the step keeps alive.
+template <class PD, class D>
+StepDef make_step(const D& desc, const primitive_attr& attr, std::vector<ArgDef> args) {
+  auto held = std::make_shared<const D>(desc);
+  StepDef s = step(PD(*held, attr, cpu_engine(), true), std::move(args));
+  s.op_desc = held;
+  return s;
+}
+
+int sum_prefill(Ctx& c);
+
+// --- builders, one per kind ----------------------------------------------------------------------
+
+void conv(Ctx& c, const std::string& variant);           // conv.cpp
+void gemm(Ctx& c, const std::string& variant);           // matmul.cpp
+void matmul(Ctx& c, const std::string& variant);
+void batch_norm(Ctx& c, const std::string& variant);     // norm.cpp
+void layer_norm(Ctx& c, const std::string& variant);
+void instance_norm(Ctx& c, const std::string& variant);
+void lrn(Ctx& c, const std::string& variant);
+void eltwise(Ctx& c, const std::string& variant);        // eltwise.cpp
+void binary(Ctx& c, const std::string& variant);
+void softmax(Ctx& c, const std::string& variant);        // softmax_reduce.cpp
+void reduce(Ctx& c, const std::string& variant);
+void pooling(Ctx& c, const std::string& variant);        // pooling.cpp
+void concat(Ctx& c, const std::string& variant);         // data_movement.cpp
+void transpose(Ctx& c, const std::string& variant);
+void slice(Ctx& c, const std::string& variant);
+void split(Ctx& c, const std::string& variant);
+void pad(Ctx& c, const std::string& variant);
+void resize(Ctx& c, const std::string& variant);
+void copy_kind(Ctx& c, const std::string& variant);
+
+// --- memory formats and random data (common.cpp) -------------------------------------------------
+
+std::string format_name(const memory::desc& md);
+bool is_plain(const memory::desc& md);
+std::string dtype_name(dt t);
+std::string port_layout(const memory::desc& md);
+void fill_random(float* out, int64_t n, Fill f, uint64_t seed);
+
+}  // namespace floorline::kernels::onednn_detail

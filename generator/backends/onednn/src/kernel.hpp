@@ -1,0 +1,221 @@
+// The generic oneDNN Kernel: allocates, initialises, runs and verifies the primitives of a Build;
+// shared by the factory (onednn_kernel.cpp) and replay's conversions (conversion.cpp).
+#pragma once
+
+#include <map>
+#include <unordered_map>
+
+#include "floorline/kernels/reference.hpp"
+#include "internal.hpp"
+
+namespace floorline::kernels::onednn_detail {
+
+// --- the kernel -----------------------------------------------------------------------------------
+
+struct Step {
+  dnnl::primitive prim;
+  std::unordered_map<int, memory> args;
+  std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>> in_conversions;   // view → format, before timing
+  std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>> out_conversions;  // format → view, for verify
+  std::vector<std::pair<memory, memory>> prefills;  // (prefill tensor view, dst memory in its format)
+  memory scratchpad;
+};
+
+class OnednnKernel final : public Kernel {
+ public:
+  // `problem` is what verify() computes the reference of.
+  OnednnKernel(Problem problem, Build b, std::string impl, dt type, uint64_t seed)
+      : problem_(std::move(problem)), b_(std::move(b)), impl_(std::move(impl)), type_(type), seed_(seed) {}
+
+  Status init() {
+    user_.resize(b_.tensors.size());
+    dev_.resize(b_.tensors.size());
+    used_.assign(b_.tensors.size(), false);
+    for (const auto& s : b_.steps)
+      for (const auto& a : s.args) {
+        used_[a.tensor] = true;
+        if (a.prefill >= 0) used_[a.prefill] = true;
+      }
+    for (size_t t = 0; t < b_.tensors.size(); ++t) {
+      if (!used_[t]) continue;
+      const auto& td = b_.tensors[t];
+      const dims d = td.shape.empty() ? dims{1} : dims(td.shape.begin(), td.shape.end());
+      user_[t] = memory(memory::desc(d, dt::f32, plain_strides(d)), cpu_engine());
+      const dt tt = td.f32_only ? dt::f32 : type_;
+      dev_[t] = tt == dt::f32 ? user_[t] : memory(memory::desc(d, tt, plain_strides(d)), cpu_engine());
+    }
+    for (const auto& sd : b_.steps) {
+      Step s;
+      s.prim = dnnl::primitive(sd.pd().get());
+      for (const auto& a : sd.args) {
+        const auto& td = b_.tensors[a.tensor];
+        const dt tt = td.f32_only ? dt::f32 : type_;
+        const size_t esize = memory::data_type_size(tt);
+        auto* base = static_cast<char*>(dev_[a.tensor].get_data_handle()) + a.view.offset * static_cast<int64_t>(esize);
+        memory view(memory::desc(a.view.d, tt, a.view.strides), cpu_engine(), base);
+        const memory::desc want = sd.pd().query_md(dnnl::query::exec_arg_md, a.arg);
+        memory m = view;
+        if (want.get_size() != 0 && want != view.get_desc()) {
+          m = memory(want, cpu_engine());
+          if (td.is_output) s.out_conversions.push_back({dnnl::reorder(m, view), {m, view}});
+          else s.in_conversions.push_back({dnnl::reorder(view, m), {view, m}});
+        }
+        uses_.push_back({a.tensor, view, a.view.offset * static_cast<int64_t>(esize), m == view ? memory() : m});
+        if (a.prefill >= 0) {
+          memory src(memory::desc(a.view.d, tt, plain_strides(a.view.d)), cpu_engine(), dev_[a.prefill].get_data_handle());
+          s.prefills.push_back({src, m});
+        }
+        s.args[a.arg] = m;
+      }
+      const memory::desc sp = sd.pd().scratchpad_desc();
+      if (sp.get_size() > 0) {
+        s.scratchpad = memory(sp, cpu_engine());
+        s.args[DNNL_ARG_SCRATCHPAD] = s.scratchpad;
+        workspace_ += static_cast<int64_t>(sp.get_size());
+      }
+      // Outputs the primitive produces that Floorline does not read (statistics, workspace).
+      for (int arg : {DNNL_ARG_WORKSPACE, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE}) {
+        if (s.args.count(arg)) continue;
+        const memory::desc md = sd.pd().query_md(dnnl::query::exec_arg_md, arg);
+        if (md.get_size() > 0) s.args[arg] = memory(md, cpu_engine());
+      }
+      steps_.push_back(std::move(s));
+    }
+    initialise(seed_);
+    return {};
+  }
+
+  void run() override {
+    auto& strm = cpu_stream();
+    for (auto& s : steps_) s.prim.execute(strm, s.args);
+    strm.wait();
+  }
+  std::string implementation() const override { return impl_; }
+  int64_t workspace_bytes() const override { return workspace_; }
+
+  // A port is the memory run() itself reads or writes for the operand: the implementation's own
+  // (blocked) buffer when the operand is converted once at build time, else the plain buffer.
+  // An operand that several primitive arguments read, one of them through a conversion, has none.
+  std::optional<Port> port(bool output, size_t k) const override {
+    const memory* m = port_memory(output, k);
+    if (!m) return std::nullopt;
+    const memory::desc md = m->get_desc();
+    const size_t t = output ? b_.n_inputs + k : k;
+    void* data = m == &dev_[t] && bound_.count(t) ? bound_.at(t) : m->get_data_handle();
+    return Port{data, static_cast<int64_t>(md.get_size()), port_layout(md)};
+  }
+
+  Status bind(bool output, size_t k, void* data) override {
+    if (!port_memory(output, k))
+      return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
+    const int t = static_cast<int>(output ? b_.n_inputs + k : k);
+    bound_[static_cast<size_t>(t)] = data;
+    for (auto& u : uses_) {
+      if (u.tensor != t) continue;
+      if (u.converted) u.converted.set_data_handle(data);
+      else u.view.set_data_handle(static_cast<char*>(data) + u.offset_bytes);
+    }
+    return {};
+  }
+
+  // The memory of port(output, k), or nullptr (see port()).
+  const memory* port_memory(bool output, size_t k) const {
+    if (k >= (output ? b_.n_outputs : b_.n_inputs)) return nullptr;
+    const int t = static_cast<int>(output ? b_.n_inputs + k : k);
+    if (!used_[static_cast<size_t>(t)]) return nullptr;
+    const Use* converted = nullptr;
+    int n = 0;
+    for (const auto& u : uses_)
+      if (u.tensor == t) {
+        ++n;
+        if (u.converted) converted = &u;
+      }
+    if (converted) return n == 1 ? &converted->converted : nullptr;
+    return &dev_[static_cast<size_t>(t)];
+  }
+
+  Status verify() override {
+    if (!b_.not_verifiable.empty()) return make_error("not verifiable: {}", b_.not_verifiable);
+    try {
+      return compare_with_reference();
+    } catch (const dnnl::error& e) {
+      return make_error("oneDNN: {}", e.what());
+    }
+  }
+
+
+ private:
+  Status compare_with_reference() {
+    initialise(seed_ + 7);
+    run();
+    auto& strm = cpu_stream();
+    for (auto& s : steps_)
+      for (auto& [r, mm] : s.out_conversions) r.execute(strm, mm.first, mm.second);
+    for (size_t t = 0; t < b_.tensors.size(); ++t)
+      if (used_[t] && b_.tensors[t].is_output && dev_[t] != user_[t]) dnnl::reorder(dev_[t], user_[t]).execute(strm, dev_[t], user_[t]);
+    strm.wait();
+    std::vector<HostTensor> ins, extras;
+    for (size_t t = 0; t < b_.tensors.size(); ++t) {
+      if (b_.tensors[t].is_output) continue;
+      HostTensor h{b_.tensors[t].shape, {}};
+      if (used_[t]) {
+        const float* p = static_cast<const float*>(user_[t].get_data_handle());
+        h.data.assign(p, p + elements(h.shape));
+      }
+      (t < b_.n_inputs ? ins : extras).push_back(std::move(h));
+    }
+    FL_ASSIGN_OR_RETURN(auto ref, reference(problem_, ins, extras));
+    const double tol = type_ == dt::f32 ? 1e-3 : 3e-2;
+    for (size_t k = 0; k < b_.n_outputs; ++k) {
+      const size_t t = b_.n_inputs + k;
+      if (!used_[t] || k >= ref.size()) continue;
+      if (auto st = compare_output(static_cast<const float*>(user_[t].get_data_handle()), ref[k], tol); !st)
+        return st.error().with_context(fmt::format("output {}", k));
+    }
+    return {};
+  }
+
+  // Fresh random inputs in every format the primitives read them in.
+  void initialise(uint64_t seed) {
+    auto& strm = cpu_stream();
+    for (size_t t = 0; t < b_.tensors.size(); ++t) {
+      if (!used_[t]) continue;
+      const auto& td = b_.tensors[t];
+      const Fill f = td.is_output ? Fill::kUniform : td.fill;
+      fill_random(static_cast<float*>(user_[t].get_data_handle()), elements(td.shape), f, seed + t * 131);
+      if (dev_[t] != user_[t]) {
+        dnnl::reorder(user_[t], dev_[t]).execute(strm, user_[t], dev_[t]);
+        // The reference reads what the kernel reads: values rounded to the case's type.
+        dnnl::reorder(dev_[t], user_[t]).execute(strm, dev_[t], user_[t]);
+      }
+    }
+    for (auto& s : steps_) {
+      for (auto& [r, mm] : s.in_conversions) r.execute(strm, mm.first, mm.second);
+      for (auto& [src, dst] : s.prefills)
+        if (src != dst) dnnl::reorder(src, dst).execute(strm, src, dst);
+    }
+    strm.wait();
+  }
+
+  Problem problem_;
+  Build b_;
+  std::string impl_;
+  dt type_;
+  uint64_t seed_;
+  std::vector<memory> user_, dev_;
+  std::vector<bool> used_;
+  std::vector<Step> steps_;
+  int64_t workspace_ = 0;
+  // Every primitive argument that reads or writes a data tensor: the plain view of the tensor's
+  // buffer (at offset_bytes), and the implementation's own buffer when it converts the tensor.
+  struct Use {
+    int tensor = 0;
+    memory view;
+    int64_t offset_bytes = 0;
+    memory converted;  // empty when the primitive uses the view directly
+  };
+  std::vector<Use> uses_;
+  std::map<size_t, void*> bound_;  // plain tensors bound to outside buffers (replay)
+};
+
+}  // namespace floorline::kernels::onednn_detail

@@ -1,0 +1,84 @@
+// oneDNN builders: Gemm (matmul or inner product) and MatMul (matmul).
+#include <algorithm>
+
+#include "internal.hpp"
+
+namespace floorline::kernels::onednn_detail {
+
+void gemm(Ctx& c, const std::string& variant) {
+  const Shape& a = c.in_shape(0);
+  const Shape& bm = c.in_shape(1);
+  if (a.size() != 2 || bm.size() != 2) unsupported("Gemm operands must be 2-D");
+  const bool ta = c.p.int_attr("transA", 0) != 0, tb = c.p.int_attr("transB", 0) != 0;
+  if (c.p.float_attr("alpha", 1.0) != 1.0 || c.p.float_attr("beta", 1.0) != 1.0)
+    unsupported("Gemm with alpha or beta other than 1");
+  const int64_t K = ta ? a[0] : a[1], N = tb ? bm[0] : bm[1];
+  const bool has_bias = c.p.inputs.size() > 2;
+  const int yi = c.output(0);
+  const int prefill = sum_prefill(c);
+  c.b.algorithm = variant;
+  if (variant == "inner_product") {
+    // y = x · Wᵀ + b with W (N, K): ONNX B (K, N) is W seen transposed, B (N, K) with transB is W.
+    if (ta) unsupported("inner product needs A untransposed");
+    if (has_bias && elements(c.in_shape(2)) != N) unsupported("inner product bias must be one value per output");
+    const View wv = tb ? reshaped({N, K}) : permuted({K, N}, {1, 0});
+    std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), plain(a)}, {DNNL_ARG_WEIGHTS, c.input(1), wv},
+                                {DNNL_ARG_DST, yi, plain(c.out_shape()), prefill}};
+    const auto src = c.any(a), wei = c.any(dims{N, K}), dst = c.any(c.out_shape());
+    if (has_bias) {
+      args.push_back({DNNL_ARG_BIAS, c.input(2), reshaped({N})});
+      dnnl::inner_product_forward::desc d(kInference, src, wei, c.md(c.input(2), reshaped({N})), dst);
+      c.b.steps.push_back(make_step<dnnl::inner_product_forward::primitive_desc>(d, c.attr(), args));
+    } else {
+      dnnl::inner_product_forward::desc d(kInference, src, wei, dst);
+      c.b.steps.push_back(make_step<dnnl::inner_product_forward::primitive_desc>(d, c.attr(), args));
+    }
+    return;
+  }
+  const View av = ta ? permuted(a, {1, 0}) : plain(a);
+  const View bv = tb ? permuted(bm, {1, 0}) : plain(bm);
+  std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), av}, {DNNL_ARG_WEIGHTS, c.input(1), bv},
+                              {DNNL_ARG_DST, yi, plain(c.out_shape()), prefill}};
+  const auto src = c.md(c.input(0), av), wei = c.any(dims{K, N}), dst = c.md(yi, plain(c.out_shape()));
+  if (has_bias) {
+    const View biasv = plain(rank_padded(c.in_shape(2), 2));
+    args.push_back({DNNL_ARG_BIAS, c.input(2), biasv});
+    dnnl::matmul::desc d(src, wei, c.md(c.input(2), biasv), dst);
+    c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, c.attr(), args));
+  } else {
+    dnnl::matmul::desc d(src, wei, dst);
+    c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, c.attr(), args));
+  }
+}
+
+void matmul(Ctx& c, const std::string& variant) {
+  Shape as = c.in_shape(0), bs = c.in_shape(1);
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  const size_t r = std::max(as.size(), bs.size());
+  as = rank_padded(as, r);
+  bs = rank_padded(bs, r);
+  Shape ys(as.begin(), as.end() - 2);
+  for (size_t k = 0; k + 2 < r; ++k) ys[k] = std::max(as[k], bs[k]);
+  ys.push_back(as[r - 2]);
+  ys.push_back(bs[r - 1]);
+  const int yi = c.output(0);
+  Shape bias_shape(r, 1);
+  bias_shape.back() = ys.back();
+  const Epilogue e = epilogue_tensors(c, bias_shape);
+  std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), plain(as)}, {DNNL_ARG_WEIGHTS, c.input(1), plain(bs)},
+                              {DNNL_ARG_DST, yi, plain(ys), e.sum}};
+  c.b.algorithm = variant;
+  // A 2-D right operand is a weight matrix: oneDNN may pack it (format any), as frameworks do.
+  const auto wei = r == 2 ? c.any(bs) : c.md(c.input(1), plain(bs));
+  if (e.bias >= 0) {
+    args.push_back({DNNL_ARG_BIAS, e.bias, plain(bias_shape)});
+    dnnl::matmul::desc d(c.md(c.input(0), plain(as)), wei, c.md(e.bias, plain(bias_shape)), c.md(yi, plain(ys)));
+    c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, c.attr(), args));
+    return;
+  }
+  dnnl::matmul::desc d(c.md(c.input(0), plain(as)), wei, c.md(yi, plain(ys)));
+  c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, c.attr(), args));
+}
+
+}  // namespace floorline::kernels::onednn_detail
