@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "floorline/generator/plan.hpp"
+#include "floorline/model_processor/patterns.hpp"
 
 namespace floorline::analyzer {
 
@@ -352,7 +352,7 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   {
     std::unordered_map<int, const mp::Layer*> by_index;
     for (const auto& l : model.layers) by_index[l.index] = &l;
-    for (const auto& m : gen::fusion_matches(model)) {
+    for (const auto& m : mp::fusion_matches(model)) {
       FusionUse f;
       f.layers.push_back(m.head);
       for (int a : m.absorbed) f.layers.push_back(a);
