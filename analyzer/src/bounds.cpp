@@ -28,7 +28,8 @@ std::vector<const mp::Layer*> graph_order(const mp::ModelIR& model) {
   std::vector<const mp::Layer*> order;
   for (const auto& l : model.layers)
     if (l.cost_bearing() || l.cost == mp::CostClass::kView) order.push_back(&l);
-  std::sort(order.begin(), order.end(), [](const mp::Layer* a, const mp::Layer* c) { return a->index < c->index; });
+  std::sort(order.begin(), order.end(),
+            [](const mp::Layer* a, const mp::Layer* c) { return a->index < c->index; });
   return order;
 }
 
@@ -39,13 +40,17 @@ void link_through_views(const mp::ModelIR& model, std::vector<LayerCost>& layers
   for (const auto& l : model.layers) {
     std::vector<int> ps;
     for (int p : l.preds) {
-      if (cost_at.count(p)) ps.push_back(p);
-      else if (auto it = through.find(p); it != through.end()) ps.insert(ps.end(), it->second.begin(), it->second.end());
+      if (cost_at.count(p))
+        ps.push_back(p);
+      else if (auto it = through.find(p); it != through.end())
+        ps.insert(ps.end(), it->second.begin(), it->second.end());
     }
     std::sort(ps.begin(), ps.end());
     ps.erase(std::unique(ps.begin(), ps.end()), ps.end());
-    if (auto it = cost_at.find(l.index); it != cost_at.end()) layers[it->second].preds = std::move(ps);
-    else if (l.cost == mp::CostClass::kView) through[l.index] = std::move(ps);
+    if (auto it = cost_at.find(l.index); it != cost_at.end())
+      layers[it->second].preds = std::move(ps);
+    else if (l.cost == mp::CostClass::kView)
+      through[l.index] = std::move(ps);
   }
 }
 
@@ -54,14 +59,17 @@ void link_through_views(const mp::ModelIR& model, std::vector<LayerCost>& layers
 std::optional<double> roofline_time(const mp::Layer& l, const CostTable& costs, const std::string& dtype) {
   const auto flops_peak = costs.peaks.find({"flops", dtype});
   const auto bytes_peak = costs.peaks.find({"bytes", dtype});
-  if (flops_peak == costs.peaks.end() || bytes_peak == costs.peaks.end() || !l.shapes_known) return std::nullopt;
+  if (flops_peak == costs.peaks.end() || bytes_peak == costs.peaks.end() || !l.shapes_known)
+    return std::nullopt;
   // Layers with more bytes than a dtype of half the width (bytes are counted in the model's f32).
   const double byte_scale = dtype == "f32" ? 1.0 : 0.5;
   return std::max(static_cast<double>(roofline_flops(l)) / flops_peak->second,
-                  static_cast<double>(l.bytes) * byte_scale / bytes_peak->second) * 1e6;
+                  static_cast<double>(l.bytes) * byte_scale / bytes_peak->second) *
+         1e6;
 }
 
-std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs, const std::string& dtype) {
+std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs,
+                                   const std::string& dtype) {
   const std::string mode = math_mode_of(dtype);
   std::vector<LayerCost> out;
   for (const auto& l : model.layers) {
@@ -69,7 +77,8 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
     LayerCost c;
     c.index = l.index;
     c.name = l.name;
-    c.kind = l.config.kind == mp::LayerKind::kUnsupported ? l.op_type : std::string(mp::kind_name(l.config.kind));
+    c.kind =
+        l.config.kind == mp::LayerKind::kUnsupported ? l.op_type : std::string(mp::kind_name(l.config.kind));
     c.key = l.key;
     c.flops = l.flops;
     c.roofline_flops = roofline_flops(l);
@@ -126,7 +135,7 @@ std::optional<double> roofline_bound(const std::vector<LayerCost>& layers) {
 CriticalPath critical_path(const mp::ModelIR& model, const std::vector<LayerCost>& layers) {
   std::unordered_map<int, double> weight;  // Layer::index → t(v); view layers are absent (0)
   for (const auto& c : layers) weight[c.index] = c.us;
-  std::unordered_map<int, double> dist;    // longest path ending at the layer, the layer included
+  std::unordered_map<int, double> dist;  // longest path ending at the layer, the layer included
   std::unordered_map<int, int> from;
   int sink = -1;
   double longest = -1;
@@ -194,8 +203,10 @@ FusedBound fused_bound(const mp::ModelIR& model, const std::vector<LayerCost>& l
     bool all_costed = true;
     for (int v : use.layers) {
       auto it = cost_at.find(v);
-      if (it == cost_at.end() || layers[it->second].source == "none") all_costed = false;
-      else use.unfused_us += layers[it->second].us;
+      if (it == cost_at.end() || layers[it->second].source == "none")
+        all_costed = false;
+      else
+        use.unfused_us += layers[it->second].us;
     }
     if (!all_costed) continue;
     const LayerCost& head = layers[cost_at.at(m.head)];
@@ -229,8 +240,8 @@ FusedBound fused_bound(const mp::ModelIR& model, const std::vector<LayerCost>& l
   return f;
 }
 
-std::vector<ReducedBound> reduced_precision_bounds(const std::vector<LayerCost>& layers, const CostTable& costs,
-                                                   const std::string& base_dtype) {
+std::vector<ReducedBound> reduced_precision_bounds(const std::vector<LayerCost>& layers,
+                                                   const CostTable& costs, const std::string& base_dtype) {
   const std::string base_mode = math_mode_of(base_dtype);
   std::vector<ReducedBound> out;
   for (const auto& [dtype, mode] : costs.modes) {
@@ -262,7 +273,8 @@ MeasuredLatency measured_latency(const CostTable& costs, const std::string& mode
   for (const auto& f : costs.framework) {
     if (f.model_name != model || f.batch != batch || f.dtype != dtype) continue;
     if (f.runtime == benchdb::kReplayRuntime) continue;  // Floorline's own replay (replay_of): never M
-    if (costs.device_kind == "cpu" && f.threads > 0 && f.threads != costs.threads) continue;  // not comparable
+    if (costs.device_kind == "cpu" && f.threads > 0 && f.threads != costs.threads)
+      continue;  // not comparable
     m.framework.push_back({f.runtime, f.settings, f.runtime_version, f.threads, f.median_us});
     if (!m.us || f.median_us < *m.us) m.us = f.median_us;
   }
@@ -273,7 +285,8 @@ Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch
   Replay r;
   for (const auto& f : costs.framework) {
     if (f.model_name != model || f.batch != batch || f.dtype != dtype) continue;
-    if (f.runtime != benchdb::kReplayRuntime || f.settings != benchdb::replay_settings(costs.system_id)) continue;
+    if (f.runtime != benchdb::kReplayRuntime || f.settings != benchdb::replay_settings(costs.system_id))
+      continue;
     r.us = f.median_us;
     r.note = f.source;
     // generator::replay_row's make-up (an older or hand-made row may have plain text).
@@ -298,7 +311,8 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   b.math_mode = math_mode_of(options.dtype);
   b.system_id = costs.system_id;
   if (!costs.peaks.count({"flops", b.dtype}) || !costs.peaks.count({"bytes", b.dtype}))
-    b.peaks_note = fmt::format("no calibrated {} peaks for system {} (floorline bench calibrates them)", b.dtype, costs.system_id);
+    b.peaks_note = fmt::format("no calibrated {} peaks for system {} (floorline bench calibrates them)",
+                               b.dtype, costs.system_id);
   for (const auto& l : model.layers) {
     if (l.cost == mp::CostClass::kView) ++b.view_layers;
     if (l.cost == mp::CostClass::kHost) ++b.host_layers;
@@ -307,9 +321,12 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   b.layers = layer_costs(model, costs, b.dtype);
   double measured_us = 0;
   for (const auto& c : b.layers) {
-    if (c.source == "measured") ++b.measured_layers, measured_us += c.us;
-    else if (c.source == "roofline") ++b.roofline_layers;
-    else ++b.untimed_layers, b.complete = false;
+    if (c.source == "measured")
+      ++b.measured_layers, measured_us += c.us;
+    else if (c.source == "roofline")
+      ++b.roofline_layers;
+    else
+      ++b.untimed_layers, b.complete = false;
     if (!c.heuristic_us) ++b.heuristic_missing;
     b.conversions_us += c.conversion_us;
   }

@@ -6,6 +6,8 @@
 
 namespace floorline::analyzer {
 
-inline std::string math_mode_of(const std::string& dtype) { return dtype == "f32" ? "fp32" : dtype; }
+inline std::string math_mode_of(const std::string& dtype) {
+  return dtype == "f32" ? "fp32" : dtype;
+}
 
 }  // namespace floorline::analyzer

@@ -18,17 +18,25 @@ std::optional<Epilogue> fusable_activation(const Layer& l) {
     return fallback;
   };
   switch (c.kind) {
-    case K::kRelu: return Epilogue{"Relu"};
-    case K::kSigmoid: return Epilogue{"Sigmoid"};
-    case K::kTanh: return Epilogue{"Tanh"};
-    case K::kHardSwish: return Epilogue{"HardSwish"};
-    case K::kLeakyRelu: return Epilogue{"LeakyRelu", f("alpha", 0.01)};
-    case K::kElu: return Epilogue{"Elu", f("alpha", 1.0)};
-    case K::kHardSigmoid: return Epilogue{"HardSigmoid", f("alpha", 0.2), f("beta", 0.5)};
+    case K::kRelu:
+      return Epilogue{"Relu"};
+    case K::kSigmoid:
+      return Epilogue{"Sigmoid"};
+    case K::kTanh:
+      return Epilogue{"Tanh"};
+    case K::kHardSwish:
+      return Epilogue{"HardSwish"};
+    case K::kLeakyRelu:
+      return Epilogue{"LeakyRelu", f("alpha", 0.01)};
+    case K::kElu:
+      return Epilogue{"Elu", f("alpha", 1.0)};
+    case K::kHardSigmoid:
+      return Epilogue{"HardSigmoid", f("alpha", 0.2), f("beta", 0.5)};
     case K::kClip:
       if (c.inputs.size() != 1) return std::nullopt;  // run-time bounds
       return Epilogue{"Clip", f("min", -3.4028234663852886e38), f("max", 3.4028234663852886e38)};
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -67,12 +75,16 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
       f.epilogue.push_back(*a);
       f.absorbed.push_back(c->index);
     } else if (c->config.kind == K::kAdd && c->config.inputs.size() == 2 && c->config.outputs[0].shape == y) {
-      const auto& other = c->config.inputs[0].shape == y && c->config.inputs[1].shape == y
-                              ? c->config.inputs[1].shape
-                              : (c->config.inputs[0].shape == y ? c->config.inputs[1].shape : c->config.inputs[0].shape);
-      if (other == y && c->preds.size() == 2) f.epilogue.push_back({"Add"});
-      else if (kind == K::kMatMul && other.size() == 1 && !y.empty() && other[0] == y.back()) f.epilogue.push_back({"BiasAdd"});
-      else continue;
+      const auto& other =
+          c->config.inputs[0].shape == y && c->config.inputs[1].shape == y
+              ? c->config.inputs[1].shape
+              : (c->config.inputs[0].shape == y ? c->config.inputs[1].shape : c->config.inputs[0].shape);
+      if (other == y && c->preds.size() == 2)
+        f.epilogue.push_back({"Add"});
+      else if (kind == K::kMatMul && other.size() == 1 && !y.empty() && other[0] == y.back())
+        f.epilogue.push_back({"BiasAdd"});
+      else
+        continue;
       f.absorbed.push_back(c->index);
       if (const Layer* d = sole_consumer(*c))
         if (auto a = fusable_activation(*d)) {
@@ -93,9 +105,12 @@ std::string fusion_name(const std::vector<Epilogue>& epilogue) {
   for (const auto& op : epilogue) {
     if (!s.empty()) s += '+';
     s += op.op;
-    if (op.op == "Clip") s += fmt::format("({:g},{:g})", op.alpha, op.beta);
-    else if (op.op == "LeakyRelu" || op.op == "Elu") s += fmt::format("({:g})", op.alpha);
-    else if (op.op == "HardSigmoid") s += fmt::format("({:g},{:g})", op.alpha, op.beta);
+    if (op.op == "Clip")
+      s += fmt::format("({:g},{:g})", op.alpha, op.beta);
+    else if (op.op == "LeakyRelu" || op.op == "Elu")
+      s += fmt::format("({:g})", op.alpha);
+    else if (op.op == "HardSigmoid")
+      s += fmt::format("({:g},{:g})", op.alpha, op.beta);
   }
   return s;
 }

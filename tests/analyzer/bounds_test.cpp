@@ -1,6 +1,7 @@
 // Each bound function of bounds.hpp alone, on hand-made graphs whose layer times are set by hand
 // (no database): the expected values are computed by hand in the comments.
 #include <map>
+#include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -212,7 +213,8 @@ TEST(ReducedPrecision, TakesTheModesTimeWhereMeasuredAndKeepsTheRest) {
 }
 
 benchdb::FrameworkLatencyRow latency(const std::string& runtime, double us, int64_t threads,
-                                     const std::string& settings = "eager", const std::string& model = "diamond") {
+                                     const std::string& settings = "eager",
+                                     const std::string& model = "diamond") {
   benchdb::FrameworkLatencyRow r;
   r.model_name = model;
   r.runtime = runtime;
@@ -238,7 +240,7 @@ TEST(Measured, FastestComparableRuntimeOfThisModelAndNeverTheReplay) {
   EXPECT_EQ(m.framework[0].runtime, "onnxruntime");
   EXPECT_EQ(m.framework[1].runtime, "pytorch");
   EXPECT_FALSE(measured_latency(costs, "diamond", 8, "f32").us);  // another batch
-  costs.device_kind = "gpu";  // thread counts do not matter on a GPU
+  costs.device_kind = "gpu";                                      // thread counts do not matter on a GPU
   EXPECT_DOUBLE_EQ(measured_latency(costs, "diamond", 1, "f32").us.value_or(-1), 50);
 }
 
@@ -248,7 +250,8 @@ TEST(Replay, ThisSystemsRowWithItsConversions) {
   const std::string replay(benchdb::kReplayRuntime);
   costs.framework = {latency(replay, 30, 1, benchdb::replay_settings(4)),  // another system
                      latency(replay, 45.5, 1, benchdb::replay_settings(3))};
-  costs.framework[1].source = R"({"layers":4,"conversions":2,"conversions_us":1.5,"buffers":3,"buffers_reused":1})";
+  costs.framework[1].source =
+      R"({"layers":4,"conversions":2,"conversions_us":1.5,"buffers":3,"buffers_reused":1})";
   const auto r = replay_of(costs, "diamond", 1, "f32");
   EXPECT_DOUBLE_EQ(r.us.value_or(-1), 45.5);
   EXPECT_DOUBLE_EQ(r.conversions_us.value_or(-1), 1.5);

@@ -26,7 +26,8 @@ std::optional<double> roofline_time(const mp::Layer& layer, const CostTable& cos
 // its implementation needs in conversion_us), else the roofline time (source "roofline"), else
 // no time (source "none", us 0). Also the library default's time (heuristic_us) and the roofline
 // time of every layer, and preds: the cost-bearing layers each reads, looking through view layers.
-std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs, const std::string& dtype);
+std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs,
+                                   const std::string& dtype);
 
 // S = Σ t(v) over every cost-bearing layer instance (DESIGN.md: sequential lower bound).
 double sequential_bound(const std::vector<LayerCost>& layers);
@@ -41,8 +42,8 @@ std::optional<double> roofline_bound(const std::vector<LayerCost>& layers);
 
 // P and the layers that form it.
 struct CriticalPath {
-  double us = 0;                 // P; 0 for a model with no cost-bearing or view layer
-  std::vector<int> layers;       // Layer::index, source to sink (cost-bearing and view layers)
+  double us = 0;            // P; 0 for a model with no cost-bearing or view layer
+  std::vector<int> layers;  // Layer::index, source to sink (cost-bearing and view layers)
 };
 // P = the longest path through the layer DAG of `model` (cost-bearing and view layers, edges
 // Layer::preds), each layer weighted by its t(v) in `layers` (view layers weigh 0), source and sink
@@ -57,7 +58,7 @@ std::vector<Branch> branches_off(const mp::ModelIR& model, const std::vector<Lay
                                  const std::vector<int>& critical_path);
 
 struct FusedBound {
-  double us = 0;                 // F
+  double us = 0;                   // F
   std::vector<FusionUse> fusions;  // every fusable chain whose layers all have a time, in layer order
 };
 // F = S with fusable chains (mp::fusion_matches) replaced by their measured fused case from
@@ -69,8 +70,8 @@ FusedBound fused_bound(const mp::ModelIR& model, const std::vector<LayerCost>& l
 
 // S_m for every (dtype, math mode) of costs.modes other than the base: S with t(v) from that
 // mode's best unfused case where the config has one; the other layers keep their base time.
-std::vector<ReducedBound> reduced_precision_bounds(const std::vector<LayerCost>& layers, const CostTable& costs,
-                                                   const std::string& dtype);
+std::vector<ReducedBound> reduced_precision_bounds(const std::vector<LayerCost>& layers,
+                                                   const CostTable& costs, const std::string& dtype);
 
 struct MeasuredLatency {
   std::optional<double> us;              // M: the fastest of `framework`; none when nothing was imported
@@ -83,9 +84,9 @@ MeasuredLatency measured_latency(const CostTable& costs, const std::string& mode
                                  const std::string& dtype);
 
 struct Replay {
-  std::optional<double> us;               // median pass time; none when not run on this system
-  std::string note;                       // how it was wired (or the row's source text as is)
-  std::optional<double> conversions_us;   // time spent in layout conversions, when recorded
+  std::optional<double> us;              // median pass time; none when not run on this system
+  std::string note;                      // how it was wired (or the row's source text as is)
+  std::optional<double> conversions_us;  // time spent in layout conversions, when recorded
   int64_t conversions = 0;
 };
 // Not a bound: Floorline's replay of this model, batch and dtype on costs' system (framework

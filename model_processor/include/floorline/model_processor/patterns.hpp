@@ -33,11 +33,11 @@ std::optional<Epilogue> fusable_activation(const Layer& layer);
 
 // One fusable chain: the head layer and the layers its epilogue replaces.
 struct FusionMatch {
-  int head = 0;                   // Layer::index of the Conv/ConvTranspose/Gemm/MatMul
-  std::vector<int> absorbed;      // Layer::index of the layers the epilogue replaces, in order
-  std::vector<Epilogue> epilogue; // empty when folded
-  std::string name;               // fusion_name(epilogue), or "BatchNormalization(folded)"
-  bool folded = false;            // Conv+BatchNormalization: no epilogue, no fused case needed
+  int head = 0;                    // Layer::index of the Conv/ConvTranspose/Gemm/MatMul
+  std::vector<int> absorbed;       // Layer::index of the layers the epilogue replaces, in order
+  std::vector<Epilogue> epilogue;  // empty when folded
+  std::string name;                // fusion_name(epilogue), or "BatchNormalization(folded)"
+  bool folded = false;             // Conv+BatchNormalization: no epilogue, no fused case needed
 };
 
 // The fusable chains of a model, in layer order, one per head at most. A head is a Conv,
