@@ -303,6 +303,43 @@ Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch
   return r;
 }
 
+namespace {
+
+// The layer counts of `b` (its layers already costed): by cost class, by the source of t(v), the
+// layers whose library default did not pass; and the layout conversions' total.
+void count_layers(const mp::ModelIR& model, ModelBounds& b) {
+  for (const auto& l : model.layers) {
+    if (l.cost == mp::CostClass::kView) ++b.view_layers;
+    if (l.cost == mp::CostClass::kHost) ++b.host_layers;
+  }
+  for (const auto& c : b.layers) {
+    if (c.source == "measured") {
+      ++b.measured_layers;
+    } else if (c.source == "roofline") {
+      ++b.roofline_layers;
+    } else {
+      ++b.untimed_layers;
+      b.complete = false;
+    }
+    if (!c.heuristic_us) ++b.heuristic_missing;
+    b.conversions_us += c.conversion_us;
+  }
+}
+
+// The share of S that rests on measured cases; 1 when S is 0 with every layer timed, 0 when S is 0
+// because nothing has a time.
+double measured_fraction(const std::vector<LayerCost>& layers, double sequential_us) {
+  double measured_us = 0;
+  bool untimed = false;
+  for (const auto& c : layers) {
+    if (c.source == "measured") measured_us += c.us;
+    if (c.source == "none") untimed = true;
+  }
+  return sequential_us > 0 ? measured_us / sequential_us : (untimed ? 0 : 1);
+}
+
+}  // namespace
+
 ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, const AnalyzeOptions& options) {
   ModelBounds b;
   b.model = model.name;
@@ -313,26 +350,10 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   if (!costs.peaks.count({"flops", b.dtype}) || !costs.peaks.count({"bytes", b.dtype}))
     b.peaks_note = fmt::format("no calibrated {} peaks for system {} (floorline bench calibrates them)",
                                b.dtype, costs.system_id);
-  for (const auto& l : model.layers) {
-    if (l.cost == mp::CostClass::kView) ++b.view_layers;
-    if (l.cost == mp::CostClass::kHost) ++b.host_layers;
-  }
-
   b.layers = layer_costs(model, costs, b.dtype);
-  double measured_us = 0;
-  for (const auto& c : b.layers) {
-    if (c.source == "measured")
-      ++b.measured_layers, measured_us += c.us;
-    else if (c.source == "roofline")
-      ++b.roofline_layers;
-    else
-      ++b.untimed_layers, b.complete = false;
-    if (!c.heuristic_us) ++b.heuristic_missing;
-    b.conversions_us += c.conversion_us;
-  }
-
+  count_layers(model, b);
   b.S = sequential_bound(b.layers);
-  b.measured_fraction = b.S > 0 ? measured_us / b.S : (b.untimed_layers ? 0 : 1);
+  b.measured_fraction = measured_fraction(b.layers, b.S);
   b.H = heuristic_bound(b.layers);
   b.R = roofline_bound(b.layers);
 
