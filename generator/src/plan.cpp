@@ -57,10 +57,10 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
         base.math_mode = math_mode_for(dtype);
         std::vector<PlannedCase> cases = backend->cases_for(base, options);
         if (auto it = patterns.find(u.key); it != patterns.end())
-          for (const auto& ops : it->second) {
+          for (const auto& pattern : it->second) {
             kernels::CaseSpec fused = base;
-            fused.problem.post_ops = ops;
-            fused.fusion = fusion_name(ops);
+            fused.problem.post_ops = pattern.post_ops;
+            fused.fusion = pattern.name;
             for (auto& c : backend->cases_for(fused, options)) cases.push_back(std::move(c));
           }
         std::set<std::string> names;

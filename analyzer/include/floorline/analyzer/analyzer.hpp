@@ -14,7 +14,7 @@
 //   H  heuristic           Σ time of the library's own first choice for v's config (oneDNN's first
 //                          implementation for format any; cuDNN's get_v7 first result); a layer whose
 //                          default case did not pass keeps t(v) and is counted in heuristic_missing
-//   F  fused               S with each fusable chain (fusion_matches: Conv/Gemm/MatMul + activation,
+//   F  fused               S with each fusable chain (mp::fusion_matches: Conv/Gemm/MatMul + activation,
 //                          + residual Add (+ activation), + bias (+ activation)) replaced by its
 //                          measured fused case where that is faster, and each Conv → BatchNormalization
 //                          costed as the conv alone (folded); every layer is fused at most once
@@ -28,6 +28,8 @@
 //   replay                 not a bound: the model's best cases executed back to back as its graph
 //                          (generator/replay.hpp), stored as runtime "floorline-replay" for this
 //                          system; replay / S says how tight S is. Never counted as M.
+//
+// Each bound is one function of bounds.hpp; analyze_model composes them.
 #pragma once
 
 #include <cstdint>
@@ -182,6 +184,8 @@ struct AnalyzeOptions {
   std::string dtype = "f32";
 };
 
+// Every bound of `model` (one batch) on costs' system in options.dtype: layer_costs, then S, H, R,
+// P with its branches, F, the reduced-precision bounds, M and the replay (bounds.hpp).
 ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, const AnalyzeOptions& options = {});
 
 }  // namespace floorline::analyzer

@@ -14,6 +14,7 @@
 #include "floorline/generator/backend.hpp"
 #include "floorline/kernels/problem.hpp"
 #include "floorline/model_processor/model.hpp"
+#include "floorline/model_processor/patterns.hpp"
 #include "floorline/model_processor/zoo.hpp"
 
 namespace floorline::gen {
@@ -47,26 +48,23 @@ benchdb::CaseRow case_row(const PlannedCase& c);
 // Converts a layer configuration to the kernel library's Problem (attributes typed, roles kept).
 kernels::Problem to_problem(const mp::LayerConfig& config, const std::string& key);
 
-// One fusable chain in a model: the head layer and the layers its epilogue replaces (see
-// fusion_patterns for the chains recognized), and Conv → BatchNormalization, which needs no fused
-// case: inference batch normalization folds into the conv's weights and bias (`folded`).
-struct FusionMatch {
-  int head = 0;                          // Layer::index of the Conv/ConvTranspose/Gemm/MatMul
-  std::vector<int> absorbed;             // Layer::index of the layers the epilogue replaces, in order
+// The kernel library's post-op for an epilogue op of the IR's fusion patterns
+// (model_processor/patterns.hpp): the same op name and parameters.
+kernels::PostOp to_post_op(const mp::Epilogue& epilogue);
+
+// A fused variant of a config: its case's `fusion` (mp::fusion_name, the name the analyzer looks
+// up) and the post-ops the kernels run.
+struct FusionPattern {
+  std::string name;                      // "Relu", "Add+Relu", "Clip(0,6)"...
   std::vector<kernels::PostOp> post_ops;
-  std::string name;                      // fusion_name(post_ops): the fused case's `fusion`
-  bool folded = false;                   // Conv+BatchNormalization: no post-ops, no fused case
 };
-std::vector<FusionMatch> fusion_matches(const mp::ModelIR& model);
 
-// The fused epilogues found in the models for each config key: a Conv/ConvTranspose/Gemm/MatMul
-// whose only consumer is an activation (Relu, Clip, Sigmoid, Tanh, HardSwish, HardSigmoid,
-// LeakyRelu, Elu), a residual Add of its output's shape (then optionally an activation), or, for
-// MatMul, the Add of a bias vector (then optionally an activation).
-std::map<std::string, std::vector<std::vector<kernels::PostOp>>> fusion_patterns(const std::vector<mp::ModelIR>& models);
-
-// "Relu", "Add+Relu", "Clip(0,6)", "BiasAdd+Erf"...
-std::string fusion_name(const std::vector<kernels::PostOp>& post_ops);
+// The fused epilogues found in the models (mp::fusion_matches, folded BatchNormalization excepted)
+// for each config key, each name once, by name: a Conv/ConvTranspose/Gemm/MatMul whose only
+// consumer is an activation (Relu, Clip, Sigmoid, Tanh, HardSwish, HardSigmoid, LeakyRelu, Elu),
+// a residual Add of its output's shape (then optionally an activation), or, for MatMul, the Add
+// of a bias vector (then optionally an activation).
+std::map<std::string, std::vector<FusionPattern>> fusion_patterns(const std::vector<mp::ModelIR>& models);
 
 struct Plan {
   std::vector<mp::UniqueConfig> configs;

@@ -1,0 +1,97 @@
+// floorline/analyzer/bounds.hpp — the bounds of one model, one function each (DESIGN.md, Bounds;
+// docs/ANALYZER.md). analyze_model (analyzer.hpp) composes them; each can be called alone on a
+// hand-made layer table.
+//
+// Times are µs of one inference of the whole batch. `dtype` is the base data type ("f32"); its
+// math mode is "fp32" for f32 and the dtype's own name otherwise. `layers` is a model's
+// cost-bearing layer table as layer_costs() returns it (topological order); the functions read
+// LayerCost::index, us, source, heuristic_us, roofline_us, key and kind, and nothing else.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "floorline/analyzer/analyzer.hpp"
+
+namespace floorline::analyzer {
+
+// The roofline time of one layer: max(roofline_flops(v) / peak FLOP/s, bytes(v) / peak bytes/s) in
+// µs, with the `dtype` peaks of costs.peaks (bytes, counted in f32 by the model processor, halved
+// for a 2-byte dtype). nullopt without both peaks or when the layer's shapes are unknown.
+std::optional<double> roofline_time(const mp::Layer& layer, const CostTable& costs, const std::string& dtype);
+
+// The cost-bearing layers of `model`, in topological order, with t(v): the fastest passed unfused
+// case of the config in `dtype` and its math mode (source "measured", with the layout conversions
+// its implementation needs in conversion_us), else the roofline time (source "roofline"), else
+// no time (source "none", us 0). Also the library default's time (heuristic_us) and the roofline
+// time of every layer, and preds: the cost-bearing layers each reads, looking through view layers.
+std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs,
+                                   const std::string& dtype);
+
+// S = Σ t(v) over every cost-bearing layer instance (DESIGN.md: sequential lower bound).
+double sequential_bound(const std::vector<LayerCost>& layers);
+
+// H = Σ over the layers of the library default's time (oneDNN's first implementation for format
+// any; cuDNN's get_v7 first result), t(v) where the default did not pass.
+double heuristic_bound(const std::vector<LayerCost>& layers);
+
+// R = Σ roofline_us over the layers; nullopt when a layer has no roofline time (no calibrated
+// peaks, unknown shapes) or there is no layer: a roofline over some layers only is no bound.
+std::optional<double> roofline_bound(const std::vector<LayerCost>& layers);
+
+// P and the layers that form it.
+struct CriticalPath {
+  double us = 0;            // P; 0 for a model with no cost-bearing or view layer
+  std::vector<int> layers;  // Layer::index, source to sink (cost-bearing and view layers)
+};
+// P = the longest path through the layer DAG of `model` (cost-bearing and view layers, edges
+// Layer::preds), each layer weighted by its t(v) in `layers` (view layers weigh 0), source and sink
+// included (Benanza's code left the sink out). P ≤ S. On ties the first of a layer's preds and the
+// earliest sink win.
+CriticalPath critical_path(const mp::ModelIR& model, const std::vector<LayerCost>& layers);
+
+// The work off the critical path, grouped by the critical-path layer where each layer's first
+// input chain meets the path (-1: it starts from the graph inputs); branches of no time left out,
+// largest first. Σ of their us = S − Σ t over the path.
+std::vector<Branch> branches_off(const mp::ModelIR& model, const std::vector<LayerCost>& layers,
+                                 const std::vector<int>& critical_path);
+
+struct FusedBound {
+  double us = 0;                   // F
+  std::vector<FusionUse> fusions;  // every fusable chain whose layers all have a time, in layer order
+};
+// F = S with fusable chains (mp::fusion_matches) replaced by their measured fused case from
+// costs.best (fusion = the match's name, `dtype`, its math mode) where that is faster than the
+// chain's Σ t(v); Conv → BatchNormalization costs the conv alone when the conv is measured (the BN
+// folds into its weights). Largest saving first; a layer is fused at most once.
+FusedBound fused_bound(const mp::ModelIR& model, const std::vector<LayerCost>& layers, const CostTable& costs,
+                       const std::string& dtype);
+
+// S_m for every (dtype, math mode) of costs.modes other than the base: S with t(v) from that
+// mode's best unfused case where the config has one; the other layers keep their base time.
+std::vector<ReducedBound> reduced_precision_bounds(const std::vector<LayerCost>& layers,
+                                                   const CostTable& costs, const std::string& dtype);
+
+struct MeasuredLatency {
+  std::optional<double> us;              // M: the fastest of `framework`; none when nothing was imported
+  std::vector<FrameworkTime> framework;  // in costs.framework's order
+};
+// M: the imported framework latencies (costs.framework: already of this kind of device) of this
+// model, batch and dtype, the replay's rows excepted; on a CPU only those at the measurements'
+// thread count (or with no thread count recorded).
+MeasuredLatency measured_latency(const CostTable& costs, const std::string& model, int64_t batch,
+                                 const std::string& dtype);
+
+struct Replay {
+  std::optional<double> us;              // median pass time; none when not run on this system
+  std::string note;                      // how it was wired (or the row's source text as is)
+  std::optional<double> conversions_us;  // time spent in layout conversions, when recorded
+  int64_t conversions = 0;
+};
+// Not a bound: Floorline's replay of this model, batch and dtype on costs' system (framework
+// latency rows of runtime benchdb::kReplayRuntime with settings replay_settings(system)); the
+// last such row counts. Its source is generator::replay_row's JSON, or plain text.
+Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch, const std::string& dtype);
+
+}  // namespace floorline::analyzer

@@ -1,0 +1,385 @@
+// The bounds of one model, one function each (bounds.hpp), and analyze_model composing them.
+#include "floorline/analyzer/bounds.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "floorline/model_processor/patterns.hpp"
+#include "math_mode.hpp"
+
+namespace floorline::analyzer {
+
+namespace {
+
+// Layer::index → position in `layers`.
+std::unordered_map<int, size_t> positions(const std::vector<LayerCost>& layers) {
+  std::unordered_map<int, size_t> at;
+  for (size_t k = 0; k < layers.size(); ++k) at[layers[k].index] = k;
+  return at;
+}
+
+// The layers P walks: cost-bearing and view layers, in topological order.
+std::vector<const mp::Layer*> graph_order(const mp::ModelIR& model) {
+  std::vector<const mp::Layer*> order;
+  for (const auto& l : model.layers)
+    if (l.cost_bearing() || l.cost == mp::CostClass::kView) order.push_back(&l);
+  std::sort(order.begin(), order.end(),
+            [](const mp::Layer* a, const mp::Layer* c) { return a->index < c->index; });
+  return order;
+}
+
+// Each layer's preds among the cost-bearing layers: a view layer passes on what it reads.
+void link_through_views(const mp::ModelIR& model, std::vector<LayerCost>& layers) {
+  const auto cost_at = positions(layers);
+  std::unordered_map<int, std::vector<int>> through;  // view layer → the cost-bearing layers behind it
+  for (const auto& l : model.layers) {
+    std::vector<int> ps;
+    for (int p : l.preds) {
+      if (cost_at.count(p))
+        ps.push_back(p);
+      else if (auto it = through.find(p); it != through.end())
+        ps.insert(ps.end(), it->second.begin(), it->second.end());
+    }
+    std::sort(ps.begin(), ps.end());
+    ps.erase(std::unique(ps.begin(), ps.end()), ps.end());
+    if (auto it = cost_at.find(l.index); it != cost_at.end())
+      layers[it->second].preds = std::move(ps);
+    else if (l.cost == mp::CostClass::kView)
+      through[l.index] = std::move(ps);
+  }
+}
+
+}  // namespace
+
+std::optional<double> roofline_time(const mp::Layer& l, const CostTable& costs, const std::string& dtype) {
+  const auto flops_peak = costs.peaks.find({"flops", dtype});
+  const auto bytes_peak = costs.peaks.find({"bytes", dtype});
+  if (flops_peak == costs.peaks.end() || bytes_peak == costs.peaks.end() || !l.shapes_known)
+    return std::nullopt;
+  // Layers with more bytes than a dtype of half the width (bytes are counted in the model's f32).
+  const double byte_scale = dtype == "f32" ? 1.0 : 0.5;
+  return std::max(static_cast<double>(roofline_flops(l)) / flops_peak->second,
+                  static_cast<double>(l.bytes) * byte_scale / bytes_peak->second) *
+         1e6;
+}
+
+std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs,
+                                   const std::string& dtype) {
+  const std::string mode = math_mode_of(dtype);
+  std::vector<LayerCost> out;
+  for (const auto& l : model.layers) {
+    if (!l.cost_bearing()) continue;
+    LayerCost c;
+    c.index = l.index;
+    c.name = l.name;
+    c.kind =
+        l.config.kind == mp::LayerKind::kUnsupported ? l.op_type : std::string(mp::kind_name(l.config.kind));
+    c.key = l.key;
+    c.flops = l.flops;
+    c.roofline_flops = roofline_flops(l);
+    c.bytes = l.bytes;
+    c.roofline_us = roofline_time(l, costs, dtype);
+    if (auto it = costs.best.find({l.key, dtype, mode, ""}); it != costs.best.end()) {
+      c.source = "measured";
+      c.us = it->second.us;
+      c.best_case = it->second.name;
+      c.algorithm = it->second.algorithm;
+      // Conversions name the case they feed (oneDNN: its algorithm) or the layout they feed
+      // (cuda: "layout:nhwc", shared by every algorithm in that layout).
+      auto cv = costs.conversions.find({l.key, dtype, mode, c.algorithm});
+      if (cv == costs.conversions.end() && !it->second.layout.empty())
+        cv = costs.conversions.find({l.key, dtype, mode, "layout:" + it->second.layout});
+      if (cv != costs.conversions.end())
+        for (const auto& x : cv->second) c.conversion_us += x.us;
+    } else if (c.roofline_us) {
+      c.source = "roofline";
+      c.us = *c.roofline_us;
+    } else {
+      c.source = "none";
+    }
+    if (auto it = costs.heuristic.find({l.key, dtype, mode, ""}); it != costs.heuristic.end())
+      c.heuristic_us = it->second.us;
+    out.push_back(std::move(c));
+  }
+  link_through_views(model, out);
+  return out;
+}
+
+double sequential_bound(const std::vector<LayerCost>& layers) {
+  double s = 0;
+  for (const auto& c : layers) s += c.us;
+  return s;
+}
+
+double heuristic_bound(const std::vector<LayerCost>& layers) {
+  double h = 0;
+  for (const auto& c : layers) h += c.heuristic_us.value_or(c.us);
+  return h;
+}
+
+std::optional<double> roofline_bound(const std::vector<LayerCost>& layers) {
+  if (layers.empty()) return std::nullopt;
+  double r = 0;
+  for (const auto& c : layers) {
+    if (!c.roofline_us) return std::nullopt;
+    r += *c.roofline_us;
+  }
+  return r;
+}
+
+CriticalPath critical_path(const mp::ModelIR& model, const std::vector<LayerCost>& layers) {
+  std::unordered_map<int, double> weight;  // Layer::index → t(v); view layers are absent (0)
+  for (const auto& c : layers) weight[c.index] = c.us;
+  std::unordered_map<int, double> dist;  // longest path ending at the layer, the layer included
+  std::unordered_map<int, int> from;
+  int sink = -1;
+  double longest = -1;
+  for (const auto* l : graph_order(model)) {
+    double in = 0;
+    int arg = -1;
+    for (int p : l->preds) {
+      const auto it = dist.find(p);
+      if (it != dist.end() && (arg < 0 || it->second > in)) in = it->second, arg = p;
+    }
+    const auto w = weight.find(l->index);
+    dist[l->index] = in + (w == weight.end() ? 0.0 : w->second);
+    from[l->index] = arg;
+    if (dist[l->index] > longest) longest = dist[l->index], sink = l->index;
+  }
+  CriticalPath path;
+  path.us = std::max(0.0, longest);
+  for (int v = sink; v >= 0; v = from[v]) path.layers.push_back(v);
+  std::reverse(path.layers.begin(), path.layers.end());
+  return path;
+}
+
+std::vector<Branch> branches_off(const mp::ModelIR& model, const std::vector<LayerCost>& layers,
+                                 const std::vector<int>& critical_path) {
+  std::unordered_map<int, double> weight;
+  for (const auto& c : layers) weight[c.index] = c.us;
+  const std::set<int> on_path(critical_path.begin(), critical_path.end());
+  std::unordered_map<int, int> anchor;  // off-path layer → the fork its first input chain leads to
+  std::map<int, Branch> branches;
+  for (const auto* l : graph_order(model)) {
+    if (on_path.count(l->index)) continue;
+    int a = -1;
+    if (!l->preds.empty()) {
+      const int p = l->preds.front();
+      a = on_path.count(p) ? p : (anchor.count(p) ? anchor[p] : -1);
+    }
+    anchor[l->index] = a;
+    const auto w = weight.find(l->index);
+    if (w == weight.end()) continue;
+    Branch& br = branches[a];
+    br.fork = a;
+    br.us += w->second;
+    ++br.layers;
+  }
+  std::unordered_map<int, const mp::Layer*> named;
+  for (const auto& l : model.layers) named[l.index] = &l;
+  std::vector<Branch> out;
+  for (auto& [a, br] : branches) {
+    br.fork_name = a >= 0 ? named.at(a)->name : "(graph inputs)";
+    if (br.us > 0) out.push_back(br);
+  }
+  std::sort(out.begin(), out.end(), [](const Branch& x, const Branch& y) { return x.us > y.us; });
+  return out;
+}
+
+FusedBound fused_bound(const mp::ModelIR& model, const std::vector<LayerCost>& layers, const CostTable& costs,
+                       const std::string& dtype) {
+  const std::string mode = math_mode_of(dtype);
+  const auto cost_at = positions(layers);
+  FusedBound f;
+  for (const auto& m : mp::fusion_matches(model)) {
+    FusionUse use;
+    use.layers.push_back(m.head);
+    for (int a : m.absorbed) use.layers.push_back(a);
+    bool all_costed = true;
+    for (int v : use.layers) {
+      auto it = cost_at.find(v);
+      if (it == cost_at.end() || layers[it->second].source == "none")
+        all_costed = false;
+      else
+        use.unfused_us += layers[it->second].us;
+    }
+    if (!all_costed) continue;
+    const LayerCost& head = layers[cost_at.at(m.head)];
+    use.pattern = head.kind + "+" + m.name;
+    if (m.folded) {
+      if (head.source == "measured") {
+        use.fused_us = head.us;
+        use.fused_case = head.best_case;
+      }
+    } else if (auto it = costs.best.find({head.key, dtype, mode, m.name}); it != costs.best.end()) {
+      use.fused_us = it->second.us;
+      use.fused_case = it->second.name;
+    }
+    f.fusions.push_back(std::move(use));
+  }
+  std::vector<size_t> order(f.fusions.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto saving = [&](const FusionUse& u) { return u.fused_us ? u.unfused_us - *u.fused_us : 0.0; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return saving(f.fusions[x]) > saving(f.fusions[y]); });
+  std::set<int> fused;
+  f.us = sequential_bound(layers);
+  for (size_t i : order) {
+    FusionUse& u = f.fusions[i];
+    if (!u.fused_us || saving(u) <= 0) continue;
+    if (std::any_of(u.layers.begin(), u.layers.end(), [&](int v) { return fused.count(v) > 0; })) continue;
+    u.applied = true;
+    fused.insert(u.layers.begin(), u.layers.end());
+    f.us -= saving(u);
+  }
+  return f;
+}
+
+std::vector<ReducedBound> reduced_precision_bounds(const std::vector<LayerCost>& layers,
+                                                   const CostTable& costs, const std::string& base_dtype) {
+  const std::string base_mode = math_mode_of(base_dtype);
+  std::vector<ReducedBound> out;
+  for (const auto& [dtype, mode] : costs.modes) {
+    if (dtype == base_dtype && mode == base_mode) continue;
+    ReducedBound r;
+    r.dtype = dtype;
+    r.math_mode = mode;
+    for (const auto& c : layers) {
+      auto& kind = r.by_kind[c.kind];
+      kind.first += c.us;
+      if (auto it = costs.best.find({c.key, dtype, mode, ""}); it != costs.best.end()) {
+        r.us += it->second.us;
+        kind.second += it->second.us;
+        ++r.layers_reduced;
+      } else {
+        r.us += c.us;
+        kind.second += c.us;
+        ++r.layers_kept;
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+MeasuredLatency measured_latency(const CostTable& costs, const std::string& model, int64_t batch,
+                                 const std::string& dtype) {
+  MeasuredLatency m;
+  for (const auto& f : costs.framework) {
+    if (f.model_name != model || f.batch != batch || f.dtype != dtype) continue;
+    if (f.runtime == benchdb::kReplayRuntime) continue;  // Floorline's own replay (replay_of): never M
+    if (costs.device_kind == "cpu" && f.threads > 0 && f.threads != costs.threads)
+      continue;  // not comparable
+    m.framework.push_back({f.runtime, f.settings, f.runtime_version, f.threads, f.median_us});
+    if (!m.us || f.median_us < *m.us) m.us = f.median_us;
+  }
+  return m;
+}
+
+Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch, const std::string& dtype) {
+  Replay r;
+  for (const auto& f : costs.framework) {
+    if (f.model_name != model || f.batch != batch || f.dtype != dtype) continue;
+    if (f.runtime != benchdb::kReplayRuntime || f.settings != benchdb::replay_settings(costs.system_id))
+      continue;
+    r.us = f.median_us;
+    r.note = f.source;
+    // generator::replay_row's make-up (an older or hand-made row may have plain text).
+    const auto j = nlohmann::json::parse(f.source, nullptr, false);
+    if (j.is_object() && j.contains("conversions_us") && j.contains("conversions") && j.contains("layers")) {
+      r.conversions_us = j["conversions_us"].get<double>();
+      r.conversions = j["conversions"].get<int64_t>();
+      r.note = fmt::format("{} layers, {} layout conversions ({:.1f} µs), {} of {} output buffers reused",
+                           j["layers"].get<int64_t>(), r.conversions, *r.conversions_us,
+                           j.value("buffers_reused", int64_t{0}),
+                           j.value("buffers", int64_t{0}) + j.value("buffers_reused", int64_t{0}));
+    }
+  }
+  return r;
+}
+
+namespace {
+
+// The layer counts of `b` (its layers already costed): by cost class, by the source of t(v), the
+// layers whose library default did not pass; and the layout conversions' total.
+void count_layers(const mp::ModelIR& model, ModelBounds& b) {
+  for (const auto& l : model.layers) {
+    if (l.cost == mp::CostClass::kView) ++b.view_layers;
+    if (l.cost == mp::CostClass::kHost) ++b.host_layers;
+  }
+  for (const auto& c : b.layers) {
+    if (c.source == "measured") {
+      ++b.measured_layers;
+    } else if (c.source == "roofline") {
+      ++b.roofline_layers;
+    } else {
+      ++b.untimed_layers;
+      b.complete = false;
+    }
+    if (!c.heuristic_us) ++b.heuristic_missing;
+    b.conversions_us += c.conversion_us;
+  }
+}
+
+// The share of S that rests on measured cases; 1 when S is 0 with every layer timed, 0 when S is 0
+// because nothing has a time.
+double measured_fraction(const std::vector<LayerCost>& layers, double sequential_us) {
+  double measured_us = 0;
+  bool untimed = false;
+  for (const auto& c : layers) {
+    if (c.source == "measured") measured_us += c.us;
+    if (c.source == "none") untimed = true;
+  }
+  return sequential_us > 0 ? measured_us / sequential_us : (untimed ? 0 : 1);
+}
+
+}  // namespace
+
+ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, const AnalyzeOptions& options) {
+  ModelBounds b;
+  b.model = model.name;
+  b.batch = model.batch;
+  b.dtype = options.dtype;
+  b.math_mode = math_mode_of(options.dtype);
+  b.system_id = costs.system_id;
+  if (!costs.peaks.count({"flops", b.dtype}) || !costs.peaks.count({"bytes", b.dtype}))
+    b.peaks_note = fmt::format("no calibrated {} peaks for system {} (floorline bench calibrates them)",
+                               b.dtype, costs.system_id);
+  b.layers = layer_costs(model, costs, b.dtype);
+  count_layers(model, b);
+  b.S = sequential_bound(b.layers);
+  b.measured_fraction = measured_fraction(b.layers, b.S);
+  b.H = heuristic_bound(b.layers);
+  b.R = roofline_bound(b.layers);
+
+  CriticalPath path = critical_path(model, b.layers);
+  b.P = path.us;
+  b.critical_path = std::move(path.layers);
+  const std::set<int> on_path(b.critical_path.begin(), b.critical_path.end());
+  for (auto& c : b.layers) c.on_critical_path = on_path.count(c.index) > 0;
+  b.branches = branches_off(model, b.layers, b.critical_path);
+
+  FusedBound fused = fused_bound(model, b.layers, costs, b.dtype);
+  b.F = fused.us;
+  b.fusions = std::move(fused.fusions);
+
+  b.reduced = reduced_precision_bounds(b.layers, costs, b.dtype);
+
+  MeasuredLatency measured = measured_latency(costs, b.model, b.batch, b.dtype);
+  b.M = measured.us;
+  b.framework = std::move(measured.framework);
+
+  Replay replay = replay_of(costs, b.model, b.batch, b.dtype);
+  b.replay = replay.us;
+  b.replay_note = std::move(replay.note);
+  b.replay_conversions_us = replay.conversions_us;
+  b.replay_conversions = replay.conversions;
+  return b;
+}
+
+}  // namespace floorline::analyzer

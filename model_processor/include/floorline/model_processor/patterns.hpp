@@ -1,0 +1,57 @@
+// floorline/model_processor/patterns.hpp — graph patterns over the layer IR: the chains a library
+// can run as one fused call (a Conv/ConvTranspose/Gemm/MatMul with an epilogue), and
+// Conv → BatchNormalization, which folds into the conv's weights.
+//
+// Pure functions of a ModelIR: the generator plans a fused case per pattern (its `fusion` is
+// fusion_name()), the analyzer's fused bound F looks those cases up by the same name. The names
+// are stored in databases (cases.fusion): changing one orphans every measurement made with it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "floorline/model_processor/model.hpp"
+
+namespace floorline::mp {
+
+// One operation of a fused epilogue, as the IR sees it (the generator turns it into the kernel
+// library's post-op).
+struct Epilogue {
+  // The ONNX op it replaces: an activation ("Relu", "Clip", "Sigmoid", "Tanh", "HardSwish",
+  // "HardSigmoid", "LeakyRelu", "Elu"), "Add" (a residual Add of a tensor of the head's output
+  // shape), or "BiasAdd" (a MatMul's Add of a vector along its last output dim).
+  std::string op;
+  double alpha = 0;  // Clip: min; LeakyRelu/Elu/HardSigmoid: alpha (ONNX defaults filled in)
+  double beta = 0;   // Clip: max; HardSigmoid: beta
+};
+
+// The epilogue op of an activation layer that libraries fuse (oneDNN post-ops, cuDNN's
+// conv-bias-activation, cuBLASLt epilogues), with its parameters; nullopt for any other layer and
+// for a Clip whose bounds are run-time inputs.
+std::optional<Epilogue> fusable_activation(const Layer& layer);
+
+// One fusable chain: the head layer and the layers its epilogue replaces.
+struct FusionMatch {
+  int head = 0;                    // Layer::index of the Conv/ConvTranspose/Gemm/MatMul
+  std::vector<int> absorbed;       // Layer::index of the layers the epilogue replaces, in order
+  std::vector<Epilogue> epilogue;  // empty when folded
+  std::string name;                // fusion_name(epilogue), or "BatchNormalization(folded)"
+  bool folded = false;             // Conv+BatchNormalization: no epilogue, no fused case needed
+};
+
+// The fusable chains of a model, in layer order, one per head at most. A head is a Conv,
+// ConvTranspose, Gemm or MatMul with known shapes whose output has exactly one consumer, a compute
+// layer of the same (sub)graph, which is:
+//   - BatchNormalization after a Conv: folded (inference BN folds into the conv's weights and bias);
+//   - a fusable activation: [activation];
+//   - an Add of a tensor of the head's output shape, produced by another layer (residual): [Add],
+//     or for a MatMul an Add of a vector of its last dim: [BiasAdd]; then, when the Add's sole
+//     consumer is a fusable activation, that too: [Add, activation], [BiasAdd, activation].
+std::vector<FusionMatch> fusion_matches(const ModelIR& model);
+
+// The fused case's name of an epilogue: the ops joined by '+', parameters in %g:
+// "Relu", "Add+Relu", "Clip(0,6)", "LeakyRelu(0.1)", "HardSigmoid(0.2,0.5)", "BiasAdd+Erf".
+std::string fusion_name(const std::vector<Epilogue>& epilogue);
+
+}  // namespace floorline::mp

@@ -1,0 +1,118 @@
+// Fusable chains of a model's layer graph (patterns.hpp).
+#include "floorline/model_processor/patterns.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+namespace floorline::mp {
+
+std::optional<Epilogue> fusable_activation(const Layer& l) {
+  using K = LayerKind;
+  const auto& c = l.config;
+  auto f = [&](std::string_view name, double fallback) {
+    const auto* a = c.find_attr(name);
+    if (!a) return fallback;
+    if (const auto* d = std::get_if<double>(&a->value)) return *d;
+    if (const auto* i = std::get_if<int64_t>(&a->value)) return static_cast<double>(*i);
+    return fallback;
+  };
+  switch (c.kind) {
+    case K::kRelu:
+      return Epilogue{"Relu"};
+    case K::kSigmoid:
+      return Epilogue{"Sigmoid"};
+    case K::kTanh:
+      return Epilogue{"Tanh"};
+    case K::kHardSwish:
+      return Epilogue{"HardSwish"};
+    case K::kLeakyRelu:
+      return Epilogue{"LeakyRelu", f("alpha", 0.01)};
+    case K::kElu:
+      return Epilogue{"Elu", f("alpha", 1.0)};
+    case K::kHardSigmoid:
+      return Epilogue{"HardSigmoid", f("alpha", 0.2), f("beta", 0.5)};
+    case K::kClip:
+      if (c.inputs.size() != 1) return std::nullopt;  // run-time bounds
+      return Epilogue{"Clip", f("min", -3.4028234663852886e38), f("max", 3.4028234663852886e38)};
+    default:
+      return std::nullopt;
+  }
+}
+
+std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
+  std::vector<FusionMatch> out;
+  std::map<int, size_t> at;  // layer index → position
+  for (size_t k = 0; k < m.layers.size(); ++k) at[m.layers[k].index] = k;
+  std::map<int, std::vector<int>> consumers;
+  for (const auto& l : m.layers)
+    for (int p : l.preds) consumers[p].push_back(l.index);
+  auto sole_consumer = [&](const Layer& l) -> const Layer* {
+    auto it = consumers.find(l.index);
+    if (it == consumers.end() || it->second.size() != 1) return nullptr;
+    const Layer& c = m.layers[at[it->second[0]]];
+    return c.subgraph == l.subgraph && c.shapes_known && c.cost == CostClass::kCompute ? &c : nullptr;
+  };
+  for (const auto& l : m.layers) {
+    using K = LayerKind;
+    const K kind = l.config.kind;
+    if (kind != K::kConv && kind != K::kConvTranspose && kind != K::kGemm && kind != K::kMatMul) continue;
+    if (!l.shapes_known || l.config.outputs.empty()) continue;
+    const Layer* c = sole_consumer(l);
+    if (!c) continue;
+    FusionMatch f;
+    f.head = l.index;
+    const Shape& y = l.config.outputs[0].shape;
+    if (kind == K::kConv && c->config.kind == K::kBatchNormalization) {
+      // Inference batch normalization folds into the conv's weights and bias at load time.
+      f.absorbed.push_back(c->index);
+      f.folded = true;
+      f.name = "BatchNormalization(folded)";
+      out.push_back(std::move(f));
+      continue;
+    }
+    if (auto a = fusable_activation(*c)) {
+      f.epilogue.push_back(*a);
+      f.absorbed.push_back(c->index);
+    } else if (c->config.kind == K::kAdd && c->config.inputs.size() == 2 && c->config.outputs[0].shape == y) {
+      const auto& other =
+          c->config.inputs[0].shape == y && c->config.inputs[1].shape == y
+              ? c->config.inputs[1].shape
+              : (c->config.inputs[0].shape == y ? c->config.inputs[1].shape : c->config.inputs[0].shape);
+      if (other == y && c->preds.size() == 2)
+        f.epilogue.push_back({"Add"});
+      else if (kind == K::kMatMul && other.size() == 1 && !y.empty() && other[0] == y.back())
+        f.epilogue.push_back({"BiasAdd"});
+      else
+        continue;
+      f.absorbed.push_back(c->index);
+      if (const Layer* d = sole_consumer(*c))
+        if (auto a = fusable_activation(*d)) {
+          f.epilogue.push_back(*a);
+          f.absorbed.push_back(d->index);
+        }
+    } else {
+      continue;
+    }
+    f.name = fusion_name(f.epilogue);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::string fusion_name(const std::vector<Epilogue>& epilogue) {
+  std::string s;
+  for (const auto& op : epilogue) {
+    if (!s.empty()) s += '+';
+    s += op.op;
+    if (op.op == "Clip")
+      s += fmt::format("({:g},{:g})", op.alpha, op.beta);
+    else if (op.op == "LeakyRelu" || op.op == "Elu")
+      s += fmt::format("({:g})", op.alpha);
+    else if (op.op == "HardSigmoid")
+      s += fmt::format("({:g},{:g})", op.alpha, op.beta);
+  }
+  return s;
+}
+
+}  // namespace floorline::mp

@@ -1,0 +1,295 @@
+// Each bound function of bounds.hpp alone, on hand-made graphs whose layer times are set by hand
+// (no database): the expected values are computed by hand in the comments.
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "floorline/analyzer/bounds.hpp"
+#include "floorline/model_processor/model.hpp"
+
+namespace floorline::analyzer {
+namespace {
+
+mp::ModelIR process(const std::string& graph, const std::string& name) {
+  auto r = mp::process_model_text("<ir_version: 8, opset_import: [\"\" : 17]>\n" + graph, name, {});
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? r->front() : mp::ModelIR{};
+}
+
+// The layer writing the ONNX value `output`.
+const mp::Layer& writer(const mp::ModelIR& m, const std::string& output) {
+  for (const auto& l : m.layers)
+    for (const auto& o : l.output_names)
+      if (o == output) return l;
+  throw std::runtime_error("no layer writes " + output);
+}
+
+// The cost-bearing layers of `m` with t(v) set by hand, by the value each writes: measured when
+// a time is given, untimed ("none") otherwise.
+std::vector<LayerCost> costed(const mp::ModelIR& m, const std::map<std::string, double>& us) {
+  std::vector<LayerCost> out;
+  for (const auto& l : m.layers) {
+    if (!l.cost_bearing()) continue;
+    LayerCost c;
+    c.index = l.index;
+    c.name = l.name;
+    c.kind = l.op_type;
+    c.key = l.key;
+    if (auto it = us.find(l.output_names.at(0)); it != us.end()) {
+      c.source = "measured";
+      c.us = it->second;
+      c.best_case = "best:" + l.output_names.at(0);
+    } else {
+      c.source = "none";
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<int> indices(const mp::ModelIR& m, std::initializer_list<const char*> outputs) {
+  std::vector<int> out;
+  for (const char* o : outputs) out.push_back(writer(m, o).index);
+  return out;
+}
+
+CaseTime case_time(double us, const std::string& name) {
+  CaseTime t;
+  t.us = us;
+  t.name = name;
+  return t;
+}
+
+// x → a = Relu → {b = Sigmoid, c = Tanh} → y = Add
+constexpr const char* kDiamond = R"(
+diamond (float[1,2000] x) => (float y) {
+  a = Relu (x)
+  b = Sigmoid (a)
+  c = Tanh (a)
+  y = Add (b, c)
+})";
+
+TEST(CriticalPath, DiamondTakesTheSlowerBranchAndCountsTheSink) {
+  const auto m = process(kDiamond, "diamond");
+  // A sink heavier than everything else: a path that left it out would be 30.
+  const auto heavy = critical_path(m, costed(m, {{"a", 10}, {"b", 20}, {"c", 5}, {"y", 100}}));
+  EXPECT_DOUBLE_EQ(heavy.us, 130);
+  EXPECT_EQ(heavy.layers, indices(m, {"a", "b", "y"}));
+  // The faster branch takes over when it becomes the slower one.
+  const auto other = critical_path(m, costed(m, {{"a", 10}, {"b", 2}, {"c", 5}, {"y", 7}}));
+  EXPECT_DOUBLE_EQ(other.us, 22);
+  EXPECT_EQ(other.layers, indices(m, {"a", "c", "y"}));
+}
+
+TEST(CriticalPath, ViewLayersAreOnThePathAtNoCostAndBranchesLeaveFromTheirFork) {
+  const auto m = process(R"(
+parallel (float[1,3000] x) => (float y1, float y2, float y3) {
+  y1 = Relu (x)
+  b = Sigmoid (x)
+  shape = Constant <value = int64[2] {3000, 1}> ()
+  r = Reshape (b, shape)
+  y2 = Tanh (r)
+  y3 = Abs (b)
+})",
+                         "parallel");
+  const auto layers = costed(m, {{"y1", 10}, {"b", 20}, {"y2", 5}, {"y3", 4}});
+  const auto path = critical_path(m, layers);
+  EXPECT_DOUBLE_EQ(path.us, 25);  // Sigmoid → (Reshape, free) → Tanh
+  EXPECT_EQ(path.layers, indices(m, {"b", "r", "y2"}));
+  const auto branches = branches_off(m, layers, path.layers);
+  ASSERT_EQ(branches.size(), 2u);  // largest first
+  EXPECT_EQ(branches[0].fork, -1);
+  EXPECT_EQ(branches[0].fork_name, "(graph inputs)");
+  EXPECT_DOUBLE_EQ(branches[0].us, 10);
+  EXPECT_EQ(branches[1].fork, writer(m, "b").index);
+  EXPECT_DOUBLE_EQ(branches[1].us, 4);
+  EXPECT_EQ(branches[1].layers, 1);
+}
+
+TEST(CriticalPath, EmptyModelHasNoPath) {
+  const auto path = critical_path(mp::ModelIR{}, {});
+  EXPECT_DOUBLE_EQ(path.us, 0);
+  EXPECT_TRUE(path.layers.empty());
+}
+
+TEST(SumBounds, SequentialHeuristicAndRoofline) {
+  const auto m = process(kDiamond, "diamond");
+  auto layers = costed(m, {{"a", 10}, {"b", 20}, {"c", 5}, {"y", 7}});
+  EXPECT_DOUBLE_EQ(sequential_bound(layers), 42);
+  layers[0].heuristic_us = 15;  // the library default of Relu is slower; the others did not pass
+  EXPECT_DOUBLE_EQ(heuristic_bound(layers), 47);
+  EXPECT_FALSE(roofline_bound(layers));  // no roofline time at all
+  for (auto& l : layers) l.roofline_us = 2;
+  EXPECT_DOUBLE_EQ(roofline_bound(layers).value_or(-1), 8);
+  layers[3].roofline_us.reset();  // one layer without: no bound over the others only
+  EXPECT_FALSE(roofline_bound(layers));
+  EXPECT_FALSE(roofline_bound({}));
+}
+
+// c = Conv 3x3 → y1 = Relu; d = Conv 1x1 → y2 = BatchNormalization.
+constexpr const char* kConvs = R"(
+convs (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2, float[4] s, float[4] b, float[4] m, float[4] v)
+    => (float y1, float y2) {
+  c = Conv <pads = [1, 1, 1, 1]> (x, w)
+  y1 = Relu (c)
+  d = Conv (x, w2)
+  y2 = BatchNormalization (d, s, b, m, v)
+})";
+
+TEST(FusedBound, ReplacesConvReluByItsFusedCaseAndFoldsBatchNormalization) {
+  const auto m = process(kConvs, "convs");
+  const auto layers = costed(m, {{"c", 100}, {"y1", 10}, {"d", 50}, {"y2", 8}});
+  CostTable costs;
+  costs.best[{writer(m, "c").key, "f32", "fp32", "Relu"}] = case_time(104, "fused");
+  const auto f = fused_bound(m, layers, costs, "f32");
+  EXPECT_DOUBLE_EQ(f.us, 168 - (110 - 104) - 8);
+  ASSERT_EQ(f.fusions.size(), 2u);
+  EXPECT_EQ(f.fusions[0].pattern, "Conv+Relu");
+  EXPECT_EQ(f.fusions[0].layers, indices(m, {"c", "y1"}));
+  EXPECT_DOUBLE_EQ(f.fusions[0].unfused_us, 110);
+  EXPECT_DOUBLE_EQ(f.fusions[0].fused_us.value_or(-1), 104);
+  EXPECT_EQ(f.fusions[0].fused_case, "fused");
+  EXPECT_TRUE(f.fusions[0].applied);
+  EXPECT_EQ(f.fusions[1].pattern, "Conv+BatchNormalization(folded)");
+  EXPECT_DOUBLE_EQ(f.fusions[1].fused_us.value_or(-1), 50);  // the conv alone
+  EXPECT_EQ(f.fusions[1].fused_case, "best:d");
+  EXPECT_TRUE(f.fusions[1].applied);
+}
+
+TEST(FusedBound, NoFusedCaseASlowerOneOrAnUntimedLayerLeaveS) {
+  const auto m = process(kConvs, "convs");
+  CostTable costs;
+  costs.best[{writer(m, "c").key, "f32", "fp32", "Relu"}] = case_time(111, "fused");  // slower than 110
+  auto layers = costed(m, {{"c", 100}, {"y1", 10}, {"d", 50}});  // BatchNormalization untimed
+  const auto f = fused_bound(m, layers, costs, "f32");
+  EXPECT_DOUBLE_EQ(f.us, 160);
+  ASSERT_EQ(f.fusions.size(), 1u);  // the chain with an untimed layer is not listed
+  EXPECT_FALSE(f.fusions[0].applied);
+  // A fused case in another dtype is not this dtype's.
+  costs.best.clear();
+  costs.best[{writer(m, "c").key, "bf16", "bf16", "Relu"}] = case_time(50, "fused bf16");
+  EXPECT_DOUBLE_EQ(fused_bound(m, layers, costs, "f32").us, 160);
+}
+
+TEST(FusedBound, LargestSavingFirstAndEachLayerFusedOnce) {
+  // Both convs can absorb the same Add+Relu.
+  const auto m = process(R"(
+res (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2) => (float y) {
+  c2 = Conv <pads = [1, 1, 1, 1]> (x, w)
+  c3 = Conv (x, w2)
+  r = Add (c2, c3)
+  y = Relu (r)
+})",
+                         "res");
+  const auto layers = costed(m, {{"c2", 100}, {"c3", 60}, {"r", 10}, {"y", 5}});
+  CostTable costs;
+  costs.best[{writer(m, "c2").key, "f32", "fp32", "Add+Relu"}] = case_time(101, "c2 fused");  // saves 14
+  costs.best[{writer(m, "c3").key, "f32", "fp32", "Add+Relu"}] = case_time(62, "c3 fused");   // saves 13
+  const auto f = fused_bound(m, layers, costs, "f32");
+  EXPECT_DOUBLE_EQ(f.us, 175 - 14);
+  ASSERT_EQ(f.fusions.size(), 2u);
+  EXPECT_TRUE(f.fusions[0].applied);
+  EXPECT_FALSE(f.fusions[1].applied);
+}
+
+TEST(ReducedPrecision, TakesTheModesTimeWhereMeasuredAndKeepsTheRest) {
+  const auto m = process(kDiamond, "diamond");
+  const auto layers = costed(m, {{"a", 10}, {"b", 20}, {"c", 5}, {"y", 7}});
+  CostTable costs;
+  costs.modes = {{"f32", "fp32"}, {"bf16", "bf16"}};
+  costs.best[{writer(m, "b").key, "bf16", "bf16", ""}] = case_time(12, "b bf16");
+  costs.best[{writer(m, "b").key, "bf16", "bf16", "Relu"}] = case_time(1, "fused: not S_bf16's");
+  const auto r = reduced_precision_bounds(layers, costs, "f32");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].dtype, "bf16");
+  EXPECT_DOUBLE_EQ(r[0].us, 10 + 12 + 5 + 7);
+  EXPECT_EQ(r[0].layers_reduced, 1);
+  EXPECT_EQ(r[0].layers_kept, 3);
+  EXPECT_DOUBLE_EQ(r[0].by_kind.at("Sigmoid").first, 20);
+  EXPECT_DOUBLE_EQ(r[0].by_kind.at("Sigmoid").second, 12);
+  EXPECT_DOUBLE_EQ(r[0].by_kind.at("Relu").second, 10);
+}
+
+benchdb::FrameworkLatencyRow latency(const std::string& runtime, double us, int64_t threads,
+                                     const std::string& settings = "eager",
+                                     const std::string& model = "diamond") {
+  benchdb::FrameworkLatencyRow r;
+  r.model_name = model;
+  r.runtime = runtime;
+  r.device = "cpu";
+  r.settings = settings;
+  r.threads = threads;
+  r.median_us = us;
+  return r;
+}
+
+TEST(Measured, FastestComparableRuntimeOfThisModelAndNeverTheReplay) {
+  CostTable costs;
+  costs.system_id = 3;
+  costs.device_kind = "cpu";
+  costs.threads = 1;
+  costs.framework = {latency("onnxruntime", 90, 1), latency("pytorch", 84, 0),  // 0: thread count unknown
+                     latency("pytorch", 50, 2),                                 // another thread count
+                     latency("onnxruntime", 10, 1, "eager", "other"),           // another model
+                     latency(std::string(benchdb::kReplayRuntime), 45, 1, benchdb::replay_settings(3))};
+  const auto m = measured_latency(costs, "diamond", 1, "f32");
+  EXPECT_DOUBLE_EQ(m.us.value_or(-1), 84);
+  ASSERT_EQ(m.framework.size(), 2u);
+  EXPECT_EQ(m.framework[0].runtime, "onnxruntime");
+  EXPECT_EQ(m.framework[1].runtime, "pytorch");
+  EXPECT_FALSE(measured_latency(costs, "diamond", 8, "f32").us);  // another batch
+  costs.device_kind = "gpu";                                      // thread counts do not matter on a GPU
+  EXPECT_DOUBLE_EQ(measured_latency(costs, "diamond", 1, "f32").us.value_or(-1), 50);
+}
+
+TEST(Replay, ThisSystemsRowWithItsConversions) {
+  CostTable costs;
+  costs.system_id = 3;
+  const std::string replay(benchdb::kReplayRuntime);
+  costs.framework = {latency(replay, 30, 1, benchdb::replay_settings(4)),  // another system
+                     latency(replay, 45.5, 1, benchdb::replay_settings(3))};
+  costs.framework[1].source =
+      R"({"layers":4,"conversions":2,"conversions_us":1.5,"buffers":3,"buffers_reused":1})";
+  const auto r = replay_of(costs, "diamond", 1, "f32");
+  EXPECT_DOUBLE_EQ(r.us.value_or(-1), 45.5);
+  EXPECT_DOUBLE_EQ(r.conversions_us.value_or(-1), 1.5);
+  EXPECT_EQ(r.conversions, 2);
+  EXPECT_EQ(r.note, "4 layers, 2 layout conversions (1.5 µs), 1 of 4 output buffers reused");
+  EXPECT_FALSE(replay_of(costs, "other", 1, "f32").us);
+}
+
+TEST(LayerCosts, MeasuredThenRooflineThenNoneAndPredsThroughViews) {
+  const auto m = process(R"(
+chain (float[1,1000] x) => (float y) {
+  a = Relu (x)
+  shape = Constant <value = int64[2] {1000, 1}> ()
+  r = Reshape (a, shape)
+  b = Sigmoid (r)
+  y = Tanh (b)
+})",
+                         "chain");
+  CostTable costs;
+  costs.best[{writer(m, "a").key, "f32", "fp32", ""}] = case_time(10, "relu best");
+  costs.heuristic[{writer(m, "a").key, "f32", "fp32", ""}] = case_time(15, "relu default");
+  auto layers = layer_costs(m, costs, "f32");
+  ASSERT_EQ(layers.size(), 3u);  // the Reshape is a view layer
+  EXPECT_EQ(layers[0].source, "measured");
+  EXPECT_DOUBLE_EQ(layers[0].us, 10);
+  EXPECT_EQ(layers[0].best_case, "relu best");
+  EXPECT_DOUBLE_EQ(layers[0].heuristic_us.value_or(-1), 15);
+  EXPECT_EQ(layers[1].source, "none");  // no case, no peaks: no time, never 0 silently
+  EXPECT_FALSE(layers[1].roofline_us);
+  EXPECT_EQ(layers[1].preds, std::vector<int>{writer(m, "a").index});  // through the Reshape
+  // With peaks of 1 GFLOP/s and 1 GB/s, 1000 f32 in and out (8000 bytes) take 8 µs.
+  costs.peaks = {{{"flops", "f32"}, 1e9}, {{"bytes", "f32"}, 1e9}};
+  layers = layer_costs(m, costs, "f32");
+  EXPECT_EQ(layers[1].source, "roofline");
+  EXPECT_DOUBLE_EQ(layers[1].us, 8);
+  EXPECT_DOUBLE_EQ(roofline_time(writer(m, "y"), costs, "f32").value_or(-1), 8);
+  EXPECT_FALSE(roofline_time(writer(m, "y"), costs, "bf16"));  // no bf16 peaks
+}
+
+}  // namespace
+}  // namespace floorline::analyzer
