@@ -35,6 +35,22 @@ bool fewer_multiplies(const std::string& algorithm) {
   return a.find("winograd") != std::string::npos || a.find("fft") != std::string::npos;
 }
 
+// The replay of the model on this system: its time, and a note on its make-up
+// (generator::replay_row's JSON object; a row moved from schema 3 may hold plain text).
+void read_replay(const benchdb::ReplayRow& r, ModelBounds& b) {
+  b.replay = r.median_us;
+  const auto j = nlohmann::json::parse(r.makeup, nullptr, false);
+  b.replay_note = j.is_string() ? j.get<std::string>() : r.makeup;
+  if (j.is_object() && j.contains("conversions_us") && j.contains("conversions") && j.contains("layers")) {
+    b.replay_conversions_us = j["conversions_us"].get<double>();
+    b.replay_conversions = j["conversions"].get<int64_t>();
+    b.replay_note = fmt::format("{} layers, {} layout conversions ({:.1f} µs), {} of {} output buffers reused",
+                                j["layers"].get<int64_t>(), b.replay_conversions, *b.replay_conversions_us,
+                                j.value("buffers_reused", int64_t{0}),
+                                j.value("buffers", int64_t{0}) + j.value("buffers_reused", int64_t{0}));
+  }
+}
+
 }  // namespace
 
 int64_t roofline_flops(const mp::Layer& l) {
@@ -121,18 +137,20 @@ Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::Model
 Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
   CostTable t;
   t.system_id = system_id;
-  FL_ASSIGN_OR_RETURN(const auto sys, db.query("SELECT device_kind, device_name, onednn_version, cudnn_version, threads "
+  FL_ASSIGN_OR_RETURN(const auto sys, db.query("SELECT device_kind, device_name, libraries, threads "
                                                "FROM systems WHERE id = ?1",
                                                {system_id}));
   if (sys.rows.empty()) return make_error("{}: no system {}", db.path(), system_id);
   const auto& s = sys.rows[0];
   t.device_kind = text(s[0]);
   t.device_name = text(s[1]);
-  t.threads = integer(s[4]);
+  t.threads = integer(s[3]);
+  std::string libraries;  // "onednn 2.6.3", "cublas 13.1.0, cuda_runtime 13.0, cudnn 9.19.0"
+  for (const auto& [library, version] : benchdb::parse_string_map(text(s[2])))
+    libraries += fmt::format(", {} {}", library, version);
   t.system = t.device_kind == "gpu"
-                 ? fmt::format("{} (gpu, cudnn {})", t.device_name, text(s[3]))
-                 : fmt::format("{} (cpu, onednn {}, {} thread{})", t.device_name, text(s[2]), integer(s[4]),
-                               integer(s[4]) == 1 ? "" : "s");
+                 ? fmt::format("{} (gpu{})", t.device_name, libraries)
+                 : fmt::format("{} (cpu{}, {} thread{})", t.device_name, libraries, t.threads, t.threads == 1 ? "" : "s");
   const std::vector<benchdb::SqlValue> id = {system_id};
   FL_TRY(db.for_each(
       "SELECT lc.key, b.dtype, b.math_mode, b.fusion, b.median_us, b.case_id, c.backend, c.algorithm, c.layout "
@@ -167,6 +185,11 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
                        t.peaks[{text(v[0]), text(v[1])}] = real(v[2]);
                        return Status{};
                      }));
+  FL_TRY(benchdb::for_each_row<benchdb::ReplayRow>(db, benchdb::replays_table(), "system_id = ?1", id,
+                                                    [&](benchdb::ReplayRow& r) -> Status {
+                                                      t.replays[{r.model_name, r.batch, r.dtype}] = std::move(r);
+                                                      return Status{};
+                                                    }));
   FL_TRY(benchdb::for_each_row<benchdb::FrameworkLatencyRow>(db, benchdb::framework_latencies_table(), "", {},
                                [&](benchdb::FrameworkLatencyRow& r) -> Status {
                                  const bool cpu = r.device == "cpu";
@@ -415,26 +438,10 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
     b.reduced.push_back(std::move(r));
   }
 
+  if (auto it = costs.replays.find({b.model, b.batch, b.dtype}); it != costs.replays.end()) read_replay(it->second, b);
   // M: imported framework latencies of this model, batch and dtype.
   for (const auto& f : costs.framework) {
     if (f.model_name != b.model || f.batch != b.batch || f.dtype != b.dtype) continue;
-    if (f.runtime == benchdb::kReplayRuntime) {  // Floorline's own replay: of this system only, never M
-      if (f.settings == benchdb::replay_settings(costs.system_id)) {
-        b.replay = f.median_us;
-        b.replay_note = f.source;
-        // generator::replay_row's make-up (an older or hand-made row may have plain text).
-        const auto j = nlohmann::json::parse(f.source, nullptr, false);
-        if (j.is_object() && j.contains("conversions_us") && j.contains("conversions") && j.contains("layers")) {
-          b.replay_conversions_us = j["conversions_us"].get<double>();
-          b.replay_conversions = j["conversions"].get<int64_t>();
-          b.replay_note = fmt::format("{} layers, {} layout conversions ({:.1f} µs), {} of {} output buffers reused",
-                                      j["layers"].get<int64_t>(), b.replay_conversions, *b.replay_conversions_us,
-                                      j.value("buffers_reused", int64_t{0}),
-                                      j.value("buffers", int64_t{0}) + j.value("buffers_reused", int64_t{0}));
-        }
-      }
-      continue;
-    }
     if (costs.device_kind == "cpu" && f.threads > 0 && f.threads != costs.threads) continue;  // not comparable
     b.framework.push_back({f.runtime, f.settings, f.runtime_version, f.threads, f.median_us});
     if (!b.M || f.median_us < *b.M) b.M = f.median_us;
