@@ -232,6 +232,16 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
                          "AND instr(c.layout, '>') = 0)"),
               0);
   }
+  // The upgraded file has the tables, columns, indexes and views of a new one.
+  {
+    auto fresh = must(Database::open(dir_.file("fresh.db")));
+  }
+  const std::string shape_sql =
+      "SELECT s.type, s.name, p.cid, p.name, p.type, p.\"notnull\", p.dflt_value IS NOT NULL FROM sqlite_schema s "
+      "LEFT JOIN pragma_table_info(s.name) p WHERE s.name NOT LIKE 'sqlite_%' ORDER BY s.type, s.name, p.cid";
+  const auto upgraded_shape = raw_rows(path_, shape_sql);
+  EXPECT_GT(upgraded_shape.size(), 100u);
+  EXPECT_EQ(upgraded_shape, raw_rows(dir_.file("fresh.db"), shape_sql));
   // Opening the upgraded file again changes nothing, not a byte.
   const std::string upgraded = file_bytes(path_);
   {
