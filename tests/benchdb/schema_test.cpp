@@ -159,6 +159,28 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
     const int64_t sys = insert_as_of(db, systems_table(), old, 1,
                                      {{"cuda_runtime_version", ""}, {"cudnn_version", ""}, {"cublas_version", ""},
                                       {"onednn_version", "2.6.3"}});
+    SystemRow gpu = test_system("gpu");
+    gpu.device_kind = "gpu";
+    gpu.fingerprint = "fedcba9876543210";
+    insert_as_of(db, systems_table(), gpu, 1,
+                 {{"cuda_runtime_version", "13.0"}, {"cudnn_version", "9.19.0"}, {"cublas_version", "13.1.0"},
+                  {"onednn_version", ""}});
+    // Versions 1-3 stored replays as framework latencies: one of system 1 with a make-up in plain
+    // text, one naming a system the file does not have; and a real framework's latency.
+    FrameworkLatencyRow f;
+    f.model_name = "resnet50";
+    f.runtime = "floorline-replay";
+    f.settings = "system=1";
+    f.median_us = 120;
+    f.source = "replay of 4 layers";
+    f.measured_at = "2026-01-01T00:00:00Z";
+    ASSERT_OK(db.upsert_framework_latency(f));
+    f.settings = "system=99";
+    ASSERT_OK(db.upsert_framework_latency(f));
+    f.runtime = "pytorch";
+    f.settings = "eager";
+    f.median_us = 150;
+    ASSERT_OK(db.upsert_framework_latency(f));
     RunRow run;
     run.system_id = sys;
     const int64_t run_id = must(db.begin_run(run));
@@ -186,9 +208,24 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
   // same stack finds its row again), the cases have their names, and the file has the columns
   // and tables of a new one.
   EXPECT_FALSE(must(db.has_column("systems", "onednn_version")));
-  EXPECT_EQ(value_text(must(db.query("SELECT libraries FROM systems")).rows.at(0).at(0)), R"({"onednn":"2.6.3"})");
+  auto libraries = must(db.query("SELECT libraries FROM systems ORDER BY id"));
+  ASSERT_EQ(libraries.rows.size(), 2u);
+  EXPECT_EQ(value_text(libraries.rows[0][0]), R"({"onednn":"2.6.3"})");
+  EXPECT_EQ(value_text(libraries.rows[1][0]), R"({"cublas":"13.1.0","cuda_runtime":"13.0","cudnn":"9.19.0"})");
   EXPECT_EQ(must(db.upsert_system(test_system("old"))), 1);
-  EXPECT_EQ(must(db.count("systems")), 1);
+  EXPECT_EQ(must(db.count("systems")), 2);
+  // The replay of system 1 moved (its plain-text make-up kept as a JSON string); the one of a
+  // system the file lacks, which nothing could read, is gone; the framework latency stayed.
+  auto replay = must(db.query("SELECT system_id, model_name, median_us, makeup, run_id FROM replays"));
+  ASSERT_EQ(replay.rows.size(), 1u);
+  EXPECT_EQ(std::get<int64_t>(replay.rows[0][0]), 1);
+  EXPECT_EQ(value_text(replay.rows[0][1]), "resnet50");
+  EXPECT_DOUBLE_EQ(std::get<double>(replay.rows[0][2]), 120.0);
+  EXPECT_EQ(value_text(replay.rows[0][3]), R"("replay of 4 layers")");
+  EXPECT_TRUE(is_null(replay.rows[0][4]));
+  auto fw = must(db.query("SELECT runtime, median_us FROM framework_latencies"));
+  ASSERT_EQ(fw.rows.size(), 1u);
+  EXPECT_EQ(value_text(fw.rows[0][0]), "pytorch");
   auto names = must(db.query("SELECT c.name, lc.key FROM cases c JOIN layer_configs lc ON lc.id = c.config_id ORDER BY c.id"));
   ASSERT_EQ(names.rows.size(), 4u);
   EXPECT_EQ(value_text(names.rows[1][0]), "onednn/impl1/f32/fp32/" + value_text(names.rows[1][1]));
