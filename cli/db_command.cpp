@@ -118,10 +118,10 @@ int run_info(const DbOptions& o) {
       "(SELECT count(*) FROM models) AS models, (SELECT count(*) FROM layer_configs) AS configs, "
       "(SELECT count(*) FROM model_layers) AS model_layers, (SELECT count(*) FROM cases) AS cases, "
       "(SELECT count(*) FROM measurements) AS measurements, "
-      "(SELECT count(*) FROM framework_latencies) AS framework_latencies";
+      "(SELECT count(*) FROM framework_latencies) AS framework_latencies, (SELECT count(*) FROM replays) AS replays";
   const std::string systems_sql =
-      "SELECT id, device_kind, device_name, threads, cpu_flags, onednn_version, driver_version, "
-      "cuda_runtime_version, cudnn_version, cublas_version, floorline_version, fingerprint FROM systems ORDER BY id";
+      "SELECT id, device_kind, device_name, threads, cpu_flags, libraries, driver_version, floorline_version, "
+      "fingerprint FROM systems ORDER BY id";
   const std::string runs_sql =
       "SELECT run_id, system_id, host_name, started_at, status, measurements, passed, skipped, unsupported, failed "
       "FROM run_summary ORDER BY run_id";
@@ -247,11 +247,11 @@ int run_merge(const DbOptions& o) {
       continue;
     }
     std::printf("%s: +%lld systems, +%lld runs, +%lld configs, +%lld cases, +%lld measurements "
-                "(%lld already present), %lld framework latencies changed\n",
+                "(%lld already present), %lld framework latencies changed, %lld replays changed\n",
                 in.c_str(), static_cast<long long>(s->systems_added), static_cast<long long>(s->runs_added),
                 static_cast<long long>(s->configs_added), static_cast<long long>(s->cases_added),
                 static_cast<long long>(s->measurements_added), static_cast<long long>(s->measurements_present),
-                static_cast<long long>(s->framework_latencies_changed));
+                static_cast<long long>(s->framework_latencies_changed), static_cast<long long>(s->replays_changed));
   }
   return failed ? 1 : 0;
 }

@@ -22,9 +22,6 @@
 #include "floorline/generator/replay.hpp"
 #include "floorline/generator/runner.hpp"
 
-#ifndef FLOORLINE_VERSION
-#define FLOORLINE_VERSION "unknown"
-#endif
 #ifndef FLOORLINE_SOURCE_DIR
 #define FLOORLINE_SOURCE_DIR "."
 #endif
@@ -66,8 +63,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // Models that already have a replay on this system at one of these batches.
 Result<std::set<std::pair<std::string, int64_t>>> replayed(benchdb::Database& db, int64_t system_id) {
   std::set<std::pair<std::string, int64_t>> out;
-  FL_TRY(db.for_each("SELECT model_name, batch FROM framework_latencies WHERE runtime = ?1 AND settings = ?2",
-                     {std::string(benchdb::kReplayRuntime), benchdb::replay_settings(system_id)},
+  FL_TRY(db.for_each("SELECT model_name, batch FROM replays WHERE system_id = ?1", {system_id},
                      [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
                        out.insert({std::get<std::string>(v[0]), std::get<int64_t>(v[1])});
                        return Status{};
@@ -150,9 +146,6 @@ int run_main(RunCmd o, const std::string& command_line) {
     if (!chosen) return fail(chosen.error().message);
     if (!done) return fail(done.error().message);
     const gen::Backend& backend = *l.backends.front();
-    benchdb::SystemRow sys;
-    backend.describe(sys);
-    const std::string device = backend.device_kind() == "cpu" ? "cpu" : sys.device_name;
     gen::ReplayOptions rpo;
     rpo.threads = o.threads;
     rpo.repetitions = repetitions;
@@ -171,9 +164,7 @@ int run_main(RunCmd o, const std::string& command_line) {
         ++replay_failures;
         continue;
       }
-      if (auto st = db.upsert_framework_latency(
-              gen::replay_row(*r, system_id, device, o.threads, "f32", FLOORLINE_VERSION));
-          !st)
+      if (auto st = db.upsert_replay(gen::replay_row(*r, system_id, bench->run_id, "f32")); !st)
         return fail(st.error().message);
       ++replays;
       std::fprintf(stderr, "  replay %-26s b%-3lld %9.1f us = S %9.1f us x %.2f (in-graph cases %.1f us, %d conversions %.1f us)%s\n",

@@ -44,15 +44,13 @@ nlohmann::json backend_json(const gen::Backend& b) {
       put_int("memory_bus_bits", row.memory_bus_bits);
       put("driver", row.driver_version);
     }
-    put("cuda_runtime", row.cuda_runtime_version);
-    put("cudnn", row.cudnn_version);
-    put("cublas", row.cublas_version);
   } else {
     put("device", row.cpu_model);
     put_int("cores", row.cpu_cores);
     put("cpu_flags", row.cpu_flags);
-    put("onednn", row.onednn_version);
   }
+  // Library versions, under the names the backend gives them ("cudnn", "onednn"...).
+  for (const auto& [library, version] : row.libraries) put(library.c_str(), version);
   return j;
 }
 

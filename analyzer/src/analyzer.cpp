@@ -117,18 +117,20 @@ Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::Model
 Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
   CostTable t;
   t.system_id = system_id;
-  FL_ASSIGN_OR_RETURN(const auto sys, db.query("SELECT device_kind, device_name, onednn_version, cudnn_version, threads "
+  FL_ASSIGN_OR_RETURN(const auto sys, db.query("SELECT device_kind, device_name, libraries, threads "
                                                "FROM systems WHERE id = ?1",
                                                {system_id}));
   if (sys.rows.empty()) return make_error("{}: no system {}", db.path(), system_id);
   const auto& s = sys.rows[0];
   t.device_kind = text(s[0]);
   t.device_name = text(s[1]);
-  t.threads = integer(s[4]);
+  t.threads = integer(s[3]);
+  std::string libraries;  // "onednn 2.6.3", "cublas 13.1.0, cuda_runtime 13.0, cudnn 9.19.0"
+  for (const auto& [library, version] : benchdb::parse_string_map(text(s[2])))
+    libraries += fmt::format(", {} {}", library, version);
   t.system = t.device_kind == "gpu"
-                 ? fmt::format("{} (gpu, cudnn {})", t.device_name, text(s[3]))
-                 : fmt::format("{} (cpu, onednn {}, {} thread{})", t.device_name, text(s[2]), integer(s[4]),
-                               integer(s[4]) == 1 ? "" : "s");
+                 ? fmt::format("{} (gpu{})", t.device_name, libraries)
+                 : fmt::format("{} (cpu{}, {} thread{})", t.device_name, libraries, t.threads, t.threads == 1 ? "" : "s");
   const std::vector<benchdb::SqlValue> id = {system_id};
   FL_TRY(db.for_each(
       "SELECT lc.key, b.dtype, b.math_mode, b.fusion, b.median_us, b.case_id, c.backend, c.algorithm, c.layout "
@@ -163,6 +165,11 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
                        t.peaks[{text(v[0]), text(v[1])}] = real(v[2]);
                        return Status{};
                      }));
+  FL_TRY(benchdb::for_each_row<benchdb::ReplayRow>(db, benchdb::replays_table(), "system_id = ?1", id,
+                                                    [&](benchdb::ReplayRow& r) -> Status {
+                                                      t.replays[{r.model_name, r.batch, r.dtype}] = std::move(r);
+                                                      return Status{};
+                                                    }));
   FL_TRY(benchdb::for_each_row<benchdb::FrameworkLatencyRow>(db, benchdb::framework_latencies_table(), "", {},
                                [&](benchdb::FrameworkLatencyRow& r) -> Status {
                                  const bool cpu = r.device == "cpu";

@@ -272,7 +272,6 @@ MeasuredLatency measured_latency(const CostTable& costs, const std::string& mode
   MeasuredLatency m;
   for (const auto& f : costs.framework) {
     if (f.model_name != model || f.batch != batch || f.dtype != dtype) continue;
-    if (f.runtime == benchdb::kReplayRuntime) continue;  // Floorline's own replay (replay_of): never M
     if (costs.device_kind == "cpu" && f.threads > 0 && f.threads != costs.threads)
       continue;  // not comparable
     m.framework.push_back({f.runtime, f.settings, f.runtime_version, f.threads, f.median_us});
@@ -283,22 +282,20 @@ MeasuredLatency measured_latency(const CostTable& costs, const std::string& mode
 
 Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch, const std::string& dtype) {
   Replay r;
-  for (const auto& f : costs.framework) {
-    if (f.model_name != model || f.batch != batch || f.dtype != dtype) continue;
-    if (f.runtime != benchdb::kReplayRuntime || f.settings != benchdb::replay_settings(costs.system_id))
-      continue;
-    r.us = f.median_us;
-    r.note = f.source;
-    // generator::replay_row's make-up (an older or hand-made row may have plain text).
-    const auto j = nlohmann::json::parse(f.source, nullptr, false);
-    if (j.is_object() && j.contains("conversions_us") && j.contains("conversions") && j.contains("layers")) {
-      r.conversions_us = j["conversions_us"].get<double>();
-      r.conversions = j["conversions"].get<int64_t>();
-      r.note = fmt::format("{} layers, {} layout conversions ({:.1f} µs), {} of {} output buffers reused",
-                           j["layers"].get<int64_t>(), r.conversions, *r.conversions_us,
-                           j.value("buffers_reused", int64_t{0}),
-                           j.value("buffers", int64_t{0}) + j.value("buffers_reused", int64_t{0}));
-    }
+  const auto it = costs.replays.find({model, batch, dtype});
+  if (it == costs.replays.end()) return r;
+  const benchdb::ReplayRow& row = it->second;
+  r.us = row.median_us;
+  // generator::replay_row's make-up (a row moved from schema 3 may hold plain text).
+  const auto j = nlohmann::json::parse(row.makeup, nullptr, false);
+  r.note = j.is_string() ? j.get<std::string>() : row.makeup;
+  if (j.is_object() && j.contains("conversions_us") && j.contains("conversions") && j.contains("layers")) {
+    r.conversions_us = j["conversions_us"].get<double>();
+    r.conversions = j["conversions"].get<int64_t>();
+    r.note = fmt::format("{} layers, {} layout conversions ({:.1f} µs), {} of {} output buffers reused",
+                         j["layers"].get<int64_t>(), r.conversions, *r.conversions_us,
+                         j.value("buffers_reused", int64_t{0}),
+                         j.value("buffers", int64_t{0}) + j.value("buffers_reused", int64_t{0}));
   }
   return r;
 }

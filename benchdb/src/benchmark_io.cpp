@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "database_impl.hpp"
+#include "schema_internal.hpp"
 #include "floorline/common/statistics.hpp"
 #include "floorline/benchdb/system.hpp"
 #include "floorline/model_processor/layer.hpp"
@@ -142,7 +143,11 @@ SystemRow system_from_context(const nlohmann::json& ctx) {
         if (v.is_number_integer()) c.set(s, SqlValue{v.get<int64_t>()});
         else if (v.is_number()) c.set(s, SqlValue{v.get<double>()});
         else if (v.is_string()) c.set(s, SqlValue{v.get<std::string>()});
+        else if (v.is_object()) c.set(s, SqlValue{v.dump()});  // libraries
       }
+      // Folders generated before schema 4 name each library version as its own column.
+      for (const auto& [k, v] : fs.items())
+        if (v.is_string()) add_legacy_library(s, k, SqlValue{v.get<std::string>()});
       return s;
     }
   }

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <fstream>
 #include <random>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -92,6 +93,78 @@ const std::string& Database::path() const { return impl_->path; }
 int Database::schema_version() const { return impl_->version; }
 int Database::opened_at_version() const { return impl_->opened_version; }
 
+namespace {
+
+// Replays are matched by (system, model, batch, dtype): a later replay replaces the figures (of
+// two measured in the same second, the faster), so that merging in any order gives the same rows.
+const std::string& upsert_replay_sql() {
+  static const std::string s = insert_sql(
+      replays_table(),
+      "ON CONFLICT (system_id, model_name, batch, dtype) DO UPDATE SET run_id = excluded.run_id, "
+      "median_us = excluded.median_us, min_us = excluded.min_us, max_us = excluded.max_us, "
+      "stddev_us = excluded.stddev_us, repetitions = excluded.repetitions, makeup = excluded.makeup, "
+      "measured_at = excluded.measured_at WHERE excluded.measured_at > replays.measured_at OR "
+      "(excluded.measured_at = replays.measured_at AND excluded.median_us < replays.median_us)");
+  return s;
+}
+
+}  // namespace
+
+void name_case(CaseRow& row, std::string_view key) {
+  row.name = case_name(row, key);
+  if (row.uid.empty()) row.uid = mp::key_hash_hex(row.name);
+}
+
+// Schema 4 moves data between the columns and tables it adds and the ones it retires; the
+// statements that add and drop them come from the field lists (migration_statements and
+// retirement_statements), this only moves the rows in between.
+Status Impl::upgrade_rows(int version) {
+  if (version != 4) return {};
+  // systems: the per-library columns become one map; the fingerprint is recomputed because the
+  // identity fields changed, so that the same stack measured again finds its old row.
+  FL_ASSIGN_OR_RETURN(const QueryResult systems, conn.query("SELECT * FROM systems"));
+  std::set<int64_t> system_ids;
+  for (const auto& values : systems.rows) {
+    SystemRow s = row_from(systems_table(), systems.columns, values);
+    for (size_t i = 0; i < systems.columns.size(); ++i) add_legacy_library(s, systems.columns[i], values[i]);
+    FL_ASSIGN_OR_RETURN(sql::Cached u, conn.cached("UPDATE systems SET libraries = ?1, fingerprint = ?2 WHERE id = ?3"));
+    FL_TRY(u->bind(1, std::string_view(string_map_json(s.libraries))));
+    FL_TRY(u->bind(2, std::string_view(system_fingerprint(s))));
+    FL_TRY(u->bind(3, s.id));
+    FL_TRY(u->run());
+    system_ids.insert(s.id);
+  }
+  // Replays leave framework_latencies for their own table. A replay of a system the file does
+  // not have (its settings named the id of another file, before a merge) was never read by
+  // anything, since the analyzer only read a system's own; it is dropped, not moved.
+  FL_ASSIGN_OR_RETURN(const QueryResult latencies, conn.query("SELECT * FROM framework_latencies"));
+  for (const auto& values : latencies.rows) {
+    const auto f = row_from(framework_latencies_table(), latencies.columns, values);
+    const auto replay = replay_from_legacy(f);
+    if (!replay) continue;
+    if (system_ids.count(replay->system_id)) {
+      FL_ASSIGN_OR_RETURN(sql::Cached ins, conn.cached(upsert_replay_sql()));
+      FL_TRY(bind_all(*ins, row_values(replays_table(), *replay)));
+      FL_TRY(ins->run());
+    }
+    FL_ASSIGN_OR_RETURN(sql::Cached del, conn.cached("DELETE FROM framework_latencies WHERE id = ?1"));
+    FL_TRY(del->bind(1, f.id));
+    FL_TRY(del->run());
+  }
+  // cases: the name, from case_name() (the views read it from now on).
+  FL_ASSIGN_OR_RETURN(const QueryResult cases,
+                      conn.query("SELECT c.*, lc.key FROM cases c JOIN layer_configs lc ON lc.id = c.config_id"));
+  for (const auto& values : cases.rows) {
+    CaseRow c = row_from(cases_table(), cases.columns, values);
+    name_case(c, value_text(values.back()));
+    FL_ASSIGN_OR_RETURN(sql::Cached u, conn.cached("UPDATE cases SET name = ?1 WHERE id = ?2"));
+    FL_TRY(u->bind(1, std::string_view(c.name)));
+    FL_TRY(u->bind(2, c.id));
+    FL_TRY(u->run());
+  }
+  return {};
+}
+
 Status Impl::migrate(int target) {
   FL_ASSIGN_OR_RETURN(auto txn, sql::Transaction::begin(conn));
   FL_ASSIGN_OR_RETURN(int64_t v, conn.scalar_int("PRAGMA user_version"));  // another process may have just done it
@@ -101,20 +174,20 @@ Status Impl::migrate(int target) {
       return make_error("{}: not a Floorline database (a SQLite file of another application)", path);
     FL_TRY(conn.exec(fmt::format("PRAGMA application_id = {}", kApplicationId)));
   }
-  for (int s = static_cast<int>(v) + 1; s <= target; ++s)
+  // Views belong to the current schema and may read columns an upgrade drops: they go first and
+  // are re-created at the end. Files created at an older version for tests get none.
+  for (const auto& o : derived_objects()) FL_TRY(conn.exec(fmt::format("DROP {} IF EXISTS {}", o.kind, o.name)));
+  for (int s = static_cast<int>(v) + 1; s <= target; ++s) {
+    const auto in_step = [s](const Error& e) { return e.with_context(fmt::format("upgrading to schema {}", s)); };
     for (const auto& stmt : migration_statements(s))
-      if (auto st = conn.exec(stmt); !st) return st.error().with_context(fmt::format("upgrading to schema {}", s));
-  // Files created at an older version for tests get no triggers or views: those belong to the
-  // current schema. An upgrade re-creates them and rebuilds what they maintain.
+      if (auto st = conn.exec(stmt); !st) return in_step(st.error());
+    if (auto st = upgrade_rows(s); !st) return in_step(st.error());
+    for (const auto& stmt : retirement_statements(s))
+      if (auto st = conn.exec(stmt); !st) return in_step(st.error());
+  }
+  // An upgrade rebuilds what the views and best_measurements derive.
   if (target == kSchemaVersion) {
-    for (const auto& o : derived_objects())
-      FL_TRY(conn.exec(fmt::format("DROP {} IF EXISTS {}", o.kind, o.name)));
-    for (const auto& o : derived_objects()) {
-      std::string body = o.body;
-      for (auto at = body.find("{CASE_NAME}"); at != std::string::npos; at = body.find("{CASE_NAME}"))
-        body.replace(at, 11, kCaseNameSql);
-      FL_TRY(conn.exec(fmt::format("CREATE {} {} AS {}", o.kind, o.name, body)));
-    }
+    for (const auto& o : derived_objects()) FL_TRY(conn.exec(fmt::format("CREATE {} {} AS {}", o.kind, o.name, o.body)));
     FL_TRY(conn.exec("DELETE FROM best_measurements"));
     FL_TRY(conn.exec(kRebuildBest));
   }
@@ -240,12 +313,12 @@ Result<int64_t> Database::upsert_config(const LayerConfigRow& row) {
 }
 
 Result<int64_t> Database::upsert_case(CaseRow row) {
-  if (row.uid.empty()) {
+  {
     FL_ASSIGN_OR_RETURN(sql::Cached k, impl_->conn.cached("SELECT key FROM layer_configs WHERE id = ?1"));
     FL_TRY(k->bind(1, row.config_id));
     FL_ASSIGN_OR_RETURN(const bool found, k->step());
     if (!found) return make_error("{}: case of config {}, which is not in layer_configs", impl_->path, row.config_id);
-    row.uid = mp::key_hash_hex(case_name(row, k->column_text(0)));
+    name_case(row, k->column_text(0));  // the name is derived, whatever the caller had in it
   }
   static const std::string ins = insert_sql(
       cases_table(), "ON CONFLICT (config_id, backend, algorithm, dtype, math_mode, layout, fusion) DO NOTHING");
@@ -358,6 +431,14 @@ Result<int> Database::upsert_framework_latency(const FrameworkLatencyRow& row) {
       "(excluded.measured_at = framework_latencies.measured_at AND excluded.median_us < framework_latencies.median_us))");
   FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
   FL_TRY(impl_->bind_all(*s, row_values(framework_latencies_table(), row)));
+  FL_TRY(s->run());
+  return impl_->conn.changes();
+}
+
+Result<int> Database::upsert_replay(const ReplayRow& row) {
+  if (impl_->version < 4) return make_error("{}: schema {} has no replays table", impl_->path, impl_->version);
+  FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(upsert_replay_sql()));
+  FL_TRY(impl_->bind_all(*s, row_values(replays_table(), row)));
   FL_TRY(s->run());
   return impl_->conn.changes();
 }

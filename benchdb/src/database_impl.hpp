@@ -18,6 +18,8 @@ struct Database::Impl {
   bool read_only = false;
 
   Status migrate(int target);
+  // The rows an upgrade to `version` moves between what it adds and what it drops.
+  Status upgrade_rows(int version);
   Status bind_all(sql::Statement& s, const std::vector<SqlValue>& values);
   // Runs `insert` (an INSERT ... ON CONFLICT DO NOTHING); on a conflict returns the id `find` selects.
   Result<int64_t> insert_or_find(const std::string& insert, const std::vector<SqlValue>& values,
@@ -26,5 +28,7 @@ struct Database::Impl {
 using Impl = Database::Impl;
 
 LayerConfigRow config_row(const mp::Layer& l);
+// Fills a case's name (case_name() over its content and its config's key) and, when empty, its uid.
+void name_case(CaseRow& row, std::string_view key);
 
 }  // namespace floorline::benchdb

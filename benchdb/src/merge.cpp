@@ -29,6 +29,7 @@ class Merger {
     FL_TRY(cases());
     FL_TRY(measurements());
     FL_TRY(framework_latencies());
+    FL_TRY(replays());
     FL_TRY(system_peaks());
     // Derived data: recomputed over the merged measurements.
     FL_TRY(o_.conn.exec("DELETE FROM best_measurements"));
@@ -46,12 +47,15 @@ class Merger {
   }
 
   Status systems() {
-    return for_each_row<SystemRow>(in_, systems_table(), "", {}, [&](SystemRow& s) -> Status {
-      const int64_t in_id = s.id;
-      FL_ASSIGN_OR_RETURN(system_[in_id], out_.upsert_system(s));
-      summary.systems_added += o_.conn.changes();  // 1 when the upsert inserted, 0 when it found the row
-      return {};
-    });
+    // An input of schema 1-3 has one column per library version: they become the libraries map.
+    return in_.for_each("SELECT * FROM systems ORDER BY id", {},
+                        [&](const std::vector<std::string>& columns, const std::vector<SqlValue>& values) -> Status {
+                          SystemRow s = row_from(systems_table(), columns, values);
+                          for (size_t i = 0; i < columns.size(); ++i) add_legacy_library(s, columns[i], values[i]);
+                          FL_ASSIGN_OR_RETURN(system_[s.id], out_.upsert_system(s));
+                          summary.systems_added += o_.conn.changes();  // 1 when inserted, 0 when found
+                          return {};
+                        });
   }
 
   Status runs() {
@@ -171,10 +175,33 @@ class Merger {
     if (!has) return {};
     return for_each_row<FrameworkLatencyRow>(in_, framework_latencies_table(), "", {},
                                              [&](FrameworkLatencyRow& f) -> Status {
+                                               // An input of schema 1-3 keeps its replays here.
+                                               if (auto r = replay_from_legacy(f)) return replay(*r);
                                                FL_ASSIGN_OR_RETURN(const int c, out_.upsert_framework_latency(f));
                                                summary.framework_latencies_changed += c;
                                                return {};
                                              });
+  }
+
+  Status replays() {
+    FL_ASSIGN_OR_RETURN(const bool has, in_has("replays"));
+    if (!has) return {};
+    return for_each_row<ReplayRow>(in_, replays_table(), "", {}, [&](ReplayRow& r) { return replay(r); });
+  }
+
+  // A replay of the input's system `r.system_id` (of its run, when known), in the output's ids; a
+  // replay naming a system the input does not have is not merged.
+  Status replay(ReplayRow r) {
+    const auto sys = system_.find(r.system_id);
+    if (sys == system_.end()) return {};
+    r.system_id = sys->second;
+    if (r.run_id) {
+      const auto run = run_.find(*r.run_id);
+      r.run_id = run == run_.end() ? std::nullopt : std::optional<int64_t>(run->second);
+    }
+    FL_ASSIGN_OR_RETURN(const int c, out_.upsert_replay(r));
+    summary.replays_changed += c;
+    return {};
   }
 
   Status system_peaks() {

@@ -1,6 +1,7 @@
 #include "floorline/benchdb/schema.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "floorline/model_processor/layer.hpp"
 #include "schema_internal.hpp"
@@ -10,9 +11,12 @@ namespace floorline::benchdb {
 namespace {
 constexpr const char* kJson = "CHECK ({0} IS NULL OR json_valid({0}))";
 
+// JSON columns hold objects where they are added to an older table: its rows get an empty one.
 template <class Row, class M>
-Column<Row> json_col(const std::string& name, M Row::*member, int since = 1) {
-  return col(name, member, fmt::format(fmt::runtime(kJson), name), since);
+Column<Row> json_col(const std::string& name, M Row::*member, int since = 1, bool identity = false) {
+  Column<Row> c = col(name, member, fmt::format(fmt::runtime(kJson), name), since, identity);
+  c.added_default = "'{}'";
+  return c;
 }
 }  // namespace
 
@@ -33,10 +37,6 @@ const TableDef<SystemRow>& systems_table() {
         id("memory_clock_mhz", &R::memory_clock_mhz),
         id("memory_bus_bits", &R::memory_bus_bits),
         id("driver_version", &R::driver_version),
-        id("cuda_runtime_version", &R::cuda_runtime_version),
-        id("cudnn_version", &R::cudnn_version),
-        id("cublas_version", &R::cublas_version),
-        id("onednn_version", &R::onednn_version),
         id("cpu_model", &R::cpu_model),
         id("cpu_flags", &R::cpu_flags),
         id("cpu_cores", &R::cpu_cores),
@@ -45,7 +45,11 @@ const TableDef<SystemRow>& systems_table() {
         id("compiler", &R::compiler),
         id("floorline_version", &R::floorline_version),
         col("created_at", &R::created_at),
+        // Last, where ALTER TABLE puts it in an upgraded file: both files list the same columns.
+        json_col("libraries", &R::libraries, 4, true),
     };
+    for (const auto& [column, library] : kLegacyLibraryColumns)
+      d.retired.push_back({std::string(column), SqlType::kText, false, "", 1, 4});
     return d;
   }();
   return t;
@@ -153,6 +157,7 @@ const TableDef<CaseRow>& cases_table() {
         col("layout", &R::layout),
         col("fusion", &R::fusion),
         json_col("params", &R::params),
+        col("name", &R::name, "", 4),
     };
     d.constraints = {"UNIQUE (config_id, backend, algorithm, dtype, math_mode, layout, fusion)"};
     d.indexes = {{"CREATE INDEX cases_uid ON cases (uid)", 1}};
@@ -269,6 +274,32 @@ const TableDef<SystemPeakRow>& system_peaks_table() {
   return t;
 }
 
+const TableDef<ReplayRow>& replays_table() {
+  static const TableDef<ReplayRow> t = [] {
+    using R = ReplayRow;
+    TableDef<R> d;
+    d.name = "replays";
+    d.since = 4;
+    d.columns = {
+        col("system_id", &R::system_id, "REFERENCES systems (id)", 4),
+        col("run_id", &R::run_id, "REFERENCES runs (id)", 4),
+        col("model_name", &R::model_name, "", 4),
+        col("batch", &R::batch, "CHECK (batch > 0)", 4),
+        col("dtype", &R::dtype, "", 4),
+        col("median_us", &R::median_us, "CHECK (median_us > 0)", 4),
+        col("min_us", &R::min_us, "", 4),
+        col("max_us", &R::max_us, "", 4),
+        col("stddev_us", &R::stddev_us, "", 4),
+        col("repetitions", &R::repetitions, "", 4),
+        json_col("makeup", &R::makeup, 4),
+        col("measured_at", &R::measured_at, "", 4),
+    };
+    d.constraints = {"UNIQUE (system_id, model_name, batch, dtype)"};
+    return d;
+  }();
+  return t;
+}
+
 std::string case_name(const CaseRow& c, std::string_view key) {
   std::string n = fmt::format("{}/{}/{}/{}", c.backend, c.algorithm, c.dtype, c.math_mode);
   if (!c.layout.empty()) n += "." + c.layout;
@@ -277,11 +308,6 @@ std::string case_name(const CaseRow& c, std::string_view key) {
   n += key;
   return n;
 }
-
-const char* const kCaseNameSql =
-    "(c.backend || '/' || c.algorithm || '/' || c.dtype || '/' || c.math_mode || "
-    "CASE WHEN c.layout <> '' THEN '.' || c.layout ELSE '' END || "
-    "CASE WHEN c.fusion <> '' THEN '+' || c.fusion ELSE '' END || '/' || lc.key)";
 
 std::optional<ParsedCaseName> parse_case_name(std::string_view name) {
   ParsedCaseName p;
@@ -321,6 +347,54 @@ std::string system_fingerprint(const SystemRow& s) {
   return mp::key_hash_hex(text);
 }
 
+std::string string_map_json(const std::map<std::string, std::string>& m) {
+  nlohmann::json j = nlohmann::json::object();  // keys in order, as in std::map
+  for (const auto& [k, v] : m)
+    if (!v.empty()) j[k] = v;
+  return j.dump();
+}
+
+std::map<std::string, std::string> parse_string_map(std::string_view json) {
+  std::map<std::string, std::string> m;
+  const auto j = nlohmann::json::parse(json, nullptr, false);
+  if (!j.is_object()) return m;
+  for (const auto& [k, v] : j.items())
+    if (v.is_string()) m[k] = v.get<std::string>();
+  return m;
+}
+
+void add_legacy_library(SystemRow& s, std::string_view column, const SqlValue& value) {
+  for (const auto& [legacy, library] : kLegacyLibraryColumns)
+    if (column == legacy)
+      if (const std::string v = value_text(value); !v.empty()) s.libraries[std::string(library)] = v;
+}
+
+std::optional<ReplayRow> replay_from_legacy(const FrameworkLatencyRow& f) {
+  constexpr std::string_view kPrefix = "system=";
+  if (f.runtime != kLegacyReplayRuntime || f.settings.rfind(kPrefix, 0) != 0) return std::nullopt;
+  ReplayRow r;
+  try {
+    size_t used = 0;
+    r.system_id = std::stoll(f.settings.substr(kPrefix.size()), &used);
+    if (used != f.settings.size() - kPrefix.size()) return std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  r.model_name = f.model_name;
+  r.batch = f.batch;
+  r.dtype = f.dtype;
+  r.median_us = f.median_us;
+  r.min_us = f.min_us;
+  r.max_us = f.max_us;
+  r.stddev_us = f.stddev_us;
+  r.repetitions = f.repetitions;
+  r.measured_at = f.measured_at;
+  // The make-up was JSON when written by Floorline; anything else is kept as a JSON string.
+  const auto j = nlohmann::json::parse(f.source, nullptr, false);
+  r.makeup = j.is_discarded() ? nlohmann::json(f.source).dump() : j.dump();
+  return r;
+}
+
 // --- DDL and migrations ------------------------------------------------------------------------
 
 namespace {
@@ -328,16 +402,21 @@ namespace {
 template <class Row>
 TableSchema erase(const TableDef<Row>& d) {
   TableSchema t{d.name, d.since, {}, d.constraints, d.indexes};
-  for (const auto& c : d.columns) t.columns.push_back({c.name, c.type, c.nullable, c.constraint, c.since});
+  for (const auto& c : d.columns)
+    t.columns.push_back({c.name, c.type, c.nullable, c.constraint, c.since, 0, c.added_default});
+  for (const auto& c : d.retired) t.columns.push_back({c.name, c.type, c.nullable, c.constraint, c.since, c.until, ""});
   return t;
 }
+
+bool exists_at(const ColumnSchema& c, int version) { return c.since <= version && (c.until == 0 || version < c.until); }
 
 std::string column_ddl(const ColumnSchema& c, bool added_later) {
   std::string s = fmt::format("{} {}", c.name, sql_type_name(c.type));
   if (!c.nullable) {
     s += " NOT NULL";
     // ALTER TABLE ADD COLUMN needs a default for NOT NULL columns; rows from before get it.
-    if (added_later) s += c.type == SqlType::kText ? " DEFAULT ''" : " DEFAULT 0";
+    if (added_later)
+      s += " DEFAULT " + (!c.added_default.empty() ? c.added_default : c.type == SqlType::kText ? "''" : "0");
   }
   if (!c.constraint.empty()) s += " " + c.constraint;
   return s;
@@ -350,7 +429,7 @@ const std::vector<TableSchema>& all_tables() {
       erase(systems_table()),       erase(runs_table()),         erase(models_table()),
       erase(layer_configs_table()), erase(model_layers_table()), erase(cases_table()),
       erase(measurements_table()),  erase(best_measurements_table()), erase(framework_latencies_table()),
-      erase(system_peaks_table()),
+      erase(system_peaks_table()),  erase(replays_table()),
   };
   return tables;
 }
@@ -361,7 +440,7 @@ std::vector<std::string> migration_statements(int version) {
     if (t.since == version) {
       std::string ddl = fmt::format("CREATE TABLE {} (\n  id INTEGER PRIMARY KEY", t.name);
       for (const auto& c : t.columns)
-        if (c.since <= version) ddl += ",\n  " + column_ddl(c, false);
+        if (exists_at(c, version)) ddl += ",\n  " + column_ddl(c, false);
       for (const auto& k : t.constraints) ddl += ",\n  " + k;
       ddl += "\n) STRICT";
       out.push_back(std::move(ddl));
@@ -376,12 +455,20 @@ std::vector<std::string> migration_statements(int version) {
   return out;
 }
 
+std::vector<std::string> retirement_statements(int version) {
+  std::vector<std::string> out;
+  for (const auto& t : all_tables())
+    for (const auto& c : t.columns)
+      if (c.until == version && t.since < version) out.push_back(fmt::format("ALTER TABLE {} DROP COLUMN {}", t.name, c.name));
+  return out;
+}
+
 const std::vector<DerivedObject>& derived_objects() {
   // Views: dropped and re-created whenever the schema is upgraded.
   static const std::vector<DerivedObject> v = {
       {"VIEW", "current_measurements", R"sql(
 SELECT m.id AS measurement_id, m.system_id, s.device_name, c.config_id, lc.kind, lc.key,
-       m.case_id, {CASE_NAME} AS case_name, c.backend, c.algorithm, c.dtype, c.math_mode, c.layout,
+       m.case_id, c.name AS case_name, c.backend, c.algorithm, c.dtype, c.math_mode, c.layout,
        c.fusion, m.status, m.reason, m.is_default, m.iterations, m.repetitions, m.min_us,
        m.median_us, m.mean_us, m.stddev_us, m.cv, m.workspace_bytes, lc.flops, lc.bytes,
        CASE WHEN m.median_us > 0 THEN lc.flops / m.median_us / 1e3 END AS gflops,
@@ -394,13 +481,13 @@ JOIN systems s ON s.id = m.system_id
 WHERE m.superseded = 0)sql"},
       {"VIEW", "best_cases", R"sql(
 SELECT b.config_id, b.system_id, lc.kind, lc.key, b.dtype, b.math_mode, b.fusion, b.median_us,
-       b.case_id, c.uid AS case_uid, c.backend, c.algorithm, c.layout, b.measurement_id,
+       b.case_id, c.uid AS case_uid, c.name AS case_name, c.backend, c.algorithm, c.layout, b.measurement_id,
        CASE WHEN b.median_us > 0 THEN lc.flops / b.median_us / 1e3 END AS gflops
 FROM best_measurements b
 JOIN cases c ON c.id = b.case_id
 JOIN layer_configs lc ON lc.id = b.config_id)sql"},
       {"VIEW", "default_cases", R"sql(
-SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.case_id, {CASE_NAME} AS case_name,
+SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.case_id, c.name AS case_name,
        c.backend, c.algorithm, m.status, m.median_us, m.id AS measurement_id
 FROM measurements m
 JOIN cases c ON c.id = m.case_id

@@ -1,7 +1,10 @@
 // Type-erased table schemas: what the DDL and migrations need, without the row types.
 #pragma once
 
+#include <array>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,6 +18,8 @@ struct ColumnSchema {
   bool nullable;
   std::string constraint;
   int since;
+  int until = 0;              // the version that dropped it (RetiredColumn); 0 while it exists
+  std::string added_default;  // Column::added_default
 };
 
 struct TableSchema {
@@ -31,6 +36,25 @@ const std::vector<TableSchema>& all_tables();
 // tables introduced at `version` (with their columns as of `version`), ALTER TABLE ADD COLUMN for
 // the columns introduced at `version` into older tables, and the indexes introduced at `version`.
 std::vector<std::string> migration_statements(int version);
+// The statements that drop the columns retired at `version` (after their data has been moved).
+std::vector<std::string> retirement_statements(int version);
+
+// --- what schemas 1-3 wrote differently (read by the upgrade, merge and import of older files) --
+
+// The per-library version columns of systems and their keys in systems.libraries.
+inline constexpr std::array<std::pair<std::string_view, std::string_view>, 4> kLegacyLibraryColumns = {{
+    {"cuda_runtime_version", "cuda_runtime"},
+    {"cudnn_version", "cudnn"},
+    {"cublas_version", "cublas"},
+    {"onednn_version", "onednn"},
+}};
+// When `column` is one of them, its non-empty value goes into s.libraries.
+void add_legacy_library(SystemRow& s, std::string_view column, const SqlValue& value);
+// Replays were framework_latencies rows of this runtime, with settings "system=<id>" and the
+// make-up JSON in `source`.
+inline constexpr std::string_view kLegacyReplayRuntime = "floorline-replay";
+// Such a row as a ReplayRow (system_id as its settings name it, no run_id); nullopt for any other row.
+std::optional<ReplayRow> replay_from_legacy(const FrameworkLatencyRow& f);
 // Views: re-created on every upgrade, after which best_measurements is rebuilt.
 struct DerivedObject {
   std::string kind;  // "VIEW"

@@ -145,13 +145,14 @@ Result<EmitSummary> write_standalone(const Plan& plan, const std::vector<const B
   reg += "}\n\n";
   for (const auto& h : headers) reg += fmt::format("#include \"{}\"\n", h);
   reg += R"(
-// The system row of these results (benchdb's systems columns), filled at run time.
+// The system row of these results (benchdb's systems columns; libraries a JSON object of
+// library versions), filled at run time.
 inline std::string system_json(const std::string& cpu_model) {
   std::string s = "{\"device_kind\": \"cpu\", \"device_name\": \"" + cpu_model + "\", \"cpu_model\": \"" + cpu_model + "\"";
 )";
   for (const Backend* b : backends)
     if (b->name() == "onednn")
-      reg += R"(  s += ", \"onednn_version\": \"" + floorline::kernels::onednn_version() + "\", \"threads\": " +
+      reg += R"(  s += ", \"libraries\": {\"onednn\": \"" + floorline::kernels::onednn_version() + "\"}, \"threads\": " +
        std::to_string(floorline::kernels::onednn_threads()) + ", \"cpu_flags\": \"onednn_isa=" +
        floorline::kernels::onednn_isa() + "\"";
 )";

@@ -26,10 +26,9 @@ Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int6
   const std::string math = dtype == "f32" ? "fp32" : dtype;
   std::map<std::string, ChosenCase> out;
   FL_TRY(db.for_each(
-      fmt::format("SELECT lc.key, {} AS name, b.median_us FROM best_measurements b "
-                  "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
-                  "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion = ''",
-                  benchdb::kCaseNameSql),
+      "SELECT lc.key, c.name, b.median_us FROM best_measurements b "
+      "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
+      "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion = ''",
       {system_id, dtype, math}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
         auto it = by_name.find(std::get<std::string>(v[1]));
         if (it != by_name.end()) out[std::get<std::string>(v[0])] = {it->second->spec, std::get<double>(v[2])};
@@ -334,17 +333,14 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   return r;
 }
 
-benchdb::FrameworkLatencyRow replay_row(const ReplayResult& r, int64_t system_id, const std::string& device,
-                                        int threads, const std::string& dtype, const std::string& version) {
-  benchdb::FrameworkLatencyRow row;
+benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::optional<int64_t> run_id,
+                              const std::string& dtype) {
+  benchdb::ReplayRow row;
+  row.system_id = system_id;
+  row.run_id = run_id;
   row.model_name = r.model;
-  row.runtime = std::string(benchdb::kReplayRuntime);
-  row.runtime_version = version;
-  row.device = device;
   row.batch = r.batch;
   row.dtype = dtype;
-  row.settings = benchdb::replay_settings(system_id);
-  row.threads = threads;
   row.median_us = r.median_us;
   row.min_us = r.min_us;
   row.max_us = r.max_us;
@@ -352,7 +348,7 @@ benchdb::FrameworkLatencyRow replay_row(const ReplayResult& r, int64_t system_id
   row.repetitions = r.repetitions;
   row.measured_at = benchdb::utc_now();
   // What the replay consisted of, for the analyzer (analyzer.hpp, ModelBounds::replay_*).
-  row.source = nlohmann::json{{"layers", r.layers_replayed},
+  row.makeup = nlohmann::json{{"layers", r.layers_replayed},
                               {"layers_us", r.layers_us},
                               {"cases_us", r.cases_us},
                               {"conversions", r.conversions},

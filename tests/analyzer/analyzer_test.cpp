@@ -91,7 +91,7 @@ struct TestDb {
     s.device_name = "Test CPU";
     s.cpu_model = "Test CPU";
     s.threads = 1;
-    s.onednn_version = "2.6.3";
+    s.libraries = {{"onednn", "2.6.3"}};
     s.floorline_version = "test";
     system = value(db.upsert_system(s));
     benchdb::RunRow r;
@@ -450,18 +450,19 @@ TEST(Bounds, ReplayIsReadForItsSystemAndIsNeverM) {
   TestDb t({m});
   t.times(m, {{"Relu", 10}, {"Sigmoid", 20}, {"Tanh", 5}, {"Add", 7}});
   const auto costs = t.costs();
-  benchdb::FrameworkLatencyRow r;
+  benchdb::ReplayRow r;
   r.model_name = "diamond";
-  r.runtime = std::string(benchdb::kReplayRuntime);
-  r.device = "cpu";
-  r.threads = 1;
-  r.settings = fmt::format("system={}", costs.system_id);
+  r.system_id = costs.system_id;
   r.median_us = 45.5;
-  r.source = "replay of 4 layers";
-  TestDb::value(t.db.upsert_framework_latency(r));
-  r.settings = fmt::format("system={}", costs.system_id + 1);  // another system's replay
+  r.makeup = R"("replay of 4 layers")";  // a note in plain text, as a row moved from schema 3 may have
+  r.measured_at = "2026-11-01T00:00:00Z";
+  TestDb::value(t.db.upsert_replay(r));
+  benchdb::SystemRow other;
+  other.device_kind = "cpu";
+  other.device_name = "Other CPU";
+  r.system_id = TestDb::value(t.db.upsert_system(other));  // another system's replay
   r.median_us = 30;
-  TestDb::value(t.db.upsert_framework_latency(r));
+  TestDb::value(t.db.upsert_replay(r));
   const auto b = analyze_model(m, t.costs());
   EXPECT_FALSE(b.M);
   ASSERT_TRUE(b.replay);
@@ -488,15 +489,12 @@ TEST(Bounds, TheReplaysConversionsAreTheLayoutFindingsCost) {
   const Finding* f0 = layout_finding(advise(before));
   ASSERT_NE(f0, nullptr);
   EXPECT_DOUBLE_EQ(f0->saving_us, 3);  // every conversion the best case needs, alone
-  benchdb::FrameworkLatencyRow r;
+  benchdb::ReplayRow r;
   r.model_name = "convs";
-  r.runtime = std::string(benchdb::kReplayRuntime);
-  r.device = "cpu";
-  r.threads = 1;
-  r.settings = fmt::format("system={}", t.costs().system_id);
+  r.system_id = t.costs().system_id;
   r.median_us = 170;
-  r.source = R"({"layers":4,"conversions":1,"conversions_us":1.25,"buffers":3,"buffers_reused":1})";
-  TestDb::value(t.db.upsert_framework_latency(r));
+  r.makeup = R"({"layers":4,"conversions":1,"conversions_us":1.25,"buffers":3,"buffers_reused":1})";
+  TestDb::value(t.db.upsert_replay(r));
   const auto after = analyze_model(convs, t.costs());
   ASSERT_TRUE(after.replay_conversions_us);
   EXPECT_DOUBLE_EQ(*after.replay_conversions_us, 1.25);

@@ -232,8 +232,12 @@ TEST(Measured, FastestComparableRuntimeOfThisModelAndNeverTheReplay) {
   costs.threads = 1;
   costs.framework = {latency("onnxruntime", 90, 1), latency("pytorch", 84, 0),  // 0: thread count unknown
                      latency("pytorch", 50, 2),                                 // another thread count
-                     latency("onnxruntime", 10, 1, "eager", "other"),           // another model
-                     latency(std::string(benchdb::kReplayRuntime), 45, 1, benchdb::replay_settings(3))};
+                     latency("onnxruntime", 10, 1, "eager", "other")};          // another model
+  benchdb::ReplayRow faster;  // Floorline's own replay, faster than every runtime: never M
+  faster.system_id = 3;
+  faster.model_name = "diamond";
+  faster.median_us = 45;
+  costs.replays[{"diamond", 1, "f32"}] = faster;
   const auto m = measured_latency(costs, "diamond", 1, "f32");
   EXPECT_DOUBLE_EQ(m.us.value_or(-1), 84);
   ASSERT_EQ(m.framework.size(), 2u);
@@ -245,19 +249,22 @@ TEST(Measured, FastestComparableRuntimeOfThisModelAndNeverTheReplay) {
 }
 
 TEST(Replay, ThisSystemsRowWithItsConversions) {
-  CostTable costs;
+  CostTable costs;  // load_costs keeps only this system's replays
   costs.system_id = 3;
-  const std::string replay(benchdb::kReplayRuntime);
-  costs.framework = {latency(replay, 30, 1, benchdb::replay_settings(4)),  // another system
-                     latency(replay, 45.5, 1, benchdb::replay_settings(3))};
-  costs.framework[1].source =
-      R"({"layers":4,"conversions":2,"conversions_us":1.5,"buffers":3,"buffers_reused":1})";
+  benchdb::ReplayRow row;
+  row.system_id = 3;
+  row.model_name = "diamond";
+  row.median_us = 45.5;
+  row.makeup = R"({"layers":4,"conversions":2,"conversions_us":1.5,"buffers":3,"buffers_reused":1})";
+  costs.replays[{"diamond", 1, "f32"}] = row;
+  costs.framework = {latency("onnxruntime", 30, 1)};  // a runtime's row is never the replay
   const auto r = replay_of(costs, "diamond", 1, "f32");
   EXPECT_DOUBLE_EQ(r.us.value_or(-1), 45.5);
   EXPECT_DOUBLE_EQ(r.conversions_us.value_or(-1), 1.5);
   EXPECT_EQ(r.conversions, 2);
   EXPECT_EQ(r.note, "4 layers, 2 layout conversions (1.5 µs), 1 of 4 output buffers reused");
   EXPECT_FALSE(replay_of(costs, "other", 1, "f32").us);
+  EXPECT_FALSE(replay_of(costs, "diamond", 8, "f32").us);
 }
 
 TEST(LayerCosts, MeasuredThenRooflineThenNoneAndPredsThroughViews) {

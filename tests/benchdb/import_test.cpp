@@ -127,6 +127,29 @@ TEST(BenchmarkImport, GoogleBenchmarkJsonBecomesMeasurements) {
   EXPECT_EQ(bad.error().message, dir.file("notgb.json") + ": not a Google Benchmark JSON file (no \"benchmarks\" array)");
 }
 
+TEST(BenchmarkImport, SystemContextOfNewAndOlderGeneratedFoldersIsTheSameSystem) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  const std::string relu = "onednn/eltwise:jit:avx2/f32/fp32/Relu|x=1x64x56x56|f32";
+  auto file = [&](const std::string& name, const std::string& system, double us) {
+    write(dir.file(name), R"({"context": {"date": "2026-11-21T10:00:00+00:00", "floorline_system": )" + system +
+                              R"(}, "benchmarks": [{"name": ")" + relu + R"(", "run_type": "iteration",
+                              "iterations": 10, "real_time": )" + std::to_string(us) + R"(, "time_unit": "us"}]})");
+    return dir.file(name);
+  };
+  // As a folder generated now writes it (libraries an object) and as one generated before schema
+  // 4 did (one key per library); Google Benchmark stores a custom context as a JSON string.
+  const auto now = must(import_benchmark_json(
+      db, file("now.json", R"("{\"device_kind\": \"cpu\", \"device_name\": \"Box CPU\", \"cpu_model\": \"Box CPU\", )"
+                           R"(\"libraries\": {\"onednn\": \"2.6.3\"}, \"threads\": 1}")", 5)));
+  const auto older = must(import_benchmark_json(
+      db, file("older.json", R"("{\"device_kind\": \"cpu\", \"device_name\": \"Box CPU\", \"cpu_model\": \"Box CPU\", )"
+                             R"(\"onednn_version\": \"2.6.3\", \"threads\": 1}")", 6)));
+  EXPECT_EQ(older.system_id, now.system_id);
+  EXPECT_EQ(must(db.count("systems")), 1);
+  EXPECT_EQ(value_text(must(db.query("SELECT libraries FROM systems")).rows.at(0).at(0)), R"({"onednn":"2.6.3"})");
+}
+
 TEST(BenchmarkReporter, RealBenchmarkRunLandsInTheDatabase) {
   TempDir dir;
   auto db = must(Database::open(dir.file("r.db")));

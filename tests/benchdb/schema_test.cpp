@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 
+#include <fmt/format.h>
 #include <sqlite3.h>
 
 #include "floorline/benchdb/schema.hpp"
@@ -25,6 +26,25 @@ void raw_exec(const std::string& path, const std::string& sql) {
   sqlite3_free(err);
   sqlite3_close(db);
   ASSERT_EQ(rc, SQLITE_OK) << msg;
+}
+
+// Inserts `row` with the columns a file of schema `version` has (the retired ones given in
+// `retired`), as that version wrote it; returns the new id.
+template <class Row>
+int64_t insert_as_of(Database& db, const TableDef<Row>& t, const Row& row, int version,
+                     const std::vector<std::pair<std::string, SqlValue>>& retired = {}) {
+  std::string names, params;
+  std::vector<SqlValue> values;
+  auto add = [&](const std::string& name, SqlValue v) {
+    names += (values.empty() ? "" : ", ") + name;
+    values.push_back(std::move(v));
+    params += (values.size() == 1 ? "?" : ", ?") + std::to_string(values.size());
+  };
+  for (const auto& c : t.columns)
+    if (c.since <= version) add(c.name, c.get(row));
+  for (const auto& [name, v] : retired) add(name, v);
+  auto r = must(db.query("INSERT INTO " + t.name + " (" + names + ") VALUES (" + params + ") RETURNING id", values));
+  return std::get<int64_t>(r.rows.at(0).at(0));
 }
 
 template <class Row>
@@ -57,14 +77,17 @@ TEST(Schema, NewFileHasCurrentSchemaAndTablesFollowTheFieldLists) {
   expect_columns_match(db, best_measurements_table());
   expect_columns_match(db, framework_latencies_table());
   expect_columns_match(db, system_peaks_table());
+  expect_columns_match(db, replays_table());
   // Every table is STRICT.
   auto strict = must(db.query("SELECT name, strict FROM pragma_table_list WHERE schema = 'main' "
                               "AND type = 'table' AND name NOT LIKE 'sqlite_%'"));
-  EXPECT_EQ(strict.rows.size(), 10u);
+  EXPECT_EQ(strict.rows.size(), 11u);
   for (const auto& row : strict.rows) EXPECT_EQ(std::get<int64_t>(row[1]), 1) << value_text(row[0]);
   for (const char* view : {"current_measurements", "best_cases", "default_cases", "unique_configs",
-                           "model_layer_times", "run_summary"})
+                           "model_layer_times", "run_summary"}) {
     EXPECT_EQ(scalar(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'view' AND name = ?1", {view}), 1) << view;
+    EXPECT_TRUE(db.query(std::string("SELECT * FROM ") + view).ok()) << view;  // every column it names exists
+  }
 }
 
 TEST(Schema, StrictTypesChecksAndForeignKeysAreEnforced) {
@@ -108,8 +131,56 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
     EXPECT_EQ(db.schema_version(), 1);
     EXPECT_FALSE(must(db.has_column("measurements", "throttled")));
     EXPECT_EQ(scalar(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'system_peaks'"), 0);
-    const auto cases = seed_cases(db, 2, 2);
-    const int64_t sys = must(db.upsert_system(test_system("old")));
+    EXPECT_TRUE(must(db.has_column("systems", "onednn_version")));
+    EXPECT_FALSE(must(db.has_column("systems", "libraries")));
+    EXPECT_FALSE(must(db.has_column("cases", "name")));
+    // A version-1 file has no cases.name and one column per library version: write those rows
+    // the way version 1 did.
+    std::vector<int64_t> cases;
+    for (int k = 0; k < 2; ++k) {
+      LayerConfigRow lc;
+      lc.key = fmt::format("Conv|x=1x{}x8x8|w=8x{}x3x3|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32", k + 1, k + 1);
+      lc.kind = lc.op_type = "Conv";
+      lc.dtype = "f32";
+      const int64_t config = must(db.upsert_config(lc));
+      for (const char* algorithm : {"impl0", "impl1"}) {
+        CaseRow c;
+        c.config_id = config;
+        c.backend = "onednn";
+        c.algorithm = algorithm;
+        c.dtype = "f32";
+        c.math_mode = "fp32";
+        c.uid = mp::key_hash_hex(case_name(c, lc.key));
+        cases.push_back(insert_as_of(db, cases_table(), c, 1));
+      }
+    }
+    SystemRow old = test_system("old");
+    old.fingerprint = "0123456789abcdef";  // version 1's hash of its identity columns
+    const int64_t sys = insert_as_of(db, systems_table(), old, 1,
+                                     {{"cuda_runtime_version", ""}, {"cudnn_version", ""}, {"cublas_version", ""},
+                                      {"onednn_version", "2.6.3"}});
+    SystemRow gpu = test_system("gpu");
+    gpu.device_kind = "gpu";
+    gpu.fingerprint = "fedcba9876543210";
+    insert_as_of(db, systems_table(), gpu, 1,
+                 {{"cuda_runtime_version", "13.0"}, {"cudnn_version", "9.19.0"}, {"cublas_version", "13.1.0"},
+                  {"onednn_version", ""}});
+    // Versions 1-3 stored replays as framework latencies: one of system 1 with a make-up in plain
+    // text, one naming a system the file does not have; and a real framework's latency.
+    FrameworkLatencyRow f;
+    f.model_name = "resnet50";
+    f.runtime = "floorline-replay";
+    f.settings = "system=1";
+    f.median_us = 120;
+    f.source = "replay of 4 layers";
+    f.measured_at = "2026-01-01T00:00:00Z";
+    ASSERT_OK(db.upsert_framework_latency(f));
+    f.settings = "system=99";
+    ASSERT_OK(db.upsert_framework_latency(f));
+    f.runtime = "pytorch";
+    f.settings = "eager";
+    f.median_us = 150;
+    ASSERT_OK(db.upsert_framework_latency(f));
     RunRow run;
     run.system_id = sys;
     const int64_t run_id = must(db.begin_run(run));
@@ -133,6 +204,34 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
   EXPECT_DOUBLE_EQ(std::get<double>(best.rows[0][0]), 9.0);
   EXPECT_DOUBLE_EQ(std::get<double>(best.rows[1][0]), 7.0);
   ASSERT_OK(db.upsert_system_peak({0, 1, "flops", "f32", "fp32", 1e11, "test", "2026-01-01T00:00:00Z"}));
+  // Version 4: the library column became libraries, the fingerprint is the current one (so the
+  // same stack finds its row again), the cases have their names, and the file has the columns
+  // and tables of a new one.
+  EXPECT_FALSE(must(db.has_column("systems", "onednn_version")));
+  auto libraries = must(db.query("SELECT libraries FROM systems ORDER BY id"));
+  ASSERT_EQ(libraries.rows.size(), 2u);
+  EXPECT_EQ(value_text(libraries.rows[0][0]), R"({"onednn":"2.6.3"})");
+  EXPECT_EQ(value_text(libraries.rows[1][0]), R"({"cublas":"13.1.0","cuda_runtime":"13.0","cudnn":"9.19.0"})");
+  EXPECT_EQ(must(db.upsert_system(test_system("old"))), 1);
+  EXPECT_EQ(must(db.count("systems")), 2);
+  // The replay of system 1 moved (its plain-text make-up kept as a JSON string); the one of a
+  // system the file lacks, which nothing could read, is gone; the framework latency stayed.
+  auto replay = must(db.query("SELECT system_id, model_name, median_us, makeup, run_id FROM replays"));
+  ASSERT_EQ(replay.rows.size(), 1u);
+  EXPECT_EQ(std::get<int64_t>(replay.rows[0][0]), 1);
+  EXPECT_EQ(value_text(replay.rows[0][1]), "resnet50");
+  EXPECT_DOUBLE_EQ(std::get<double>(replay.rows[0][2]), 120.0);
+  EXPECT_EQ(value_text(replay.rows[0][3]), R"("replay of 4 layers")");
+  EXPECT_TRUE(is_null(replay.rows[0][4]));
+  auto fw = must(db.query("SELECT runtime, median_us FROM framework_latencies"));
+  ASSERT_EQ(fw.rows.size(), 1u);
+  EXPECT_EQ(value_text(fw.rows[0][0]), "pytorch");
+  auto names = must(db.query("SELECT c.name, lc.key FROM cases c JOIN layer_configs lc ON lc.id = c.config_id ORDER BY c.id"));
+  ASSERT_EQ(names.rows.size(), 4u);
+  EXPECT_EQ(value_text(names.rows[1][0]), "onednn/impl1/f32/fp32/" + value_text(names.rows[1][1]));
+  expect_columns_match(db, systems_table());
+  expect_columns_match(db, cases_table());
+  expect_columns_match(db, replays_table());
 }
 
 TEST(Schema, NewerSchemaIsRefused) {
@@ -213,7 +312,7 @@ TEST(Schema, CaseNamesRoundTrip) {
   plain.layout = plain.fusion = "";
   EXPECT_EQ(parse_case_name(case_name(plain, key))->math_mode, "fp16");
   EXPECT_FALSE(parse_case_name("BM_memcpy/64"));
-  // The SQL expression in the views gives the same name.
+  // The database stores that name with the case, and the views show it.
   TempDir dir;
   auto db = must(Database::open(dir.file("r.db")));
   LayerConfigRow lc;
@@ -221,11 +320,19 @@ TEST(Schema, CaseNamesRoundTrip) {
   lc.kind = lc.op_type = "Conv";
   lc.dtype = "f32";
   c.config_id = must(db.upsert_config(lc));
+  c.name = "a name the caller made up";  // derived by upsert_case, whatever it is given
   const int64_t id = must(db.upsert_case(c));
-  auto r = must(db.query(std::string("SELECT ") + kCaseNameSql + ", c.uid FROM cases c JOIN layer_configs lc "
-                         "ON lc.id = c.config_id WHERE c.id = ?1", {id}));
+  auto r = must(db.query("SELECT c.name, c.uid FROM cases c WHERE c.id = ?1", {id}));
   EXPECT_EQ(value_text(r.rows[0][0]), name);
   EXPECT_EQ(value_text(r.rows[0][1]), mp::key_hash_hex(name));
+  const int64_t sys = must(db.upsert_system(test_system("x")));
+  RunRow run;
+  run.system_id = sys;
+  MeasurementWriter w(db, sys, must(db.begin_run(run)));
+  ASSERT_OK(w.add(passed(id, 3.0)));
+  ASSERT_OK(w.flush());
+  for (const char* view : {"current_measurements", "best_cases"})
+    EXPECT_EQ(value_text(must(db.query(std::string("SELECT case_name FROM ") + view)).rows.at(0).at(0)), name) << view;
 }
 
 TEST(Schema, SameStackSameSystemRow) {

@@ -29,7 +29,7 @@ SystemRow test_system(const std::string& name) {
   s.cpu_cores = 2;
   s.compute_units = 2;
   s.threads = 1;
-  s.onednn_version = "2.6.3";
+  s.libraries = {{"onednn", "2.6.3"}};
   s.floorline_version = "test";
   return s;
 }

@@ -14,8 +14,22 @@ endif()
 run(0 ${FLOORLINE} db info ${DB} --format json)
 string(JSON models GET "${out}" counts 0 models)
 string(JSON version GET "${out}" schema_version)
-if(NOT models EQUAL 2 OR NOT version EQUAL 3)
-  message(FATAL_ERROR "db info: expected 2 models at schema 3:\n${out}")
+if(NOT models EQUAL 2 OR NOT version EQUAL 4)
+  message(FATAL_ERROR "db info: expected 2 models at schema 4:\n${out}")
+endif()
+
+# A file written by schema 3 (tests/fixtures/README.md) opens, is upgraded, and keeps its replay
+# and its framework latency apart.
+file(COPY ${SOURCE_DIR}/tests/fixtures/schema_v3.db DESTINATION ${WORK_DIR})
+run(0 ${FLOORLINE} db info ${WORK_DIR}/schema_v3.db --format json)
+string(JSON version GET "${out}" schema_version)
+string(JSON from GET "${out}" opened_at_version)
+string(JSON replays GET "${out}" counts 0 replays)
+string(JSON frameworks GET "${out}" counts 0 framework_latencies)
+string(JSON libraries GET "${out}" systems 0 libraries)
+if(NOT version EQUAL 4 OR NOT from EQUAL 3 OR NOT replays EQUAL 1 OR NOT frameworks EQUAL 1
+   OR NOT libraries MATCHES "\"onednn\":\"2\.")
+  message(FATAL_ERROR "db info on the schema-3 fixture:\n${out}")
 endif()
 
 # resnet18 at batch 1: its first conv, 64 filters of 3x7x7 on 224x224, stride 2, pads 3:

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "floorline/generator/runner.hpp"
 
@@ -130,10 +131,15 @@ TEST(Replay, AModelIsReplayedFromItsBestCasesWithEveryActivationWired) {
   for (const auto& st : r->steps) in_graph += st.in_graph_us;
   EXPECT_DOUBLE_EQ(in_graph, r->layers_us + r->conversions_us);
 
-  const auto row = replay_row(*r, run->system_id, "cpu", 1, "f32", "test");
-  EXPECT_EQ(row.runtime, "floorline-replay");
-  EXPECT_EQ(row.settings, "system=" + std::to_string(run->system_id));
+  const auto row = replay_row(*r, run->system_id, run->run_id, "f32");
+  EXPECT_EQ(row.system_id, run->system_id);
+  EXPECT_EQ(row.run_id, run->run_id);
+  EXPECT_EQ(row.model_name, r->model);
   EXPECT_DOUBLE_EQ(row.median_us, r->median_us);
+  EXPECT_EQ(nlohmann::json::parse(row.makeup).at("conversions").get<int>(), r->conversions);
+  const auto stored = db->upsert_replay(row);
+  ASSERT_TRUE(stored.ok()) << stored.error().message;
+  EXPECT_EQ(*stored, 1);
 }
 
 TEST(Replay, NoMeasuredCaseIsAnError) {

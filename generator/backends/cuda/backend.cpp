@@ -27,9 +27,9 @@ class CudaBackend final : public Backend {
     row.memory_clock_mhz = d.memory_clock_mhz;
     row.memory_bus_bits = d.memory_bus_bits;
     row.driver_version = d.driver_version;
-    row.cuda_runtime_version = d.runtime_version;
-    row.cudnn_version = d.cudnn_version;
-    row.cublas_version = d.cublas_version;
+    row.libraries["cuda_runtime"] = d.runtime_version;
+    row.libraries["cudnn"] = d.cudnn_version;
+    row.libraries["cublas"] = d.cublas_version;
   }
 
   std::string device_uuid() const override { return kernels::cuda_device_info().uuid; }

@@ -18,7 +18,7 @@ class OnednnBackend final : public Backend {
   Status available() const override { return {}; }  // the CPU is always there
 
   void describe(benchdb::SystemRow& row) const override {
-    row.onednn_version = kernels::onednn_version();
+    row.libraries["onednn"] = kernels::onednn_version();
     row.threads = kernels::onednn_threads();
     if (!row.cpu_flags.empty()) row.cpu_flags += " ";
     row.cpu_flags += "onednn_isa=" + kernels::onednn_isa();

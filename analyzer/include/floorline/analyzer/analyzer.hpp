@@ -26,8 +26,8 @@
 //                          on this kind of device (framework_latencies; on a CPU, at the thread count
 //                          of the measurements), when there is one
 //   replay                 not a bound: the model's best cases executed back to back as its graph
-//                          (generator/replay.hpp), stored as runtime "floorline-replay" for this
-//                          system; replay / S says how tight S is. Never counted as M.
+//                          (generator/replay.hpp), stored in the replays table for this system;
+//                          replay / S says how tight S is. Never counted as M.
 //
 // Each bound is one function of bounds.hpp; analyze_model composes them.
 #pragma once
@@ -59,7 +59,7 @@ struct CaseTime {
 // What the database knows about one system, loaded once and shared by every model analyzed.
 struct CostTable {
   int64_t system_id = 0;
-  std::string system;            // "AMD EPYC (cpu, onednn 2.6.3, 1 thread)"
+  std::string system;            // "AMD EPYC (cpu, onednn 2.6.3, 1 thread)": device, libraries, threads
   std::string device_kind;       // "cpu" or "gpu"
   std::string device_name;
   int64_t threads = 1;           // CPU threads of the measurements (framework latencies must match)
@@ -75,6 +75,8 @@ struct CostTable {
   std::map<std::pair<std::string, std::string>, double> peaks;
   std::vector<std::string> peak_notes;  // which case raised a peak, from what to what
   std::vector<benchdb::FrameworkLatencyRow> framework;
+  // (model, batch, dtype) → this system's replay (benchdb replays).
+  std::map<std::tuple<std::string, int64_t, std::string>, benchdb::ReplayRow> replays;
   // Math modes with any best case on this system, by dtype: {"bf16": "bf16"}, {"f32": "fp32"}.
   std::map<std::string, std::string> modes;
 };

@@ -78,8 +78,8 @@ struct MeasuredLatency {
   std::vector<FrameworkTime> framework;  // in costs.framework's order
 };
 // M: the imported framework latencies (costs.framework: already of this kind of device) of this
-// model, batch and dtype, the replay's rows excepted; on a CPU only those at the measurements'
-// thread count (or with no thread count recorded).
+// model, batch and dtype (the replay has its own table and is never M); on a CPU only those at
+// the measurements' thread count (or with no thread count recorded).
 MeasuredLatency measured_latency(const CostTable& costs, const std::string& model, int64_t batch,
                                  const std::string& dtype);
 
@@ -89,9 +89,8 @@ struct Replay {
   std::optional<double> conversions_us;  // time spent in layout conversions, when recorded
   int64_t conversions = 0;
 };
-// Not a bound: Floorline's replay of this model, batch and dtype on costs' system (framework
-// latency rows of runtime benchdb::kReplayRuntime with settings replay_settings(system)); the
-// last such row counts. Its source is generator::replay_row's JSON, or plain text.
+// Not a bound: Floorline's replay of this model, batch and dtype on costs' system (costs.replays,
+// from the replays table). Its make-up is generator::replay_row's JSON, or plain text.
 Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch, const std::string& dtype);
 
 }  // namespace floorline::analyzer

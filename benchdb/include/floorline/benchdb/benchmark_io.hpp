@@ -63,8 +63,9 @@ struct ImportSummary {
 };
 
 // Imports a Google Benchmark JSON file. The system comes from the file's context: a
-// "floorline_system" entry (JSON object of systems columns, written by generated benchmarks via
-// benchmark::AddCustomContext) when present, else what Google Benchmark itself records (host,
+// "floorline_system" entry (JSON object of systems columns, "libraries" a JSON object, written by
+// generated benchmarks via benchmark::AddCustomContext; the per-library columns of folders
+// generated before schema 4, such as "onednn_version", are read into libraries) when present, else what Google Benchmark itself records (host,
 // CPU count and MHz) with device_name "unknown CPU". Errors name the file.
 Result<ImportSummary> import_benchmark_json(Database& db, const std::string& path, const WriterOptions& options = {});
 

@@ -57,7 +57,8 @@ class Database {
   Result<int64_t> upsert_system(SystemRow row);          // matched by system_fingerprint(row)
   Result<int64_t> upsert_model(const ModelRow& row);     // by (name, fingerprint)
   Result<int64_t> upsert_config(const LayerConfigRow& row);  // by key
-  // By content (config, backend, algorithm, dtype, math mode, layout, fusion); fills uid when empty.
+  // By content (config, backend, algorithm, dtype, math mode, layout, fusion); fills the name
+  // (case_name(), always) and the uid (when empty).
   Result<int64_t> upsert_case(CaseRow row);
   // Model rows, configs and model_layers for processed models (each ModelIR is one batch size);
   // one transaction. Layers already recorded are left as they are.
@@ -72,6 +73,9 @@ class Database {
   // replace the earlier figures. Returns 1 when a row was inserted or changed, else 0.
   Result<int> upsert_framework_latency(const FrameworkLatencyRow& row);
   Status upsert_system_peak(const SystemPeakRow& row);
+  // A replay: the row of an equal (system, model, batch, dtype) is replaced by a replay measured
+  // later (or in the same second and faster). Returns 1 when a row was inserted or changed, else 0.
+  Result<int> upsert_replay(const ReplayRow& row);
 
   // Resume: ids of the cases with a current measurement on this system whose status is final
   // (passed or unsupported). Skipped and failed cases are measured again.

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,7 +30,11 @@ namespace floorline::benchdb {
 //   2  system_peaks (calibrated peak FLOP/s and bytes/s per system, for the roofline bound);
 //      measurements.throttled
 //   3  no new columns: best_measurements leaves out layout-conversion cases (rebuilt on upgrade)
-inline constexpr int kSchemaVersion = 3;
+//   4  systems.libraries (one JSON object of library versions) replaces the per-library columns
+//      cuda_runtime_version, cudnn_version, cublas_version, onednn_version; replays (Floorline's
+//      own replays, until then stored as framework_latencies rows of runtime "floorline-replay");
+//      cases.name (case_name(), stored so that views read it instead of restating the rule in SQL)
+inline constexpr int kSchemaVersion = 4;
 // PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
 inline constexpr int32_t kApplicationId = 0x464c524c;
 
@@ -38,6 +43,7 @@ inline constexpr int32_t kApplicationId = 0x464c524c;
 // One hardware/software stack. Rows are matched by `fingerprint`, a hash of every identity column
 // (everything below except host-specific fields, which live in `runs`): two machines with the
 // same stack share one system row, and measurements from different stacks never share one.
+// Library versions are one backend-neutral map, so that a new backend adds entries, not columns.
 struct SystemRow {
   int64_t id = 0;
   std::string fingerprint;           // 16 hex digits, FNV-1a of the identity columns
@@ -50,10 +56,6 @@ struct SystemRow {
   int64_t memory_clock_mhz = 0;
   int64_t memory_bus_bits = 0;
   std::string driver_version;        // "" where not applicable
-  std::string cuda_runtime_version;
-  std::string cudnn_version;
-  std::string cublas_version;
-  std::string onednn_version;
   std::string cpu_model;
   std::string cpu_flags;             // the ISA extensions that matter to kernels, space-separated
   int64_t cpu_cores = 0;             // logical CPUs
@@ -62,6 +64,10 @@ struct SystemRow {
   std::string compiler;              // compiler that built Floorline, e.g. "GCC 12.2.0"
   std::string floorline_version;     // "0.1.0" (the git revision is per run)
   std::string created_at;
+  // (v4) Library name → version of every library the backends measure with, as each backend's
+  // describe() names them: {"onednn": "2.6.3"}, {"cuda_runtime": "13.0", "cudnn": "9.19.0",
+  // "cublas": "13.1.0"}. Stored as a JSON object (keys sorted); part of the identity.
+  std::map<std::string, std::string> libraries;
 };
 
 // One invocation of the runner (or an import). Host-specific facts live here, not in systems.
@@ -116,8 +122,8 @@ struct ModelLayerRow {
 };
 
 // One config × backend × algorithm × dtype × math mode (× layout, fusion pattern). Rows are
-// matched by that content; the case's name (case_name()) is derived, not stored, so the long
-// canonical key is stored once, in layer_configs.
+// matched by that content. The case's name is derived from it by case_name() alone, and stored
+// (v4) so that the views and plain SQLite clients read it instead of restating the rule in SQL.
 struct CaseRow {
   int64_t id = 0;
   std::string uid;                   // 16 hex digits, FNV-1a of the case name: a short stable id
@@ -130,6 +136,7 @@ struct CaseRow {
                                      // conversion case has "role:from>to" (is_conversion())
   std::string fusion;                // "" or the fused pattern ("bias_relu", "bn")
   std::string params = "{}";         // JSON: backend-specific parameters
+  std::string name;                  // (v4) case_name(*this, key): Database::upsert_case fills it
 };
 
 // A layout-conversion case ("reorder" with layout "src:abcd>aBcd16b") times the reorder that an
@@ -178,12 +185,8 @@ struct BestMeasurementRow {
   double median_us = 0;
 };
 
-// End-to-end latency of a model in a real framework, imported for the latency-gap report. Floorline's
-// own replay of a model's best cases (generator/replay.hpp) is stored here too, as runtime
-// kReplayRuntime with settings "system=<id>"; the analyzer never counts it as a framework.
-inline constexpr std::string_view kReplayRuntime = "floorline-replay";
-// The settings of a replay row: the system whose cases were replayed.
-inline std::string replay_settings(int64_t system_id) { return "system=" + std::to_string(system_id); }
+// End-to-end latency of a model in a real framework, imported for the latency-gap report (the
+// analyzer's M). Floorline's own replays are not framework latencies: they live in `replays`.
 struct FrameworkLatencyRow {
   int64_t id = 0;
   std::string model_name;
@@ -201,6 +204,28 @@ struct FrameworkLatencyRow {
   int64_t repetitions = 0;
   std::string measured_at;
   std::string source;                // file it was imported from
+};
+
+// (v4) Floorline's replay of a model's chosen cases on one system, executed back to back as its
+// graph (generator/replay.hpp): not a bound and never M; replay / S says how tight S is. One row
+// per (system, model, batch, dtype): a later replay replaces an earlier one (Database::upsert_replay).
+struct ReplayRow {
+  int64_t id = 0;
+  int64_t system_id = 0;             // the system whose measured cases were replayed, on itself
+  std::optional<int64_t> run_id;     // the run that replayed them; NULL for rows from schema 3
+  std::string model_name;
+  int64_t batch = 1;
+  std::string dtype = "f32";
+  double median_us = 0;              // time per pass: median over the repetitions
+  std::optional<double> min_us;
+  std::optional<double> max_us;
+  std::optional<double> stddev_us;
+  int64_t repetitions = 0;
+  // JSON: what the pass consisted of, an object with layers, layers_us, cases_us, conversions,
+  // conversions_us, operands_shared, layers_missing, operands_unwired, buffers, buffers_reused
+  // (a row moved from schema 3 whose make-up was plain text holds it as a JSON string).
+  std::string makeup = "{}";
+  std::string measured_at;
 };
 
 // (v2) A calibrated peak of a system: the denominator of the roofline bound.
@@ -227,6 +252,20 @@ struct Column {
   bool identity;           // part of the row's content fingerprint (systems)
   std::function<SqlValue(const Row&)> get;
   std::function<void(Row&, const SqlValue&)> set;
+  // The DEFAULT that rows already in the table get when the column is added to it later (ALTER
+  // TABLE ADD COLUMN of a NOT NULL column); empty: '' for TEXT, 0 for numbers.
+  std::string added_default;
+};
+
+// A column that an older schema had and a later one dropped: kept here so that a file of an
+// older version can still be created (tests of the migrations) and the upgrade can drop it.
+struct RetiredColumn {
+  std::string name;
+  SqlType type;
+  bool nullable;
+  std::string constraint;
+  int since;               // schema version that introduced the column
+  int until;               // schema version that dropped it (its data moved first, see database.cpp)
 };
 
 struct IndexDef {
@@ -241,6 +280,7 @@ struct TableDef {
   std::vector<Column<Row>> columns;       // `id INTEGER PRIMARY KEY` is implicit and first
   std::vector<std::string> constraints;   // table constraints, e.g. "UNIQUE (model_id, batch, node_index)"
   std::vector<IndexDef> indexes;
+  std::vector<RetiredColumn> retired;     // columns of older schemas, dropped by an upgrade
 };
 
 const TableDef<SystemRow>& systems_table();
@@ -253,13 +293,13 @@ const TableDef<MeasurementRow>& measurements_table();
 const TableDef<BestMeasurementRow>& best_measurements_table();
 const TableDef<FrameworkLatencyRow>& framework_latencies_table();
 const TableDef<SystemPeakRow>& system_peaks_table();
+const TableDef<ReplayRow>& replays_table();
 
 // The name of a case: "{backend}/{algorithm}/{dtype}/{math_mode}[.{layout}][+{fusion}]/{key}",
 // e.g. "onednn/brg:avx512_core/f32/fp32/Conv|x=1x64x56x56|...|f32". Unique per case, readable,
-// and what benchmark registrations and reproduction lines use.
+// and what benchmark registrations and reproduction lines use. The only statement of the rule:
+// cases.name holds its result, and the views read that column.
 std::string case_name(const CaseRow& c, std::string_view key);
-// The SQL expression of case_name() over `cases c` joined with `layer_configs lc` (for views).
-extern const char* const kCaseNameSql;
 struct ParsedCaseName {
   std::string backend, algorithm, dtype, math_mode, layout, fusion, key;
 };
@@ -268,6 +308,12 @@ std::optional<ParsedCaseName> parse_case_name(std::string_view name);
 
 // The identity fingerprint of a system (16 hex digits) from its identity columns.
 std::string system_fingerprint(const SystemRow& s);
+
+// A string map as a JSON object ({"cudnn":"9.19.0"}, keys sorted, entries with an empty value
+// left out: an unknown version is no version; equal maps give equal text), and back: the entries
+// of a JSON object whose values are strings (none for text that is not a JSON object).
+std::string string_map_json(const std::map<std::string, std::string>& m);
+std::map<std::string, std::string> parse_string_map(std::string_view json);
 
 // --- column helpers (used by the table definitions and by tests) -------------------------------
 namespace detail {
@@ -294,6 +340,11 @@ template <> struct SqlTraits<std::string> {
   static constexpr SqlType type = SqlType::kText;
   static SqlValue to(const std::string& v) { return v; }
   static std::string from(const SqlValue& v) { return value_text(v); }
+};
+template <> struct SqlTraits<std::map<std::string, std::string>> {
+  static constexpr SqlType type = SqlType::kText;
+  static SqlValue to(const std::map<std::string, std::string>& v) { return string_map_json(v); }
+  static std::map<std::string, std::string> from(const SqlValue& v) { return parse_string_map(value_text(v)); }
 };
 template <class T> struct IsOptional : std::false_type {};
 template <class T> struct IsOptional<std::optional<T>> : std::true_type { using inner = T; };

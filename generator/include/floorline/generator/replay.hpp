@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,11 +87,11 @@ struct ReplayResult {
 Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::string, ChosenCase>& chosen,
                                   const Backend& backend, const ReplayOptions& options);
 
-// The framework_latencies row that stores a replay: runtime "floorline-replay", settings
-// "system=<id>" (the analyzer reads it as the replay of that system, never as M), and in `source`
-// a JSON object of the replay's make-up: layers, layers_us, cases_us, conversions, conversions_us,
-// operands_shared, layers_missing, operands_unwired, buffers, buffers_reused.
-benchdb::FrameworkLatencyRow replay_row(const ReplayResult& r, int64_t system_id, const std::string& device,
-                                        int threads, const std::string& dtype, const std::string& version);
+// The row that stores a replay (benchdb replays table): the system whose cases were replayed, the
+// run that did it (when there is one), the timing, and in `makeup` a JSON object of the replay's
+// make-up: layers, layers_us, cases_us, conversions, conversions_us, operands_shared,
+// layers_missing, operands_unwired, buffers, buffers_reused.
+benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::optional<int64_t> run_id,
+                              const std::string& dtype);
 
 }  // namespace floorline::gen
