@@ -102,8 +102,9 @@ int run_system(const SystemCmd& o) {
       if (k == "backend" || k == "device_kind" || k == "available" || k == "why_not" || k == "cpu_flags") continue;
       facts += fmt::format("{}{}={}", facts.empty() ? "" : ", ", k, v.is_string() ? v.get<std::string>() : v.dump());
     }
-    std::printf("%-9s %s: %s\n          %s\n", b["backend"].get<std::string>().c_str(), b["device_kind"].get<std::string>().c_str(),
-                b["available"].get<bool>() ? "available" : b["why_not"].get<std::string>().c_str(), facts.c_str());
+    std::printf("%-9s %s: %s\n", b["backend"].get<std::string>().c_str(), b["device_kind"].get<std::string>().c_str(),
+                b["available"].get<bool>() ? "available" : b["why_not"].get<std::string>().c_str());
+    if (!facts.empty()) std::printf("          %s\n", facts.c_str());
   }
   std::printf("auto      %s\n", j["auto"].get<std::string>().c_str());
   if (j.contains("peaks"))

@@ -85,7 +85,8 @@ std::vector<std::filesystem::path> plugin_dirs() {
     while (start <= list.size()) {
       const size_t colon = list.find(':', start);
       const std::string dir = list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-      if (!dir.empty()) dirs.emplace_back(dir);
+      std::error_code ec;
+      if (!dir.empty()) dirs.push_back(std::filesystem::absolute(dir, ec));
       if (colon == std::string::npos) break;
       start = colon + 1;
     }
@@ -120,7 +121,12 @@ Result<std::string> load_plugin(const BackendEntry& entry, std::unique_ptr<Backe
   // RTLD_NOW: a missing vendor symbol is reported here, not at the first call; RTLD_LOCAL: two
   // plugins never see each other's symbols.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) return make_error("cannot load {}: {}", path.string(), dlerror());
+  if (!handle) {
+    // dlerror() starts with the file's path when the file itself is at fault: said once.
+    std::string why = dlerror();
+    if (why.rfind(path.string() + ": ", 0) == 0) why.erase(0, path.string().size() + 2);
+    return make_error("cannot load {}: {}", path.string(), why);
+  }
   using EntryFn = const BackendPluginEntry* (*)();
   auto* fn = reinterpret_cast<EntryFn>(dlsym(handle, kBackendEntrySymbol));
   if (!fn) {
