@@ -80,7 +80,8 @@ Result<std::string> plugin_path(const Backend& backend);
 
 // One backend for a whole run (`floorline run --backend auto`): the first GPU backend that can run
 // here, else the first CPU backend. `why` says which and why, e.g. "onednn: cuda: no usable GPU
-// (cudaErrorNoDevice: ...)" or "onednn: this build has no GPU backend". Error when none can run.
+// (cudaErrorNoDevice: ...)" or "onednn: cuda: not installed: ...". Error when none can run (each
+// backend's reason).
 struct BackendChoice {
   const Backend* backend = nullptr;
   std::string why;
