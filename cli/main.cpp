@@ -1,7 +1,4 @@
 // floorline: the executable only wires the stages together (shared/DESIGN.md).
-#include <unistd.h>
-
-#include <cstdlib>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -21,13 +18,8 @@
 #endif
 
 int main(int argc, char** argv) {
-  // OpenMP (oneDNN's runtime) reads OMP_WAIT_POLICY when it loads, before main: idle threads that
-  // spin ruin timings on a shared machine (shared/DESIGN.md). Without the variable, start again with
-  // it set to passive.
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);  // returns only on failure: carry on with the default policy
-  }
+  // OMP_WAIT_POLICY (passive unless the user set it) is set by the backend registry just before it
+  // loads the oneDNN plugin, whose OpenMP runtime reads it when it loads (generator/src/registry.cpp).
   std::string command_line;
   for (int k = 0; k < argc; ++k) command_line += (k ? " " : "") + std::string(argv[k]);
   CLI::App app{"Floorline: lower-bound latencies of deep-learning models from vendor-library microbenchmarks"};

@@ -1,4 +1,5 @@
-// floorline system: host facts, each backend's availability and system row, the auto choice.
+// floorline system: host facts, each backend the registry knows (its plugin loaded, or why not; its
+// availability and system row), the auto choice.
 #include "system_command.hpp"
 
 #include <cstdio>
@@ -26,6 +27,8 @@ nlohmann::json backend_json(const gen::Backend& b) {
   const Status st = b.available();
   nlohmann::json j = {{"backend", b.name()}, {"device_kind", b.device_kind()}, {"available", st.ok()}};
   if (!st) j["why_not"] = st.error().message;
+  // Loaded but unavailable (no driver, no GPU) still has a plugin: say which file answered.
+  if (auto path = gen::plugin_path(b); path) j["plugin"] = *path;
   auto put = [&](const char* key, const std::string& v) {
     if (!v.empty()) j[key] = v;
   };
@@ -97,8 +100,9 @@ int run_system(const SystemCmd& o) {
       if (k == "backend" || k == "device_kind" || k == "available" || k == "why_not" || k == "cpu_flags") continue;
       facts += fmt::format("{}{}={}", facts.empty() ? "" : ", ", k, v.is_string() ? v.get<std::string>() : v.dump());
     }
-    std::printf("%-9s %s: %s\n          %s\n", b["backend"].get<std::string>().c_str(), b["device_kind"].get<std::string>().c_str(),
-                b["available"].get<bool>() ? "available" : b["why_not"].get<std::string>().c_str(), facts.c_str());
+    std::printf("%-9s %s: %s\n", b["backend"].get<std::string>().c_str(), b["device_kind"].get<std::string>().c_str(),
+                b["available"].get<bool>() ? "available" : b["why_not"].get<std::string>().c_str());
+    if (!facts.empty()) std::printf("          %s\n", facts.c_str());
   }
   std::printf("auto      %s\n", j["auto"].get<std::string>().c_str());
   if (j.contains("peaks"))

@@ -18,16 +18,6 @@ int64_t scaled_bytes(int64_t bytes, const std::string& dtype) {
 
 }  // namespace
 
-kernels::Work conversion_work(const kernels::CaseSpec& base, const std::string& conversion) {
-  const auto& shape = conversion.rfind("dst", 0) == 0 ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  kernels::Work w;
-  w.bytes = 2 * n * (base.dtype == "f32" ? 4 : 2);
-  w.flops = 0;
-  return w;
-}
-
 benchdb::CaseRow case_row(const PlannedCase& c) {
   benchdb::CaseRow row;
   row.backend = c.spec.backend;

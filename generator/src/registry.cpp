@@ -1,53 +1,211 @@
-// The backend registry: the one place that lists Floorline's backends.
+// The backend registry: the one place that lists Floorline's backends, and the loader of their
+// plugins (floorline/generator/plugin.hpp). A backend is added here (one row) and in its folder,
+// generator/backends/<name>/ (its kernel library and floorline_add_backend_plugin).
+#include <dlfcn.h>
+
+#include <array>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <system_error>
+
 #include <fmt/format.h>
 
 #include "floorline/generator/backend.hpp"
+#include "floorline/generator/plan.hpp"
+#include "floorline/generator/plugin.hpp"
 
 namespace floorline::gen {
+namespace {
 
-#ifdef FLOORLINE_HAVE_CUDA
-std::unique_ptr<Backend> make_cuda_backend();
-#endif
-#ifdef FLOORLINE_HAVE_ONEDNN
-std::unique_ptr<Backend> make_onednn_backend();
-#endif
+struct BackendEntry {
+  const char* name;
+  const char* device_kind;  // "cpu" or "gpu"
+  const char* plugin;       // the plugin's file name
+  // Set (unless the user set it) before the plugin is loaded: a runtime it links may read it only
+  // when it loads. oneDNN's OpenMP (libgomp) spins idle threads by default, which ruins timings on
+  // a shared machine (shared/DESIGN.md, measurement method); nothing else in the executable loads
+  // libgomp before this plugin.
+  const char* env_name;
+  const char* env_value;
+};
 
-const std::vector<std::unique_ptr<Backend>>& backends() {
-  static const std::vector<std::unique_ptr<Backend>> kBackends = [] {
-    std::vector<std::unique_ptr<Backend>> v;
-#ifdef FLOORLINE_HAVE_CUDA
-    v.push_back(make_cuda_backend());
-#endif
-#ifdef FLOORLINE_HAVE_ONEDNN
-    v.push_back(make_onednn_backend());
-#endif
-    return v;
-  }();
-  return kBackends;
+// The registry's order is the order of `floorline system` and of choose_backend's preference among
+// backends of one device kind.
+constexpr std::array<BackendEntry, 2> kBackends = {{
+    {"cuda", "gpu", "libfloorline-backend-cuda.so", nullptr, nullptr},
+    {"onednn", "cpu", "libfloorline-backend-onednn.so", "OMP_WAIT_POLICY", "passive"},
+}};
+
+// Stands in for a backend whose plugin could not be loaded: named as in the registry, never
+// available (the reason is the load error), plans and builds nothing.
+class UnloadedBackend final : public Backend {
+ public:
+  UnloadedBackend(const BackendEntry& entry, Error why) : entry_(entry), why_(std::move(why)) {}
+  std::string name() const override { return entry_.name; }
+  std::string device_kind() const override { return entry_.device_kind; }
+  Status available() const override { return why_; }
+  void describe(benchdb::SystemRow&) const override {}
+  std::vector<PlannedCase> cases_for(const kernels::CaseSpec&, const PlanOptions&) const override { return {}; }
+  kernels::KernelFactory factory() const override {
+    return [why = why_, name = name()](const kernels::CaseSpec&) -> Result<std::unique_ptr<kernels::Kernel>> {
+      return why.with_context(name);
+    };
+  }
+  void set_threads(int) const override {}
+  std::string generated_header() const override { return ""; }
+  std::string generated_register_function() const override { return ""; }
+  std::string generated_cmake_target() const override { return ""; }
+
+ private:
+  const BackendEntry& entry_;
+  Error why_;
+};
+
+struct LoadedBackend {
+  std::once_flag once;
+  std::unique_ptr<Backend> backend;  // the plugin's, or an UnloadedBackend
+  Result<std::string> path = Error{"not loaded yet"};
+};
+
+std::array<LoadedBackend, kBackends.size()>& slots() {
+  // Never destroyed: plugins stay loaded until the process ends, and a backend's destructor must
+  // not run after its plugin's static objects are gone.
+  static auto* s = new std::array<LoadedBackend, kBackends.size()>();
+  return *s;
+}
+
+// The directories searched for plugins, in order (backend.hpp, plugin_path).
+std::vector<std::filesystem::path> plugin_dirs() {
+  std::vector<std::filesystem::path> dirs;
+  if (const char* env = std::getenv("FLOORLINE_PLUGIN_DIR"); env && *env) {
+    const std::string list = env;
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t colon = list.find(':', start);
+      const std::string dir = list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      std::error_code ec;
+      if (!dir.empty()) dirs.push_back(std::filesystem::absolute(dir, ec));
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+  }
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    dirs.push_back(exe.parent_path());
+    dirs.push_back((exe.parent_path() / ".." / "lib" / "floorline").lexically_normal());
+  }
+  return dirs;
+}
+
+// Loads the plugin of `entry`: its path, or why not. On success `out` is the plugin's backend.
+Result<std::string> load_plugin(const BackendEntry& entry, std::unique_ptr<Backend>& out) {
+  const std::vector<std::filesystem::path> dirs = plugin_dirs();
+  std::filesystem::path path;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(dir / entry.plugin, ec)) {
+      path = dir / entry.plugin;
+      break;
+    }
+  }
+  if (path.empty()) {
+    std::string searched;
+    for (const auto& dir : dirs) searched += (searched.empty() ? "" : ", ") + dir.string();
+    if (!std::getenv("FLOORLINE_PLUGIN_DIR")) searched += " (FLOORLINE_PLUGIN_DIR unset)";
+    return make_error("not installed: {} is in none of {}", entry.plugin, searched.empty() ? "no directory" : searched);
+  }
+  if (entry.env_name) setenv(entry.env_name, entry.env_value, /*overwrite=*/0);
+  // RTLD_NOW: a missing vendor symbol is reported here, not at the first call; RTLD_LOCAL: two
+  // plugins never see each other's symbols.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    // dlerror() starts with the file's path when the file itself is at fault: said once.
+    std::string why = dlerror();
+    if (why.rfind(path.string() + ": ", 0) == 0) why.erase(0, path.string().size() + 2);
+    return make_error("cannot load {}: {}", path.string(), why);
+  }
+  using EntryFn = const BackendPluginEntry* (*)();
+  auto* fn = reinterpret_cast<EntryFn>(dlsym(handle, kBackendEntrySymbol));
+  if (!fn) {
+    dlclose(handle);
+    return make_error("cannot load {}: it has no {} entry point (not a Floorline backend plugin of this "
+                      "interface version)", path.string(), kBackendEntrySymbol);
+  }
+  const BackendPluginEntry* plugin = fn();
+  const std::string expected = backend_abi_tag();
+  if (!plugin || !plugin->abi_tag || expected != plugin->abi_tag) {
+    const std::string got = plugin && plugin->abi_tag ? plugin->abi_tag : "(none)";
+    dlclose(handle);
+    return make_error("cannot load {}: built for '{}', this floorline needs '{}' (rebuild or reinstall the plugins "
+                      "with the executable)", path.string(), got, expected);
+  }
+  out.reset(plugin->create());
+  if (!out || out->name() != entry.name) {
+    // The handle stays open: `out` (if any) has code in it.
+    return make_error("cannot load {}: it made backend '{}', the registry expects '{}'", path.string(),
+                      out ? out->name() : "(none)", entry.name);
+  }
+  return path.string();
+}
+
+// The backend of registry row k, loading its plugin at the first call.
+const Backend* load(size_t k) {
+  LoadedBackend& slot = slots()[k];
+  std::call_once(slot.once, [&] {
+    std::unique_ptr<Backend> backend;
+    slot.path = load_plugin(kBackends[k], backend);
+    if (slot.path) slot.backend = std::move(backend);
+    else slot.backend = std::make_unique<UnloadedBackend>(kBackends[k], slot.path.error());
+  });
+  return slot.backend.get();
+}
+
+}  // namespace
+
+std::vector<const Backend*> backends() {
+  std::vector<const Backend*> out;
+  for (size_t k = 0; k < kBackends.size(); ++k) out.push_back(load(k));
+  return out;
 }
 
 const Backend* find_backend(const std::string& name) {
-  for (const auto& b : backends())
-    if (b->name() == name) return b.get();
+  for (size_t k = 0; k < kBackends.size(); ++k)
+    if (name == kBackends[k].name) return load(k);
   return nullptr;
+}
+
+Result<std::string> plugin_path(const Backend& backend) {
+  for (size_t k = 0; k < kBackends.size(); ++k)
+    if (backend.name() == kBackends[k].name) {
+      load(k);
+      return slots()[k].path;
+    }
+  return make_error("the registry has no backend '{}'", backend.name());
 }
 
 Result<std::vector<const Backend*>> select_backends(const std::string& spec) {
   std::vector<const Backend*> out;
   if (spec == "auto") {
-    for (const auto& b : backends())
-      if (b->available()) out.push_back(b.get());
-    if (out.empty()) return make_error("no backend can run on this machine (`floorline system` says why)");
+    std::string why;
+    for (const Backend* b : backends()) {
+      if (auto st = b->available(); st.ok()) out.push_back(b);
+      else why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", b->name(), st.error().message);
+    }
+    if (out.empty()) return make_error("no backend can run on this machine ({})", why);
     return out;
   }
   std::string known;
-  for (const auto& b : backends()) known += (known.empty() ? "" : ", ") + b->name();
+  for (const auto& entry : kBackends) known += (known.empty() ? "" : ", ") + std::string(entry.name);
   size_t start = 0;
   while (start <= spec.size()) {
     const size_t comma = spec.find(',', start);
     const std::string name = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const Backend* b = find_backend(name);
-    if (!b) return make_error("unknown backend '{}' (this build has: {})", name, known.empty() ? "none" : known);
+    if (!b) return make_error("unknown backend '{}' (known: {})", name, known);
+    if (auto path = plugin_path(*b); !path) return path.error().with_context(name);
     out.push_back(b);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -57,17 +215,25 @@ Result<std::vector<const Backend*>> select_backends(const std::string& spec) {
 
 Result<BackendChoice> choose_backend() {
   std::string gpu_why;
-  for (const auto& b : backends()) {
+  const std::vector<const Backend*> all = backends();
+  for (const Backend* b : all) {
     if (b->device_kind() != "gpu") continue;
-    if (auto st = b->available(); st.ok()) return BackendChoice{b.get(), b->name() + ": a usable GPU"};
+    if (auto st = b->available(); st.ok()) return BackendChoice{b, b->name() + ": a usable GPU"};
     else gpu_why += fmt::format("{}{}: {}", gpu_why.empty() ? "" : "; ", b->name(), st.error().message);
   }
-  for (const auto& b : backends()) {
-    if (b->device_kind() != "cpu" || !b->available()) continue;
-    return BackendChoice{b.get(), gpu_why.empty() ? fmt::format("{}: this build has no GPU backend", b->name())
-                                                   : fmt::format("{}: {}", b->name(), gpu_why)};
+  std::string cpu_why;
+  for (const Backend* b : all) {
+    if (b->device_kind() != "cpu") continue;
+    if (auto st = b->available(); !st.ok()) {
+      cpu_why += fmt::format("{}{}: {}", cpu_why.empty() ? "" : "; ", b->name(), st.error().message);
+      continue;
+    }
+    return BackendChoice{b, gpu_why.empty() ? fmt::format("{}: this build has no GPU backend", b->name())
+                                            : fmt::format("{}: {}", b->name(), gpu_why)};
   }
-  return make_error("no backend can run on this machine{}", gpu_why.empty() ? "" : " (" + gpu_why + ")");
+  std::string why = gpu_why;
+  if (!cpu_why.empty()) why += (why.empty() ? "" : "; ") + cpu_why;
+  return make_error("no backend can run on this machine{}", why.empty() ? "" : " (" + why + ")");
 }
 
 }  // namespace floorline::gen

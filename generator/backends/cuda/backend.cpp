@@ -1,10 +1,12 @@
 // The CUDA backend: plans every cuDNN algorithm, cuBLAS/cuBLASLt call and Floorline kernel for a
 // problem (kernels::cuda_cases, no device needed) and builds kernels with the CUDA kernel library.
-// Registered in generator/src/registry.cpp.
+// Registered in generator/src/registry.cpp;
+// built as the plugin libfloorline-backend-cuda.so (floorline/generator/plugin.hpp).
 #include <nlohmann/json.hpp>
 
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/plan.hpp"
+#include "floorline/generator/plugin.hpp"
 #include "floorline/kernels/cuda.hpp"
 
 namespace floorline::gen {
@@ -70,7 +72,6 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
-
-std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<CudaBackend>(); }
-
 }  // namespace floorline::gen
+
+FLOORLINE_BACKEND_ENTRY_POINT(floorline::gen::CudaBackend)

@@ -1,11 +1,13 @@
 // The oneDNN backend: plans every implementation oneDNN offers, builds kernels with the oneDNN
-// kernel library. Registered in generator/src/registry.cpp.
+// kernel library. Registered in generator/src/registry.cpp;
+// built as the plugin libfloorline-backend-onednn.so (floorline/generator/plugin.hpp).
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/plan.hpp"
+#include "floorline/generator/plugin.hpp"
 #include "floorline/kernels/onednn.hpp"
 
 namespace floorline::gen {
@@ -102,7 +104,6 @@ class OnednnBackend final : public Backend {
 };
 
 }  // namespace
-
-std::unique_ptr<Backend> make_onednn_backend() { return std::make_unique<OnednnBackend>(); }
-
 }  // namespace floorline::gen
+
+FLOORLINE_BACKEND_ENTRY_POINT(floorline::gen::OnednnBackend)

@@ -3,7 +3,9 @@
 // A backend turns a Problem into benchmark cases (every algorithm/implementation its library
 // offers, enumerated without timing) and builds kernels for them. `supports`-style questions are
 // answered without the device: planning works on any machine; only timing needs the hardware.
-// Backends are listed in one place, generator/src/registry.cpp.
+// Backends are listed in one place, generator/src/registry.cpp; each is a plugin (a shared library,
+// floorline/generator/plugin.hpp) loaded at the first use of that backend, so that a command which
+// needs no backend loads no vendor library.
 #pragma once
 
 #include <memory>
@@ -58,17 +60,28 @@ class Backend {
   virtual std::string generated_cmake_target() const = 0;
 };
 
-// Every backend this build has, in the registry's order.
-const std::vector<std::unique_ptr<Backend>>& backends();
-// The backend named `name`, or nullptr.
+// Every backend the registry knows, in its order, each loaded (this loads every plugin). A backend
+// whose plugin could not be loaded is still listed: a stand-in with the registry's name and device
+// kind whose available() says why ("not installed: ...", "cannot load ...") and plans nothing.
+std::vector<const Backend*> backends();
+// The backend named `name`, loading only its plugin (a stand-in as above when that fails), or
+// nullptr for a name the registry does not know.
 const Backend* find_backend(const std::string& name);
 // Resolves a --backend value: "auto" is every available backend; otherwise a comma-separated list
-// of names. Error for an unknown name (listing the known ones).
+// of names. Error for an unknown name (listing the known ones) or a backend whose plugin cannot be
+// loaded (saying why); a loaded backend that cannot run here is returned (planning needs no device).
 Result<std::vector<const Backend*>> select_backends(const std::string& spec);
+
+// Where the backend's plugin was loaded from (an absolute path), or why it could not be: "not
+// installed: libfloorline-backend-cuda.so is in none of ...", "cannot load ...: libcudnn.so.9: ...".
+// Searched, in order: the directories of FLOORLINE_PLUGIN_DIR (':'-separated), the directory of the
+// running executable, and <that directory>/../lib/floorline.
+Result<std::string> plugin_path(const Backend& backend);
 
 // One backend for a whole run (`floorline run --backend auto`): the first GPU backend that can run
 // here, else the first CPU backend. `why` says which and why, e.g. "onednn: cuda: no usable GPU
-// (cudaErrorNoDevice: ...)" or "onednn: this build has no GPU backend". Error when none can run.
+// (cudaErrorNoDevice: ...)" or "onednn: cuda: not installed: ...". Error when none can run (each
+// backend's reason).
 struct BackendChoice {
   const Backend* backend = nullptr;
   std::string why;

@@ -39,8 +39,17 @@ struct PlannedCase {
 
 // The work of a layout-conversion case of `base` (layout "src:<from>><to>" or "dst:..."): it reads
 // and writes one activation tensor (the layer's input, or its output for "dst:"), and computes
-// nothing (bytes > 0 keeps the planner from filling in the layer's FLOPs).
-kernels::Work conversion_work(const kernels::CaseSpec& base, const std::string& conversion);
+// nothing (bytes > 0 keeps the planner from filling in the layer's FLOPs). Inline: the backend
+// plugins call it and link no generator code.
+inline kernels::Work conversion_work(const kernels::CaseSpec& base, const std::string& conversion) {
+  const auto& shape = conversion.rfind("dst", 0) == 0 ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  kernels::Work w;
+  w.bytes = 2 * n * (base.dtype == "f32" ? 4 : 2);
+  w.flops = 0;
+  return w;
+}
 
 // The case's row for the database (config_id left 0): the fields case_name() is made of, and params.
 benchdb::CaseRow case_row(const PlannedCase& c);
