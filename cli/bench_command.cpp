@@ -188,8 +188,8 @@ int run_plan_cmd(const PlanCmd& o) {
     r.backend = c.spec.backend;
     configs[{r.kind, r.backend}].insert(c.spec.problem.key);
     ++r.cases;
-    if (c.status.empty()) ++r.timed;
-    else if (c.status == "skipped") ++r.skipped;
+    if (!c.status) ++r.timed;
+    else if (c.status == Disposition::kSkipped) ++r.skipped;
     else ++r.unsupported;
     if (!c.spec.fusion.empty()) ++r.fused;
     if (!c.spec.feeds.empty()) ++r.conversions;
@@ -217,7 +217,7 @@ int run_plan_cmd(const PlanCmd& o) {
   }
   const std::vector<Field<CaseRowOut>> case_fields = {
       {"case", [](const CaseRowOut& r) { return text_cell(r.c->spec.name); }},
-      {"status", [](const CaseRowOut& r) { return text_cell(r.c->status.empty() ? "planned" : r.c->status); }},
+      {"status", [](const CaseRowOut& r) { return text_cell(r.c->status ? std::string(disposition_name(*r.c->status)) : "planned"); }},
       {"default", [](const CaseRowOut& r) { return int_cell(r.c->work.is_default ? 1 : 0); }},
       {"reason", [](const CaseRowOut& r) { return text_cell(r.c->reason); }},
       {"flops", [](const CaseRowOut& r) { return int_cell(r.c->work.flops); }},
@@ -225,7 +225,7 @@ int run_plan_cmd(const PlanCmd& o) {
       {"reproduce", [](const CaseRowOut& r) { return text_cell(r.repro); }},
   };
   int64_t timed = 0;
-  for (const auto& c : l->plan.cases) timed += c.status.empty() ? 1 : 0;
+  for (const auto& c : l->plan.cases) timed += c.status ? 0 : 1;
   std::string out;
   if (o.format == "json") {
     nlohmann::json j;
@@ -239,7 +239,7 @@ int run_plan_cmd(const PlanCmd& o) {
   } else {
     if (o.list) {
       for (const auto& r : case_rows) {
-        out += fmt::format("{}  [{}{}]\n", r.c->spec.name, r.c->status.empty() ? "planned" : r.c->status,
+        out += fmt::format("{}  [{}{}]\n", r.c->spec.name, r.c->status ? disposition_name(*r.c->status) : "planned",
                            r.c->work.is_default ? ", default" : "");
         if (!r.c->reason.empty()) out += fmt::format("    {}\n", r.c->reason);
         out += fmt::format("    $ {}\n", r.repro);

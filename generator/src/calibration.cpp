@@ -34,7 +34,7 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, c
     opts.max_impls = 1;
     opts.conversions = false;
     const auto cases = backend.cases_for(base, opts);
-    auto it = std::find_if(cases.begin(), cases.end(), [](const PlannedCase& c) { return c.status.empty(); });
+    auto it = std::find_if(cases.begin(), cases.end(), [](const PlannedCase& c) { return !c.status; });
     if (it == cases.end())
       return make_error("{} calibration: {} offers no implementation of {} in {}{}", peak, backend.name(), what, dtype,
                         cases.empty() ? "" : ": " + cases.front().reason);

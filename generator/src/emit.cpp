@@ -114,8 +114,8 @@ Result<EmitSummary> write_standalone(const Plan& plan, const std::vector<const B
     std::vector<const PlannedCase*> cases;
     for (const auto& c : plan.cases) {
       if (c.spec.backend != b->name()) continue;
-      if (c.status.empty()) cases.push_back(&c);
-      else skipped += fmt::format("//   {} {}: {}\n", c.status, c.spec.name, c.reason);
+      if (!c.status) cases.push_back(&c);
+      else skipped += fmt::format("//   {} {}: {}\n", disposition_name(*c.status), c.spec.name, c.reason);
     }
     headers.push_back(b->generated_header());
     targets.push_back(b->generated_cmake_target());

@@ -46,15 +46,15 @@ Tally verify_plan(const std::vector<mp::ModelIR>& models, const std::vector<std:
   const Plan plan = make_plan(models, {find_backend("cuda")}, o);
   Tally t;
   for (const auto& c : plan.cases) {
-    if (!c.status.empty()) continue;
+    if (c.status) continue;
     const bool conversion = !c.spec.feeds.empty();
     const std::string config = c.spec.problem.key + " " + c.spec.math_mode + " " + c.spec.fusion;
     if (!conversion) t.planned.insert(config);
     auto k = kernels::make_cuda_kernel(c.spec);
     if (!k) {
       const std::string& m = k.error().message;
-      if (m.rfind("unsupported: ", 0) == 0) ++t.unsupported;
-      else if (m.rfind("skipped: ", 0) == 0) ++t.skipped;
+      if (k.error().code == Disposition::kUnsupported) ++t.unsupported;
+      else if (k.error().code == Disposition::kSkipped) ++t.skipped;
       else t.failures.push_back(c.spec.name + ": " + m);
       continue;
     }
@@ -63,7 +63,7 @@ Tally verify_plan(const std::vector<mp::ModelIR>& models, const std::vector<std:
     if (v.ok()) {
       ++t.verified;
       if (!conversion) t.verified_configs.insert(config);
-    } else if (v.error().message.rfind("not verifiable: ", 0) == 0) {
+    } else if (v.error().code == Disposition::kNotVerifiable) {
       ++t.not_verifiable;
       if (!conversion) t.unverifiable_configs.insert(config);
     } else {
@@ -167,7 +167,7 @@ TEST(CudaKernelsGpu, OversizedWorkspaceOrUnsupportedAlgorithmsBecomeStatuses) {
   spec.problem.ints = {{"pads", {0, 0, 0, 0}}, {"strides", {1, 1}}, {"dil", {1, 1}}, {"group", {1}}};
   auto k = kernels::make_cuda_kernel(spec);
   ASSERT_FALSE(k.ok());
-  EXPECT_EQ(k.error().message.rfind("unsupported: ", 0), 0u) << k.error().message;
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported) << k.error().message;
 }
 
 }  // namespace

@@ -22,13 +22,14 @@ namespace floorline::kernels::cuda_detail {
 
 // --- errors -----------------------------------------------------------------------------------------
 
-[[noreturn]] void fail(const std::string& message) { throw CudaFailure(message); }
+[[noreturn]] void fail(const std::string& message) { throw CudaFailure(Disposition::kFailed, message); }
+[[noreturn]] void fail(Disposition code, const std::string& message) { throw CudaFailure(code, message); }
 
 void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();  // clear a sticky launch error where it is not fatal
   const std::string msg = fmt::format("{}: {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e));
-  if (e == cudaErrorMemoryAllocation) fail("skipped: out of device memory: " + msg);
+  if (e == cudaErrorMemoryAllocation) fail(Disposition::kSkipped, "out of device memory: " + msg);
   fail(msg);
 }
 
@@ -37,7 +38,7 @@ void check(cudnnStatus_t s, const char* what) {
   if (s == CUDNN_STATUS_SUCCESS) return;
   const int category = static_cast<int>(s) / 1000;
   const std::string msg = fmt::format("{}: {}", what, cudnnGetErrorString(s));
-  if (category == 3 || category == 2) fail("unsupported: " + msg);
+  if (category == 3 || category == 2) fail(Disposition::kUnsupported, msg);
   fail(msg);
 }
 // At run time every cuDNN error is a failure.
@@ -67,8 +68,8 @@ const char* cublas_name(cublasStatus_t s) {
 void check(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   const std::string msg = fmt::format("{}: {}", what, cublas_name(s));
-  if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH) fail("unsupported: " + msg);
-  if (s == CUBLAS_STATUS_ALLOC_FAILED) fail("skipped: out of device memory: " + msg);
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH) fail(Disposition::kUnsupported, msg);
+  if (s == CUBLAS_STATUS_ALLOC_FAILED) fail(Disposition::kSkipped, "out of device memory: " + msg);
   fail(msg);
 }
 
@@ -132,7 +133,7 @@ std::vector<float> download(const Tensor& t) {
 std::vector<int> int_dims(const Shape& s) {
   std::vector<int> d;
   for (auto v : s) {
-    if (v > INT_MAX) fail(fmt::format("unsupported: dimension {} exceeds cuDNN's int", v));
+    if (v > INT_MAX) fail(Disposition::kUnsupported, fmt::format("dimension {} exceeds cuDNN's int", v));
     d.push_back(static_cast<int>(v));
   }
   return d;
@@ -161,7 +162,7 @@ void set_strided(TensorDesc& desc, DType t, const std::vector<int>& dims, const 
 }
 // A flat tensor of n elements, as cuDNN's element-wise calls see any shape.
 void set_flat(TensorDesc& desc, DType t, int64_t n) {
-  if (n > INT_MAX) fail("unsupported: more than 2^31 elements for a cuDNN element-wise call");
+  if (n > INT_MAX) fail(Disposition::kUnsupported, "more than 2^31 elements for a cuDNN element-wise call");
   set_strided(desc, t, {1, 1, 1, static_cast<int>(n)}, {static_cast<int>(n), static_cast<int>(n), static_cast<int>(n), 1});
 }
 
@@ -212,7 +213,7 @@ class CudaKernel final : public Kernel {
   int64_t workspace_bytes() const override { return b_.workspace; }
 
   Status verify() override {
-    if (!b_.not_verifiable.empty()) return make_error("not verifiable: {}", b_.not_verifiable);
+    if (!b_.not_verifiable.empty()) return make_error(Disposition::kNotVerifiable, "{}", b_.not_verifiable);
     try {
       initialise(seed_ + 7);
       run();
@@ -293,7 +294,7 @@ int64_t free_device_memory() {
 void check_workspace(int64_t bytes) {
   const int64_t limit = workspace_limit(free_device_memory());
   if (bytes > limit)
-    fail(fmt::format("skipped: workspace {:.1f} MiB exceeds the limit of {:.1f} MiB (free device memory less a reserve)",
+    fail(Disposition::kSkipped, fmt::format("workspace {:.1f} MiB exceeds the limit of {:.1f} MiB (free device memory less a reserve)",
                      static_cast<double>(bytes) / (1 << 20), static_cast<double>(limit) / (1 << 20)));
 }
 
@@ -323,7 +324,7 @@ void build(Ctx& c) {
   if (a == "floorline-kernel:layer_norm") return own_layer_norm(c);
   if (a == "floorline-kernel:gather") return own_gather(c);
   if (a == "floorline-kernel:resize") return own_resize(c);
-  fail(fmt::format("unsupported: the CUDA backend has no algorithm {} for {}", a, op));
+  fail(Disposition::kUnsupported, fmt::format("the CUDA backend has no algorithm {} for {}", a, op));
 }
 
 }  // namespace
@@ -366,7 +367,7 @@ Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
     kernel->initialise(1);
     return std::unique_ptr<Kernel>(std::move(kernel));
   } catch (const CudaFailure& e) {
-    return make_error("{}", e.what());
+    return Error{e.what(), e.code};
   } catch (const std::exception& e) {
     return make_error("{}", e.what());
   }

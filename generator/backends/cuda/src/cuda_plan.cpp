@@ -27,13 +27,13 @@ int64_t workspace_limit(int64_t free_bytes) {
 Result<ConvGeometry> conv_geometry(const Problem& p) {
   const Operand* x = p.input("x");
   const Operand* w = p.input("w");
-  if (!x || !w || p.outputs.empty()) return make_error("unsupported: {} needs x, w and y", p.op);
+  if (!x || !w || p.outputs.empty()) return make_error(Disposition::kUnsupported, "{} needs x, w and y", p.op);
   const Shape& xs = x->shape;
   const Shape& ws = w->shape;
   const Shape& ys = p.outputs[0].shape;
   const size_t n = xs.size() < 2 ? 0 : xs.size() - 2;
   if (n < 1 || n > 3 || ws.size() != xs.size() || ys.size() != xs.size())
-    return make_error("unsupported: cuDNN convolutions are 1-D to 3-D (x is rank {})", xs.size());
+    return make_error(Disposition::kUnsupported, "cuDNN convolutions are 1-D to 3-D (x is rank {})", xs.size());
   auto attr = [&](const std::string& name, int64_t fallback, size_t count) {
     auto v = p.ints_attr(name);
     if (v.size() < count) v.resize(count, fallback);
@@ -41,9 +41,9 @@ Result<ConvGeometry> conv_geometry(const Problem& p) {
   };
   const auto pads = attr("pads", 0, 2 * n), strides = attr("strides", 1, n), dil = attr("dil", 1, n);
   for (auto v : xs)
-    if (v > INT_MAX) return make_error("unsupported: a dimension over 2^31 ({})", v);
+    if (v > INT_MAX) return make_error(Disposition::kUnsupported, "a dimension over 2^31 ({})", v);
   for (size_t k = 0; k < n; ++k)
-    if (pads[k] < 0 || pads[k + n] < 0) return make_error("unsupported: negative convolution padding");
+    if (pads[k] < 0 || pads[k + n] < 0) return make_error(Disposition::kUnsupported, "negative convolution padding");
   ConvGeometry g;
   g.groups = static_cast<int>(p.int_attr("group", 1));
   const bool one_d = n == 1;
@@ -96,7 +96,7 @@ CudaCase make(std::string algorithm, std::string mode, std::string layout = "") 
 
 CudaCase unsupported_case(const CaseSpec& base, std::string why) {
   CudaCase c = make("none", base.math_mode);
-  c.status = "unsupported";
+  c.status = Disposition::kUnsupported;
   c.reason = std::move(why);
   return c;
 }
@@ -112,7 +112,7 @@ std::string post_op_names(const Problem& p) {
 void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   auto g = conv_geometry(base.problem);
   if (!g) {
-    out.push_back(unsupported_case(base, g.error().message.substr(std::string("unsupported: ").size())));
+    out.push_back(unsupported_case(base, g.error().message));
     return;
   }
   const Problem& p = base.problem;
@@ -219,7 +219,7 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
       if ((g->m == 1 || g->n == 1) && !g->batched) {
         CudaCase v = make("cublas_gemv", mode);
         if (base.dtype != "f32" || mode != "fp32") {
-          v.status = "unsupported";
+          v.status = Disposition::kUnsupported;
           v.reason = "cublasSgemv is f32 without Tensor Cores only";
         }
         out.push_back(v);
@@ -228,7 +228,7 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     for (int k = 0; k < kLtAlgorithms; ++k) {
       CudaCase lt = make(fmt::format("cublaslt_matmul:{}", k), mode);
       if (c && c->shape.size() == 2 && c->shape != p.outputs[0].shape) {
-        lt.status = "unsupported";
+        lt.status = Disposition::kUnsupported;
         lt.reason = "a Gemm C broadcast along M is not a cuBLASLt bias (a vector of N) nor a full matrix";
       }
       out.push_back(lt);
@@ -253,14 +253,14 @@ void unary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     CudaCase c = make("cudnn_activation", mode);
     c.is_default = true;
     if (p.op == "Clip" && (p.float_attr("min", -1) != 0.0 || p.inputs.size() > 1)) {
-      c.status = "unsupported";
+      c.status = Disposition::kUnsupported;
       c.reason = "cuDNN's clipped ReLU clips to [0, max]; this Clip's minimum is not 0";
       c.is_default = false;
     }
     out.push_back(c);
   }
   CudaCase own = make("floorline-kernel:eltwise", mode);
-  own.is_default = !kCudnn.count(p.op) || out.back().status == "unsupported";
+  own.is_default = !kCudnn.count(p.op) || out.back().status == Disposition::kUnsupported;
   out.push_back(own);
 }
 
@@ -337,7 +337,7 @@ void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     CudaCase c = make("cudnn_pooling", mode, layout);
     c.is_default = layout.empty() && why_not.empty();
     if (!why_not.empty()) {
-      c.status = "unsupported";
+      c.status = Disposition::kUnsupported;
       c.reason = why_not;
     }
     out.push_back(c);

@@ -30,11 +30,10 @@ using device::DType;
 
 // --- errors -----------------------------------------------------------------------------------------
 
-// A library error; build errors carry the case status prefix ("unsupported: ", "skipped: ").
-struct CudaFailure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// A library error; build errors carry the case's disposition (unsupported, skipped), others fail.
+using CudaFailure = KernelError;
 [[noreturn]] void fail(const std::string& message);
+[[noreturn]] void fail(Disposition code, const std::string& message);
 void check(cudaError_t e, const char* what);
 void check(cudnnStatus_t s, const char* what);
 void check_run(cudnnStatus_t s, const char* what);
@@ -191,7 +190,7 @@ struct Ctx {
   Build b;
 
   const Shape& in_shape(size_t k) const {
-    if (k >= p.inputs.size()) fail(fmt::format("unsupported: {} has no input {}", p.op, k));
+    if (k >= p.inputs.size()) fail(Disposition::kUnsupported, fmt::format("{} has no input {}", p.op, k));
     return p.inputs[k].shape;
   }
   const Shape& out_shape(size_t k = 0) const { return p.outputs.at(k).shape; }

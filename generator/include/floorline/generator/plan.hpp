@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@ struct PlanOptions {
 struct PlannedCase {
   kernels::CaseSpec spec;          // spec.name is the case name
   kernels::Work work;
-  std::string status;              // "" = to be timed; "skipped" or "unsupported" when planning decided
+  std::optional<Disposition> status;  // nullopt = to be timed; skipped, unsupported (or failed) when planning decided
   std::string reason;
   std::string params = "{}";       // JSON for cases.params: impl, formats, conversions, proxy notes
 };
