@@ -29,9 +29,12 @@ Result<Loaded> plan_models(const CommonOptions& o) {
   Loaded l;
   FL_ASSIGN_OR_RETURN(auto files, mp::find_models(o.models));
   FL_ASSIGN_OR_RETURN(l.backends, gen::select_backends(o.backend));
-  for (const auto& d : o.dtypes)
-    if (d != "f32" && d != "bf16" && d != "f16")
-      return make_error("--dtype {}: the backends measure f32, bf16 and f16 (cuda only)", d);
+  std::vector<DType> dtypes;  // the allow-list is common/dtype.hpp's kDTypes
+  for (const auto& d : o.dtypes) {
+    const auto t = parse_dtype(d);
+    if (!t) return make_error("--dtype {}: the backends measure f32, bf16 and f16 (cuda only)", d);
+    dtypes.push_back(*t);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   mp::ProcessOptions popts;
   popts.batches = o.batches;
@@ -46,7 +49,7 @@ Result<Loaded> plan_models(const CommonOptions& o) {
     for (auto& m : *r) l.models.push_back(std::move(m));
   }
   gen::PlanOptions popt;
-  popt.dtypes = o.dtypes;
+  popt.dtypes = dtypes;
   popt.max_impls = o.all_impls ? 0 : o.max_impls;
   popt.include_reference = o.include_ref;
   popt.fusion = !o.no_fusion;
@@ -155,7 +158,7 @@ std::string reproduction(const gen::PlannedCase& c, const std::map<std::string, 
   auto it = origins.find(c.spec.problem.key);
   const Origin o = it == origins.end() ? Origin{} : it->second;
   return fmt::format("floorline bench {} --batch {} --dtype {} --backend {} --db results.db --case {}", o.model,
-                     o.batch, c.spec.dtype, c.spec.backend, shell_quote(c.spec.name));
+                     o.batch, dtype_name(c.spec.dtype), c.spec.backend, shell_quote(c.spec.name));
 }
 
 // plan_models(), its error printed as "floorline CMD: ..." (the caller exits with status 2).

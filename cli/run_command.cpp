@@ -145,7 +145,7 @@ int run_main(RunCmd o, const std::string& command_line) {
   int replay_failures = 0;
   if (o.replay && !l.backends.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto chosen = gen::best_cases(db, system_id, l.plan, "f32");
+    auto chosen = gen::best_cases(db, system_id, l.plan, DType::kF32);
     auto done = replayed(db, system_id);
     if (!chosen) return fail(chosen.error().message);
     if (!done) return fail(done.error().message);

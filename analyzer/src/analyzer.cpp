@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "floorline/common/dtype.hpp"
 #include "floorline/generator/plan.hpp"
 
 namespace floorline::analyzer {
@@ -25,7 +26,13 @@ int64_t integer(const benchdb::SqlValue& v) {
   return 0;
 }
 
-std::string math_mode_of(const std::string& dtype) { return dtype == "f32" ? "fp32" : dtype; }
+// The analyzer's data types are text (AnalyzeOptions, database columns); the rules are dtype.hpp's.
+DType dtype_of(const std::string& name) { return parse_dtype(name).value_or(DType::kF32); }
+std::string math_mode_of(const std::string& dtype) { return std::string(math_mode_name(own_math_mode(dtype_of(dtype)))); }
+// Bytes are counted in the models' f32: scaled to the element size of `dtype`.
+double byte_scale_of(const std::string& dtype) {
+  return static_cast<double>(element_size(dtype_of(dtype))) / static_cast<double>(element_size(DType::kF32));
+}
 
 bool fewer_multiplies(const std::string& algorithm) {
   // Winograd and FFT convolutions do fewer multiplications than the direct count: their FLOP/s
@@ -180,7 +187,7 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
 
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype) {
   const std::string mode = math_mode_of(dtype);
-  const double byte_scale = dtype == "f32" ? 1.0 : 0.5;
+  const double byte_scale = byte_scale_of(dtype);
   struct Top { double rate = 0; std::string by; };
   Top flops, bytes;
   for (const auto& m : models)
@@ -215,7 +222,7 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   if (!have_peaks)
     b.peaks_note = fmt::format("no calibrated {} peaks for system {} (floorline bench calibrates them)", b.dtype, costs.system_id);
   // Layers with more bytes than a dtype of half the width (bytes are counted in the model's f32).
-  const double byte_scale = b.dtype == "f32" ? 1.0 : 0.5;
+  const double byte_scale = byte_scale_of(b.dtype);
 
   std::unordered_map<int, size_t> cost_at;  // Layer::index → position in b.layers
   std::unordered_map<int, double> weight;   // Layer::index → t(v) (0 for view layers)

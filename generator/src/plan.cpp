@@ -9,11 +9,10 @@ namespace floorline::gen {
 
 namespace {
 
-std::string math_mode_for(const std::string& dtype) { return dtype == "f32" ? "fp32" : dtype; }
-
-int64_t scaled_bytes(int64_t bytes, const std::string& dtype) {
+// A config's bytes are counted in f32 (the models' type): scaled to the case's element size.
+int64_t scaled_bytes(int64_t bytes, DType dtype) {
   if (bytes <= 0) return bytes;
-  return dtype == "bf16" || dtype == "f16" ? bytes / 2 : bytes;
+  return bytes * element_size(dtype) / element_size(DType::kF32);
 }
 
 }  // namespace
@@ -23,7 +22,7 @@ kernels::Work conversion_work(const kernels::CaseSpec& base, const std::string& 
   int64_t n = 1;
   for (auto d : shape) n *= d;
   kernels::Work w;
-  w.bytes = 2 * n * (base.dtype == "f32" ? 4 : 2);
+  w.bytes = 2 * n * element_size(base.dtype);
   w.flops = 0;
   return w;
 }
@@ -32,8 +31,8 @@ benchdb::CaseRow case_row(const PlannedCase& c) {
   benchdb::CaseRow row;
   row.backend = c.spec.backend;
   row.algorithm = c.spec.algorithm;
-  row.dtype = c.spec.dtype;
-  row.math_mode = c.spec.math_mode;
+  row.dtype = dtype_name(c.spec.dtype);
+  row.math_mode = math_mode_name(c.spec.math_mode);
   row.layout = c.spec.layout;
   row.fusion = c.spec.fusion;
   row.params = c.params;
@@ -54,7 +53,7 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
         base.problem = problem;
         base.backend = backend->name();
         base.dtype = dtype;
-        base.math_mode = math_mode_for(dtype);
+        base.math_mode = own_math_mode(dtype);
         std::vector<PlannedCase> cases = backend->cases_for(base, options);
         if (auto it = patterns.find(u.key); it != patterns.end())
           for (const auto& ops : it->second) {

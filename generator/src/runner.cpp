@@ -121,7 +121,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         return Status{};
       }));
       if (options.calibrate) {
-        std::vector<std::string> dtypes;
+        std::vector<DType> dtypes;
         for (const auto& c : plan.cases)
           if (c.spec.backend == backend->name() &&
               std::find(dtypes.begin(), dtypes.end(), c.spec.dtype) == dtypes.end())

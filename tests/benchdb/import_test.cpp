@@ -182,11 +182,17 @@ TEST(BenchmarkErrorText, EveryCodeRoundTripsAndUnknownTextIsFailed) {
                         Disposition::kFailed}) {
     const Error e = make_error(d, "workspace {} MiB exceeds: the limit", 300);
     const std::string text = benchmark_error_text(e);
-    EXPECT_EQ(text, std::string(disposition_name(d)) + ": workspace 300 MiB exceeds: the limit");
+    EXPECT_EQ(text, d == Disposition::kFailed ? "workspace 300 MiB exceeds: the limit"
+                                              : std::string(disposition_name(d)) + ": workspace 300 MiB exceeds: the limit");
     const Error back = error_from_benchmark_text(text);
     EXPECT_EQ(back.code, d) << text;
     EXPECT_EQ(back.message, "workspace 300 MiB exceeds: the limit");
   }
+  // A failed message that looks coded keeps its text through the round trip.
+  const Error tricky = make_error("skipped: is part of this library's message");
+  EXPECT_EQ(benchmark_error_text(tricky), "failed: skipped: is part of this library's message");
+  EXPECT_EQ(error_from_benchmark_text(benchmark_error_text(tricky)).code, Disposition::kFailed);
+  EXPECT_EQ(error_from_benchmark_text(benchmark_error_text(tricky)).message, tricky.message);
   // Text with no disposition prefix (an exception's what(), an older file) is a failure, whole.
   const Error unknown = error_from_benchmark_text("cudaErrorLaunchFailure: unspecified launch failure");
   EXPECT_EQ(unknown.code, Disposition::kFailed);

@@ -21,7 +21,7 @@ std::vector<mp::ModelIR> kinds_models() {
   return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
 }
 
-Plan kinds_plan(const std::vector<std::string>& dtypes = {"f32"}) {
+Plan kinds_plan(const std::vector<DType>& dtypes = {DType::kF32}) {
   PlanOptions o;
   o.dtypes = dtypes;
   return make_plan(kinds_models(), {find_backend("onednn")}, o);
@@ -158,7 +158,7 @@ TEST(BenchmarkBody, ALibraryErrorFailsTheCaseNotTheRun) {
 }
 
 TEST(OnednnKernels, Bf16ConvolutionMatchesWithinBf16Tolerance) {
-  const Plan plan = kinds_plan({"bf16"});
+  const Plan plan = kinds_plan({DType::kBF16});
   int checked = 0;
   for (const auto& c : plan.cases) {
     if (c.spec.problem.op != "Conv" || c.status || !c.spec.feeds.empty() || !c.work.is_default) continue;

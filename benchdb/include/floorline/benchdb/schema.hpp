@@ -124,8 +124,8 @@ struct CaseRow {
   int64_t config_id = 0;
   std::string backend;               // "onednn", "cuda"
   std::string algorithm;             // as the library spells it ("CUDNN_CONVOLUTION_FWD_ALGO_GEMM")
-  std::string dtype;                 // storage type of the case's tensors ("f32", "f16", "bf16")
-  std::string math_mode;             // "fp32" (strict), "tf32", "fp16", "bf16"
+  std::string dtype;                 // dtype_name() of the case's tensors ("f32", "f16", "bf16")
+  std::string math_mode;             // math_mode_name(): "fp32" (strict), "tf32", "f16", "bf16"
   std::string layout;                // "nchw", "nhwc", "any", "" where it does not apply; a
                                      // conversion case has "role:from>to" (is_conversion())
   std::string fusion;                // "" or the fused pattern ("bias_relu", "bn")

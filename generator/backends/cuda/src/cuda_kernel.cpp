@@ -75,10 +75,24 @@ void check(cublasStatus_t s, const char* what) {
 
 // --- tensors --------------------------------------------------------------------------------------
 
-DType dtype_of(const std::string& dtype) {
-  if (dtype == "f16") return DType::kF16;
-  if (dtype == "bf16") return DType::kBF16;
+device::DType device_type(floorline::DType t) {
+  switch (t) {
+    case floorline::DType::kF32: return DType::kF32;
+    case floorline::DType::kF16: return DType::kF16;
+    case floorline::DType::kBF16: return DType::kBF16;
+  }
   return DType::kF32;
+}
+
+// Relative L2 error allowed against the f32 reference, by the precision of the arithmetic.
+double tolerance(MathMode m) {
+  switch (m) {
+    case MathMode::kFp32: return 1e-3;
+    case MathMode::kTf32: return 5e-3;
+    case MathMode::kF16: return 1e-2;
+    case MathMode::kBF16: return 3e-2;
+  }
+  return 3e-2;
 }
 cudnnDataType_t cudnn_type(DType t) {
   switch (t) {
@@ -341,7 +355,7 @@ bool cuda_cold_cache() { return g_cold; }
 Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
   FL_ASSIGN_OR_RETURN(Context * dev, context());
   try {
-    Ctx c{spec, spec.problem, *dev, dtype_of(spec.dtype), spec.layout == "nhwc", {}};
+    Ctx c{spec, spec.problem, *dev, device_type(spec.dtype), spec.layout == "nhwc", {}};
     for (const auto& in : spec.problem.inputs) {
       Tensor t;
       t.shape = in.shape;
@@ -358,12 +372,12 @@ Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
     }
     c.b.n_inputs = spec.problem.inputs.size();
     c.b.n_outputs = spec.problem.outputs.size();
-    c.b.tolerance = spec.math_mode == "fp32" ? 1e-3 : spec.math_mode == "tf32" ? 5e-3 : spec.math_mode == "fp16" ? 1e-2 : 3e-2;
+    c.b.tolerance = tolerance(spec.math_mode);
     build(c);
     for (size_t t = 0; t < c.b.tensors.size(); ++t) c.ptr(static_cast<int>(t));
     // One seed per config, data type and layout: every algorithm of a config reads the same inputs.
     auto kernel = std::make_unique<CudaKernel>(spec.problem, std::move(c.b), *dev,
-                                               std::hash<std::string>{}(spec.problem.key + spec.dtype + spec.layout) >> 8);
+                                               std::hash<std::string>{}(spec.problem.key + std::string(floorline::dtype_name(spec.dtype)) + spec.layout) >> 8);
     kernel->initialise(1);
     return std::unique_ptr<Kernel>(std::move(kernel));
   } catch (const CudaFailure& e) {

@@ -80,16 +80,10 @@ Result<ConvGeometry> conv_geometry(const Problem& p) {
 
 namespace {
 
-std::vector<std::string> math_modes(const std::string& dtype, bool tensor_core_op) {
-  if (dtype == "f32") return tensor_core_op ? std::vector<std::string>{"fp32", "tf32"} : std::vector<std::string>{"fp32"};
-  if (dtype == "f16") return {"fp16"};
-  return {"bf16"};
-}
-
-CudaCase make(std::string algorithm, std::string mode, std::string layout = "") {
+CudaCase make(std::string algorithm, MathMode mode, std::string layout = "") {
   CudaCase c;
   c.algorithm = std::move(algorithm);
-  c.math_mode = std::move(mode);
+  c.math_mode = mode;
   c.layout = std::move(layout);
   return c;
 }
@@ -129,9 +123,9 @@ void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const std::string pad_suffix = g->explicit_pad ? ":padded" : "";
   const bool relu = post.find("Relu") != std::string::npos;
   for (const std::string layout : {"", "nhwc"})
-    for (const auto& mode : math_modes(base.dtype, true)) {
-      // NHWC where it changes the algorithm set: with Tensor Core math (tf32, fp16, bf16).
-      if (!layout.empty() && mode == "fp32") continue;
+    for (const auto& mode : floorline::math_modes(base.dtype, true)) {
+      // NHWC where it changes the algorithm set: with Tensor Core math (tf32, f16, bf16).
+      if (!layout.empty() && mode == MathMode::kFp32) continue;
       if (!fused) {
         CudaCase h = make("cudnn_conv:heuristic" + pad_suffix, mode, layout);
         h.is_default = layout.empty();  // a framework's default: NCHW, the heuristic's first choice
@@ -211,14 +205,14 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     return;
   }
   const Operand* c = p.op == "Gemm" && p.inputs.size() > 2 ? &p.inputs[2] : nullptr;
-  for (const auto& mode : math_modes(base.dtype, true)) {
+  for (const auto& mode : floorline::math_modes(base.dtype, true)) {
     if (!fused) {
       CudaCase d = make(g->batched ? "cublas_gemm_strided_batched" : "cublas_gemm", mode);
       d.is_default = true;  // cuBLAS's own heuristic (CUBLAS_GEMM_DEFAULT): what a framework calls
       out.push_back(d);
       if ((g->m == 1 || g->n == 1) && !g->batched) {
         CudaCase v = make("cublas_gemv", mode);
-        if (base.dtype != "f32" || mode != "fp32") {
+        if (mode != MathMode::kFp32) {
           v.status = Disposition::kUnsupported;
           v.reason = "cublasSgemv is f32 without Tensor Cores only";
         }
@@ -247,7 +241,7 @@ void unary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     out.push_back(unsupported_case(base, "Pow with a run-time (non-constant) exponent"));
     return;
   }
-  const std::string mode = math_modes(base.dtype, false)[0];
+  const MathMode mode = own_math_mode(base.dtype);
   static const std::set<std::string> kCudnn = {"Relu", "Sigmoid", "Tanh", "Elu", "Clip"};
   if (kCudnn.count(p.op)) {
     CudaCase c = make("cudnn_activation", mode);
@@ -279,7 +273,7 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     out.push_back(unsupported_case(base, fmt::format("no CUDA kernel for {}", p.op)));
     return;
   }
-  const std::string mode = math_modes(base.dtype, false)[0];
+  const MathMode mode = own_math_mode(base.dtype);
   const Shape& y = p.outputs.at(0).shape;
   const Shape& a = p.inputs[0].shape;
   const Shape& b = p.inputs[1].shape;
@@ -309,7 +303,7 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
 
 void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
-  const std::string mode = math_modes(base.dtype, false)[0];
+  const MathMode mode = own_math_mode(base.dtype);
   const Shape& x = p.inputs.at(0).shape;
   if (x.size() < 3 || x.size() > 5) {
     out.push_back(unsupported_case(base, fmt::format("pooling over a rank-{} tensor", x.size())));
@@ -354,10 +348,6 @@ std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
   std::vector<CudaCase> out;
   const Problem& p = base.problem;
   const std::string& op = p.op;
-  if (base.dtype != "f32" && base.dtype != "f16" && base.dtype != "bf16") {
-    out.push_back(unsupported_case(base, fmt::format("the CUDA backend measures f32, f16 and bf16, not {}", base.dtype)));
-    return out;
-  }
   if (p.outputs.empty() || p.inputs.empty()) {
     out.push_back(unsupported_case(base, fmt::format("{} without inputs or outputs", op)));
     return out;
@@ -373,7 +363,7 @@ std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
     out.push_back(unsupported_case(base, fmt::format("the CUDA backend fuses into Conv, Gemm and MatMul only, not {}", op)));
     return out;
   }
-  const std::string mode = math_modes(base.dtype, false)[0];
+  const MathMode mode = own_math_mode(base.dtype);
   auto single = [&](std::string algorithm, std::string layout = "") {
     CudaCase c = make(std::move(algorithm), mode, std::move(layout));
     c.is_default = out.empty();

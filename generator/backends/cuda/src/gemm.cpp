@@ -51,7 +51,7 @@ GemmCall gemm_call(const Ctx& c) {
 }
 
 cublasComputeType_t compute_type(const Ctx& c) {
-  return c.spec.math_mode == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  return c.spec.math_mode == MathMode::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
 int int_dim(int64_t v) {

@@ -94,7 +94,10 @@ Result<Context*> context();
 
 enum class Fill { kUniform, kPositive, kNone };
 
-DType dtype_of(const std::string& dtype);
+// The device kernels' element type of a case's data type (device_kernels.hpp keeps its own enum:
+// the .cu sources do not include Floorline's headers).
+DType device_type(floorline::DType t);
+double tolerance(MathMode m);
 cudnnDataType_t cudnn_type(DType t);
 cudaDataType_t cuda_type(DType t);
 
@@ -233,7 +236,7 @@ struct Ctx {
     if (const auto pad = v.find(":padded"); pad != std::string::npos) v.erase(pad);
     return v;
   }
-  bool tensor_ops() const { return spec.math_mode != "fp32"; }
+  bool tensor_ops() const { return spec.math_mode != MathMode::kFp32; }
 };
 
 const float kOne = 1.f, kZero = 0.f, kMinusOne = -1.f;

@@ -68,11 +68,13 @@ const KindMapping* mapping_for(const std::string& op) {
   return nullptr;
 }
 
-dt data_type(const std::string& name) {
-  if (name == "f32") return dt::f32;
-  if (name == "bf16") return dt::bf16;
-  if (name == "f16") return dt::f16;
-  unsupported(fmt::format("the oneDNN backend measures f32 and bf16, not {}", name));
+dt data_type(DType t) {
+  switch (t) {
+    case DType::kF32: return dt::f32;
+    case DType::kBF16: return dt::bf16;
+    case DType::kF16: return dt::f16;
+  }
+  unsupported(fmt::format("the oneDNN backend measures f32 and bf16, not {}", dtype_name(t)));
 }
 
 // Builds the primitives of one variant. Errors coded unsupported (see make_kernel()).

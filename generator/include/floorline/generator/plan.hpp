@@ -20,7 +20,7 @@
 namespace floorline::gen {
 
 struct PlanOptions {
-  std::vector<std::string> dtypes = {"f32"};
+  std::vector<DType> dtypes = {DType::kF32};
   // Implementations timed per config, data type and backend (oneDNN's first choice first, then
   // next_impl() order); the rest are planned as skipped. 0 = all.
   int max_impls = 3;

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "floorline/common/dtype.hpp"
+
 namespace floorline::kernels {
 
 struct Operand {
@@ -63,8 +65,8 @@ struct CaseSpec {
   // kernel is built only when the same implementation is still offered at that position.
   int impl_index = 0;
   std::string impl_name;
-  std::string dtype = "f32";      // storage type of the tensors: f32 | bf16
-  std::string math_mode = "fp32"; // fp32 (strict) | bf16
+  DType dtype = DType::kF32;      // storage type of the tensors (common/dtype.hpp)
+  MathMode math_mode = MathMode::kFp32;  // own_math_mode(dtype), or tf32 for f32 on a GPU
   // For convolution/deconvolution/matmul: the memory formats oneDNN chose, "src:aBcd16b wei:... dst:...".
   // For a layout conversion: "<tensor>:<from>><to>", e.g. "src:abcd>aBcd16b".
   std::string layout;

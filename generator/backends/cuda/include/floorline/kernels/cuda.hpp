@@ -43,7 +43,7 @@ struct CudaCase {
   // cudnnFindConvolutionForwardAlgorithmEx reports), "cublaslt_matmul:3" (the heuristic's 4th
   // algorithm), "floorline-kernel:concat" (ours)...
   std::string algorithm;
-  std::string math_mode;          // fp32 (TF32 off) | tf32 | fp16 | bf16
+  MathMode math_mode = MathMode::kFp32;  // fp32 (TF32 off) | tf32 | f16 | bf16
   std::string layout;             // "" (NCHW / row-major), "nhwc", or a conversion "src:nchw>nhwc"
   std::string feeds;              // a conversion: "layout:nhwc", the cases it feeds
   bool is_default = false;        // what a framework gets by default (the library's heuristic)
