@@ -39,7 +39,7 @@ void fill_status(MeasurementRow& m, const Error& error) {
     return;
   }
   m.status = disposition_name(error.code);
-  m.reason = error.message.empty() ? "error without a message" : error.message;
+  m.reason = error.message;
 }
 
 void fill_passed(MeasurementRow& m, std::vector<double> per_call_us) {
@@ -243,12 +243,7 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
     sum.new_configs += db.impl().conn.changes();  // 1 when the upsert inserted the config
     CaseRow c;
     c.config_id = config_id;
-    c.backend = parsed->backend;
-    c.algorithm = parsed->algorithm;
-    c.dtype = parsed->dtype;
-    c.math_mode = parsed->math_mode;
-    c.layout = parsed->layout;
-    c.fusion = parsed->fusion;
+    set_identity(c, *parsed);
     FL_ASSIGN_OR_RETURN(const int64_t case_id, db.upsert_case(c));
     if (in_this_run.count(case_id)) {
       ++sum.already_measured;

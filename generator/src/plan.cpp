@@ -29,12 +29,7 @@ kernels::Work conversion_work(const kernels::CaseSpec& base, const std::string& 
 
 benchdb::CaseRow case_row(const PlannedCase& c) {
   benchdb::CaseRow row;
-  row.backend = c.spec.backend;
-  row.algorithm = c.spec.algorithm;
-  row.dtype = dtype_name(c.spec.dtype);
-  row.math_mode = math_mode_name(c.spec.math_mode);
-  row.layout = c.spec.layout;
-  row.fusion = c.spec.fusion;
+  benchdb::set_identity(row, c.spec.id());
   row.params = c.params;
   return row;
 }
@@ -64,7 +59,7 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
           }
         std::set<std::string> names;
         for (auto& c : cases) {
-          c.spec.name = benchdb::case_name(case_row(c), u.key);
+          c.spec.name = case_name(c.spec.id());
           if (!names.insert(c.spec.name).second) continue;  // e.g. one conversion feeding two implementations
           if (c.work.flops == 0 && c.work.bytes == 0) {
             c.work.flops = u.flops;

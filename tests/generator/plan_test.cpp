@@ -31,6 +31,9 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
     EXPECT_EQ(parsed->key, c.spec.problem.key);
     EXPECT_EQ(parsed->algorithm, c.spec.algorithm);
     EXPECT_EQ(parsed->fusion, c.spec.fusion);
+    // One identity, one name: parsing gives the spec's identity back, and it names the case.
+    EXPECT_EQ(*parsed, c.spec.id()) << c.spec.name;
+    EXPECT_EQ(case_name(c.spec.id()), c.spec.name);
     EXPECT_TRUE(names.insert(c.spec.name).second) << "duplicate " << c.spec.name;
     if (!c.spec.feeds.empty()) continue;
     const auto k = std::make_pair(c.spec.problem.key, c.spec.fusion);

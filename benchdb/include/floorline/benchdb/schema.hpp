@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "floorline/benchdb/value.hpp"
+#include "floorline/common/case_id.hpp"
 
 namespace floorline::benchdb {
 
@@ -254,17 +255,20 @@ const TableDef<BestMeasurementRow>& best_measurements_table();
 const TableDef<FrameworkLatencyRow>& framework_latencies_table();
 const TableDef<SystemPeakRow>& system_peaks_table();
 
+// A case's identity (common/case_id.hpp) from its row and its config's key, and the row's
+// identity columns from an identity (the key is the config's, not the row's).
+CaseId case_id(const CaseRow& c, std::string_view key);
+void set_identity(CaseRow& c, const CaseId& id);
 // The name of a case: "{backend}/{algorithm}/{dtype}/{math_mode}[.{layout}][+{fusion}]/{key}",
-// e.g. "onednn/brg:avx512_core/f32/fp32/Conv|x=1x64x56x56|...|f32". Unique per case, readable,
-// and what benchmark registrations and reproduction lines use.
+// e.g. "onednn/brg:avx512_core/f32/fp32/Conv|x=1x64x56x56|...|f32" (floorline::case_name of
+// case_id(c, key)). Unique per case, readable, and what benchmark registrations and reproduction
+// lines use.
 std::string case_name(const CaseRow& c, std::string_view key);
 // The SQL expression of case_name() over `cases c` joined with `layer_configs lc` (for views).
 extern const char* const kCaseNameSql;
-struct ParsedCaseName {
-  std::string backend, algorithm, dtype, math_mode, layout, fusion, key;
-};
-// The inverse of case_name(); nullopt when `name` does not have that form.
-std::optional<ParsedCaseName> parse_case_name(std::string_view name);
+// The inverse of case_name() (common/case_id.hpp); nullopt when `name` does not have that form.
+using ParsedCaseName = CaseId;
+using floorline::parse_case_name;
 
 // The identity fingerprint of a system (16 hex digits) from its identity columns.
 std::string system_fingerprint(const SystemRow& s);

@@ -1,7 +1,7 @@
 // floorline/generator/plan.hpp — the plan: unique layer configurations × backend × every
 // implementation × data type, plus the fused variants and layout conversions the models need.
 //
-// A case's name (benchdb::case_name) contains the canonical key, so it is recognizable in any
+// A case's name (case_name(spec.id()), common/case_id.hpp) contains the canonical key, so it is recognizable in any
 // output and re-runnable alone (`floorline bench ... --case NAME`); its uid is a hash of the name.
 #pragma once
 
@@ -42,7 +42,7 @@ struct PlannedCase {
 // nothing (bytes > 0 keeps the planner from filling in the layer's FLOPs).
 kernels::Work conversion_work(const kernels::CaseSpec& base, const std::string& conversion);
 
-// The case's row for the database (config_id left 0): the fields case_name() is made of, and params.
+// The case's row for the database (config_id left 0): its identity (spec.id() less the key) and params.
 benchdb::CaseRow case_row(const PlannedCase& c);
 
 // Converts a layer configuration to the kernel library's Problem (attributes typed, roles kept).

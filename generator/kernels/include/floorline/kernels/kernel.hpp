@@ -65,7 +65,8 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   // One call of the case: every library call it consists of, then a wait for completion. A library
-  // error is thrown (std::exception); register_case() and the runner turn it into a failed case.
+  // error is thrown (std::exception); register_case() and the runner turn it into a failed case
+  // (a KernelError into a case with its code).
   virtual void run() = 0;
   // One timed call, in seconds: by default the steady clock around run(). GPU kernels override it
   // with CUDA events on their stream around the library calls only (a cold-cache flush outside).

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "floorline/common/case_id.hpp"
 #include "floorline/common/dtype.hpp"
 
 namespace floorline::kernels {
@@ -74,7 +75,11 @@ struct CaseSpec {
   // A layout conversion names the case it feeds (that case's algorithm; impl_index/impl_name are
   // that case's): the converted formats are the ones its implementation asks for.
   std::string feeds;
-  std::string name;               // the case name (benchdb's case_name()), set by the planner
+  std::string name;               // the case name, case_name(id()), set by the planner
+
+  // The case's identity (common/case_id.hpp): backend, algorithm, dtype and math mode names,
+  // layout, fusion and the problem's key. A layout conversion's `feeds` is not part of it.
+  CaseId id() const;
 };
 
 }  // namespace floorline::kernels
