@@ -75,15 +75,6 @@ void check(cublasStatus_t s, const char* what) {
 
 // --- tensors --------------------------------------------------------------------------------------
 
-device::DType device_type(floorline::DType t) {
-  switch (t) {
-    case floorline::DType::kF32: return DType::kF32;
-    case floorline::DType::kF16: return DType::kF16;
-    case floorline::DType::kBF16: return DType::kBF16;
-  }
-  return DType::kF32;
-}
-
 // Relative L2 error allowed against the f32 reference, by the precision of the arithmetic.
 double tolerance(MathMode m) {
   switch (m) {
@@ -94,6 +85,7 @@ double tolerance(MathMode m) {
   }
   return 3e-2;
 }
+
 cudnnDataType_t cudnn_type(DType t) {
   switch (t) {
     case DType::kF16: return CUDNN_DATA_HALF;
@@ -355,7 +347,7 @@ bool cuda_cold_cache() { return g_cold; }
 Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
   FL_ASSIGN_OR_RETURN(Context * dev, context());
   try {
-    Ctx c{spec, spec.problem, *dev, device_type(spec.dtype), spec.layout == "nhwc", {}};
+    Ctx c{spec, spec.problem, *dev, spec.dtype, spec.layout == "nhwc", {}};
     for (const auto& in : spec.problem.inputs) {
       Tensor t;
       t.shape = in.shape;

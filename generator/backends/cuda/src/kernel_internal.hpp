@@ -94,9 +94,7 @@ Result<Context*> context();
 
 enum class Fill { kUniform, kPositive, kNone };
 
-// The device kernels' element type of a case's data type (device_kernels.hpp keeps its own enum:
-// the .cu sources do not include Floorline's headers).
-DType device_type(floorline::DType t);
+// Relative L2 error allowed against the f32 reference, by the math mode.
 double tolerance(MathMode m);
 cudnnDataType_t cudnn_type(DType t);
 cudaDataType_t cuda_type(DType t);
