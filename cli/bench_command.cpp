@@ -29,9 +29,12 @@ Result<Loaded> plan_models(const CommonOptions& o) {
   Loaded l;
   FL_ASSIGN_OR_RETURN(auto files, mp::find_models(o.models));
   FL_ASSIGN_OR_RETURN(l.backends, gen::select_backends(o.backend));
-  for (const auto& d : o.dtypes)
-    if (d != "f32" && d != "bf16" && d != "f16")
-      return make_error("--dtype {}: the backends measure f32, bf16 and f16 (cuda only)", d);
+  std::vector<DType> dtypes;  // the allow-list is common/dtype.hpp's kDTypes
+  for (const auto& d : o.dtypes) {
+    const auto t = parse_dtype(d);
+    if (!t) return make_error("--dtype {}: the backends measure f32, bf16 and f16 (cuda only)", d);
+    dtypes.push_back(*t);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   mp::ProcessOptions popts;
   popts.batches = o.batches;
@@ -46,7 +49,7 @@ Result<Loaded> plan_models(const CommonOptions& o) {
     for (auto& m : *r) l.models.push_back(std::move(m));
   }
   gen::PlanOptions popt;
-  popt.dtypes = o.dtypes;
+  popt.dtypes = dtypes;
   popt.max_impls = o.all_impls ? 0 : o.max_impls;
   popt.include_reference = o.include_ref;
   popt.fusion = !o.no_fusion;
@@ -155,7 +158,7 @@ std::string reproduction(const gen::PlannedCase& c, const std::map<std::string, 
   auto it = origins.find(c.spec.problem.key);
   const Origin o = it == origins.end() ? Origin{} : it->second;
   return fmt::format("floorline bench {} --batch {} --dtype {} --backend {} --db results.db --case {}", o.model,
-                     o.batch, c.spec.dtype, c.spec.backend, shell_quote(c.spec.name));
+                     o.batch, dtype_name(c.spec.dtype), c.spec.backend, shell_quote(c.spec.name));
 }
 
 // plan_models(), its error printed as "floorline CMD: ..." (the caller exits with status 2).
@@ -188,8 +191,8 @@ int run_plan_cmd(const PlanCmd& o) {
     r.backend = c.spec.backend;
     configs[{r.kind, r.backend}].insert(c.spec.problem.key);
     ++r.cases;
-    if (c.status.empty()) ++r.timed;
-    else if (c.status == "skipped") ++r.skipped;
+    if (!c.status) ++r.timed;
+    else if (c.status == Disposition::kSkipped) ++r.skipped;
     else ++r.unsupported;
     if (!c.spec.fusion.empty()) ++r.fused;
     if (!c.spec.feeds.empty()) ++r.conversions;
@@ -217,7 +220,7 @@ int run_plan_cmd(const PlanCmd& o) {
   }
   const std::vector<Field<CaseRowOut>> case_fields = {
       {"case", [](const CaseRowOut& r) { return text_cell(r.c->spec.name); }},
-      {"status", [](const CaseRowOut& r) { return text_cell(r.c->status.empty() ? "planned" : r.c->status); }},
+      {"status", [](const CaseRowOut& r) { return text_cell(r.c->status ? std::string(disposition_name(*r.c->status)) : "planned"); }},
       {"default", [](const CaseRowOut& r) { return int_cell(r.c->work.is_default ? 1 : 0); }},
       {"reason", [](const CaseRowOut& r) { return text_cell(r.c->reason); }},
       {"flops", [](const CaseRowOut& r) { return int_cell(r.c->work.flops); }},
@@ -225,7 +228,7 @@ int run_plan_cmd(const PlanCmd& o) {
       {"reproduce", [](const CaseRowOut& r) { return text_cell(r.repro); }},
   };
   int64_t timed = 0;
-  for (const auto& c : l->plan.cases) timed += c.status.empty() ? 1 : 0;
+  for (const auto& c : l->plan.cases) timed += c.status ? 0 : 1;
   std::string out;
   if (o.format == "json") {
     nlohmann::json j;
@@ -239,7 +242,7 @@ int run_plan_cmd(const PlanCmd& o) {
   } else {
     if (o.list) {
       for (const auto& r : case_rows) {
-        out += fmt::format("{}  [{}{}]\n", r.c->spec.name, r.c->status.empty() ? "planned" : r.c->status,
+        out += fmt::format("{}  [{}{}]\n", r.c->spec.name, r.c->status ? disposition_name(*r.c->status) : "planned",
                            r.c->work.is_default ? ", default" : "");
         if (!r.c->reason.empty()) out += fmt::format("    {}\n", r.c->reason);
         out += fmt::format("    $ {}\n", r.repro);

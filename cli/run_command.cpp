@@ -113,7 +113,7 @@ int run_main(RunCmd o, const std::string& command_line) {
     files.insert(m.path.string());
   }
   int64_t to_time = 0;
-  for (const auto& c : l.plan.cases) to_time += c.status.empty() ? 1 : 0;
+  for (const auto& c : l.plan.cases) to_time += c.status ? 0 : 1;
   std::fprintf(stderr, "[1/4] layers: %zu model(s) at batch %s: %lld layers, %zu unique configs, %zu cases (%lld to time), %.1f s\n",
                files.size(), fmt::format("{}", fmt::join(o.c.batches, ",")).c_str(), static_cast<long long>(layers),
                l.plan.configs.size(), l.plan.cases.size(), static_cast<long long>(to_time), l.plan_seconds);
@@ -141,7 +141,7 @@ int run_main(RunCmd o, const std::string& command_line) {
   int replay_failures = 0;
   if (o.replay && !l.backends.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto chosen = gen::best_cases(db, system_id, l.plan, "f32");
+    auto chosen = gen::best_cases(db, system_id, l.plan, DType::kF32);
     auto done = replayed(db, system_id);
     if (!chosen) return fail(chosen.error().message);
     if (!done) return fail(done.error().message);

@@ -70,20 +70,14 @@ namespace {
 
 // Rows: key, dtype, math_mode, fusion, median_us, case_id, backend, algorithm, layout.
 CaseTime case_time(const std::vector<benchdb::SqlValue>& v) {
-  benchdb::CaseRow row;
-  row.backend = text(v[6]);
-  row.algorithm = text(v[7]);
-  row.dtype = text(v[1]);
-  row.math_mode = text(v[2]);
-  row.layout = text(v[8]);
-  row.fusion = text(v[3]);
+  const CaseId id{text(v[6]), text(v[7]), text(v[1]), text(v[2]), text(v[8]), text(v[3]), text(v[0])};
   CaseTime t;
   t.us = real(v[4]);
   t.case_id = integer(v[5]);
-  t.name = benchdb::case_name(row, text(v[0]));
-  t.backend = row.backend;
-  t.algorithm = row.algorithm;
-  t.layout = row.layout;
+  t.name = case_name(id);
+  t.backend = id.backend;
+  t.algorithm = id.algorithm;
+  t.layout = id.layout;
   return t;
 }
 
@@ -183,7 +177,7 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
 
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype) {
   const std::string mode = math_mode_of(dtype);
-  const double byte_scale = dtype == "f32" ? 1.0 : 0.5;
+  const double byte_scale = byte_scale_of(dtype);
   struct Top { double rate = 0; std::string by; };
   Top flops, bytes;
   for (const auto& m : models)

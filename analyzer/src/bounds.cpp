@@ -62,7 +62,7 @@ std::optional<double> roofline_time(const mp::Layer& l, const CostTable& costs, 
   if (flops_peak == costs.peaks.end() || bytes_peak == costs.peaks.end() || !l.shapes_known)
     return std::nullopt;
   // Layers with more bytes than a dtype of half the width (bytes are counted in the model's f32).
-  const double byte_scale = dtype == "f32" ? 1.0 : 0.5;
+  const double byte_scale = byte_scale_of(dtype);
   return std::max(static_cast<double>(roofline_flops(l)) / flops_peak->second,
                   static_cast<double>(l.bytes) * byte_scale / bytes_peak->second) *
          1e6;

@@ -11,6 +11,7 @@
 
 #include "database_impl.hpp"
 #include "schema_internal.hpp"
+#include "floorline/common/benchmark_error.hpp"
 #include "floorline/common/statistics.hpp"
 #include "floorline/benchdb/system.hpp"
 #include "floorline/model_processor/layer.hpp"
@@ -30,18 +31,24 @@ void fill_statistics(MeasurementRow& m, std::vector<double> us) {
   }
 }
 
-void fill_status_from_error(MeasurementRow& m, const std::string& msg) {
-  for (const char* status : {"skipped", "unsupported"}) {
-    const std::string prefix = std::string(status) + ": ";
-    if (msg.rfind(prefix, 0) == 0) {
-      m.status = status;
-      m.reason = msg.substr(prefix.size());
-      return;
-    }
+void fill_status(MeasurementRow& m, const Error& error) {
+  if (error.code == Disposition::kPassed || error.code == Disposition::kNotVerifiable) {
+    // Neither ends a case in the database: a case that cannot be verified is still timed, so an
+    // error coded so that reaches a row is a failure that keeps its reason.
+    m.status = disposition_name(Disposition::kFailed);
+    m.reason = benchmark_error_text(error);
+    return;
   }
-  m.status = "failed";
-  m.reason = msg.empty() ? "error without a message" : msg;
+  m.status = disposition_name(error.code);
+  m.reason = error.message;
 }
+
+void fill_passed(MeasurementRow& m, std::vector<double> per_call_us) {
+  m.status = disposition_name(Disposition::kPassed);
+  fill_statistics(m, std::move(per_call_us));
+}
+
+void fill_status_from_error(MeasurementRow& m, const std::string& msg) { fill_status(m, error_from_benchmark_text(msg)); }
 
 namespace {
 
@@ -111,8 +118,7 @@ void DatabaseReporter::ReportRuns(const std::vector<Run>& runs) {
     if (!error.empty() || us.empty()) {
       fill_status_from_error(m, error);
     } else {
-      m.status = "passed";
-      fill_statistics(m, us);
+      fill_passed(m, us);
     }
     apply_counters(m, counters);
     if (auto st = writer_.add(std::move(m)); !st) {
@@ -242,12 +248,7 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
     sum.new_configs += db.impl().conn.changes();  // 1 when the upsert inserted the config
     CaseRow c;
     c.config_id = config_id;
-    c.backend = parsed->backend;
-    c.algorithm = parsed->algorithm;
-    c.dtype = parsed->dtype;
-    c.math_mode = parsed->math_mode;
-    c.layout = parsed->layout;
-    c.fusion = parsed->fusion;
+    set_identity(c, *parsed);
     FL_ASSIGN_OR_RETURN(const int64_t case_id, db.upsert_case(c));
     if (in_this_run.count(case_id)) {
       ++sum.already_measured;
@@ -259,8 +260,7 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
     if (!e.error.empty() || e.us.empty()) {
       fill_status_from_error(m, e.error);
     } else {
-      m.status = "passed";
-      fill_statistics(m, e.us);
+      fill_passed(m, e.us);
     }
     apply_counters(m, e.counters);
     FL_TRY(writer.add(std::move(m)));

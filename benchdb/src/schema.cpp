@@ -300,40 +300,20 @@ const TableDef<ReplayRow>& replays_table() {
   return t;
 }
 
-std::string case_name(const CaseRow& c, std::string_view key) {
-  std::string n = fmt::format("{}/{}/{}/{}", c.backend, c.algorithm, c.dtype, c.math_mode);
-  if (!c.layout.empty()) n += "." + c.layout;
-  if (!c.fusion.empty()) n += "+" + c.fusion;
-  n += '/';
-  n += key;
-  return n;
+CaseId case_id(const CaseRow& c, std::string_view key) {
+  return CaseId{c.backend, c.algorithm, c.dtype, c.math_mode, c.layout, c.fusion, std::string(key)};
 }
 
-std::optional<ParsedCaseName> parse_case_name(std::string_view name) {
-  ParsedCaseName p;
-  std::string* fields[] = {&p.backend, &p.algorithm, &p.dtype};
-  for (std::string* f : fields) {
-    const auto slash = name.find('/');
-    if (slash == std::string_view::npos || slash == 0) return std::nullopt;
-    *f = std::string(name.substr(0, slash));
-    name.remove_prefix(slash + 1);
-  }
-  const auto slash = name.find('/');
-  if (slash == std::string_view::npos || slash == 0) return std::nullopt;
-  std::string_view mode = name.substr(0, slash);
-  p.key = std::string(name.substr(slash + 1));
-  if (p.key.empty()) return std::nullopt;
-  if (const auto plus = mode.find('+'); plus != std::string_view::npos) {
-    p.fusion = std::string(mode.substr(plus + 1));
-    mode = mode.substr(0, plus);
-  }
-  if (const auto dot = mode.find('.'); dot != std::string_view::npos) {
-    p.layout = std::string(mode.substr(dot + 1));
-    mode = mode.substr(0, dot);
-  }
-  p.math_mode = std::string(mode);
-  return p;
+void set_identity(CaseRow& c, const CaseId& id) {
+  c.backend = id.backend;
+  c.algorithm = id.algorithm;
+  c.dtype = id.dtype;
+  c.math_mode = id.math_mode;
+  c.layout = id.layout;
+  c.fusion = id.fusion;
 }
+
+std::string case_name(const CaseRow& c, std::string_view key) { return floorline::case_name(case_id(c, key)); }
 
 std::string system_fingerprint(const SystemRow& s) {
   std::string text;

@@ -99,7 +99,7 @@ Status MeasurementWriter::flush() {
         FL_TRY(up->bind(3, int64_t{options_.force ? 1 : 0}));
         FL_ASSIGN_OR_RETURN(const bool superseded, up->step());
         if (superseded) {
-          const bool was_passed = up->column_text(0) == "passed";
+          const bool was_passed = up->column_text(0) == disposition_name(Disposition::kPassed);
           FL_TRY(up->run());
           if (was_passed) {
             FL_ASSIGN_OR_RETURN(Group g, group_of(row.case_id));
@@ -111,7 +111,7 @@ Status MeasurementWriter::flush() {
       }
       if (!inserted) continue;
       ++written;
-      if (row.status != "passed" || !row.median_us) continue;
+      if (row.status != disposition_name(Disposition::kPassed) || !row.median_us) continue;
       FL_ASSIGN_OR_RETURN(Group g, group_of(row.case_id));
       if (g.conversion) continue;
       const Candidate c{*row.median_us, d.conn.last_insert_rowid(), row.case_id};

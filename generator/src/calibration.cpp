@@ -11,14 +11,9 @@
 
 namespace floorline::gen {
 
-namespace {
-
-int64_t element_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
-
-
-}  // namespace
-
-Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, const std::string& dtype) {
+Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, DType dtype_type) {
+  const std::string_view dtype = dtype_name(dtype_type);
+  const int64_t element_bytes = element_size(dtype_type);
   const bool gpu = backend.device_kind() == "gpu";
   const int64_t n = gpu ? 8192 : 2048;
   const int64_t memory_elements = gpu ? (int64_t{1} << 28) : (int64_t{1} << 25);
@@ -28,13 +23,13 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, c
     kernels::CaseSpec base;
     base.problem = std::move(p);
     base.backend = backend.name();
-    base.dtype = dtype;
-    base.math_mode = dtype == "f32" ? "fp32" : dtype;
+    base.dtype = dtype_type;
+    base.math_mode = own_math_mode(dtype_type);
     PlanOptions opts;
     opts.max_impls = 1;
     opts.conversions = false;
     const auto cases = backend.cases_for(base, opts);
-    auto it = std::find_if(cases.begin(), cases.end(), [](const PlannedCase& c) { return c.status.empty(); });
+    auto it = std::find_if(cases.begin(), cases.end(), [](const PlannedCase& c) { return !c.status; });
     if (it == cases.end())
       return make_error("{} calibration: {} offers no implementation of {} in {}{}", peak, backend.name(), what, dtype,
                         cases.empty() ? "" : ": " + cases.front().reason);
@@ -52,7 +47,7 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, c
   mm.key = fmt::format("MatMul|a={0}x{0}|b={0}x{0}|{1}", n, dtype);
   mm.inputs = {{"a", {n, n}}, {"b", {n, n}}};
   mm.outputs = {{"y", {n, n}}};
-  FL_TRY(add("flops", mm, {2 * n * n * n, 3 * n * n * element_bytes(dtype), false}, fmt::format("MatMul {0}x{0}x{0}", n)));
+  FL_TRY(add("flops", mm, {2 * n * n * n, 3 * n * n * element_bytes, false}, fmt::format("MatMul {0}x{0}x{0}", n)));
   // Two copies: one that stays in cache and one far larger than any cache. The bytes peak is the
   // faster of the two: layers whose working set stays in cache (as in a warm microbenchmark) move
   // data at cache bandwidth, and a roofline bound must not exceed what any layer can reach.
@@ -63,13 +58,13 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, c
     copy.inputs = {{"x", {elements}}};
     copy.outputs = {{"y", {elements}}};
     copy.ints["perm"] = {0};
-    FL_TRY(add("bytes", copy, {0, 2 * elements * element_bytes(dtype), false},
+    FL_TRY(add("bytes", copy, {0, 2 * elements * element_bytes, false},
                fmt::format("copy of {} elements", elements)));
   }
   return out;
 }
 
-Result<std::vector<Peak>> calibrate(const Backend& backend, const std::string& dtype, const CalibrationOptions& options) {
+Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const CalibrationOptions& options) {
   FL_ASSIGN_OR_RETURN(const auto cases, calibration_cases(backend, dtype));
   backend.set_threads(options.threads);
   const auto factory = backend.factory();
@@ -102,8 +97,8 @@ Result<std::vector<Peak>> calibrate(const Backend& backend, const std::string& d
     }
     Peak p;
     p.peak = c.peak;
-    p.dtype = dtype;
-    p.math_mode = c.peak == "flops" ? c.spec.math_mode : "";
+    p.dtype = dtype_name(dtype);
+    p.math_mode = c.peak == "flops" ? math_mode_name(c.spec.math_mode) : "";
     p.value_per_s = value;
     p.method = method;
     out.push_back(std::move(p));
@@ -112,11 +107,11 @@ Result<std::vector<Peak>> calibrate(const Backend& backend, const std::string& d
 }
 
 Result<std::vector<Peak>> calibrate_missing(benchdb::Database& db, int64_t system_id, const Backend& backend,
-                                            const std::vector<std::string>& dtypes, const CalibrationOptions& options) {
+                                            const std::vector<DType>& dtypes, const CalibrationOptions& options) {
   std::vector<Peak> measured;
   for (const auto& dtype : dtypes) {
     FL_ASSIGN_OR_RETURN(const auto have, db.query("SELECT count(*) FROM system_peaks WHERE system_id = ?1 AND dtype = ?2",
-                                                  {system_id, dtype}));
+                                                  {system_id, std::string(dtype_name(dtype))}));
     if (std::get<int64_t>(have.rows.at(0).at(0)) >= 2) continue;
     FL_ASSIGN_OR_RETURN(auto peaks, calibrate(backend, dtype, options));
     FL_TRY(db.transaction([&]() -> Status {

@@ -12,6 +12,25 @@ namespace {
 
 constexpr size_t kCasesPerFile = 200;  // keeps each translation unit quick to compile
 
+// The enumerator spelling generated sources use for a data type and a math mode.
+const char* enumerator(DType t) {
+  switch (t) {
+    case DType::kF32: return "kF32";
+    case DType::kF16: return "kF16";
+    case DType::kBF16: return "kBF16";
+  }
+  return "kF32";
+}
+const char* enumerator(MathMode m) {
+  switch (m) {
+    case MathMode::kFp32: return "kFp32";
+    case MathMode::kTf32: return "kTf32";
+    case MathMode::kF16: return "kF16";
+    case MathMode::kBF16: return "kBF16";
+  }
+  return "kFp32";
+}
+
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char ch : s) {
@@ -45,7 +64,8 @@ std::string registration(const PlannedCase& c, const Backend& b) {
   out += fmt::format("    s.name = {};\n", quoted(s.name));
   out += fmt::format("    s.backend = {};\n    s.algorithm = {};\n", quoted(s.backend), quoted(s.algorithm));
   out += fmt::format("    s.impl_index = {};\n    s.impl_name = {};\n", s.impl_index, quoted(s.impl_name));
-  out += fmt::format("    s.dtype = {};\n    s.math_mode = {};\n", quoted(s.dtype), quoted(s.math_mode));
+  out += fmt::format("    s.dtype = floorline::DType::{};\n    s.math_mode = floorline::MathMode::{};\n", enumerator(s.dtype),
+                     enumerator(s.math_mode));
   if (!s.layout.empty()) out += fmt::format("    s.layout = {};\n", quoted(s.layout));
   if (!s.fusion.empty()) out += fmt::format("    s.fusion = {};\n", quoted(s.fusion));
   if (!s.feeds.empty()) out += fmt::format("    s.feeds = {};\n", quoted(s.feeds));
@@ -114,8 +134,8 @@ Result<EmitSummary> write_standalone(const Plan& plan, const std::vector<const B
     std::vector<const PlannedCase*> cases;
     for (const auto& c : plan.cases) {
       if (c.spec.backend != b->name()) continue;
-      if (c.status.empty()) cases.push_back(&c);
-      else skipped += fmt::format("//   {} {}: {}\n", c.status, c.spec.name, c.reason);
+      if (!c.status) cases.push_back(&c);
+      else skipped += fmt::format("//   {} {}: {}\n", disposition_name(*c.status), c.spec.name, c.reason);
     }
     headers.push_back(b->generated_header());
     targets.push_back(b->generated_cmake_target());

@@ -9,23 +9,17 @@ namespace floorline::gen {
 
 namespace {
 
-std::string math_mode_for(const std::string& dtype) { return dtype == "f32" ? "fp32" : dtype; }
-
-int64_t scaled_bytes(int64_t bytes, const std::string& dtype) {
+// A config's bytes are counted in f32 (the models' type): scaled to the case's element size.
+int64_t scaled_bytes(int64_t bytes, DType dtype) {
   if (bytes <= 0) return bytes;
-  return dtype == "bf16" || dtype == "f16" ? bytes / 2 : bytes;
+  return bytes * element_size(dtype) / element_size(DType::kF32);
 }
 
 }  // namespace
 
 benchdb::CaseRow case_row(const PlannedCase& c) {
   benchdb::CaseRow row;
-  row.backend = c.spec.backend;
-  row.algorithm = c.spec.algorithm;
-  row.dtype = c.spec.dtype;
-  row.math_mode = c.spec.math_mode;
-  row.layout = c.spec.layout;
-  row.fusion = c.spec.fusion;
+  benchdb::set_identity(row, c.spec.id());
   row.params = c.params;
   return row;
 }
@@ -44,7 +38,7 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
         base.problem = problem;
         base.backend = backend->name();
         base.dtype = dtype;
-        base.math_mode = math_mode_for(dtype);
+        base.math_mode = own_math_mode(dtype);
         std::vector<PlannedCase> cases = backend->cases_for(base, options);
         if (auto it = patterns.find(u.key); it != patterns.end())
           for (const auto& pattern : it->second) {
@@ -55,7 +49,7 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
           }
         std::set<std::string> names;
         for (auto& c : cases) {
-          c.spec.name = benchdb::case_name(case_row(c), u.key);
+          c.spec.name = case_name(c.spec.id());
           if (!names.insert(c.spec.name).second) continue;  // e.g. one conversion feeding two implementations
           if (c.work.flops == 0 && c.work.bytes == 0) {
             c.work.flops = u.flops;

@@ -20,16 +20,16 @@
 namespace floorline::gen {
 
 Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id, const Plan& plan,
-                                                     const std::string& dtype) {
+                                                     DType dtype) {
   std::unordered_map<std::string, const PlannedCase*> by_name;
   for (const auto& c : plan.cases) by_name.emplace(c.spec.name, &c);
-  const std::string math = dtype == "f32" ? "fp32" : dtype;
+  const std::string type(dtype_name(dtype)), math(math_mode_name(own_math_mode(dtype)));
   std::map<std::string, ChosenCase> out;
   FL_TRY(db.for_each(
       "SELECT lc.key, c.name, b.median_us FROM best_measurements b "
       "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
       "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion = ''",
-      {system_id, dtype, math}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+      {system_id, type, math}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
         auto it = by_name.find(std::get<std::string>(v[1]));
         if (it != by_name.end()) out[std::get<std::string>(v[0])] = {it->second->spec, std::get<double>(v[2])};
         return Status{};

@@ -19,6 +19,7 @@
 #include "floorline/benchdb/benchmark_io.hpp"
 #include "floorline/benchdb/system.hpp"
 #include "floorline/benchdb/writer.hpp"
+#include "floorline/common/benchmark_error.hpp"
 #include "floorline/model_processor/layer.hpp"
 
 namespace floorline::gen {
@@ -83,7 +84,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   auto previous_term = std::signal(SIGTERM, on_interrupt);
   int64_t total_timed = 0;
   for (const auto& c : plan.cases)
-    if (c.status.empty()) ++total_timed;
+    if (!c.status) ++total_timed;
   int64_t done_timed = 0, timed_now = 0;
   Status result;
   for (const Backend* backend : backends) {
@@ -120,7 +121,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         return Status{};
       }));
       if (options.calibrate) {
-        std::vector<std::string> dtypes;
+        std::vector<DType> dtypes;
         for (const auto& c : plan.cases)
           if (c.spec.backend == backend->name() &&
               std::find(dtypes.begin(), dtypes.end(), c.spec.dtype) == dtypes.end())
@@ -155,26 +156,13 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         auto it = case_ids.find(name);
         return it == case_ids.end() ? int64_t{0} : it->second;
       });
-    auto count = [&](const std::string& status) {
-      if (status == "passed") ++sum.passed;
-      else if (status == "skipped") ++sum.skipped;
-      else if (status == "unsupported") ++sum.unsupported;
-      else ++sum.failed;
-    };
-    // An outcome decided without timing: planned, or an error message whose "skipped: " /
-    // "unsupported: " prefix gives the status (benchdb's rule, as for the reporter's rows).
-    auto record = [&](int64_t case_id, const std::string& status, const std::string& reason) -> Status {
+    // An outcome decided without timing: planned, or the coded error of a build or verification.
+    auto record = [&](int64_t case_id, const Error& error) -> Status {
       benchdb::MeasurementRow m;
       m.case_id = case_id;
-      m.status = status;
-      m.reason = reason;
-      count(m.status);
+      benchdb::fill_status(m, error);
+      sum.tally(error.code);
       return options.dry_run ? Status{} : writer->add(std::move(m));
-    };
-    auto record_error = [&](int64_t case_id, const std::string& error) -> Status {
-      benchdb::MeasurementRow m;
-      benchdb::fill_status_from_error(m, error);
-      return record(case_id, m.status, m.reason);
     };
     const auto factory = backend->factory();
     const auto cases_start = clock::now();
@@ -184,16 +172,17 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       const int64_t case_id = options.dry_run ? 0 : case_ids.at(c.spec.name);
       if (settled.count(case_id)) {
         ++sum.already_measured;
-        if (c.status.empty()) ++done_timed;
+        if (!c.status) ++done_timed;
         continue;
       }
-      if (!c.status.empty()) {
-        if (auto it = outcomes.find(case_id);
-            it != outcomes.end() && it->second.first == c.status && it->second.second == c.reason) {
+      if (c.status) {
+        if (auto it = outcomes.find(case_id); it != outcomes.end() &&
+                                              it->second.first == disposition_name(*c.status) &&
+                                              it->second.second == c.reason) {
           ++sum.already_measured;  // decided by the plan, and already recorded so
           continue;
         }
-        FL_TRY(record(case_id, c.status, c.reason));
+        FL_TRY(record(case_id, Error{c.reason, *c.status}));
         continue;
       }
       ++done_timed;
@@ -212,14 +201,14 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       }
       auto built = factory(c.spec);
       if (!built) {
-        FL_TRY(record_error(case_id, built.error().message));
+        FL_TRY(record(case_id, built.error()));
         continue;
       }
       std::shared_ptr<kernels::Kernel> kernel(std::move(built).value());
       if (options.verify) {
         if (auto v = kernel->verify(); !v) {
-          if (v.error().message.rfind("not verifiable: ", 0) != 0) {
-            FL_TRY(record(case_id, "failed", "verification: " + v.error().message));
+          if (v.error().code != Disposition::kNotVerifiable) {
+            FL_TRY(record(case_id, make_error("verification: {}", v.error().message)));
             continue;
           }
         } else {
@@ -234,7 +223,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       try {
         per_call = kernels::warm_up(*kernel, options.warmup_seconds);
       } catch (const std::exception& e) {
-        FL_TRY(record(case_id, "failed", fmt::format("warm-up: {}", e.what())));
+        FL_TRY(record(case_id, kernels::error_of(e).with_context("warm-up")));
         continue;
       }
       const double want = options.min_time / std::max(per_call, 1e-7);
@@ -247,9 +236,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       benchmark::RunSpecifiedBenchmarks(&tally);
       benchmark::ClearRegisteredBenchmarks();
       if (!tally.error.empty()) {  // the reporter stored the row; count it the same way
-        benchdb::MeasurementRow m;
-        benchdb::fill_status_from_error(m, tally.error);
-        count(m.status);
+        sum.tally(error_from_benchmark_text(tally.error).code);
       } else {
         ++sum.passed;
         sum.timed_seconds += tally.timed_seconds;

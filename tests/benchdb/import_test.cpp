@@ -1,10 +1,12 @@
 // Framework latencies (JSON, CSV) and Google Benchmark results (reporter, JSON files).
 #include <fstream>
+#include <map>
 
 #include <benchmark/benchmark.h>
 
 #include "floorline/benchdb/benchmark_io.hpp"
 #include "floorline/benchdb/framework_io.hpp"
+#include "floorline/common/benchmark_error.hpp"
 #include "test_util.hpp"
 
 namespace floorline::benchdb::test {
@@ -196,6 +198,89 @@ TEST(BenchmarkReporter, RealBenchmarkRunLandsInTheDatabase) {
   EXPECT_GT(std::get<int64_t>(m.rows[0][6]), 3);
   EXPECT_EQ(value_text(m.rows[1][0]), "unsupported");
   EXPECT_EQ(value_text(m.rows[1][1]), "no implementation for this shape");
+}
+
+TEST(BenchmarkErrorText, EveryCodeRoundTripsAndUnknownTextIsFailed) {
+  for (Disposition d : {Disposition::kSkipped, Disposition::kUnsupported, Disposition::kNotVerifiable,
+                        Disposition::kFailed}) {
+    const Error e = make_error(d, "workspace {} MiB exceeds: the limit", 300);
+    const std::string text = benchmark_error_text(e);
+    EXPECT_EQ(text, d == Disposition::kFailed ? "workspace 300 MiB exceeds: the limit"
+                                              : std::string(disposition_name(d)) + ": workspace 300 MiB exceeds: the limit");
+    const Error back = error_from_benchmark_text(text);
+    EXPECT_EQ(back.code, d) << text;
+    EXPECT_EQ(back.message, "workspace 300 MiB exceeds: the limit");
+  }
+  // A failed message that looks coded keeps its text through the round trip.
+  const Error tricky = make_error("skipped: is part of this library's message");
+  EXPECT_EQ(benchmark_error_text(tricky), "failed: skipped: is part of this library's message");
+  EXPECT_EQ(error_from_benchmark_text(benchmark_error_text(tricky)).code, Disposition::kFailed);
+  EXPECT_EQ(error_from_benchmark_text(benchmark_error_text(tricky)).message, tricky.message);
+  // Text with no disposition prefix (an exception's what(), an older file) is a failure, whole.
+  const Error unknown = error_from_benchmark_text("cudaErrorLaunchFailure: unspecified launch failure");
+  EXPECT_EQ(unknown.code, Disposition::kFailed);
+  EXPECT_EQ(unknown.message, "cudaErrorLaunchFailure: unspecified launch failure");
+  EXPECT_EQ(error_from_benchmark_text("unsupported:no space").code, Disposition::kFailed);
+  EXPECT_EQ(error_from_benchmark_text("passed: not an error").code, Disposition::kFailed);
+  EXPECT_EQ(error_from_benchmark_text("").message, "error without a message");
+  // with_context keeps the code.
+  EXPECT_EQ(make_error(Disposition::kSkipped, "x").with_context("warm-up").code, Disposition::kSkipped);
+  EXPECT_EQ(make_error(Disposition::kSkipped, "x").with_context("warm-up").message, "warm-up: x");
+}
+
+TEST(BenchmarkReporter, CodedErrorsSurviveGoogleBenchmarkAndUnknownOnesFail) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  const auto cases = seed_cases(db, 4, 1);
+  const int64_t sys = must(db.upsert_system(test_system("cpu")));
+  RunRow run;
+  run.system_id = sys;
+  const int64_t run_id = must(db.begin_run(run));
+  MeasurementWriter writer(db, sys, run_id);
+  // As register_case() reports a build error: SkipWithError(benchmark_error_text(error)).
+  const std::map<std::string, Error> errors = {
+      {"fl_coded/skipped", make_error(Disposition::kSkipped, "out of device memory: cudaMalloc")},
+      {"fl_coded/unsupported", make_error(Disposition::kUnsupported, "cuDNN: CUDNN_STATUS_NOT_SUPPORTED")},
+      {"fl_coded/failed", make_error("cudnnConvolutionForward: CUDNN_STATUS_EXECUTION_FAILED")},
+  };
+  for (const auto& [name, error] : errors) {
+    const std::string text = benchmark_error_text(error);
+    benchmark::RegisterBenchmark(name.c_str(), [text](benchmark::State& st) {
+      st.SkipWithError(text.c_str());
+      for (auto _ : st) {
+      }
+    });
+  }
+  // An exception's text thrown through a body that knows nothing of codes.
+  benchmark::RegisterBenchmark("fl_coded/uncoded", [](benchmark::State& st) {
+    st.SkipWithError("std::bad_alloc");
+    for (auto _ : st) {
+    }
+  });
+  const std::vector<std::string> order = {"fl_coded/skipped", "fl_coded/unsupported", "fl_coded/failed",
+                                          "fl_coded/uncoded"};
+  DatabaseReporter reporter(writer, [&](const std::string& name) -> int64_t {
+    for (size_t k = 0; k < order.size(); ++k)
+      if (name == order[k]) return cases[k];
+    return 0;
+  });
+  int argc = 2;
+  char arg0[] = "test", arg1[] = "--benchmark_filter=^fl_coded/";
+  char* argv[] = {arg0, arg1, nullptr};
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  EXPECT_EQ(reporter.error(), "");
+  EXPECT_EQ(reporter.stored(), 4);
+  auto m = must(db.query("SELECT status, reason FROM measurements ORDER BY case_id"));
+  ASSERT_EQ(m.rows.size(), 4u);
+  EXPECT_EQ(value_text(m.rows[0][0]), "skipped");
+  EXPECT_EQ(value_text(m.rows[0][1]), "out of device memory: cudaMalloc");
+  EXPECT_EQ(value_text(m.rows[1][0]), "unsupported");
+  EXPECT_EQ(value_text(m.rows[1][1]), "cuDNN: CUDNN_STATUS_NOT_SUPPORTED");
+  EXPECT_EQ(value_text(m.rows[2][0]), "failed");
+  EXPECT_EQ(value_text(m.rows[2][1]), "cudnnConvolutionForward: CUDNN_STATUS_EXECUTION_FAILED");
+  EXPECT_EQ(value_text(m.rows[3][0]), "failed");
+  EXPECT_EQ(value_text(m.rows[3][1]), "std::bad_alloc");
 }
 
 }  // namespace

@@ -40,21 +40,21 @@ struct Tally {
 };
 
 // Builds and verifies every case the plan times for `models` in `dtypes`.
-Tally verify_plan(const std::vector<mp::ModelIR>& models, const std::vector<std::string>& dtypes) {
+Tally verify_plan(const std::vector<mp::ModelIR>& models, const std::vector<DType>& dtypes) {
   PlanOptions o;
   o.dtypes = dtypes;
   const Plan plan = make_plan(models, {find_backend("cuda")}, o);
   Tally t;
   for (const auto& c : plan.cases) {
-    if (!c.status.empty()) continue;
+    if (c.status) continue;
     const bool conversion = !c.spec.feeds.empty();
-    const std::string config = c.spec.problem.key + " " + c.spec.math_mode + " " + c.spec.fusion;
+    const std::string config = c.spec.problem.key + " " + std::string(math_mode_name(c.spec.math_mode)) + " " + c.spec.fusion;
     if (!conversion) t.planned.insert(config);
     auto k = kernels::make_cuda_kernel(c.spec);
     if (!k) {
       const std::string& m = k.error().message;
-      if (m.rfind("unsupported: ", 0) == 0) ++t.unsupported;
-      else if (m.rfind("skipped: ", 0) == 0) ++t.skipped;
+      if (k.error().code == Disposition::kUnsupported) ++t.unsupported;
+      else if (k.error().code == Disposition::kSkipped) ++t.skipped;
       else t.failures.push_back(c.spec.name + ": " + m);
       continue;
     }
@@ -63,7 +63,7 @@ Tally verify_plan(const std::vector<mp::ModelIR>& models, const std::vector<std:
     if (v.ok()) {
       ++t.verified;
       if (!conversion) t.verified_configs.insert(config);
-    } else if (v.error().message.rfind("not verifiable: ", 0) == 0) {
+    } else if (v.error().code == Disposition::kNotVerifiable) {
       ++t.not_verifiable;
       if (!conversion) t.unverifiable_configs.insert(config);
     } else {
@@ -88,13 +88,13 @@ void expect_clean(const Tally& t) {
 TEST(CudaKernelsGpu, SqueezeNetEveryCaseMatchesTheReferenceInF32) {
   REQUIRE_GPU();
   const auto models = zoo_model("squeezenet1_1");
-  const Tally t = verify_plan(models, {"f32"});
+  const Tally t = verify_plan(models, {DType::kF32});
   expect_clean(t);
 }
 
 TEST(CudaKernelsGpu, ResNet18FusedAndHalfPrecisionCasesMatchTheReference) {
   REQUIRE_GPU();
-  const Tally t = verify_plan(zoo_model("resnet18"), {"f32", "f16", "bf16"});
+  const Tally t = verify_plan(zoo_model("resnet18"), {DType::kF32, DType::kF16, DType::kBF16});
   expect_clean(t);
   bool fused = false;
   for (const auto& k : t.verified_configs) fused = fused || k.find("Add+Relu") != std::string::npos;
@@ -106,7 +106,7 @@ TEST(CudaKernelsGpu, MobileNetV3AndBertOpsMatchTheReference) {
   auto models = zoo_model("mobilenet_v3_small");
   for (auto& m : zoo_model("bert_base_encoder")) models.push_back(std::move(m));
   for (auto& m : zoo_model("lraspp_mobilenet_v3_large")) models.push_back(std::move(m));
-  const Tally t = verify_plan(models, {"f32"});
+  const Tally t = verify_plan(models, {DType::kF32});
   expect_clean(t);
 }
 
@@ -115,8 +115,8 @@ kernels::CaseSpec f32_case(const std::string& algorithm) {
   kernels::CaseSpec spec;
   spec.backend = "cuda";
   spec.algorithm = algorithm;
-  spec.dtype = "f32";
-  spec.math_mode = "fp32";
+  spec.dtype = DType::kF32;
+  spec.math_mode = MathMode::kFp32;
   return spec;
 }
 
@@ -167,7 +167,7 @@ TEST(CudaKernelsGpu, OversizedWorkspaceOrUnsupportedAlgorithmsBecomeStatuses) {
   spec.problem.ints = {{"pads", {0, 0, 0, 0}}, {"strides", {1, 1}}, {"dil", {1, 1}}, {"group", {1}}};
   auto k = kernels::make_cuda_kernel(spec);
   ASSERT_FALSE(k.ok());
-  EXPECT_EQ(k.error().message.rfind("unsupported: ", 0), 0u) << k.error().message;
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported) << k.error().message;
 }
 
 }  // namespace

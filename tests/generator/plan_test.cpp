@@ -31,13 +31,16 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
     EXPECT_EQ(parsed->key, c.spec.problem.key);
     EXPECT_EQ(parsed->algorithm, c.spec.algorithm);
     EXPECT_EQ(parsed->fusion, c.spec.fusion);
+    // One identity, one name: parsing gives the spec's identity back, and it names the case.
+    EXPECT_EQ(*parsed, c.spec.id()) << c.spec.name;
+    EXPECT_EQ(case_name(c.spec.id()), c.spec.name);
     EXPECT_TRUE(names.insert(c.spec.name).second) << "duplicate " << c.spec.name;
     if (!c.spec.feeds.empty()) continue;
     const auto k = std::make_pair(c.spec.problem.key, c.spec.fusion);
-    if (c.status.empty()) ++timed_per_config[k];
+    if (!c.status) ++timed_per_config[k];
     if (c.work.is_default) ++defaults_per_config[k];
     if (c.spec.impl_name.rfind("ref", 0) == 0 && timed_per_config[k] > 0) {
-      EXPECT_EQ(c.status, "skipped");
+      EXPECT_EQ(c.status, Disposition::kSkipped);
     }
     EXPECT_GT(c.work.flops + c.work.bytes, 0) << c.spec.name;
   }
@@ -72,11 +75,11 @@ TEST(Plan, AllImplsAndReferenceFlagsWidenThePlan) {
   const Plan b = make_plan(models, {find_backend("onednn")}, wide);
   auto timed = [](const Plan& p) {
     int n = 0;
-    for (const auto& c : p.cases) n += c.status.empty() ? 1 : 0;
+    for (const auto& c : p.cases) n += c.status ? 0 : 1;
     return n;
   };
   EXPECT_GT(timed(b), timed(a));
-  for (const auto& c : b.cases) EXPECT_TRUE(c.status.empty() || c.status == "unsupported") << c.spec.name;
+  for (const auto& c : b.cases) EXPECT_TRUE(!c.status || c.status == Disposition::kUnsupported) << c.spec.name;
 }
 
 TEST(Plan, BackendSelection) {

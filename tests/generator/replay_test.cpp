@@ -99,7 +99,7 @@ TEST(Replay, AModelIsReplayedFromItsBestCasesWithEveryActivationWired) {
   ASSERT_TRUE(run.ok()) << run.error().message;
   ASSERT_EQ(run->failed, 0);
 
-  auto chosen = best_cases(*db, run->system_id, plan, "f32");
+  auto chosen = best_cases(*db, run->system_id, plan, DType::kF32);
   ASSERT_TRUE(chosen.ok()) << chosen.error().message;
   EXPECT_EQ(chosen->size(), 4u);  // two Conv configs are one (same shapes), Relu, Add, Sigmoid
   ReplayOptions opts;

@@ -77,7 +77,7 @@ TEST(Runner, StoresEveryCaseAndResumes) {
   // Resume: passed and unsupported cases are not measured again, nor are the cases the plan skips
   // (the --max-impls cap) already recorded as skipped; cases skipped at build time are tried again.
   int64_t planned_skips = 0;
-  for (const auto& c : plan.cases) planned_skips += c.status == "skipped" ? 1 : 0;
+  for (const auto& c : plan.cases) planned_skips += c.status == Disposition::kSkipped ? 1 : 0;
   ASSERT_GT(planned_skips, 0);
   const int64_t rows_before = scalar(*db, "SELECT count(*) FROM measurements");
   auto again = run_plan(&*db, *models, plan, backends, ro);

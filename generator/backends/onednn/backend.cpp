@@ -33,10 +33,8 @@ class OnednnBackend final : public Backend {
       PlannedCase pc;
       pc.spec = base;
       pc.spec.algorithm = "none";
-      const std::string& msg = impls.error().message;
-      const bool unsupported = msg.rfind("unsupported: ", 0) == 0;
-      pc.status = unsupported ? "unsupported" : "failed";
-      pc.reason = unsupported ? msg.substr(13) : msg;
+      pc.status = impls.error().code == Disposition::kUnsupported ? Disposition::kUnsupported : Disposition::kFailed;
+      pc.reason = impls.error().message;
       out.push_back(std::move(pc));
       return out;
     }
@@ -63,16 +61,16 @@ class OnednnBackend final : public Backend {
       if (!im.layout.empty()) params["formats"] = im.layout;
       if (!im.conversions.empty()) params["conversions"] = im.conversions;
       if (im.reference && !options.include_reference && !only_reference) {
-        pc.status = "skipped";
+        pc.status = Disposition::kSkipped;
         pc.reason = "reference implementation (plain loops); --include-ref times it";
       } else if (options.max_impls > 0 && timed >= options.max_impls) {
-        pc.status = "skipped";
+        pc.status = Disposition::kSkipped;
         pc.reason = fmt::format("beyond --max-impls {}; --all-impls times it", options.max_impls);
       } else {
         ++timed;
       }
       pc.params = params.dump();
-      const bool timed_case = pc.status.empty();
+      const bool timed_case = !pc.status;
       out.push_back(pc);
       if (timed_case && options.conversions && !fused)
         for (const auto& conv : im.conversions) {

@@ -1,9 +1,15 @@
 // The Google Benchmark body shared by the runner and generated sources (kernel.hpp).
 #include <chrono>
 
+#include "floorline/common/benchmark_error.hpp"
 #include "floorline/kernels/kernel.hpp"
 
 namespace floorline::kernels {
+
+Error error_of(const std::exception& e) {
+  if (const auto* k = dynamic_cast<const KernelError*>(&e)) return Error{k->what(), k->code};
+  return Error{e.what()};
+}
 
 double Kernel::timed_run() {
   const auto t0 = std::chrono::steady_clock::now();
@@ -35,7 +41,7 @@ benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& 
     if (!st->kernel && st->error.empty()) {
       auto k = factory(spec);
       if (k.ok()) st->kernel = std::shared_ptr<Kernel>(std::move(k).value());
-      else st->error = k.error().message;
+      else st->error = benchmark_error_text(k.error());
     }
     if (!st->kernel) {
       state.SkipWithError(st->error.c_str());
@@ -57,8 +63,8 @@ benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& 
       }
       st->kernel->sample_device(true);
     } catch (const std::exception& e) {
-      // A library error in one case becomes that case's "failed" row; the run goes on.
-      state.SkipWithError(e.what());
+      // A library error in one case becomes that case's row (failed unless coded); the run goes on.
+      state.SkipWithError(benchmark_error_text(error_of(e)).c_str());
       return;
     }
     const double calls = static_cast<double>(state.iterations());

@@ -8,8 +8,9 @@
 // A benchmark's name is its case name (case_name() in schema.hpp); the "/min_time:…/repeats:…"
 // suffixes Google Benchmark adds are ignored. Its repetitions' per-call real
 // times (manual time where the backend times itself) become min/median/mean/stddev/cv in µs.
-// An error message starting "skipped: " or "unsupported: " gives that status with the rest as the
-// reason; any other error is "failed". Counters named workspace_bytes and is_default are stored
+// A benchmark's error message is read back into a coded error by error_from_benchmark_text()
+// (common/benchmark_error.hpp): "skipped: " or "unsupported: " gives that status with the rest as
+// the reason; any other error is "failed". Counters named workspace_bytes and is_default are stored
 // in their columns; the other counters go into `extra` as JSON.
 #pragma once
 
@@ -27,7 +28,13 @@ namespace floorline::benchdb {
 
 // Statistics over per-call times in µs (one sample per repetition). stddev and cv need two samples.
 void fill_statistics(MeasurementRow& m, std::vector<double> per_call_us);
-// Status and reason from a benchmark error message (see above).
+// Status "passed" and the statistics of its per-call times (fill_statistics).
+void fill_passed(MeasurementRow& m, std::vector<double> per_call_us);
+// Status (disposition_name of the error's code) and reason (its message) of a case that ended with
+// `error`. A code the status column has no value for (not verifiable) is stored as failed, the
+// reason keeping "not verifiable: ".
+void fill_status(MeasurementRow& m, const Error& error);
+// Status and reason from a Google Benchmark error message (error_from_benchmark_text, see above).
 void fill_status_from_error(MeasurementRow& m, const std::string& error_message);
 
 class DatabaseReporter : public benchmark::BenchmarkReporter {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "floorline/benchdb/value.hpp"
+#include "floorline/common/case_id.hpp"
 
 namespace floorline::benchdb {
 
@@ -130,8 +131,8 @@ struct CaseRow {
   int64_t config_id = 0;
   std::string backend;               // "onednn", "cuda"
   std::string algorithm;             // as the library spells it ("CUDNN_CONVOLUTION_FWD_ALGO_GEMM")
-  std::string dtype;                 // storage type of the case's tensors ("f32", "f16", "bf16")
-  std::string math_mode;             // "fp32" (strict), "tf32", "fp16", "bf16"
+  std::string dtype;                 // dtype_name() of the case's tensors ("f32", "f16", "bf16")
+  std::string math_mode;             // math_mode_name(): "fp32" (strict), "tf32", "f16", "bf16"
   std::string layout;                // "nchw", "nhwc", "any", "" where it does not apply; a
                                      // conversion case has "role:from>to" (is_conversion())
   std::string fusion;                // "" or the fused pattern ("bias_relu", "bn")
@@ -295,16 +296,18 @@ const TableDef<FrameworkLatencyRow>& framework_latencies_table();
 const TableDef<SystemPeakRow>& system_peaks_table();
 const TableDef<ReplayRow>& replays_table();
 
+// A case's identity (common/case_id.hpp) from its row and its config's key, and the row's
+// identity columns from an identity (the key is the config's, not the row's).
+CaseId case_id(const CaseRow& c, std::string_view key);
+void set_identity(CaseRow& c, const CaseId& id);
 // The name of a case: "{backend}/{algorithm}/{dtype}/{math_mode}[.{layout}][+{fusion}]/{key}",
-// e.g. "onednn/brg:avx512_core/f32/fp32/Conv|x=1x64x56x56|...|f32". Unique per case, readable,
-// and what benchmark registrations and reproduction lines use. The only statement of the rule:
-// cases.name holds its result, and the views read that column.
+// e.g. "onednn/brg:avx512_core/f32/fp32/Conv|x=1x64x56x56|...|f32" (floorline::case_name of
+// case_id(c, key)). Unique per case, readable, and what benchmark registrations and reproduction
+// lines use. cases.name holds its result, and the views read that column.
 std::string case_name(const CaseRow& c, std::string_view key);
-struct ParsedCaseName {
-  std::string backend, algorithm, dtype, math_mode, layout, fusion, key;
-};
-// The inverse of case_name(); nullopt when `name` does not have that form.
-std::optional<ParsedCaseName> parse_case_name(std::string_view name);
+// The inverse of case_name() (common/case_id.hpp); nullopt when `name` does not have that form.
+using ParsedCaseName = CaseId;
+using floorline::parse_case_name;
 
 // The identity fingerprint of a system (16 hex digits) from its identity columns.
 std::string system_fingerprint(const SystemRow& s);

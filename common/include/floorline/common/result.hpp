@@ -2,7 +2,9 @@
 //
 // A function that can fail returns Result<T> (or Status = Result<void>). Errors carry one line of
 // text that already names what failed (file, node, call); callers add context with
-// Error::with_context() rather than re-wording it. Exceptions from libraries (protobuf, ONNX) are
+// Error::with_context() rather than re-wording it. An Error also carries a code (disposition.hpp):
+// failed unless the code that raised it says the case is skipped, unsupported or not verifiable,
+// so that the disposition of a case travels typed, never as a prefix of the text. Exceptions from libraries (protobuf, ONNX) are
 // caught at the stage boundary and turned into an Error; they never cross a public header.
 #pragma once
 
@@ -13,20 +15,30 @@
 
 #include <fmt/format.h>
 
+#include "floorline/common/disposition.hpp"
+
 namespace floorline {
 
 struct Error {
   std::string message;
+  Disposition code = Disposition::kFailed;  // never kPassed
 
-  // "ctx: message" — used to prefix a file or node name to an error raised below it.
+  // "ctx: message", same code — used to prefix a file or node name to an error raised below it.
   [[nodiscard]] Error with_context(std::string_view ctx) const {
-    return Error{fmt::format("{}: {}", ctx, message)};
+    return Error{fmt::format("{}: {}", ctx, message), code};
   }
 };
 
+// A failed error.
 template <class... Args>
 [[nodiscard]] Error make_error(fmt::format_string<Args...> f, Args&&... args) {
   return Error{fmt::format(f, std::forward<Args>(args)...)};
+}
+
+// An error with its code: make_error(Disposition::kUnsupported, "no reorder for {}", layout).
+template <class... Args>
+[[nodiscard]] Error make_error(Disposition code, fmt::format_string<Args...> f, Args&&... args) {
+  return Error{fmt::format(f, std::forward<Args>(args)...), code};
 }
 
 template <class T>

@@ -98,7 +98,7 @@ void conv(Ctx& c) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     check(cudnnGetConvolutionForwardAlgorithm_v7(c.dev.cudnn, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
           "cudnnGetConvolutionForwardAlgorithm_v7");
-    if (returned < 1 || perf[0].status != CUDNN_STATUS_SUCCESS) fail("unsupported: the heuristic offers no algorithm");
+    if (returned < 1 || perf[0].status != CUDNN_STATUS_SUCCESS) fail(Disposition::kUnsupported, "the heuristic offers no algorithm");
     algo = perf[0].algo;
     how = " (cudnnGetConvolutionForwardAlgorithm_v7's first)";
   } else if (v == "find") {
@@ -111,7 +111,7 @@ void conv(Ctx& c) {
                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws, static_cast<size_t>(limit)),
           "cudnnFindConvolutionForwardAlgorithmEx");
     const auto* best = std::find_if(perf, perf + returned, [](const auto& r) { return r.status == CUDNN_STATUS_SUCCESS; });
-    if (best == perf + returned) fail("unsupported: cudnnFindConvolutionForwardAlgorithmEx found no algorithm");
+    if (best == perf + returned) fail(Disposition::kUnsupported, "cudnnFindConvolutionForwardAlgorithmEx found no algorithm");
     algo = best->algo;
     how = fmt::format(" (cudnnFindConvolutionForwardAlgorithmEx's fastest: {:.3f} ms)", best->time);
   } else {

@@ -22,13 +22,14 @@ namespace floorline::kernels::cuda_detail {
 
 // --- errors -----------------------------------------------------------------------------------------
 
-[[noreturn]] void fail(const std::string& message) { throw CudaFailure(message); }
+[[noreturn]] void fail(const std::string& message) { throw CudaFailure(Disposition::kFailed, message); }
+[[noreturn]] void fail(Disposition code, const std::string& message) { throw CudaFailure(code, message); }
 
 void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
   (void)cudaGetLastError();  // clear a sticky launch error where it is not fatal
   const std::string msg = fmt::format("{}: {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e));
-  if (e == cudaErrorMemoryAllocation) fail("skipped: out of device memory: " + msg);
+  if (e == cudaErrorMemoryAllocation) fail(Disposition::kSkipped, "out of device memory: " + msg);
   fail(msg);
 }
 
@@ -37,7 +38,7 @@ void check(cudnnStatus_t s, const char* what) {
   if (s == CUDNN_STATUS_SUCCESS) return;
   const int category = static_cast<int>(s) / 1000;
   const std::string msg = fmt::format("{}: {}", what, cudnnGetErrorString(s));
-  if (category == 3 || category == 2) fail("unsupported: " + msg);
+  if (category == 3 || category == 2) fail(Disposition::kUnsupported, msg);
   fail(msg);
 }
 // At run time every cuDNN error is a failure.
@@ -67,18 +68,24 @@ const char* cublas_name(cublasStatus_t s) {
 void check(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   const std::string msg = fmt::format("{}: {}", what, cublas_name(s));
-  if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH) fail("unsupported: " + msg);
-  if (s == CUBLAS_STATUS_ALLOC_FAILED) fail("skipped: out of device memory: " + msg);
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH) fail(Disposition::kUnsupported, msg);
+  if (s == CUBLAS_STATUS_ALLOC_FAILED) fail(Disposition::kSkipped, "out of device memory: " + msg);
   fail(msg);
 }
 
 // --- tensors --------------------------------------------------------------------------------------
 
-DType dtype_of(const std::string& dtype) {
-  if (dtype == "f16") return DType::kF16;
-  if (dtype == "bf16") return DType::kBF16;
-  return DType::kF32;
+// Relative L2 error allowed against the f32 reference, by the precision of the arithmetic.
+double tolerance(MathMode m) {
+  switch (m) {
+    case MathMode::kFp32: return 1e-3;
+    case MathMode::kTf32: return 5e-3;
+    case MathMode::kF16: return 1e-2;
+    case MathMode::kBF16: return 3e-2;
+  }
+  return 3e-2;
 }
+
 cudnnDataType_t cudnn_type(DType t) {
   switch (t) {
     case DType::kF16: return CUDNN_DATA_HALF;
@@ -132,7 +139,7 @@ std::vector<float> download(const Tensor& t) {
 std::vector<int> int_dims(const Shape& s) {
   std::vector<int> d;
   for (auto v : s) {
-    if (v > INT_MAX) fail(fmt::format("unsupported: dimension {} exceeds cuDNN's int", v));
+    if (v > INT_MAX) fail(Disposition::kUnsupported, fmt::format("dimension {} exceeds cuDNN's int", v));
     d.push_back(static_cast<int>(v));
   }
   return d;
@@ -161,7 +168,7 @@ void set_strided(TensorDesc& desc, DType t, const std::vector<int>& dims, const 
 }
 // A flat tensor of n elements, as cuDNN's element-wise calls see any shape.
 void set_flat(TensorDesc& desc, DType t, int64_t n) {
-  if (n > INT_MAX) fail("unsupported: more than 2^31 elements for a cuDNN element-wise call");
+  if (n > INT_MAX) fail(Disposition::kUnsupported, "more than 2^31 elements for a cuDNN element-wise call");
   set_strided(desc, t, {1, 1, 1, static_cast<int>(n)}, {static_cast<int>(n), static_cast<int>(n), static_cast<int>(n), 1});
 }
 
@@ -212,7 +219,7 @@ class CudaKernel final : public Kernel {
   int64_t workspace_bytes() const override { return b_.workspace; }
 
   Status verify() override {
-    if (!b_.not_verifiable.empty()) return make_error("not verifiable: {}", b_.not_verifiable);
+    if (!b_.not_verifiable.empty()) return make_error(Disposition::kNotVerifiable, "{}", b_.not_verifiable);
     try {
       initialise(seed_ + 7);
       run();
@@ -293,7 +300,7 @@ int64_t free_device_memory() {
 void check_workspace(int64_t bytes) {
   const int64_t limit = workspace_limit(free_device_memory());
   if (bytes > limit)
-    fail(fmt::format("skipped: workspace {:.1f} MiB exceeds the limit of {:.1f} MiB (free device memory less a reserve)",
+    fail(Disposition::kSkipped, fmt::format("workspace {:.1f} MiB exceeds the limit of {:.1f} MiB (free device memory less a reserve)",
                      static_cast<double>(bytes) / (1 << 20), static_cast<double>(limit) / (1 << 20)));
 }
 
@@ -323,7 +330,7 @@ void build(Ctx& c) {
   if (a == "floorline-kernel:layer_norm") return own_layer_norm(c);
   if (a == "floorline-kernel:gather") return own_gather(c);
   if (a == "floorline-kernel:resize") return own_resize(c);
-  fail(fmt::format("unsupported: the CUDA backend has no algorithm {} for {}", a, op));
+  fail(Disposition::kUnsupported, fmt::format("the CUDA backend has no algorithm {} for {}", a, op));
 }
 
 }  // namespace
@@ -340,7 +347,7 @@ bool cuda_cold_cache() { return g_cold; }
 Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
   FL_ASSIGN_OR_RETURN(Context * dev, context());
   try {
-    Ctx c{spec, spec.problem, *dev, dtype_of(spec.dtype), spec.layout == "nhwc", {}};
+    Ctx c{spec, spec.problem, *dev, spec.dtype, spec.layout == "nhwc", {}};
     for (const auto& in : spec.problem.inputs) {
       Tensor t;
       t.shape = in.shape;
@@ -357,16 +364,16 @@ Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
     }
     c.b.n_inputs = spec.problem.inputs.size();
     c.b.n_outputs = spec.problem.outputs.size();
-    c.b.tolerance = spec.math_mode == "fp32" ? 1e-3 : spec.math_mode == "tf32" ? 5e-3 : spec.math_mode == "fp16" ? 1e-2 : 3e-2;
+    c.b.tolerance = tolerance(spec.math_mode);
     build(c);
     for (size_t t = 0; t < c.b.tensors.size(); ++t) c.ptr(static_cast<int>(t));
     // One seed per config, data type and layout: every algorithm of a config reads the same inputs.
     auto kernel = std::make_unique<CudaKernel>(spec.problem, std::move(c.b), *dev,
-                                               std::hash<std::string>{}(spec.problem.key + spec.dtype + spec.layout) >> 8);
+                                               std::hash<std::string>{}(spec.problem.key + std::string(floorline::dtype_name(spec.dtype)) + spec.layout) >> 8);
     kernel->initialise(1);
     return std::unique_ptr<Kernel>(std::move(kernel));
   } catch (const CudaFailure& e) {
-    return make_error("{}", e.what());
+    return Error{e.what(), e.code};
   } catch (const std::exception& e) {
     return make_error("{}", e.what());
   }

@@ -27,13 +27,13 @@ int64_t workspace_limit(int64_t free_bytes) {
 Result<ConvGeometry> conv_geometry(const Problem& p) {
   const Operand* x = p.input("x");
   const Operand* w = p.input("w");
-  if (!x || !w || p.outputs.empty()) return make_error("unsupported: {} needs x, w and y", p.op);
+  if (!x || !w || p.outputs.empty()) return make_error(Disposition::kUnsupported, "{} needs x, w and y", p.op);
   const Shape& xs = x->shape;
   const Shape& ws = w->shape;
   const Shape& ys = p.outputs[0].shape;
   const size_t n = xs.size() < 2 ? 0 : xs.size() - 2;
   if (n < 1 || n > 3 || ws.size() != xs.size() || ys.size() != xs.size())
-    return make_error("unsupported: cuDNN convolutions are 1-D to 3-D (x is rank {})", xs.size());
+    return make_error(Disposition::kUnsupported, "cuDNN convolutions are 1-D to 3-D (x is rank {})", xs.size());
   auto attr = [&](const std::string& name, int64_t fallback, size_t count) {
     auto v = p.ints_attr(name);
     if (v.size() < count) v.resize(count, fallback);
@@ -41,9 +41,9 @@ Result<ConvGeometry> conv_geometry(const Problem& p) {
   };
   const auto pads = attr("pads", 0, 2 * n), strides = attr("strides", 1, n), dil = attr("dil", 1, n);
   for (auto v : xs)
-    if (v > INT_MAX) return make_error("unsupported: a dimension over 2^31 ({})", v);
+    if (v > INT_MAX) return make_error(Disposition::kUnsupported, "a dimension over 2^31 ({})", v);
   for (size_t k = 0; k < n; ++k)
-    if (pads[k] < 0 || pads[k + n] < 0) return make_error("unsupported: negative convolution padding");
+    if (pads[k] < 0 || pads[k + n] < 0) return make_error(Disposition::kUnsupported, "negative convolution padding");
   ConvGeometry g;
   g.groups = static_cast<int>(p.int_attr("group", 1));
   const bool one_d = n == 1;
@@ -80,23 +80,17 @@ Result<ConvGeometry> conv_geometry(const Problem& p) {
 
 namespace {
 
-std::vector<std::string> math_modes(const std::string& dtype, bool tensor_core_op) {
-  if (dtype == "f32") return tensor_core_op ? std::vector<std::string>{"fp32", "tf32"} : std::vector<std::string>{"fp32"};
-  if (dtype == "f16") return {"fp16"};
-  return {"bf16"};
-}
-
-CudaCase make(std::string algorithm, std::string mode, std::string layout = "") {
+CudaCase make(std::string algorithm, MathMode mode, std::string layout = "") {
   CudaCase c;
   c.algorithm = std::move(algorithm);
-  c.math_mode = std::move(mode);
+  c.math_mode = mode;
   c.layout = std::move(layout);
   return c;
 }
 
 CudaCase unsupported_case(const CaseSpec& base, std::string why) {
   CudaCase c = make("none", base.math_mode);
-  c.status = "unsupported";
+  c.status = Disposition::kUnsupported;
   c.reason = std::move(why);
   return c;
 }
@@ -112,7 +106,7 @@ std::string post_op_names(const Problem& p) {
 void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   auto g = conv_geometry(base.problem);
   if (!g) {
-    out.push_back(unsupported_case(base, g.error().message.substr(std::string("unsupported: ").size())));
+    out.push_back(unsupported_case(base, g.error().message));
     return;
   }
   const Problem& p = base.problem;
@@ -129,9 +123,9 @@ void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const std::string pad_suffix = g->explicit_pad ? ":padded" : "";
   const bool relu = post.find("Relu") != std::string::npos;
   for (const std::string layout : {"", "nhwc"})
-    for (const auto& mode : math_modes(base.dtype, true)) {
-      // NHWC where it changes the algorithm set: with Tensor Core math (tf32, fp16, bf16).
-      if (!layout.empty() && mode == "fp32") continue;
+    for (const auto& mode : floorline::math_modes(base.dtype, true)) {
+      // NHWC where it changes the algorithm set: with Tensor Core math (tf32, f16, bf16).
+      if (!layout.empty() && mode == MathMode::kFp32) continue;
       if (!fused) {
         CudaCase h = make("cudnn_conv:heuristic" + pad_suffix, mode, layout);
         h.is_default = layout.empty();  // a framework's default: NCHW, the heuristic's first choice
@@ -211,15 +205,15 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     return;
   }
   const Operand* c = p.op == "Gemm" && p.inputs.size() > 2 ? &p.inputs[2] : nullptr;
-  for (const auto& mode : math_modes(base.dtype, true)) {
+  for (const auto& mode : floorline::math_modes(base.dtype, true)) {
     if (!fused) {
       CudaCase d = make(g->batched ? "cublas_gemm_strided_batched" : "cublas_gemm", mode);
       d.is_default = true;  // cuBLAS's own heuristic (CUBLAS_GEMM_DEFAULT): what a framework calls
       out.push_back(d);
       if ((g->m == 1 || g->n == 1) && !g->batched) {
         CudaCase v = make("cublas_gemv", mode);
-        if (base.dtype != "f32" || mode != "fp32") {
-          v.status = "unsupported";
+        if (mode != MathMode::kFp32) {
+          v.status = Disposition::kUnsupported;
           v.reason = "cublasSgemv is f32 without Tensor Cores only";
         }
         out.push_back(v);
@@ -228,7 +222,7 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     for (int k = 0; k < kLtAlgorithms; ++k) {
       CudaCase lt = make(fmt::format("cublaslt_matmul:{}", k), mode);
       if (c && c->shape.size() == 2 && c->shape != p.outputs[0].shape) {
-        lt.status = "unsupported";
+        lt.status = Disposition::kUnsupported;
         lt.reason = "a Gemm C broadcast along M is not a cuBLASLt bias (a vector of N) nor a full matrix";
       }
       out.push_back(lt);
@@ -247,20 +241,20 @@ void unary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     out.push_back(unsupported_case(base, "Pow with a run-time (non-constant) exponent"));
     return;
   }
-  const std::string mode = math_modes(base.dtype, false)[0];
+  const MathMode mode = own_math_mode(base.dtype);
   static const std::set<std::string> kCudnn = {"Relu", "Sigmoid", "Tanh", "Elu", "Clip"};
   if (kCudnn.count(p.op)) {
     CudaCase c = make("cudnn_activation", mode);
     c.is_default = true;
     if (p.op == "Clip" && (p.float_attr("min", -1) != 0.0 || p.inputs.size() > 1)) {
-      c.status = "unsupported";
+      c.status = Disposition::kUnsupported;
       c.reason = "cuDNN's clipped ReLU clips to [0, max]; this Clip's minimum is not 0";
       c.is_default = false;
     }
     out.push_back(c);
   }
   CudaCase own = make("floorline-kernel:eltwise", mode);
-  own.is_default = !kCudnn.count(p.op) || out.back().status == "unsupported";
+  own.is_default = !kCudnn.count(p.op) || out.back().status == Disposition::kUnsupported;
   out.push_back(own);
 }
 
@@ -279,7 +273,7 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     out.push_back(unsupported_case(base, fmt::format("no CUDA kernel for {}", p.op)));
     return;
   }
-  const std::string mode = math_modes(base.dtype, false)[0];
+  const MathMode mode = own_math_mode(base.dtype);
   const Shape& y = p.outputs.at(0).shape;
   const Shape& a = p.inputs[0].shape;
   const Shape& b = p.inputs[1].shape;
@@ -309,7 +303,7 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
 
 void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
-  const std::string mode = math_modes(base.dtype, false)[0];
+  const MathMode mode = own_math_mode(base.dtype);
   const Shape& x = p.inputs.at(0).shape;
   if (x.size() < 3 || x.size() > 5) {
     out.push_back(unsupported_case(base, fmt::format("pooling over a rank-{} tensor", x.size())));
@@ -337,7 +331,7 @@ void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     CudaCase c = make("cudnn_pooling", mode, layout);
     c.is_default = layout.empty() && why_not.empty();
     if (!why_not.empty()) {
-      c.status = "unsupported";
+      c.status = Disposition::kUnsupported;
       c.reason = why_not;
     }
     out.push_back(c);
@@ -354,10 +348,6 @@ std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
   std::vector<CudaCase> out;
   const Problem& p = base.problem;
   const std::string& op = p.op;
-  if (base.dtype != "f32" && base.dtype != "f16" && base.dtype != "bf16") {
-    out.push_back(unsupported_case(base, fmt::format("the CUDA backend measures f32, f16 and bf16, not {}", base.dtype)));
-    return out;
-  }
   if (p.outputs.empty() || p.inputs.empty()) {
     out.push_back(unsupported_case(base, fmt::format("{} without inputs or outputs", op)));
     return out;
@@ -373,7 +363,7 @@ std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
     out.push_back(unsupported_case(base, fmt::format("the CUDA backend fuses into Conv, Gemm and MatMul only, not {}", op)));
     return out;
   }
-  const std::string mode = math_modes(base.dtype, false)[0];
+  const MathMode mode = own_math_mode(base.dtype);
   auto single = [&](std::string algorithm, std::string layout = "") {
     CudaCase c = make(std::move(algorithm), mode, std::move(layout));
     c.is_default = out.empty();

@@ -7,7 +7,7 @@ namespace floorline::kernels::cuda_detail {
 
 void batch_norm(Ctx& c) {
   const Shape& xs = c.in_shape(0);
-  if (c.p.inputs.size() < 5) fail("unsupported: BatchNormalization needs scale, B, mean and var");
+  if (c.p.inputs.size() < 5) fail(Disposition::kUnsupported, "BatchNormalization needs scale, B, mean and var");
   const int x = c.input(0), y = c.output();
   c.b.tensors[x].channels_last = c.b.tensors[y].channels_last = c.nhwc;
   for (int k = 1; k <= 4; ++k) c.b.tensors[k].type = DType::kF32;  // cuDNN's BN parameters are f32 for f16/bf16 data
@@ -38,7 +38,7 @@ void activation(Ctx& c) {
   else if (op == "Tanh") mode = CUDNN_ACTIVATION_TANH;
   else if (op == "Elu") mode = CUDNN_ACTIVATION_ELU, coef = c.p.float_attr("alpha", 1.0);
   else if (op == "Clip") mode = CUDNN_ACTIVATION_CLIPPED_RELU, coef = c.p.float_attr("max", 3.4e38);
-  else if (op != "Relu") fail(fmt::format("unsupported: cuDNN has no activation {}", op));
+  else if (op != "Relu") fail(Disposition::kUnsupported, fmt::format("cuDNN has no activation {}", op));
   auto& ad = c.desc<ActDesc>();
   check(cudnnSetActivationDescriptor(ad, mode, CUDNN_NOT_PROPAGATE_NAN, coef), "cudnnSetActivationDescriptor");
   auto& td = c.desc<TensorDesc>();
@@ -108,7 +108,7 @@ void cudnn_pooling(Ctx& c) {
   const int first = three_d ? 0 : 1;  // 1-D and 2-D pool as 2-D
   std::vector<int> window, pads, strides;
   for (int k = first; k < 3; ++k) {
-    if (g.pad[k] != g.pad_end[k] || g.dil[k] != 1) fail("unsupported: cuDNN pools with symmetric pads and no dilation");
+    if (g.pad[k] != g.pad_end[k] || g.dil[k] != 1) fail(Disposition::kUnsupported, "cuDNN pools with symmetric pads and no dilation");
     window.push_back(static_cast<int>(g.kernel[k]));
     pads.push_back(static_cast<int>(g.pad[k]));
     strides.push_back(static_cast<int>(g.stride[k]));
@@ -131,7 +131,7 @@ void cudnn_pooling(Ctx& c) {
   set_tensor(yd, c.type, yd_dims, c.nhwc);
   std::vector<int> out(yd_dims.size());
   check(cudnnGetPoolingNdForwardOutputDim(pd, xd, static_cast<int>(out.size()), out.data()), "cudnnGetPoolingNdForwardOutputDim");
-  if (out != yd_dims) fail(fmt::format("unsupported: cuDNN's pooling output {} differs from the layer's {}", fmt::join(out, "x"), fmt::join(yd_dims, "x")));
+  if (out != yd_dims) fail(Disposition::kUnsupported, fmt::format("cuDNN's pooling output {} differs from the layer's {}", fmt::join(out, "x"), fmt::join(yd_dims, "x")));
   void* xp = c.ptr(xi);
   void* yp = c.ptr(yi);
   c.b.implementation = "cudnnPoolingForward";

@@ -24,7 +24,7 @@ void op_tensor(Ctx& c) {
   const bool a_full = c.in_shape(0) == y;
   // cudnnOpTensor: C = op(α1·A, α2·B) + β·C with A of C's dims; commutative ops swap a broadcast A.
   const int first = a_full ? c.input(0) : c.input(1), second = a_full ? c.input(1) : c.input(0);
-  if (!a_full && (c.p.op == "Sub" || c.in_shape(1) != y)) fail("unsupported: cudnnOpTensor needs its first operand at full size");
+  if (!a_full && (c.p.op == "Sub" || c.in_shape(1) != y)) fail(Disposition::kUnsupported, "cudnnOpTensor needs its first operand at full size");
   const std::string& op = c.p.op;
   const cudnnOpTensorOp_t top = op == "Mul" ? CUDNN_OP_TENSOR_MUL : op == "Max" ? CUDNN_OP_TENSOR_MAX
                                 : op == "Min" ? CUDNN_OP_TENSOR_MIN : CUDNN_OP_TENSOR_ADD;
@@ -97,7 +97,7 @@ void transform(Ctx& c) {
 void reduce(Ctx& c) {
   const Shape& x = c.in_shape(0);
   const auto op = reduce_op_for(c.p.op);
-  if (!op) fail(fmt::format("unsupported: cuDNN has no reduction for {}", c.p.op));
+  if (!op) fail(Disposition::kUnsupported, fmt::format("cuDNN has no reduction for {}", c.p.op));
   std::vector<int64_t> axes = c.p.ints_attr("axes");
   if (c.p.op == "GlobalAveragePool" || c.p.op == "GlobalMaxPool") {
     axes.clear();

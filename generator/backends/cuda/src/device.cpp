@@ -39,7 +39,7 @@ Result<Context*> context() {
     return ctx;
   } catch (const CudaFailure& e) {
     error = e.what();
-    return make_error("{}", error);
+    return Error{error, e.code};
   }
 }
 

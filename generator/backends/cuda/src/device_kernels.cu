@@ -254,7 +254,6 @@ int64_t product(const int64_t* d, int rank) {
 
 }  // namespace
 
-int64_t size_of(DType t) { return t == DType::kF32 ? 4 : 2; }
 
 cudaError_t fill_uniform(DType t, void* data, int64_t n, float lo, float span, uint64_t seed, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;

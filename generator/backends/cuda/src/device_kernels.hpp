@@ -8,10 +8,13 @@
 
 #include <cstdint>
 
+#include "floorline/common/dtype.hpp"
+
 namespace floorline::kernels::device {
 
-enum class DType { kF32, kF16, kBF16 };
-int64_t size_of(DType t);
+// The case's data type itself (common/dtype.hpp is C++17 for this include).
+using DType = ::floorline::DType;
+inline int64_t size_of(DType t) { return ::floorline::element_size(t); }
 
 constexpr int kMaxRank = 8;
 

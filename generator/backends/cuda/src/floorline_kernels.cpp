@@ -18,7 +18,7 @@ std::vector<int64_t> row_major_strides(const Shape& s) {
 // One strided copy: `box` elements from src (strides, offset) into dst (strides, offset).
 void copy_step(Ctx& c, int src, int dst, const Shape& box, const std::vector<int64_t>& src_strides, int64_t src_offset,
                const std::vector<int64_t>& dst_strides, int64_t dst_offset) {
-  if (box.size() > device::kMaxRank) fail(fmt::format("unsupported: rank {} exceeds the copy kernel's {}", box.size(), device::kMaxRank));
+  if (box.size() > device::kMaxRank) fail(Disposition::kUnsupported, fmt::format("rank {} exceeds the copy kernel's {}", box.size(), device::kMaxRank));
   device::StridedCopy cp;
   cp.rank = static_cast<int>(box.size());
   for (size_t k = 0; k < box.size(); ++k) {
@@ -52,7 +52,7 @@ void own_copy(Ctx& c) {
   } else if (op == "Slice") {
     const Shape& y = c.out_shape();
     const auto starts = c.p.ints_attr("starts"), axes = c.p.ints_attr("axes"), steps = c.p.ints_attr("steps");
-    if (starts.size() != axes.size()) fail("unsupported: Slice with run-time starts");
+    if (starts.size() != axes.size()) fail(Disposition::kUnsupported, "Slice with run-time starts");
     std::vector<int64_t> src = xs;
     int64_t offset = 0;
     for (size_t k = 0; k < axes.size(); ++k) {
@@ -92,7 +92,7 @@ void own_copy(Ctx& c) {
   } else if (op == "Pad") {
     const Shape& y = c.out_shape();
     const auto pads = c.p.ints_attr("pads");
-    if (pads.size() != 2 * x.size()) fail("unsupported: Pad with run-time pads");
+    if (pads.size() != 2 * x.size()) fail(Disposition::kUnsupported, "Pad with run-time pads");
     const auto ys = row_major_strides(y);
     Shape box(x.size());
     int64_t src_offset = 0, dst_offset = 0;
@@ -108,13 +108,13 @@ void own_copy(Ctx& c) {
     c.b.steps.push_back([=](Context& d) { check(cudaMemsetAsync(yp, 0, bytes, d.stream), "Pad fill"); });
     copy_step(c, c.input(0), c.output(), box, xs, src_offset, ys, dst_offset);
   } else {
-    fail(fmt::format("unsupported: no floorline-kernel copy for {}", op));
+    fail(Disposition::kUnsupported, fmt::format("no floorline-kernel copy for {}", op));
   }
 }
 
 void own_eltwise(Ctx& c) {
   const auto op = unary_op_for(c.p.op);
-  if (!op) fail(fmt::format("unsupported: no floorline-kernel for {}", c.p.op));
+  if (!op) fail(Disposition::kUnsupported, fmt::format("no floorline-kernel for {}", c.p.op));
   float alpha = static_cast<float>(c.p.float_attr("alpha", c.p.op == "LeakyRelu" ? 0.01 : c.p.op == "HardSigmoid" ? 0.2 : 1.0));
   float beta = static_cast<float>(c.p.float_attr("beta", 0.5));
   if (c.p.op == "Clip") {
@@ -134,9 +134,9 @@ void own_eltwise(Ctx& c) {
 
 void own_binary(Ctx& c) {
   const auto op = binary_op_for(c.p.op);
-  if (!op) fail(fmt::format("unsupported: no floorline-kernel for {}", c.p.op));
+  if (!op) fail(Disposition::kUnsupported, fmt::format("no floorline-kernel for {}", c.p.op));
   const Shape& y = c.out_shape();
-  if (y.size() > device::kMaxRank) fail("unsupported: rank over 8");
+  if (y.size() > device::kMaxRank) fail(Disposition::kUnsupported, "rank over 8");
   if (c.p.op == "Div") c.b.tensors[1].fill = Fill::kPositive;
   device::Broadcast s;
   s.rank = static_cast<int>(y.size());

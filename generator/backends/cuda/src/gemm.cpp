@@ -34,7 +34,7 @@ GemmCall gemm_call(const Ctx& c) {
     g.beta = p.inputs.size() > 2 ? static_cast<float>(p.float_attr("beta", 1.0)) : 0.f;
     return g;
   }
-  if (a.size() < 2 || b.size() < 2) fail("unsupported: MatMul with a 1-D operand");
+  if (a.size() < 2 || b.size() < 2) fail(Disposition::kUnsupported, "MatMul with a 1-D operand");
   g.m = a[a.size() - 2];
   g.k = a.back();
   g.n = b.back();
@@ -46,16 +46,16 @@ GemmCall gemm_call(const Ctx& c) {
   g.batch = b_batch;
   g.stride_b = g.k * g.n;
   g.stride_a = a_batch == 1 ? 0 : g.m * g.k;
-  if (a_batch != 1 && a_batch != b_batch) fail("unsupported: MatMul broadcasting other than a whole operand");
+  if (a_batch != 1 && a_batch != b_batch) fail(Disposition::kUnsupported, "MatMul broadcasting other than a whole operand");
   return g;
 }
 
 cublasComputeType_t compute_type(const Ctx& c) {
-  return c.spec.math_mode == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  return c.spec.math_mode == MathMode::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
 int int_dim(int64_t v) {
-  if (v > INT_MAX) fail(fmt::format("unsupported: dimension {} exceeds cuBLAS's int", v));
+  if (v > INT_MAX) fail(Disposition::kUnsupported, fmt::format("dimension {} exceeds cuBLAS's int", v));
   return static_cast<int>(v);
 }
 
@@ -102,7 +102,7 @@ void cublas_gemm(Ctx& c) {
   const cublasOperation_t op_first = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int ld_first = int_dim(g.tb ? g.k : g.n), ld_second = int_dim(g.ta ? g.m : g.k);
   if (v == "cublas_gemv") {
-    if (g.batch != 1 || c.type != DType::kF32) fail("unsupported: cublasSgemv is f32 and unbatched");
+    if (g.batch != 1 || c.type != DType::kF32) fail(Disposition::kUnsupported, "cublasSgemv is f32 and unbatched");
     // y(M) = op(A)·b (N = 1) or y(N) = aᵀ·op(B) (M = 1): a matrix-vector product in column-major terms.
     const bool n_is_one = g.n == 1;
     const void* mat = n_is_one ? ap : bp;
@@ -154,18 +154,18 @@ struct LtObject {
 void cublaslt_matmul(Ctx& c) {
   const GemmCall g = gemm_call(c);
   const auto epilogue = lt_epilogue_for(c.p);
-  if (!epilogue) fail("unsupported: no cuBLASLt epilogue for these post-ops");
+  if (!epilogue) fail(Disposition::kUnsupported, "no cuBLASLt epilogue for these post-ops");
   const int a = c.input(0), b = c.input(1), y = c.output();
   const bool gemm_c = c.p.op == "Gemm" && c.p.inputs.size() > 2;
   // C: a residual (post-op Add), or Gemm's full-matrix C, read with beta; D is y.
   int c_tensor = -1, bias_tensor = -1;
   float beta = 0;
   if (gemm_c && c.in_shape(2).size() == 2) {
-    if (c.in_shape(2) != c.out_shape()) fail("unsupported: Gemm's C broadcast along M");
+    if (c.in_shape(2) != c.out_shape()) fail(Disposition::kUnsupported, "Gemm's C broadcast along M");
     c_tensor = c.input(2);
     beta = g.beta;
   } else if (gemm_c) {
-    if (g.beta != 1.f) fail("unsupported: a cuBLASLt bias is not scaled (Gemm beta != 1)");
+    if (g.beta != 1.f) fail(Disposition::kUnsupported, "a cuBLASLt bias is not scaled (Gemm beta != 1)");
     bias_tensor = c.input(2);
   }
   for (const auto& po : c.p.post_ops) {
@@ -224,9 +224,9 @@ void cublaslt_matmul(Ctx& c) {
   check(cublasLtMatmulAlgoGetHeuristic(c.dev.lt, desc->h, la, lb, ld, ld, pref->h, kLtAlgorithms, results, &returned),
         "cublasLtMatmulAlgoGetHeuristic");
   const int index = std::stoi(c.variant());
-  if (returned == 0) fail("unsupported: cublasLtMatmulAlgoGetHeuristic returned no algorithm");
+  if (returned == 0) fail(Disposition::kUnsupported, "cublasLtMatmulAlgoGetHeuristic returned no algorithm");
   if (index >= returned)
-    fail(fmt::format("skipped: cublasLtMatmulAlgoGetHeuristic returned {} algorithm{}, not {}", returned, returned == 1 ? "" : "s",
+    fail(Disposition::kSkipped, fmt::format("cublasLtMatmulAlgoGetHeuristic returned {} algorithm{}, not {}", returned, returned == 1 ? "" : "s",
                      index + 1));
   const cublasLtMatmulHeuristicResult_t r = results[index];
   void* ws = c.scratch(r.workspaceSize);
@@ -248,7 +248,7 @@ void cublaslt_matmul(Ctx& c) {
 
 void gemm(Ctx& c) {
   if (c.spec.algorithm.rfind("cublaslt_matmul", 0) == 0) cublaslt_matmul(c);
-  else if (!c.p.post_ops.empty()) fail("unsupported: cuBLAS fuses no epilogue (cuBLASLt does)");
+  else if (!c.p.post_ops.empty()) fail(Disposition::kUnsupported, "cuBLAS fuses no epilogue (cuBLASLt does)");
   else cublas_gemm(c);
 }
 

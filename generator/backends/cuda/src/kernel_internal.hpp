@@ -30,11 +30,10 @@ using device::DType;
 
 // --- errors -----------------------------------------------------------------------------------------
 
-// A library error; build errors carry the case status prefix ("unsupported: ", "skipped: ").
-struct CudaFailure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// A library error; build errors carry the case's disposition (unsupported, skipped), others fail.
+using CudaFailure = KernelError;
 [[noreturn]] void fail(const std::string& message);
+[[noreturn]] void fail(Disposition code, const std::string& message);
 void check(cudaError_t e, const char* what);
 void check(cudnnStatus_t s, const char* what);
 void check_run(cudnnStatus_t s, const char* what);
@@ -95,7 +94,8 @@ Result<Context*> context();
 
 enum class Fill { kUniform, kPositive, kNone };
 
-DType dtype_of(const std::string& dtype);
+// Relative L2 error allowed against the f32 reference, by the math mode.
+double tolerance(MathMode m);
 cudnnDataType_t cudnn_type(DType t);
 cudaDataType_t cuda_type(DType t);
 
@@ -191,7 +191,7 @@ struct Ctx {
   Build b;
 
   const Shape& in_shape(size_t k) const {
-    if (k >= p.inputs.size()) fail(fmt::format("unsupported: {} has no input {}", p.op, k));
+    if (k >= p.inputs.size()) fail(Disposition::kUnsupported, fmt::format("{} has no input {}", p.op, k));
     return p.inputs[k].shape;
   }
   const Shape& out_shape(size_t k = 0) const { return p.outputs.at(k).shape; }
@@ -234,7 +234,7 @@ struct Ctx {
     if (const auto pad = v.find(":padded"); pad != std::string::npos) v.erase(pad);
     return v;
   }
-  bool tensor_ops() const { return spec.math_mode != "fp32"; }
+  bool tensor_ops() const { return spec.math_mode != MathMode::kFp32; }
 };
 
 const float kOne = 1.f, kZero = 0.f, kMinusOne = -1.f;

@@ -29,7 +29,7 @@ class ConversionKernel final : public Kernel {
   }
   std::string implementation() const override { return "reorder " + impl_; }
   int64_t workspace_bytes() const override { return 0; }
-  Status verify() override { return make_error("not verifiable: a layout conversion has no ONNX counterpart"); }
+  Status verify() override { return make_error(Disposition::kNotVerifiable, "a layout conversion has no ONNX counterpart"); }
 
  private:
   std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>> reorders_;
@@ -43,10 +43,10 @@ class ConversionKernel final : public Kernel {
 Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from_ref, const PortRef& to_ref) {
   const auto* p = dynamic_cast<const OnednnKernel*>(from_ref.kernel);
   const auto* c = dynamic_cast<const OnednnKernel*>(to_ref.kernel);
-  if (!p || !c) return make_error("unsupported: a oneDNN conversion joins two oneDNN cases");
+  if (!p || !c) return make_error(Disposition::kUnsupported, "a oneDNN conversion joins two oneDNN cases");
   const memory* from_port = p->port_memory(from_ref.output, from_ref.index);
   const memory* to_port = c->port_memory(to_ref.output, to_ref.index);
-  if (!from_port || !to_port) return make_error("unsupported: no port to convert between");
+  if (!from_port || !to_port) return make_error(Disposition::kUnsupported, "no port to convert between");
   const memory::desc fd = from_port->get_desc(), td = to_port->get_desc();
   auto count = [](const memory::desc& d) {
     int64_t n = 1;
@@ -54,7 +54,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from_ref, 
     return n;
   };
   if (count(fd) != count(td) || fd.data_type() != td.data_type())
-    return make_error("unsupported: {} elements of {} cannot feed {} elements of {}", count(fd),
+    return make_error(Disposition::kUnsupported, "{} elements of {} cannot feed {} elements of {}", count(fd),
                       dtype_name(fd.data_type()), count(td), dtype_name(td.data_type()));
   try {
     auto k = std::make_unique<ConversionKernel>();
@@ -82,7 +82,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from_ref, 
     }
     return std::unique_ptr<Kernel>(std::move(k));
   } catch (const dnnl::error& e) {
-    return make_error("unsupported: oneDNN has no reorder for this conversion: {}", e.what());
+    return make_error(Disposition::kUnsupported, "oneDNN has no reorder for this conversion: {}", e.what());
   }
 }
 

@@ -135,7 +135,7 @@ class OnednnKernel final : public Kernel {
   }
 
   Status verify() override {
-    if (!b_.not_verifiable.empty()) return make_error("not verifiable: {}", b_.not_verifiable);
+    if (!b_.not_verifiable.empty()) return make_error(Disposition::kNotVerifiable, "{}", b_.not_verifiable);
     try {
       return compare_with_reference();
     } catch (const dnnl::error& e) {

@@ -68,18 +68,20 @@ const KindMapping* mapping_for(const std::string& op) {
   return nullptr;
 }
 
-dt data_type(const std::string& name) {
-  if (name == "f32") return dt::f32;
-  if (name == "bf16") return dt::bf16;
-  if (name == "f16") return dt::f16;
-  unsupported(fmt::format("the oneDNN backend measures f32 and bf16, not {}", name));
+dt data_type(DType t) {
+  switch (t) {
+    case DType::kF32: return dt::f32;
+    case DType::kBF16: return dt::bf16;
+    case DType::kF16: return dt::f16;
+  }
+  unsupported(fmt::format("the oneDNN backend measures f32 and bf16, not {}", dtype_name(t)));
 }
 
-// Builds the primitives of one variant. Errors: "unsupported: ..." (see make_kernel()).
+// Builds the primitives of one variant. Errors coded unsupported (see make_kernel()).
 Result<Build> build(const CaseSpec& spec, const std::string& variant) {
   const Problem& p = spec.problem;
   const KindMapping* m = mapping_for(p.op);
-  if (!m) return make_error("unsupported: Floorline maps no oneDNN primitive to {}", p.op);
+  if (!m) return make_error(Disposition::kUnsupported, "Floorline maps no oneDNN primitive to {}", p.op);
   try {
     Ctx c{spec, p, data_type(spec.dtype), {}};
     for (const auto& in : p.inputs) c.b.tensors.push_back({in.shape, Fill::kUniform, false, false});
@@ -92,10 +94,10 @@ Result<Build> build(const CaseSpec& spec, const std::string& variant) {
     m->build(c, variant);
     return std::move(c.b);
   } catch (const Unsupported& u) {
-    return make_error("unsupported: {}", u.why);
+    return make_error(Disposition::kUnsupported, "{}", u.why);
   } catch (const dnnl::error& e) {
-    if (e.status == dnnl_unimplemented) return make_error("unsupported: oneDNN: {}", e.what());
-    return make_error("unsupported: oneDNN rejected the descriptor: {}", e.what());
+    if (e.status == dnnl_unimplemented) return make_error(Disposition::kUnsupported, "oneDNN: {}", e.what());
+    return make_error(Disposition::kUnsupported, "oneDNN rejected the descriptor: {}", e.what());
   } catch (const std::exception& e) {
     return make_error("{}", e.what());
   }
@@ -137,11 +139,11 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
     if (b.iterate) {
       for (int k = 0; k < main_spec->impl_index; ++k)
         if (!b.steps[0].next_impl())
-          return make_error("skipped: oneDNN now offers only {} implementation(s) of {}", k + 1, variant);
+          return make_error(Disposition::kSkipped, "oneDNN now offers only {} implementation(s) of {}", k + 1, variant);
     }
     const std::string impl = b.steps[0].pd().impl_info_str();
     if (!main_spec->impl_name.empty() && impl != main_spec->impl_name)
-      return make_error("skipped: implementation {} of {} is now {}, not {} as planned", main_spec->impl_index, variant,
+      return make_error(Disposition::kSkipped, "implementation {} of {} is now {}, not {} as planned", main_spec->impl_index, variant,
                         impl, main_spec->impl_name);
     const dt type = data_type(spec.dtype);
     if (conversion) {
@@ -152,7 +154,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
       const ArgDef* a = nullptr;
       for (const auto& ad : b.steps[0].args)
         if (ad.arg == arg) a = &ad;
-      if (!a || want.get_size() == 0) return make_error("unsupported: no {} tensor to convert", tensor);
+      if (!a || want.get_size() == 0) return make_error(Disposition::kUnsupported, "no {} tensor to convert", tensor);
       const memory::desc plain_md(a->view.d, type, a->view.strides);
       Build rb;
       rb.algorithm = "reorder";
@@ -166,7 +168,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
       const bool to_blocked = tensor == "src";
       const memory::desc from = to_blocked ? plain_md : want, to = to_blocked ? want : plain_md;
       dnnl::reorder::primitive_desc rpd(cpu_engine(), from, cpu_engine(), to, primitive_attr(), true);
-      if (!rpd) return make_error("unsupported: oneDNN has no reorder {}", spec.layout);
+      if (!rpd) return make_error(Disposition::kUnsupported, "oneDNN has no reorder {}", spec.layout);
       const std::string reorder_impl = rpd.impl_info_str();
       rb.steps.push_back(step(std::move(rpd), {{DNNL_ARG_FROM, 0, View{a->view.d, a->view.strides, 0}},
                                                {DNNL_ARG_TO, 1, View{a->view.d, a->view.strides, 0}}}));
@@ -178,7 +180,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
     FL_TRY(k->init());
     return std::unique_ptr<Kernel>(std::move(k));
   } catch (const Unsupported& u) {
-    return make_error("unsupported: {}", u.why);
+    return make_error(Disposition::kUnsupported, "{}", u.why);
   } catch (const dnnl::error& e) {
     return make_error("oneDNN: {}", e.what());
   } catch (const std::bad_alloc&) {
@@ -189,9 +191,9 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
 Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec) {
   const Problem& p = spec.problem;
   const KindMapping* m = mapping_for(p.op);
-  if (!m) return make_error("unsupported: Floorline maps no oneDNN primitive to {}", p.op);
+  if (!m) return make_error(Disposition::kUnsupported, "Floorline maps no oneDNN primitive to {}", p.op);
   std::vector<Implementation> out;
-  std::string first_error;
+  std::optional<Error> first_error;
   // oneDNN's own first choice: convolution_auto's first implementation for Conv, else the first
   // implementation of the first algorithm that has one.
   std::string auto_impl;
@@ -200,7 +202,7 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
   for (const auto& variant : m->variants) {
     auto b = build(spec, variant);
     if (!b.ok()) {
-      if (first_error.empty()) first_error = b.error().message;
+      if (!first_error) first_error = b.error();
       continue;
     }
     try {
@@ -233,10 +235,10 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
         ++index;
       } while (b->iterate && st0.next_impl());
     } catch (const dnnl::error& e) {
-      if (first_error.empty()) first_error = fmt::format("oneDNN: {}", e.what());
+      if (!first_error) first_error = make_error("oneDNN: {}", e.what());
     }
   }
-  if (out.empty()) return Error{first_error.empty() ? "unsupported: no implementation" : first_error};
+  if (out.empty()) return first_error ? *first_error : make_error(Disposition::kUnsupported, "no implementation");
   bool marked = false;
   for (auto& im : out)
     if (!auto_impl.empty() && im.impl_name == auto_impl && !marked) marked = im.is_default = true;

@@ -30,8 +30,8 @@ struct CalibrationOptions {
 
 struct Peak {
   std::string peak;         // "flops" or "bytes"
-  std::string dtype;        // "f32", "bf16"
-  std::string math_mode;    // "fp32", "bf16" for flops; "" for bytes
+  std::string dtype;        // dtype_name(): "f32", "bf16"
+  std::string math_mode;    // math_mode_name() for flops: "fp32", "bf16"; "" for bytes
   double value_per_s = 0;   // FLOP/s or bytes/s
   std::string method;       // "onednn MatMul 2048x2048x2048 f32 (gemm:jit)"
 };
@@ -43,14 +43,14 @@ struct CalibrationCase {
   kernels::Work work;
   std::string method;
 };
-Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, const std::string& dtype);
+Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, DType dtype);
 
 // Times both cases. Error when a case cannot be built or run.
-Result<std::vector<Peak>> calibrate(const Backend& backend, const std::string& dtype, const CalibrationOptions& options);
+Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const CalibrationOptions& options);
 
 // Calibrates each data type whose peaks the database lacks for `system_id`, and stores the peaks.
 // Returns the peaks measured now (empty when every one was already stored).
 Result<std::vector<Peak>> calibrate_missing(benchdb::Database& db, int64_t system_id, const Backend& backend,
-                                            const std::vector<std::string>& dtypes, const CalibrationOptions& options);
+                                            const std::vector<DType>& dtypes, const CalibrationOptions& options);
 
 }  // namespace floorline::gen

@@ -1,12 +1,13 @@
 // floorline/generator/plan.hpp — the plan: unique layer configurations × backend × every
 // implementation × data type, plus the fused variants and layout conversions the models need.
 //
-// A case's name (benchdb::case_name) contains the canonical key, so it is recognizable in any
+// A case's name (case_name(spec.id()), common/case_id.hpp) contains the canonical key, so it is recognizable in any
 // output and re-runnable alone (`floorline bench ... --case NAME`); its uid is a hash of the name.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,7 @@
 namespace floorline::gen {
 
 struct PlanOptions {
-  std::vector<std::string> dtypes = {"f32"};
+  std::vector<DType> dtypes = {DType::kF32};
   // Implementations timed per config, data type and backend (oneDNN's first choice first, then
   // next_impl() order); the rest are planned as skipped. 0 = all.
   int max_impls = 3;
@@ -32,7 +33,7 @@ struct PlanOptions {
 struct PlannedCase {
   kernels::CaseSpec spec;          // spec.name is the case name
   kernels::Work work;
-  std::string status;              // "" = to be timed; "skipped" or "unsupported" when planning decided
+  std::optional<Disposition> status;  // nullopt = to be timed; skipped, unsupported (or failed) when planning decided
   std::string reason;
   std::string params = "{}";       // JSON for cases.params: impl, formats, conversions, proxy notes
 };
@@ -46,12 +47,12 @@ inline kernels::Work conversion_work(const kernels::CaseSpec& base, const std::s
   int64_t n = 1;
   for (auto d : shape) n *= d;
   kernels::Work w;
-  w.bytes = 2 * n * (base.dtype == "f32" ? 4 : 2);
+  w.bytes = 2 * n * element_size(base.dtype);
   w.flops = 0;
   return w;
 }
 
-// The case's row for the database (config_id left 0): the fields case_name() is made of, and params.
+// The case's row for the database (config_id left 0): its identity (spec.id() less the key) and params.
 benchdb::CaseRow case_row(const PlannedCase& c);
 
 // Converts a layer configuration to the kernel library's Problem (attributes typed, roles kept).

@@ -39,11 +39,11 @@ struct ChosenCase {
   double median_us = 0;
 };
 
-// Config key → the config's best passed unfused case of `dtype` (math mode: strict, "fp32" for
-// f32) on `system_id`, from best_measurements, with its spec from `plan` (matched by case name;
+// Config key → the config's best passed unfused case of `dtype` (in its own math mode: strict
+// fp32 for f32) on `system_id`, from best_measurements, with its spec from `plan` (matched by case name;
 // a best case the plan no longer has is left out).
 Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id, const Plan& plan,
-                                                     const std::string& dtype);
+                                                     DType dtype);
 
 struct ReplayOptions {
   int repetitions = 5;

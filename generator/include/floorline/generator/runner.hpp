@@ -49,6 +49,16 @@ struct RunSummary {
   std::vector<Peak> peaks;         // measured in this run (calibrate)
   std::string calibration_error;   // why a calibration failed ("" when none did); the cases still ran
   bool interrupted = false;        // stopped by SIGINT/SIGTERM; what was measured is committed
+  // Counts one case that ended so (not verifiable counts as failed: it ends no case).
+  void tally(Disposition d) {
+    switch (d) {
+      case Disposition::kPassed: ++passed; return;
+      case Disposition::kSkipped: ++skipped; return;
+      case Disposition::kUnsupported: ++unsupported; return;
+      case Disposition::kNotVerifiable:
+      case Disposition::kFailed: ++failed; return;
+    }
+  }
   double efficiency() const { return wall_seconds > 0 ? timed_seconds / wall_seconds : 0; }
 };
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include <benchmark/benchmark.h>
@@ -39,6 +40,16 @@ struct Port {
 
 class Kernel;
 
+// An exception a backend throws with a disposition (a device allocation failing: skipped; the
+// library rejecting a configuration while the kernel is built: unsupported). Any other exception
+// from a kernel is a failure.
+struct KernelError : std::runtime_error {
+  KernelError(Disposition c, const std::string& message) : std::runtime_error(message), code(c) {}
+  Disposition code;
+};
+// The coded Error of an exception caught around a kernel (KernelError keeps its code).
+Error error_of(const std::exception& e);
+
 // A tensor laid out as one port of a built case describes (replay's conversions): that case, the
 // port (an output with `output`, else an input, by operand index), and the buffer holding the
 // tensor; a null `data` for a conversion's destination asks the conversion to allocate it.
@@ -54,7 +65,8 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   // One call of the case: every library call it consists of, then a wait for completion. A library
-  // error is thrown (std::exception); register_case() and the runner turn it into a failed case.
+  // error is thrown (std::exception); register_case() and the runner turn it into a failed case
+  // (a KernelError into a case with its code).
   virtual void run() = 0;
   // One timed call, in seconds: by default the steady clock around run(). GPU kernels override it
   // with CUDA events on their stream around the library calls only (a cold-cache flush outside).
@@ -65,8 +77,8 @@ class Kernel {
   virtual int64_t workspace_bytes() const = 0;
   // Runs the case once on fresh random inputs and compares every output with the plain reference
   // computation of the layer's ONNX semantics (reference.hpp) after conversion to f32 plain layout.
-  // Error: the relative L2 error exceeds the tolerance (1e-3 for f32, 3e-2 for bf16), or the case
-  // is a proxy whose result is not the layer's (the message starts "not verifiable: ").
+  // Error: the relative L2 error exceeds the tolerance (1e-3 for f32, 3e-2 for bf16), or, with code
+  // Disposition::kNotVerifiable, the case is a proxy whose result is not the layer's.
   virtual Status verify() = 0;
 
   // Device state around the timed calls of one repetition (GPU kernels: SM clock, temperature and
@@ -92,9 +104,9 @@ class Kernel {
   }
 };
 
-// Builds a case. Errors start "unsupported: " when the library (or Floorline's mapping) has no
-// implementation for the problem and data type, and "skipped: " when the planned implementation is
-// no longer offered where it was; any other error is a failure.
+// Builds a case. Error codes: Disposition::kUnsupported when the library (or Floorline's mapping)
+// has no implementation for the problem and data type, kSkipped when the planned implementation is
+// no longer offered where it was (or the policy declines it); kFailed for anything else.
 using KernelFactory = std::function<Result<std::unique_ptr<Kernel>>(const CaseSpec&)>;
 
 // Warm-up before timing: at least one call and at least `seconds`. Returns the time of the last
@@ -109,8 +121,8 @@ struct Work {
 };
 
 // Registers the case with Google Benchmark under spec.name, with manual timing. The body: builds
-// the kernel with `factory` on first use unless `prebuilt` is given (a build error becomes
-// SkipWithError with its "unsupported: "/"skipped: " prefix, so reporters see the status), warms
+// the kernel with `factory` on first use unless `prebuilt` is given (a build error, or an exception
+// while timing, becomes SkipWithError(benchmark_error_text(error)), so reporters see its code), warms
 // it up once (0.002 s; a prebuilt kernel is taken as warm), then times each call with
 // Kernel::timed_run(), sampling the device before and after. Counters: flops, bytes, gflops,
 // gbytes_per_s, workspace_bytes, is_default, and the kernel's device_counters(). The caller sets

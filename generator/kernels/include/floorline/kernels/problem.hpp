@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "floorline/common/case_id.hpp"
+#include "floorline/common/dtype.hpp"
+
 namespace floorline::kernels {
 
 struct Operand {
@@ -63,8 +66,8 @@ struct CaseSpec {
   // kernel is built only when the same implementation is still offered at that position.
   int impl_index = 0;
   std::string impl_name;
-  std::string dtype = "f32";      // storage type of the tensors: f32 | bf16
-  std::string math_mode = "fp32"; // fp32 (strict) | bf16
+  DType dtype = DType::kF32;      // storage type of the tensors (common/dtype.hpp)
+  MathMode math_mode = MathMode::kFp32;  // own_math_mode(dtype), or tf32 for f32 on a GPU
   // For convolution/deconvolution/matmul: the memory formats oneDNN chose, "src:aBcd16b wei:... dst:...".
   // For a layout conversion: "<tensor>:<from>><to>", e.g. "src:abcd>aBcd16b".
   std::string layout;
@@ -72,7 +75,11 @@ struct CaseSpec {
   // A layout conversion names the case it feeds (that case's algorithm; impl_index/impl_name are
   // that case's): the converted formats are the ones its implementation asks for.
   std::string feeds;
-  std::string name;               // the case name (benchdb's case_name()), set by the planner
+  std::string name;               // the case name, case_name(id()), set by the planner
+
+  // The case's identity (common/case_id.hpp): backend, algorithm, dtype and math mode names,
+  // layout, fusion and the problem's key. A layout conversion's `feeds` is not part of it.
+  CaseId id() const;
 };
 
 }  // namespace floorline::kernels

@@ -12,7 +12,7 @@
 //
 // Planning needs no GPU: cuda_cases() decides every case from the problem alone. Support that only
 // the library can decide (an algorithm that does not implement a configuration) is asked when the
-// case is built, and becomes the case's "unsupported: " status.
+// case is built, and becomes the case's unsupported status.
 //
 // Timing (kernel.hpp): each Kernel's timed_run() records CUDA events on Floorline's own stream
 // around the library calls only, then waits; descriptors, workspace, algorithm search and inputs are
@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,11 +43,11 @@ struct CudaCase {
   // cudnnFindConvolutionForwardAlgorithmEx reports), "cublaslt_matmul:3" (the heuristic's 4th
   // algorithm), "floorline-kernel:concat" (ours)...
   std::string algorithm;
-  std::string math_mode;          // fp32 (TF32 off) | tf32 | fp16 | bf16
+  MathMode math_mode = MathMode::kFp32;  // fp32 (TF32 off) | tf32 | f16 | bf16
   std::string layout;             // "" (NCHW / row-major), "nhwc", or a conversion "src:nchw>nhwc"
   std::string feeds;              // a conversion: "layout:nhwc", the cases it feeds
   bool is_default = false;        // what a framework gets by default (the library's heuristic)
-  std::string status;             // "" to be timed; "unsupported" or "skipped" when the plan decides
+  std::optional<Disposition> status;  // nullopt: to be timed; unsupported or skipped when the plan decides
   std::string reason;
 };
 
@@ -67,18 +68,18 @@ struct ConvGeometry {
   std::vector<int64_t> pad_begin;     // explicit pad: elements added before each spatial dim
   std::vector<int64_t> x_unpadded;    // explicit pad: the layer's own input dims
 };
-// Error "unsupported: ..." for what cuDNN's descriptors cannot express (rank, int overflow).
+// Error coded unsupported for what cuDNN's descriptors cannot express (rank, int overflow).
 Result<ConvGeometry> conv_geometry(const Problem& p);
 
 // Workspace policy: the most workspace a case may use when `free_bytes` of device memory are free
 // once its tensors are allocated: all but 5% of it and 256 MiB (what a framework caching allocator
-// leaves for other layers). An algorithm needing more is "skipped: workspace ... exceeds ...".
+// leaves for other layers). An algorithm needing more is skipped ("workspace ... exceeds ...").
 int64_t workspace_limit(int64_t free_bytes);
 
 // --- running (a GPU) --------------------------------------------------------------------------------
 
-// Builds a CUDA case (a KernelFactory). Errors "unsupported: " when the library does not
-// implement the configuration, "skipped: " when the policy declines it (workspace too large, the
+// Builds a CUDA case (a KernelFactory). Errors coded unsupported when the library does not
+// implement the configuration, skipped when the policy declines it (workspace too large, the
 // heuristic returned fewer algorithms than the case's index), otherwise a failure with the CUDA,
 // cuDNN or cuBLAS status name.
 Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec);

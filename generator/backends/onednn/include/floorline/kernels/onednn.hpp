@@ -22,7 +22,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec);
 // Replay: a kernel that converts the tensor at from.data, in the layout of from's port, into the
 // layout of to's port at to.data (both ports of oneDNN cases): one reorder, or two through a plain
 // buffer when both are blocked with different dims. A null to.data is allocated by the kernel and
-// is its port(true, 0). The buffers must outlive it. Error "unsupported: ..." for a port missing,
+// is its port(true, 0). The buffers must outlive it. Error coded unsupported for a port missing,
 // or element counts or data types that differ.
 Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from, const PortRef& to);
 
@@ -42,7 +42,7 @@ struct Implementation {
 // Every implementation oneDNN offers for `spec` (its algorithm and impl fields are ignored), for
 // each primitive algorithm Floorline asks for: Conv convolution_direct and convolution_winograd,
 // Gemm matmul and inner_product, GlobalAveragePool pooling_v2 and reduction, and so on.
-// Error "unsupported: ..." when there is none.
+// Error coded unsupported when there is none.
 Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec);
 
 // Registers a oneDNN case with Google Benchmark (register_case with make_onednn_kernel): what
