@@ -16,6 +16,16 @@ int64_t scaled_bytes(int64_t bytes, const std::string& dtype) {
   return dtype == "bf16" || dtype == "f16" ? bytes / 2 : bytes;
 }
 
+// The one case of a kind the backend's kind table does not map: its reason is the table's.
+PlannedCase unmapped_case(const kernels::CaseSpec& base, const kernels::KindSupport& support) {
+  PlannedCase pc;
+  pc.spec = base;
+  pc.spec.algorithm = "none";
+  pc.status = "unsupported";
+  pc.reason = fmt::format("{}: {}", base.problem.op, support.reason);
+  return pc;
+}
+
 }  // namespace
 
 kernels::Work conversion_work(const kernels::CaseSpec& base, const std::string& conversion) {
@@ -55,6 +65,15 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
         base.backend = backend->name();
         base.dtype = dtype;
         base.math_mode = math_mode_for(dtype);
+        const kernels::KindSupport support = backend->support(problem.kind);
+        if (!support.supported()) {
+          PlannedCase pc = unmapped_case(base, support);
+          pc.spec.name = benchdb::case_name(case_row(pc), u.key);
+          pc.work.flops = u.flops;
+          pc.work.bytes = scaled_bytes(u.bytes, dtype);
+          plan.cases.push_back(std::move(pc));
+          continue;
+        }
         std::vector<PlannedCase> cases = backend->cases_for(base, options);
         if (auto it = patterns.find(u.key); it != patterns.end())
           for (const auto& ops : it->second) {

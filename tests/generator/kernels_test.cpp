@@ -73,6 +73,7 @@ TEST(OnednnKernels, WhatCannotRunIsUnsupportedNotFailed) {
 TEST(Reference, MatchesHandComputedValues) {
   // The reference is what every kernel is judged by: check it on values worked out by hand.
   kernels::Problem conv;
+  conv.kind = LayerKind::kConv;
   conv.op = "Conv";
   conv.inputs = {{"x", {1, 1, 3, 3}}, {"w", {1, 1, 2, 2}}, {"bias", {1}}};
   conv.outputs = {{"y", {1, 1, 2, 2}}};
@@ -89,6 +90,7 @@ TEST(Reference, MatchesHandComputedValues) {
   EXPECT_EQ((*y)[0].data, (std::vector<float>{-8.5f, -9.5f, -11.5f, -12.5f}));
 
   kernels::Problem pool;
+  pool.kind = LayerKind::kMaxPool;
   pool.op = "MaxPool";
   pool.inputs = {{"x", {1, 1, 3, 3}}};
   pool.outputs = {{"y", {1, 1, 2, 2}}};  // ceil mode: windows at 0 and 2
@@ -98,6 +100,7 @@ TEST(Reference, MatchesHandComputedValues) {
   EXPECT_EQ((*p)[0].data, (std::vector<float>{5, 6, 8, 9}));
 
   kernels::Problem sm;
+  sm.kind = LayerKind::kSoftmax;
   sm.op = "Softmax";
   sm.inputs = {{"x", {1, 2}}};
   sm.outputs = {{"y", {1, 2}}};

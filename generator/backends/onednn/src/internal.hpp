@@ -133,7 +133,7 @@ struct EltwiseOp {
   algorithm alg;
   float alpha = 0, beta = 0;
 };
-std::vector<EltwiseOp> eltwise_chain(const std::string& op, double alpha, double beta, std::string* proxy);
+std::vector<EltwiseOp> eltwise_chain(LayerKind kind, double alpha, double beta, std::string* proxy);
 std::pair<double, double> unary_params(const Problem& p);
 
 // --- steps and epilogues (common.cpp) -------------------------------------------------------------
