@@ -85,7 +85,7 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kIf: case K::kLoop: return {{}, nullptr, "not mapped: control flow (its subgraphs' layers are)", {}};
     case K::kUnsupported: return {{}, nullptr, "not mapped: not a kind Floorline knows", {}};
   }
-  return {{}, nullptr, "not a layer kind", {}};
+  return {{}, nullptr, {}, {}};  // not a kind: an empty reason, which kind_support_test rejects
 }
 
 const KindMapping& mapping_for(LayerKind k) {
