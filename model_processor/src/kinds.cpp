@@ -104,6 +104,8 @@ int64_t pool_flops(const LayerConfig& c) {
   if (c.kind == LayerKind::kAveragePool) per += 1;
   return mul(per, out_numel(c));
 }
+// Sum: one add per output element for each input after the first.
+int64_t sum_flops(const LayerConfig& c) { return mul(static_cast<int64_t>(c.inputs.size()) - 1, out_numel(c)); }
 int64_t global_pool_flops(const LayerConfig& c) {
   return add(arg_numel(c, "x"), c.kind == LayerKind::kGlobalAveragePool ? out_numel(c) : 0);
 }
@@ -423,6 +425,7 @@ const KindInfo kKinds[] = {
     {K::kAnd, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kOr, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kWhere, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kSum, kCompute, {}, {}, nullptr, sum_flops, io_bytes},
     // max, subtract, exp, sum, divide (LogSoftmax: log instead of divide, then subtract).
     {K::kSoftmax, kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
     {K::kLogSoftmax, kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},

@@ -49,7 +49,7 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
                          "InstanceNormalization", "LRN", "Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Clip",
                          "LeakyRelu", "Abs", "Sqrt", "Pow", "Exp", "Add", "Sub", "Mul", "Div", "Softmax", "LogSoftmax",
                          "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean", "Concat", "Transpose", "Slice",
-                         "Pad", "Resize", "Split", "Conv+Relu", "Conv+Add+Relu", "Conv+Clip(-0.5,0.5)",
+                         "Pad", "Resize", "Split", "Sum", "Conv+Relu", "Conv+Add+Relu", "Conv+Clip(-0.5,0.5)",
                          "MatMul+BiasAdd+Relu"})
     EXPECT_TRUE(verified_ops.count(op)) << op << " has no verified case";
   EXPECT_EQ(proxies, (std::set<std::string>{"Erf", "Gather"}));

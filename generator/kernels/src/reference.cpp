@@ -290,6 +290,19 @@ Result<std::vector<HostTensor>> binary(const Problem& p, const std::vector<HostT
   return std::vector<HostTensor>{std::move(y)};
 }
 
+// Sum: every input, broadcast to the output (NumPy rules), added.
+Result<std::vector<HostTensor>> sum(const Problem& p, const std::vector<HostTensor>& in) {
+  HostTensor y = zeros(p.outputs[0].shape);
+  Shape idx(y.shape.size(), 0);
+  int64_t o = 0;
+  do {
+    double v = 0;
+    for (const auto& t : in) v += t.data[broadcast_offset(idx, t.shape)];
+    y.data[o++] = static_cast<float>(v);
+  } while (!y.shape.empty() && next_index(idx, y.shape));
+  return std::vector<HostTensor>{std::move(y)};
+}
+
 Result<std::vector<HostTensor>> softmax(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& x = in[0];
   const int64_t axis = p.int_attr("axis");
@@ -581,6 +594,7 @@ ReferenceRow reference_row(LayerKind k) {
     case K::kMod: case K::kAnd: case K::kOr:
       return {nullptr, "no reference: no backend maps it to a kernel that needs checking"};
     case K::kWhere: return {nullptr, "no reference: backends time it as a copy of its output"};
+    case K::kSum: return {sum, {}};
     case K::kSoftmax: case K::kLogSoftmax: return {softmax, {}};
     case K::kMaxPool: case K::kAveragePool: case K::kGlobalAveragePool: case K::kGlobalMaxPool: return {pool, {}};
     case K::kReduceMean: case K::kReduceSum: case K::kReduceMax: case K::kReduceMin: case K::kReduceProd:

@@ -24,7 +24,7 @@
   X(Ceil) X(Not) X(Cast)                                                                           \
   /* compute: element-wise binary / ternary (NumPy broadcasting) */                                \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Max) X(Min) X(Mod) X(Equal) X(Less) X(Greater) X(And)       \
-  X(Or) X(Where)                                                                                   \
+  X(Or) X(Where) X(Sum)                                                                            \
   /* compute: softmax, pooling, reductions */                                                      \
   X(Softmax) X(LogSoftmax) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(GlobalMaxPool)         \
   X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd)                               \

@@ -435,6 +435,8 @@ CudaRow cuda_row(LayerKind k) {
     case K::kDiv: case K::kPRelu: return {binary_cases, "floorline-kernel:binary", {}};
     case K::kMod: case K::kEqual: case K::kLess: case K::kGreater: case K::kAnd: case K::kOr: case K::kWhere:
       return {nullptr, {}, kNoKernel};
+    case K::kSum:
+      return {nullptr, {}, "not mapped: no variadic add kernel yet (a chain of binary adds would time N-1 passes)"};
     case K::kSoftmax: case K::kLogSoftmax: return {softmax_cases, "cudnnSoftmaxForward", {}};
     case K::kMaxPool: case K::kAveragePool:
       return {pooling_cases, "cudnnPoolingForward, floorline-kernel:pooling", {}};

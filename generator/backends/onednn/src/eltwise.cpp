@@ -1,4 +1,4 @@
-// oneDNN builders: element-wise unary ops (eltwise chains) and binary ops (binary, PReLU).
+// oneDNN builders: element-wise unary ops (eltwise chains), binary ops (binary, PReLU) and Sum.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -114,6 +114,25 @@ void binary(Ctx& c, const std::string& variant) {
   dnnl::binary::desc d(kAlg.at(k), c.md(s0, plain(sh0)), c.md(s1, plain(sh1)), c.md(c.output(0), plain(y)));
   c.b.steps.push_back(make_step<dnnl::binary::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC_0, s0, plain(sh0)}, {DNNL_ARG_SRC_1, s1, plain(sh1)},
                             {DNNL_ARG_DST, c.output(0), plain(y)}}));
+}
+
+// Sum of N inputs: oneDNN's sum primitive (every scale 1), which adds tensors of the output's shape;
+// inputs that broadcast are not what it computes.
+void sum(Ctx& c, const std::string& variant) {
+  require_no_post_ops(c);
+  const Shape& y = c.out_shape();
+  std::vector<memory::desc> srcs;
+  std::vector<ArgDef> args;
+  for (size_t k = 0; k < c.p.inputs.size(); ++k) {
+    if (c.in_shape(k) != y) unsupported("oneDNN sum adds inputs of the output's shape only (no broadcasting)");
+    srcs.push_back(c.md(c.input(k), plain(y)));
+    args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), c.input(k), plain(y)});
+  }
+  args.push_back({DNNL_ARG_DST, c.output(0), plain(y)});
+  const std::vector<float> scales(srcs.size(), 1.f);
+  c.b.algorithm = variant;
+  c.b.steps.push_back(
+      step(dnnl::sum::primitive_desc(c.md(c.output(0), plain(y)), scales, srcs, cpu_engine(), c.attr(false)), args));
 }
 
 }  // namespace floorline::kernels::onednn_detail

@@ -180,6 +180,7 @@ void instance_norm(Ctx& c, const std::string& variant);
 void lrn(Ctx& c, const std::string& variant);
 void eltwise(Ctx& c, const std::string& variant);        // eltwise.cpp
 void binary(Ctx& c, const std::string& variant);
+void sum(Ctx& c, const std::string& variant);
 void softmax(Ctx& c, const std::string& variant);        // softmax_reduce.cpp
 void reduce(Ctx& c, const std::string& variant);
 void pooling(Ctx& c, const std::string& variant);        // pooling.cpp

@@ -64,6 +64,7 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kLess: case K::kGreater: case K::kPRelu:
       return {{"binary"}, binary, {}, {}};
     case K::kMod: case K::kAnd: case K::kOr: return {{}, nullptr, kNoBinary, {}};
+    case K::kSum: return {{"sum"}, sum, {}, {}};
     case K::kSoftmax: case K::kLogSoftmax: return {{"softmax_v2"}, softmax, {}, {}};
     case K::kMaxPool: case K::kAveragePool: return {with_layouts("pooling_v2"), pooling, {}, {}};
     case K::kGlobalAveragePool: case K::kGlobalMaxPool: return {{"pooling_v2", "reduction"}, pooling, {}, {}};
