@@ -1,7 +1,6 @@
 // The CUDA backend's plan: which cases each problem gets, decided without a device.
 #include <algorithm>
 #include <climits>
-#include <map>
 #include <set>
 
 #include <fmt/format.h>
