@@ -75,6 +75,27 @@ TEST(KindSupport, TablesSayWhatTheyMapAndWhy) {
   }
 }
 
+TEST(KindSupport, AnAttributeTheIrAlwaysFillsIsRequiredNotDefaulted) {
+  // LeakyRelu's alpha has an ONNX default that the IR writes into every config: a Problem without
+  // it is malformed, and the reference says so instead of assuming 0.01.
+  kernels::Problem p;
+  p.kind = LayerKind::kLeakyRelu;
+  p.op = "LeakyRelu";
+  p.key = "LeakyRelu|x=4|f32";
+  p.inputs = {{"x", {4}}};
+  p.outputs = {{"y", {4}}};
+  const std::vector<kernels::HostTensor> in = {{{4}, {-1.f, 0.f, 1.f, 2.f}}};
+  auto missing = kernels::reference(p, in, {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message, "LeakyRelu|x=4|f32: attribute 'alpha' is missing (the IR always fills it)");
+  EXPECT_THROW((void)p.int_attr("axis"), kernels::MissingAttribute);
+  EXPECT_EQ(p.int_attr("axis", 3), 3);  // the two-argument form is for attributes that may be absent
+  p.floats["alpha"] = {0.25};
+  auto y = kernels::reference(p, in, {});
+  ASSERT_TRUE(y.ok()) << y.error().message;
+  EXPECT_EQ((*y)[0].data, (std::vector<float>{-0.25f, 0.f, 1.f, 2.f}));
+}
+
 std::string read_text(const std::filesystem::path& p) {
   std::ifstream f(p);
   std::stringstream s;
