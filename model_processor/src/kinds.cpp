@@ -1,5 +1,6 @@
 // The layer-kind table: one row per LayerKind. Adding a kind = one row here plus its line in
-// common/include/floorline/common/layer_kind.hpp (docs/ADDING_A_LAYER.md). FLOPs and bytes formulas are documented in docs/LAYERS.md.
+// common/include/floorline/common/layer_kind.hpp (docs/ADDING_A_LAYER.md). FLOPs and bytes
+// formulas are documented in docs/LAYERS.md.
 #include <algorithm>
 #include <array>
 #include <cctype>
