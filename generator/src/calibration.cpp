@@ -43,6 +43,7 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, D
     return {};
   };
   kernels::Problem mm;
+  mm.kind = LayerKind::kMatMul;
   mm.op = "MatMul";
   mm.key = fmt::format("MatMul|a={0}x{0}|b={0}x{0}|{1}", n, dtype);
   mm.inputs = {{"a", {n, n}}, {"b", {n, n}}};
@@ -53,6 +54,7 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, D
   // data at cache bandwidth, and a roofline bound must not exceed what any layer can reach.
   for (const int64_t elements : {cache_elements, memory_elements}) {
     kernels::Problem copy;
+    copy.kind = LayerKind::kTranspose;
     copy.op = "Transpose";
     copy.key = fmt::format("Transpose|x={}|perm=0|{}", elements, dtype);
     copy.inputs = {{"x", {elements}}};

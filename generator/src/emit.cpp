@@ -69,6 +69,7 @@ std::string registration(const PlannedCase& c, const Backend& b) {
   if (!s.layout.empty()) out += fmt::format("    s.layout = {};\n", quoted(s.layout));
   if (!s.fusion.empty()) out += fmt::format("    s.fusion = {};\n", quoted(s.fusion));
   if (!s.feeds.empty()) out += fmt::format("    s.feeds = {};\n", quoted(s.feeds));
+  out += fmt::format("    s.problem.kind = floorline::LayerKind::k{};\n", kind_name(p.kind));
   out += fmt::format("    s.problem.op = {};\n    s.problem.key = {};\n", quoted(p.op), quoted(p.key));
   out += fmt::format("    s.problem.inputs = {};\n", operands(p.inputs));
   out += fmt::format("    s.problem.outputs = {};\n", operands(p.outputs));

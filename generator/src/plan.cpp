@@ -15,6 +15,16 @@ int64_t scaled_bytes(int64_t bytes, DType dtype) {
   return bytes * element_size(dtype) / element_size(DType::kF32);
 }
 
+// The one case of a kind the backend's kind table does not map: its reason is the table's.
+PlannedCase unmapped_case(const kernels::CaseSpec& base, const kernels::KindSupport& support) {
+  PlannedCase pc;
+  pc.spec = base;
+  pc.spec.algorithm = "none";
+  pc.status = Disposition::kUnsupported;
+  pc.reason = fmt::format("{}: {}", base.problem.op, support.reason);
+  return pc;
+}
+
 }  // namespace
 
 benchdb::CaseRow case_row(const PlannedCase& c) {
@@ -39,6 +49,15 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
         base.backend = backend->name();
         base.dtype = dtype;
         base.math_mode = own_math_mode(dtype);
+        const kernels::KindSupport support = backend->support(problem.kind);
+        if (!support.supported()) {
+          PlannedCase pc = unmapped_case(base, support);
+          pc.spec.name = case_name(pc.spec.id());
+          pc.work.flops = u.flops;
+          pc.work.bytes = scaled_bytes(u.bytes, dtype);
+          plan.cases.push_back(std::move(pc));
+          continue;
+        }
         std::vector<PlannedCase> cases = backend->cases_for(base, options);
         if (auto it = patterns.find(u.key); it != patterns.end())
           for (const auto& pattern : it->second) {

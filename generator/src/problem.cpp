@@ -7,6 +7,7 @@ namespace floorline::gen {
 
 kernels::Problem to_problem(const mp::LayerConfig& config, const std::string& key) {
   kernels::Problem p;
+  p.kind = config.kind;
   p.op = config.op_type.empty() ? std::string(mp::kind_name(config.kind)) : config.op_type;
   p.key = key;
   for (const auto& t : config.inputs) p.inputs.push_back({t.role, t.shape});

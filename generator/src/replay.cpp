@@ -9,7 +9,7 @@
 #include <new>
 #include <memory>
 #include <unordered_map>
-#include <unordered_set>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -54,11 +54,13 @@ struct Source {
 // operand of the output's shape: they give the same result on any layout of their operands, so a
 // oneDNN-aware framework runs them on the blocked layout their producer wrote (no conversion).
 bool layout_agnostic(const mp::Layer& layer) {
-  static const std::unordered_set<std::string> kOps = {
-      "Relu", "Clip", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Elu", "Selu", "Erf",
-      "Exp", "Log", "Sqrt", "Neg", "Abs", "Add", "Sub", "Mul", "Div", "Max", "Min", "Identity", "Dropout"};
+  using K = LayerKind;
+  static const std::set<LayerKind> kKinds = {
+      K::kRelu, K::kClip, K::kSigmoid, K::kTanh, K::kHardSwish, K::kHardSigmoid, K::kLeakyRelu, K::kElu,
+      K::kSelu, K::kErf, K::kExp, K::kLog, K::kSqrt, K::kNeg, K::kAbs, K::kAdd, K::kSub, K::kMul, K::kDiv,
+      K::kMax, K::kMin, K::kSum, K::kIdentity, K::kDropout};
   const auto& c = layer.config;
-  if (!kOps.count(layer.op_type) || c.outputs.size() != 1 || c.inputs.empty()) return false;
+  if (!kKinds.count(c.kind) || c.outputs.size() != 1 || c.inputs.empty()) return false;
   return std::all_of(c.inputs.begin(), c.inputs.end(),
                      [&](const mp::TensorArg& t) { return t.shape == c.outputs[0].shape; });
 }

@@ -1,5 +1,6 @@
-// The layer-kind table: one row per LayerKind. Adding a kind = one row here plus its enum value
-// (docs/ADDING_A_LAYER.md). FLOPs and bytes formulas are documented in docs/LAYERS.md.
+// The layer-kind table: one row per LayerKind. Adding a kind = one row here plus its line in
+// common/include/floorline/common/layer_kind.hpp (docs/ADDING_A_LAYER.md). FLOPs and bytes
+// formulas are documented in docs/LAYERS.md.
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -104,6 +105,8 @@ int64_t pool_flops(const LayerConfig& c) {
   if (c.kind == LayerKind::kAveragePool) per += 1;
   return mul(per, out_numel(c));
 }
+// Sum: one add per output element for each input after the first.
+int64_t sum_flops(const LayerConfig& c) { return mul(static_cast<int64_t>(c.inputs.size()) - 1, out_numel(c)); }
 int64_t global_pool_flops(const LayerConfig& c) {
   return add(arg_numel(c, "x"), c.kind == LayerKind::kGlobalAveragePool ? out_numel(c) : 0);
 }
@@ -363,7 +366,6 @@ void fix_split(const NodeView& v, LayerConfig& c) {
 
 struct KindInfo {
   LayerKind kind;
-  std::string_view op;
   CostClass cost;
   std::initializer_list<int> param_inputs;  // input slots read as attributes when constant
   std::initializer_list<int> flag_inputs;   // input slots shown in the key by role only (shape implied)
@@ -378,89 +380,90 @@ constexpr auto kCompute = C::kCompute;
 
 // One row per kind, in LayerKind order (checked below).
 const KindInfo kKinds[] = {
-    {K::kConv, "Conv", kCompute, {}, {2}, fix_conv, conv_flops, io_bytes},
-    {K::kConvTranspose, "ConvTranspose", kCompute, {}, {2}, fix_conv_transpose, conv_transpose_flops, io_bytes},
-    {K::kGemm, "Gemm", kCompute, {}, {}, fix_gemm, gemm_flops, io_bytes},
-    {K::kMatMul, "MatMul", kCompute, {}, {}, nullptr, matmul_flops, io_bytes},
+    {K::kConv, kCompute, {}, {2}, fix_conv, conv_flops, io_bytes},
+    {K::kConvTranspose, kCompute, {}, {2}, fix_conv_transpose, conv_transpose_flops, io_bytes},
+    {K::kGemm, kCompute, {}, {}, fix_gemm, gemm_flops, io_bytes},
+    {K::kMatMul, kCompute, {}, {}, nullptr, matmul_flops, io_bytes},
     // BN at inference folds to y = x·a + b: 2 FLOPs per element.
-    {K::kBatchNormalization, "BatchNormalization", kCompute, {}, {1, 2, 3, 4}, fix_batchnorm, per_input<2>, io_bytes},
+    {K::kBatchNormalization, kCompute, {}, {1, 2, 3, 4}, fix_batchnorm, per_input<2>, io_bytes},
     // mean (1) + variance (3) + normalize (2) + scale and shift (2) = 8 per element.
-    {K::kLayerNormalization, "LayerNormalization", kCompute, {}, {1, 2}, fix_layernorm, per_input<8>, io_bytes},
-    {K::kInstanceNormalization, "InstanceNormalization", kCompute, {}, {1, 2}, fix_instancenorm, per_input<8>, io_bytes},
-    {K::kLRN, "LRN", kCompute, {}, {}, fix_lrn, lrn_flops, io_bytes},
-    {K::kRelu, "Relu", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kLeakyRelu, "LeakyRelu", kCompute, {}, {}, nullptr, per_output<2>, io_bytes},
-    {K::kPRelu, "PRelu", kCompute, {}, {}, nullptr, per_output<2>, io_bytes},
-    {K::kElu, "Elu", kCompute, {}, {}, nullptr, per_output<3>, io_bytes},
-    {K::kSelu, "Selu", kCompute, {}, {}, nullptr, per_output<4>, io_bytes},
-    {K::kClip, "Clip", kCompute, {1, 2}, {}, nullptr, per_output<2>, io_bytes},
-    {K::kSigmoid, "Sigmoid", kCompute, {}, {}, nullptr, per_output<4>, io_bytes},   // neg, exp, add, div
-    {K::kTanh, "Tanh", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kHardSigmoid, "HardSigmoid", kCompute, {}, {}, nullptr, per_output<4>, io_bytes},  // mul, add, min, max
-    {K::kHardSwish, "HardSwish", kCompute, {}, {}, nullptr, per_output<5>, io_bytes},      // x · HardSigmoid(x)
-    {K::kSoftplus, "Softplus", kCompute, {}, {}, nullptr, per_output<3>, io_bytes},
-    {K::kErf, "Erf", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kExp, "Exp", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kLog, "Log", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kSqrt, "Sqrt", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kReciprocal, "Reciprocal", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kNeg, "Neg", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kAbs, "Abs", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kFloor, "Floor", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kCeil, "Ceil", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kNot, "Not", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kCast, "Cast", kCompute, {}, {}, fix_cast, zero, io_bytes},
-    {K::kAdd, "Add", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kSub, "Sub", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kMul, "Mul", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kDiv, "Div", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kPow, "Pow", kCompute, {1}, {}, nullptr, per_output<1>, io_bytes},  // a constant exponent is a parameter
-    {K::kMax, "Max", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kMin, "Min", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kMod, "Mod", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kEqual, "Equal", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kLess, "Less", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kGreater, "Greater", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kAnd, "And", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kOr, "Or", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
-    {K::kWhere, "Where", kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kLayerNormalization, kCompute, {}, {1, 2}, fix_layernorm, per_input<8>, io_bytes},
+    {K::kInstanceNormalization, kCompute, {}, {1, 2}, fix_instancenorm, per_input<8>, io_bytes},
+    {K::kLRN, kCompute, {}, {}, fix_lrn, lrn_flops, io_bytes},
+    {K::kRelu, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kLeakyRelu, kCompute, {}, {}, nullptr, per_output<2>, io_bytes},
+    {K::kPRelu, kCompute, {}, {}, nullptr, per_output<2>, io_bytes},
+    {K::kElu, kCompute, {}, {}, nullptr, per_output<3>, io_bytes},
+    {K::kSelu, kCompute, {}, {}, nullptr, per_output<4>, io_bytes},
+    {K::kClip, kCompute, {1, 2}, {}, nullptr, per_output<2>, io_bytes},
+    {K::kSigmoid, kCompute, {}, {}, nullptr, per_output<4>, io_bytes},   // neg, exp, add, div
+    {K::kTanh, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kHardSigmoid, kCompute, {}, {}, nullptr, per_output<4>, io_bytes},  // mul, add, min, max
+    {K::kHardSwish, kCompute, {}, {}, nullptr, per_output<5>, io_bytes},      // x · HardSigmoid(x)
+    {K::kSoftplus, kCompute, {}, {}, nullptr, per_output<3>, io_bytes},
+    {K::kErf, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kExp, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kLog, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kSqrt, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kReciprocal, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kNeg, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kAbs, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kFloor, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kCeil, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kNot, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kCast, kCompute, {}, {}, fix_cast, zero, io_bytes},
+    {K::kAdd, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kSub, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kMul, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kDiv, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kPow, kCompute, {1}, {}, nullptr, per_output<1>, io_bytes},  // a constant exponent is a parameter
+    {K::kMax, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kMin, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kMod, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kEqual, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kLess, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kGreater, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kAnd, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kOr, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kWhere, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kSum, kCompute, {}, {}, nullptr, sum_flops, io_bytes},
     // max, subtract, exp, sum, divide (LogSoftmax: log instead of divide, then subtract).
-    {K::kSoftmax, "Softmax", kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
-    {K::kLogSoftmax, "LogSoftmax", kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
-    {K::kMaxPool, "MaxPool", kCompute, {}, {}, fix_pool, pool_flops, io_bytes},
-    {K::kAveragePool, "AveragePool", kCompute, {}, {}, fix_pool, pool_flops, io_bytes},
-    {K::kGlobalAveragePool, "GlobalAveragePool", kCompute, {}, {}, nullptr, global_pool_flops, io_bytes},
-    {K::kGlobalMaxPool, "GlobalMaxPool", kCompute, {}, {}, nullptr, global_pool_flops, io_bytes},
-    {K::kReduceMean, "ReduceMean", kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
-    {K::kReduceSum, "ReduceSum", kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
-    {K::kReduceMax, "ReduceMax", kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
-    {K::kReduceMin, "ReduceMin", kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
-    {K::kReduceProd, "ReduceProd", kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
-    {K::kConcat, "Concat", kCompute, {}, {}, fix_axis0, zero, io_bytes},
-    {K::kSplit, "Split", kCompute, {1}, {}, fix_split, zero, io_bytes},
-    {K::kSlice, "Slice", kCompute, {1, 2, 3, 4}, {}, fix_slice, zero, slice_bytes},
-    {K::kTranspose, "Transpose", kCompute, {}, {}, fix_transpose, zero, io_bytes},
-    {K::kPad, "Pad", kCompute, {1, 2, 3}, {}, fix_pad, zero, io_bytes},
+    {K::kSoftmax, kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
+    {K::kLogSoftmax, kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
+    {K::kMaxPool, kCompute, {}, {}, fix_pool, pool_flops, io_bytes},
+    {K::kAveragePool, kCompute, {}, {}, fix_pool, pool_flops, io_bytes},
+    {K::kGlobalAveragePool, kCompute, {}, {}, nullptr, global_pool_flops, io_bytes},
+    {K::kGlobalMaxPool, kCompute, {}, {}, nullptr, global_pool_flops, io_bytes},
+    {K::kReduceMean, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    {K::kReduceSum, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    {K::kReduceMax, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    {K::kReduceMin, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    {K::kReduceProd, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    {K::kConcat, kCompute, {}, {}, fix_axis0, zero, io_bytes},
+    {K::kSplit, kCompute, {1}, {}, fix_split, zero, io_bytes},
+    {K::kSlice, kCompute, {1, 2, 3, 4}, {}, fix_slice, zero, slice_bytes},
+    {K::kTranspose, kCompute, {}, {}, fix_transpose, zero, io_bytes},
+    {K::kPad, kCompute, {1, 2, 3}, {}, fix_pad, zero, io_bytes},
     // Linear/cubic interpolation cost is counted as data movement only (FLOPs 0): memory-bound.
-    {K::kResize, "Resize", kCompute, {1, 2, 3}, {}, fix_resize, zero, io_bytes},
-    {K::kGather, "Gather", kCompute, {}, {}, fix_axis0, zero, gather_bytes},
-    {K::kExpand, "Expand", kCompute, {1}, {}, fix_outputs_in_key, zero, io_bytes},
-    {K::kTile, "Tile", kCompute, {1}, {}, fix_outputs_in_key, zero, io_bytes},
-    {K::kScatterND, "ScatterND", kCompute, {}, {}, nullptr, zero, io_bytes},
-    {K::kRange, "Range", kCompute, {0, 1, 2}, {}, fix_outputs_in_key, zero, io_bytes},
-    {K::kReshape, "Reshape", C::kView, {1}, {}, fix_outputs_in_key, zero, zero},
-    {K::kFlatten, "Flatten", C::kView, {}, {}, fix_axis1, zero, zero},
-    {K::kSqueeze, "Squeeze", C::kView, {1}, {}, fix_squeeze, zero, zero},
-    {K::kUnsqueeze, "Unsqueeze", C::kView, {1}, {}, fix_unsqueeze, zero, zero},
-    {K::kIdentity, "Identity", C::kView, {}, {}, nullptr, zero, zero},
-    {K::kDropout, "Dropout", C::kView, {1, 2}, {}, fix_dropout, zero, zero},
-    {K::kShape, "Shape", C::kHost, {}, {}, nullptr, zero, zero},
-    {K::kSize, "Size", C::kHost, {}, {}, nullptr, zero, zero},
-    {K::kConstant, "Constant", C::kHost, {}, {}, nullptr, zero, zero},
-    {K::kConstantOfShape, "ConstantOfShape", C::kHost, {0}, {}, fix_outputs_in_key, zero, zero},
-    {K::kIf, "If", C::kControl, {}, {}, nullptr, zero, zero},
-    {K::kLoop, "Loop", C::kControl, {}, {}, nullptr, zero, zero},
-    {K::kUnsupported, "Unsupported", C::kUnsupported, {}, {}, fix_outputs_in_key, zero, io_bytes},
+    {K::kResize, kCompute, {1, 2, 3}, {}, fix_resize, zero, io_bytes},
+    {K::kGather, kCompute, {}, {}, fix_axis0, zero, gather_bytes},
+    {K::kExpand, kCompute, {1}, {}, fix_outputs_in_key, zero, io_bytes},
+    {K::kTile, kCompute, {1}, {}, fix_outputs_in_key, zero, io_bytes},
+    {K::kScatterND, kCompute, {}, {}, nullptr, zero, io_bytes},
+    {K::kRange, kCompute, {0, 1, 2}, {}, fix_outputs_in_key, zero, io_bytes},
+    {K::kReshape, C::kView, {1}, {}, fix_outputs_in_key, zero, zero},
+    {K::kFlatten, C::kView, {}, {}, fix_axis1, zero, zero},
+    {K::kSqueeze, C::kView, {1}, {}, fix_squeeze, zero, zero},
+    {K::kUnsqueeze, C::kView, {1}, {}, fix_unsqueeze, zero, zero},
+    {K::kIdentity, C::kView, {}, {}, nullptr, zero, zero},
+    {K::kDropout, C::kView, {1, 2}, {}, fix_dropout, zero, zero},
+    {K::kShape, C::kHost, {}, {}, nullptr, zero, zero},
+    {K::kSize, C::kHost, {}, {}, nullptr, zero, zero},
+    {K::kConstant, C::kHost, {}, {}, nullptr, zero, zero},
+    {K::kConstantOfShape, C::kHost, {0}, {}, fix_outputs_in_key, zero, zero},
+    {K::kIf, C::kControl, {}, {}, nullptr, zero, zero},
+    {K::kLoop, C::kControl, {}, {}, nullptr, zero, zero},
+    {K::kUnsupported, C::kUnsupported, {}, {}, fix_outputs_in_key, zero, io_bytes},
 };
 static_assert(std::size(kKinds) == kLayerKindCount, "one row of kKinds per LayerKind");
 
@@ -514,13 +517,10 @@ bool contains(std::initializer_list<int> list, int k) { return std::find(list.be
 
 }  // namespace
 
-std::string_view kind_name(LayerKind k) { return info(k).op; }
 CostClass kind_cost_class(LayerKind k) { return info(k).cost; }
 
 std::optional<LayerKind> kind_from_op_type(std::string_view op_type) {
-  for (const auto& row : kKinds)
-    if (row.kind != K::kUnsupported && row.op == op_type) return row.kind;
-  return std::nullopt;
+  return kind_from_name(op_type);
 }
 
 std::string_view cost_class_name(CostClass c) {

@@ -123,6 +123,7 @@ kernels::CaseSpec f32_case(const std::string& algorithm) {
 TEST(CudaKernelsGpu, TimedCallsUseEventsAndSampleTheDevice) {
   REQUIRE_GPU();
   kernels::CaseSpec spec = f32_case("cublas_gemm");
+  spec.problem.kind = LayerKind::kMatMul;
   spec.problem.op = "MatMul";
   spec.problem.key = "MatMul|a=2048x2048|b=2048x2048|f32";
   spec.problem.inputs = {{"a", {2048, 2048}}, {"b", {2048, 2048}}};
@@ -160,6 +161,7 @@ TEST(CudaKernelsGpu, OversizedWorkspaceOrUnsupportedAlgorithmsBecomeStatuses) {
   REQUIRE_GPU();
   // WINOGRAD implements 3×3 filters only: a 1×1 conv is unsupported, never a crash or a failure.
   kernels::CaseSpec spec = f32_case("cudnn_conv:WINOGRAD");
+  spec.problem.kind = LayerKind::kConv;
   spec.problem.op = "Conv";
   spec.problem.key = "Conv|1x1";
   spec.problem.inputs = {{"x", {1, 64, 56, 56}}, {"w", {256, 64, 1, 1}}};

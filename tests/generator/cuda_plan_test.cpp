@@ -236,6 +236,7 @@ TEST(CudaPlan, EveryConfigOfTheZooHasOneDefaultOrSaysWhyNot) {
 
 Problem conv_problem(Shape x, Shape w, Shape y, std::vector<int64_t> pads, std::vector<int64_t> strides) {
   Problem p;
+  p.kind = LayerKind::kConv;
   p.op = "Conv";
   p.key = "Conv|test";
   p.inputs = {{"x", std::move(x)}, {"w", std::move(w)}};
@@ -299,6 +300,7 @@ TEST(CudaPlan, BinaryOpsGetOpTensorAddTensorForPerChannelBiasAndOurs) {
   CaseSpec spec;
   spec.dtype = DType::kF32;
   spec.math_mode = MathMode::kFp32;
+  spec.problem.kind = LayerKind::kAdd;
   spec.problem.op = "Add";
   spec.problem.key = "Add|test";
   spec.problem.inputs = {{"a", {8, 64, 28, 28}}, {"b", {1, 64, 1, 1}}};
@@ -306,17 +308,20 @@ TEST(CudaPlan, BinaryOpsGetOpTensorAddTensorForPerChannelBiasAndOurs) {
   std::vector<std::string> algorithms;
   for (const auto& c : kernels::cuda_cases(spec)) algorithms.push_back(c.algorithm);
   EXPECT_EQ(algorithms, (std::vector<std::string>{"cudnn_op_tensor", "cudnn_add_tensor", "floorline-kernel:binary"}));
+  spec.problem.kind = LayerKind::kSub;
   spec.problem.op = "Sub";
   spec.problem.inputs = {{"a", {1, 64, 1, 1}}, {"b", {8, 64, 28, 28}}};  // A − B with A broadcast: not cudnnOpTensor
   algorithms.clear();
   for (const auto& c : kernels::cuda_cases(spec)) algorithms.push_back(c.algorithm);
   EXPECT_EQ(algorithms, (std::vector<std::string>{"floorline-kernel:binary"}));
+  spec.problem.kind = LayerKind::kDiv;
   spec.problem.op = "Div";
   spec.problem.inputs = {{"a", {8, 64, 28, 28}}, {"b", {8, 64, 28, 28}}};
   const auto div = kernels::cuda_cases(spec);
   ASSERT_EQ(div.size(), 1u);
   EXPECT_EQ(div[0].algorithm, "floorline-kernel:binary");
   EXPECT_TRUE(div[0].is_default);
+  spec.problem.kind = LayerKind::kUnsupported;
   spec.problem.op = "NonMaxSuppression";
   const auto none = kernels::cuda_cases(spec);
   ASSERT_EQ(none.size(), 1u);

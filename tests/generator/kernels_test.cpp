@@ -49,7 +49,7 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
                          "InstanceNormalization", "LRN", "Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Clip",
                          "LeakyRelu", "Abs", "Sqrt", "Pow", "Exp", "Add", "Sub", "Mul", "Div", "Softmax", "LogSoftmax",
                          "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean", "Concat", "Transpose", "Slice",
-                         "Pad", "Resize", "Split", "Conv+Relu", "Conv+Add+Relu", "Conv+Clip(-0.5,0.5)",
+                         "Pad", "Resize", "Split", "Sum", "Conv+Relu", "Conv+Add+Relu", "Conv+Clip(-0.5,0.5)",
                          "MatMul+BiasAdd+Relu"})
     EXPECT_TRUE(verified_ops.count(op)) << op << " has no verified case";
   EXPECT_EQ(proxies, (std::set<std::string>{"Erf", "Gather"}));
@@ -74,6 +74,7 @@ TEST(OnednnKernels, WhatCannotRunIsUnsupportedNotFailed) {
 TEST(Reference, MatchesHandComputedValues) {
   // The reference is what every kernel is judged by: check it on values worked out by hand.
   kernels::Problem conv;
+  conv.kind = LayerKind::kConv;
   conv.op = "Conv";
   conv.inputs = {{"x", {1, 1, 3, 3}}, {"w", {1, 1, 2, 2}}, {"bias", {1}}};
   conv.outputs = {{"y", {1, 1, 2, 2}}};
@@ -90,6 +91,7 @@ TEST(Reference, MatchesHandComputedValues) {
   EXPECT_EQ((*y)[0].data, (std::vector<float>{-8.5f, -9.5f, -11.5f, -12.5f}));
 
   kernels::Problem pool;
+  pool.kind = LayerKind::kMaxPool;
   pool.op = "MaxPool";
   pool.inputs = {{"x", {1, 1, 3, 3}}};
   pool.outputs = {{"y", {1, 1, 2, 2}}};  // ceil mode: windows at 0 and 2
@@ -99,6 +101,7 @@ TEST(Reference, MatchesHandComputedValues) {
   EXPECT_EQ((*p)[0].data, (std::vector<float>{5, 6, 8, 9}));
 
   kernels::Problem sm;
+  sm.kind = LayerKind::kSoftmax;
   sm.op = "Softmax";
   sm.inputs = {{"x", {1, 2}}};
   sm.outputs = {{"y", {1, 2}}};

@@ -144,6 +144,22 @@ TEST(MatMulCost, BroadcastBatchedMatMul) {
   EXPECT_EQ(l.bytes, (60 + 24 + 90) * 4);
 }
 
+TEST(SumCost, VariadicWithBroadcastOperand) {
+  // Sum's inputs are one variadic formal (data_0): x0, x1, x2. One add per output element for each
+  // input after the first; every input read once, the output written once.
+  auto m = process_ok(model_text("g (float[N,8,4,4] a, float[N,8,4,4] b, float[8,1,1] c) => (y) {\n"
+                                 "  y = Sum (a, b, c)\n}"),
+                      {1, 2});
+  ASSERT_EQ(m.size(), 2u);
+  const Layer& l = only(m[0], "Sum");
+  EXPECT_EQ(l.cost, CostClass::kCompute);
+  EXPECT_EQ(l.config.kind, LayerKind::kSum);
+  EXPECT_EQ(l.key, "Sum|x0=1x8x4x4|x1=1x8x4x4|x2=8x1x1|f32");
+  EXPECT_EQ(l.flops, 2 * 128);
+  EXPECT_EQ(l.bytes, (128 + 128 + 8 + 128) * 4);
+  EXPECT_EQ(only(m[1], "Sum").flops, 2 * 256);
+}
+
 TEST(KeyHash, IsFnv1a64) {
   EXPECT_EQ(key_hash(""), 0xcbf29ce484222325ull);
   EXPECT_EQ(key_hash("a"), 0xaf63dc4c8601ec8cull);

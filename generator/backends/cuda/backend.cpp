@@ -36,6 +36,7 @@ class CudaBackend final : public Backend {
 
   std::string device_uuid() const override { return kernels::cuda_device_info().uuid; }
 
+  kernels::KindSupport support(LayerKind kind) const override { return kernels::cuda_support(kind); }
   std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const override {
     std::vector<PlannedCase> out;
     for (const auto& c : kernels::cuda_cases(base)) {

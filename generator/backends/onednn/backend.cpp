@@ -26,6 +26,7 @@ class OnednnBackend final : public Backend {
     row.cpu_flags += "onednn_isa=" + kernels::onednn_isa();
   }
 
+  kernels::KindSupport support(LayerKind kind) const override { return kernels::onednn_support(kind); }
   std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const override {
     std::vector<PlannedCase> out;
     auto impls = kernels::onednn_implementations(base);

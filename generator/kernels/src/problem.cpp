@@ -1,5 +1,7 @@
 #include "floorline/kernels/problem.hpp"
 
+#include <fmt/format.h>
+
 namespace floorline::kernels {
 
 const Operand* Problem::input(const std::string& role) const {
@@ -28,6 +30,29 @@ std::string Problem::string_attr(const std::string& name, const std::string& fal
 CaseId CaseSpec::id() const {
   return CaseId{backend, algorithm, std::string(dtype_name(dtype)), std::string(math_mode_name(math_mode)), layout, fusion,
                 problem.key};
+}
+
+namespace {
+[[noreturn]] void missing(const Problem& p, const std::string& name) {
+  throw MissingAttribute(fmt::format("{}: attribute '{}' is missing (the IR always fills it)",
+                                     p.key.empty() ? p.op : p.key, name));
+}
+}  // namespace
+
+int64_t Problem::int_attr(const std::string& name) const {
+  auto it = ints.find(name);
+  if (it == ints.end() || it->second.empty()) missing(*this, name);
+  return it->second[0];
+}
+double Problem::float_attr(const std::string& name) const {
+  if (auto it = floats.find(name); it != floats.end() && !it->second.empty()) return it->second[0];
+  if (auto it = ints.find(name); it != ints.end() && !it->second.empty()) return static_cast<double>(it->second[0]);
+  missing(*this, name);
+}
+std::string Problem::string_attr(const std::string& name) const {
+  auto it = strings.find(name);
+  if (it == strings.end()) missing(*this, name);
+  return it->second;
 }
 
 }  // namespace floorline::kernels

@@ -147,8 +147,8 @@ Result<std::vector<HostTensor>> conv_transpose(const Problem& p, const std::vect
 Result<std::vector<HostTensor>> gemm(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& a = in[0];
   const auto& b = in[1];
-  const bool ta = p.int_attr("transA", 0) != 0, tb = p.int_attr("transB", 0) != 0;
-  const double alpha = p.float_attr("alpha", 1.0), beta = p.float_attr("beta", 1.0);
+  const bool ta = p.int_attr("transA") != 0, tb = p.int_attr("transB") != 0;
+  const double alpha = p.float_attr("alpha"), beta = p.float_attr("beta");
   const int64_t M = ta ? a.shape[1] : a.shape[0], K = ta ? a.shape[0] : a.shape[1];
   const int64_t N = tb ? b.shape[0] : b.shape[1];
   HostTensor y = zeros({M, N});
@@ -233,7 +233,7 @@ HostTensor normalize_groups(const HostTensor& x, int64_t inner, const HostTensor
 
 Result<std::vector<HostTensor>> layer_norm(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& x = in[0];
-  const int64_t axis = p.int_attr("axis", static_cast<int64_t>(x.shape.size()) - 1);
+  const int64_t axis = p.int_attr("axis");
   const int64_t inner = elements(Shape(x.shape.begin() + axis, x.shape.end()));
   return std::vector<HostTensor>{normalize_groups(x, inner, &in[1], in.size() > 2 ? &in[2] : nullptr,
                                                   [](int64_t, int64_t i) { return i; })};
@@ -248,7 +248,7 @@ Result<std::vector<HostTensor>> instance_norm(const std::vector<HostTensor>& in)
 
 Result<std::vector<HostTensor>> lrn(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& x = in[0];
-  const int64_t size = p.int_attr("size", 1);
+  const int64_t size = p.int_attr("size");
   const double alpha = 1e-4, beta = 0.75, bias = 1.0;  // ONNX defaults (not in the key)
   const int64_t N = x.shape[0], C = x.shape[1], S = elements(x.shape) / (N * C);
   HostTensor y = zeros(x.shape);
@@ -272,16 +272,32 @@ Result<std::vector<HostTensor>> binary(const Problem& p, const std::vector<HostT
     const double a = in[0].data[broadcast_offset(idx, in[0].shape)];
     const double b = in[1].data[broadcast_offset(idx, in[1].shape)];
     double v = 0;
-    if (p.op == "Add") v = a + b;
-    else if (p.op == "Sub") v = a - b;
-    else if (p.op == "Mul") v = a * b;
-    else if (p.op == "Div") v = a / b;
-    else if (p.op == "Max") v = std::max(a, b);
-    else if (p.op == "Min") v = std::min(a, b);
-    else if (p.op == "Equal") v = a == b;
-    else if (p.op == "Less") v = a < b;
-    else if (p.op == "Greater") v = a > b;
-    else if (p.op == "PRelu") v = a < 0 ? a * b : a;
+    switch (p.kind) {
+      case LayerKind::kAdd: v = a + b; break;
+      case LayerKind::kSub: v = a - b; break;
+      case LayerKind::kMul: v = a * b; break;
+      case LayerKind::kDiv: v = a / b; break;
+      case LayerKind::kMax: v = std::max(a, b); break;
+      case LayerKind::kMin: v = std::min(a, b); break;
+      case LayerKind::kEqual: v = a == b; break;
+      case LayerKind::kLess: v = a < b; break;
+      case LayerKind::kGreater: v = a > b; break;
+      case LayerKind::kPRelu: v = a < 0 ? a * b : a; break;
+      default: return make_error("no binary reference for {}", p.op);
+    }
+    y.data[o++] = static_cast<float>(v);
+  } while (!y.shape.empty() && next_index(idx, y.shape));
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+// Sum: every input, broadcast to the output (NumPy rules), added.
+Result<std::vector<HostTensor>> sum(const Problem& p, const std::vector<HostTensor>& in) {
+  HostTensor y = zeros(p.outputs[0].shape);
+  Shape idx(y.shape.size(), 0);
+  int64_t o = 0;
+  do {
+    double v = 0;
+    for (const auto& t : in) v += t.data[broadcast_offset(idx, t.shape)];
     y.data[o++] = static_cast<float>(v);
   } while (!y.shape.empty() && next_index(idx, y.shape));
   return std::vector<HostTensor>{std::move(y)};
@@ -289,7 +305,7 @@ Result<std::vector<HostTensor>> binary(const Problem& p, const std::vector<HostT
 
 Result<std::vector<HostTensor>> softmax(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& x = in[0];
-  const int64_t axis = p.int_attr("axis", static_cast<int64_t>(x.shape.size()) - 1);
+  const int64_t axis = p.int_attr("axis");
   const bool coerce = p.int_attr("coerce_2d", 0) != 0;
   // Softmax over `len` elements spaced `stride` apart, for every outer × inner position.
   const int64_t outer = elements(Shape(x.shape.begin(), x.shape.begin() + axis));
@@ -304,7 +320,7 @@ Result<std::vector<HostTensor>> softmax(const Problem& p, const std::vector<Host
       for (int64_t k = 0; k < len; ++k) sum += std::exp(x.data[base + k * inner] - mx);
       for (int64_t k = 0; k < len; ++k) {
         const double e = x.data[base + k * inner] - mx;
-        y.data[base + k * inner] = static_cast<float>(p.op == "LogSoftmax" ? e - std::log(sum) : std::exp(e) / sum);
+        y.data[base + k * inner] = static_cast<float>(p.kind == LayerKind::kLogSoftmax ? e - std::log(sum) : std::exp(e) / sum);
       }
     }
   return std::vector<HostTensor>{std::move(y)};
@@ -313,8 +329,8 @@ Result<std::vector<HostTensor>> softmax(const Problem& p, const std::vector<Host
 Result<std::vector<HostTensor>> pool(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& x = in[0];
   HostTensor y = zeros(p.outputs[0].shape);
-  const bool global = p.op == "GlobalAveragePool" || p.op == "GlobalMaxPool";
-  const bool is_max = p.op == "MaxPool" || p.op == "GlobalMaxPool";
+  const bool global = p.kind == LayerKind::kGlobalAveragePool || p.kind == LayerKind::kGlobalMaxPool;
+  const bool is_max = p.kind == LayerKind::kMaxPool || p.kind == LayerKind::kGlobalMaxPool;
   const size_t n = x.shape.size() - 2;
   const auto is = spatial3(x.shape), os = spatial3(y.shape);
   std::array<int64_t, 3> ks = is, pb{0, 0, 0}, st{1, 1, 1}, dl{1, 1, 1};
@@ -326,7 +342,7 @@ Result<std::vector<HostTensor>> pool(const Problem& p, const std::vector<HostTen
   }
   const auto pads = p.ints_attr("pads");
   const auto pe = global ? std::array<int64_t, 3>{0, 0, 0} : attr3(pads, n, n, 0);
-  const bool include_pad = p.int_attr("count_include_pad", 0) != 0;
+  const bool include_pad = !is_max && !global && p.int_attr("count_include_pad") != 0;
   const int64_t NC = x.shape[0] * x.shape[1];
   int64_t o = 0;
   for (int64_t c = 0; c < NC; ++c)
@@ -360,7 +376,8 @@ Result<std::vector<HostTensor>> reduce(const Problem& p, const std::vector<HostT
   for (auto a : axes) kept[a] = 1;
   const int64_t out_n = elements(kept);
   std::vector<double> acc(static_cast<size_t>(out_n));
-  const bool is_max = p.op == "ReduceMax", is_min = p.op == "ReduceMin", is_prod = p.op == "ReduceProd";
+  const bool is_max = p.kind == LayerKind::kReduceMax, is_min = p.kind == LayerKind::kReduceMin,
+             is_prod = p.kind == LayerKind::kReduceProd;
   std::fill(acc.begin(), acc.end(),
             is_max ? -std::numeric_limits<double>::infinity()
                    : is_min ? std::numeric_limits<double>::infinity() : is_prod ? 1.0 : 0.0);
@@ -376,7 +393,7 @@ Result<std::vector<HostTensor>> reduce(const Problem& p, const std::vector<HostT
   } while (next_index(idx, x.shape));
   HostTensor y = zeros(p.outputs[0].shape);
   const double n = static_cast<double>(elements(x.shape) / out_n);
-  for (int64_t k = 0; k < out_n; ++k) y.data[k] = static_cast<float>(p.op == "ReduceMean" ? acc[k] / n : acc[k]);
+  for (int64_t k = 0; k < out_n; ++k) y.data[k] = static_cast<float>(p.kind == LayerKind::kReduceMean ? acc[k] / n : acc[k]);
   return std::vector<HostTensor>{std::move(y)};
 }
 
@@ -398,7 +415,7 @@ void copy_box(const HostTensor& src, const Shape& src_start, const Shape& steps,
 
 Result<std::vector<HostTensor>> concat(const Problem& p, const std::vector<HostTensor>& in) {
   HostTensor y = zeros(p.outputs[0].shape);
-  const int64_t axis = p.int_attr("axis", 0);
+  const int64_t axis = p.int_attr("axis");
   int64_t at = 0;
   for (const auto& t : in) {
     Shape dst_start(y.shape.size(), 0);
@@ -410,7 +427,7 @@ Result<std::vector<HostTensor>> concat(const Problem& p, const std::vector<HostT
 }
 
 Result<std::vector<HostTensor>> split(const Problem& p, const std::vector<HostTensor>& in) {
-  const int64_t axis = p.int_attr("axis", 0);
+  const int64_t axis = p.int_attr("axis");
   std::vector<HostTensor> out;
   int64_t at = 0;
   for (const auto& o : p.outputs) {
@@ -473,7 +490,7 @@ Result<std::vector<HostTensor>> pad(const Problem& p, const std::vector<HostTens
 Result<std::vector<HostTensor>> resize(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& x = in[0];
   HostTensor y = zeros(p.outputs[0].shape);
-  const bool linear = p.string_attr("mode", "nearest") == "linear";
+  const bool linear = p.string_attr("mode") == "linear";
   const auto is = spatial3(x.shape), os = spatial3(y.shape);
   const int64_t NC = x.shape[0] * x.shape[1];
   auto src_coord = [](int64_t o, int64_t out, int64_t in) {
@@ -516,70 +533,139 @@ Result<std::vector<HostTensor>> resize(const Problem& p, const std::vector<HostT
   return std::vector<HostTensor>{std::move(y)};
 }
 
-Result<std::vector<HostTensor>> main_op(const Problem& p, const std::vector<HostTensor>& in) {
-  const std::string& op = p.op;
-  if (op == "Conv") return conv(p, in);
-  if (op == "ConvTranspose") return conv_transpose(p, in);
-  if (op == "Gemm") return gemm(p, in);
-  if (op == "MatMul") return matmul(p, in);
-  if (op == "BatchNormalization") return batch_norm(in);
-  if (op == "LayerNormalization") return layer_norm(p, in);
-  if (op == "InstanceNormalization") return instance_norm(in);
-  if (op == "LRN") return lrn(p, in);
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Max" || op == "Min" || op == "Equal" ||
-      op == "Less" || op == "Greater" || op == "PRelu")
-    return binary(p, in);
-  if (op == "Softmax" || op == "LogSoftmax") return softmax(p, in);
-  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return pool(p, in);
-  if (op.rfind("Reduce", 0) == 0) return reduce(p, in);
-  if (op == "Concat") return concat(p, in);
-  if (op == "Split") return split(p, in);
-  if (op == "Transpose") return transpose(p, in);
-  if (op == "Slice") return slice(p, in);
-  if (op == "Pad") return pad(p, in);
-  if (op == "Resize") return resize(p, in);
-  if (op == "Cast") return std::vector<HostTensor>{HostTensor{p.outputs[0].shape, in[0].data}};
-  // Element-wise unary ops.
+Result<std::vector<HostTensor>> cast(const Problem& p, const std::vector<HostTensor>& in) {
+  return std::vector<HostTensor>{HostTensor{p.outputs[0].shape, in[0].data}};
+}
+Result<std::vector<HostTensor>> batch_norm_of(const Problem&, const std::vector<HostTensor>& in) { return batch_norm(in); }
+Result<std::vector<HostTensor>> instance_norm_of(const Problem&, const std::vector<HostTensor>& in) {
+  return instance_norm(in);
+}
+
+// Element-wise unary ops. Alpha and beta are the ONNX attributes of the kinds that have them
+// (the IR fills their defaults); Clip's bounds are absent when unbounded; Pow's exponent is `y`.
+Result<std::vector<HostTensor>> unary(const Problem& p, const std::vector<HostTensor>& in) {
   HostTensor y = zeros(p.outputs[0].shape);
-  const double alpha = p.float_attr("alpha", op == "LeakyRelu" ? 0.01 : op == "HardSigmoid" ? 0.2 : 1.0);
-  double beta = p.float_attr("beta", 0.5);
-  if (op == "Clip") {
-    y.data = in[0].data;
-    const double lo = p.float_attr("min", -std::numeric_limits<double>::infinity());
-    const double hi = p.float_attr("max", std::numeric_limits<double>::infinity());
-    for (auto& v : y.data) v = static_cast<float>(std::clamp<double>(v, lo, hi));
-    return std::vector<HostTensor>{std::move(y)};
+  double alpha = 0, beta = 0;
+  switch (p.kind) {
+    case LayerKind::kLeakyRelu:
+    case LayerKind::kElu: alpha = p.float_attr("alpha"); break;
+    case LayerKind::kHardSigmoid: alpha = p.float_attr("alpha"), beta = p.float_attr("beta"); break;
+    case LayerKind::kClip:
+      alpha = p.float_attr("min", -std::numeric_limits<double>::infinity());
+      beta = p.float_attr("max", std::numeric_limits<double>::infinity());
+      break;
+    case LayerKind::kPow: beta = p.float_attr("y", 1.0); break;
+    default: break;
   }
-  if (op == "Pow") beta = p.float_attr("y", 1.0);
-  if (std::isnan(eltwise_reference(op, 0.5f, alpha, beta))) return make_error("no reference computation for {}", op);
-  for (size_t i = 0; i < y.data.size(); ++i) y.data[i] = eltwise_reference(op, in[0].data[i], op == "Pow" ? 0 : alpha, beta);
+  if (std::isnan(eltwise_reference(p.kind, 0.5f, alpha, beta))) return make_error("no reference computation for {}", p.op);
+  for (size_t i = 0; i < y.data.size(); ++i) y.data[i] = eltwise_reference(p.kind, in[0].data[i], alpha, beta);
   return std::vector<HostTensor>{std::move(y)};
+}
+
+using ReferenceFn = Result<std::vector<HostTensor>> (*)(const Problem&, const std::vector<HostTensor>&);
+struct ReferenceRow {
+  ReferenceFn fn = nullptr;
+  std::string_view reason;  // when fn is null: why there is no reference
+};
+
+// The reference's kind table: a computation for every compute kind, or why there is none. A
+// switch with no default: a kind added to layer_kind.hpp and left out here does not compile.
+ReferenceRow reference_row(LayerKind k) {
+  using K = LayerKind;
+  switch (k) {
+    case K::kConv: return {conv, {}};
+    case K::kConvTranspose: return {conv_transpose, {}};
+    case K::kGemm: return {gemm, {}};
+    case K::kMatMul: return {matmul, {}};
+    case K::kBatchNormalization: return {batch_norm_of, {}};
+    case K::kLayerNormalization: return {layer_norm, {}};
+    case K::kInstanceNormalization: return {instance_norm_of, {}};
+    case K::kLRN: return {lrn, {}};
+    case K::kRelu: case K::kLeakyRelu: case K::kElu: case K::kSelu: case K::kClip: case K::kSigmoid:
+    case K::kTanh: case K::kHardSigmoid: case K::kHardSwish: case K::kSoftplus: case K::kErf: case K::kExp:
+    case K::kLog: case K::kSqrt: case K::kReciprocal: case K::kNeg: case K::kAbs: case K::kPow:
+      return {unary, {}};
+    case K::kFloor: case K::kCeil: case K::kNot:
+      return {nullptr, "no reference: no backend maps it to a kernel that needs checking"};
+    case K::kCast: return {cast, {}};  // every tensor is float here: a cast is a copy
+    case K::kAdd: case K::kSub: case K::kMul: case K::kDiv: case K::kMax: case K::kMin: case K::kEqual:
+    case K::kLess: case K::kGreater: case K::kPRelu:
+      return {binary, {}};
+    case K::kMod: case K::kAnd: case K::kOr:
+      return {nullptr, "no reference: no backend maps it to a kernel that needs checking"};
+    case K::kWhere: return {nullptr, "no reference: backends time it as a copy of its output"};
+    case K::kSum: return {sum, {}};
+    case K::kSoftmax: case K::kLogSoftmax: return {softmax, {}};
+    case K::kMaxPool: case K::kAveragePool: case K::kGlobalAveragePool: case K::kGlobalMaxPool: return {pool, {}};
+    case K::kReduceMean: case K::kReduceSum: case K::kReduceMax: case K::kReduceMin: case K::kReduceProd:
+      return {reduce, {}};
+    case K::kConcat: return {concat, {}};
+    case K::kSplit: return {split, {}};
+    case K::kSlice: return {slice, {}};
+    case K::kTranspose: return {transpose, {}};
+    case K::kPad: return {pad, {}};
+    case K::kResize: return {resize, {}};
+    case K::kGather: return {nullptr, "no reference: its indices are random, so its output is not checked"};
+    case K::kExpand: case K::kTile: case K::kScatterND:
+      return {nullptr, "no reference: backends time it as a copy of its output"};
+    case K::kRange: return {nullptr, "no reference: no backend maps it"};
+    case K::kReshape: case K::kFlatten: case K::kSqueeze: case K::kUnsqueeze: case K::kIdentity: case K::kDropout:
+      return {nullptr, "a view: moves no data, never benchmarked"};
+    case K::kShape: case K::kSize: case K::kConstant: case K::kConstantOfShape:
+      return {nullptr, "a host op: runs before inference, never benchmarked"};
+    case K::kIf: case K::kLoop: return {nullptr, "control flow: the layers of its subgraphs are benchmarked"};
+    case K::kUnsupported: return {nullptr, "not a kind Floorline knows"};
+  }
+  return {nullptr, {}};  // not a kind: an empty reason, which kind_support_test rejects
+}
+
+Result<std::vector<HostTensor>> main_op(const Problem& p, const std::vector<HostTensor>& in) {
+  const ReferenceRow row = reference_row(p.kind);
+  if (!row.fn) return make_error("no reference computation for {}: {}", p.op, row.reason);
+  try {
+    return row.fn(p, in);
+  } catch (const MissingAttribute& e) {
+    return make_error("{}", e.what());
+  }
 }
 
 }  // namespace
 
-float eltwise_reference(const std::string& op, float xf, double alpha, double beta) {
+float eltwise_reference(LayerKind kind, float xf, double alpha, double beta) {
   const double x = xf;
   double v = std::numeric_limits<double>::quiet_NaN();
-  if (op == "Relu") v = std::max(0.0, x);
-  else if (op == "LeakyRelu") v = x < 0 ? alpha * x : x;
-  else if (op == "Elu") v = x < 0 ? alpha * (std::exp(x) - 1) : x;
-  else if (op == "Selu") v = 1.0507009873554805 * (x < 0 ? 1.6732632423543772 * (std::exp(x) - 1) : x);
-  else if (op == "Clip") v = std::clamp(x, alpha, beta);
-  else if (op == "Sigmoid") v = 1 / (1 + std::exp(-x));
-  else if (op == "Tanh") v = std::tanh(x);
-  else if (op == "HardSigmoid") v = std::clamp(alpha * x + beta, 0.0, 1.0);
-  else if (op == "HardSwish") v = x * std::clamp(x / 6 + 0.5, 0.0, 1.0);
-  else if (op == "Softplus") v = std::log1p(std::exp(x));
-  else if (op == "Erf") v = std::erf(x);
-  else if (op == "Exp") v = std::exp(x);
-  else if (op == "Log") v = std::log(x);
-  else if (op == "Sqrt") v = std::sqrt(x);
-  else if (op == "Reciprocal") v = 1 / x;
-  else if (op == "Neg") v = -x;
-  else if (op == "Abs") v = std::abs(x);
-  else if (op == "Pow") v = std::pow(x, beta);
+  switch (kind) {
+    case LayerKind::kRelu: v = std::max(0.0, x); break;
+    case LayerKind::kLeakyRelu: v = x < 0 ? alpha * x : x; break;
+    case LayerKind::kElu: v = x < 0 ? alpha * (std::exp(x) - 1) : x; break;
+    case LayerKind::kSelu: v = 1.0507009873554805 * (x < 0 ? 1.6732632423543772 * (std::exp(x) - 1) : x); break;
+    case LayerKind::kClip: v = std::clamp(x, alpha, beta); break;
+    case LayerKind::kSigmoid: v = 1 / (1 + std::exp(-x)); break;
+    case LayerKind::kTanh: v = std::tanh(x); break;
+    case LayerKind::kHardSigmoid: v = std::clamp(alpha * x + beta, 0.0, 1.0); break;
+    case LayerKind::kHardSwish: v = x * std::clamp(x / 6 + 0.5, 0.0, 1.0); break;
+    case LayerKind::kSoftplus: v = std::log1p(std::exp(x)); break;
+    case LayerKind::kErf: v = std::erf(x); break;
+    case LayerKind::kExp: v = std::exp(x); break;
+    case LayerKind::kLog: v = std::log(x); break;
+    case LayerKind::kSqrt: v = std::sqrt(x); break;
+    case LayerKind::kReciprocal: v = 1 / x; break;
+    case LayerKind::kNeg: v = -x; break;
+    case LayerKind::kAbs: v = std::abs(x); break;
+    case LayerKind::kPow: v = std::pow(x, beta); break;
+    default: break;
+  }
   return static_cast<float>(v);
+}
+
+float eltwise_reference(const std::string& op, float x, double alpha, double beta) {
+  const auto kind = kind_from_name(op);
+  return kind ? eltwise_reference(*kind, x, alpha, beta) : std::numeric_limits<float>::quiet_NaN();
+}
+
+KindSupport reference_support(LayerKind kind) {
+  const ReferenceRow row = reference_row(kind);
+  return row.fn ? KindSupport{"plain loops", {}} : KindSupport{{}, row.reason};
 }
 
 Status compare_output(const float* got, const HostTensor& expected, double tolerance) {

@@ -24,11 +24,12 @@ struct LtEpilogue {
 // each optional (a Gemm's vector C counts as the bias).
 std::optional<LtEpilogue> lt_epilogue_for(const Problem& p);
 
-std::optional<device::UnaryOp> unary_op_for(const std::string& op);
-std::optional<device::BinaryOp> binary_op_for(const std::string& op);
+// The device kernel's function for a unary / binary kind; nullopt where it has none.
+std::optional<device::UnaryOp> unary_op_for(LayerKind kind);
+std::optional<device::BinaryOp> binary_op_for(LayerKind kind);
 
 enum class ReduceOp { kSum, kMean, kMax, kMin, kProd, kL1, kL2 };
 // ReduceSum, ReduceMean, ...; GlobalAveragePool and GlobalMaxPool as a mean or max over H×W.
-std::optional<ReduceOp> reduce_op_for(const std::string& op);
+std::optional<ReduceOp> reduce_op_for(LayerKind kind);
 
 }  // namespace floorline::kernels

@@ -1,7 +1,6 @@
 // The CUDA backend's plan: which cases each problem gets, decided without a device.
 #include <algorithm>
 #include <climits>
-#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -45,7 +44,7 @@ Result<ConvGeometry> conv_geometry(const Problem& p) {
   for (size_t k = 0; k < n; ++k)
     if (pads[k] < 0 || pads[k + n] < 0) return make_error(Disposition::kUnsupported, "negative convolution padding");
   ConvGeometry g;
-  g.groups = static_cast<int>(p.int_attr("group", 1));
+  g.groups = static_cast<int>(p.int_attr("group"));
   const bool one_d = n == 1;
   g.spatial = one_d ? 2 : static_cast<int>(n);
   auto dims = [&](const Shape& s) {
@@ -163,9 +162,9 @@ Result<GemmShape> gemm_shape(const Problem& p) {
   const Shape& b = p.inputs[1].shape;
   const Shape& y = p.outputs[0].shape;
   GemmShape g;
-  if (p.op == "Gemm") {
+  if (p.kind == LayerKind::kGemm) {
     if (a.size() != 2 || b.size() != 2) return make_error("Gemm operands are matrices");
-    const bool ta = p.int_attr("transA", 0) != 0, tb = p.int_attr("transB", 0) != 0;
+    const bool ta = p.int_attr("transA") != 0, tb = p.int_attr("transB") != 0;
     g.m = ta ? a[1] : a[0];
     g.k = ta ? a[0] : a[1];
     g.n = tb ? b[0] : b[1];
@@ -204,7 +203,7 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
         base, fmt::format("cuBLASLt epilogues fuse a bias, ReLU or GELU (after an optional residual Add), not {}", post)));
     return;
   }
-  const Operand* c = p.op == "Gemm" && p.inputs.size() > 2 ? &p.inputs[2] : nullptr;
+  const Operand* c = p.kind == LayerKind::kGemm && p.inputs.size() > 2 ? &p.inputs[2] : nullptr;
   for (const auto& mode : floorline::math_modes(base.dtype, true)) {
     if (!fused) {
       CudaCase d = make(g->batched ? "cublas_gemm_strided_batched" : "cublas_gemm", mode);
@@ -233,20 +232,21 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
 // Unary ops: cuDNN's activation where it has the function, and our element-wise kernel.
 void unary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
-  if (!unary_op_for(p.op)) {
+  if (!unary_op_for(p.kind)) {
     out.push_back(unsupported_case(base, fmt::format("no CUDA kernel for {}", p.op)));
     return;
   }
-  if (p.op == "Pow" && p.floats.count("y") == 0) {
+  if (p.kind == LayerKind::kPow && p.floats.count("y") == 0) {
     out.push_back(unsupported_case(base, "Pow with a run-time (non-constant) exponent"));
     return;
   }
   const MathMode mode = own_math_mode(base.dtype);
-  static const std::set<std::string> kCudnn = {"Relu", "Sigmoid", "Tanh", "Elu", "Clip"};
-  if (kCudnn.count(p.op)) {
+  static const std::set<LayerKind> kCudnn = {LayerKind::kRelu, LayerKind::kSigmoid, LayerKind::kTanh, LayerKind::kElu,
+                                             LayerKind::kClip};
+  if (kCudnn.count(p.kind)) {
     CudaCase c = make("cudnn_activation", mode);
     c.is_default = true;
-    if (p.op == "Clip" && (p.float_attr("min", -1) != 0.0 || p.inputs.size() > 1)) {
+    if (p.kind == LayerKind::kClip && (p.float_attr("min", -1) != 0.0 || p.inputs.size() > 1)) {
       c.status = Disposition::kUnsupported;
       c.reason = "cuDNN's clipped ReLU clips to [0, max]; this Clip's minimum is not 0";
       c.is_default = false;
@@ -254,7 +254,7 @@ void unary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     out.push_back(c);
   }
   CudaCase own = make("floorline-kernel:eltwise", mode);
-  own.is_default = !kCudnn.count(p.op) || out.back().status == Disposition::kUnsupported;
+  own.is_default = !kCudnn.count(p.kind) || out.back().status == Disposition::kUnsupported;
   out.push_back(own);
 }
 
@@ -269,7 +269,7 @@ bool broadcasts_to(Shape small, const Shape& big) {
 
 void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
-  if (!binary_op_for(p.op) || p.inputs.size() != 2) {
+  if (!binary_op_for(p.kind) || p.inputs.size() != 2) {
     out.push_back(unsupported_case(base, fmt::format("no CUDA kernel for {}", p.op)));
     return;
   }
@@ -277,12 +277,14 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Shape& y = p.outputs.at(0).shape;
   const Shape& a = p.inputs[0].shape;
   const Shape& b = p.inputs[1].shape;
-  const bool library_op = p.op == "Add" || p.op == "Sub" || p.op == "Mul" || p.op == "Max" || p.op == "Min";
+  const LayerKind k = p.kind;
+  const bool library_op = k == LayerKind::kAdd || k == LayerKind::kSub || k == LayerKind::kMul || k == LayerKind::kMax ||
+                          k == LayerKind::kMin;
   // cudnnOpTensor: C = op(A, B) with A of C's shape and B broadcast, up to 5-D (Sub as A + (-1)·B).
   const bool a_full = a == y, b_full = b == y;
   bool first = true;
   if (library_op && y.size() <= 5 && ((a_full && broadcasts_to(b, y)) || (b_full && broadcasts_to(a, y)))) {
-    if (p.op != "Sub" || a_full) {
+    if (k != LayerKind::kSub || a_full) {
       CudaCase c = make("cudnn_op_tensor", mode);
       c.is_default = first;
       first = false;
@@ -292,7 +294,7 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     const Shape& other = a_full ? b : a;
     Shape padded = other;
     while (padded.size() < y.size()) padded.insert(padded.begin(), 1);
-    if (p.op == "Add" && y.size() >= 4 && y.size() <= 5 && padded.size() == y.size() && elements(padded) == y[1] &&
+    if (k == LayerKind::kAdd && y.size() >= 4 && y.size() <= 5 && padded.size() == y.size() && elements(padded) == y[1] &&
         padded[1] == y[1])
       out.push_back(make("cudnn_add_tensor", mode));
   }
@@ -309,7 +311,7 @@ void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     out.push_back(unsupported_case(base, fmt::format("pooling over a rank-{} tensor", x.size())));
     return;
   }
-  const bool global = p.op == "GlobalAveragePool" || p.op == "GlobalMaxPool";
+  const bool global = p.kind == LayerKind::kGlobalAveragePool || p.kind == LayerKind::kGlobalMaxPool;
   std::string why_not;
   if (!global) {
     const size_t n = x.size() - 2;
@@ -342,12 +344,132 @@ void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   out.push_back(own);
 }
 
+// A case per algorithm for kinds that map onto one library call (or one kernel of ours).
+void single(const CaseSpec& base, std::vector<CudaCase>& out, std::string algorithm, std::string layout = "") {
+  CudaCase c = make(std::move(algorithm), math_modes(base.dtype, false)[0], std::move(layout));
+  c.is_default = out.empty();
+  out.push_back(c);
+}
+
+void batch_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  if (p.inputs.size() < 5 || p.inputs[0].shape.size() < 3 || p.inputs[0].shape.size() > 5) {
+    out.push_back(unsupported_case(base, "BatchNormalization needs scale, B, mean and var and a 3-D to 5-D x"));
+  } else {
+    single(base, out, "cudnn_batchnorm_inference");
+    single(base, out, "cudnn_batchnorm_inference", "nhwc");
+  }
+}
+void lrn_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  const int64_t size = p.int_attr("size");
+  if (size < 1 || size > 16 || p.inputs[0].shape.size() < 3) out.push_back(unsupported_case(base, "cuDNN's LRN window is 1 to 16 channels"));
+  else single(base, out, "cudnn_lrn");
+}
+void softmax_cases(const CaseSpec& base, std::vector<CudaCase>& out) { single(base, out, "cudnn_softmax"); }
+void reduce_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  if (base.problem.inputs[0].shape.size() > 8) out.push_back(unsupported_case(base, "cuDNN reduces tensors of rank 8 or less"));
+  else single(base, out, "cudnn_reduce");
+}
+void transpose_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  if (base.problem.inputs[0].shape.size() <= 8) single(base, out, "cudnn_transform");
+  single(base, out, "floorline-kernel:copy");
+}
+void copy_cases(const CaseSpec& base, std::vector<CudaCase>& out) { single(base, out, "floorline-kernel:copy"); }
+void pad_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  if (base.problem.string_attr("mode") != "constant") out.push_back(unsupported_case(base, "Pad modes other than constant"));
+  else single(base, out, "floorline-kernel:copy");
+}
+void gather_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  if (base.problem.inputs.size() < 2) out.push_back(unsupported_case(base, "Gather needs its indices"));
+  else single(base, out, "floorline-kernel:gather");
+}
+void resize_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  const std::string m = p.string_attr("mode");
+  const Shape& x = p.inputs[0].shape;
+  const Shape& y = p.outputs[0].shape;
+  if ((m != "nearest" && m != "linear") || x.size() < 3 || x.size() > 5 || x[0] != y[0] || x[1] != y[1])
+    out.push_back(unsupported_case(base, "Resize other than nearest or linear over the spatial dims of a 3-D to 5-D tensor"));
+  else single(base, out, "floorline-kernel:resize");
+}
+void layer_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) { single(base, out, "floorline-kernel:layer_norm"); }
+
+using Planner = void (*)(const CaseSpec&, std::vector<CudaCase>&);
+struct CudaRow {
+  Planner plan = nullptr;
+  std::string_view mapping;  // the library calls and kernels of ours it plans
+  std::string_view reason;   // not mapped: why
+};
+
+constexpr std::string_view kNoKernel = "not mapped: no cuDNN or cuBLAS call and no Floorline CUDA kernel for it";
+
+// The CUDA kind table: for every kind, its planner and what it maps to, or why it is not mapped.
+// A switch with no default: a kind added to layer_kind.hpp and left out here does not compile.
+CudaRow cuda_row(LayerKind k) {
+  using K = LayerKind;
+  switch (k) {
+    case K::kConv: return {conv_cases, "cudnnConvolutionForward (every algorithm), cudnnConvolutionBiasActivationForward", {}};
+    case K::kConvTranspose: return {nullptr, {}, kNoKernel};
+    case K::kGemm: case K::kMatMul:
+      return {gemm_cases, "cublasGemmEx, cublasGemmStridedBatchedEx, cublasSgemv, cublasLtMatmul", {}};
+    case K::kBatchNormalization: return {batch_norm_cases, "cudnnBatchNormalizationForwardInference", {}};
+    case K::kLayerNormalization: return {layer_norm_cases, "floorline-kernel:layer_norm", {}};
+    case K::kInstanceNormalization: return {nullptr, {}, kNoKernel};
+    case K::kLRN: return {lrn_cases, "cudnnLRNCrossChannelForward", {}};
+    case K::kRelu: case K::kSigmoid: case K::kTanh: case K::kElu: case K::kClip:
+      return {unary_cases, "cudnnActivationForward, floorline-kernel:eltwise", {}};
+    case K::kLeakyRelu: case K::kSelu: case K::kHardSigmoid: case K::kHardSwish: case K::kSoftplus: case K::kErf:
+    case K::kExp: case K::kLog: case K::kSqrt: case K::kReciprocal: case K::kNeg: case K::kAbs: case K::kPow:
+      return {unary_cases, "floorline-kernel:eltwise", {}};
+    case K::kFloor: case K::kCeil: case K::kNot: case K::kCast: return {nullptr, {}, kNoKernel};
+    case K::kAdd: case K::kSub: case K::kMul: case K::kMax: case K::kMin:
+      return {binary_cases, "cudnnOpTensor, cudnnAddTensor, floorline-kernel:binary", {}};
+    case K::kDiv: case K::kPRelu: return {binary_cases, "floorline-kernel:binary", {}};
+    case K::kMod: case K::kEqual: case K::kLess: case K::kGreater: case K::kAnd: case K::kOr: case K::kWhere:
+      return {nullptr, {}, kNoKernel};
+    case K::kSum:
+      return {nullptr, {}, "not mapped: no variadic add kernel yet (a chain of binary adds would time N-1 passes)"};
+    case K::kSoftmax: case K::kLogSoftmax: return {softmax_cases, "cudnnSoftmaxForward", {}};
+    case K::kMaxPool: case K::kAveragePool:
+      return {pooling_cases, "cudnnPoolingForward, floorline-kernel:pooling", {}};
+    case K::kGlobalAveragePool: case K::kGlobalMaxPool:
+      return {pooling_cases, "cudnnPoolingForward, cudnnReduceTensor, floorline-kernel:pooling", {}};
+    case K::kReduceMean: case K::kReduceSum: case K::kReduceMax: case K::kReduceMin: case K::kReduceProd:
+      return {reduce_cases, "cudnnReduceTensor", {}};
+    case K::kTranspose: return {transpose_cases, "cudnnTransformTensor, floorline-kernel:copy", {}};
+    case K::kConcat: case K::kSlice: case K::kSplit: case K::kExpand: return {copy_cases, "floorline-kernel:copy", {}};
+    case K::kPad: return {pad_cases, "floorline-kernel:copy", {}};
+    case K::kGather: return {gather_cases, "floorline-kernel:gather", {}};
+    case K::kResize: return {resize_cases, "floorline-kernel:resize", {}};
+    case K::kTile: case K::kScatterND: case K::kRange: return {nullptr, {}, kNoKernel};
+    case K::kReshape: case K::kFlatten: case K::kSqueeze: case K::kUnsqueeze: case K::kIdentity: case K::kDropout:
+      return {nullptr, {}, "not mapped: a view moves no data"};
+    case K::kShape: case K::kSize: case K::kConstant: case K::kConstantOfShape:
+      return {nullptr, {}, "not mapped: a host op runs before inference"};
+    case K::kIf: case K::kLoop: return {nullptr, {}, "not mapped: control flow (its subgraphs' layers are)"};
+    case K::kUnsupported: return {nullptr, {}, "not mapped: not a kind Floorline knows"};
+  }
+  return {nullptr, {}, {}};  // not a kind: an empty reason, which kind_support_test rejects
+}
+
 }  // namespace
+
+KindSupport cuda_support(LayerKind kind) {
+  const CudaRow row = cuda_row(kind);
+  return row.plan ? KindSupport{row.mapping, {}} : KindSupport{{}, row.reason};
+}
 
 std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
   std::vector<CudaCase> out;
   const Problem& p = base.problem;
   const std::string& op = p.op;
+  const LayerKind kind = p.kind;
+  const CudaRow row = cuda_row(kind);
+  if (!row.plan) {
+    out.push_back(unsupported_case(base, fmt::format("{}: {}", op, row.reason)));
+    return out;
+  }
   if (p.outputs.empty() || p.inputs.empty()) {
     out.push_back(unsupported_case(base, fmt::format("{} without inputs or outputs", op)));
     return out;
@@ -358,65 +480,16 @@ std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
         out.push_back(unsupported_case(base, "a dimension is unknown"));
         return out;
       }
-  const bool conv_or_gemm = op == "Conv" || op == "Gemm" || op == "MatMul";
+  const bool conv_or_gemm = kind == LayerKind::kConv || kind == LayerKind::kGemm || kind == LayerKind::kMatMul;
   if (!p.post_ops.empty() && !conv_or_gemm) {
     out.push_back(unsupported_case(base, fmt::format("the CUDA backend fuses into Conv, Gemm and MatMul only, not {}", op)));
     return out;
   }
-  const MathMode mode = own_math_mode(base.dtype);
-  auto single = [&](std::string algorithm, std::string layout = "") {
-    CudaCase c = make(std::move(algorithm), mode, std::move(layout));
-    c.is_default = out.empty();
-    out.push_back(c);
-  };
-  if (op == "Conv") {
-    conv_cases(base, out);
-  } else if (op == "Gemm" || op == "MatMul") {
-    gemm_cases(base, out);
-  } else if (op == "BatchNormalization") {
-    if (p.inputs.size() < 5 || p.inputs[0].shape.size() < 3 || p.inputs[0].shape.size() > 5) {
-      out.push_back(unsupported_case(base, "BatchNormalization needs scale, B, mean and var and a 3-D to 5-D x"));
-    } else {
-      single("cudnn_batchnorm_inference");
-      single("cudnn_batchnorm_inference", "nhwc");
-    }
-  } else if (op == "LRN") {
-    const int64_t size = p.int_attr("size", 1);
-    if (size < 1 || size > 16 || p.inputs[0].shape.size() < 3) out.push_back(unsupported_case(base, "cuDNN's LRN window is 1 to 16 channels"));
-    else single("cudnn_lrn");
-  } else if (op == "Softmax" || op == "LogSoftmax") {
-    single("cudnn_softmax");
-  } else if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") {
-    pooling_cases(base, out);
-  } else if (reduce_op_for(op)) {
-    if (p.inputs[0].shape.size() > 8) out.push_back(unsupported_case(base, "cuDNN reduces tensors of rank 8 or less"));
-    else single("cudnn_reduce");
-  } else if (op == "Transpose") {
-    if (p.inputs[0].shape.size() <= 8) single("cudnn_transform");
-    single("floorline-kernel:copy");
-  } else if (op == "Concat" || op == "Slice" || op == "Split" || op == "Expand") {
-    single("floorline-kernel:copy");
-  } else if (op == "Pad") {
-    if (p.string_attr("mode", "constant") != "constant") out.push_back(unsupported_case(base, "Pad modes other than constant"));
-    else single("floorline-kernel:copy");
-  } else if (op == "Gather") {
-    if (p.inputs.size() < 2) out.push_back(unsupported_case(base, "Gather needs its indices"));
-    else single("floorline-kernel:gather");
-  } else if (op == "Resize") {
-    const std::string m = p.string_attr("mode", "nearest");
-    const Shape& x = p.inputs[0].shape;
-    const Shape& y = p.outputs[0].shape;
-    if ((m != "nearest" && m != "linear") || x.size() < 3 || x.size() > 5 || x[0] != y[0] || x[1] != y[1])
-      out.push_back(unsupported_case(base, "Resize other than nearest or linear over the spatial dims of a 3-D to 5-D tensor"));
-    else single("floorline-kernel:resize");
-  } else if (op == "LayerNormalization") {
-    single("floorline-kernel:layer_norm");
-  } else if (binary_op_for(op)) {
-    binary_cases(base, out);
-  } else if (unary_op_for(op)) {
-    unary_cases(base, out);
-  } else {
-    out.push_back(unsupported_case(base, fmt::format("no cuDNN, cuBLAS or Floorline CUDA kernel for {}", op)));
+  try {
+    row.plan(base, out);
+  } catch (const MissingAttribute& e) {
+    out.clear();
+    out.push_back(unsupported_case(base, e.what()));
   }
   return out;
 }
@@ -427,8 +500,9 @@ namespace floorline::kernels {
 
 std::optional<LtEpilogue> lt_epilogue_for(const Problem& p) {
   LtEpilogue e;
-  const bool gemm_vector_c = p.op == "Gemm" && p.inputs.size() > 2 && p.inputs[2].shape.size() <= 1;
-  const bool gemm_matrix_c = p.op == "Gemm" && p.inputs.size() > 2 && p.inputs[2].shape.size() == 2;
+  const bool gemm_c = p.kind == LayerKind::kGemm && p.inputs.size() > 2;
+  const bool gemm_vector_c = gemm_c && p.inputs[2].shape.size() <= 1;
+  const bool gemm_matrix_c = gemm_c && p.inputs[2].shape.size() == 2;
   e.bias = gemm_vector_c;
   size_t k = 0;
   const auto& ops = p.post_ops;
@@ -450,36 +524,57 @@ std::optional<LtEpilogue> lt_epilogue_for(const Problem& p) {
   return e;
 }
 
-std::optional<device::UnaryOp> unary_op_for(const std::string& op) {
+std::optional<device::UnaryOp> unary_op_for(LayerKind kind) {
+  using K = LayerKind;
   using U = device::UnaryOp;
-  static const std::map<std::string, U> kOps = {
-      {"Relu", U::kRelu},       {"LeakyRelu", U::kLeakyRelu}, {"Elu", U::kElu},           {"Selu", U::kSelu},
-      {"Clip", U::kClip},       {"Sigmoid", U::kSigmoid},     {"Tanh", U::kTanh},         {"HardSigmoid", U::kHardSigmoid},
-      {"HardSwish", U::kHardSwish}, {"Softplus", U::kSoftplus}, {"Erf", U::kErf},         {"Exp", U::kExp},
-      {"Log", U::kLog},         {"Sqrt", U::kSqrt},           {"Reciprocal", U::kReciprocal}, {"Neg", U::kNeg},
-      {"Abs", U::kAbs},         {"Pow", U::kPow}};
-  auto it = kOps.find(op);
-  if (it == kOps.end()) return std::nullopt;
-  return it->second;
+  switch (kind) {
+    case K::kRelu: return U::kRelu;
+    case K::kLeakyRelu: return U::kLeakyRelu;
+    case K::kElu: return U::kElu;
+    case K::kSelu: return U::kSelu;
+    case K::kClip: return U::kClip;
+    case K::kSigmoid: return U::kSigmoid;
+    case K::kTanh: return U::kTanh;
+    case K::kHardSigmoid: return U::kHardSigmoid;
+    case K::kHardSwish: return U::kHardSwish;
+    case K::kSoftplus: return U::kSoftplus;
+    case K::kErf: return U::kErf;
+    case K::kExp: return U::kExp;
+    case K::kLog: return U::kLog;
+    case K::kSqrt: return U::kSqrt;
+    case K::kReciprocal: return U::kReciprocal;
+    case K::kNeg: return U::kNeg;
+    case K::kAbs: return U::kAbs;
+    case K::kPow: return U::kPow;
+    default: return std::nullopt;
+  }
 }
 
-std::optional<device::BinaryOp> binary_op_for(const std::string& op) {
+std::optional<device::BinaryOp> binary_op_for(LayerKind kind) {
+  using K = LayerKind;
   using B = device::BinaryOp;
-  static const std::map<std::string, B> kOps = {{"Add", B::kAdd}, {"Sub", B::kSub}, {"Mul", B::kMul}, {"Div", B::kDiv},
-                                                {"Max", B::kMax}, {"Min", B::kMin}, {"PRelu", B::kPRelu}};
-  auto it = kOps.find(op);
-  if (it == kOps.end()) return std::nullopt;
-  return it->second;
+  switch (kind) {
+    case K::kAdd: return B::kAdd;
+    case K::kSub: return B::kSub;
+    case K::kMul: return B::kMul;
+    case K::kDiv: return B::kDiv;
+    case K::kMax: return B::kMax;
+    case K::kMin: return B::kMin;
+    case K::kPRelu: return B::kPRelu;
+    default: return std::nullopt;
+  }
 }
 
-std::optional<ReduceOp> reduce_op_for(const std::string& op) {
-  static const std::map<std::string, ReduceOp> kOps = {
-      {"ReduceSum", ReduceOp::kSum}, {"ReduceMean", ReduceOp::kMean}, {"ReduceMax", ReduceOp::kMax},
-      {"ReduceMin", ReduceOp::kMin}, {"ReduceProd", ReduceOp::kProd}, {"ReduceL1", ReduceOp::kL1},
-      {"ReduceL2", ReduceOp::kL2},   {"GlobalAveragePool", ReduceOp::kMean}, {"GlobalMaxPool", ReduceOp::kMax}};
-  auto it = kOps.find(op);
-  if (it == kOps.end()) return std::nullopt;
-  return it->second;
+std::optional<ReduceOp> reduce_op_for(LayerKind kind) {
+  using K = LayerKind;
+  switch (kind) {
+    case K::kReduceSum: return ReduceOp::kSum;
+    case K::kReduceMean: case K::kGlobalAveragePool: return ReduceOp::kMean;
+    case K::kReduceMax: case K::kGlobalMaxPool: return ReduceOp::kMax;
+    case K::kReduceMin: return ReduceOp::kMin;
+    case K::kReduceProd: return ReduceOp::kProd;
+    default: return std::nullopt;
+  }
 }
 
 }  // namespace floorline::kernels

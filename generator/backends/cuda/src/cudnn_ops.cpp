@@ -31,14 +31,16 @@ void batch_norm(Ctx& c) {
 }
 
 void activation(Ctx& c) {
-  const std::string& op = c.p.op;
   cudnnActivationMode_t mode = CUDNN_ACTIVATION_RELU;
   double coef = 0;
-  if (op == "Sigmoid") mode = CUDNN_ACTIVATION_SIGMOID;
-  else if (op == "Tanh") mode = CUDNN_ACTIVATION_TANH;
-  else if (op == "Elu") mode = CUDNN_ACTIVATION_ELU, coef = c.p.float_attr("alpha", 1.0);
-  else if (op == "Clip") mode = CUDNN_ACTIVATION_CLIPPED_RELU, coef = c.p.float_attr("max", 3.4e38);
-  else if (op != "Relu") fail(Disposition::kUnsupported, fmt::format("cuDNN has no activation {}", op));
+  switch (c.p.kind) {
+    case LayerKind::kRelu: break;
+    case LayerKind::kSigmoid: mode = CUDNN_ACTIVATION_SIGMOID; break;
+    case LayerKind::kTanh: mode = CUDNN_ACTIVATION_TANH; break;
+    case LayerKind::kElu: mode = CUDNN_ACTIVATION_ELU, coef = c.p.float_attr("alpha"); break;
+    case LayerKind::kClip: mode = CUDNN_ACTIVATION_CLIPPED_RELU, coef = c.p.float_attr("max", 3.4e38); break;  // absent: unbounded
+    default: fail(Disposition::kUnsupported, fmt::format("cuDNN has no activation {}", c.p.op));
+  }
   auto& ad = c.desc<ActDesc>();
   check(cudnnSetActivationDescriptor(ad, mode, CUDNN_NOT_PROPAGATE_NAN, coef), "cudnnSetActivationDescriptor");
   auto& td = c.desc<TensorDesc>();
@@ -54,7 +56,7 @@ void activation(Ctx& c) {
 void softmax(Ctx& c) {
   const Shape& x = c.in_shape(0);
   const int64_t r = static_cast<int64_t>(x.size());
-  int64_t axis = c.p.int_attr("axis", r - 1);
+  int64_t axis = c.p.int_attr("axis");
   if (axis < 0) axis += r;
   const bool coerce = c.p.int_attr("coerce_2d", 0) != 0;
   const int64_t outer = elements(Shape(x.begin(), x.begin() + axis));
@@ -62,7 +64,7 @@ void softmax(Ctx& c) {
   const int64_t inner = coerce ? 1 : elements(Shape(x.begin() + axis + 1, x.end()));
   auto& td = c.desc<TensorDesc>();
   set_tensor(td, c.type, int_dims({outer, len, inner, 1}), false);
-  const cudnnSoftmaxAlgorithm_t alg = c.p.op == "LogSoftmax" ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
+  const cudnnSoftmaxAlgorithm_t alg = c.p.kind == LayerKind::kLogSoftmax ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
   void* xp = c.ptr(c.input(0));
   void* yp = c.ptr(c.output());
   c.b.implementation = fmt::format("cudnnSoftmaxForward {} CUDNN_SOFTMAX_MODE_CHANNEL", alg == CUDNN_SOFTMAX_LOG ? "CUDNN_SOFTMAX_LOG" : "CUDNN_SOFTMAX_ACCURATE");
@@ -76,11 +78,12 @@ device::Pooling pooling_geometry(const Ctx& c) {
   const Shape& x = c.in_shape(0);
   const Shape& y = c.out_shape();
   const size_t n = x.size() - 2;
-  const bool global = c.p.op == "GlobalAveragePool" || c.p.op == "GlobalMaxPool";
+  const LayerKind kind = c.p.kind;
+  const bool global = kind == LayerKind::kGlobalAveragePool || kind == LayerKind::kGlobalMaxPool;
   device::Pooling p;
   p.nc = x[0] * x[1];
-  p.max = c.p.op == "MaxPool" || c.p.op == "GlobalMaxPool";
-  p.include_pad = c.p.int_attr("count_include_pad", 0) != 0;
+  p.max = kind == LayerKind::kMaxPool || kind == LayerKind::kGlobalMaxPool;
+  p.include_pad = kind == LayerKind::kAveragePool && c.p.int_attr("count_include_pad") != 0;
   auto pads = c.p.ints_attr("pads"), kernel = c.p.ints_attr("kernel"), strides = c.p.ints_attr("strides"), dil = c.p.ints_attr("dil");
   pads.resize(2 * n, 0);
   strides.resize(n, 1);
@@ -144,7 +147,7 @@ void lrn(Ctx& c) {
   const Shape& x = c.in_shape(0);
   auto& ld = c.desc<LrnDesc>();
   // ONNX defaults (alpha 1e-4, beta 0.75, bias 1); both divide alpha by the window size.
-  check(cudnnSetLRNDescriptor(ld, static_cast<unsigned>(c.p.int_attr("size", 1)), 1e-4, 0.75, 1.0), "cudnnSetLRNDescriptor");
+  check(cudnnSetLRNDescriptor(ld, static_cast<unsigned>(c.p.int_attr("size")), 1e-4, 0.75, 1.0), "cudnnSetLRNDescriptor");
   auto& td = c.desc<TensorDesc>();
   set_tensor(td, c.type, nchw_dims(x), false);
   void* xp = c.ptr(c.input(0));

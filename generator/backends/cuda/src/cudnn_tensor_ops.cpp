@@ -24,10 +24,10 @@ void op_tensor(Ctx& c) {
   const bool a_full = c.in_shape(0) == y;
   // cudnnOpTensor: C = op(α1·A, α2·B) + β·C with A of C's dims; commutative ops swap a broadcast A.
   const int first = a_full ? c.input(0) : c.input(1), second = a_full ? c.input(1) : c.input(0);
-  if (!a_full && (c.p.op == "Sub" || c.in_shape(1) != y)) fail(Disposition::kUnsupported, "cudnnOpTensor needs its first operand at full size");
-  const std::string& op = c.p.op;
-  const cudnnOpTensorOp_t top = op == "Mul" ? CUDNN_OP_TENSOR_MUL : op == "Max" ? CUDNN_OP_TENSOR_MAX
-                                : op == "Min" ? CUDNN_OP_TENSOR_MIN : CUDNN_OP_TENSOR_ADD;
+  const LayerKind kind = c.p.kind;
+  if (!a_full && (kind == LayerKind::kSub || c.in_shape(1) != y)) fail(Disposition::kUnsupported, "cudnnOpTensor needs its first operand at full size");
+  const cudnnOpTensorOp_t top = kind == LayerKind::kMul ? CUDNN_OP_TENSOR_MUL : kind == LayerKind::kMax ? CUDNN_OP_TENSOR_MAX
+                                : kind == LayerKind::kMin ? CUDNN_OP_TENSOR_MIN : CUDNN_OP_TENSOR_ADD;
   auto& od = c.desc<OpDesc>();
   check(cudnnSetOpTensorDescriptor(od, top, CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN), "cudnnSetOpTensorDescriptor");
   auto& ad = c.desc<TensorDesc>();
@@ -36,7 +36,7 @@ void op_tensor(Ctx& c) {
   set_tensor(ad, c.type, padded_dims(y, rank), false);
   set_tensor(bd, c.type, padded_dims(c.in_shape(static_cast<size_t>(second)), rank), false);
   set_tensor(yd, c.type, padded_dims(y, rank), false);
-  const float* alpha2 = op == "Sub" ? &kMinusOne : &kOne;
+  const float* alpha2 = kind == LayerKind::kSub ? &kMinusOne : &kOne;
   void* ap = c.ptr(first);
   void* bp = c.ptr(second);
   void* yp = c.ptr(c.output());
@@ -96,10 +96,10 @@ void transform(Ctx& c) {
 
 void reduce(Ctx& c) {
   const Shape& x = c.in_shape(0);
-  const auto op = reduce_op_for(c.p.op);
+  const auto op = reduce_op_for(c.p.kind);
   if (!op) fail(Disposition::kUnsupported, fmt::format("cuDNN has no reduction for {}", c.p.op));
   std::vector<int64_t> axes = c.p.ints_attr("axes");
-  if (c.p.op == "GlobalAveragePool" || c.p.op == "GlobalMaxPool") {
+  if (c.p.kind == LayerKind::kGlobalAveragePool || c.p.kind == LayerKind::kGlobalMaxPool) {
     axes.clear();
     for (size_t k = 2; k < x.size(); ++k) axes.push_back(static_cast<int64_t>(k));
   }

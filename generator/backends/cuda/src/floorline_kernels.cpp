@@ -38,10 +38,11 @@ void copy_step(Ctx& c, int src, int dst, const Shape& box, const std::vector<int
 
 void own_copy(Ctx& c) {
   const std::string& op = c.p.op;
+  const LayerKind kind = c.p.kind;
   const Shape& x = c.in_shape(0);
   const auto xs = row_major_strides(x);
   c.b.implementation = fmt::format("floorline-kernel strided copy ({})", op);
-  if (op == "Transpose") {
+  if (kind == LayerKind::kTranspose) {
     const Shape& y = c.out_shape();
     auto perm = c.p.ints_attr("perm");
     if (perm.empty())
@@ -49,7 +50,7 @@ void own_copy(Ctx& c) {
     std::vector<int64_t> src(y.size());
     for (size_t k = 0; k < y.size(); ++k) src[k] = xs[static_cast<size_t>(perm[k])];
     copy_step(c, c.input(0), c.output(), y, src, 0, row_major_strides(y), 0);
-  } else if (op == "Slice") {
+  } else if (kind == LayerKind::kSlice) {
     const Shape& y = c.out_shape();
     const auto starts = c.p.ints_attr("starts"), axes = c.p.ints_attr("axes"), steps = c.p.ints_attr("steps");
     if (starts.size() != axes.size()) fail(Disposition::kUnsupported, "Slice with run-time starts");
@@ -61,9 +62,9 @@ void own_copy(Ctx& c) {
       src[static_cast<size_t>(axes[k])] *= step;
     }
     copy_step(c, c.input(0), c.output(), y, src, offset, row_major_strides(y), 0);
-  } else if (op == "Concat") {
+  } else if (kind == LayerKind::kConcat) {
     const Shape& y = c.out_shape();
-    int64_t axis = c.p.int_attr("axis", 0);
+    int64_t axis = c.p.int_attr("axis");
     if (axis < 0) axis += static_cast<int64_t>(y.size());
     const auto ys = row_major_strides(y);
     int64_t at = 0;
@@ -72,8 +73,8 @@ void own_copy(Ctx& c) {
       copy_step(c, c.input(k), c.output(), s, row_major_strides(s), 0, ys, at * ys[static_cast<size_t>(axis)]);
       at += s[static_cast<size_t>(axis)];
     }
-  } else if (op == "Split") {
-    int64_t axis = c.p.int_attr("axis", 0);
+  } else if (kind == LayerKind::kSplit) {
+    int64_t axis = c.p.int_attr("axis");
     if (axis < 0) axis += static_cast<int64_t>(x.size());
     int64_t at = 0;
     for (size_t k = 0; k < c.p.outputs.size(); ++k) {
@@ -81,7 +82,7 @@ void own_copy(Ctx& c) {
       copy_step(c, c.input(0), c.output(k), s, xs, at * xs[static_cast<size_t>(axis)], row_major_strides(s), 0);
       at += s[static_cast<size_t>(axis)];
     }
-  } else if (op == "Expand") {
+  } else if (kind == LayerKind::kExpand) {
     const Shape& y = c.out_shape();
     Shape padded = x;
     while (padded.size() < y.size()) padded.insert(padded.begin(), 1);
@@ -89,7 +90,7 @@ void own_copy(Ctx& c) {
     std::vector<int64_t> src(y.size());
     for (size_t k = 0; k < y.size(); ++k) src[k] = padded[k] == 1 ? 0 : ps[k];
     copy_step(c, c.input(0), c.output(), y, src, 0, row_major_strides(y), 0);
-  } else if (op == "Pad") {
+  } else if (kind == LayerKind::kPad) {
     const Shape& y = c.out_shape();
     const auto pads = c.p.ints_attr("pads");
     if (pads.size() != 2 * x.size()) fail(Disposition::kUnsupported, "Pad with run-time pads");
@@ -113,16 +114,21 @@ void own_copy(Ctx& c) {
 }
 
 void own_eltwise(Ctx& c) {
-  const auto op = unary_op_for(c.p.op);
+  const LayerKind k = c.p.kind;
+  const auto op = unary_op_for(k);
   if (!op) fail(Disposition::kUnsupported, fmt::format("no floorline-kernel for {}", c.p.op));
-  float alpha = static_cast<float>(c.p.float_attr("alpha", c.p.op == "LeakyRelu" ? 0.01 : c.p.op == "HardSigmoid" ? 0.2 : 1.0));
-  float beta = static_cast<float>(c.p.float_attr("beta", 0.5));
-  if (c.p.op == "Clip") {
+  // The kinds that have alpha/beta read them (the IR fills their ONNX defaults); the others ignore them.
+  float alpha = 0, beta = 0;
+  if (k == LayerKind::kLeakyRelu || k == LayerKind::kElu || k == LayerKind::kHardSigmoid)
+    alpha = static_cast<float>(c.p.float_attr("alpha"));
+  if (k == LayerKind::kHardSigmoid) beta = static_cast<float>(c.p.float_attr("beta"));
+  if (k == LayerKind::kClip) {  // absent bounds: unbounded
     alpha = static_cast<float>(c.p.float_attr("min", -3.4e38));
     beta = static_cast<float>(c.p.float_attr("max", 3.4e38));
   }
-  if (c.p.op == "Pow") beta = static_cast<float>(c.p.float_attr("y", 1.0));
-  if (c.p.op == "Log" || c.p.op == "Sqrt" || c.p.op == "Reciprocal" || c.p.op == "Pow") c.b.tensors[0].fill = Fill::kPositive;
+  if (k == LayerKind::kPow) beta = static_cast<float>(c.p.float_attr("y", 1.0));
+  if (k == LayerKind::kLog || k == LayerKind::kSqrt || k == LayerKind::kReciprocal || k == LayerKind::kPow)
+    c.b.tensors[0].fill = Fill::kPositive;
   const int64_t n = elements(c.in_shape(0));
   const void* xp = c.ptr(c.input(0));
   void* yp = c.ptr(c.output());
@@ -133,11 +139,11 @@ void own_eltwise(Ctx& c) {
 }
 
 void own_binary(Ctx& c) {
-  const auto op = binary_op_for(c.p.op);
+  const auto op = binary_op_for(c.p.kind);
   if (!op) fail(Disposition::kUnsupported, fmt::format("no floorline-kernel for {}", c.p.op));
   const Shape& y = c.out_shape();
   if (y.size() > device::kMaxRank) fail(Disposition::kUnsupported, "rank over 8");
-  if (c.p.op == "Div") c.b.tensors[1].fill = Fill::kPositive;
+  if (c.p.kind == LayerKind::kDiv) c.b.tensors[1].fill = Fill::kPositive;
   device::Broadcast s;
   s.rank = static_cast<int>(y.size());
   auto strides = [&](const Shape& in) {
@@ -174,7 +180,7 @@ void own_pooling(Ctx& c) {
 
 void own_layer_norm(Ctx& c) {
   const Shape& x = c.in_shape(0);
-  int64_t axis = c.p.int_attr("axis", -1);
+  int64_t axis = c.p.int_attr("axis");
   if (axis < 0) axis += static_cast<int64_t>(x.size());
   const int64_t inner = elements(Shape(x.begin() + axis, x.end())), rows = elements(x) / std::max<int64_t>(inner, 1);
   const void* xp = c.ptr(c.input(0));
@@ -191,7 +197,7 @@ void own_layer_norm(Ctx& c) {
 void own_gather(Ctx& c) {
   const Shape& x = c.in_shape(0);
   const Shape& idx = c.in_shape(1);
-  int64_t axis = c.p.int_attr("axis", 0);
+  int64_t axis = c.p.int_attr("axis");
   if (axis < 0) axis += static_cast<int64_t>(x.size());
   const int64_t outer = elements(Shape(x.begin(), x.begin() + axis)), inner = elements(Shape(x.begin() + axis + 1, x.end()));
   Tensor& it = c.b.tensors[1];
@@ -212,8 +218,8 @@ void own_gather(Ctx& c) {
 void own_resize(Ctx& c) {
   const Shape& x = c.in_shape(0);
   const Shape& y = c.out_shape();
-  const bool linear = c.p.string_attr("mode", "nearest") == "linear";
-  const std::string coord = c.p.string_attr("coordinate_transformation_mode", "half_pixel");
+  const bool linear = c.p.string_attr("mode") == "linear";
+  const std::string coord = c.p.string_attr("coordinate_transformation_mode");
   bool integer_scale = true;
   for (size_t k = 2; k < x.size(); ++k) integer_scale = integer_scale && y[k] % x[k] == 0;
   if (linear && coord != "half_pixel" && coord != "pytorch_half_pixel")

@@ -24,14 +24,14 @@ GemmCall gemm_call(const Ctx& c) {
   GemmCall g;
   const Shape& a = c.in_shape(0);
   const Shape& b = c.in_shape(1);
-  if (p.op == "Gemm") {
-    g.ta = p.int_attr("transA", 0) != 0;
-    g.tb = p.int_attr("transB", 0) != 0;
+  if (p.kind == LayerKind::kGemm) {
+    g.ta = p.int_attr("transA") != 0;
+    g.tb = p.int_attr("transB") != 0;
     g.m = g.ta ? a[1] : a[0];
     g.k = g.ta ? a[0] : a[1];
     g.n = g.tb ? b[0] : b[1];
-    g.alpha = static_cast<float>(p.float_attr("alpha", 1.0));
-    g.beta = p.inputs.size() > 2 ? static_cast<float>(p.float_attr("beta", 1.0)) : 0.f;
+    g.alpha = static_cast<float>(p.float_attr("alpha"));
+    g.beta = p.inputs.size() > 2 ? static_cast<float>(p.float_attr("beta")) : 0.f;
     return g;
   }
   if (a.size() < 2 || b.size() < 2) fail(Disposition::kUnsupported, "MatMul with a 1-D operand");
@@ -89,7 +89,7 @@ void prefill_broadcast(Ctx& c, int src, int dst) {
 void cublas_gemm(Ctx& c) {
   const GemmCall g = gemm_call(c);
   const int a = c.input(0), b = c.input(1), y = c.output();
-  const bool has_c = c.p.op == "Gemm" && c.p.inputs.size() > 2;
+  const bool has_c = c.p.kind == LayerKind::kGemm && c.p.inputs.size() > 2;
   if (has_c) prefill_broadcast(c, c.input(2), y);
   const void* ap = c.ptr(a);
   const void* bp = c.ptr(b);
@@ -156,7 +156,7 @@ void cublaslt_matmul(Ctx& c) {
   const auto epilogue = lt_epilogue_for(c.p);
   if (!epilogue) fail(Disposition::kUnsupported, "no cuBLASLt epilogue for these post-ops");
   const int a = c.input(0), b = c.input(1), y = c.output();
-  const bool gemm_c = c.p.op == "Gemm" && c.p.inputs.size() > 2;
+  const bool gemm_c = c.p.kind == LayerKind::kGemm && c.p.inputs.size() > 2;
   // C: a residual (post-op Add), or Gemm's full-matrix C, read with beta; D is y.
   int c_tensor = -1, bias_tensor = -1;
   float beta = 0;

@@ -94,7 +94,9 @@ primitive_attr Ctx::attr(bool with_post_ops) const {
         continue;
       }
       if (op.op == "BiasAdd") continue;  // the primitive's own bias argument
-      const auto chain = eltwise_chain(op.op, op.alpha, op.beta, nullptr);
+      // A post-op names the ONNX op it fuses: its kind is the same name (layer_kind.hpp).
+      const auto kind = kind_from_name(op.op);
+      const auto chain = kind ? eltwise_chain(*kind, op.alpha, op.beta, nullptr) : std::vector<EltwiseOp>{};
       if (chain.empty()) unsupported(fmt::format("no oneDNN post-op for {}", op.op));
       for (const auto& e : chain) po.append_eltwise(1.f, e.alg, e.alpha, e.beta);
     }

@@ -9,7 +9,7 @@ void conv(Ctx& c, const std::string& variant) {
   const Shape& y = c.out_shape();
   if (x.size() < 3 || x.size() > 5) unsupported("oneDNN convolutions are 1-D, 2-D or 3-D");
   const size_t n = x.size() - 2;
-  const int64_t g = c.p.int_attr("group", 1);
+  const int64_t g = c.p.int_attr("group");
   const auto pads = c.p.ints_attr("pads");
   dims strides, dil, pl, pr;
   for (size_t k = 0; k < n; ++k) {
@@ -18,7 +18,7 @@ void conv(Ctx& c, const std::string& variant) {
     pl.push_back(pads.at(k));
     pr.push_back(pads.at(k + n));
   }
-  const bool deconv = c.p.op == "ConvTranspose";
+  const bool deconv = c.p.kind == LayerKind::kConvTranspose;
   // Weights as oneDNN sees them: (O, I, k...) or grouped (G, O/G, I/G, k...). ONNX stores Conv
   // weights OIk (the grouped view is the same buffer) and ConvTranspose weights IOk.
   View wv;

@@ -16,7 +16,7 @@ void concat(Ctx& c, const std::string& variant) {
   args.push_back({DNNL_ARG_DST, c.output(0), plain(c.out_shape())});
   c.b.algorithm = variant;
   c.b.steps.push_back(step(dnnl::concat::primitive_desc(activation_md(c, c.output(0), c.out_shape(), variant),
-                                                        static_cast<int>(c.p.int_attr("axis", 0)), srcs, cpu_engine(),
+                                                        static_cast<int>(c.p.int_attr("axis")), srcs, cpu_engine(),
                                                         c.attr(false)),
                            args));
 }
@@ -77,7 +77,7 @@ void slice(Ctx& c, const std::string& variant) {
 void split(Ctx& c, const std::string& variant) {
   require_no_post_ops(c);
   const Shape& x = c.in_shape(0);
-  const int64_t axis = c.p.int_attr("axis", 0);
+  const int64_t axis = c.p.int_attr("axis");
   const dims xs = plain_strides(dims(x.begin(), x.end()));
   int64_t at = 0;
   c.b.algorithm = variant;
@@ -96,7 +96,7 @@ void pad(Ctx& c, const std::string& variant) {
   const Shape& y = c.out_shape();
   const auto pads = c.p.ints_attr("pads");
   const bool negative = std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; });
-  if (c.p.string_attr("mode", "constant") != "constant" || negative || pads.size() != 2 * x.size()) {
+  if (c.p.string_attr("mode") != "constant" || negative || pads.size() != 2 * x.size()) {
     copy_proxy(c, "copy", "Pad other than constant and non-negative is timed as a copy of its output");
     return;
   }
@@ -118,9 +118,9 @@ void resize(Ctx& c, const std::string& variant) {
   const Shape& y = c.out_shape();
   if (x.size() < 3 || x.size() > 5 || x[0] != y[0] || x[1] != y[1])
     unsupported("oneDNN resampling resizes the spatial dims of a 3-D to 5-D tensor only");
-  const std::string mode = c.p.string_attr("mode", "nearest");
+  const std::string mode = c.p.string_attr("mode");
   if (mode != "nearest" && mode != "linear") unsupported(fmt::format("oneDNN has no {} resampling", mode));
-  const std::string coord = c.p.string_attr("coordinate_transformation_mode", "half_pixel");
+  const std::string coord = c.p.string_attr("coordinate_transformation_mode");
   bool integer_scale = true;
   for (size_t k = 2; k < x.size(); ++k) integer_scale = integer_scale && y[k] % x[k] == 0;
   if (mode == "linear" && coord != "half_pixel" && coord != "pytorch_half_pixel")
@@ -136,7 +136,7 @@ void resize(Ctx& c, const std::string& variant) {
 
 void copy_kind(Ctx& c, const std::string& variant) {
   require_no_post_ops(c);
-  copy_proxy(c, variant, fmt::format("{} has no oneDNN primitive: timed as a copy of its output", c.p.op));
+  copy_proxy(c, variant, fmt::format("{} has {}", c.p.op, onednn_support(c.p.kind).reason));
 }
 
 }  // namespace floorline::kernels::onednn_detail

@@ -133,7 +133,7 @@ struct EltwiseOp {
   algorithm alg;
   float alpha = 0, beta = 0;
 };
-std::vector<EltwiseOp> eltwise_chain(const std::string& op, double alpha, double beta, std::string* proxy);
+std::vector<EltwiseOp> eltwise_chain(LayerKind kind, double alpha, double beta, std::string* proxy);
 std::pair<double, double> unary_params(const Problem& p);
 
 // --- steps and epilogues (common.cpp) -------------------------------------------------------------
@@ -180,6 +180,7 @@ void instance_norm(Ctx& c, const std::string& variant);
 void lrn(Ctx& c, const std::string& variant);
 void eltwise(Ctx& c, const std::string& variant);        // eltwise.cpp
 void binary(Ctx& c, const std::string& variant);
+void sum(Ctx& c, const std::string& variant);
 void softmax(Ctx& c, const std::string& variant);        // softmax_reduce.cpp
 void reduce(Ctx& c, const std::string& variant);
 void pooling(Ctx& c, const std::string& variant);        // pooling.cpp

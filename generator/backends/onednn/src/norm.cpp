@@ -22,7 +22,7 @@ void batch_norm(Ctx& c, const std::string& variant) {
 void layer_norm(Ctx& c, const std::string& variant) {
   require_no_post_ops(c);
   const Shape& x = c.in_shape(0);
-  const int64_t axis = c.p.int_attr("axis", static_cast<int64_t>(x.size()) - 1);
+  const int64_t axis = c.p.int_attr("axis");
   const int64_t inner = elements(Shape(x.begin() + axis, x.end())), outer = elements(x) / inner;
   const View data = reshaped({outer, inner});  // oneDNN normalizes over the last dimension
   auto flags = dnnl::normalization_flags::use_scale;
@@ -60,7 +60,7 @@ void lrn(Ctx& c, const std::string& variant) {
   require_no_post_ops(c);
   const Shape& x = c.in_shape(0);
   dnnl::lrn_forward::desc d(kInference, algorithm::lrn_across_channels, c.md(c.input(0), plain(x)),
-                            c.p.int_attr("size", 1), 1e-4f, 0.75f, 1.f);
+                            c.p.int_attr("size"), 1e-4f, 0.75f, 1.f);
   c.b.algorithm = variant;
   c.b.steps.push_back(make_step<dnnl::lrn_forward::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(c.out_shape())}}));
 }

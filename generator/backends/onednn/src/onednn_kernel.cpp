@@ -25,47 +25,82 @@ namespace {
 
 using Builder = void (*)(Ctx&, const std::string&);
 struct KindMapping {
-  std::vector<std::string> ops;
-  std::vector<std::string> variants;  // primitive algorithms offered, in order
-  Builder build;
+  std::vector<std::string> variants;  // primitive algorithms offered, in order; empty: not mapped
+  Builder build = nullptr;
+  std::string_view reason;            // not mapped: why; mapped: an optional caveat
+  std::string mapping;                // the variants joined, for onednn_support()
 };
 
-const std::vector<KindMapping>& mappings() {
-  static const std::vector<KindMapping> kMappings = {
-      {{"Conv"}, {"convolution_direct", "convolution_winograd"}, conv},
-      {{"ConvTranspose"}, {"deconvolution_direct"}, conv},
-      {{"Gemm"}, {"matmul", "inner_product"}, gemm},
-      {{"MatMul"}, {"matmul"}, matmul},
-      {{"BatchNormalization"},
-       {"batch_normalization", "batch_normalization@blocked16c", "batch_normalization@channels_last"},
-       batch_norm},
-      {{"LayerNormalization"}, {"layer_normalization"}, layer_norm},
-      {{"InstanceNormalization"}, {"batch_normalization"}, instance_norm},
-      {{"LRN"}, {"lrn_across_channels"}, lrn},
-      {{"Relu", "LeakyRelu", "Elu", "Selu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Softplus", "Erf",
-        "Exp", "Log", "Sqrt", "Abs", "Neg", "Reciprocal", "Pow"},
-       {"eltwise"},
-       eltwise},
-      {{"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Less", "Greater", "PRelu"}, {"binary"}, binary},
-      {{"Softmax", "LogSoftmax"}, {"softmax_v2"}, softmax},
-      {{"MaxPool", "AveragePool"}, {"pooling_v2", "pooling_v2@blocked16c", "pooling_v2@channels_last"}, pooling},
-      {{"GlobalAveragePool", "GlobalMaxPool"}, {"pooling_v2", "reduction"}, pooling},
-      {{"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"}, {"reduction"}, reduce},
-      {{"Concat"}, {"concat", "concat@blocked16c", "concat@channels_last"}, concat},
-      {{"Transpose"}, {"reorder"}, transpose},
-      {{"Slice"}, {"reorder"}, slice},
-      {{"Split"}, {"reorder"}, split},
-      {{"Pad"}, {"reorder"}, pad},
-      {{"Resize"}, {"resampling"}, resize},
-      {{"Gather", "Expand", "Tile", "ScatterND", "Cast", "Where"}, {"copy"}, copy_kind},
+constexpr std::string_view kCopyProxy = "no oneDNN primitive: timed as a copy of its output";
+constexpr std::string_view kNoEltwise = "not mapped: oneDNN 2.6 has no element-wise algorithm for it";
+constexpr std::string_view kNoBinary = "not mapped: oneDNN 2.6 has no binary algorithm for it";
+
+// The oneDNN kind table: for every kind, the primitive algorithms and builder, or why there are
+// none. A switch with no default: a kind added to layer_kind.hpp and left out here does not compile.
+KindMapping kind_mapping(LayerKind k) {
+  using K = LayerKind;
+  const std::vector<std::string> blocked = {"", "@blocked16c", "@channels_last"};
+  auto with_layouts = [&](const std::string& v) {
+    std::vector<std::string> out;
+    for (const auto& b : blocked) out.push_back(v + b);
+    return out;
   };
-  return kMappings;
+  switch (k) {
+    case K::kConv: return {{"convolution_direct", "convolution_winograd"}, conv, {}, {}};
+    case K::kConvTranspose: return {{"deconvolution_direct"}, conv, {}, {}};
+    case K::kGemm: return {{"matmul", "inner_product"}, gemm, {}, {}};
+    case K::kMatMul: return {{"matmul"}, matmul, {}, {}};
+    case K::kBatchNormalization: return {with_layouts("batch_normalization"), batch_norm, {}, {}};
+    case K::kLayerNormalization: return {{"layer_normalization"}, layer_norm, {}, {}};
+    case K::kInstanceNormalization: return {{"batch_normalization"}, instance_norm, {}, {}};
+    case K::kLRN: return {{"lrn_across_channels"}, lrn, {}, {}};
+    case K::kRelu: case K::kLeakyRelu: case K::kElu: case K::kSelu: case K::kClip: case K::kSigmoid:
+    case K::kTanh: case K::kHardSigmoid: case K::kHardSwish: case K::kSoftplus: case K::kExp: case K::kLog:
+    case K::kSqrt: case K::kAbs: case K::kNeg: case K::kReciprocal: case K::kPow:
+      return {{"eltwise"}, eltwise, {}, {}};
+    case K::kErf: return {{"eltwise"}, eltwise, "no oneDNN erf: timed as gelu_erf (one erf per element)", {}};
+    case K::kFloor: case K::kCeil: case K::kNot: return {{}, nullptr, kNoEltwise, {}};
+    case K::kAdd: case K::kSub: case K::kMul: case K::kDiv: case K::kMax: case K::kMin: case K::kEqual:
+    case K::kLess: case K::kGreater: case K::kPRelu:
+      return {{"binary"}, binary, {}, {}};
+    case K::kMod: case K::kAnd: case K::kOr: return {{}, nullptr, kNoBinary, {}};
+    case K::kSum: return {{"sum"}, sum, {}, {}};
+    case K::kSoftmax: case K::kLogSoftmax: return {{"softmax_v2"}, softmax, {}, {}};
+    case K::kMaxPool: case K::kAveragePool: return {with_layouts("pooling_v2"), pooling, {}, {}};
+    case K::kGlobalAveragePool: case K::kGlobalMaxPool: return {{"pooling_v2", "reduction"}, pooling, {}, {}};
+    case K::kReduceMean: case K::kReduceSum: case K::kReduceMax: case K::kReduceMin: case K::kReduceProd:
+      return {{"reduction"}, reduce, {}, {}};
+    case K::kConcat: return {with_layouts("concat"), concat, {}, {}};
+    case K::kTranspose: return {{"reorder"}, transpose, {}, {}};
+    case K::kSlice: return {{"reorder"}, slice, {}, {}};
+    case K::kSplit: return {{"reorder"}, split, {}, {}};
+    case K::kPad: return {{"reorder"}, pad, {}, {}};
+    case K::kResize: return {{"resampling"}, resize, {}, {}};
+    case K::kGather: case K::kExpand: case K::kTile: case K::kScatterND: case K::kCast: case K::kWhere:
+      return {{"copy"}, copy_kind, kCopyProxy, {}};
+    case K::kRange: return {{}, nullptr, "not mapped: Range writes a sequence from scalars, no oneDNN primitive", {}};
+    case K::kReshape: case K::kFlatten: case K::kSqueeze: case K::kUnsqueeze: case K::kIdentity: case K::kDropout:
+      return {{}, nullptr, "not mapped: a view moves no data", {}};
+    case K::kShape: case K::kSize: case K::kConstant: case K::kConstantOfShape:
+      return {{}, nullptr, "not mapped: a host op runs before inference", {}};
+    case K::kIf: case K::kLoop: return {{}, nullptr, "not mapped: control flow (its subgraphs' layers are)", {}};
+    case K::kUnsupported: return {{}, nullptr, "not mapped: not a kind Floorline knows", {}};
+  }
+  return {{}, nullptr, {}, {}};  // not a kind: an empty reason, which kind_support_test rejects
 }
 
-const KindMapping* mapping_for(const std::string& op) {
-  for (const auto& m : mappings())
-    if (std::find(m.ops.begin(), m.ops.end(), op) != m.ops.end()) return &m;
-  return nullptr;
+const KindMapping& mapping_for(LayerKind k) {
+  static const std::vector<KindMapping> kTable = [] {
+    std::vector<KindMapping> t;
+    for (LayerKind kind : kAllLayerKinds) {
+      KindMapping m = kind_mapping(kind);
+      m.mapping = fmt::format("{}", fmt::join(m.variants, ", "));
+      t.push_back(std::move(m));
+    }
+    return t;
+  }();
+  const int i = static_cast<int>(k);
+  return kTable.at(static_cast<size_t>(i >= 0 && i < kLayerKindCount ? i : kLayerKindCount - 1));
 }
 
 dt data_type(DType t) {
@@ -80,8 +115,8 @@ dt data_type(DType t) {
 // Builds the primitives of one variant. Errors coded unsupported (see make_kernel()).
 Result<Build> build(const CaseSpec& spec, const std::string& variant) {
   const Problem& p = spec.problem;
-  const KindMapping* m = mapping_for(p.op);
-  if (!m) return make_error(Disposition::kUnsupported, "Floorline maps no oneDNN primitive to {}", p.op);
+  const KindMapping& m = mapping_for(p.kind);
+  if (!m.build) return make_error(Disposition::kUnsupported, "{}: {}", p.op, m.reason);
   try {
     Ctx c{spec, p, data_type(spec.dtype), {}};
     for (const auto& in : p.inputs) c.b.tensors.push_back({in.shape, Fill::kUniform, false, false});
@@ -91,7 +126,7 @@ Result<Build> build(const CaseSpec& spec, const std::string& variant) {
     for (const auto& t : c.b.tensors)
       if (std::any_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d < 0; }))
         unsupported("a shape is unknown");
-    m->build(c, variant);
+    m.build(c, variant);
     return std::move(c.b);
   } catch (const Unsupported& u) {
     return make_error(Disposition::kUnsupported, "{}", u.why);
@@ -122,6 +157,11 @@ uint64_t seed_of(const std::string& s) {
 }  // namespace
 
 // --- public interface -----------------------------------------------------------------------------
+
+KindSupport onednn_support(LayerKind kind) {
+  const KindMapping& m = mapping_for(kind);
+  return m.build ? KindSupport{m.mapping, m.reason} : KindSupport{{}, m.reason};
+}
 
 Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
   const bool conversion = !spec.feeds.empty();
@@ -190,16 +230,16 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
 
 Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec) {
   const Problem& p = spec.problem;
-  const KindMapping* m = mapping_for(p.op);
-  if (!m) return make_error(Disposition::kUnsupported, "Floorline maps no oneDNN primitive to {}", p.op);
+  const KindMapping& m = mapping_for(p.kind);
+  if (!m.build) return make_error(Disposition::kUnsupported, "{}: {}", p.op, m.reason);
   std::vector<Implementation> out;
   std::optional<Error> first_error;
   // oneDNN's own first choice: convolution_auto's first implementation for Conv, else the first
   // implementation of the first algorithm that has one.
   std::string auto_impl;
-  if (p.op == "Conv")
+  if (p.kind == LayerKind::kConv)
     if (auto ab = build(spec, "convolution_auto"); ab.ok()) auto_impl = ab->steps[0].pd().impl_info_str();
-  for (const auto& variant : m->variants) {
+  for (const auto& variant : m.variants) {
     auto b = build(spec, variant);
     if (!b.ok()) {
       if (!first_error) first_error = b.error();
@@ -215,8 +255,8 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
         im.impl_index = index;
         // "ref:any", "bnorm_ref:any": plain-loop implementations
         im.reference = im.impl_name.rfind("ref", 0) == 0 || im.impl_name.find("_ref") != std::string::npos;
-        if (p.op == "Conv" || p.op == "ConvTranspose" || p.op == "Gemm" || p.op == "MatMul" ||
-            !layout_suffix(variant).empty()) {
+        if (p.kind == LayerKind::kConv || p.kind == LayerKind::kConvTranspose || p.kind == LayerKind::kGemm ||
+            p.kind == LayerKind::kMatMul || !layout_suffix(variant).empty()) {
           std::vector<std::string> parts;
           for (const auto& a : b->steps[0].args) {
             // (A concat's sources are not listed: a conversion case converts one src or dst tensor.)

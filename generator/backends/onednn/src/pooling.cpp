@@ -9,8 +9,9 @@ void pooling(Ctx& c, const std::string& variant) {
   const Shape& y = c.out_shape();
   if (x.size() < 3 || x.size() > 5) unsupported("oneDNN pooling is 1-D, 2-D or 3-D");
   const size_t n = x.size() - 2;
-  const bool global = c.p.op == "GlobalAveragePool" || c.p.op == "GlobalMaxPool";
-  const bool is_max = c.p.op == "MaxPool" || c.p.op == "GlobalMaxPool";
+  const LayerKind k = c.p.kind;
+  const bool global = k == LayerKind::kGlobalAveragePool || k == LayerKind::kGlobalMaxPool;
+  const bool is_max = k == LayerKind::kMaxPool || k == LayerKind::kGlobalMaxPool;
   if (base_variant(variant) == "reduction") {
     dnnl::reduction::desc d(is_max ? algorithm::reduction_max : algorithm::reduction_mean, c.md(c.input(0), plain(x)),
                             c.md(c.output(0), plain(y)), 0.f, 0.f);
@@ -30,7 +31,7 @@ void pooling(Ctx& c, const std::string& variant) {
     pr.push_back((y[k + 2] - 1) * strides[k] + (kernel[k] - 1) * (dil[k] + 1) + 1 - x[k + 2] - pl[k]);
   }
   const algorithm alg = is_max ? algorithm::pooling_max
-                        : c.p.int_attr("count_include_pad", 0) != 0 ? algorithm::pooling_avg_include_padding
+                        : c.p.int_attr("count_include_pad") != 0 ? algorithm::pooling_avg_include_padding
                                                                     : algorithm::pooling_avg_exclude_padding;
   dnnl::pooling_v2_forward::desc d(kInference, alg, activation_md(c, c.input(0), x, variant),
                                    activation_md(c, c.output(0), y, variant), strides, kernel, dil, pl, pr);

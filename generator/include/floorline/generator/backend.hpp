@@ -15,6 +15,7 @@
 #include "floorline/benchdb/schema.hpp"
 #include "floorline/common/result.hpp"
 #include "floorline/kernels/kernel.hpp"
+#include "floorline/kernels/support.hpp"
 
 namespace floorline::gen {
 
@@ -30,6 +31,10 @@ class Backend {
   virtual Status available() const = 0;
   // Fills the backend's part of the system row: library versions, ISA, device facts, threads.
   virtual void describe(benchdb::SystemRow& row) const = 0;
+  // What the backend does with a layer kind, from its one kind table (kernels::onednn_support,
+  // kernels::cuda_support): a mapping, or why there is none. No device needed. The planner gives a
+  // kind with no mapping one "unsupported" case with that reason and does not call cases_for().
+  virtual kernels::KindSupport support(LayerKind kind) const = 0;
   // Every case of one problem in one data type (spec.dtype set by the caller; spec.name is set by
   // the planner). A problem the backend cannot run yields one case with status "unsupported".
   virtual std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const = 0;

@@ -20,6 +20,7 @@
 #include <variant>
 #include <vector>
 
+#include "floorline/common/layer_kind.hpp"
 #include "floorline/model_processor/tensor.hpp"
 
 namespace floorline::mp {
@@ -34,36 +35,14 @@ enum class CostClass {
 };
 std::string_view cost_class_name(CostClass c);
 
-// Every layer kind Floorline understands. The single table in model_processor/src/kinds.cpp
-// gives each one its ONNX op name, cost class, attribute normalization, FLOPs and bytes.
-enum class LayerKind : int {
-  // compute: dense
-  kConv, kConvTranspose, kGemm, kMatMul,
-  // compute: normalization
-  kBatchNormalization, kLayerNormalization, kInstanceNormalization, kLRN,
-  // compute: element-wise unary
-  kRelu, kLeakyRelu, kPRelu, kElu, kSelu, kClip, kSigmoid, kTanh, kHardSigmoid, kHardSwish, kSoftplus,
-  kErf, kExp, kLog, kSqrt, kReciprocal, kNeg, kAbs, kFloor, kCeil, kNot, kCast,
-  // compute: element-wise binary / ternary (NumPy broadcasting)
-  kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kMod, kEqual, kLess, kGreater, kAnd, kOr, kWhere,
-  // compute: softmax, pooling, reductions
-  kSoftmax, kLogSoftmax, kMaxPool, kAveragePool, kGlobalAveragePool, kGlobalMaxPool,
-  kReduceMean, kReduceSum, kReduceMax, kReduceMin, kReduceProd,
-  // compute: data movement
-  kConcat, kSplit, kSlice, kTranspose, kPad, kResize, kGather, kExpand, kTile, kScatterND, kRange,
-  // view
-  kReshape, kFlatten, kSqueeze, kUnsqueeze, kIdentity, kDropout,
-  // host
-  kShape, kSize, kConstant, kConstantOfShape,
-  // control flow
-  kIf, kLoop,
-  // anything else
-  kUnsupported,
-};
-inline constexpr int kLayerKindCount = static_cast<int>(LayerKind::kUnsupported) + 1;
+// Every layer kind Floorline understands: the list is floorline/common/layer_kind.hpp (shared with
+// the kernel libraries); the single table in model_processor/src/kinds.cpp gives each one its cost
+// class, attribute normalization, FLOPs and bytes.
+using floorline::kAllLayerKinds;
+using floorline::kind_name;  // the ONNX op name of a kind ("Conv"); "Unsupported" for kUnsupported
+using floorline::kLayerKindCount;
+using floorline::LayerKind;
 
-// The ONNX op name of a kind ("Conv"); "Unsupported" for kUnsupported.
-std::string_view kind_name(LayerKind k);
 // The cost class a kind has when it is not folded to a constant.
 CostClass kind_cost_class(LayerKind k);
 // The kind for an ONNX op of the default domain; nullopt when Floorline has no entry for it.

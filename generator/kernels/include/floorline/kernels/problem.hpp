@@ -9,15 +9,23 @@
 // Shapes are in elements, in the ONNX (plain, row-major) layout: NCHW for images, (M, K) for
 // matrices. Attribute names are the canonical-key names of docs/LAYERS.md ("pads", "strides",
 // "dil", "group", "kernel", "axis", "perm", ...); an integer scalar is a one-element list.
+//
+// Backends and the reference dispatch on `kind`, never on the op name. The IR fills every
+// attribute that has an ONNX default (model_processor/src/kinds.cpp), so kernels read those with
+// the one-argument accessors, which throw MissingAttribute instead of restating the default; the
+// two-argument ones are for attributes that may legitimately be absent (Clip's bounds, Pow's
+// constant exponent, the pre-opset-13 Softmax marker).
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "floorline/common/case_id.hpp"
 #include "floorline/common/dtype.hpp"
+#include "floorline/common/layer_kind.hpp"
 
 namespace floorline::kernels {
 
@@ -37,8 +45,15 @@ struct PostOp {
   double beta = 0;                // Clip: max; HardSigmoid: beta
 };
 
+// Thrown by the one-argument Problem accessors when a Problem lacks an attribute the IR always
+// fills: a Problem built by hand, or an IR bug. Backends turn it into an error of the case.
+struct MissingAttribute : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 struct Problem {
-  std::string op;                 // ONNX op type of the layer ("Conv")
+  LayerKind kind = LayerKind::kUnsupported;  // what the backends and the reference dispatch on
+  std::string op;                 // ONNX op type of the layer ("Conv"), for names and messages
   std::string key;                // its canonical key, for names and messages
   std::vector<Operand> inputs;    // data operands, in the layer's input order
   std::vector<Operand> outputs;
@@ -52,6 +67,10 @@ struct Problem {
   std::vector<int64_t> ints_attr(const std::string& name) const;
   double float_attr(const std::string& name, double fallback) const;
   std::string string_attr(const std::string& name, const std::string& fallback) const;
+  // Attributes the IR always fills; MissingAttribute ("<key>: attribute 'alpha' is missing") if not.
+  int64_t int_attr(const std::string& name) const;
+  double float_attr(const std::string& name) const;
+  std::string string_attr(const std::string& name) const;
 };
 
 // One benchmark case: a problem × an implementation × a data type.

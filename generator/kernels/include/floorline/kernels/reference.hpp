@@ -8,6 +8,7 @@
 
 #include "floorline/common/result.hpp"
 #include "floorline/kernels/problem.hpp"
+#include "floorline/kernels/support.hpp"
 
 namespace floorline::kernels {
 
@@ -20,14 +21,21 @@ struct HostTensor {
 
 int64_t elements(const Shape& s);
 
-// The element-wise function of an ONNX unary op (and of the PostOp ops), as the ONNX operator
-// documentation defines it. `alpha`/`beta` as in PostOp.
+// The element-wise function of an ONNX unary kind, as the ONNX operator documentation defines it.
+// `alpha`/`beta` as in PostOp (Pow: beta is the exponent). NaN for a kind that is not one.
+float eltwise_reference(LayerKind kind, float x, double alpha, double beta);
+// The same for a PostOp's op name ("Relu", "Clip"...): NaN for a name that is no such kind.
 float eltwise_reference(const std::string& op, float x, double alpha, double beta);
+
+// Whether the reference computes `kind` (mapping "plain loops"), or why not: every kind has one or
+// the other (tests/generator/kind_support_test.cpp).
+KindSupport reference_support(LayerKind kind);
 
 // Reference outputs of `p` (every post-op applied) from its inputs, in the plain ONNX layout,
 // computed with plain loops and double accumulation. `extras` are the tensors a fused epilogue
 // reads: for an "Add" post-op, the tensor added (output shape) or, for MatMul/Gemm, the bias (N).
-// Error when Floorline has no reference for the op.
+// Error when Floorline has no reference for the kind (reference_support says why) or the problem
+// lacks an attribute the IR always fills.
 Result<std::vector<HostTensor>> reference(const Problem& p, const std::vector<HostTensor>& inputs,
                                           const std::vector<HostTensor>& extras);
 

@@ -27,6 +27,7 @@
 
 #include "floorline/common/result.hpp"
 #include "floorline/kernels/kernel.hpp"
+#include "floorline/kernels/support.hpp"
 
 namespace floorline::kernels {
 
@@ -35,6 +36,11 @@ namespace floorline::kernels {
 // The legacy forward convolution algorithms, as cuDNN spells them without the
 // CUDNN_CONVOLUTION_FWD_ALGO_ prefix, in cudnnConvolutionFwdAlgo_t order.
 const std::vector<std::string>& cudnn_conv_algorithms();
+
+// The CUDA kind table (generator/backends/cuda/src/cuda_plan.cpp, cuda_row()): for every kind, the
+// library calls and kernels of ours it is planned on ("cudnnSoftmaxForward"), or why it is not
+// mapped. A kind with no mapping plans as one "unsupported" case with that reason. No GPU needed.
+KindSupport cuda_support(LayerKind kind);
 
 // One planned case of the CUDA backend.
 struct CudaCase {

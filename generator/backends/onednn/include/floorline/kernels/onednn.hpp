@@ -13,8 +13,14 @@
 #include <vector>
 
 #include "floorline/kernels/kernel.hpp"
+#include "floorline/kernels/support.hpp"
 
 namespace floorline::kernels {
+
+// The oneDNN kind table (generator/backends/onednn/src/onednn_kernel.cpp, kind_mapping()): for
+// every kind, the primitive algorithms Floorline asks for ("convolution_direct, convolution_winograd"),
+// or why it maps none. A kind with no mapping plans as "unsupported" with that reason. No device needed.
+KindSupport onednn_support(LayerKind kind);
 
 // Builds a oneDNN case (a KernelFactory). Tensors are allocated and filled here.
 Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec);

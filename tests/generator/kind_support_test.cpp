@@ -1,0 +1,136 @@
+// Every compute kind has, for the reference and for each backend built here, a mapping or a declared
+// reason; and docs/ADDING_A_LAYER.md names files that exist and hold the tables it says they hold.
+// No device needed: the support tables answer without one.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "floorline/generator/backend.hpp"
+#include "floorline/kernels/onednn.hpp"
+#include "floorline/kernels/reference.hpp"
+#include "floorline/model_processor/layer.hpp"
+
+namespace floorline::gen {
+namespace {
+
+std::vector<LayerKind> compute_kinds() {
+  std::vector<LayerKind> out;
+  for (LayerKind k : kAllLayerKinds)
+    if (mp::kind_cost_class(k) == mp::CostClass::kCompute) out.push_back(k);
+  return out;
+}
+
+TEST(KindSupport, KindListNamesMatchTheOnnxOps) {
+  // The X-macro list gives each enumerator its ONNX name; lookups go both ways.
+  EXPECT_EQ(kind_name(LayerKind::kConv), "Conv");
+  EXPECT_EQ(kind_name(LayerKind::kGlobalAveragePool), "GlobalAveragePool");
+  EXPECT_EQ(kind_from_name("BatchNormalization"), LayerKind::kBatchNormalization);
+  EXPECT_EQ(kind_from_name("Unsupported"), std::nullopt);
+  EXPECT_EQ(kind_from_name("NonMaxSuppression"), std::nullopt);
+  for (LayerKind k : kAllLayerKinds) {
+    if (k == LayerKind::kUnsupported) continue;
+    EXPECT_EQ(kind_from_name(kind_name(k)), k) << kind_name(k);
+  }
+  EXPECT_EQ(kAllLayerKinds.back(), LayerKind::kUnsupported);
+}
+
+TEST(KindSupport, EveryComputeKindIsMappedOrDeclaredUnsupportedByEveryBackend) {
+  const auto kinds = compute_kinds();
+  ASSERT_GT(kinds.size(), 60u);
+  ASSERT_FALSE(backends().empty());
+  for (LayerKind k : kinds) {
+    const auto ref = kernels::reference_support(k);
+    EXPECT_TRUE(ref.supported() || !ref.reason.empty()) << "reference: " << kind_name(k);
+    for (const auto& b : backends()) {
+      const auto s = b->support(k);
+      EXPECT_TRUE(s.supported() || !s.reason.empty()) << b->name() << ": " << kind_name(k);
+    }
+  }
+}
+
+TEST(KindSupport, TablesSayWhatTheyMapAndWhy) {
+  // Real entries, not placeholders: oneDNN's algorithms, a proxy's caveat, a declared reason.
+  EXPECT_EQ(kernels::onednn_support(LayerKind::kConv).mapping, "convolution_direct, convolution_winograd");
+  const auto gather = kernels::onednn_support(LayerKind::kGather);
+  EXPECT_TRUE(gather.supported());
+  EXPECT_EQ(gather.reason, "no oneDNN primitive: timed as a copy of its output");
+  const auto floor = kernels::onednn_support(LayerKind::kFloor);
+  EXPECT_FALSE(floor.supported());
+  EXPECT_EQ(floor.reason.rfind("not mapped: ", 0), 0u) << floor.reason;
+  EXPECT_FALSE(kernels::onednn_support(LayerKind::kReshape).supported());
+  EXPECT_TRUE(kernels::reference_support(LayerKind::kLRN).supported());
+  EXPECT_FALSE(kernels::reference_support(LayerKind::kGather).supported());
+  // The planner's reason for a kind a backend does not map is that table's reason.
+  if (const Backend* onednn = find_backend("onednn")) {
+    EXPECT_EQ(onednn->support(LayerKind::kFloor).reason, floor.reason);
+  }
+  if (const Backend* cuda = find_backend("cuda")) {
+    EXPECT_TRUE(cuda->support(LayerKind::kConv).supported());
+    EXPECT_NE(cuda->support(LayerKind::kConv).mapping.find("cudnnConvolutionForward"), std::string_view::npos);
+    EXPECT_FALSE(cuda->support(LayerKind::kConvTranspose).supported());
+  }
+}
+
+TEST(KindSupport, AnAttributeTheIrAlwaysFillsIsRequiredNotDefaulted) {
+  // LeakyRelu's alpha has an ONNX default that the IR writes into every config: a Problem without
+  // it is malformed, and the reference says so instead of assuming 0.01.
+  kernels::Problem p;
+  p.kind = LayerKind::kLeakyRelu;
+  p.op = "LeakyRelu";
+  p.key = "LeakyRelu|x=4|f32";
+  p.inputs = {{"x", {4}}};
+  p.outputs = {{"y", {4}}};
+  const std::vector<kernels::HostTensor> in = {{{4}, {-1.f, 0.f, 1.f, 2.f}}};
+  auto missing = kernels::reference(p, in, {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message, "LeakyRelu|x=4|f32: attribute 'alpha' is missing (the IR always fills it)");
+  EXPECT_THROW((void)p.int_attr("axis"), kernels::MissingAttribute);
+  EXPECT_EQ(p.int_attr("axis", 3), 3);  // the two-argument form is for attributes that may be absent
+  p.floats["alpha"] = {0.25};
+  auto y = kernels::reference(p, in, {});
+  ASSERT_TRUE(y.ok()) << y.error().message;
+  EXPECT_EQ((*y)[0].data, (std::vector<float>{-0.25f, 0.f, 1.f, 2.f}));
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST(AddingALayerDoc, FilesToTouchExistAndHoldTheirMarkers) {
+  const std::filesystem::path root = FLOORLINE_SOURCE_DIR;
+  const std::string doc = read_text(root / "docs/ADDING_A_LAYER.md");
+  ASSERT_FALSE(doc.empty());
+  // Rows of the "files to touch" table: | `path` | `marker` | what to add |
+  const std::regex row(R"(^\| `([^`]+)` \| `([^`]+)` \|)");
+  std::set<std::string> files;
+  std::istringstream lines(doc);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, row)) continue;
+    const std::string path = m[1], marker = m[2];
+    files.insert(path);
+    const std::string text = read_text(root / path);
+    EXPECT_FALSE(text.empty()) << path << " named in docs/ADDING_A_LAYER.md does not exist";
+    EXPECT_NE(text.find(marker), std::string::npos) << path << " no longer contains `" << marker << "`";
+  }
+  ASSERT_GE(files.size(), 5u) << "the files-to-touch table was not found";
+  // The kind list, the kinds table and the reference, and every backend built here, are rows.
+  for (const char* f : {"common/include/floorline/common/layer_kind.hpp", "model_processor/src/kinds.cpp",
+                        "generator/kernels/src/reference.cpp", "docs/LAYERS.md"})
+    EXPECT_TRUE(files.count(f)) << f << " is missing from docs/ADDING_A_LAYER.md";
+  for (const auto& b : backends()) {
+    const std::string folder = "generator/backends/" + b->name() + "/";
+    const bool listed = std::any_of(files.begin(), files.end(), [&](const std::string& f) { return f.rfind(folder, 0) == 0; });
+    EXPECT_TRUE(listed) << "backend " << b->name() << " has no row in docs/ADDING_A_LAYER.md";
+  }
+}
+
+}  // namespace
+}  // namespace floorline::gen
