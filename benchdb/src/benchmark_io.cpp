@@ -6,6 +6,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -166,13 +167,44 @@ SystemRow system_from_context(const nlohmann::json& ctx) {
   return s;
 }
 
+// Google Benchmark writes a non-finite double as a bare NaN or Infinity (its JSON reporter), which
+// is not JSON: the coefficient of variation of a counter that is 0 in every repetition
+// (workspace_bytes of a case with no scratchpad) is 0/0. Those tokens, outside strings, become null
+// (only aggregates, which are not read, hold them).
+std::string non_finite_as_null(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) out += text[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    const size_t at = i + (c == '-' ? 1 : 0);
+    bool replaced = false;
+    for (const std::string_view word : {std::string_view("NaN"), std::string_view("Infinity")})
+      if (text.compare(at, word.size(), word) == 0) {
+        out += "null";
+        i = at + word.size() - 1;
+        replaced = true;
+        break;
+      }
+    if (!replaced) out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<ImportSummary> import_benchmark_json(Database& db, const std::string& path, const WriterOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("{}: cannot read the file", path);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  nlohmann::json doc = nlohmann::json::parse(non_finite_as_null(text), nullptr, false);
   if (doc.is_discarded()) return make_error("{}: not valid JSON", path);
   if (!doc.is_object() || !doc.contains("benchmarks") || !doc["benchmarks"].is_array())
     return make_error("{}: not a Google Benchmark JSON file (no \"benchmarks\" array)", path);

@@ -129,6 +129,26 @@ TEST(BenchmarkImport, GoogleBenchmarkJsonBecomesMeasurements) {
   EXPECT_EQ(bad.error().message, dir.file("notgb.json") + ": not a Google Benchmark JSON file (no \"benchmarks\" array)");
 }
 
+TEST(BenchmarkImport, NonFiniteAggregatesAsGoogleBenchmarkWritesThemAreRead) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  const std::string relu = "reference/ref:plain/f32/fp32/Relu|x=1x64x56x56|f32";
+  // A counter that is 0 in both repetitions has a cv of 0/0, which Google Benchmark writes as NaN;
+  // a string that contains the word is left alone.
+  write(dir.file("gb.json"), R"({"context": {"date": "2026-11-21T10:00:00+00:00", "note": "NaN, -Infinity"},
+    "benchmarks": [
+      {"name": ")" + relu + R"(", "run_name": ")" + relu + R"(", "run_type": "iteration", "repetitions": 2,
+       "repetition_index": 0, "iterations": 10, "real_time": 4, "time_unit": "us", "workspace_bytes": 0},
+      {"name": ")" + relu + R"(", "run_name": ")" + relu + R"(", "run_type": "iteration", "repetitions": 2,
+       "repetition_index": 1, "iterations": 10, "real_time": 6, "time_unit": "us", "workspace_bytes": 0},
+      {"name": ")" + relu + R"(_cv", "run_name": ")" + relu + R"(", "run_type": "aggregate", "aggregate_name": "cv",
+       "real_time": 0.2, "time_unit": "us", "workspace_bytes": NaN, "flops": -Infinity}
+    ]})");
+  auto s = must(import_benchmark_json(db, dir.file("gb.json")));
+  EXPECT_EQ(s.stored, 1);
+  EXPECT_DOUBLE_EQ(std::get<double>(must(db.query("SELECT median_us FROM measurements")).rows.at(0).at(0)), 5.0);
+}
+
 TEST(BenchmarkImport, SystemContextOfNewAndOlderGeneratedFoldersIsTheSameSystem) {
   TempDir dir;
   auto db = must(Database::open(dir.file("r.db")));
