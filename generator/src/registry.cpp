@@ -47,6 +47,9 @@ class UnloadedBackend final : public Backend {
   std::string device_kind() const override { return entry_.device_kind; }
   Status available() const override { return why_; }
   void describe(benchdb::SystemRow&) const override {}
+  kernels::KindSupport support(LayerKind) const override {
+    return {{}, "not mapped: the backend's plugin could not be loaded (`floorline system` says why)"};
+  }
   std::vector<PlannedCase> cases_for(const kernels::CaseSpec&, const PlanOptions&) const override { return {}; }
   kernels::KernelFactory factory() const override {
     return [why = why_, name = name()](const kernels::CaseSpec&) -> Result<std::unique_ptr<kernels::Kernel>> {

@@ -12,6 +12,7 @@ class MismatchedBackend final : public floorline::gen::Backend {
   std::string device_kind() const override { return "gpu"; }
   floorline::Status available() const override { return {}; }
   void describe(floorline::benchdb::SystemRow&) const override {}
+  floorline::kernels::KindSupport support(floorline::LayerKind) const override { return {}; }
   std::vector<floorline::gen::PlannedCase> cases_for(const floorline::kernels::CaseSpec&,
                                                      const floorline::gen::PlanOptions&) const override {
     return {};

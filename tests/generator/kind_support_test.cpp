@@ -41,11 +41,16 @@ TEST(KindSupport, KindListNamesMatchTheOnnxOps) {
 TEST(KindSupport, EveryComputeKindIsMappedOrDeclaredUnsupportedByEveryBackend) {
   const auto kinds = compute_kinds();
   ASSERT_GT(kinds.size(), 60u);
-  ASSERT_FALSE(backends().empty());
+  // Only backends whose plugin loaded answer from their own table (a stand-in for one this build
+  // lacks would pass with its load error); oneDNN's is built wherever this test is.
+  std::vector<const Backend*> loaded;
+  for (const Backend* b : backends())
+    if (plugin_path(*b).ok()) loaded.push_back(b);
+  ASSERT_FALSE(loaded.empty());
   for (LayerKind k : kinds) {
     const auto ref = kernels::reference_support(k);
     EXPECT_TRUE(ref.supported() || !ref.reason.empty()) << "reference: " << kind_name(k);
-    for (const auto& b : backends()) {
+    for (const Backend* b : loaded) {
       const auto s = b->support(k);
       EXPECT_TRUE(s.supported() || !s.reason.empty()) << b->name() << ": " << kind_name(k);
     }
@@ -65,10 +70,12 @@ TEST(KindSupport, TablesSayWhatTheyMapAndWhy) {
   EXPECT_TRUE(kernels::reference_support(LayerKind::kLRN).supported());
   EXPECT_FALSE(kernels::reference_support(LayerKind::kGather).supported());
   // The planner's reason for a kind a backend does not map is that table's reason.
-  if (const Backend* onednn = find_backend("onednn")) {
+  // A backend whose plugin this build lacks is listed as a stand-in (plugin_path says why): only
+  // loaded plugins answer from their tables.
+  if (const Backend* onednn = find_backend("onednn"); onednn && plugin_path(*onednn).ok()) {
     EXPECT_EQ(onednn->support(LayerKind::kFloor).reason, floor.reason);
   }
-  if (const Backend* cuda = find_backend("cuda")) {
+  if (const Backend* cuda = find_backend("cuda"); cuda && plugin_path(*cuda).ok()) {
     EXPECT_TRUE(cuda->support(LayerKind::kConv).supported());
     EXPECT_NE(cuda->support(LayerKind::kConv).mapping.find("cudnnConvolutionForward"), std::string_view::npos);
     EXPECT_FALSE(cuda->support(LayerKind::kConvTranspose).supported());
@@ -125,7 +132,8 @@ TEST(AddingALayerDoc, FilesToTouchExistAndHoldTheirMarkers) {
   for (const char* f : {"common/include/floorline/common/layer_kind.hpp", "model_processor/src/kinds.cpp",
                         "generator/kernels/src/reference.cpp", "docs/LAYERS.md"})
     EXPECT_TRUE(files.count(f)) << f << " is missing from docs/ADDING_A_LAYER.md";
-  for (const auto& b : backends()) {
+  for (const Backend* b : backends()) {
+    if (!plugin_path(*b).ok()) continue;  // not built here: its folder may not exist
     const std::string folder = "generator/backends/" + b->name() + "/";
     const bool listed = std::any_of(files.begin(), files.end(), [&](const std::string& f) { return f.rfind(folder, 0) == 0; });
     EXPECT_TRUE(listed) << "backend " << b->name() << " has no row in docs/ADDING_A_LAYER.md";

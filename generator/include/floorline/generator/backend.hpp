@@ -42,11 +42,11 @@ class Backend {
   virtual kernels::KernelFactory factory() const = 0;
   // Replay: a kernel converting the tensor at from.data, laid out as from's port, into the layout of
   // to's port, at to.data (allocated by the kernel, and its port(true, 0), when null). Both ports
-  // belong to kernels built by this backend's factory. Default: "unsupported: ...".
+  // belong to kernels built by this backend's factory. Default: an unsupported error.
   virtual Result<std::unique_ptr<kernels::Kernel>> conversion(const kernels::PortRef& from,
                                                               const kernels::PortRef& to) const {
     (void)from, (void)to;
-    return make_error("unsupported: the {} backend has no layout conversions for replay", name());
+    return make_error(Disposition::kUnsupported, "the {} backend has no layout conversions for replay", name());
   }
   // Threads the backend's kernels use from now on (CPU backends); ignored by GPU backends.
   virtual void set_threads(int threads) const = 0;
