@@ -23,7 +23,9 @@ namespace bd = floorline::benchdb;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 template <class T>
 T check(floorline::Result<T> r) {
@@ -52,13 +54,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const char* v = argv[i + 1];
-    if (a == "--rows") rows = std::stoll(v);
-    else if (a == "--systems") systems = std::stoll(v);
-    else if (a == "--cases-per-config") cases_per_config = std::stoll(v);
-    else if (a == "--repeat") repeat = std::stoll(v);
-    else if (a == "--batch-rows") batch_rows = std::stoll(v);
-    else if (a == "--dir") dir = v;
-    else if (a == "--keep") keep = std::string(v) == "1";
+    if (a == "--rows")
+      rows = std::stoll(v);
+    else if (a == "--systems")
+      systems = std::stoll(v);
+    else if (a == "--cases-per-config")
+      cases_per_config = std::stoll(v);
+    else if (a == "--repeat")
+      repeat = std::stoll(v);
+    else if (a == "--batch-rows")
+      batch_rows = std::stoll(v);
+    else if (a == "--dir")
+      dir = v;
+    else if (a == "--keep")
+      keep = std::string(v) == "1";
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -75,7 +84,8 @@ int main(int argc, char** argv) {
   check(db.transaction([&]() -> floorline::Status {
     for (int64_t c = 0; c < configs; ++c) {
       bd::LayerConfigRow lc;
-      lc.key = fmt::format("Conv|x=1x{}x56x56|w=64x{}x3x3|bias|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32", c, c);
+      lc.key = fmt::format("Conv|x=1x{}x56x56|w=64x{}x3x3|bias|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32",
+                           c, c);
       lc.key_hash = fmt::format("{:016x}", c);
       lc.kind = "Conv";
       lc.op_type = "Conv";
@@ -112,7 +122,8 @@ int main(int argc, char** argv) {
     bd::RunRow run;
     run.system_id = system_id;
     const int64_t run_id = check(db.begin_run(run));
-    bd::MeasurementWriter w(db, system_id, run_id, {.batch_rows = static_cast<int>(batch_rows), .batch_seconds = 1e9});
+    bd::MeasurementWriter w(db, system_id, run_id,
+                            {.batch_rows = static_cast<int>(batch_rows), .batch_seconds = 1e9});
     for (int64_t id : case_ids) {
       if (inserted == rows) break;
       bd::MeasurementRow m;
@@ -137,7 +148,8 @@ int main(int argc, char** argv) {
   const auto size = std::filesystem::file_size(path) +
                     (std::filesystem::exists(path + "-wal") ? std::filesystem::file_size(path + "-wal") : 0);
   std::printf("insert: %lld measurements in %.2f s = %.0f rows/s (batches of %lld, synchronous=FULL, WAL)\n",
-              static_cast<long long>(inserted), insert_s, inserted / insert_s, static_cast<long long>(batch_rows));
+              static_cast<long long>(inserted), insert_s, inserted / insert_s,
+              static_cast<long long>(batch_rows));
   std::printf("file: %.1f MiB incl. WAL = %.1f bytes per measurement (with configs and cases)\n",
               size / 1048576.0, static_cast<double>(size) / inserted);
 

@@ -52,8 +52,10 @@ int main(int argc, char** argv) {
   int64_t batch = 1;
   for (int k = 2; k + 1 < argc; k += 2) {
     const std::string flag = argv[k];
-    if (flag == "--repeat") repeat = std::max(1, std::atoi(argv[k + 1]));
-    else if (flag == "--batch") batch = std::max<int64_t>(1, std::atoll(argv[k + 1]));
+    if (flag == "--repeat")
+      repeat = std::max(1, std::atoi(argv[k + 1]));
+    else if (flag == "--batch")
+      batch = std::max<int64_t>(1, std::atoll(argv[k + 1]));
   }
   auto files = floorline::mp::find_models({argv[1]});
   if (!files) {

@@ -74,7 +74,8 @@ bool write_text(const std::string& out, const std::string& text) {
   return static_cast<bool>(f << text);
 }
 
-std::string render_report(const analyzer::Report& report, const std::string& format, bool layers, size_t top) {
+std::string render_report(const analyzer::Report& report, const std::string& format, bool layers,
+                          size_t top) {
   if (format == "json") return analyzer::format_json(report);
   if (format == "csv") return analyzer::format_csv(report, layers);
   if (format == "html") return analyzer::format_html(report);
@@ -84,16 +85,22 @@ std::string render_report(const analyzer::Report& report, const std::string& for
 
 void add_analyze_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<AnalyzeCmd>();
-  auto* a = app.add_subcommand("analyze", "Lower-bound latencies (S, P, H, F, R, M), optimization advice and reports");
+  auto* a = app.add_subcommand("analyze",
+                               "Lower-bound latencies (S, P, H, F, R, M), optimization advice and reports");
   a->add_option("models", o->models, "ONNX files or folders (searched recursively)")->required();
   a->add_option("--db", o->db, "Results database written by `floorline bench`")->required();
-  a->add_option("--system", o->system, "System id (floorline db info); default: the one with the most measurements of these models");
-  a->add_option("--batch", o->batches, "Batch sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
-  a->add_option("--dtype", o->dtype, "Base data type of S, P, H, F, R: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  a->add_option("--system", o->system,
+                "System id (floorline db info); default: the one with the most measurements of these models");
+  a->add_option("--batch", o->batches, "Batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  a->add_option("--dtype", o->dtype, "Base data type of S, P, H, F, R: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   a->add_option("--format", o->format, "table, json, csv, html or dot")
       ->check(CLI::IsMember({"table", "json", "csv", "html", "dot"}));
   a->add_option("--out", o->out, "Output file ('-' for stdout)");
-  a->add_flag("--layers", o->layers, "Per-layer table (table and csv formats): kind, time, share of S, critical path");
+  a->add_flag("--layers", o->layers,
+              "Per-layer table (table and csv formats): kind, time, share of S, critical path");
   a->add_option("--top", o->top, "Findings shown per model in the table");
   a->callback([o, &exit_code] { exit_code = run_analyze(*o); });
 }

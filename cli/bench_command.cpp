@@ -13,13 +13,13 @@
 
 #include <fmt/format.h>
 
+#include "analyze_command.hpp"
 #include "floorline/benchdb/database.hpp"
+#include "floorline/common/output.hpp"
 #include "floorline/generator/emit.hpp"
 #include "floorline/generator/plan.hpp"
 #include "floorline/generator/runner.hpp"
 #include "floorline/model_processor/zoo.hpp"
-#include "analyze_command.hpp"
-#include "floorline/common/output.hpp"
 
 namespace floorline::cli {
 
@@ -61,8 +61,9 @@ Result<Loaded> plan_models(const CommonOptions& o) {
     for (auto& c : l.plan.cases)
       if (wanted.count(c.spec.name)) kept.push_back(std::move(c));
     if (kept.size() != wanted.size())
-      return make_error("{} of {} --case name(s) are not in the plan of these models (see `floorline plan --list`)",
-                        wanted.size() - kept.size(), wanted.size());
+      return make_error(
+          "{} of {} --case name(s) are not in the plan of these models (see `floorline plan --list`)",
+          wanted.size() - kept.size(), wanted.size());
     l.plan.cases = std::move(kept);
   }
   l.plan_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -73,9 +74,9 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
   std::fprintf(stderr,
                "%s%lld passed, %lld skipped, %lld unsupported, %lld failed, %lld already measured%s\n"
                "planned in %.2f s; ran in %.1f s, of which %.1f s timed (harness efficiency %.2f)\n",
-               dry_run ? "dry run: " : "", static_cast<long long>(r.passed), static_cast<long long>(r.skipped),
-               static_cast<long long>(r.unsupported), static_cast<long long>(r.failed),
-               static_cast<long long>(r.already_measured),
+               dry_run ? "dry run: " : "", static_cast<long long>(r.passed),
+               static_cast<long long>(r.skipped), static_cast<long long>(r.unsupported),
+               static_cast<long long>(r.failed), static_cast<long long>(r.already_measured),
                verify ? fmt::format(", {} verified", r.verified).c_str() : "", plan_seconds, r.wall_seconds,
                r.timed_seconds, r.efficiency());
   for (const auto& p : r.peaks)
@@ -87,7 +88,8 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
     std::fprintf(stderr, "floorline bench: calibration failed, no roofline peaks stored: %s\n",
                  r.calibration_error.c_str());
   if (r.interrupted)
-    std::fprintf(stderr, "interrupted: what was measured is kept; the same command resumes where this run stopped\n");
+    std::fprintf(stderr,
+                 "interrupted: what was measured is kept; the same command resumes where this run stopped\n");
 }
 
 namespace {
@@ -119,10 +121,16 @@ struct BenchCmd {
 
 void add_common(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("models", o.models, "ONNX files or folders (searched recursively)")->required();
-  cmd->add_option("--backend", o.backend, "auto (every backend that can run here) or a comma-separated list: cuda, onednn");
-  cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
-  cmd->add_option("--dtype", o.dtypes, "Data types, comma-separated: f32, bf16, f16 (cuda; f32 is timed as fp32 and tf32 there)")->delimiter(',');
-  cmd->add_option("--max-impls", o.max_impls, "Implementations timed per config and data type (the rest are skipped)")
+  cmd->add_option("--backend", o.backend,
+                  "auto (every backend that can run here) or a comma-separated list: cuda, onednn");
+  cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--dtype", o.dtypes,
+                  "Data types, comma-separated: f32, bf16, f16 (cuda; f32 is timed as fp32 and tf32 there)")
+      ->delimiter(',');
+  cmd->add_option("--max-impls", o.max_impls,
+                  "Implementations timed per config and data type (the rest are skipped)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--all-impls", o.all_impls, "Time every implementation (no --max-impls cap)");
   cmd->add_flag("--include-ref", o.include_ref, "Time the reference (ref:) implementations too");
@@ -157,8 +165,8 @@ std::map<std::string, Origin> origins(const gen::Plan& plan, const std::vector<m
 std::string reproduction(const gen::PlannedCase& c, const std::map<std::string, Origin>& origins) {
   auto it = origins.find(c.spec.problem.key);
   const Origin o = it == origins.end() ? Origin{} : it->second;
-  return fmt::format("floorline bench {} --batch {} --dtype {} --backend {} --db results.db --case {}", o.model,
-                     o.batch, dtype_name(c.spec.dtype), c.spec.backend, shell_quote(c.spec.name));
+  return fmt::format("floorline bench {} --batch {} --dtype {} --backend {} --db results.db --case {}",
+                     o.model, o.batch, dtype_name(c.spec.dtype), c.spec.backend, shell_quote(c.spec.name));
 }
 
 // plan_models(), its error printed as "floorline CMD: ..." (the caller exits with status 2).
@@ -191,9 +199,12 @@ int run_plan_cmd(const PlanCmd& o) {
     r.backend = c.spec.backend;
     configs[{r.kind, r.backend}].insert(c.spec.problem.key);
     ++r.cases;
-    if (!c.status) ++r.timed;
-    else if (c.status == Disposition::kSkipped) ++r.skipped;
-    else ++r.unsupported;
+    if (!c.status)
+      ++r.timed;
+    else if (c.status == Disposition::kSkipped)
+      ++r.skipped;
+    else
+      ++r.unsupported;
     if (!c.spec.fusion.empty()) ++r.fused;
     if (!c.spec.feeds.empty()) ++r.conversions;
   }
@@ -220,7 +231,10 @@ int run_plan_cmd(const PlanCmd& o) {
   }
   const std::vector<Field<CaseRowOut>> case_fields = {
       {"case", [](const CaseRowOut& r) { return text_cell(r.c->spec.name); }},
-      {"status", [](const CaseRowOut& r) { return text_cell(r.c->status ? std::string(disposition_name(*r.c->status)) : "planned"); }},
+      {"status",
+       [](const CaseRowOut& r) {
+         return text_cell(r.c->status ? std::string(disposition_name(*r.c->status)) : "planned");
+       }},
       {"default", [](const CaseRowOut& r) { return int_cell(r.c->work.is_default ? 1 : 0); }},
       {"reason", [](const CaseRowOut& r) { return text_cell(r.c->reason); }},
       {"flops", [](const CaseRowOut& r) { return int_cell(r.c->work.flops); }},
@@ -233,8 +247,11 @@ int run_plan_cmd(const PlanCmd& o) {
   if (o.format == "json") {
     nlohmann::json j;
     j["kinds"] = render_json(kind_fields, rows);
-    j["summary"] = {{"models", l->models.size()}, {"unique_configs", l->plan.configs.size()},
-                    {"cases", l->plan.cases.size()}, {"timed", timed}, {"plan_s", l->plan_seconds}};
+    j["summary"] = {{"models", l->models.size()},
+                    {"unique_configs", l->plan.configs.size()},
+                    {"cases", l->plan.cases.size()},
+                    {"timed", timed},
+                    {"plan_s", l->plan_seconds}};
     if (o.list) j["cases"] = render_json(case_fields, case_rows);
     out = j.dump(1) + "\n";
   } else if (o.format == "csv") {
@@ -242,7 +259,8 @@ int run_plan_cmd(const PlanCmd& o) {
   } else {
     if (o.list) {
       for (const auto& r : case_rows) {
-        out += fmt::format("{}  [{}{}]\n", r.c->spec.name, r.c->status ? disposition_name(*r.c->status) : "planned",
+        out += fmt::format("{}  [{}{}]\n", r.c->spec.name,
+                           r.c->status ? disposition_name(*r.c->status) : "planned",
                            r.c->work.is_default ? ", default" : "");
         if (!r.c->reason.empty()) out += fmt::format("    {}\n", r.c->reason);
         out += fmt::format("    $ {}\n", r.repro);
@@ -250,9 +268,10 @@ int run_plan_cmd(const PlanCmd& o) {
       out += "\n";
     }
     out += render_table(kind_fields, rows);
-    out += fmt::format("\n{} model(s) at batch {}, {} unique configs, {} cases ({} to time), planned in {:.2f} s\n",
-                       l->models.size() / std::max<size_t>(1, o.c.batches.size()), fmt::join(o.c.batches, ","),
-                       l->plan.configs.size(), l->plan.cases.size(), timed, l->plan_seconds);
+    out += fmt::format(
+        "\n{} model(s) at batch {}, {} unique configs, {} cases ({} to time), planned in {:.2f} s\n",
+        l->models.size() / std::max<size_t>(1, o.c.batches.size()), fmt::join(o.c.batches, ","),
+        l->plan.configs.size(), l->plan.cases.size(), timed, l->plan_seconds);
   }
   if (!write_text(o.out, out)) {
     std::fprintf(stderr, "floorline plan: cannot write %s\n", o.out.c_str());
@@ -271,9 +290,10 @@ int run_generate_cmd(const GenerateCmd& o) {
   }
   std::fprintf(stderr,
                "wrote %lld benchmark registrations in %lld files to %s\n"
-               "build: cmake -S %s -B %s/build -DCMAKE_PREFIX_PATH=<floorline install prefix> && cmake --build %s/build\n",
-               static_cast<long long>(r->cases), static_cast<long long>(r->files), o.out.c_str(), o.out.c_str(),
-               o.out.c_str(), o.out.c_str());
+               "build: cmake -S %s -B %s/build -DCMAKE_PREFIX_PATH=<floorline install prefix> && cmake "
+               "--build %s/build\n",
+               static_cast<long long>(r->cases), static_cast<long long>(r->files), o.out.c_str(),
+               o.out.c_str(), o.out.c_str(), o.out.c_str());
   return l->failures ? 1 : 0;
 }
 
@@ -307,7 +327,8 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
     return 2;
   }
   print_bench_summary(*r, l->plan_seconds, o.dry_run, o.verify);
-  if (!o.dry_run) std::fprintf(stderr, "results in %s (run %lld)\n", o.db.c_str(), static_cast<long long>(r->run_id));
+  if (!o.dry_run)
+    std::fprintf(stderr, "results in %s (run %lld)\n", o.db.c_str(), static_cast<long long>(r->run_id));
   if (r->interrupted) return 130;
   return l->failures || r->failed ? 1 : 0;
 }
@@ -316,15 +337,18 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
 
 void add_bench_commands(CLI::App& app, int& exit_code, const std::string& command_line) {
   auto plan = std::make_shared<PlanCmd>();
-  auto* p = app.add_subcommand("plan", "Count (or --list) the benchmark cases of the unique layer configurations");
+  auto* p =
+      app.add_subcommand("plan", "Count (or --list) the benchmark cases of the unique layer configurations");
   add_common(p, plan->c);
   p->add_flag("--list", plan->list, "Every case, with its status and the command that re-runs it alone");
-  p->add_option("--format", plan->format, "table, json or csv")->check(CLI::IsMember({"table", "json", "csv"}));
+  p->add_option("--format", plan->format, "table, json or csv")
+      ->check(CLI::IsMember({"table", "json", "csv"}));
   p->add_option("--out", plan->out, "Output file ('-' for stdout)");
   p->callback([plan, &exit_code] { exit_code = run_plan_cmd(*plan); });
 
   auto generate = std::make_shared<GenerateCmd>();
-  auto* g = app.add_subcommand("generate", "Write standalone Google Benchmark sources and a CMakeLists for the plan");
+  auto* g = app.add_subcommand("generate",
+                               "Write standalone Google Benchmark sources and a CMakeLists for the plan");
   add_common(g, generate->c);
   g->add_option("--out", generate->out, "Folder to write")->required();
   g->callback([generate, &exit_code] { exit_code = run_generate_cmd(*generate); });
@@ -336,16 +360,21 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
   b->add_option("--min-time", bench->min_time, "Seconds per repetition")->check(CLI::PositiveNumber);
   b->add_option("--repetitions", bench->repetitions, "Repetitions per case (statistics are over these)")
       ->check(CLI::PositiveNumber);
-  b->add_option("--warmup", bench->warmup, "Warm-up seconds per case before timing")->check(CLI::NonNegativeNumber);
-  b->add_option("--threads", bench->threads, "CPU threads (recorded with the results)")->check(CLI::PositiveNumber);
-  b->add_flag("--resume,!--no-resume", bench->resume,
-              "Skip cases already passed or unsupported on this system (default); --no-resume measures again");
+  b->add_option("--warmup", bench->warmup, "Warm-up seconds per case before timing")
+      ->check(CLI::NonNegativeNumber);
+  b->add_option("--threads", bench->threads, "CPU threads (recorded with the results)")
+      ->check(CLI::PositiveNumber);
+  b->add_flag(
+      "--resume,!--no-resume", bench->resume,
+      "Skip cases already passed or unsupported on this system (default); --no-resume measures again");
   b->add_flag("--force", bench->force, "Measure every case again (same as --no-resume)");
   b->add_flag("--dry-run", bench->dry_run, "Plan and build every case, time nothing, write nothing");
   b->add_flag("--cold", bench->cold, "Flush the GPU's L2 cache before each timed call (cuda)");
-  b->add_flag("--verify", bench->verify, "Check each case against a plain reference computation before timing");
+  b->add_flag("--verify", bench->verify,
+              "Check each case against a plain reference computation before timing");
   b->add_flag("--no-calibrate", bench->no_calibrate,
-              "Do not measure the roofline peaks (a large MatMul and a large copy) the database lacks for this system");
+              "Do not measure the roofline peaks (a large MatMul and a large copy) the database lacks for "
+              "this system");
   b->callback([bench, command_line, &exit_code] {
     if (bench->db.empty() && !bench->dry_run) {
       std::fprintf(stderr, "floorline bench: --db FILE is required (or --dry-run)\n");

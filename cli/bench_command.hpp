@@ -32,8 +32,8 @@ struct Loaded {
   std::vector<mp::ModelIR> models;
   std::vector<const gen::Backend*> backends;
   gen::Plan plan;
-  int failures = 0;          // models that could not be processed (each reported on stderr)
-  double plan_seconds = 0;   // processing and planning, wall time
+  int failures = 0;         // models that could not be processed (each reported on stderr)
+  double plan_seconds = 0;  // processing and planning, wall time
 };
 
 // Processes every model at every batch size and plans their cases. A model that fails is

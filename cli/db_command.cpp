@@ -118,22 +118,26 @@ int run_info(const DbOptions& o) {
       "(SELECT count(*) FROM models) AS models, (SELECT count(*) FROM layer_configs) AS configs, "
       "(SELECT count(*) FROM model_layers) AS model_layers, (SELECT count(*) FROM cases) AS cases, "
       "(SELECT count(*) FROM measurements) AS measurements, "
-      "(SELECT count(*) FROM framework_latencies) AS framework_latencies, (SELECT count(*) FROM replays) AS replays";
+      "(SELECT count(*) FROM framework_latencies) AS framework_latencies, (SELECT count(*) FROM replays) AS "
+      "replays";
   const std::string systems_sql =
-      "SELECT id, device_kind, device_name, threads, cpu_flags, libraries, driver_version, floorline_version, "
+      "SELECT id, device_kind, device_name, threads, cpu_flags, libraries, driver_version, "
+      "floorline_version, "
       "fingerprint FROM systems ORDER BY id";
   const std::string runs_sql =
-      "SELECT run_id, system_id, host_name, started_at, status, measurements, passed, skipped, unsupported, failed "
+      "SELECT run_id, system_id, host_name, started_at, status, measurements, passed, skipped, unsupported, "
+      "failed "
       "FROM run_summary ORDER BY run_id";
   const std::string status_sql =
       "SELECT system_id, status, SUM(superseded = 0) AS current, SUM(superseded = 1) AS superseded "
       "FROM measurements GROUP BY system_id, status ORDER BY system_id, status";
   if (o.format == "table") {
-    text += fmt::format("{}: Floorline results database, schema {}{}, {:.1f} MiB\n", o.file, db->schema_version(),
-                        db->opened_at_version() < db->schema_version()
-                            ? fmt::format(" (upgraded from {})", db->opened_at_version())
-                            : "",
-                        static_cast<double>(j["file_bytes"].get<uint64_t>()) / 1048576.0);
+    text +=
+        fmt::format("{}: Floorline results database, schema {}{}, {:.1f} MiB\n", o.file, db->schema_version(),
+                    db->opened_at_version() < db->schema_version()
+                        ? fmt::format(" (upgraded from {})", db->opened_at_version())
+                        : "",
+                    static_cast<double>(j["file_bytes"].get<uint64_t>()) / 1048576.0);
     if (!q("Counts", counts_sql) || !q("Systems", systems_sql) || !q("Runs", runs_sql) ||
         !q("Measurements by status", status_sql))
       return 1;
@@ -142,8 +146,10 @@ int run_info(const DbOptions& o) {
     if (!r) return fail("info", r.error().message);
     text = render(*r, "csv");
   } else {
-    for (const auto& [name, sql] : {std::pair{"counts", counts_sql}, {"systems", systems_sql},
-                                    {"runs", runs_sql}, {"measurements_by_status", status_sql}}) {
+    for (const auto& [name, sql] : {std::pair{"counts", counts_sql},
+                                    {"systems", systems_sql},
+                                    {"runs", runs_sql},
+                                    {"measurements_by_status", status_sql}}) {
       auto r = db->query(sql);
       if (!r) return fail("info", r.error().message);
       j[name] = nlohmann::json::parse(render(*r, "json"));
@@ -156,10 +162,11 @@ int run_info(const DbOptions& o) {
 
 int run_query(const DbOptions& o) {
   const int canned = (o.best ? 1 : 0) + (o.unique ? 1 : 0) + (o.framework_table ? 1 : 0) + (o.runs ? 1 : 0) +
-                     (o.algorithms ? 1 : 0) +
-                     (o.model.empty() ? 0 : 1) + (o.sql.empty() ? 0 : 1);
+                     (o.algorithms ? 1 : 0) + (o.model.empty() ? 0 : 1) + (o.sql.empty() ? 0 : 1);
   if (canned != 1) {
-    std::fprintf(stderr, "floorline db query: give exactly one of SQL, --best, --model, --unique, --runs, --algorithms, --framework\n");
+    std::fprintf(stderr,
+                 "floorline db query: give exactly one of SQL, --best, --model, --unique, --runs, "
+                 "--algorithms, --framework\n");
     return 2;
   }
   {  // upgrade an older file first (read-write), then query on a read-only connection
@@ -175,31 +182,40 @@ int run_query(const DbOptions& o) {
   const std::string system_filter = o.system ? " WHERE system_id = ?1" : "";
   if (o.system) params.push_back(o.system);
   if (o.best) {
-    sql = "SELECT system_id, kind, key, dtype, math_mode, fusion, backend, algorithm, layout, median_us, gflops, "
-          "case_uid FROM best_cases" + system_filter + " ORDER BY system_id, kind, key, math_mode, fusion";
+    sql =
+        "SELECT system_id, kind, key, dtype, math_mode, fusion, backend, algorithm, layout, median_us, "
+        "gflops, "
+        "case_uid FROM best_cases" +
+        system_filter + " ORDER BY system_id, kind, key, math_mode, fusion";
   } else if (o.algorithms) {
     // Algorithm selection per kind: which algorithm is fastest how often, and what the library's
     // default (its heuristic's choice) costs against the best, unfused cases only.
-    sql = "WITH best AS (SELECT system_id, config_id, kind, dtype, math_mode, backend, algorithm, median_us "
-          "  FROM best_cases WHERE fusion = ''), "
-          "dflt AS (SELECT system_id, config_id, dtype, math_mode, min(median_us) AS us FROM default_cases "
-          "  WHERE fusion = '' AND status = 'passed' GROUP BY system_id, config_id, dtype, math_mode) "
-          "SELECT best.system_id, best.backend, best.kind, best.dtype, best.math_mode, best.algorithm AS best_algorithm, "
-          "  count(*) AS configs, round(sum(best.median_us), 1) AS best_us, round(sum(dflt.us), 1) AS default_us, "
-          "  sum(dflt.us > 1.05 * best.median_us) AS default_slower, "
-          "  round(100.0 * (sum(dflt.us) / sum(CASE WHEN dflt.us IS NOT NULL THEN best.median_us END) - 1), 1) AS default_gap_pct "
-          "FROM best LEFT JOIN dflt USING (system_id, config_id, dtype, math_mode)" +
-          std::string(o.system ? " WHERE best.system_id = ?1" : "") +
-          " GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, configs DESC";
+    sql =
+        "WITH best AS (SELECT system_id, config_id, kind, dtype, math_mode, backend, algorithm, median_us "
+        "  FROM best_cases WHERE fusion = ''), "
+        "dflt AS (SELECT system_id, config_id, dtype, math_mode, min(median_us) AS us FROM default_cases "
+        "  WHERE fusion = '' AND status = 'passed' GROUP BY system_id, config_id, dtype, math_mode) "
+        "SELECT best.system_id, best.backend, best.kind, best.dtype, best.math_mode, best.algorithm AS "
+        "best_algorithm, "
+        "  count(*) AS configs, round(sum(best.median_us), 1) AS best_us, round(sum(dflt.us), 1) AS "
+        "default_us, "
+        "  sum(dflt.us > 1.05 * best.median_us) AS default_slower, "
+        "  round(100.0 * (sum(dflt.us) / sum(CASE WHEN dflt.us IS NOT NULL THEN best.median_us END) - 1), 1) "
+        "AS default_gap_pct "
+        "FROM best LEFT JOIN dflt USING (system_id, config_id, dtype, math_mode)" +
+        std::string(o.system ? " WHERE best.system_id = ?1" : "") +
+        " GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, configs DESC";
   } else if (o.unique) {
-    sql = "SELECT kind, key, dtype, flops, bytes, multiplicity, models, model_names FROM unique_configs "
-          "ORDER BY kind, key";
+    sql =
+        "SELECT kind, key, dtype, flops, bytes, multiplicity, models, model_names FROM unique_configs "
+        "ORDER BY kind, key";
   } else if (o.runs) {
     sql = "SELECT * FROM run_summary" + system_filter + " ORDER BY run_id";
   } else if (o.framework_table) {
-    sql = "SELECT model_name, runtime, runtime_version, device, batch, dtype, settings, threads, median_us, "
-          "min_us, max_us, stddev_us, repetitions, measured_at FROM framework_latencies "
-          "ORDER BY model_name, runtime, batch";
+    sql =
+        "SELECT model_name, runtime, runtime_version, device, batch, dtype, settings, threads, median_us, "
+        "min_us, max_us, stddev_us, repetitions, measured_at FROM framework_latencies "
+        "ORDER BY model_name, runtime, batch";
   } else if (!o.model.empty()) {
     // The per-layer table of one model at one batch size, with the best case of each layer on
     // one system (the only one, or --system).
@@ -208,26 +224,31 @@ int run_query(const DbOptions& o) {
       auto s = db->query("SELECT DISTINCT system_id FROM measurements");
       if (!s) return fail("query", s.error().message);
       if (s->rows.size() > 1) {
-        std::fprintf(stderr, "floorline db query: %s has measurements from %zu systems; pick one with --system\n",
+        std::fprintf(stderr,
+                     "floorline db query: %s has measurements from %zu systems; pick one with --system\n",
                      o.file.c_str(), s->rows.size());
         return 2;
       }
       if (s->rows.size() == 1) system = std::get<int64_t>(s->rows[0][0]);
     }
-    sql = "SELECT ml.node_index, ml.node_name, ml.cost_class, lc.kind, lc.key, lc.flops, lc.bytes, ml.preds, "
-          "b.algorithm AS best_algorithm, b.median_us AS best_us "
-          "FROM model_layers ml JOIN models mo ON mo.id = ml.model_id "
-          "JOIN layer_configs lc ON lc.id = ml.config_id "
-          "LEFT JOIN best_cases b ON b.config_id = ml.config_id AND b.system_id = ?3 AND b.dtype = lc.dtype "
-          "AND b.math_mode = 'fp32' AND b.fusion = '' "
-          "WHERE mo.name = ?1 AND ml.batch = ?2 ORDER BY ml.node_index";
+    sql =
+        "SELECT ml.node_index, ml.node_name, ml.cost_class, lc.kind, lc.key, lc.flops, lc.bytes, ml.preds, "
+        "b.algorithm AS best_algorithm, b.median_us AS best_us "
+        "FROM model_layers ml JOIN models mo ON mo.id = ml.model_id "
+        "JOIN layer_configs lc ON lc.id = ml.config_id "
+        "LEFT JOIN best_cases b ON b.config_id = ml.config_id AND b.system_id = ?3 AND b.dtype = lc.dtype "
+        "AND b.math_mode = 'fp32' AND b.fusion = '' "
+        "WHERE mo.name = ?1 AND ml.batch = ?2 ORDER BY ml.node_index";
     params = {o.model, o.batch, system};
-    auto exists = db->query("SELECT count(*) FROM model_layers ml JOIN models mo ON mo.id = ml.model_id "
-                            "WHERE mo.name = ?1 AND ml.batch = ?2", {o.model, o.batch});
+    auto exists = db->query(
+        "SELECT count(*) FROM model_layers ml JOIN models mo ON mo.id = ml.model_id "
+        "WHERE mo.name = ?1 AND ml.batch = ?2",
+        {o.model, o.batch});
     if (!exists) return fail("query", exists.error().message);
     if (std::get<int64_t>(exists->rows[0][0]) == 0)
       return fail("query", fmt::format("{}: no model named {} at batch {} (record it with `floorline layers "
-                                       "MODEL --batch {} --db {}`)", o.file, o.model, o.batch, o.batch, o.file));
+                                       "MODEL --batch {} --db {}`)",
+                                       o.file, o.model, o.batch, o.batch, o.file));
   }
   auto r = db->query(sql, params);
   if (!r) return fail("query", r.error().message);
@@ -246,12 +267,13 @@ int run_merge(const DbOptions& o) {
       ++failed;
       continue;
     }
-    std::printf("%s: +%lld systems, +%lld runs, +%lld configs, +%lld cases, +%lld measurements "
-                "(%lld already present), %lld framework latencies changed, %lld replays changed\n",
-                in.c_str(), static_cast<long long>(s->systems_added), static_cast<long long>(s->runs_added),
-                static_cast<long long>(s->configs_added), static_cast<long long>(s->cases_added),
-                static_cast<long long>(s->measurements_added), static_cast<long long>(s->measurements_present),
-                static_cast<long long>(s->framework_latencies_changed), static_cast<long long>(s->replays_changed));
+    std::printf(
+        "%s: +%lld systems, +%lld runs, +%lld configs, +%lld cases, +%lld measurements "
+        "(%lld already present), %lld framework latencies changed, %lld replays changed\n",
+        in.c_str(), static_cast<long long>(s->systems_added), static_cast<long long>(s->runs_added),
+        static_cast<long long>(s->configs_added), static_cast<long long>(s->cases_added),
+        static_cast<long long>(s->measurements_added), static_cast<long long>(s->measurements_present),
+        static_cast<long long>(s->framework_latencies_changed), static_cast<long long>(s->replays_changed));
   }
   return failed ? 1 : 0;
 }
@@ -274,12 +296,13 @@ int run_import(const DbOptions& o) {
   w.force = o.force;
   auto s = bd::import_benchmark_json(*db, o.benchmark_json, w);
   if (!s) return fail("import", s.error().message);
-  std::printf("%s: %lld benchmarks, %lld measurements stored, %lld already measured, %lld names not "
-              "Floorline cases, %lld new configs (system %lld, run %lld)\n",
-              o.benchmark_json.c_str(), static_cast<long long>(s->benchmarks), static_cast<long long>(s->stored),
-              static_cast<long long>(s->already_measured), static_cast<long long>(s->skipped_names),
-              static_cast<long long>(s->new_configs), static_cast<long long>(s->system_id),
-              static_cast<long long>(s->run_id));
+  std::printf(
+      "%s: %lld benchmarks, %lld measurements stored, %lld already measured, %lld names not "
+      "Floorline cases, %lld new configs (system %lld, run %lld)\n",
+      o.benchmark_json.c_str(), static_cast<long long>(s->benchmarks), static_cast<long long>(s->stored),
+      static_cast<long long>(s->already_measured), static_cast<long long>(s->skipped_names),
+      static_cast<long long>(s->new_configs), static_cast<long long>(s->system_id),
+      static_cast<long long>(s->run_id));
   return 0;
 }
 
@@ -291,7 +314,8 @@ void add_db_command(CLI::App& app, int& exit_code) {
   db->require_subcommand(1);
   auto formats = CLI::IsMember({"table", "json", "csv"});
 
-  auto* info = db->add_subcommand("info", "Schema, systems, runs, and counts of models, configs, cases and measurements");
+  auto* info = db->add_subcommand(
+      "info", "Schema, systems, runs, and counts of models, configs, cases and measurements");
   info->add_option("file", opts->file, "Results database")->required();
   info->add_option("--format", opts->format, "Output format")->check(formats);
   info->add_option("--out", opts->out, "Write the output to this file ('-' for standard output)");
@@ -304,8 +328,9 @@ void add_db_command(CLI::App& app, int& exit_code) {
   query->add_option("--model", opts->model, "Per-layer table of this model, with each layer's best case");
   query->add_option("--batch", opts->batch, "Batch size for --model")->check(CLI::PositiveNumber);
   query->add_option("--system", opts->system, "Only this system id (--best, --runs, --model, --algorithms)");
-  query->add_flag("--algorithms", opts->algorithms,
-                  "Per kind and math mode: how often each algorithm is the fastest, and the default's gap to the best");
+  query->add_flag(
+      "--algorithms", opts->algorithms,
+      "Per kind and math mode: how often each algorithm is the fastest, and the default's gap to the best");
   query->add_flag("--unique", opts->unique, "Unique layer configs with their multiplicity across models");
   query->add_flag("--runs", opts->runs, "Runs with their measurement counts by status");
   query->add_flag("--framework", opts->framework_table, "Imported framework latencies");
@@ -320,12 +345,17 @@ void add_db_command(CLI::App& app, int& exit_code) {
 
   auto* import = db->add_subcommand("import", "Import framework latencies or Google Benchmark JSON results");
   import->add_option("file", opts->file, "Results database (created when missing)")->required();
-  import->add_option("--framework", opts->framework, "Framework latencies (JSON or CSV) for the latency-gap report");
-  import->add_option("--benchmark-json", opts->benchmark_json, "Google Benchmark JSON output of Floorline cases");
-  import->add_option("--input-format", opts->input_format, "Format of --framework (default: from the extension)")
+  import->add_option("--framework", opts->framework,
+                     "Framework latencies (JSON or CSV) for the latency-gap report");
+  import->add_option("--benchmark-json", opts->benchmark_json,
+                     "Google Benchmark JSON output of Floorline cases");
+  import
+      ->add_option("--input-format", opts->input_format,
+                   "Format of --framework (default: from the extension)")
       ->check(CLI::IsMember({"json", "csv"}));
   import->add_flag("--force", opts->force, "Store benchmark results even for cases already measured");
-  import->callback([opts, &exit_code] { exit_code = run_import(*opts); });
-}
+  import->callback([opts, &exit_code] { exit_code = run_import(*opts);
+});
+}  // namespace floorline::cli
 
 }  // namespace floorline::cli

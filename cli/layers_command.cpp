@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "floorline/benchdb/database.hpp"
+#include "floorline/common/output.hpp"
 #include "floorline/model_processor/model.hpp"
 #include "floorline/model_processor/zoo.hpp"
-#include "floorline/common/output.hpp"
 
 namespace floorline::cli {
 
@@ -34,11 +34,21 @@ ModelRow model_row(const ModelIR& m) {
   std::set<std::string> keys;
   for (const auto& l : m.layers) {
     switch (l.cost) {
-      case CostClass::kCompute: ++r.compute; break;
-      case CostClass::kView: ++r.view; break;
-      case CostClass::kHost: ++r.host; break;
-      case CostClass::kUnsupported: ++r.unsupported; break;
-      case CostClass::kControl: ++r.control; break;
+      case CostClass::kCompute:
+        ++r.compute;
+        break;
+      case CostClass::kView:
+        ++r.view;
+        break;
+      case CostClass::kHost:
+        ++r.host;
+        break;
+      case CostClass::kUnsupported:
+        ++r.unsupported;
+        break;
+      case CostClass::kControl:
+        ++r.control;
+        break;
     }
     if (l.cost_bearing() && l.shapes_known) keys.insert(l.key);
   }
@@ -57,8 +67,10 @@ const std::vector<Field<ModelRow>>& model_fields() {
       {"view", [](const ModelRow& r) { return int_cell(r.view); }},
       {"host", [](const ModelRow& r) { return int_cell(r.host); }},
       {"unique", [](const ModelRow& r) { return int_cell(r.unique); }},
-      {"gflops", [](const ModelRow& r) { return float_cell(static_cast<double>(r.ir->total_flops()) / 1e9, 3); }},
-      {"mbytes", [](const ModelRow& r) { return float_cell(static_cast<double>(r.ir->total_bytes()) / 1e6, 1); }},
+      {"gflops",
+       [](const ModelRow& r) { return float_cell(static_cast<double>(r.ir->total_flops()) / 1e9, 3); }},
+      {"mbytes",
+       [](const ModelRow& r) { return float_cell(static_cast<double>(r.ir->total_bytes()) / 1e6, 1); }},
       {"process_ms", [](const ModelRow& r) { return float_cell(r.ir->process_ms, 1); }},
   };
   return f;
@@ -66,7 +78,8 @@ const std::vector<Field<ModelRow>>& model_fields() {
 
 const std::vector<Field<mp::KindSummary>>& kind_fields() {
   static const std::vector<Field<mp::KindSummary>> f = {
-      {"kind", [](const mp::KindSummary& k) {
+      {"kind",
+       [](const mp::KindSummary& k) {
          return text_cell(k.kind == mp::LayerKind::kUnsupported ? "Unsupported:" + k.op_type
                                                                 : std::string(mp::kind_name(k.kind)));
        }},
@@ -82,7 +95,8 @@ const std::vector<Field<mp::UniqueConfig>>& unique_fields() {
   static const std::vector<Field<mp::UniqueConfig>> f = {
       {"count", [](const mp::UniqueConfig& u) { return int_cell(u.count); }},
       {"models", [](const mp::UniqueConfig& u) { return int_cell(static_cast<int64_t>(u.models.size())); }},
-      {"kind", [](const mp::UniqueConfig& u) { return text_cell(std::string(mp::kind_name(u.config.kind))); }},
+      {"kind",
+       [](const mp::UniqueConfig& u) { return text_cell(std::string(mp::kind_name(u.config.kind))); }},
       {"flops", [](const mp::UniqueConfig& u) { return int_cell(u.flops); }},
       {"bytes", [](const mp::UniqueConfig& u) { return int_cell(u.bytes); }},
       {"hash", [](const mp::UniqueConfig& u) { return text_cell(mp::key_hash_hex(u.key)); }},
@@ -104,7 +118,8 @@ const std::vector<Field<LayerRow>>& layer_fields() {
       {"cost", [](const LayerRow& r) { return text_cell(std::string(mp::cost_class_name(r.layer->cost))); }},
       {"flops", [](const LayerRow& r) { return int_cell(r.layer->flops); }},
       {"bytes", [](const LayerRow& r) { return int_cell(r.layer->bytes); }},
-      {"preds", [](const LayerRow& r) {
+      {"preds",
+       [](const LayerRow& r) {
          std::vector<int64_t> p(r.layer->preds.begin(), r.layer->preds.end());
          Cell c = text_cell(mp::ints_string(p));
          c.json = p;
@@ -119,11 +134,15 @@ const std::vector<Field<LayerRow>>& layer_fields() {
 
 void add_layers_command(CLI::App& app, LayersOptions& opts, int& exit_code) {
   auto* cmd = app.add_subcommand("layers", "Process ONNX models into layers and unique layer configurations");
-  cmd->add_option("models", opts.models, "ONNX files or folders (searched recursively for *.onnx)")->required();
-  cmd->add_option("--batch", opts.batches, "Batch sizes, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  cmd->add_option("models", opts.models, "ONNX files or folders (searched recursively for *.onnx)")
+      ->required();
+  cmd->add_option("--batch", opts.batches, "Batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--format", opts.format, "Output format")->check(CLI::IsMember({"table", "json", "csv"}));
   cmd->add_option("--out", opts.out, "Write the output to this file ('-' for standard output)");
-  cmd->add_flag("--show-unique", opts.show_unique, "List every unique layer configuration with its multiplicity");
+  cmd->add_flag("--show-unique", opts.show_unique,
+                "List every unique layer configuration with its multiplicity");
   cmd->add_flag("--show-layers", opts.show_layers, "List every layer of every model");
   cmd->add_option("--db", opts.db, "Record the models, their layers and configs into this results database");
   cmd->callback([&opts, &exit_code] { exit_code = run_layers(opts); });
@@ -183,10 +202,13 @@ int run_layers(const LayersOptions& opts) {
     nlohmann::json j;
     j["models"] = render_json(model_fields(), rows);
     j["kinds"] = render_json(kind_fields(), kinds);
-    j["summary"] = {{"models", models.size()},        {"failed", failures.size()},
-                    {"layer_instances", instances},   {"unique_configs", unique.size()},
+    j["summary"] = {{"models", models.size()},
+                    {"failed", failures.size()},
+                    {"layer_instances", instances},
+                    {"unique_configs", unique.size()},
                     {"deduplicated_instances", unique_instances},
-                    {"reduction_factor", reduction},  {"process_s", total_s}};
+                    {"reduction_factor", reduction},
+                    {"process_s", total_s}};
     j["failures"] = nlohmann::json::array();
     for (const auto& f : failures) j["failures"].push_back({{"path", f.path.string()}, {"error", f.error}});
     if (opts.show_unique) {
@@ -196,15 +218,19 @@ int run_layers(const LayersOptions& opts) {
     if (opts.show_layers) j["layers"] = render_json(layer_fields(), layer_rows);
     out = j.dump(1) + "\n";
   } else if (opts.format == "csv") {
-    if (opts.show_layers) out = render_csv(layer_fields(), layer_rows);
-    else if (opts.show_unique) out = render_csv(unique_fields(), unique);
-    else out = render_csv(model_fields(), rows);
+    if (opts.show_layers)
+      out = render_csv(layer_fields(), layer_rows);
+    else if (opts.show_unique)
+      out = render_csv(unique_fields(), unique);
+    else
+      out = render_csv(model_fields(), rows);
   } else {
     out += render_table(model_fields(), rows);
-    out += fmt::format("\nZoo: {} model(s) processed, {} failed, in {:.2f} s\n", files->size() - failures.size(),
-                       failures.size(), total_s);
-    out += fmt::format("     {} cost-bearing layer instances, {} unique configurations, reduction {:.2f}x\n\n",
-                       unique_instances, unique.size(), reduction);
+    out += fmt::format("\nZoo: {} model(s) processed, {} failed, in {:.2f} s\n",
+                       files->size() - failures.size(), failures.size(), total_s);
+    out +=
+        fmt::format("     {} cost-bearing layer instances, {} unique configurations, reduction {:.2f}x\n\n",
+                    unique_instances, unique.size(), reduction);
     out += render_table(kind_fields(), kinds);
     if (opts.show_unique) out += "\n" + render_table(unique_fields(), unique);
     if (opts.show_layers) out += "\n" + render_table(layer_fields(), layer_rows);
@@ -232,8 +258,7 @@ int run_layers(const LayersOptions& opts) {
   }
   for (const auto& f : failures)
     std::fprintf(stderr, "%s %s\n", red("error:", color).c_str(), f.error.c_str());
-  if (!failures.empty())
-    std::fprintf(stderr, "%zu of %zu model(s) failed\n", failures.size(), files->size());
+  if (!failures.empty()) std::fprintf(stderr, "%zu of %zu model(s) failed\n", failures.size(), files->size());
   return failures.empty() && db_status == 0 ? 0 : 1;
 }
 

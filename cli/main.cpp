@@ -22,8 +22,10 @@ int main(int argc, char** argv) {
   // loads the oneDNN plugin, whose OpenMP runtime reads it when it loads (generator/src/registry.cpp).
   std::string command_line;
   for (int k = 0; k < argc; ++k) command_line += (k ? " " : "") + std::string(argv[k]);
-  CLI::App app{"Floorline: lower-bound latencies of deep-learning models from vendor-library microbenchmarks"};
-  app.set_version_flag("--version", std::string("floorline ") + FLOORLINE_VERSION + " (" + FLOORLINE_GIT_REVISION + ")");
+  CLI::App app{
+      "Floorline: lower-bound latencies of deep-learning models from vendor-library microbenchmarks"};
+  app.set_version_flag("--version",
+                       std::string("floorline ") + FLOORLINE_VERSION + " (" + FLOORLINE_GIT_REVISION + ")");
   app.require_subcommand(1);
   int exit_code = 0;
   floorline::cli::LayersOptions layers;

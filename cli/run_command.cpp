@@ -36,7 +36,7 @@ namespace fs = std::filesystem;
 
 struct RunCmd {
   CommonOptions c;
-  std::string db;                  // default: OUT/floorline.db
+  std::string db;  // default: OUT/floorline.db
   std::string out = "floorline-out";
   bool quick = false;
   int threads = 1;
@@ -80,7 +80,9 @@ int run_main(RunCmd o, const std::string& command_line) {
   };
   if (o.c.models.empty()) {
     auto zoo = embedded_zoo();
-    if (!zoo) return fail("no MODELS given and the embedded zoo (models/zoo) is not here: name ONNX files or folders");
+    if (!zoo)
+      return fail(
+          "no MODELS given and the embedded zoo (models/zoo) is not here: name ONNX files or folders");
     o.c.models.push_back(*zoo);
   }
   if (o.quick) o.c.batches = {1};
@@ -114,9 +116,12 @@ int run_main(RunCmd o, const std::string& command_line) {
   }
   int64_t to_time = 0;
   for (const auto& c : l.plan.cases) to_time += c.status ? 0 : 1;
-  std::fprintf(stderr, "[1/4] layers: %zu model(s) at batch %s: %lld layers, %zu unique configs, %zu cases (%lld to time), %.1f s\n",
-               files.size(), fmt::format("{}", fmt::join(o.c.batches, ",")).c_str(), static_cast<long long>(layers),
-               l.plan.configs.size(), l.plan.cases.size(), static_cast<long long>(to_time), l.plan_seconds);
+  std::fprintf(stderr,
+               "[1/4] layers: %zu model(s) at batch %s: %lld layers, %zu unique configs, %zu cases (%lld to "
+               "time), %.1f s\n",
+               files.size(), fmt::format("{}", fmt::join(o.c.batches, ",")).c_str(),
+               static_cast<long long>(layers), l.plan.configs.size(), l.plan.cases.size(),
+               static_cast<long long>(to_time), l.plan_seconds);
 
   // 2. bench (resumes: what an earlier run measured is not measured again)
   auto opened = benchdb::Database::open(o.db);
@@ -167,10 +172,13 @@ int run_main(RunCmd o, const std::string& command_line) {
       if (auto st = db.upsert_replay(gen::replay_row(*r, system_id, bench->run_id, "f32")); !st)
         return fail(st.error().message);
       ++replays;
-      std::fprintf(stderr, "  replay %-26s b%-3lld %9.1f us = S %9.1f us x %.2f (in-graph cases %.1f us, %d conversions %.1f us)%s\n",
-                   m.name.c_str(), static_cast<long long>(m.batch), r->median_us, r->cases_us, r->ratio(),
-                   r->layers_us, r->conversions, r->conversions_us,
-                   r->layers_missing ? fmt::format(", {} layer(s) without a case", r->layers_missing).c_str() : "");
+      std::fprintf(
+          stderr,
+          "  replay %-26s b%-3lld %9.1f us = S %9.1f us x %.2f (in-graph cases %.1f us, %d conversions %.1f "
+          "us)%s\n",
+          m.name.c_str(), static_cast<long long>(m.batch), r->median_us, r->cases_us, r->ratio(),
+          r->layers_us, r->conversions, r->conversions_us,
+          r->layers_missing ? fmt::format(", {} layer(s) without a case", r->layers_missing).c_str() : "");
       if (o.replay_steps > 0) {
         // The steps that cost most over their time alone (a conversion has no time alone).
         auto steps = r->steps;
@@ -183,7 +191,8 @@ int run_main(RunCmd o, const std::string& command_line) {
                        steps[k].label.c_str());
       }
     }
-    std::fprintf(stderr, "[3/4] replay: %d model(s) replayed, %d kept from an earlier run, %d failed, %.1f s\n",
+    std::fprintf(stderr,
+                 "[3/4] replay: %d model(s) replayed, %d kept from an earlier run, %d failed, %.1f s\n",
                  replays, kept, replay_failures, seconds_since(t0));
   } else {
     std::fprintf(stderr, "[3/4] replay: not asked for\n");
@@ -197,10 +206,12 @@ int run_main(RunCmd o, const std::string& command_line) {
   const std::string html_path = (fs::path(o.out) / "report.html").string();
   if (!write_text(json_path, analyzer::format_json(*report))) return fail("cannot write " + json_path);
   if (!write_text(html_path, analyzer::format_html(*report))) return fail("cannot write " + html_path);
-  std::fprintf(stderr, "[4/4] analyze: %zu model report(s), %.1f s\n", report->models.size(), seconds_since(t_analyze));
+  std::fprintf(stderr, "[4/4] analyze: %zu model report(s), %.1f s\n", report->models.size(),
+               seconds_since(t_analyze));
   const std::string table = analyzer::format_table(*report, false, o.top);
   std::fwrite(table.data(), 1, table.size(), stdout);
-  std::fprintf(stdout, "\nreports: %s, %s; database: %s\n", html_path.c_str(), json_path.c_str(), o.db.c_str());
+  std::fprintf(stdout, "\nreports: %s, %s; database: %s\n", html_path.c_str(), json_path.c_str(),
+               o.db.c_str());
   std::fprintf(stderr, "floorline run: done in %.1f s\n", seconds_since(t_start));
   return l.failures || bench->failed || replay_failures ? 1 : 0;
 }
@@ -219,8 +230,10 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   r->add_option("--out", o->out, "Folder for the database and the reports (report.html, report.json)");
-  r->add_flag("--quick", o->quick, "A first look: batch 1, 2 repetitions, at most 2 implementations per config");
-  r->add_option("--threads", o->threads, "CPU threads for the benchmarks and the replay")->check(CLI::PositiveNumber);
+  r->add_flag("--quick", o->quick,
+              "A first look: batch 1, 2 repetitions, at most 2 implementations per config");
+  r->add_option("--threads", o->threads, "CPU threads for the benchmarks and the replay")
+      ->check(CLI::PositiveNumber);
   r->add_option("--repetitions", o->repetitions, "Repetitions per case (default 5; --quick 2)")
       ->check(CLI::PositiveNumber);
   r->add_option("--min-time", o->min_time, "Seconds per repetition (default 0.01; --quick 0.002)")
@@ -229,8 +242,9 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       ->check(CLI::PositiveNumber);
   r->add_flag("--all-impls", o->c.all_impls, "Time every implementation (slower: hours on a CPU zoo)");
   r->add_flag("--replay,!--no-replay", o->replay, "Replay each model's best cases as its graph (default on)");
-  r->add_option("--replay-steps", o->replay_steps,
-                "Per model, the N replay steps that take longest over their time alone (conversions included)");
+  r->add_option(
+      "--replay-steps", o->replay_steps,
+      "Per model, the N replay steps that take longest over their time alone (conversions included)");
   r->add_option("--top", o->top, "Findings shown per model in the table (default 1)");
   r->callback([o, command_line, &exit_code] { exit_code = run_main(*o, command_line); });
 }

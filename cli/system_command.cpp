@@ -60,13 +60,15 @@ nlohmann::json backend_json(const gen::Backend& b) {
 int run_system(const SystemCmd& o) {
   const benchdb::SystemRow host = benchdb::capture_host_system(1);
   nlohmann::json j;
-  j["host"] = {{"name", benchdb::host_name()}, {"cpu", host.cpu_model}, {"cores", host.cpu_cores},
-               {"memory_bytes", host.memory_bytes}, {"os", host.os}, {"compiler", host.compiler},
+  j["host"] = {{"name", benchdb::host_name()},       {"cpu", host.cpu_model}, {"cores", host.cpu_cores},
+               {"memory_bytes", host.memory_bytes},  {"os", host.os},         {"compiler", host.compiler},
                {"floorline", host.floorline_version}};
   j["backends"] = nlohmann::json::array();
   for (const auto& b : gen::backends()) j["backends"].push_back(backend_json(*b));
-  if (auto choice = gen::choose_backend(); choice) j["auto"] = choice->why;
-  else j["auto"] = choice.error().message;
+  if (auto choice = gen::choose_backend(); choice)
+    j["auto"] = choice->why;
+  else
+    j["auto"] = choice.error().message;
   if (!o.db.empty()) {
     benchdb::OpenOptions opts;
     opts.read_only = true;
@@ -84,31 +86,39 @@ int run_system(const SystemCmd& o) {
     }
     j["peaks"] = nlohmann::json::array();
     for (const auto& r : peaks->rows)
-      j["peaks"].push_back({{"system", std::get<int64_t>(r[0])}, {"device", std::get<std::string>(r[1])},
-                            {"peak", std::get<std::string>(r[2])}, {"dtype", std::get<std::string>(r[3])},
-                            {"value_per_s", std::get<double>(r[4])}, {"method", std::get<std::string>(r[5])}});
+      j["peaks"].push_back({{"system", std::get<int64_t>(r[0])},
+                            {"device", std::get<std::string>(r[1])},
+                            {"peak", std::get<std::string>(r[2])},
+                            {"dtype", std::get<std::string>(r[3])},
+                            {"value_per_s", std::get<double>(r[4])},
+                            {"method", std::get<std::string>(r[5])}});
   }
   if (o.format == "json") {
     std::printf("%s\n", j.dump(1).c_str());
     return 0;
   }
-  std::printf("host      %s: %s, %lld cores, %.1f GiB, %s\n", benchdb::host_name().c_str(), host.cpu_model.c_str(),
-              static_cast<long long>(host.cpu_cores), static_cast<double>(host.memory_bytes) / (1 << 30), host.os.c_str());
+  std::printf("host      %s: %s, %lld cores, %.1f GiB, %s\n", benchdb::host_name().c_str(),
+              host.cpu_model.c_str(), static_cast<long long>(host.cpu_cores),
+              static_cast<double>(host.memory_bytes) / (1 << 30), host.os.c_str());
   for (const auto& b : j["backends"]) {
     std::string facts;
     for (const auto& [k, v] : b.items()) {
-      if (k == "backend" || k == "device_kind" || k == "available" || k == "why_not" || k == "cpu_flags") continue;
-      facts += fmt::format("{}{}={}", facts.empty() ? "" : ", ", k, v.is_string() ? v.get<std::string>() : v.dump());
+      if (k == "backend" || k == "device_kind" || k == "available" || k == "why_not" || k == "cpu_flags")
+        continue;
+      facts += fmt::format("{}{}={}", facts.empty() ? "" : ", ", k,
+                           v.is_string() ? v.get<std::string>() : v.dump());
     }
-    std::printf("%-9s %s: %s\n", b["backend"].get<std::string>().c_str(), b["device_kind"].get<std::string>().c_str(),
+    std::printf("%-9s %s: %s\n", b["backend"].get<std::string>().c_str(),
+                b["device_kind"].get<std::string>().c_str(),
                 b["available"].get<bool>() ? "available" : b["why_not"].get<std::string>().c_str());
     if (!facts.empty()) std::printf("          %s\n", facts.c_str());
   }
   std::printf("auto      %s\n", j["auto"].get<std::string>().c_str());
   if (j.contains("peaks"))
     for (const auto& p : j["peaks"])
-      std::printf("peak      system %lld (%s) %s %s: %.1f G/s  [%s]\n", static_cast<long long>(p["system"].get<int64_t>()),
-                  p["device"].get<std::string>().c_str(), p["peak"].get<std::string>().c_str(), p["dtype"].get<std::string>().c_str(),
+      std::printf("peak      system %lld (%s) %s %s: %.1f G/s  [%s]\n",
+                  static_cast<long long>(p["system"].get<int64_t>()), p["device"].get<std::string>().c_str(),
+                  p["peak"].get<std::string>().c_str(), p["dtype"].get<std::string>().c_str(),
                   p["value_per_s"].get<double>() / 1e9, p["method"].get<std::string>().c_str());
   return 0;
 }
@@ -117,9 +127,11 @@ int run_system(const SystemCmd& o) {
 
 void add_system_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<SystemCmd>();
-  auto* s = app.add_subcommand("system", "Devices, backends (and why one cannot run), library versions, measured peaks");
+  auto* s = app.add_subcommand(
+      "system", "Devices, backends (and why one cannot run), library versions, measured peaks");
   s->add_option("--format", o->format, "table or json")->check(CLI::IsMember({"table", "json"}));
-  s->add_option("--db", o->db, "Also list the roofline peaks measured into this results database")->check(CLI::ExistingFile);
+  s->add_option("--db", o->db, "Also list the roofline peaks measured into this results database")
+      ->check(CLI::ExistingFile);
   s->callback([o, &exit_code] { exit_code = run_system(*o); });
 }
 

@@ -12,7 +12,9 @@ namespace floorline::analyzer {
 
 namespace {
 
-std::string text(const benchdb::SqlValue& v) { return benchdb::value_text(v); }
+std::string text(const benchdb::SqlValue& v) {
+  return benchdb::value_text(v);
+}
 double real(const benchdb::SqlValue& v) {
   if (const auto* d = std::get_if<double>(&v)) return *d;
   if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
@@ -27,7 +29,8 @@ bool fewer_multiplies(const std::string& algorithm) {
   // Winograd and FFT convolutions do fewer multiplications than the direct count: their FLOP/s
   // against that count is not a rate the hardware reached.
   std::string a = algorithm;
-  std::transform(a.begin(), a.end(), a.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(a.begin(), a.end(), a.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   return a.find("winograd") != std::string::npos || a.find("fft") != std::string::npos;
 }
 
@@ -39,11 +42,14 @@ int64_t roofline_flops(const mp::Layer& l) {
   const mp::TensorArg* w = nullptr;
   for (const auto& a : l.config.inputs)
     if (a.role == "w") w = &a;
-  if (!x || !w || x->shape.size() != w->shape.size() || x->shape.size() < 3 || l.config.outputs.empty()) return l.flops;
+  if (!x || !w || x->shape.size() != w->shape.size() || x->shape.size() < 3 || l.config.outputs.empty())
+    return l.flops;
   const size_t n = x->shape.size() - 2;
-  const auto pads = l.config.attr_ints("pads"), strides = l.config.attr_ints("strides"), dil = l.config.attr_ints("dil");
+  const auto pads = l.config.attr_ints("pads"), strides = l.config.attr_ints("strides"),
+             dil = l.config.attr_ints("dil");
   const auto& y = l.config.outputs[0].shape;
-  if (pads.size() != 2 * n || strides.size() != n || dil.size() != n || y.size() != x->shape.size()) return l.flops;
+  if (pads.size() != 2 * n || strides.size() != n || dil.size() != n || y.size() != x->shape.size())
+    return l.flops;
   // MACs per (output channel, input channel of the group): Π over spatial dims of the (output, tap)
   // pairs that read inside the input.
   int64_t taps = 1;
@@ -87,7 +93,8 @@ Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::Model
                               std::optional<int64_t> requested) {
   if (requested) {
     FL_ASSIGN_OR_RETURN(const auto r, db.query("SELECT count(*) FROM systems WHERE id = ?1", {*requested}));
-    if (integer(r.rows.at(0).at(0)) == 0) return make_error("{}: no system {} (floorline db info lists them)", db.path(), *requested);
+    if (integer(r.rows.at(0).at(0)) == 0)
+      return make_error("{}: no system {} (floorline db info lists them)", db.path(), *requested);
     return *requested;
   }
   std::set<std::string> keys;
@@ -95,13 +102,15 @@ Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::Model
     for (const auto& l : m.layers)
       if (l.cost_bearing()) keys.insert(l.key);
   std::map<int64_t, int64_t> hits;
-  FL_TRY(db.for_each("SELECT b.system_id, lc.key FROM best_measurements b JOIN layer_configs lc ON lc.id = b.config_id", {},
-                     [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-                       if (keys.count(text(v[1]))) ++hits[integer(v[0])];
-                       return Status{};
-                     }));
+  FL_TRY(db.for_each(
+      "SELECT b.system_id, lc.key FROM best_measurements b JOIN layer_configs lc ON lc.id = b.config_id", {},
+      [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+        if (keys.count(text(v[1]))) ++hits[integer(v[0])];
+        return Status{};
+      }));
   if (hits.empty())
-    return make_error("{}: no measurement of any layer of these models (run floorline bench on them first)", db.path());
+    return make_error("{}: no measurement of any layer of these models (run floorline bench on them first)",
+                      db.path());
   int64_t best = 0, most = -1;
   for (const auto& [id, n] : hits)
     if (n >= most) best = id, most = n;
@@ -122,23 +131,26 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
   std::string libraries;  // "onednn 2.6.3", "cublas 13.1.0, cuda_runtime 13.0, cudnn 9.19.0"
   for (const auto& [library, version] : benchdb::parse_string_map(text(s[2])))
     libraries += fmt::format(", {} {}", library, version);
-  t.system = t.device_kind == "gpu"
-                 ? fmt::format("{} (gpu{})", t.device_name, libraries)
-                 : fmt::format("{} (cpu{}, {} thread{})", t.device_name, libraries, t.threads, t.threads == 1 ? "" : "s");
+  t.system = t.device_kind == "gpu" ? fmt::format("{} (gpu{})", t.device_name, libraries)
+                                    : fmt::format("{} (cpu{}, {} thread{})", t.device_name, libraries,
+                                                  t.threads, t.threads == 1 ? "" : "s");
   const std::vector<benchdb::SqlValue> id = {system_id};
-  FL_TRY(db.for_each(
-      "SELECT lc.key, b.dtype, b.math_mode, b.fusion, b.median_us, b.case_id, c.backend, c.algorithm, c.layout "
-      "FROM best_measurements b JOIN cases c ON c.id = b.case_id JOIN layer_configs lc ON lc.id = b.config_id "
-      "WHERE b.system_id = ?1",
-      id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-        t.best[{text(v[0]), text(v[1]), text(v[2]), text(v[3])}] = case_time(v);
-        t.modes.emplace(text(v[1]), text(v[2]));
-        return Status{};
-      }));
+  FL_TRY(
+      db.for_each("SELECT lc.key, b.dtype, b.math_mode, b.fusion, b.median_us, b.case_id, c.backend, "
+                  "c.algorithm, c.layout "
+                  "FROM best_measurements b JOIN cases c ON c.id = b.case_id JOIN layer_configs lc ON lc.id "
+                  "= b.config_id "
+                  "WHERE b.system_id = ?1",
+                  id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+                    t.best[{text(v[0]), text(v[1]), text(v[2]), text(v[3])}] = case_time(v);
+                    t.modes.emplace(text(v[1]), text(v[2]));
+                    return Status{};
+                  }));
   FL_TRY(db.for_each(
       "SELECT lc.key, c.dtype, c.math_mode, c.fusion, m.median_us, c.id, c.backend, c.algorithm, c.layout "
       "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
-      "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.is_default = 1 AND m.status = 'passed' AND m.median_us IS NOT NULL",
+      "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.is_default = 1 AND m.status = 'passed' AND "
+      "m.median_us IS NOT NULL",
       id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
         t.heuristic[{text(v[0]), text(v[1]), text(v[2]), text(v[3])}] = case_time(v);
         return Status{};
@@ -159,26 +171,28 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
                        t.peaks[{text(v[0]), text(v[1])}] = real(v[2]);
                        return Status{};
                      }));
-  FL_TRY(benchdb::for_each_row<benchdb::ReplayRow>(db, benchdb::replays_table(), "system_id = ?1", id,
-                                                    [&](benchdb::ReplayRow& r) -> Status {
-                                                      t.replays[{r.model_name, r.batch, r.dtype}] = std::move(r);
-                                                      return Status{};
-                                                    }));
-  FL_TRY(benchdb::for_each_row<benchdb::FrameworkLatencyRow>(db, benchdb::framework_latencies_table(), "", {},
-                               [&](benchdb::FrameworkLatencyRow& r) -> Status {
-                                 const bool cpu = r.device == "cpu";
-                                 if ((t.device_kind == "cpu") == cpu &&
-                                     (cpu || r.device == t.device_name))
-                                   t.framework.push_back(std::move(r));
-                                 return Status{};
-                               }));
+  FL_TRY(benchdb::for_each_row<benchdb::ReplayRow>(
+      db, benchdb::replays_table(), "system_id = ?1", id, [&](benchdb::ReplayRow& r) -> Status {
+        t.replays[{r.model_name, r.batch, r.dtype}] = std::move(r);
+        return Status{};
+      }));
+  FL_TRY(benchdb::for_each_row<benchdb::FrameworkLatencyRow>(
+      db, benchdb::framework_latencies_table(), "", {}, [&](benchdb::FrameworkLatencyRow& r) -> Status {
+        const bool cpu = r.device == "cpu";
+        if ((t.device_kind == "cpu") == cpu && (cpu || r.device == t.device_name))
+          t.framework.push_back(std::move(r));
+        return Status{};
+      }));
   return t;
 }
 
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype) {
   const std::string mode = math_mode_of(dtype);
   const double byte_scale = byte_scale_of(dtype);
-  struct Top { double rate = 0; std::string by; };
+  struct Top {
+    double rate = 0;
+    std::string by;
+  };
   Top flops, bytes;
   for (const auto& m : models)
     for (const auto& l : m.layers) {
@@ -190,11 +204,13 @@ void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const
       if (!fewer_multiplies(it->second.algorithm) && f > flops.rate) flops = {f, it->second.name};
       if (b > bytes.rate) bytes = {b, it->second.name};
     }
-  for (const auto& [peak, top] : {std::pair{std::string("flops"), flops}, std::pair{std::string("bytes"), bytes}}) {
+  for (const auto& [peak, top] :
+       {std::pair{std::string("flops"), flops}, std::pair{std::string("bytes"), bytes}}) {
     auto it = costs.peaks.find({peak, dtype});
     if (it == costs.peaks.end() || top.rate <= it->second) continue;
-    costs.peak_notes.push_back(fmt::format("{} peak raised from the calibrated {:.1f} G/s to {:.1f} G/s, reached by {}", peak,
-                                           it->second / 1e9, top.rate / 1e9, top.by));
+    costs.peak_notes.push_back(
+        fmt::format("{} peak raised from the calibrated {:.1f} G/s to {:.1f} G/s, reached by {}", peak,
+                    it->second / 1e9, top.rate / 1e9, top.by));
     it->second = top.rate;
   }
 }

@@ -16,11 +16,20 @@ std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -32,8 +41,8 @@ std::string us_text(double us) {
   return fmt::format("{:.1f} µs", us);
 }
 
-const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
-                                "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 
 // A log10 axis over [lo, hi] mapped to [x0, x1] pixels, decade ticks.
 struct LogAxis {
@@ -60,30 +69,42 @@ std::string tick_label(double v) {
 }
 
 // Decade grid lines, tick labels and axis titles of a log-log chart plotted in [left, right] × [top, bottom].
-std::string log_log_grid(const LogAxis& xa, const LogAxis& ya, double left, double right, double top, double bottom,
-                         const char* x_title, const char* y_title) {
+std::string log_log_grid(const LogAxis& xa, const LogAxis& ya, double left, double right, double top,
+                         double bottom, const char* x_title, const char* y_title) {
   std::string s;
   for (double t : xa.ticks())
-    s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#e4e4e4\"/><text x=\"{0:.1f}\" y=\"{3}\" font-size=\"10\" "
-                     "text-anchor=\"middle\">{4}</text>\n", xa.at(t), top, bottom, bottom + 14, tick_label(t));
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#e4e4e4\"/><text x=\"{0:.1f}\" "
+        "y=\"{3}\" font-size=\"10\" "
+        "text-anchor=\"middle\">{4}</text>\n",
+        xa.at(t), top, bottom, bottom + 14, tick_label(t));
   for (double t : ya.ticks())
-    s += fmt::format("<line x1=\"{1}\" x2=\"{2}\" y1=\"{0:.1f}\" y2=\"{0:.1f}\" stroke=\"#e4e4e4\"/><text x=\"{3}\" y=\"{0:.1f}\" font-size=\"10\" "
-                     "text-anchor=\"end\">{4}</text>\n", ya.at(t), left, right, left - 4, tick_label(t));
-  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>"
-                   "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">{}</text>\n",
-                   (left + right) / 2, bottom + 32, x_title, (top + bottom) / 2, (top + bottom) / 2, y_title);
+    s += fmt::format(
+        "<line x1=\"{1}\" x2=\"{2}\" y1=\"{0:.1f}\" y2=\"{0:.1f}\" stroke=\"#e4e4e4\"/><text x=\"{3}\" "
+        "y=\"{0:.1f}\" font-size=\"10\" "
+        "text-anchor=\"end\">{4}</text>\n",
+        ya.at(t), left, right, left - 4, tick_label(t));
+  s += fmt::format(
+      "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>"
+      "<text x=\"14\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 14 {})\" "
+      "text-anchor=\"middle\">{}</text>\n",
+      (left + right) / 2, bottom + 32, x_title, (top + bottom) / 2, (top + bottom) / 2, y_title);
   return s;
 }
 
 // The "model bN" label at the left of a chart row starting at y.
 std::string row_label(const ModelBounds& b, double left, double y) {
-  return fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{} b{}</text>\n", left - 8, y + 12,
-                     esc(b.model), b.batch);
+  return fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{} b{}</text>\n",
+                     left - 8, y + 12, esc(b.model), b.batch);
 }
 
 // Bounds per model: one row per model × batch, a marker per bound on a log time axis.
 std::string bounds_chart(const Report& r) {
-  struct Mark { const char* name; const char* color; std::optional<double> v; };
+  struct Mark {
+    const char* name;
+    const char* color;
+    std::optional<double> v;
+  };
   const double row = 18, left = 210, right = 900, top = 30;
   double lo = 1e300, hi = 0;
   auto marks = [](const ModelBounds& b) {
@@ -96,24 +117,32 @@ std::string bounds_chart(const Report& r) {
   if (hi <= 0) return "<p>No bounds to chart.</p>";
   const LogAxis ax(lo, hi, left, right);
   const double h = top + row * static_cast<double>(r.models.size()) + 40;
-  std::string s = fmt::format("<svg class=\"chart\" id=\"chart-bounds\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-                              "role=\"img\" aria-label=\"bounds per model\">\n",
-                              right + 30, h);
+  std::string s = fmt::format(
+      "<svg class=\"chart\" id=\"chart-bounds\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+      "height=\"{}\" "
+      "role=\"img\" aria-label=\"bounds per model\">\n",
+      right + 30, h);
   for (double t : ax.ticks())
-    s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/><text x=\"{0:.1f}\" y=\"{3}\" "
-                     "font-size=\"10\" text-anchor=\"middle\">{4}</text>\n",
-                     ax.at(t), top - 5, h - 35, h - 22, tick_label(t));
-  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">latency (µs, log scale)</text>\n",
-                   (left + right) / 2, h - 8);
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/><text x=\"{0:.1f}\" "
+        "y=\"{3}\" "
+        "font-size=\"10\" text-anchor=\"middle\">{4}</text>\n",
+        ax.at(t), top - 5, h - 35, h - 22, tick_label(t));
+  s += fmt::format(
+      "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">latency (µs, log scale)</text>\n",
+      (left + right) / 2, h - 8);
   double y = top;
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
     s += row_label(b, left, y);
-    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#f0f0f0\"/>\n", left, right, y + 8, y + 8);
+    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#f0f0f0\"/>\n", left,
+                     right, y + 8, y + 8);
     for (const auto& k : marks(b))
       if (k.v && *k.v > 0)
-        s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4.5\" fill=\"{}\" fill-opacity=\"0.85\"><title>{} b{}: {} = {}</title></circle>\n",
-                         ax.at(*k.v), y + 8, k.color, esc(b.model), b.batch, k.name, us_text(*k.v));
+        s += fmt::format(
+            "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4.5\" fill=\"{}\" fill-opacity=\"0.85\"><title>{} b{}: "
+            "{} = {}</title></circle>\n",
+            ax.at(*k.v), y + 8, k.color, esc(b.model), b.batch, k.name, us_text(*k.v));
     y += row;
   }
   s += "</svg>\n<p class=\"legend\">";
@@ -129,8 +158,10 @@ std::string batch_chart(const Report& r) {
   for (auto it = series.begin(); it != series.end();)
     it = it->second.size() < 2 ? series.erase(it) : std::next(it);
   if (series.empty())
-    return "<p class=\"note\" id=\"chart-batch\">Every model was analyzed at one batch size: analyze with several "
-           "(<code>--batch 1,8,32</code>, measured with <code>floorline bench --batch 1,8,32</code>) to see latency vs "
+    return "<p class=\"note\" id=\"chart-batch\">Every model was analyzed at one batch size: analyze with "
+           "several "
+           "(<code>--batch 1,8,32</code>, measured with <code>floorline bench --batch 1,8,32</code>) to see "
+           "latency vs "
            "batch size.</p>\n";
   double tlo = 1e300, thi = 0, blo = 1e300, bhi = 0;
   for (const auto& [_, pts] : series)
@@ -140,8 +171,10 @@ std::string batch_chart(const Report& r) {
     }
   const double left = 70, right = 640, top = 20, bottom = 360;
   const LogAxis xa(blo, bhi, left, right), ya(tlo, thi, bottom, top);
-  std::string s = fmt::format("<svg class=\"chart\" id=\"chart-batch\" xmlns=\"http://www.w3.org/2000/svg\" width=\"860\" height=\"{}\">\n",
-                              bottom + 40);
+  std::string s = fmt::format(
+      "<svg class=\"chart\" id=\"chart-batch\" xmlns=\"http://www.w3.org/2000/svg\" width=\"860\" "
+      "height=\"{}\">\n",
+      bottom + 40);
   s += log_log_grid(xa, ya, left, right, top, bottom, "batch size", "S (µs)");
   size_t i = 0;
   double ly = top + 6;
@@ -149,9 +182,13 @@ std::string batch_chart(const Report& r) {
     std::sort(pts.begin(), pts.end());
     const char* color = kPalette[i++ % 10];
     std::string d;
-    for (auto [bt, t] : pts) d += fmt::format("{}{:.1f},{:.1f}", d.empty() ? "M" : " L", xa.at(static_cast<double>(bt)), ya.at(t));
-    s += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"><title>{}</title></path>\n", d, color, esc(name));
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" fill=\"{}\">{}</text>\n", right + 12, ly, color, esc(name));
+    for (auto [bt, t] : pts)
+      d += fmt::format("{}{:.1f},{:.1f}", d.empty() ? "M" : " L", xa.at(static_cast<double>(bt)), ya.at(t));
+    s += fmt::format(
+        "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"><title>{}</title></path>\n", d,
+        color, esc(name));
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" fill=\"{}\">{}</text>\n", right + 12, ly,
+                     color, esc(name));
     ly += 12;
   }
   return s + "</svg>\n";
@@ -169,8 +206,10 @@ std::string kind_chart(const Report& r) {
   for (size_t i = 0; i < order.size() && i < 9; ++i) color_of[order[i].second] = i;
   const double row = 18, left = 210, right = 900, top = 10;
   const double h = top + row * static_cast<double>(r.models.size()) + 20;
-  std::string s = fmt::format("<svg class=\"chart\" id=\"chart-kinds\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n",
-                              right + 30, h);
+  std::string s = fmt::format(
+      "<svg class=\"chart\" id=\"chart-kinds\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+      "height=\"{}\">\n",
+      right + 30, h);
   double y = top;
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
@@ -186,9 +225,11 @@ std::string kind_chart(const Report& r) {
     for (const auto& [c, p] : parts) {
       const double w = b.S > 0 ? (right - left) * p.second / b.S : 0;
       if (w <= 0) continue;
-      s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{} b{}: {} {} ({:.1f}%)</title></rect>\n",
-                       x, y + 2, w, row - 4, kPalette[c], esc(b.model), b.batch, esc(p.first), us_text(p.second),
-                       100.0 * p.second / b.S);
+      s += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{} b{}: {} {} "
+          "({:.1f}%)</title></rect>\n",
+          x, y + 2, w, row - 4, kPalette[c], esc(b.model), b.batch, esc(p.first), us_text(p.second),
+          100.0 * p.second / b.S);
       x += w;
     }
     y += row;
@@ -209,7 +250,10 @@ std::string roofline_chart(const Report& r) {
   if (fp == r.costs.peaks.end() || bp == r.costs.peaks.end())
     return "<p class=\"note\" id=\"chart-roofline\">No calibrated peaks for this system: no roofline chart "
            "(<code>floorline bench</code> calibrates them).</p>\n";
-  struct Pt { double ai, gflops; std::string kind, label; };
+  struct Pt {
+    double ai, gflops;
+    std::string kind, label;
+  };
   std::map<std::string, Pt> pts;  // by config key
   std::map<std::string, std::set<std::string>> models_of;
   for (const auto& m : r.models)
@@ -217,17 +261,19 @@ std::string roofline_chart(const Report& r) {
       if (l.source != "measured" || l.roofline_flops <= 0 || l.bytes <= 0 || l.us <= 0) continue;
       models_of[l.key].insert(m.bounds.model);
       pts[l.key] = {static_cast<double>(l.roofline_flops) / static_cast<double>(l.bytes),
-                    static_cast<double>(l.roofline_flops) / l.us / 1e3,
-                    l.kind, l.key};
+                    static_cast<double>(l.roofline_flops) / l.us / 1e3, l.kind, l.key};
     }
   if (pts.empty()) return "<p class=\"note\" id=\"chart-roofline\">No measured layer with FLOPs.</p>\n";
   const double peak_g = fp->second / 1e9, bw_g = bp->second / 1e9;
   double alo = 1e300, ahi = 0, glo = 1e300;
-  for (const auto& [_, p] : pts) alo = std::min(alo, p.ai), ahi = std::max(ahi, p.ai), glo = std::min(glo, p.gflops);
+  for (const auto& [_, p] : pts)
+    alo = std::min(alo, p.ai), ahi = std::max(ahi, p.ai), glo = std::min(glo, p.gflops);
   const double left = 70, right = 820, top = 20, bottom = 420;
   const LogAxis xa(alo, ahi, left, right), ya(glo, peak_g * 2, bottom, top);
-  std::string s = fmt::format("<svg class=\"chart\" id=\"chart-roofline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" height=\"{}\">\n",
-                              bottom + 40);
+  std::string s = fmt::format(
+      "<svg class=\"chart\" id=\"chart-roofline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" "
+      "height=\"{}\">\n",
+      bottom + 40);
   s += log_log_grid(xa, ya, left, right, top, bottom, "arithmetic intensity (FLOP/byte)", "GFLOP/s");
   // The roof: min(peak, AI × bandwidth), sampled along the axis.
   std::string d;
@@ -235,21 +281,28 @@ std::string roofline_chart(const Report& r) {
     const double ai = xa.lo * std::pow(xa.hi / xa.lo, i / 200.0);
     d += fmt::format("{}{:.1f},{:.1f}", i ? " L" : "M", xa.at(ai), ya.at(std::min(peak_g, ai * bw_g)));
   }
-  s += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#333\" stroke-width=\"2\"><title>roofline: {:.1f} GFLOP/s, {:.1f} GB/s</title></path>\n",
-                   d, peak_g, bw_g);
-  s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\">peak {:.0f} GFLOP/s, {:.1f} GB/s (calibrated)</text>\n",
-                   right, ya.at(peak_g) - 5, peak_g, bw_g);
+  s += fmt::format(
+      "<path d=\"{}\" fill=\"none\" stroke=\"#333\" stroke-width=\"2\"><title>roofline: {:.1f} GFLOP/s, "
+      "{:.1f} GB/s</title></path>\n",
+      d, peak_g, bw_g);
+  s += fmt::format(
+      "<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\">peak {:.0f} GFLOP/s, {:.1f} GB/s "
+      "(calibrated)</text>\n",
+      right, ya.at(peak_g) - 5, peak_g, bw_g);
   std::map<std::string, size_t> kinds;
   for (const auto& [_, p] : pts) kinds.emplace(p.kind, kinds.size());
   for (const auto& [key, p] : pts) {
     const size_t c = kinds[p.kind] % 10;
     std::string ms;
     for (const auto& m : models_of[key]) ms += (ms.empty() ? "" : ", ") + m;
-    s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\" fill-opacity=\"0.7\"><title>{} ({:.2f} FLOP/B, {:.1f} GFLOP/s) in {}</title></circle>\n",
-                     xa.at(p.ai), ya.at(p.gflops), kPalette[c], esc(p.label), p.ai, p.gflops, esc(ms));
+    s += fmt::format(
+        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\" fill-opacity=\"0.7\"><title>{} ({:.2f} "
+        "FLOP/B, {:.1f} GFLOP/s) in {}</title></circle>\n",
+        xa.at(p.ai), ya.at(p.gflops), kPalette[c], esc(p.label), p.ai, p.gflops, esc(ms));
   }
   s += "</svg>\n<p class=\"legend\">";
-  for (const auto& [k, c] : kinds) s += fmt::format("<span style=\"color:{}\">&#9679;</span> {} ", kPalette[c % 10], esc(k));
+  for (const auto& [k, c] : kinds)
+    s += fmt::format("<span style=\"color:{}\">&#9679;</span> {} ", kPalette[c % 10], esc(k));
   return s + "</p>\n";
 }
 
@@ -257,8 +310,10 @@ std::string roofline_chart(const Report& r) {
 std::string critical_path_chart(const Report& r) {
   const double row = 18, left = 210, right = 900, top = 10;
   const double h = top + row * static_cast<double>(r.models.size()) + 10;
-  std::string s = fmt::format("<svg class=\"chart\" id=\"chart-critical-path\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\">\n",
-                              right + 190, h);
+  std::string s = fmt::format(
+      "<svg class=\"chart\" id=\"chart-critical-path\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+      "height=\"{}\">\n",
+      right + 190, h);
   double y = top;
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
@@ -269,35 +324,46 @@ std::string critical_path_chart(const Report& r) {
     for (const auto& l : b.layers) {
       if (!l.on_critical_path || b.S <= 0) continue;
       const double w = (right - left) * l.us / b.S;
-      s += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>{} {} {}</title></rect>\n",
-                       x, y + 2, w, row - 4, i++ % 2 ? "#e15759" : "#f1a3a4", esc(l.name), esc(l.kind), us_text(l.us));
+      s += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"><title>{} {} "
+          "{}</title></rect>\n",
+          x, y + 2, w, row - 4, i++ % 2 ? "#e15759" : "#f1a3a4", esc(l.name), esc(l.kind), us_text(l.us));
       x += w;
     }
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">P {} ({:.0f}% of S)</text>\n", x + 4, y + 12, us_text(b.P),
-                     b.S > 0 ? 100.0 * b.P / b.S : 0.0);
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\">P {} ({:.0f}% of S)</text>\n", x + 4,
+                     y + 12, us_text(b.P), b.S > 0 ? 100.0 * b.P / b.S : 0.0);
     y += row;
   }
   return s + "</svg>\n";
 }
 
-std::string opt_us(const std::optional<double>& v) { return v ? us_text(*v) : "–"; }
+std::string opt_us(const std::optional<double>& v) {
+  return v ? us_text(*v) : "–";
+}
 
 }  // namespace
 
 std::string format_html(const Report& r) {
   std::string s =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Floorline report</title>\n<style>\n"
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Floorline "
+      "report</title>\n<style>\n"
       "body{font-family:Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1200px}\n"
-      "table{border-collapse:collapse;font-size:12px}td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}\n"
+      "table{border-collapse:collapse;font-size:12px}td,th{padding:3px 8px;border-bottom:1px solid "
+      "#ddd;text-align:right}\n"
       "td:first-child,th:first-child{text-align:left}.legend{font-size:12px}.note{color:#555}\n"
       "h2{margin-top:32px;border-bottom:2px solid #4e79a7}summary{cursor:pointer;font-weight:bold}\n"
       "li{margin:4px 0}.saving{font-weight:bold}\n</style></head><body>\n<h1>Floorline report</h1>\n";
-  if (r.costs.system_id) s += fmt::format("<p>System {}: {}. Database <code>{}</code>.</p>\n", r.costs.system_id, esc(r.costs.system), esc(r.database));
+  if (r.costs.system_id)
+    s += fmt::format("<p>System {}: {}. Database <code>{}</code>.</p>\n", r.costs.system_id,
+                     esc(r.costs.system), esc(r.database));
   s += "<p class=\"note\">S: sequential lower bound (Σ fastest measured case per layer); P: critical path; "
-       "H: the libraries' default choices; F: with measured fusions; R: roofline from calibrated peaks; M: framework "
-       "measurement; replay: the best cases executed back to back as the graph, on wired buffers (replay/S near 1: "
+       "H: the libraries' default choices; F: with measured fusions; R: roofline from calibrated peaks; M: "
+       "framework "
+       "measurement; replay: the best cases executed back to back as the graph, on wired buffers (replay/S "
+       "near 1: "
        "S is tight). Times per inference of the whole batch.</p>\n";
-  s += "<h2>Summary</h2>\n<table id=\"summary\"><tr><th>model</th><th>batch</th><th>S</th><th>P</th><th>H</th><th>F</th>"
+  s += "<h2>Summary</h2>\n<table "
+       "id=\"summary\"><tr><th>model</th><th>batch</th><th>S</th><th>P</th><th>H</th><th>F</th>"
        "<th>R</th><th>M</th><th>replay</th><th>S/P</th><th>H/S</th><th>S/F</th><th>M/S</th><th>replay/S</th>"
        "<th>measured share</th></tr>\n";
   for (const auto& m : r.models) {
@@ -305,11 +371,13 @@ std::string format_html(const Report& r) {
     auto over_s = [&](const std::optional<double>& x) {
       return x && b.S > 0 ? fmt::format("{:.2f}", *x / b.S) : std::string("–");
     };
-    s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                     "<td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td><td>{}</td><td>{:.1f}%</td></tr>\n",
-                     esc(b.model), b.batch, us_text(b.S), us_text(b.P), us_text(b.H), us_text(b.F), opt_us(b.R), opt_us(b.M),
-                     opt_us(b.replay), b.P > 0 ? b.S / b.P : 0.0, b.S > 0 ? b.H / b.S : 0.0, b.F > 0 ? b.S / b.F : 0.0,
-                     over_s(b.M), over_s(b.replay), 100.0 * b.measured_fraction);
+    s += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td><td>{}</td><td>{:.1f}%</td></"
+        "tr>\n",
+        esc(b.model), b.batch, us_text(b.S), us_text(b.P), us_text(b.H), us_text(b.F), opt_us(b.R),
+        opt_us(b.M), opt_us(b.replay), b.P > 0 ? b.S / b.P : 0.0, b.S > 0 ? b.H / b.S : 0.0,
+        b.F > 0 ? b.S / b.F : 0.0, over_s(b.M), over_s(b.replay), 100.0 * b.measured_fraction);
   }
   s += "</table>\n";
   s += "<h2>Bounds per model</h2>\n" + bounds_chart(r);
@@ -320,24 +388,34 @@ std::string format_html(const Report& r) {
   s += "<h2>Findings</h2>\n";
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
-    s += fmt::format("<details id=\"model-{}-b{}\"><summary>{} (batch {}): S {}, {} finding(s)</summary>\n<ul>\n", esc(b.model), b.batch,
-                     esc(b.model), b.batch, us_text(b.S), m.findings.size());
-    if (b.roofline_layers) s += fmt::format("<li class=\"note\">{} layer(s) with no passed case are costed by their roofline time.</li>\n", b.roofline_layers);
-    if (b.untimed_layers) s += fmt::format("<li class=\"note\">{} layer(s) have no time at all: S is incomplete.</li>\n", b.untimed_layers);
+    s += fmt::format(
+        "<details id=\"model-{}-b{}\"><summary>{} (batch {}): S {}, {} finding(s)</summary>\n<ul>\n",
+        esc(b.model), b.batch, esc(b.model), b.batch, us_text(b.S), m.findings.size());
+    if (b.roofline_layers)
+      s += fmt::format(
+          "<li class=\"note\">{} layer(s) with no passed case are costed by their roofline time.</li>\n",
+          b.roofline_layers);
+    if (b.untimed_layers)
+      s += fmt::format("<li class=\"note\">{} layer(s) have no time at all: S is incomplete.</li>\n",
+                       b.untimed_layers);
     for (const auto& f : m.findings) {
-      s += fmt::format("<li><b>{}</b>: <span class=\"saving\">{} ({:.1f}%)</span>: {}<ul>\n", esc(f.advisor), us_text(f.saving_us),
-                       f.saving_pct, esc(f.summary));
+      s += fmt::format("<li><b>{}</b>: <span class=\"saving\">{} ({:.1f}%)</span>: {}<ul>\n", esc(f.advisor),
+                       us_text(f.saving_us), f.saving_pct, esc(f.summary));
       for (const auto& it : f.items)
         s += fmt::format("<li>{}: {} — {}</li>\n", esc(it.label), us_text(it.saving_us), esc(it.detail));
       s += "</ul></li>\n";
     }
-    s += "</ul>\n<table><tr><th>layer</th><th>kind</th><th>time</th><th>% of S</th><th>default</th><th>roofline</th>"
+    s += "</ul>\n<table><tr><th>layer</th><th>kind</th><th>time</th><th>% of "
+         "S</th><th>default</th><th>roofline</th>"
          "<th>critical</th><th>best case</th></tr>\n";
     for (const auto& l : b.layers)
-      s += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                       esc(l.name), esc(l.kind), l.source == "none" ? "–" : us_text(l.us) + (l.source == "roofline" ? " (roofline)" : ""),
-                       b.S > 0 ? 100.0 * l.us / b.S : 0.0, opt_us(l.heuristic_us), opt_us(l.roofline_us),
-                       l.on_critical_path ? "yes" : "", esc(l.algorithm));
+      s += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></"
+          "tr>\n",
+          esc(l.name), esc(l.kind),
+          l.source == "none" ? "–" : us_text(l.us) + (l.source == "roofline" ? " (roofline)" : ""),
+          b.S > 0 ? 100.0 * l.us / b.S : 0.0, opt_us(l.heuristic_us), opt_us(l.roofline_us),
+          l.on_critical_path ? "yes" : "", esc(l.algorithm));
     s += "</table></details>\n";
   }
   return s + "</body></html>\n";

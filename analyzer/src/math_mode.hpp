@@ -9,7 +9,9 @@
 namespace floorline::analyzer {
 
 // An unknown name is taken as f32 (the CLI allows f32 and bf16 only).
-inline DType dtype_of(const std::string& name) { return parse_dtype(name).value_or(DType::kF32); }
+inline DType dtype_of(const std::string& name) {
+  return parse_dtype(name).value_or(DType::kF32);
+}
 // The math mode a dtype runs in by its own right: "fp32" for f32, the dtype's name otherwise.
 inline std::string math_mode_of(const std::string& dtype) {
   return std::string(math_mode_name(own_math_mode(dtype_of(dtype))));

@@ -53,7 +53,8 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
       {"replay_us", [](const M& m) { return float_cell(m.bounds.replay, 1); }},
   };
   for (const auto& mode : reduced_modes(r))
-    f.push_back({"S_" + mode + "_us", [mode](const M& m) { return float_cell(reduced_us(m.bounds, mode), 1); }});
+    f.push_back(
+        {"S_" + mode + "_us", [mode](const M& m) { return float_cell(reduced_us(m.bounds, mode), 1); }});
   const std::vector<Field<M>> tail = {
       {"S_over_P", [](const M& m) { return float_cell(ratio(m.bounds.S, m.bounds.P), 2); }},
       {"H_over_S", [](const M& m) { return float_cell(ratio(m.bounds.H, m.bounds.S), 2); }},
@@ -65,7 +66,8 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
       {"layers", [](const M& m) { return int_cell(static_cast<int64_t>(m.bounds.layers.size())); }},
       {"roofline_layers", [](const M& m) { return int_cell(m.bounds.roofline_layers); }},
       {"untimed_layers", [](const M& m) { return int_cell(m.bounds.untimed_layers); }},
-      {"critical_path_layers", [](const M& m) {
+      {"critical_path_layers",
+       [](const M& m) {
          int64_t n = 0;
          for (const auto& l : m.bounds.layers) n += l.on_critical_path ? 1 : 0;
          return int_cell(n);
@@ -91,10 +93,12 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"name", [](const L& r) { return text_cell(r.layer->name); }},
       {"kind", [](const L& r) { return text_cell(r.layer->kind); }},
       {"source", [](const L& r) { return text_cell(r.layer->source); }},
-      {"time_us", [](const L& r) {
+      {"time_us",
+       [](const L& r) {
          return r.layer->source == "none" ? output::missing_cell() : float_cell(r.layer->us, 2);
        }},
-      {"share_of_S", [](const L& r) { return float_cell(r.model->S > 0 ? r.layer->us / r.model->S : 0.0, 4); }},
+      {"share_of_S",
+       [](const L& r) { return float_cell(r.model->S > 0 ? r.layer->us / r.model->S : 0.0, 4); }},
       {"heuristic_us", [opt](const L& r) { return opt(r.layer->heuristic_us); }},
       {"roofline_us", [opt](const L& r) { return opt(r.layer->roofline_us); }},
       {"conversion_us", [](const L& r) { return float_cell(r.layer->conversion_us, 2); }},
@@ -114,7 +118,9 @@ std::vector<LayerRow> layer_rows(const Report& r) {
   return rows;
 }
 
-nlohmann::json opt_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+nlohmann::json opt_json(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
 
 }  // namespace
 
@@ -143,7 +149,8 @@ std::string format_table(const Report& r, bool layers, size_t top_findings) {
     auto f = r.costs.peaks.find({"flops", "f32"});
     auto b = r.costs.peaks.find({"bytes", "f32"});
     if (f != r.costs.peaks.end() && b != r.costs.peaks.end())
-      out += fmt::format("roofline peaks (f32): {:.1f} GFLOP/s, {:.1f} GB/s\n", f->second / 1e9, b->second / 1e9);
+      out += fmt::format("roofline peaks (f32): {:.1f} GFLOP/s, {:.1f} GB/s\n", f->second / 1e9,
+                         b->second / 1e9);
     for (const auto& n : r.costs.peak_notes) out += "  " + n + "\n";
   }
   out += "\n";
@@ -160,15 +167,21 @@ std::string format_table(const Report& r, bool layers, size_t top_findings) {
         f.name != "conversions_us" && f.name != "untimed_layers")
       summary.push_back(f);
   out += output::render_table(summary, r.models);
-  out += "\nS sequential, P critical path, H library defaults, F fused, R roofline, M framework, replay: the best "
-         "cases run as the graph (all µs); measured_share: share of S from measured cases\n";
+  out +=
+      "\nS sequential, P critical path, H library defaults, F fused, R roofline, M framework, replay: the "
+      "best "
+      "cases run as the graph (all µs); measured_share: share of S from measured cases\n";
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
     std::vector<std::string> notes;
-    if (b.roofline_layers) notes.push_back(fmt::format("{} layer(s) with no passed case costed by roofline", b.roofline_layers));
-    if (b.untimed_layers) notes.push_back(fmt::format("{} layer(s) with no time at all: S is incomplete", b.untimed_layers));
+    if (b.roofline_layers)
+      notes.push_back(fmt::format("{} layer(s) with no passed case costed by roofline", b.roofline_layers));
+    if (b.untimed_layers)
+      notes.push_back(fmt::format("{} layer(s) with no time at all: S is incomplete", b.untimed_layers));
     if (!b.peaks_note.empty()) notes.push_back(b.peaks_note);
-    if (b.heuristic_missing) notes.push_back(fmt::format("{} layer(s) with no passed default case keep t(v) in H", b.heuristic_missing));
+    if (b.heuristic_missing)
+      notes.push_back(
+          fmt::format("{} layer(s) with no passed default case keep t(v) in H", b.heuristic_missing));
     if (m.findings.empty() && notes.empty()) continue;
     out += fmt::format("\n{} (batch {}):\n", b.model, b.batch);
     for (const auto& n : notes) out += fmt::format("  note: {}\n", n);
@@ -176,7 +189,8 @@ std::string format_table(const Report& r, bool layers, size_t top_findings) {
       const auto& f = m.findings[i];
       out += fmt::format("  [{}] {:.1f} µs ({:.1f}%): {}\n", f.advisor, f.saving_us, f.saving_pct, f.summary);
       for (size_t k = 0; k < f.items.size() && k < 3; ++k)
-        out += fmt::format("      {:>10.1f} µs  {}: {}\n", f.items[k].saving_us, f.items[k].label, f.items[k].detail);
+        out += fmt::format("      {:>10.1f} µs  {}: {}\n", f.items[k].saving_us, f.items[k].label,
+                           f.items[k].detail);
     }
   }
   return out;
@@ -186,10 +200,13 @@ std::string format_json(const Report& r) {
   nlohmann::json j;
   j["database"] = r.database;
   if (r.costs.system_id) {
-    j["system"] = {{"id", r.costs.system_id}, {"description", r.costs.system}, {"device_kind", r.costs.device_kind}};
+    j["system"] = {
+        {"id", r.costs.system_id}, {"description", r.costs.system}, {"device_kind", r.costs.device_kind}};
     nlohmann::json peaks = nlohmann::json::array();
     for (const auto& [k, v] : r.costs.peaks)
-      peaks.push_back({{"peak", k.first}, {"dtype", k.second}, {"value_per_s", v},
+      peaks.push_back({{"peak", k.first},
+                       {"dtype", k.second},
+                       {"value_per_s", v},
                        {"calibrated_per_s", r.costs.calibrated_peaks.at(k)}});
     j["system"]["peaks"] = peaks;
     j["system"]["peak_notes"] = r.costs.peak_notes;
@@ -206,20 +223,30 @@ std::string format_json(const Report& r) {
     o["critical_path"] = b.critical_path;
     nlohmann::json reduced = nlohmann::json::array();
     for (const auto& x : b.reduced)
-      reduced.push_back({{"dtype", x.dtype}, {"math_mode", x.math_mode}, {"us", x.us},
-                         {"layers_reduced", x.layers_reduced}, {"layers_kept", x.layers_kept}});
+      reduced.push_back({{"dtype", x.dtype},
+                         {"math_mode", x.math_mode},
+                         {"us", x.us},
+                         {"layers_reduced", x.layers_reduced},
+                         {"layers_kept", x.layers_kept}});
     o["reduced"] = reduced;
     nlohmann::json fw = nlohmann::json::array();
     for (const auto& f : b.framework)
-      fw.push_back({{"runtime", f.runtime}, {"runtime_version", f.runtime_version}, {"settings", f.settings},
-                    {"threads", f.threads}, {"us", f.us}});
+      fw.push_back({{"runtime", f.runtime},
+                    {"runtime_version", f.runtime_version},
+                    {"settings", f.settings},
+                    {"threads", f.threads},
+                    {"us", f.us}});
     o["framework"] = fw;
     o["replay_note"] = b.replay_note;
     o["replay_conversions_us"] = opt_json(b.replay_conversions_us);
     nlohmann::json fusions = nlohmann::json::array();
     for (const auto& f : b.fusions)
-      fusions.push_back({{"pattern", f.pattern}, {"layers", f.layers}, {"unfused_us", f.unfused_us},
-                         {"fused_us", opt_json(f.fused_us)}, {"fused_case", f.fused_case}, {"applied", f.applied}});
+      fusions.push_back({{"pattern", f.pattern},
+                         {"layers", f.layers},
+                         {"unfused_us", f.unfused_us},
+                         {"fused_us", opt_json(f.fused_us)},
+                         {"fused_case", f.fused_case},
+                         {"applied", f.applied}});
     o["fusions"] = fusions;
     nlohmann::json branches = nlohmann::json::array();
     for (const auto& x : b.branches)
@@ -238,9 +265,13 @@ std::string format_json(const Report& r) {
     nlohmann::json findings = nlohmann::json::array();
     for (const auto& f : m.findings) {
       nlohmann::json items = nlohmann::json::array();
-      for (const auto& it : f.items) items.push_back({{"label", it.label}, {"saving_us", it.saving_us}, {"detail", it.detail}});
-      findings.push_back({{"advisor", f.advisor}, {"summary", f.summary}, {"saving_us", f.saving_us},
-                          {"saving_pct", f.saving_pct}, {"items", items}});
+      for (const auto& it : f.items)
+        items.push_back({{"label", it.label}, {"saving_us", it.saving_us}, {"detail", it.detail}});
+      findings.push_back({{"advisor", f.advisor},
+                          {"summary", f.summary},
+                          {"saving_us", f.saving_us},
+                          {"saving_pct", f.saving_pct},
+                          {"items", items}});
     }
     o["findings"] = findings;
     models.push_back(std::move(o));
@@ -258,11 +289,15 @@ std::string format_dot(const Report& r) {
   std::string out;
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
-    out += fmt::format("digraph \"{}_b{}\" {{\n  label=\"{} batch {}: S {:.1f} µs, P {:.1f} µs (critical path in red)\";\n"
-                       "  labelloc=t;\n  node [shape=box, style=filled, fillcolor=white, fontname=Helvetica, fontsize=10];\n",
-                       b.model, b.batch, b.model, b.batch, b.S, b.P);
+    out += fmt::format(
+        "digraph \"{}_b{}\" {{\n  label=\"{} batch {}: S {:.1f} µs, P {:.1f} µs (critical path in red)\";\n"
+        "  labelloc=t;\n  node [shape=box, style=filled, fillcolor=white, fontname=Helvetica, "
+        "fontsize=10];\n",
+        b.model, b.batch, b.model, b.batch, b.S, b.P);
     for (const auto& l : b.layers) {
-      const std::string time = l.source == "none" ? "no time" : fmt::format("{:.1f} µs{}", l.us, l.source == "roofline" ? " (roofline)" : "");
+      const std::string time =
+          l.source == "none" ? "no time"
+                             : fmt::format("{:.1f} µs{}", l.us, l.source == "roofline" ? " (roofline)" : "");
       std::string name = l.name;
       std::replace(name.begin(), name.end(), '"', '\'');
       out += fmt::format("  n{} [label=\"{}\\n{}\\n{}\"{}];\n", l.index, name, l.kind, time,
@@ -278,7 +313,8 @@ std::string format_dot(const Report& r) {
       }
     for (const auto& l : b.layers)
       for (int p : l.preds)
-        out += fmt::format("  n{} -> n{}{};\n", p, l.index, path_edges.count({p, l.index}) ? " [color=red, penwidth=2]" : "");
+        out += fmt::format("  n{} -> n{}{};\n", p, l.index,
+                           path_edges.count({p, l.index}) ? " [color=red, penwidth=2]" : "");
     out += "}\n";
   }
   return out;

@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "database_impl.hpp"
-#include "schema_internal.hpp"
+#include "floorline/benchdb/system.hpp"
 #include "floorline/common/benchmark_error.hpp"
 #include "floorline/common/statistics.hpp"
-#include "floorline/benchdb/system.hpp"
 #include "floorline/model_processor/layer.hpp"
+#include "schema_internal.hpp"
 
 namespace floorline::benchdb {
 
@@ -49,16 +49,22 @@ void fill_passed(MeasurementRow& m, std::vector<double> per_call_us) {
   fill_statistics(m, std::move(per_call_us));
 }
 
-void fill_status_from_error(MeasurementRow& m, const std::string& msg) { fill_status(m, error_from_benchmark_text(msg)); }
+void fill_status_from_error(MeasurementRow& m, const std::string& msg) {
+  fill_status(m, error_from_benchmark_text(msg));
+}
 
 namespace {
 
 double to_us(double t, benchmark::TimeUnit unit) {
   switch (unit) {
-    case benchmark::kNanosecond: return t / 1e3;
-    case benchmark::kMicrosecond: return t;
-    case benchmark::kMillisecond: return t * 1e3;
-    case benchmark::kSecond: return t * 1e6;
+    case benchmark::kNanosecond:
+      return t / 1e3;
+    case benchmark::kMicrosecond:
+      return t;
+    case benchmark::kMillisecond:
+      return t * 1e3;
+    case benchmark::kSecond:
+      return t * 1e6;
   }
   return t;
 }
@@ -74,20 +80,27 @@ double unit_to_us(const std::string& unit) {
 void apply_counters(MeasurementRow& m, const std::map<std::string, double>& counters) {
   nlohmann::json extra = nlohmann::json::object();
   for (const auto& [name, value] : counters) {
-    if (name == "workspace_bytes") m.workspace_bytes = static_cast<int64_t>(value);
-    else if (name == "is_default") m.is_default = value != 0 ? 1 : 0;
-    else if (name == "throttled") m.throttled = value != 0 ? 1 : 0;
-    else extra[name] = value;
+    if (name == "workspace_bytes")
+      m.workspace_bytes = static_cast<int64_t>(value);
+    else if (name == "is_default")
+      m.is_default = value != 0 ? 1 : 0;
+    else if (name == "throttled")
+      m.throttled = value != 0 ? 1 : 0;
+    else
+      extra[name] = value;
   }
   if (!extra.empty()) m.extra = extra.dump();
 }
 
 }  // namespace
 
-DatabaseReporter::DatabaseReporter(MeasurementWriter& writer, std::function<int64_t(const std::string&)> resolve)
+DatabaseReporter::DatabaseReporter(MeasurementWriter& writer,
+                                   std::function<int64_t(const std::string&)> resolve)
     : writer_(writer), resolve_(std::move(resolve)) {}
 
-bool DatabaseReporter::ReportContext(const Context&) { return true; }
+bool DatabaseReporter::ReportContext(const Context&) {
+  return true;
+}
 
 void DatabaseReporter::ReportRuns(const std::vector<Run>& runs) {
   // One call per benchmark with its repetitions (and, in a second call, the aggregates, which
@@ -147,10 +160,14 @@ SystemRow system_from_context(const nlohmann::json& ctx) {
       for (const auto& c : systems_table().columns) {
         if (!fs.contains(c.name)) continue;
         const auto& v = fs[c.name];
-        if (v.is_number_integer()) c.set(s, SqlValue{v.get<int64_t>()});
-        else if (v.is_number()) c.set(s, SqlValue{v.get<double>()});
-        else if (v.is_string()) c.set(s, SqlValue{v.get<std::string>()});
-        else if (v.is_object()) c.set(s, SqlValue{v.dump()});  // libraries
+        if (v.is_number_integer())
+          c.set(s, SqlValue{v.get<int64_t>()});
+        else if (v.is_number())
+          c.set(s, SqlValue{v.get<double>()});
+        else if (v.is_string())
+          c.set(s, SqlValue{v.get<std::string>()});
+        else if (v.is_object())
+          c.set(s, SqlValue{v.dump()});  // libraries
       }
       // Folders generated before schema 4 name each library version as its own column.
       for (const auto& [k, v] : fs.items())
@@ -179,8 +196,10 @@ std::string non_finite_as_null(const std::string& text) {
     const char c = text[i];
     if (in_string) {
       out += c;
-      if (c == '\\' && i + 1 < text.size()) out += text[++i];
-      else if (c == '"') in_string = false;
+      if (c == '\\' && i + 1 < text.size())
+        out += text[++i];
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') in_string = true;
@@ -200,7 +219,8 @@ std::string non_finite_as_null(const std::string& text) {
 
 }  // namespace
 
-Result<ImportSummary> import_benchmark_json(Database& db, const std::string& path, const WriterOptions& options) {
+Result<ImportSummary> import_benchmark_json(Database& db, const std::string& path,
+                                            const WriterOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("{}: cannot read the file", path);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -219,10 +239,23 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
     std::map<std::string, double> counters;
   };
   std::map<std::string, Entry> entries;
-  static const std::set<std::string> kNotCounters = {
-      "name", "run_name", "run_type", "repetitions", "repetition_index", "threads", "iterations",
-      "real_time", "cpu_time", "time_unit", "family_index", "per_family_instance_index",
-      "aggregate_name", "aggregate_unit", "error_occurred", "error_message", "label"};
+  static const std::set<std::string> kNotCounters = {"name",
+                                                     "run_name",
+                                                     "run_type",
+                                                     "repetitions",
+                                                     "repetition_index",
+                                                     "threads",
+                                                     "iterations",
+                                                     "real_time",
+                                                     "cpu_time",
+                                                     "time_unit",
+                                                     "family_index",
+                                                     "per_family_instance_index",
+                                                     "aggregate_name",
+                                                     "aggregate_unit",
+                                                     "error_occurred",
+                                                     "error_message",
+                                                     "label"};
   for (const auto& b : doc["benchmarks"]) {
     if (!b.is_object() || b.value("run_type", std::string("iteration")) != "iteration") continue;
     const std::string name = b.value("run_name", b.value("name", std::string()));
@@ -256,7 +289,8 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
     FL_ASSIGN_OR_RETURN(sum.run_id, db.begin_run(run));
   } else {
     sum.run_id = std::get<int64_t>(existing.rows[0][0]);
-    FL_ASSIGN_OR_RETURN(auto done, db.query("SELECT case_id FROM measurements WHERE run_id = ?1", {sum.run_id}));
+    FL_ASSIGN_OR_RETURN(auto done,
+                        db.query("SELECT case_id FROM measurements WHERE run_id = ?1", {sum.run_id}));
     for (const auto& r : done.rows) in_this_run.insert(std::get<int64_t>(r[0]));
   }
   MeasurementWriter writer(db, sum.system_id, sum.run_id, options);

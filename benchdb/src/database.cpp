@@ -89,9 +89,15 @@ Database::Database(Database&&) noexcept = default;
 Database& Database::operator=(Database&&) noexcept = default;
 Database::~Database() = default;
 
-const std::string& Database::path() const { return impl_->path; }
-int Database::schema_version() const { return impl_->version; }
-int Database::opened_at_version() const { return impl_->opened_version; }
+const std::string& Database::path() const {
+  return impl_->path;
+}
+int Database::schema_version() const {
+  return impl_->version;
+}
+int Database::opened_at_version() const {
+  return impl_->opened_version;
+}
 
 namespace {
 
@@ -127,7 +133,8 @@ Status Impl::upgrade_rows(int version) {
   for (const auto& values : systems.rows) {
     SystemRow s = row_from(systems_table(), systems.columns, values);
     for (size_t i = 0; i < systems.columns.size(); ++i) add_legacy_library(s, systems.columns[i], values[i]);
-    FL_ASSIGN_OR_RETURN(sql::Cached u, conn.cached("UPDATE systems SET libraries = ?1, fingerprint = ?2 WHERE id = ?3"));
+    FL_ASSIGN_OR_RETURN(sql::Cached u,
+                        conn.cached("UPDATE systems SET libraries = ?1, fingerprint = ?2 WHERE id = ?3"));
     FL_TRY(u->bind(1, std::string_view(string_map_json(s.libraries))));
     FL_TRY(u->bind(2, std::string_view(system_fingerprint(s))));
     FL_TRY(u->bind(3, s.id));
@@ -152,8 +159,9 @@ Status Impl::upgrade_rows(int version) {
     FL_TRY(del->run());
   }
   // cases: the name, from case_name() (the views read it from now on).
-  FL_ASSIGN_OR_RETURN(const QueryResult cases,
-                      conn.query("SELECT c.*, lc.key FROM cases c JOIN layer_configs lc ON lc.id = c.config_id"));
+  FL_ASSIGN_OR_RETURN(
+      const QueryResult cases,
+      conn.query("SELECT c.*, lc.key FROM cases c JOIN layer_configs lc ON lc.id = c.config_id"));
   for (const auto& values : cases.rows) {
     CaseRow c = row_from(cases_table(), cases.columns, values);
     name_case(c, value_text(values.back()));
@@ -167,7 +175,8 @@ Status Impl::upgrade_rows(int version) {
 
 Status Impl::migrate(int target) {
   FL_ASSIGN_OR_RETURN(auto txn, sql::Transaction::begin(conn));
-  FL_ASSIGN_OR_RETURN(int64_t v, conn.scalar_int("PRAGMA user_version"));  // another process may have just done it
+  FL_ASSIGN_OR_RETURN(int64_t v,
+                      conn.scalar_int("PRAGMA user_version"));  // another process may have just done it
   if (v == 0) {
     FL_ASSIGN_OR_RETURN(int64_t tables, conn.scalar_int("SELECT count(*) FROM sqlite_schema"));
     if (tables > 0)
@@ -176,9 +185,12 @@ Status Impl::migrate(int target) {
   }
   // Views belong to the current schema and may read columns an upgrade drops: they go first and
   // are re-created at the end. Files created at an older version for tests get none.
-  for (const auto& o : derived_objects()) FL_TRY(conn.exec(fmt::format("DROP {} IF EXISTS {}", o.kind, o.name)));
+  for (const auto& o : derived_objects())
+    FL_TRY(conn.exec(fmt::format("DROP {} IF EXISTS {}", o.kind, o.name)));
   for (int s = static_cast<int>(v) + 1; s <= target; ++s) {
-    const auto in_step = [s](const Error& e) { return e.with_context(fmt::format("upgrading to schema {}", s)); };
+    const auto in_step = [s](const Error& e) {
+      return e.with_context(fmt::format("upgrading to schema {}", s));
+    };
     for (const auto& stmt : migration_statements(s))
       if (auto st = conn.exec(stmt); !st) return in_step(st.error());
     if (auto st = upgrade_rows(s); !st) return in_step(st.error());
@@ -187,7 +199,8 @@ Status Impl::migrate(int target) {
   }
   // An upgrade rebuilds what the views and best_measurements derive.
   if (target == kSchemaVersion) {
-    for (const auto& o : derived_objects()) FL_TRY(conn.exec(fmt::format("CREATE {} {} AS {}", o.kind, o.name, o.body)));
+    for (const auto& o : derived_objects())
+      FL_TRY(conn.exec(fmt::format("CREATE {} {} AS {}", o.kind, o.name, o.body)));
     FL_TRY(conn.exec("DELETE FROM best_measurements"));
     FL_TRY(conn.exec(kRebuildBest));
   }
@@ -203,9 +216,9 @@ Result<Database> Database::open(const std::filesystem::path& path, const OpenOpt
     return make_error("{}: schema version {} is not one this build can write (1..{})", p,
                       options.target_schema_version, kSchemaVersion);
   std::error_code ec;
-  if (options.read_only && !std::filesystem::exists(path, ec))
-    return make_error("{}: no such file", p);
-  if (std::filesystem::is_directory(path, ec)) return make_error("{}: is a directory, not a database file", p);
+  if (options.read_only && !std::filesystem::exists(path, ec)) return make_error("{}: no such file", p);
+  if (std::filesystem::is_directory(path, ec))
+    return make_error("{}: is a directory, not a database file", p);
   FL_TRY(check_file_header(path));
 
   Database db;
@@ -220,11 +233,11 @@ Result<Database> Database::open(const std::filesystem::path& path, const OpenOpt
   // cases after another's); a 64 MiB page cache keeps that off the disk.
   FL_TRY(d.conn.exec("PRAGMA cache_size = -65536"));
 
-
   // The first read of the file (SQLite reports a damaged header here). One statement, so one
   // snapshot: another process may be creating the schema at this very moment.
   auto head = d.conn.query(
-      "SELECT (SELECT application_id FROM pragma_application_id), (SELECT user_version FROM pragma_user_version), "
+      "SELECT (SELECT application_id FROM pragma_application_id), (SELECT user_version FROM "
+      "pragma_user_version), "
       "(SELECT count(*) FROM sqlite_schema)");
   if (!head) return make_error("{}: {}", p, head.error().message);
   const int64_t app_id = std::get<int64_t>(head->rows[0][0]);
@@ -233,8 +246,10 @@ Result<Database> Database::open(const std::filesystem::path& path, const OpenOpt
   if (app_id != kApplicationId && tables > 0)
     return make_error("{}: not a Floorline database (a SQLite file of another application)", p);
   if (version > kSchemaVersion)
-    return make_error("{}: written by a newer Floorline (schema {}; this build reads schemas up to {}); "
-                      "upgrade Floorline to open it", p, version, kSchemaVersion);
+    return make_error(
+        "{}: written by a newer Floorline (schema {}; this build reads schemas up to {}); "
+        "upgrade Floorline to open it",
+        p, version, kSchemaVersion);
   d.opened_version = static_cast<int>(version);
   d.version = static_cast<int>(version);
 
@@ -317,11 +332,13 @@ Result<int64_t> Database::upsert_case(CaseRow row) {
     FL_ASSIGN_OR_RETURN(sql::Cached k, impl_->conn.cached("SELECT key FROM layer_configs WHERE id = ?1"));
     FL_TRY(k->bind(1, row.config_id));
     FL_ASSIGN_OR_RETURN(const bool found, k->step());
-    if (!found) return make_error("{}: case of config {}, which is not in layer_configs", impl_->path, row.config_id);
+    if (!found)
+      return make_error("{}: case of config {}, which is not in layer_configs", impl_->path, row.config_id);
     name_case(row, k->column_text(0));  // the name is derived, whatever the caller had in it
   }
-  static const std::string ins = insert_sql(
-      cases_table(), "ON CONFLICT (config_id, backend, algorithm, dtype, math_mode, layout, fusion) DO NOTHING");
+  static const std::string ins =
+      insert_sql(cases_table(),
+                 "ON CONFLICT (config_id, backend, algorithm, dtype, math_mode, layout, fusion) DO NOTHING");
   return impl_->insert_or_find(
       ins, row_values(cases_table(), row),
       "SELECT id FROM cases WHERE config_id = ?1 AND backend = ?2 AND algorithm = ?3 AND dtype = ?4 "
@@ -350,8 +367,7 @@ LayerConfigRow config_row(const mp::Layer& l) {
   p["outputs"] = nlohmann::json::array();
   for (const auto& t : l.config.outputs) p["outputs"].push_back(tensor_json(t));
   p["attrs"] = nlohmann::json::object();
-  for (const auto& a : l.config.attrs)
-    std::visit([&](const auto& v) { p["attrs"][a.name] = v; }, a.value);
+  for (const auto& a : l.config.attrs) std::visit([&](const auto& v) { p["attrs"][a.name] = v; }, a.value);
   r.params = p.dump();
   if (l.flops >= 0) r.flops = l.flops;
   if (l.bytes >= 0) r.bytes = l.bytes;
@@ -418,17 +434,22 @@ Status Database::finish_run(int64_t run_id, std::string_view status) {
 
 Result<int> Database::upsert_framework_latency(const FrameworkLatencyRow& row) {
   // Re-importing the same figures changes nothing; new figures for the same setting replace the old.
-  static const std::string ins = insert_sql(
-      framework_latencies_table(),
-      "ON CONFLICT (model_name, runtime, runtime_version, device, batch, dtype, settings, threads) DO UPDATE SET "
-      "median_us = excluded.median_us, min_us = excluded.min_us, max_us = excluded.max_us, "
-      "stddev_us = excluded.stddev_us, repetitions = excluded.repetitions, measured_at = excluded.measured_at, "
-      "source = excluded.source "
-      "WHERE (excluded.median_us IS NOT framework_latencies.median_us OR excluded.min_us IS NOT framework_latencies.min_us "
-      "OR excluded.max_us IS NOT framework_latencies.max_us OR excluded.stddev_us IS NOT framework_latencies.stddev_us "
-      "OR excluded.repetitions IS NOT framework_latencies.repetitions) AND "
-      "(excluded.measured_at > framework_latencies.measured_at OR "
-      "(excluded.measured_at = framework_latencies.measured_at AND excluded.median_us < framework_latencies.median_us))");
+  static const std::string ins =
+      insert_sql(framework_latencies_table(),
+                 "ON CONFLICT (model_name, runtime, runtime_version, device, batch, dtype, settings, "
+                 "threads) DO UPDATE SET "
+                 "median_us = excluded.median_us, min_us = excluded.min_us, max_us = excluded.max_us, "
+                 "stddev_us = excluded.stddev_us, repetitions = excluded.repetitions, measured_at = "
+                 "excluded.measured_at, "
+                 "source = excluded.source "
+                 "WHERE (excluded.median_us IS NOT framework_latencies.median_us OR excluded.min_us IS NOT "
+                 "framework_latencies.min_us "
+                 "OR excluded.max_us IS NOT framework_latencies.max_us OR excluded.stddev_us IS NOT "
+                 "framework_latencies.stddev_us "
+                 "OR excluded.repetitions IS NOT framework_latencies.repetitions) AND "
+                 "(excluded.measured_at > framework_latencies.measured_at OR "
+                 "(excluded.measured_at = framework_latencies.measured_at AND excluded.median_us < "
+                 "framework_latencies.median_us))");
   FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
   FL_TRY(impl_->bind_all(*s, row_values(framework_latencies_table(), row)));
   FL_TRY(s->run());
@@ -436,7 +457,8 @@ Result<int> Database::upsert_framework_latency(const FrameworkLatencyRow& row) {
 }
 
 Result<int> Database::upsert_replay(const ReplayRow& row) {
-  if (impl_->version < 4) return make_error("{}: schema {} has no replays table", impl_->path, impl_->version);
+  if (impl_->version < 4)
+    return make_error("{}: schema {} has no replays table", impl_->path, impl_->version);
   FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(upsert_replay_sql()));
   FL_TRY(impl_->bind_all(*s, row_values(replays_table(), row)));
   FL_TRY(s->run());
@@ -444,7 +466,8 @@ Result<int> Database::upsert_replay(const ReplayRow& row) {
 }
 
 Status Database::upsert_system_peak(const SystemPeakRow& row) {
-  if (impl_->version < 2) return make_error("{}: schema {} has no system_peaks table", impl_->path, impl_->version);
+  if (impl_->version < 2)
+    return make_error("{}: schema {} has no system_peaks table", impl_->path, impl_->version);
   static const std::string ins = insert_sql(
       system_peaks_table(),
       "ON CONFLICT (system_id, peak, dtype, math_mode) DO UPDATE SET value_per_s = excluded.value_per_s, "
@@ -457,13 +480,13 @@ Status Database::upsert_system_peak(const SystemPeakRow& row) {
 
 Result<std::unordered_set<int64_t>> Database::settled_cases(int64_t system_id) {
   std::unordered_set<int64_t> out;
-  FL_TRY(for_each(
-      "SELECT case_id FROM measurements WHERE system_id = ?1 AND superseded = 0 "
-      "AND status IN ('passed', 'unsupported')",
-      {system_id}, [&](const auto&, const std::vector<SqlValue>& v) -> Status {
-        out.insert(std::get<int64_t>(v[0]));
-        return {};
-      }));
+  FL_TRY(
+      for_each("SELECT case_id FROM measurements WHERE system_id = ?1 AND superseded = 0 "
+               "AND status IN ('passed', 'unsupported')",
+               {system_id}, [&](const auto&, const std::vector<SqlValue>& v) -> Status {
+                 out.insert(std::get<int64_t>(v[0]));
+                 return {};
+               }));
   return out;
 }
 
@@ -481,7 +504,8 @@ Result<std::unordered_map<int64_t, std::pair<std::string, std::string>>> Databas
 
 Result<QueryResult> Database::query(std::string_view sql, const std::vector<SqlValue>& params) {
   FL_ASSIGN_OR_RETURN(sql::Statement s, impl_->conn.prepare(sql));
-  if (impl_->read_only && !s.read_only()) return make_error("{}: the database is open read-only", impl_->path);
+  if (impl_->read_only && !s.read_only())
+    return make_error("{}: the database is open read-only", impl_->path);
   FL_TRY(impl_->bind_all(s, params));
   QueryResult r;
   const int n = s.column_count();
@@ -496,10 +520,12 @@ Result<QueryResult> Database::query(std::string_view sql, const std::vector<SqlV
   }
 }
 
-Status Database::for_each(std::string_view sql, const std::vector<SqlValue>& params,
-                          const std::function<Status(const std::vector<std::string>&, const std::vector<SqlValue>&)>& fn) {
+Status Database::for_each(
+    std::string_view sql, const std::vector<SqlValue>& params,
+    const std::function<Status(const std::vector<std::string>&, const std::vector<SqlValue>&)>& fn) {
   FL_ASSIGN_OR_RETURN(sql::Statement s, impl_->conn.prepare(sql));
-  if (impl_->read_only && !s.read_only()) return make_error("{}: the database is open read-only", impl_->path);
+  if (impl_->read_only && !s.read_only())
+    return make_error("{}: the database is open read-only", impl_->path);
   FL_TRY(impl_->bind_all(s, params));
   std::vector<std::string> cols;
   for (int i = 0; i < s.column_count(); ++i) cols.push_back(s.column_name(i));

@@ -104,7 +104,8 @@ Result<FrameworkLatencyRow> to_row(const Record& rec, const std::string& source)
 
 }  // namespace
 
-Result<FrameworkImportSummary> import_framework_latencies(Database& db, const std::string& path, std::string format) {
+Result<FrameworkImportSummary> import_framework_latencies(Database& db, const std::string& path,
+                                                          std::string format) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("{}: cannot read the file", path);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -41,21 +41,23 @@ class Merger {
 
  private:
   Result<bool> in_has(std::string_view table) {
-    FL_ASSIGN_OR_RETURN(auto r, in_.query("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-                                          {std::string(table)}));
+    FL_ASSIGN_OR_RETURN(auto r,
+                        in_.query("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                                  {std::string(table)}));
     return std::get<int64_t>(r.rows[0][0]) > 0;
   }
 
   Status systems() {
     // An input of schema 1-3 has one column per library version: they become the libraries map.
-    return in_.for_each("SELECT * FROM systems ORDER BY id", {},
-                        [&](const std::vector<std::string>& columns, const std::vector<SqlValue>& values) -> Status {
-                          SystemRow s = row_from(systems_table(), columns, values);
-                          for (size_t i = 0; i < columns.size(); ++i) add_legacy_library(s, columns[i], values[i]);
-                          FL_ASSIGN_OR_RETURN(system_[s.id], out_.upsert_system(s));
-                          summary.systems_added += o_.conn.changes();  // 1 when inserted, 0 when found
-                          return {};
-                        });
+    return in_.for_each(
+        "SELECT * FROM systems ORDER BY id", {},
+        [&](const std::vector<std::string>& columns, const std::vector<SqlValue>& values) -> Status {
+          SystemRow s = row_from(systems_table(), columns, values);
+          for (size_t i = 0; i < columns.size(); ++i) add_legacy_library(s, columns[i], values[i]);
+          FL_ASSIGN_OR_RETURN(system_[s.id], out_.upsert_system(s));
+          summary.systems_added += o_.conn.changes();  // 1 when inserted, 0 when found
+          return {};
+        });
   }
 
   Status runs() {
@@ -164,7 +166,8 @@ class Merger {
     auto it = run_order_.find(out_run_id);
     if (it != run_order_.end()) return it->second;
     RunOrder o;
-    if (auto r = out_.query("SELECT started_at, uuid FROM runs WHERE id = ?1", {out_run_id}); r && !r->rows.empty())
+    if (auto r = out_.query("SELECT started_at, uuid FROM runs WHERE id = ?1", {out_run_id});
+        r && !r->rows.empty())
       o = {value_text(r->rows[0][0]), value_text(r->rows[0][1])};
     run_order_[out_run_id] = o;
     return o;
@@ -173,14 +176,14 @@ class Merger {
   Status framework_latencies() {
     FL_ASSIGN_OR_RETURN(const bool has, in_has("framework_latencies"));
     if (!has) return {};
-    return for_each_row<FrameworkLatencyRow>(in_, framework_latencies_table(), "", {},
-                                             [&](FrameworkLatencyRow& f) -> Status {
-                                               // An input of schema 1-3 keeps its replays here.
-                                               if (auto r = replay_from_legacy(f)) return replay(*r);
-                                               FL_ASSIGN_OR_RETURN(const int c, out_.upsert_framework_latency(f));
-                                               summary.framework_latencies_changed += c;
-                                               return {};
-                                             });
+    return for_each_row<FrameworkLatencyRow>(
+        in_, framework_latencies_table(), "", {}, [&](FrameworkLatencyRow& f) -> Status {
+          // An input of schema 1-3 keeps its replays here.
+          if (auto r = replay_from_legacy(f)) return replay(*r);
+          FL_ASSIGN_OR_RETURN(const int c, out_.upsert_framework_latency(f));
+          summary.framework_latencies_changed += c;
+          return {};
+        });
   }
 
   Status replays() {

@@ -84,12 +84,9 @@ const TableDef<ModelRow>& models_table() {
     TableDef<R> d;
     d.name = "models";
     d.columns = {
-        col("name", &R::name),
-        col("fingerprint", &R::fingerprint),
-        col("path", &R::path),
-        col("ir_version", &R::ir_version),
-        col("opset", &R::opset),
-        col("node_count", &R::node_count),
+        col("name", &R::name),   col("fingerprint", &R::fingerprint),
+        col("path", &R::path),   col("ir_version", &R::ir_version),
+        col("opset", &R::opset), col("node_count", &R::node_count),
     };
     d.constraints = {"UNIQUE (name, fingerprint)"};
     return d;
@@ -103,14 +100,9 @@ const TableDef<LayerConfigRow>& layer_configs_table() {
     TableDef<R> d;
     d.name = "layer_configs";
     d.columns = {
-        col("key", &R::key, "UNIQUE"),
-        col("key_hash", &R::key_hash),
-        col("kind", &R::kind),
-        col("op_type", &R::op_type),
-        col("dtype", &R::dtype),
-        json_col("params", &R::params),
-        col("flops", &R::flops),
-        col("bytes", &R::bytes),
+        col("key", &R::key, "UNIQUE"), col("key_hash", &R::key_hash), col("kind", &R::kind),
+        col("op_type", &R::op_type),   col("dtype", &R::dtype),       json_col("params", &R::params),
+        col("flops", &R::flops),       col("bytes", &R::bytes),
     };
     d.indexes = {{"CREATE INDEX layer_configs_kind ON layer_configs (kind)", 1}};
     return d;
@@ -194,9 +186,10 @@ const TableDef<MeasurementRow>& measurements_table() {
     // A case has at most one current measurement per system (older ones are kept, marked
     // superseded); the index is also what resume looks up. It is the only index on the table:
     // each further one costs about a tenth of the insert rate.
-    d.indexes = {{"CREATE UNIQUE INDEX measurements_current ON measurements (system_id, case_id) "
-                  "WHERE superseded = 0",
-                  1}};
+    d.indexes = {
+        {"CREATE UNIQUE INDEX measurements_current ON measurements (system_id, case_id) "
+         "WHERE superseded = 0",
+         1}};
     return d;
   }();
   return t;
@@ -210,14 +203,10 @@ const TableDef<BestMeasurementRow>& best_measurements_table() {
     d.columns = {
         // No foreign keys: the rows are derived from measurements by the triggers alone, and
         // the checks would cost a third of the insert rate.
-        col("config_id", &R::config_id),
-        col("system_id", &R::system_id),
-        col("dtype", &R::dtype),
-        col("math_mode", &R::math_mode),
-        col("fusion", &R::fusion),
-        col("measurement_id", &R::measurement_id),
-        col("case_id", &R::case_id),
-        col("median_us", &R::median_us),
+        col("config_id", &R::config_id), col("system_id", &R::system_id),
+        col("dtype", &R::dtype),         col("math_mode", &R::math_mode),
+        col("fusion", &R::fusion),       col("measurement_id", &R::measurement_id),
+        col("case_id", &R::case_id),     col("median_us", &R::median_us),
     };
     d.constraints = {"UNIQUE (system_id, config_id, dtype, math_mode, fusion)"};
     return d;
@@ -247,7 +236,8 @@ const TableDef<FrameworkLatencyRow>& framework_latencies_table() {
         col("measured_at", &R::measured_at),
         col("source", &R::source),
     };
-    d.constraints = {"UNIQUE (model_name, runtime, runtime_version, device, batch, dtype, settings, threads)"};
+    d.constraints = {
+        "UNIQUE (model_name, runtime, runtime_version, device, batch, dtype, settings, threads)"};
     return d;
   }();
   return t;
@@ -313,7 +303,9 @@ void set_identity(CaseRow& c, const CaseId& id) {
   c.fusion = id.fusion;
 }
 
-std::string case_name(const CaseRow& c, std::string_view key) { return floorline::case_name(case_id(c, key)); }
+std::string case_name(const CaseRow& c, std::string_view key) {
+  return floorline::case_name(case_id(c, key));
+}
 
 std::string system_fingerprint(const SystemRow& s) {
   std::string text;
@@ -384,11 +376,14 @@ TableSchema erase(const TableDef<Row>& d) {
   TableSchema t{d.name, d.since, {}, d.constraints, d.indexes};
   for (const auto& c : d.columns)
     t.columns.push_back({c.name, c.type, c.nullable, c.constraint, c.since, 0, c.added_default});
-  for (const auto& c : d.retired) t.columns.push_back({c.name, c.type, c.nullable, c.constraint, c.since, c.until, ""});
+  for (const auto& c : d.retired)
+    t.columns.push_back({c.name, c.type, c.nullable, c.constraint, c.since, c.until, ""});
   return t;
 }
 
-bool exists_at(const ColumnSchema& c, int version) { return c.since <= version && (c.until == 0 || version < c.until); }
+bool exists_at(const ColumnSchema& c, int version) {
+  return c.since <= version && (c.until == 0 || version < c.until);
+}
 
 std::string column_ddl(const ColumnSchema& c, bool added_later) {
   std::string s = fmt::format("{} {}", c.name, sql_type_name(c.type));
@@ -406,10 +401,17 @@ std::string column_ddl(const ColumnSchema& c, bool added_later) {
 
 const std::vector<TableSchema>& all_tables() {
   static const std::vector<TableSchema> tables = {
-      erase(systems_table()),       erase(runs_table()),         erase(models_table()),
-      erase(layer_configs_table()), erase(model_layers_table()), erase(cases_table()),
-      erase(measurements_table()),  erase(best_measurements_table()), erase(framework_latencies_table()),
-      erase(system_peaks_table()),  erase(replays_table()),
+      erase(systems_table()),
+      erase(runs_table()),
+      erase(models_table()),
+      erase(layer_configs_table()),
+      erase(model_layers_table()),
+      erase(cases_table()),
+      erase(measurements_table()),
+      erase(best_measurements_table()),
+      erase(framework_latencies_table()),
+      erase(system_peaks_table()),
+      erase(replays_table()),
   };
   return tables;
 }
@@ -439,7 +441,8 @@ std::vector<std::string> retirement_statements(int version) {
   std::vector<std::string> out;
   for (const auto& t : all_tables())
     for (const auto& c : t.columns)
-      if (c.until == version && t.since < version) out.push_back(fmt::format("ALTER TABLE {} DROP COLUMN {}", t.name, c.name));
+      if (c.until == version && t.since < version)
+        out.push_back(fmt::format("ALTER TABLE {} DROP COLUMN {}", t.name, c.name));
   return out;
 }
 

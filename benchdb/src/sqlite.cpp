@@ -11,14 +11,19 @@ namespace floorline::benchdb {
 
 std::string_view sql_type_name(SqlType t) {
   switch (t) {
-    case SqlType::kInteger: return "INTEGER";
-    case SqlType::kReal: return "REAL";
-    case SqlType::kText: return "TEXT";
+    case SqlType::kInteger:
+      return "INTEGER";
+    case SqlType::kReal:
+      return "REAL";
+    case SqlType::kText:
+      return "TEXT";
   }
   return "ANY";
 }
 
-bool is_null(const SqlValue& v) { return std::holds_alternative<std::monostate>(v); }
+bool is_null(const SqlValue& v) {
+  return std::holds_alternative<std::monostate>(v);
+}
 
 std::string value_text(const SqlValue& v) {
   if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
@@ -131,7 +136,9 @@ namespace {
 // snapshot upgrading to a write, a file changing journal mode, WAL recovery). Outside an explicit
 // transaction a statement can simply be tried again; this bounds how long.
 constexpr auto kBusyRetryFor = std::chrono::seconds(60);
-void busy_pause(int attempt) { std::this_thread::sleep_for(std::chrono::milliseconds(2 + 2 * std::min(attempt, 25))); }
+void busy_pause(int attempt) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(2 + 2 * std::min(attempt, 25)));
+}
 }  // namespace
 
 Result<bool> Statement::step() {
@@ -140,7 +147,8 @@ Result<bool> Statement::step() {
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    if ((rc & 0xff) == SQLITE_BUSY && sqlite3_get_autocommit(db_) && std::chrono::steady_clock::now() < deadline) {
+    if ((rc & 0xff) == SQLITE_BUSY && sqlite3_get_autocommit(db_) &&
+        std::chrono::steady_clock::now() < deadline) {
       sqlite3_reset(stmt_);  // keeps the bindings
       busy_pause(attempt);
       continue;
@@ -163,10 +171,14 @@ void Statement::reset() {
 
 SqlValue Statement::column(int i) const {
   switch (sqlite3_column_type(stmt_, i)) {
-    case SQLITE_INTEGER: return static_cast<int64_t>(sqlite3_column_int64(stmt_, i));
-    case SQLITE_FLOAT: return sqlite3_column_double(stmt_, i);
-    case SQLITE_NULL: return std::monostate{};
-    default: return column_text(i);
+    case SQLITE_INTEGER:
+      return static_cast<int64_t>(sqlite3_column_int64(stmt_, i));
+    case SQLITE_FLOAT:
+      return sqlite3_column_double(stmt_, i);
+    case SQLITE_NULL:
+      return std::monostate{};
+    default:
+      return column_text(i);
   }
 }
 
@@ -222,7 +234,8 @@ Status Connection::exec(const std::string& fixed_sql) {
 Result<Statement> Connection::prepare(std::string_view sql) {
   sqlite3_stmt* s = nullptr;
   const int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &s, nullptr);
-  if (rc != SQLITE_OK) return sqlite_error(db_, rc, fmt::format("{}: prepare \"{}\"", path_, first_words(sql)));
+  if (rc != SQLITE_OK)
+    return sqlite_error(db_, rc, fmt::format("{}: prepare \"{}\"", path_, first_words(sql)));
   if (!s) return make_error("{}: empty SQL statement", path_);
   return Statement(s, db_);
 }
@@ -263,7 +276,8 @@ Result<Transaction> Transaction::begin(Connection& c) {
   for (int attempt = 0;; ++attempt) {
     auto st = c.exec("BEGIN IMMEDIATE");
     if (st) return Transaction(&c);
-    if ((sqlite3_extended_errcode(c.handle()) & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline)
+    if ((sqlite3_extended_errcode(c.handle()) & 0xff) != SQLITE_BUSY ||
+        std::chrono::steady_clock::now() > deadline)
       return st.error();
     busy_pause(attempt);
   }

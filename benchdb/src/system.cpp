@@ -26,9 +26,9 @@ std::string trim(std::string s) {
 
 // The ISA extensions that decide which kernels a CPU library dispatches to.
 constexpr std::array kFlagsThatMatter = {
-    "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512cd", "avx512bw",
-    "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16",
-    "amx_int8", "asimd", "sve", "sve2"};
+    "sse4_1",   "sse4_2",   "avx",      "avx2",     "fma",         "f16c",        "avx512f",
+    "avx512dq", "avx512cd", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+    "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "asimd",       "sve",         "sve2"};
 
 }  // namespace
 

@@ -10,12 +10,17 @@
 namespace floorline::benchdb {
 
 MeasurementWriter::MeasurementWriter(Database& db, int64_t system_id, int64_t run_id, WriterOptions options)
-    : db_(db), system_id_(system_id), run_id_(run_id), options_(options),
+    : db_(db),
+      system_id_(system_id),
+      run_id_(run_id),
+      options_(options),
       last_commit_(std::chrono::steady_clock::now()) {
   pending_.reserve(static_cast<size_t>(std::max(1, options_.batch_rows)));
 }
 
-MeasurementWriter::~MeasurementWriter() { (void)flush(); }
+MeasurementWriter::~MeasurementWriter() {
+  (void)flush();
+}
 
 Status MeasurementWriter::add(MeasurementRow row) {
   row.system_id = system_id_;
@@ -45,7 +50,8 @@ struct Group {
   std::string dtype, math_mode, fusion;
   bool conversion = false;  // a layout-conversion case: never a config's best (is_conversion)
   bool operator<(const Group& o) const {
-    return std::tie(config_id, dtype, math_mode, fusion) < std::tie(o.config_id, o.dtype, o.math_mode, o.fusion);
+    return std::tie(config_id, dtype, math_mode, fusion) <
+           std::tie(o.config_id, o.dtype, o.math_mode, o.fusion);
   }
 };
 
@@ -65,7 +71,8 @@ Status MeasurementWriter::flush() {
       "UPDATE measurements SET superseded = 1 WHERE system_id = ?1 AND case_id = ?2 AND superseded = 0 "
       "AND (?3 OR status NOT IN ('passed', 'unsupported')) RETURNING status";
   static const std::string insert = insert_sql(measurements_table(), "ON CONFLICT DO NOTHING");
-  static const std::string case_group = "SELECT config_id, dtype, math_mode, fusion, layout FROM cases WHERE id = ?1";
+  static const std::string case_group =
+      "SELECT config_id, dtype, math_mode, fusion, layout FROM cases WHERE id = ?1";
   int64_t written = 0;
   auto st = db_.transaction([&]() -> Status {
     written = 0;

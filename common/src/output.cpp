@@ -9,11 +9,21 @@
 
 namespace floorline::output {
 
-Cell text_cell(std::string s) { return Cell{s, s, false}; }
-Cell int_cell(int64_t v) { return Cell{std::to_string(v), v, true}; }
-Cell float_cell(double v, int precision) { return Cell{fmt::format("{:.{}f}", v, precision), v, true}; }
-Cell missing_cell() { return Cell{"-", nullptr, true}; }
-Cell float_cell(const std::optional<double>& v, int precision) { return v ? float_cell(*v, precision) : missing_cell(); }
+Cell text_cell(std::string s) {
+  return Cell{s, s, false};
+}
+Cell int_cell(int64_t v) {
+  return Cell{std::to_string(v), v, true};
+}
+Cell float_cell(double v, int precision) {
+  return Cell{fmt::format("{:.{}f}", v, precision), v, true};
+}
+Cell missing_cell() {
+  return Cell{"-", nullptr, true};
+}
+Cell float_cell(const std::optional<double>& v, int precision) {
+  return v ? float_cell(*v, precision) : missing_cell();
+}
 
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<Cell>>& rows) {
   std::vector<size_t> width(header.size(), 0);
@@ -28,8 +38,10 @@ std::string table(const std::vector<std::string>& header, const std::vector<std:
     for (size_t k = 0; k < cells.size(); ++k) {
       if (k) out += "  ";
       const size_t pad = width[k] - cells[k].size();
-      if (numeric[k]) out += std::string(pad, ' ') + cells[k];
-      else out += cells[k] + (k + 1 < cells.size() ? std::string(pad, ' ') : "");
+      if (numeric[k])
+        out += std::string(pad, ' ') + cells[k];
+      else
+        out += cells[k] + (k + 1 < cells.size() ? std::string(pad, ' ') : "");
     }
     return out + "\n";
   };
@@ -60,8 +72,14 @@ bool use_color(FILE* stream) {
   if (no_color && *no_color) return false;
   return isatty(fileno(stream)) != 0;
 }
-std::string bold(const std::string& s, bool color) { return color ? "\033[1m" + s + "\033[0m" : s; }
-std::string red(const std::string& s, bool color) { return color ? "\033[31m" + s + "\033[0m" : s; }
-std::string yellow(const std::string& s, bool color) { return color ? "\033[33m" + s + "\033[0m" : s; }
+std::string bold(const std::string& s, bool color) {
+  return color ? "\033[1m" + s + "\033[0m" : s;
+}
+std::string red(const std::string& s, bool color) {
+  return color ? "\033[31m" + s + "\033[0m" : s;
+}
+std::string yellow(const std::string& s, bool color) {
+  return color ? "\033[33m" + s + "\033[0m" : s;
+}
 
 }  // namespace floorline::output

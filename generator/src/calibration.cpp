@@ -19,7 +19,8 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, D
   const int64_t memory_elements = gpu ? (int64_t{1} << 28) : (int64_t{1} << 25);
   const int64_t cache_elements = gpu ? (int64_t{1} << 20) : (int64_t{1} << 15);
   std::vector<CalibrationCase> out;
-  auto add = [&](const std::string& peak, kernels::Problem p, kernels::Work work, const std::string& what) -> Status {
+  auto add = [&](const std::string& peak, kernels::Problem p, kernels::Work work,
+                 const std::string& what) -> Status {
     kernels::CaseSpec base;
     base.problem = std::move(p);
     base.backend = backend.name();
@@ -31,8 +32,8 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, D
     const auto cases = backend.cases_for(base, opts);
     auto it = std::find_if(cases.begin(), cases.end(), [](const PlannedCase& c) { return !c.status; });
     if (it == cases.end())
-      return make_error("{} calibration: {} offers no implementation of {} in {}{}", peak, backend.name(), what, dtype,
-                        cases.empty() ? "" : ": " + cases.front().reason);
+      return make_error("{} calibration: {} offers no implementation of {} in {}{}", peak, backend.name(),
+                        what, dtype, cases.empty() ? "" : ": " + cases.front().reason);
     CalibrationCase cc;
     cc.peak = peak;
     cc.spec = it->spec;
@@ -48,7 +49,8 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, D
   mm.key = fmt::format("MatMul|a={0}x{0}|b={0}x{0}|{1}", n, dtype);
   mm.inputs = {{"a", {n, n}}, {"b", {n, n}}};
   mm.outputs = {{"y", {n, n}}};
-  FL_TRY(add("flops", mm, {2 * n * n * n, 3 * n * n * element_bytes, false}, fmt::format("MatMul {0}x{0}x{0}", n)));
+  FL_TRY(add("flops", mm, {2 * n * n * n, 3 * n * n * element_bytes, false},
+             fmt::format("MatMul {0}x{0}x{0}", n)));
   // Two copies: one that stays in cache and one far larger than any cache. The bytes peak is the
   // faster of the two: layers whose working set stays in cache (as in a warm microbenchmark) move
   // data at cache bandwidth, and a roofline bound must not exceed what any layer can reach.
@@ -78,12 +80,14 @@ Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const C
     double best = 0;
     try {
       const double per_call = kernels::warm_up(kernel, options.seconds_per_repetition);
-      const auto calls = static_cast<int64_t>(std::max(1.0, std::ceil(options.seconds_per_repetition / std::max(per_call, 1e-9))));
+      const auto calls = static_cast<int64_t>(
+          std::max(1.0, std::ceil(options.seconds_per_repetition / std::max(per_call, 1e-9))));
       using clock = std::chrono::steady_clock;
       for (int r = 0; r < std::max(1, options.repetitions); ++r) {
         const auto t0 = clock::now();
         for (int64_t i = 0; i < calls; ++i) kernel.run();
-        const double t = std::chrono::duration<double>(clock::now() - t0).count() / static_cast<double>(calls);
+        const double t =
+            std::chrono::duration<double>(clock::now() - t0).count() / static_cast<double>(calls);
         if (best == 0 || t < best) best = t;
       }
     } catch (const std::exception& e) {
@@ -109,11 +113,13 @@ Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const C
 }
 
 Result<std::vector<Peak>> calibrate_missing(benchdb::Database& db, int64_t system_id, const Backend& backend,
-                                            const std::vector<DType>& dtypes, const CalibrationOptions& options) {
+                                            const std::vector<DType>& dtypes,
+                                            const CalibrationOptions& options) {
   std::vector<Peak> measured;
   for (const auto& dtype : dtypes) {
-    FL_ASSIGN_OR_RETURN(const auto have, db.query("SELECT count(*) FROM system_peaks WHERE system_id = ?1 AND dtype = ?2",
-                                                  {system_id, std::string(dtype_name(dtype))}));
+    FL_ASSIGN_OR_RETURN(const auto have,
+                        db.query("SELECT count(*) FROM system_peaks WHERE system_id = ?1 AND dtype = ?2",
+                                 {system_id, std::string(dtype_name(dtype))}));
     if (std::get<int64_t>(have.rows.at(0).at(0)) >= 2) continue;
     FL_ASSIGN_OR_RETURN(auto peaks, calibrate(backend, dtype, options));
     FL_TRY(db.transaction([&]() -> Status {

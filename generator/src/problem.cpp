@@ -13,16 +13,23 @@ kernels::Problem to_problem(const mp::LayerConfig& config, const std::string& ke
   for (const auto& t : config.inputs) p.inputs.push_back({t.role, t.shape});
   for (const auto& t : config.outputs) p.outputs.push_back({t.role, t.shape});
   for (const auto& a : config.attrs) {
-    if (const auto* i = std::get_if<int64_t>(&a.value)) p.ints[a.name] = {*i};
-    else if (const auto* is = std::get_if<std::vector<int64_t>>(&a.value)) p.ints[a.name] = *is;
-    else if (const auto* d = std::get_if<double>(&a.value)) p.floats[a.name] = {*d};
-    else if (const auto* ds = std::get_if<std::vector<double>>(&a.value)) p.floats[a.name] = *ds;
-    else if (const auto* s = std::get_if<std::string>(&a.value)) p.strings[a.name] = *s;
+    if (const auto* i = std::get_if<int64_t>(&a.value))
+      p.ints[a.name] = {*i};
+    else if (const auto* is = std::get_if<std::vector<int64_t>>(&a.value))
+      p.ints[a.name] = *is;
+    else if (const auto* d = std::get_if<double>(&a.value))
+      p.floats[a.name] = {*d};
+    else if (const auto* ds = std::get_if<std::vector<double>>(&a.value))
+      p.floats[a.name] = *ds;
+    else if (const auto* s = std::get_if<std::string>(&a.value))
+      p.strings[a.name] = *s;
   }
   return p;
 }
 
-kernels::PostOp to_post_op(const mp::Epilogue& e) { return kernels::PostOp{e.op, e.alpha, e.beta}; }
+kernels::PostOp to_post_op(const mp::Epilogue& e) {
+  return kernels::PostOp{e.op, e.alpha, e.beta};
+}
 
 std::map<std::string, std::vector<FusionPattern>> fusion_patterns(const std::vector<mp::ModelIR>& models) {
   std::map<std::string, std::map<std::string, std::vector<kernels::PostOp>>> found;

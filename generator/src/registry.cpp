@@ -50,7 +50,9 @@ class UnloadedBackend final : public Backend {
   kernels::KindSupport support(LayerKind) const override {
     return {{}, "not mapped: the backend's plugin could not be loaded (`floorline system` says why)"};
   }
-  std::vector<PlannedCase> cases_for(const kernels::CaseSpec&, const PlanOptions&) const override { return {}; }
+  std::vector<PlannedCase> cases_for(const kernels::CaseSpec&, const PlanOptions&) const override {
+    return {};
+  }
   kernels::KernelFactory factory() const override {
     return [why = why_, name = name()](const kernels::CaseSpec&) -> Result<std::unique_ptr<kernels::Kernel>> {
       return why.with_context(name);
@@ -87,7 +89,8 @@ std::vector<std::filesystem::path> plugin_dirs() {
     size_t start = 0;
     while (start <= list.size()) {
       const size_t colon = list.find(':', start);
-      const std::string dir = list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      const std::string dir =
+          list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
       std::error_code ec;
       if (!dir.empty()) dirs.push_back(std::filesystem::absolute(dir, ec));
       if (colon == std::string::npos) break;
@@ -118,7 +121,8 @@ Result<std::string> load_plugin(const BackendEntry& entry, std::unique_ptr<Backe
     std::string searched;
     for (const auto& dir : dirs) searched += (searched.empty() ? "" : ", ") + dir.string();
     if (!std::getenv("FLOORLINE_PLUGIN_DIR")) searched += " (FLOORLINE_PLUGIN_DIR unset)";
-    return make_error("not installed: {} is in none of {}", entry.plugin, searched.empty() ? "no directory" : searched);
+    return make_error("not installed: {} is in none of {}", entry.plugin,
+                      searched.empty() ? "no directory" : searched);
   }
   if (entry.env_name) setenv(entry.env_name, entry.env_value, /*overwrite=*/0);
   // RTLD_NOW: a missing vendor symbol is reported here, not at the first call; RTLD_LOCAL: two
@@ -134,16 +138,20 @@ Result<std::string> load_plugin(const BackendEntry& entry, std::unique_ptr<Backe
   auto* fn = reinterpret_cast<EntryFn>(dlsym(handle, kBackendEntrySymbol));
   if (!fn) {
     dlclose(handle);
-    return make_error("cannot load {}: it has no {} entry point (not a Floorline backend plugin of this "
-                      "interface version)", path.string(), kBackendEntrySymbol);
+    return make_error(
+        "cannot load {}: it has no {} entry point (not a Floorline backend plugin of this "
+        "interface version)",
+        path.string(), kBackendEntrySymbol);
   }
   const BackendPluginEntry* plugin = fn();
   const std::string expected = backend_abi_tag();
   if (!plugin || !plugin->abi_tag || expected != plugin->abi_tag) {
     const std::string got = plugin && plugin->abi_tag ? plugin->abi_tag : "(none)";
     dlclose(handle);
-    return make_error("cannot load {}: built for '{}', this floorline needs '{}' (rebuild or reinstall the plugins "
-                      "with the executable)", path.string(), got, expected);
+    return make_error(
+        "cannot load {}: built for '{}', this floorline needs '{}' (rebuild or reinstall the plugins "
+        "with the executable)",
+        path.string(), got, expected);
   }
   out.reset(plugin->create());
   if (!out || out->name() != entry.name) {
@@ -160,8 +168,10 @@ const Backend* load(size_t k) {
   std::call_once(slot.once, [&] {
     std::unique_ptr<Backend> backend;
     slot.path = load_plugin(kBackends[k], backend);
-    if (slot.path) slot.backend = std::move(backend);
-    else slot.backend = std::make_unique<UnloadedBackend>(kBackends[k], slot.path.error());
+    if (slot.path)
+      slot.backend = std::move(backend);
+    else
+      slot.backend = std::make_unique<UnloadedBackend>(kBackends[k], slot.path.error());
   });
   return slot.backend.get();
 }
@@ -194,8 +204,10 @@ Result<std::vector<const Backend*>> select_backends(const std::string& spec) {
   if (spec == "auto") {
     std::string why;
     for (const Backend* b : backends()) {
-      if (auto st = b->available(); st.ok()) out.push_back(b);
-      else why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", b->name(), st.error().message);
+      if (auto st = b->available(); st.ok())
+        out.push_back(b);
+      else
+        why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", b->name(), st.error().message);
     }
     if (out.empty()) return make_error("no backend can run on this machine ({})", why);
     return out;
@@ -205,7 +217,8 @@ Result<std::vector<const Backend*>> select_backends(const std::string& spec) {
   size_t start = 0;
   while (start <= spec.size()) {
     const size_t comma = spec.find(',', start);
-    const std::string name = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string name =
+        spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const Backend* b = find_backend(name);
     if (!b) return make_error("unknown backend '{}' (known: {})", name, known);
     if (auto path = plugin_path(*b); !path) return path.error().with_context(name);
@@ -221,8 +234,10 @@ Result<BackendChoice> choose_backend() {
   const std::vector<const Backend*> all = backends();
   for (const Backend* b : all) {
     if (b->device_kind() != "gpu") continue;
-    if (auto st = b->available(); st.ok()) return BackendChoice{b, b->name() + ": a usable GPU"};
-    else gpu_why += fmt::format("{}{}: {}", gpu_why.empty() ? "" : "; ", b->name(), st.error().message);
+    if (auto st = b->available(); st.ok())
+      return BackendChoice{b, b->name() + ": a usable GPU"};
+    else
+      gpu_why += fmt::format("{}{}: {}", gpu_why.empty() ? "" : "; ", b->name(), st.error().message);
   }
   std::string cpu_why;
   for (const Backend* b : all) {

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <memory>
-#include <unordered_map>
+#include <new>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -19,8 +19,8 @@
 
 namespace floorline::gen {
 
-Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id, const Plan& plan,
-                                                     DType dtype) {
+Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id,
+                                                     const Plan& plan, DType dtype) {
   std::unordered_map<std::string, const PlannedCase*> by_name;
   for (const auto& c : plan.cases) by_name.emplace(c.spec.name, &c);
   const std::string type(dtype_name(dtype)), math(math_mode_name(own_math_mode(dtype)));
@@ -31,7 +31,8 @@ Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int6
       "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion = ''",
       {system_id, type, math}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
         auto it = by_name.find(std::get<std::string>(v[1]));
-        if (it != by_name.end()) out[std::get<std::string>(v[0])] = {it->second->spec, std::get<double>(v[2])};
+        if (it != by_name.end())
+          out[std::get<std::string>(v[0])] = {it->second->spec, std::get<double>(v[2])};
         return Status{};
       }));
   return out;
@@ -57,8 +58,8 @@ bool layout_agnostic(const mp::Layer& layer) {
   using K = LayerKind;
   static const std::set<LayerKind> kKinds = {
       K::kRelu, K::kClip, K::kSigmoid, K::kTanh, K::kHardSwish, K::kHardSigmoid, K::kLeakyRelu, K::kElu,
-      K::kSelu, K::kErf, K::kExp, K::kLog, K::kSqrt, K::kNeg, K::kAbs, K::kAdd, K::kSub, K::kMul, K::kDiv,
-      K::kMax, K::kMin, K::kSum, K::kIdentity, K::kDropout};
+      K::kSelu, K::kErf,  K::kExp,     K::kLog,  K::kSqrt,      K::kNeg,         K::kAbs,       K::kAdd,
+      K::kSub,  K::kMul,  K::kDiv,     K::kMax,  K::kMin,       K::kSum,         K::kIdentity,  K::kDropout};
   const auto& c = layer.config;
   if (!kKinds.count(c.kind) || c.outputs.size() != 1 || c.inputs.empty()) return false;
   return std::all_of(c.inputs.begin(), c.inputs.end(),
@@ -118,7 +119,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   const auto factory = backend.factory();
   std::vector<Step> steps;
   std::unordered_map<std::string, Source> sources;
-  std::unordered_map<std::string, int> produced;  // every value some layer of the main graph writes
+  std::unordered_map<std::string, int> produced;     // every value some layer of the main graph writes
   std::unordered_map<std::string, int> last_reader;  // value → index of the last layer that reads it
   for (const auto& layer : model.layers) {
     if (!layer.subgraph.empty()) continue;
@@ -203,7 +204,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         auto src = sources.find(layer.input_names[k]);
         const auto to = kernel->port(false, k);
         wired = src != sources.end() && to && to->layout == "plain";
-        if (wired && !target && src->second.layout != "plain" && src->second.bytes == to->bytes) target = &src->second;
+        if (wired && !target && src->second.layout != "plain" && src->second.bytes == to->bytes)
+          target = &src->second;
       }
       const auto out_port = kernel->port(true, 0);
       if (wired && target && out_port && out_port->bytes == target->bytes) {
@@ -217,7 +219,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           wired = static_cast<bool>(conv);
           if (wired)
             converts.push_back({std::move(conv).value(),
-                                fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label), true, 0});
+                                fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
+                                true, 0});
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -265,8 +268,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       }
       FL_TRY(kernel->bind(false, k, dest->data));
       converted[key] = dest->data;
-      steps.push_back(
-          {std::move(conv).value(), fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0});
+      steps.push_back({std::move(conv).value(),
+                       fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0});
       ++r.conversions;
     }
     if (adopted) {
@@ -302,7 +305,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       ++warm;
     } while (seconds_since(w0) < options.warmup_seconds);
     const double per_pass = seconds_since(w0) / static_cast<double>(warm);
-    const auto n = static_cast<int64_t>(std::clamp(std::ceil(options.min_time / std::max(per_pass, 1e-9)), 1.0, 1e6));
+    const auto n =
+        static_cast<int64_t>(std::clamp(std::ceil(options.min_time / std::max(per_pass, 1e-9)), 1.0, 1e6));
     std::vector<double> reps;
     for (int rep = 0; rep < std::max(1, options.repetitions); ++rep) {
       const auto t0 = std::chrono::steady_clock::now();

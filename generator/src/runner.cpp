@@ -3,11 +3,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <algorithm>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -26,7 +26,9 @@ namespace floorline::gen {
 namespace {
 
 volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_interrupt(int) { g_interrupted = 1; }
+extern "C" void on_interrupt(int) {
+  g_interrupted = 1;
+}
 
 // Forwards to the database reporter and keeps the runner's own tallies.
 class TallyReporter final : public benchmark::BenchmarkReporter {
@@ -36,8 +38,10 @@ class TallyReporter final : public benchmark::BenchmarkReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& r : runs) {
       if (r.run_type != Run::RT_Iteration) continue;
-      if (r.error_occurred) error = r.error_message;
-      else timed_seconds += r.real_accumulated_time;  // manual time: Σ per-call times
+      if (r.error_occurred)
+        error = r.error_message;
+      else
+        timed_seconds += r.real_accumulated_time;  // manual time: Σ per-call times
     }
     db_.ReportRuns(runs);
   }
@@ -52,7 +56,8 @@ class TallyReporter final : public benchmark::BenchmarkReporter {
 std::string duration(double s) {
   if (s < 0 || !std::isfinite(s)) return "?";
   const auto t = static_cast<int64_t>(s + 0.5);
-  return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60) : fmt::format("{}m{:02}s", t / 60, t % 60);
+  return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60)
+                   : fmt::format("{}m{:02}s", t / 60, t % 60);
 }
 
 }  // namespace
@@ -102,9 +107,12 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       run.host_name = benchdb::host_name();
       run.device_uuid = backend->device_uuid();
       run.command = options.command;
-      run.options = nlohmann::json{{"min_time", options.min_time}, {"repetitions", options.repetitions},
-                                   {"warmup_seconds", options.warmup_seconds}, {"threads", options.threads},
-                                   {"backend", backend->name()}, {"verify", options.verify},
+      run.options = nlohmann::json{{"min_time", options.min_time},
+                                   {"repetitions", options.repetitions},
+                                   {"warmup_seconds", options.warmup_seconds},
+                                   {"threads", options.threads},
+                                   {"backend", backend->name()},
+                                   {"verify", options.verify},
                                    {"cold", options.cold}}
                         .dump();
       FL_ASSIGN_OR_RETURN(run_id, db.begin_run(run));
@@ -112,7 +120,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         for (const auto& c : plan.cases) {
           if (c.spec.backend != backend->name()) continue;
           auto it = config_ids.find(c.spec.problem.key);
-          if (it == config_ids.end()) return make_error("config {} is not in the database", c.spec.problem.key);
+          if (it == config_ids.end())
+            return make_error("config {} is not in the database", c.spec.problem.key);
           benchdb::CaseRow row = case_row(c);
           row.config_id = it->second;
           FL_ASSIGN_OR_RETURN(const int64_t id, db.upsert_case(row));
@@ -194,9 +203,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         const double eta = timed_now > 1 ? el / static_cast<double>(timed_now - 1) *
                                                static_cast<double>(total_timed - done_timed + 1)
                                          : -1;
-        std::fprintf(stderr, "\r\033[K[%lld/%lld] %s elapsed, ETA %s  %.60s", static_cast<long long>(done_timed),
-                     static_cast<long long>(total_timed), duration(el).c_str(), duration(eta).c_str(),
-                     c.spec.name.c_str());
+        std::fprintf(stderr, "\r\033[K[%lld/%lld] %s elapsed, ETA %s  %.60s",
+                     static_cast<long long>(done_timed), static_cast<long long>(total_timed),
+                     duration(el).c_str(), duration(eta).c_str(), c.spec.name.c_str());
         std::fflush(stderr);
       }
       auto built = factory(c.spec);
@@ -248,7 +257,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     }
     if (writer) {
       if (auto st = writer->flush(); !st && result.ok()) result = st;
-      if (auto st = db.finish_run(run_id, g_interrupted ? "interrupted" : "finished"); !st && result.ok()) result = st;
+      if (auto st = db.finish_run(run_id, g_interrupted ? "interrupted" : "finished"); !st && result.ok())
+        result = st;
     }
     if (!result.ok() || g_interrupted) break;
   }

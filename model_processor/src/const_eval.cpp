@@ -45,12 +45,18 @@ ConstTensor make_like(DataType t, Shape dims) {
   ConstTensor c;
   c.dtype = t;
   c.dims = std::move(dims);
-  if (c.is_integer()) c.i.resize(product(c.dims)); else c.f.resize(product(c.dims));
+  if (c.is_integer())
+    c.i.resize(product(c.dims));
+  else
+    c.f.resize(product(c.dims));
   return c;
 }
 
 void set_value(ConstTensor& c, int64_t k, double v) {
-  if (c.is_integer()) c.i[k] = static_cast<int64_t>(v); else c.f[k] = v;
+  if (c.is_integer())
+    c.i[k] = static_cast<int64_t>(v);
+  else
+    c.f[k] = v;
 }
 
 std::optional<Shape> broadcast(const std::vector<Shape>& shapes) {
@@ -98,10 +104,15 @@ std::optional<ConstTensor> elementwise(const Values& in, DataType out_type, int6
   for (int64_t e = 0; e < n; ++e) {
     for (size_t a = 0; a < in.size(); ++a) {
       const int64_t off = broadcast_offset(idx, in[a]->dims, in_strides[a]);
-      if (all_int) iargs[a] = in[a]->i[off]; else args[a] = in[a]->as_double(off);
+      if (all_int)
+        iargs[a] = in[a]->i[off];
+      else
+        args[a] = in[a]->as_double(off);
     }
-    if (all_int && out.is_integer()) out.i[e] = ifn(iargs);
-    else set_value(out, e, all_int ? static_cast<double>(ifn(iargs)) : fn(args));
+    if (all_int && out.is_integer())
+      out.i[e] = ifn(iargs);
+    else
+      set_value(out, e, all_int ? static_cast<double>(ifn(iargs)) : fn(args));
     for (int k = static_cast<int>(idx.size()) - 1; k >= 0; --k) {
       if (++idx[k] < (*out_shape)[k]) break;
       idx[k] = 0;
@@ -110,7 +121,9 @@ std::optional<ConstTensor> elementwise(const Values& in, DataType out_type, int6
   return out;
 }
 
-int64_t normalize_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+int64_t normalize_axis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
 
 std::optional<ConstTensor> gather(const ConstTensor& data, const ConstTensor& indices, int64_t axis,
                                   int64_t max_elements) {
@@ -134,14 +147,18 @@ std::optional<ConstTensor> gather(const ConstTensor& data, const ConstTensor& in
       if (ix < 0 || ix >= dim) return std::nullopt;
       for (int64_t q = 0; q < inner; ++q, ++e) {
         const int64_t src = (o * dim + ix) * inner + q;
-        if (out.is_integer()) out.i[e] = data.i[src]; else out.f[e] = data.f[src];
+        if (out.is_integer())
+          out.i[e] = data.i[src];
+        else
+          out.f[e] = data.f[src];
       }
     }
   return out;
 }
 
-std::optional<ConstTensor> slice(const ConstTensor& data, std::vector<int64_t> starts, std::vector<int64_t> ends,
-                                 std::vector<int64_t> axes, std::vector<int64_t> steps) {
+std::optional<ConstTensor> slice(const ConstTensor& data, std::vector<int64_t> starts,
+                                 std::vector<int64_t> ends, std::vector<int64_t> axes,
+                                 std::vector<int64_t> steps) {
   const int64_t rank = static_cast<int64_t>(data.dims.size());
   if (axes.empty())
     for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
@@ -176,7 +193,10 @@ std::optional<ConstTensor> slice(const ConstTensor& data, std::vector<int64_t> s
   for (int64_t e = 0; e < n; ++e) {
     int64_t off = 0;
     for (int64_t k = 0; k < rank; ++k) off += (st[k] + idx[k] * sp[k]) * in_strides[k];
-    if (out.is_integer()) out.i[e] = data.i[off]; else out.f[e] = data.f[off];
+    if (out.is_integer())
+      out.i[e] = data.i[off];
+    else
+      out.f[e] = data.f[off];
     for (int64_t k = rank - 1; k >= 0; --k) {
       if (++idx[k] < out_dims[k]) break;
       idx[k] = 0;
@@ -204,7 +224,10 @@ std::optional<ConstTensor> concat(const Values& in, int64_t axis, int64_t max_el
       const int64_t chunk = product(Shape(t->dims.begin() + axis, t->dims.end()));
       for (int64_t q = 0; q < chunk; ++q, ++e) {
         const int64_t src = o * chunk + q;
-        if (out.is_integer()) out.i[e] = t->as_int(src); else out.f[e] = t->as_double(src);
+        if (out.is_integer())
+          out.i[e] = t->as_int(src);
+        else
+          out.f[e] = t->as_double(src);
       }
     }
   return out;
@@ -224,7 +247,10 @@ std::optional<ConstTensor> transpose(const ConstTensor& x, std::vector<int64_t> 
   for (int64_t e = 0; e < n; ++e) {
     int64_t off = 0;
     for (int64_t k = 0; k < rank; ++k) off += idx[k] * in_strides[perm[k]];
-    if (out.is_integer()) out.i[e] = x.i[off]; else out.f[e] = x.f[off];
+    if (out.is_integer())
+      out.i[e] = x.i[off];
+    else
+      out.f[e] = x.f[off];
     for (int64_t k = rank - 1; k >= 0; --k) {
       if (++idx[k] < out_dims[k]) break;
       idx[k] = 0;
@@ -298,7 +324,10 @@ float half_to_float(uint16_t h) {
     } else {  // subnormal
       int e = -1;
       uint32_t m = mant;
-      do { ++e; m <<= 1; } while ((m & 0x400u) == 0);
+      do {
+        ++e;
+        m <<= 1;
+      } while ((m & 0x400u) == 0);
       bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (m & 0x3ffu) << 13;
     }
   } else if (exp == 31) {
@@ -317,22 +346,46 @@ void append_raw(const std::string& raw, ConstTensor& c) {
   for (size_t k = 0; k < n; ++k) {
     T v;
     std::memcpy(&v, raw.data() + k * sizeof(T), sizeof(T));
-    if (c.is_integer()) c.i.push_back(static_cast<int64_t>(v)); else c.f.push_back(static_cast<double>(v));
+    if (c.is_integer())
+      c.i.push_back(static_cast<int64_t>(v));
+    else
+      c.f.push_back(static_cast<double>(v));
   }
 }
 
 Status decode_raw(const std::string& raw, ConstTensor& c) {
   switch (c.dtype) {
-    case DataType::kF32: append_raw<float>(raw, c); break;
-    case DataType::kF64: append_raw<double>(raw, c); break;
-    case DataType::kI64: append_raw<int64_t>(raw, c); break;
-    case DataType::kI32: append_raw<int32_t>(raw, c); break;
-    case DataType::kI16: append_raw<int16_t>(raw, c); break;
-    case DataType::kI8: append_raw<int8_t>(raw, c); break;
-    case DataType::kU8: case DataType::kBool: append_raw<uint8_t>(raw, c); break;
-    case DataType::kU16: append_raw<uint16_t>(raw, c); break;
-    case DataType::kU32: append_raw<uint32_t>(raw, c); break;
-    case DataType::kU64: append_raw<uint64_t>(raw, c); break;
+    case DataType::kF32:
+      append_raw<float>(raw, c);
+      break;
+    case DataType::kF64:
+      append_raw<double>(raw, c);
+      break;
+    case DataType::kI64:
+      append_raw<int64_t>(raw, c);
+      break;
+    case DataType::kI32:
+      append_raw<int32_t>(raw, c);
+      break;
+    case DataType::kI16:
+      append_raw<int16_t>(raw, c);
+      break;
+    case DataType::kI8:
+      append_raw<int8_t>(raw, c);
+      break;
+    case DataType::kU8:
+    case DataType::kBool:
+      append_raw<uint8_t>(raw, c);
+      break;
+    case DataType::kU16:
+      append_raw<uint16_t>(raw, c);
+      break;
+    case DataType::kU32:
+      append_raw<uint32_t>(raw, c);
+      break;
+    case DataType::kU64:
+      append_raw<uint64_t>(raw, c);
+      break;
     case DataType::kF16:
       for (size_t k = 0; k + 1 < raw.size(); k += 2) {
         uint16_t h;
@@ -340,7 +393,8 @@ Status decode_raw(const std::string& raw, ConstTensor& c) {
         c.f.push_back(half_to_float(h));
       }
       break;
-    default: return make_error("element type {} cannot be read", dtype_name(c.dtype));
+    default:
+      return make_error("element type {} cannot be read", dtype_name(c.dtype));
   }
   return {};
 }
@@ -349,15 +403,24 @@ Status decode_raw(const std::string& raw, ConstTensor& c) {
 
 bool is_integer_type(DataType t) {
   switch (t) {
-    case DataType::kU8: case DataType::kI8: case DataType::kU16: case DataType::kI16: case DataType::kI32:
-    case DataType::kI64: case DataType::kBool: case DataType::kU32: case DataType::kU64:
+    case DataType::kU8:
+    case DataType::kI8:
+    case DataType::kU16:
+    case DataType::kI16:
+    case DataType::kI32:
+    case DataType::kI64:
+    case DataType::kBool:
+    case DataType::kU32:
+    case DataType::kU64:
       return true;
     default:
       return false;
   }
 }
 
-bool ConstTensor::is_integer() const { return is_integer_type(dtype); }
+bool ConstTensor::is_integer() const {
+  return is_integer_type(dtype);
+}
 
 std::vector<int64_t> ConstTensor::ints() const {
   std::vector<int64_t> v(size());
@@ -375,18 +438,23 @@ Result<ConstTensor> read_tensor(const onnx::TensorProto& t, const std::string& b
     std::string location;
     int64_t offset = 0, length = -1;
     for (const auto& kv : t.external_data()) {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::stoll(kv.value());
+      else if (kv.key() == "length")
+        length = std::stoll(kv.value());
     }
     const auto file = std::filesystem::path(base_dir) / location;
     std::ifstream in(file, std::ios::binary);
-    if (!in) return make_error("{}: values are stored in external data file '{}', which is missing", ctx, location);
+    if (!in)
+      return make_error("{}: values are stored in external data file '{}', which is missing", ctx, location);
     if (length < 0) length = n * dtype_size(c.dtype);
     std::string raw(static_cast<size_t>(length), '\0');
     in.seekg(offset);
     if (!in.read(raw.data(), length))
-      return make_error("{}: external data file '{}' is shorter than offset {} + length {}", ctx, location, offset, length);
+      return make_error("{}: external data file '{}' is shorter than offset {} + length {}", ctx, location,
+                        offset, length);
     auto st = decode_raw(raw, c);
     if (!st) return st.error().with_context(ctx);
   } else if (t.has_raw_data()) {
@@ -408,7 +476,8 @@ Result<ConstTensor> read_tensor(const onnx::TensorProto& t, const std::string& b
       for (auto v : t.int32_data()) c.i.push_back(v);
     }
   }
-  if (c.size() != n) return make_error("{}: holds {} values for shape {}", ctx, c.size(), shape_string(c.dims));
+  if (c.size() != n)
+    return make_error("{}: holds {} values for shape {}", ctx, c.size(), shape_string(c.dims));
   if (c.dtype == DataType::kBF16 || c.dtype == DataType::kF16) c.dtype = DataType::kF32;
   return c;
 }
@@ -421,10 +490,19 @@ onnx::TensorProto to_tensor_proto(const ConstTensor& c, const std::string& name)
   // Keep the declared element type: shape inference checks it against consumers.
   t.set_data_type(static_cast<int32_t>(c.dtype));
   switch (c.dtype) {
-    case DataType::kF32: for (double v : c.f) t.add_float_data(static_cast<float>(v)); break;
-    case DataType::kF64: for (double v : c.f) t.add_double_data(v); break;
-    case DataType::kI64: for (int64_t v : c.i) t.add_int64_data(v); break;
-    case DataType::kU64: case DataType::kU32: for (int64_t v : c.i) t.add_uint64_data(static_cast<uint64_t>(v)); break;
+    case DataType::kF32:
+      for (double v : c.f) t.add_float_data(static_cast<float>(v));
+      break;
+    case DataType::kF64:
+      for (double v : c.f) t.add_double_data(v);
+      break;
+    case DataType::kI64:
+      for (int64_t v : c.i) t.add_int64_data(v);
+      break;
+    case DataType::kU64:
+    case DataType::kU32:
+      for (int64_t v : c.i) t.add_uint64_data(static_cast<uint64_t>(v));
+      break;
     default:
       if (c.is_integer()) {
         for (int64_t v : c.i) t.add_int32_data(static_cast<int32_t>(v));
@@ -441,7 +519,8 @@ bool is_nondeterministic_op(const std::string& op) {
          op == "RandomUniformLike" || op == "Multinomial" || op == "Bernoulli";
 }
 
-std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& node, int64_t opset, const Values& in,
+std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& node, int64_t opset,
+                                                      const Values& in,
                                                       const std::vector<std::optional<Shape>>& in_shapes,
                                                       int64_t max_elements) {
   const std::string& op = node.op_type();
@@ -476,8 +555,16 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
       return one(*t);
     }
     ConstTensor out;
-    if (const auto* a = find_attr(node, "value_int")) { out.dtype = DataType::kI64; out.i = {a->i()}; return one(out); }
-    if (const auto* a = find_attr(node, "value_float")) { out.dtype = DataType::kF32; out.f = {a->f()}; return one(out); }
+    if (const auto* a = find_attr(node, "value_int")) {
+      out.dtype = DataType::kI64;
+      out.i = {a->i()};
+      return one(out);
+    }
+    if (const auto* a = find_attr(node, "value_float")) {
+      out.dtype = DataType::kF32;
+      out.f = {a->f()};
+      return one(out);
+    }
     if (const auto* a = find_attr(node, "value_ints")) {
       out.dtype = DataType::kI64;
       out.i.assign(a->ints().begin(), a->ints().end());
@@ -591,20 +678,25 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
     auto dims = broadcast({x.dims, in[1]->ints()});
     if (!dims || product(*dims) > max_elements) return std::nullopt;
     ConstTensor shape_holder = make_like(x.dtype, *dims);
-    return one(elementwise({&x, &shape_holder}, x.dtype, max_elements,
-                           [](const std::vector<double>& a) { return a[0]; },
-                           [](const std::vector<int64_t>& a) { return a[0]; }));
+    return one(elementwise(
+        {&x, &shape_holder}, x.dtype, max_elements, [](const std::vector<double>& a) { return a[0]; },
+        [](const std::vector<int64_t>& a) { return a[0]; }));
   }
   if (op == "Where") {
     if (!have(1) || !have(2)) return std::nullopt;
-    return one(elementwise(in, in[1]->dtype, max_elements,
-                           [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; },
-                           [](const std::vector<int64_t>& a) { return a[0] != 0 ? a[1] : a[2]; }));
+    return one(elementwise(
+        in, in[1]->dtype, max_elements, [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; },
+        [](const std::vector<int64_t>& a) { return a[0] != 0 ? a[1] : a[2]; }));
   }
 
   using F = std::function<double(const std::vector<double>&)>;
   using I = std::function<int64_t(const std::vector<int64_t>&)>;
-  struct Binary { const char* name; F f; I i; bool boolean; };
+  struct Binary {
+    const char* name;
+    F f;
+    I i;
+    bool boolean;
+  };
   static const Binary kBinary[] = {
       {"Add", [](auto& a) { return a[0] + a[1]; }, [](auto& a) { return a[0] + a[1]; }, false},
       {"Sub", [](auto& a) { return a[0] - a[1]; }, [](auto& a) { return a[0] - a[1]; }, false},
@@ -612,14 +704,24 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
       {"Div", [](auto& a) { return a[0] / a[1]; },
        [](auto& a) { return a[1] == 0 ? int64_t{0} : a[0] / a[1]; }, false},
       {"Pow", [](auto& a) { return std::pow(a[0], a[1]); },
-       [](auto& a) { return static_cast<int64_t>(std::pow(static_cast<double>(a[0]), static_cast<double>(a[1]))); }, false},
-      {"Max", [](auto& a) { return std::max(a[0], a[1]); }, [](auto& a) { return std::max(a[0], a[1]); }, false},
-      {"Min", [](auto& a) { return std::min(a[0], a[1]); }, [](auto& a) { return std::min(a[0], a[1]); }, false},
-      {"Equal", [](auto& a) { return double(a[0] == a[1]); }, [](auto& a) { return int64_t(a[0] == a[1]); }, true},
-      {"Less", [](auto& a) { return double(a[0] < a[1]); }, [](auto& a) { return int64_t(a[0] < a[1]); }, true},
-      {"Greater", [](auto& a) { return double(a[0] > a[1]); }, [](auto& a) { return int64_t(a[0] > a[1]); }, true},
-      {"And", [](auto& a) { return double(a[0] != 0 && a[1] != 0); }, [](auto& a) { return int64_t(a[0] && a[1]); }, true},
-      {"Or", [](auto& a) { return double(a[0] != 0 || a[1] != 0); }, [](auto& a) { return int64_t(a[0] || a[1]); }, true},
+       [](auto& a) {
+         return static_cast<int64_t>(std::pow(static_cast<double>(a[0]), static_cast<double>(a[1])));
+       },
+       false},
+      {"Max", [](auto& a) { return std::max(a[0], a[1]); }, [](auto& a) { return std::max(a[0], a[1]); },
+       false},
+      {"Min", [](auto& a) { return std::min(a[0], a[1]); }, [](auto& a) { return std::min(a[0], a[1]); },
+       false},
+      {"Equal", [](auto& a) { return double(a[0] == a[1]); }, [](auto& a) { return int64_t(a[0] == a[1]); },
+       true},
+      {"Less", [](auto& a) { return double(a[0] < a[1]); }, [](auto& a) { return int64_t(a[0] < a[1]); },
+       true},
+      {"Greater", [](auto& a) { return double(a[0] > a[1]); }, [](auto& a) { return int64_t(a[0] > a[1]); },
+       true},
+      {"And", [](auto& a) { return double(a[0] != 0 && a[1] != 0); },
+       [](auto& a) { return int64_t(a[0] && a[1]); }, true},
+      {"Or", [](auto& a) { return double(a[0] != 0 || a[1] != 0); },
+       [](auto& a) { return int64_t(a[0] || a[1]); }, true},
   };
   for (const auto& b : kBinary) {
     if (op != b.name) continue;
@@ -630,20 +732,24 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
   if (op == "Mod") {
     if (!have(1)) return std::nullopt;
     const bool fmod = attr_i(node, "fmod", 0) != 0;
-    return one(elementwise({in[0], in[1]}, x.dtype, max_elements,
-                           [fmod](const std::vector<double>& a) {
-                             double r = std::fmod(a[0], a[1]);
-                             if (!fmod && r != 0 && ((r < 0) != (a[1] < 0))) r += a[1];
-                             return r;
-                           },
-                           [fmod](const std::vector<int64_t>& a) {
-                             if (a[1] == 0) return int64_t{0};
-                             int64_t r = a[0] % a[1];
-                             if (!fmod && r != 0 && ((r < 0) != (a[1] < 0))) r += a[1];
-                             return r;
-                           }));
+    return one(elementwise(
+        {in[0], in[1]}, x.dtype, max_elements,
+        [fmod](const std::vector<double>& a) {
+          double r = std::fmod(a[0], a[1]);
+          if (!fmod && r != 0 && ((r < 0) != (a[1] < 0))) r += a[1];
+          return r;
+        },
+        [fmod](const std::vector<int64_t>& a) {
+          if (a[1] == 0) return int64_t{0};
+          int64_t r = a[0] % a[1];
+          if (!fmod && r != 0 && ((r < 0) != (a[1] < 0))) r += a[1];
+          return r;
+        }));
   }
-  struct Unary { const char* name; F f; };
+  struct Unary {
+    const char* name;
+    F f;
+  };
   static const Unary kUnary[] = {
       {"Neg", [](auto& a) { return -a[0]; }},
       {"Abs", [](auto& a) { return std::fabs(a[0]); }},

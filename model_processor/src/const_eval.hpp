@@ -22,7 +22,9 @@ struct ConstTensor {
   std::vector<double> f;
 
   bool is_integer() const;
-  int64_t size() const { return is_integer() ? static_cast<int64_t>(i.size()) : static_cast<int64_t>(f.size()); }
+  int64_t size() const {
+    return is_integer() ? static_cast<int64_t>(i.size()) : static_cast<int64_t>(f.size());
+  }
   double as_double(int64_t k) const { return is_integer() ? static_cast<double>(i[k]) : f[k]; }
   int64_t as_int(int64_t k) const { return is_integer() ? i[k] : static_cast<int64_t>(f[k]); }
   std::vector<int64_t> ints() const;  // all values as integers

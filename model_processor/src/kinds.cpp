@@ -27,16 +27,24 @@ int64_t arg_numel(const LayerConfig& c, std::string_view role) {
   const auto* a = arg(c, role);
   return a ? numel(a->shape) : -1;
 }
-int64_t out_numel(const LayerConfig& c) { return c.outputs.empty() ? -1 : numel(c.outputs[0].shape); }
+int64_t out_numel(const LayerConfig& c) {
+  return c.outputs.empty() ? -1 : numel(c.outputs[0].shape);
+}
 int64_t tensor_bytes(const TensorArg& t) {
   const int64_t n = numel(t.shape);
   return n < 0 ? -1 : n * dtype_size(t.dtype);
 }
 // -1 propagates: a product or sum with an unknown factor is unknown.
-int64_t mul(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a * b; }
-int64_t add(int64_t a, int64_t b) { return a < 0 || b < 0 ? -1 : a + b; }
+int64_t mul(int64_t a, int64_t b) {
+  return a < 0 || b < 0 ? -1 : a * b;
+}
+int64_t add(int64_t a, int64_t b) {
+  return a < 0 || b < 0 ? -1 : a + b;
+}
 
-int64_t zero(const LayerConfig&) { return 0; }
+int64_t zero(const LayerConfig&) {
+  return 0;
+}
 
 // Compulsory traffic: all inputs read once, all outputs written once.
 int64_t io_bytes(const LayerConfig& c) {
@@ -51,12 +59,18 @@ int64_t gather_bytes(const LayerConfig& c) {
   if (const auto* idx = arg(c, "indices")) b = add(b, tensor_bytes(*idx));
   return b;
 }
-int64_t slice_bytes(const LayerConfig& c) { return c.outputs.empty() ? -1 : mul(2, tensor_bytes(c.outputs[0])); }
+int64_t slice_bytes(const LayerConfig& c) {
+  return c.outputs.empty() ? -1 : mul(2, tensor_bytes(c.outputs[0]));
+}
 
 template <int kOpsPerOutput>
-int64_t per_output(const LayerConfig& c) { return mul(kOpsPerOutput, out_numel(c)); }
+int64_t per_output(const LayerConfig& c) {
+  return mul(kOpsPerOutput, out_numel(c));
+}
 template <int kOpsPerInput>
-int64_t per_input(const LayerConfig& c) { return mul(kOpsPerInput, arg_numel(c, "x")); }
+int64_t per_input(const LayerConfig& c) {
+  return mul(kOpsPerInput, arg_numel(c, "x"));
+}
 
 int64_t spatial_product(const Shape& s, size_t from) {
   int64_t p = 1;
@@ -97,7 +111,9 @@ int64_t matmul_flops(const LayerConfig& c) {
   return mul(2, mul(out_numel(c), a->shape.back()));
 }
 // LRN: per element a windowed sum of squares (2·size) then bias + alpha/size·sum, pow and divide (4).
-int64_t lrn_flops(const LayerConfig& c) { return mul(2 * c.attr_int("size", 1) + 4, arg_numel(c, "x")); }
+int64_t lrn_flops(const LayerConfig& c) {
+  return mul(2 * c.attr_int("size", 1) + 4, arg_numel(c, "x"));
+}
 // Pooling: one op per kernel element per output; average adds one divide per output.
 int64_t pool_flops(const LayerConfig& c) {
   const auto k = c.attr_ints("kernel");
@@ -106,7 +122,9 @@ int64_t pool_flops(const LayerConfig& c) {
   return mul(per, out_numel(c));
 }
 // Sum: one add per output element for each input after the first.
-int64_t sum_flops(const LayerConfig& c) { return mul(static_cast<int64_t>(c.inputs.size()) - 1, out_numel(c)); }
+int64_t sum_flops(const LayerConfig& c) {
+  return mul(static_cast<int64_t>(c.inputs.size()) - 1, out_numel(c));
+}
 int64_t global_pool_flops(const LayerConfig& c) {
   return add(arg_numel(c, "x"), c.kind == LayerKind::kGlobalAveragePool ? out_numel(c) : 0);
 }
@@ -131,8 +149,10 @@ void erase(LayerConfig& c, std::initializer_list<std::string_view> names) {
                 c.attrs.end());
 }
 void set(LayerConfig& c, std::string name, AttrValue v) {
-  if (auto* a = find(c, name)) a->value = std::move(v);
-  else c.attrs.push_back({std::move(name), std::move(v)});
+  if (auto* a = find(c, name))
+    a->value = std::move(v);
+  else
+    c.attrs.push_back({std::move(name), std::move(v)});
 }
 std::vector<int64_t> ints_or(const LayerConfig& c, std::string_view name, size_t n, int64_t fill) {
   auto v = c.attr_ints(name);
@@ -148,7 +168,9 @@ int64_t input_rank(const LayerConfig& c) {
   const auto* x = c.inputs.empty() ? nullptr : &c.inputs[0];
   return x ? static_cast<int64_t>(x->shape.size()) : 0;
 }
-int64_t positive_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+int64_t positive_axis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
 void normalize_axis_attr(LayerConfig& c, std::string_view name, int64_t fallback) {
   set(c, std::string(name), positive_axis(c.attr_int(name, fallback), input_rank(c)));
 }
@@ -164,9 +186,9 @@ void order(LayerConfig& c, std::initializer_list<std::string_view> names) {
 
 // Explicit pads from auto_pad (ONNX Conv/Pool spec): SAME_* pads so that out = ceil(in / stride),
 // the odd pixel at the end (SAME_UPPER) or the beginning (SAME_LOWER); VALID pads nothing.
-std::vector<int64_t> resolve_pads(const std::string& auto_pad, const Shape& x, const std::vector<int64_t>& kernel,
-                                  const std::vector<int64_t>& strides, const std::vector<int64_t>& dil,
-                                  std::vector<int64_t> pads) {
+std::vector<int64_t> resolve_pads(const std::string& auto_pad, const Shape& x,
+                                  const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                                  const std::vector<int64_t>& dil, std::vector<int64_t> pads) {
   const size_t n = kernel.size();
   if (pads.size() != 2 * n) pads.assign(2 * n, 0);
   if (auto_pad == "VALID") return std::vector<int64_t>(2 * n, 0);
@@ -223,18 +245,22 @@ void fix_conv_transpose(const NodeView&, LayerConfig& c) {
   const auto auto_pad = str_or(c, "auto_pad", "NOTSET");
   auto out_shape = c.attr_ints("output_shape");
   if (out_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"))
-    for (size_t i = 0; i < n && x->shape.size() > i + 2; ++i) out_shape.push_back(x->shape[i + 2] * strides[i]);
+    for (size_t i = 0; i < n && x->shape.size() > i + 2; ++i)
+      out_shape.push_back(x->shape[i + 2] * strides[i]);
   if (out_shape.size() == n && x->shape.size() == n + 2) {
     // ONNX ConvTranspose spec: total_padding = stride·(in−1) + output_padding + ((k−1)·dil+1) − out.
     for (size_t i = 0; i < n; ++i) {
-      const int64_t total = strides[i] * (x->shape[i + 2] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1 - out_shape[i];
-      const bool upper = auto_pad == "SAME_UPPER";  // the spec: SAME_UPPER puts the odd pixel at the end, else at the start
+      const int64_t total =
+          strides[i] * (x->shape[i + 2] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1 - out_shape[i];
+      const bool upper =
+          auto_pad == "SAME_UPPER";  // the spec: SAME_UPPER puts the odd pixel at the end, else at the start
       pads[i] = upper ? total / 2 : total - total / 2;
       pads[i + n] = upper ? total - total / 2 : total / 2;
     }
   }
   const int64_t group = c.attr_int("group", 1);
-  c.attrs = {{"pads", pads}, {"strides", strides}, {"dil", dil}, {"group", group}, {"output_padding", out_pad}};
+  c.attrs = {
+      {"pads", pads}, {"strides", strides}, {"dil", dil}, {"group", group}, {"output_padding", out_pad}};
   c.key_includes_outputs = true;
 }
 
@@ -244,32 +270,48 @@ void fix_pool(const NodeView& v, LayerConfig& c) {
   if (!x || kernel.empty()) return;
   const size_t n = kernel.size();
   const auto strides = ints_or(c, "strides", n, 1), dil = ints_or(c, "dilations", n, 1);
-  const auto pads = resolve_pads(str_or(c, "auto_pad", "NOTSET"), x->shape, kernel, strides, dil, c.attr_ints("pads"));
+  const auto pads =
+      resolve_pads(str_or(c, "auto_pad", "NOTSET"), x->shape, kernel, strides, dil, c.attr_ints("pads"));
   const int64_t ceil_mode = c.attr_int("ceil_mode", 0);
   if (c.kind == LayerKind::kMaxPool) {
-    c.attrs = {{"kernel", kernel}, {"pads", pads}, {"strides", strides}, {"dil", dil}, {"ceil_mode", ceil_mode}};
+    c.attrs = {
+        {"kernel", kernel}, {"pads", pads}, {"strides", strides}, {"dil", dil}, {"ceil_mode", ceil_mode}};
     if (v.out.size() > 1 && v.out[1].present) c.attrs.push_back({"indices", int64_t{1}});
   } else {
     const int64_t cip = c.attr_int("count_include_pad", 0);
-    c.attrs = {{"kernel", kernel}, {"pads", pads}, {"strides", strides}, {"ceil_mode", ceil_mode},
+    c.attrs = {{"kernel", kernel},
+               {"pads", pads},
+               {"strides", strides},
+               {"ceil_mode", ceil_mode},
                {"count_include_pad", cip}};
   }
 }
 
-void fix_gemm(const NodeView&, LayerConfig& c) { order(c, {"transA", "transB", "alpha", "beta"}); }
+void fix_gemm(const NodeView&, LayerConfig& c) {
+  order(c, {"transA", "transB", "alpha", "beta"});
+}
 
 // Numeric parameters that do not change the work (epsilon, momentum, dropout ratio) are dropped.
-void fix_batchnorm(const NodeView&, LayerConfig& c) { erase(c, {"epsilon", "momentum"}); }
-void fix_instancenorm(const NodeView&, LayerConfig& c) { erase(c, {"epsilon"}); }
+void fix_batchnorm(const NodeView&, LayerConfig& c) {
+  erase(c, {"epsilon", "momentum"});
+}
+void fix_instancenorm(const NodeView&, LayerConfig& c) {
+  erase(c, {"epsilon"});
+}
 void fix_layernorm(const NodeView&, LayerConfig& c) {
   erase(c, {"epsilon", "stash_type"});
   normalize_axis_attr(c, "axis", -1);
 }
-void fix_lrn(const NodeView&, LayerConfig& c) { erase(c, {"alpha", "beta", "bias"}); }
-void fix_dropout(const NodeView&, LayerConfig& c) { erase(c, {"seed", "ratio"}); }
+void fix_lrn(const NodeView&, LayerConfig& c) {
+  erase(c, {"alpha", "beta", "bias"});
+}
+void fix_dropout(const NodeView&, LayerConfig& c) {
+  erase(c, {"seed", "ratio"});
+}
 
 void fix_softmax(const NodeView& v, LayerConfig& c) {
-  // Before opset 13 Softmax coerced the input to 2-D at `axis` (default 1); from 13 it is per-axis (default -1).
+  // Before opset 13 Softmax coerced the input to 2-D at `axis` (default 1); from 13 it is per-axis (default
+  // -1).
   if (v.opset < 13) {
     normalize_axis_attr(c, "axis", 1);
     set(c, "coerce_2d", int64_t{1});
@@ -277,8 +319,12 @@ void fix_softmax(const NodeView& v, LayerConfig& c) {
     normalize_axis_attr(c, "axis", -1);
   }
 }
-void fix_axis0(const NodeView&, LayerConfig& c) { normalize_axis_attr(c, "axis", 0); }
-void fix_axis1(const NodeView&, LayerConfig& c) { normalize_axis_attr(c, "axis", 1); }
+void fix_axis0(const NodeView&, LayerConfig& c) {
+  normalize_axis_attr(c, "axis", 0);
+}
+void fix_axis1(const NodeView&, LayerConfig& c) {
+  normalize_axis_attr(c, "axis", 1);
+}
 
 void fix_axes_list(LayerConfig& c, int64_t rank, bool empty_means_all) {
   auto axes = c.attr_ints("axes");
@@ -346,10 +392,13 @@ void fix_resize(const NodeView&, LayerConfig& c) {
   erase(c, {"roi", "scales", "sizes"});
   if (mode != "nearest") erase(c, {"nearest_mode"});
   if (mode != "cubic") erase(c, {"cubic_coeff_a", "exclude_outside"});
-  if (str_or(c, "coordinate_transformation_mode", "") != "tf_crop_and_resize") erase(c, {"extrapolation_value"});
+  if (str_or(c, "coordinate_transformation_mode", "") != "tf_crop_and_resize")
+    erase(c, {"extrapolation_value"});
   c.key_includes_outputs = true;
 }
-void fix_outputs_in_key(const NodeView&, LayerConfig& c) { c.key_includes_outputs = true; }
+void fix_outputs_in_key(const NodeView&, LayerConfig& c) {
+  c.key_includes_outputs = true;
+}
 void fix_split(const NodeView& v, LayerConfig& c) {
   normalize_axis_attr(c, "axis", 0);
   // Equal split when no sizes are given: the output shapes say it.
@@ -396,10 +445,10 @@ const KindInfo kKinds[] = {
     {K::kElu, kCompute, {}, {}, nullptr, per_output<3>, io_bytes},
     {K::kSelu, kCompute, {}, {}, nullptr, per_output<4>, io_bytes},
     {K::kClip, kCompute, {1, 2}, {}, nullptr, per_output<2>, io_bytes},
-    {K::kSigmoid, kCompute, {}, {}, nullptr, per_output<4>, io_bytes},   // neg, exp, add, div
+    {K::kSigmoid, kCompute, {}, {}, nullptr, per_output<4>, io_bytes},  // neg, exp, add, div
     {K::kTanh, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kHardSigmoid, kCompute, {}, {}, nullptr, per_output<4>, io_bytes},  // mul, add, min, max
-    {K::kHardSwish, kCompute, {}, {}, nullptr, per_output<5>, io_bytes},      // x · HardSigmoid(x)
+    {K::kHardSwish, kCompute, {}, {}, nullptr, per_output<5>, io_bytes},    // x · HardSigmoid(x)
     {K::kSoftplus, kCompute, {}, {}, nullptr, per_output<3>, io_bytes},
     {K::kErf, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kExp, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
@@ -467,7 +516,9 @@ const KindInfo kKinds[] = {
 };
 static_assert(std::size(kKinds) == kLayerKindCount, "one row of kKinds per LayerKind");
 
-const KindInfo& info(LayerKind k) { return kKinds[static_cast<int>(k)]; }
+const KindInfo& info(LayerKind k) {
+  return kKinds[static_cast<int>(k)];
+}
 
 bool table_in_enum_order() {
   for (int k = 0; k < kLayerKindCount; ++k)
@@ -501,23 +552,32 @@ std::string role_name(const NodeView& v, LayerKind kind, size_t k) {
 
 AttrValue attr_value(const onnx::AttributeProto& a) {
   switch (a.type()) {
-    case onnx::AttributeProto::INT: return a.i();
-    case onnx::AttributeProto::FLOAT: return static_cast<double>(a.f());
-    case onnx::AttributeProto::STRING: return a.s();
-    case onnx::AttributeProto::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case onnx::AttributeProto::INT:
+      return a.i();
+    case onnx::AttributeProto::FLOAT:
+      return static_cast<double>(a.f());
+    case onnx::AttributeProto::STRING:
+      return a.s();
+    case onnx::AttributeProto::INTS:
+      return std::vector<int64_t>(a.ints().begin(), a.ints().end());
     case onnx::AttributeProto::FLOATS: {
       std::vector<double> v(a.floats().begin(), a.floats().end());
       return v;
     }
-    default: return std::string("<") + onnx::AttributeProto_AttributeType_Name(a.type()) + ">";
+    default:
+      return std::string("<") + onnx::AttributeProto_AttributeType_Name(a.type()) + ">";
   }
 }
 
-bool contains(std::initializer_list<int> list, int k) { return std::find(list.begin(), list.end(), k) != list.end(); }
+bool contains(std::initializer_list<int> list, int k) {
+  return std::find(list.begin(), list.end(), k) != list.end();
+}
 
 }  // namespace
 
-CostClass kind_cost_class(LayerKind k) { return info(k).cost; }
+CostClass kind_cost_class(LayerKind k) {
+  return info(k).cost;
+}
 
 std::optional<LayerKind> kind_from_op_type(std::string_view op_type) {
   return kind_from_name(op_type);
@@ -525,17 +585,26 @@ std::optional<LayerKind> kind_from_op_type(std::string_view op_type) {
 
 std::string_view cost_class_name(CostClass c) {
   switch (c) {
-    case C::kCompute: return "compute";
-    case C::kView: return "view";
-    case C::kHost: return "host";
-    case C::kControl: return "control";
-    case C::kUnsupported: return "unsupported";
+    case C::kCompute:
+      return "compute";
+    case C::kView:
+      return "view";
+    case C::kHost:
+      return "host";
+    case C::kControl:
+      return "control";
+    case C::kUnsupported:
+      return "unsupported";
   }
   return "?";
 }
 
-int64_t config_flops(const LayerConfig& c) { return info(c.kind).flops(c); }
-int64_t config_bytes(const LayerConfig& c) { return info(c.kind).bytes(c); }
+int64_t config_flops(const LayerConfig& c) {
+  return info(c.kind).flops(c);
+}
+int64_t config_bytes(const LayerConfig& c) {
+  return info(c.kind).bytes(c);
+}
 
 LayerConfig normalize(const NodeView& v, LayerKind kind, std::vector<std::string>* operand_names) {
   const KindInfo& row = info(kind);
@@ -549,8 +618,10 @@ LayerConfig normalize(const NodeView& v, LayerKind kind, std::vector<std::string
     if (!d.present) continue;
     const std::string role = role_name(v, kind, k);
     if (contains(row.param_inputs, static_cast<int>(k)) && d.value) {
-      if (d.value->is_integer()) c.attrs.push_back({role, d.value->ints()});
-      else c.attrs.push_back({role, d.value->f.size() == 1 ? AttrValue(d.value->f[0]) : AttrValue(d.value->f)});
+      if (d.value->is_integer())
+        c.attrs.push_back({role, d.value->ints()});
+      else
+        c.attrs.push_back({role, d.value->f.size() == 1 ? AttrValue(d.value->f[0]) : AttrValue(d.value->f)});
       continue;
     }
     if (contains(row.param_inputs, static_cast<int>(k))) c.key_includes_outputs = true;  // run-time parameter
@@ -561,7 +632,8 @@ LayerConfig normalize(const NodeView& v, LayerKind kind, std::vector<std::string
   for (size_t k = 0; k < v.out.size(); ++k) {
     const ValueDesc& d = v.out[k];
     if (!d.present) continue;
-    c.outputs.push_back({v.out.size() == 1 ? "y" : fmt::format("y{}", k), d.shape.value_or(Shape{-1}), d.dtype, false});
+    c.outputs.push_back(
+        {v.out.size() == 1 ? "y" : fmt::format("y{}", k), d.shape.value_or(Shape{-1}), d.dtype, false});
   }
 
   // Attributes: the node's own, then the schema's defaults for those it leaves out.
@@ -575,7 +647,8 @@ LayerConfig normalize(const NodeView& v, LayerKind kind, std::vector<std::string
   if (v.schema) {
     for (const auto& [name, formal] : v.schema->attributes()) {
       if (!formal.default_value.has_name()) continue;  // required, or optional without a default
-      const bool given = std::any_of(attrs.begin(), attrs.end(), [&](const Attr& a) { return a.name == name; });
+      const bool given =
+          std::any_of(attrs.begin(), attrs.end(), [&](const Attr& a) { return a.name == name; });
       if (!given && formal.default_value.type() != onnx::AttributeProto::GRAPH &&
           formal.default_value.type() != onnx::AttributeProto::TENSOR)
         attrs.push_back({name, attr_value(formal.default_value)});

@@ -18,9 +18,9 @@ namespace floorline::mp {
 // What the normalizer knows about one input or output of a node.
 struct ValueDesc {
   std::string name;
-  bool present = false;          // false for an absent optional input ("")
+  bool present = false;  // false for an absent optional input ("")
   DataType dtype = DataType::kUndefined;
-  std::optional<Shape> shape;    // nullopt when even the rank is unknown
+  std::optional<Shape> shape;          // nullopt when even the rank is unknown
   const ConstTensor* value = nullptr;  // set when the value is a known constant
 };
 
@@ -35,6 +35,7 @@ struct NodeView {
 // Build the normalized LayerConfig of a node of the given kind (kUnsupported for unknown ops).
 // Never fails: what cannot be resolved (unknown shapes) is left as -1 and reported by the caller.
 // `operand_names`, when given, receives the ONNX value name of each of config.inputs, in order.
-LayerConfig normalize(const NodeView& view, LayerKind kind, std::vector<std::string>* operand_names = nullptr);
+LayerConfig normalize(const NodeView& view, LayerKind kind,
+                      std::vector<std::string>* operand_names = nullptr);
 
 }  // namespace floorline::mp

@@ -10,7 +10,9 @@ std::string attr_value_string(const AttrValue& v) {
     std::string operator()(double d) const { return fmt::format("{}", d); }
     std::string operator()(const std::string& s) const { return s; }
     std::string operator()(const std::vector<int64_t>& l) const { return ints_string(l); }
-    std::string operator()(const std::vector<double>& l) const { return fmt::format("{}", fmt::join(l, ",")); }
+    std::string operator()(const std::vector<double>& l) const {
+      return fmt::format("{}", fmt::join(l, ","));
+    }
   };
   return std::visit(Visitor{}, v);
 }
@@ -70,6 +72,8 @@ uint64_t key_hash(std::string_view key) {
   return h;
 }
 
-std::string key_hash_hex(std::string_view key) { return fmt::format("{:016x}", key_hash(key)); }
+std::string key_hash_hex(std::string_view key) {
+  return fmt::format("{:016x}", key_hash(key));
+}
 
 }  // namespace floorline::mp

@@ -8,12 +8,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/defs/parser.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 // After onnx/defs/parser.h: <sys/mman.h> defines MAP_TYPE, a name the ONNX parser uses.
 #include <fcntl.h>
@@ -34,13 +34,52 @@ namespace {
 constexpr int64_t kMaxKnownOpset = 17;
 // Ops whose definition changed after opset 17 (onnx/docs/Changelog.md, opsets 18–21): in a
 // model of a newer opset ONNX 1.12 would read them with the wrong signature.
-const std::set<std::string> kChangedAfter17 = {
-    "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-    "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Split", "Pad", "Resize", "ScatterND",
-    "ScatterElements", "LpPool", "Col2Im", "CenterCropPad", "GroupNormalization", "Cast", "CastLike",
-    "Constant", "Shape", "Size", "Identity", "If", "Loop", "Scan", "Reshape", "Squeeze", "Unsqueeze",
-    "Flatten", "Transpose", "DequantizeLinear", "QuantizeLinear", "Pow", "Equal", "Less", "Greater",
-    "AveragePool", "MaxPool", "GridSample", "DFT", "ConstantOfShape", "Gelu", "AffineGrid"};
+const std::set<std::string> kChangedAfter17 = {"ReduceMean",
+                                               "ReduceSum",
+                                               "ReduceMax",
+                                               "ReduceMin",
+                                               "ReduceProd",
+                                               "ReduceL1",
+                                               "ReduceL2",
+                                               "ReduceLogSum",
+                                               "ReduceLogSumExp",
+                                               "ReduceSumSquare",
+                                               "Split",
+                                               "Pad",
+                                               "Resize",
+                                               "ScatterND",
+                                               "ScatterElements",
+                                               "LpPool",
+                                               "Col2Im",
+                                               "CenterCropPad",
+                                               "GroupNormalization",
+                                               "Cast",
+                                               "CastLike",
+                                               "Constant",
+                                               "Shape",
+                                               "Size",
+                                               "Identity",
+                                               "If",
+                                               "Loop",
+                                               "Scan",
+                                               "Reshape",
+                                               "Squeeze",
+                                               "Unsqueeze",
+                                               "Flatten",
+                                               "Transpose",
+                                               "DequantizeLinear",
+                                               "QuantizeLinear",
+                                               "Pow",
+                                               "Equal",
+                                               "Less",
+                                               "Greater",
+                                               "AveragePool",
+                                               "MaxPool",
+                                               "GridSample",
+                                               "DFT",
+                                               "ConstantOfShape",
+                                               "Gelu",
+                                               "AffineGrid"};
 
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
@@ -53,7 +92,9 @@ struct ShapeInfo {
 };
 using ShapeMap = std::unordered_map<std::string, ShapeInfo>;
 
-bool default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+bool default_domain(const std::string& d) {
+  return d.empty() || d == "ai.onnx";
+}
 
 std::string node_label(const onnx::NodeProto& n, size_t index) {
   return n.name().empty() ? fmt::format("{}_{}", n.op_type(), index) : n.name();
@@ -147,16 +188,20 @@ class WireReader {
     len = 0;
     uint64_t v;
     switch (wire_type) {
-      case 0: return varint(v);
-      case 1: return skip(8);
-      case 5: return skip(4);
+      case 0:
+        return varint(v);
+      case 1:
+        return skip(8);
+      case 5:
+        return skip(4);
       case 2:
         if (!varint(v) || v > static_cast<uint64_t>(end_ - p_)) return false;
         payload = p_;
         len = static_cast<size_t>(v);
         p_ += v;
         return true;
-      default: return false;  // groups are not used by ONNX
+      default:
+        return false;  // groups are not used by ONNX
     }
   }
 
@@ -227,7 +272,8 @@ auto rewrite_submessage(uint32_t number, Inner inner, bool& bad) {
 std::optional<std::string> skim_model(const uint8_t* p, size_t n, size_t threshold) {
   bool bad = false;
   auto tensor = [threshold](uint32_t number, const uint8_t*, size_t len) -> Replacement {
-    const bool payload = number == 4 || number == 5 || number == 7 || number == 9 || number == 10 || number == 11;
+    const bool payload =
+        number == 4 || number == 5 || number == 7 || number == 9 || number == 10 || number == 11;
     if (payload && len > threshold) return std::optional<std::string>{};  // drop
     return std::nullopt;                                                  // keep as is
   };
@@ -265,12 +311,13 @@ Status validate_and_prepare(Loaded& L, int64_t max_elements) {
     L.opset = 1;  // only custom domains
   }
   if (L.opset < 7)
-    L.warnings.push_back(fmt::format("opset {} is older than 7, the oldest Floorline supports; shapes may be wrong",
-                                     L.opset));
+    L.warnings.push_back(
+        fmt::format("opset {} is older than 7, the oldest Floorline supports; shapes may be wrong", L.opset));
   if (L.opset > kMaxKnownOpset) {
-    L.warnings.push_back(fmt::format("opset {} is newer than ONNX 1.12 knows ({}); ops are read with their "
-                                     "opset-{} definitions",
-                                     L.opset, kMaxKnownOpset, kMaxKnownOpset));
+    L.warnings.push_back(
+        fmt::format("opset {} is newer than ONNX 1.12 knows ({}); ops are read with their "
+                    "opset-{} definitions",
+                    L.opset, kMaxKnownOpset, kMaxKnownOpset));
     for (auto& o : *m.mutable_opset_import())
       if (default_domain(o.domain())) o.set_version(kMaxKnownOpset);
   }
@@ -288,7 +335,8 @@ Status validate_and_prepare(Loaded& L, int64_t max_elements) {
       }
       onnx::TensorProto inline_copy = to_tensor_proto(*value, t.name());
       inline_copy.set_data_type(t.data_type());
-      if (t.data_type() == static_cast<int>(DataType::kF16) || t.data_type() == static_cast<int>(DataType::kBF16))
+      if (t.data_type() == static_cast<int>(DataType::kF16) ||
+          t.data_type() == static_cast<int>(DataType::kBF16))
         continue;  // cannot re-encode without loss; leave it external
       t = std::move(inline_copy);
       continue;
@@ -315,7 +363,8 @@ Result<Loaded> load_file(const std::filesystem::path& path, int64_t max_elements
   if (file.size() == 0) return make_error("empty file");
   // Weight payloads above 64 KiB are never read (shape constants are far smaller).
   const auto skimmed = skim_model(static_cast<const uint8_t*>(file.data()), file.size(), size_t{64} << 10);
-  if (!skimmed) return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
+  if (!skimmed)
+    return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
   if (skimmed->size() > static_cast<size_t>(INT32_MAX))
     return make_error("model structure is {} bytes; protobuf messages are limited to 2 GiB", skimmed->size());
   if (!L.model.ParseFromString(*skimmed))
@@ -416,7 +465,8 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     } catch (const std::exception& e) {
       std::string msg = clean_onnx_message(e.what());
       if (msg.find("external tensors") != std::string::npos && !L.unreadable_external.empty())
-        return make_error("shape inference needs values stored as external data: {}", L.unreadable_external.front());
+        return make_error("shape inference needs values stored as external data: {}",
+                          L.unreadable_external.front());
       return make_error("shape inference failed at batch {}: {}", batch, msg);
     }
     inf.shapes.clear();
@@ -489,7 +539,8 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
       }
 
       std::vector<const ConstTensor*> ins;
-      for (const auto& name : node.input()) ins.push_back(name.empty() || shape_op ? nullptr : value_of(name));
+      for (const auto& name : node.input())
+        ins.push_back(name.empty() || shape_op ? nullptr : value_of(name));
       auto outs = evaluate_node(node, L.opset, ins, in_shapes, opts.max_folded_elements);
       inf.folded[idx] = true;
       for (const auto& name : node.output()) inf.constant.insert(name);
@@ -521,7 +572,8 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
       if (!evaluated[idx]) *wg->add_node() = graph.node(idx);
     for (int idx = 0; idx < node_count; ++idx)
       if (evaluated[idx])
-        for (const auto& name : graph.node(idx).output()) *wg->add_initializer() = to_tensor_proto(inf.values[name], name);
+        for (const auto& name : graph.node(idx).output())
+          *wg->add_initializer() = to_tensor_proto(inf.values[name], name);
   }
   // Folded outputs that ONNX typed only through initializers keep their dims from the values.
   for (const auto& [name, v] : inf.values) {
@@ -534,11 +586,13 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     const auto& node = graph.node(idx);
     if (node.op_type() != "Reshape" || inf.folded[idx] || node.input_size() < 1) continue;
     auto in = inf.shapes.find(node.input(0)), out = inf.shapes.find(node.output(0));
-    if (in == inf.shapes.end() || out == inf.shapes.end() || !in->second.shape || !out->second.shape) continue;
+    if (in == inf.shapes.end() || out == inf.shapes.end() || !in->second.shape || !out->second.shape)
+      continue;
     const int64_t a = numel(*in->second.shape), b = numel(*out->second.shape);
     if (a >= 0 && b >= 0 && a != b)
-      return make_error("node {} (Reshape) reshapes {} ({} elements) to {} ({} elements)", node_label(node, idx),
-                        shape_string(*in->second.shape), a, shape_string(*out->second.shape), b);
+      return make_error("node {} (Reshape) reshapes {} ({} elements) to {} ({} elements)",
+                        node_label(node, idx), shape_string(*in->second.shape), a,
+                        shape_string(*out->second.shape), b);
   }
   return inf;
 }
@@ -558,13 +612,17 @@ Status check_rebatch(const Loaded& L, const Inference& ref, const Inference& inf
       if (s1.size() == sb.size())
         for (size_t k = 0; k < s1.size(); ++k) {
           if (s1[k] == sb[k]) continue;
-          if (sb[k] == s1[k] * (inf.batch / ref.batch) && inf.batch % ref.batch == 0) ++scaled; else ++other;
+          if (sb[k] == s1[k] * (inf.batch / ref.batch) && inf.batch % ref.batch == 0)
+            ++scaled;
+          else
+            ++other;
         }
       if (s1.size() != sb.size() || scaled != 1 || other != 0)
-        return make_error("not re-batchable at batch {}: node {} ({}) output '{}' is {} at batch {} but {} at batch {} "
-                          "(a constant in the model pins the batch size)",
-                          inf.batch, node_label(node, idx), node.op_type(), name, shape_string(s1), ref.batch,
-                          shape_string(sb), inf.batch);
+        return make_error(
+            "not re-batchable at batch {}: node {} ({}) output '{}' is {} at batch {} but {} at batch {} "
+            "(a constant in the model pins the batch size)",
+            inf.batch, node_label(node, idx), node.op_type(), name, shape_string(s1), ref.batch,
+            shape_string(sb), inf.batch);
     }
   }
   return {};
@@ -584,8 +642,9 @@ class IrBuilder {
     for (const auto& [op, count] : unsupported_)
       ir_.warnings.push_back(fmt::format("{} layer(s) of op {}: {}", count, op, unsupported_why_[op]));
     if (unknown_shape_layers_ > 0) {
-      std::string msg = fmt::format("{} cost-bearing layer(s) with unknown shapes (first: {}); their cost is not counted",
-                                    unknown_shape_layers_, first_unknown_);
+      std::string msg =
+          fmt::format("{} cost-bearing layer(s) with unknown shapes (first: {}); their cost is not counted",
+                      unknown_shape_layers_, first_unknown_);
       if (!inf_.missing_values.empty()) return make_error("{}; {}", msg, inf_.missing_values.front());
       ir_.warnings.push_back(msg);
     }
@@ -635,8 +694,10 @@ class IrBuilder {
       d.dtype = it->second.dtype;
       d.shape = it->second.shape;
     }
-    if (auto it = inf_.values.find(name); it != inf_.values.end()) d.value = &it->second;
-    else if (auto o = owned_.find(name); o != owned_.end()) d.value = &o->second;
+    if (auto it = inf_.values.find(name); it != inf_.values.end())
+      d.value = &it->second;
+    else if (auto o = owned_.find(name); o != owned_.end())
+      d.value = &o->second;
     else if (auto t = L_.initializers.find(name); t != L_.initializers.end()) {
       // Small initializers (parameters such as Pad's pads) become attributes.
       if (tensor_numel(*t->second) <= 64 && t->second->data_location() != onnx::TensorProto::EXTERNAL) {
@@ -660,18 +721,23 @@ class IrBuilder {
 
     std::optional<LayerKind> kind = dflt && v.schema ? kind_from_op_type(node.op_type()) : std::nullopt;
     if (kind && L_.opset > kMaxKnownOpset && kChangedAfter17.count(node.op_type())) {
-      note_unsupported(node.op_type(), fmt::format("redefined after opset 17; this model's opset {} is newer than "
-                                                   "ONNX 1.12 knows, so it is kept as Unsupported", L_.opset));
+      note_unsupported(node.op_type(),
+                       fmt::format("redefined after opset 17; this model's opset {} is newer than "
+                                   "ONNX 1.12 knows, so it is kept as Unsupported",
+                                   L_.opset));
       kind.reset();
     } else if (!kind) {
       note_unsupported(node.op_type(),
-                       !v.schema ? fmt::format("not known to ONNX 1.12 (domain '{}'); kept as Unsupported, "
-                                               "costed by its roofline time", node.domain())
-                                 : "no Floorline layer kind yet; kept as Unsupported, costed by its roofline time");
+                       !v.schema
+                           ? fmt::format("not known to ONNX 1.12 (domain '{}'); kept as Unsupported, "
+                                         "costed by its roofline time",
+                                         node.domain())
+                           : "no Floorline layer kind yet; kept as Unsupported, costed by its roofline time");
     }
     Layer layer;
     layer.index = static_cast<int>(ir_.layers.size());
-    layer.name = subgraph.empty() ? node_label(node, idx) : fmt::format("{}/{}", subgraph, node_label(node, idx));
+    layer.name =
+        subgraph.empty() ? node_label(node, idx) : fmt::format("{}/{}", subgraph, node_label(node, idx));
     layer.op_type = node.op_type();
     layer.subgraph = subgraph;
     layer.folded = folded;

@@ -12,10 +12,10 @@ struct TypeName {
   int64_t size;
 };
 constexpr TypeName kTypes[] = {
-    {DataType::kF32, "f32", 4}, {DataType::kU8, "u8", 1},   {DataType::kI8, "i8", 1},
-    {DataType::kU16, "u16", 2}, {DataType::kI16, "i16", 2}, {DataType::kI32, "i32", 4},
+    {DataType::kF32, "f32", 4}, {DataType::kU8, "u8", 1},         {DataType::kI8, "i8", 1},
+    {DataType::kU16, "u16", 2}, {DataType::kI16, "i16", 2},       {DataType::kI32, "i32", 4},
     {DataType::kI64, "i64", 8}, {DataType::kString, "string", 0}, {DataType::kBool, "bool", 1},
-    {DataType::kF16, "f16", 2}, {DataType::kF64, "f64", 8}, {DataType::kU32, "u32", 4},
+    {DataType::kF16, "f16", 2}, {DataType::kF64, "f64", 8},       {DataType::kU32, "u32", 4},
     {DataType::kU64, "u64", 8}, {DataType::kBF16, "bf16", 2},
 };
 }  // namespace
@@ -61,6 +61,8 @@ std::string shape_string(const Shape& s) {
   return out;
 }
 
-std::string ints_string(const std::vector<int64_t>& v) { return fmt::format("{}", fmt::join(v, ",")); }
+std::string ints_string(const std::vector<int64_t>& v) {
+  return fmt::format("{}", fmt::join(v, ","));
+}
 
 }  // namespace floorline::mp

@@ -52,11 +52,13 @@ std::vector<UniqueConfig> dedup(const std::vector<ModelIR>& models) {
   return unique;
 }
 
-std::vector<KindSummary> summarize_kinds(const std::vector<ModelIR>& models, const std::vector<UniqueConfig>& unique) {
+std::vector<KindSummary> summarize_kinds(const std::vector<ModelIR>& models,
+                                         const std::vector<UniqueConfig>& unique) {
   std::map<std::string, KindSummary> by;  // keyed by kind name (op name for Unsupported)
   std::map<std::string, std::set<std::string>> model_sets;
   auto label = [](const LayerConfig& c) {
-    return c.kind == LayerKind::kUnsupported ? fmt::format("Unsupported:{}", c.op_type) : std::string(kind_name(c.kind));
+    return c.kind == LayerKind::kUnsupported ? fmt::format("Unsupported:{}", c.op_type)
+                                             : std::string(kind_name(c.kind));
   };
   for (const auto& m : models)
     for (const auto& l : m.layers) {

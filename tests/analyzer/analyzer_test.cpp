@@ -1,11 +1,11 @@
 // The analyzer on small hand-made graphs with known times in a test database: every bound is
 // computed by hand and asserted exactly; advisors fire on their patterns and stay silent elsewhere;
 // JSON and CSV outputs match golden files.
-#include <cstdlib>
-#include <optional>
 #include <unistd.h>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -412,7 +412,8 @@ std::string read(const std::filesystem::path& p) {
 }
 
 void expect_golden(const std::string& name, const std::string& got) {
-  const std::filesystem::path path = std::filesystem::path(FLOORLINE_SOURCE_DIR) / "tests/analyzer/golden" / name;
+  const std::filesystem::path path =
+      std::filesystem::path(FLOORLINE_SOURCE_DIR) / "tests/analyzer/golden" / name;
   if (const char* u = std::getenv("FLOORLINE_UPDATE_GOLDEN"); u && *u == '1') {
     std::ofstream(path) << got;
     return;
@@ -434,7 +435,8 @@ Report golden_report() {
   const auto& conv = layer(convs, "Conv", 0);
   t.time(conv.key, "convolution_direct:blocked", 100, true, "", "f32", "src:aBcd8b wei:ABcd8b8a dst:aBcd8b",
          R"({"conversions":["src:abcd>aBcd8b","dst:aBcd8b>abcd"]})");
-  t.time(conv.key, "reorder", 3, false, "", "f32", "src:abcd>aBcd8b", R"({"feeds":"convolution_direct:blocked"})");
+  t.time(conv.key, "reorder", 3, false, "", "f32", "src:abcd>aBcd8b",
+         R"({"feeds":"convolution_direct:blocked"})");
   t.time(conv.key, "convolution_direct:blocked", 104, true, "Relu");
   t.time(layer(convs, "Relu").key, "eltwise:a", 10, true);
   t.time(layer(convs, "Conv", 1).key, "convolution_direct:a", 50, true);
@@ -477,7 +479,8 @@ TEST(Bounds, TheReplaysConversionsAreTheLayoutFindingsCost) {
   const auto& conv = layer(convs, "Conv", 0);
   t.time(conv.key, "convolution_direct:blocked", 100, true, "", "f32", "src:aBcd8b wei:ABcd8b8a dst:aBcd8b",
          R"({"conversions":["src:abcd>aBcd8b","dst:aBcd8b>abcd"]})");
-  t.time(conv.key, "reorder", 3, false, "", "f32", "src:abcd>aBcd8b", R"({"feeds":"convolution_direct:blocked"})");
+  t.time(conv.key, "reorder", 3, false, "", "f32", "src:abcd>aBcd8b",
+         R"({"feeds":"convolution_direct:blocked"})");
   t.time(layer(convs, "Relu").key, "eltwise:a", 10, true);
   t.time(layer(convs, "Conv", 1).key, "convolution_direct:a", 50, true);
   auto layout_finding = [](const std::vector<Finding>& fs) -> const Finding* {
@@ -525,7 +528,8 @@ TEST(Report, DotHighlightsTheCriticalPathAndHtmlIsSelfContained) {
   EXPECT_NE(dot.find("digraph \"diamond_b1\""), std::string::npos);
   EXPECT_NE(dot.find("color=red"), std::string::npos);
   const std::string html = format_html(r);
-  for (const char* id : {"chart-bounds", "chart-batch", "chart-kinds", "chart-roofline", "chart-critical-path"})
+  for (const char* id :
+       {"chart-bounds", "chart-batch", "chart-kinds", "chart-roofline", "chart-critical-path"})
     EXPECT_NE(html.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
   // Nothing fetched from the network: no external sources, links or stylesheets.
   for (const char* remote : {"src=\"http", "href=\"http", "@import", "<link"})

@@ -12,7 +12,9 @@
 namespace floorline::benchdb::test {
 namespace {
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
 
 TEST(FrameworkImport, JsonAndCsvWithUnitsAndIdempotentReimport) {
   TempDir dir;
@@ -26,8 +28,9 @@ TEST(FrameworkImport, JsonAndCsvWithUnitsAndIdempotentReimport) {
   auto s = must(import_framework_latencies(db, dir.file("pt.json")));
   EXPECT_EQ(s.rows, 2);
   EXPECT_EQ(s.changed, 2);
-  auto r = must(db.query("SELECT median_us, min_us, stddev_us, threads, settings FROM framework_latencies "
-                         "WHERE model_name = 'resnet50'"));
+  auto r =
+      must(db.query("SELECT median_us, min_us, stddev_us, threads, settings FROM framework_latencies "
+                    "WHERE model_name = 'resnet50'"));
   EXPECT_DOUBLE_EQ(std::get<double>(r.rows[0][0]), 85500.0);
   EXPECT_DOUBLE_EQ(std::get<double>(r.rows[0][1]), 84000.0);
   EXPECT_DOUBLE_EQ(std::get<double>(r.rows[0][2]), 500.0);
@@ -44,8 +47,10 @@ TEST(FrameworkImport, JsonAndCsvWithUnitsAndIdempotentReimport) {
   auto c = must(import_framework_latencies(db, dir.file("ort.csv")));
   EXPECT_EQ(c.rows, 2);
   EXPECT_EQ(must(db.count("framework_latencies")), 4);
-  EXPECT_EQ(scalar(db, "SELECT count(*) FROM framework_latencies WHERE model_name = 'mobilenet_v2, width 1.0' "
-                       "AND stddev_us IS NULL"), 1);
+  EXPECT_EQ(scalar(db,
+                   "SELECT count(*) FROM framework_latencies WHERE model_name = 'mobilenet_v2, width 1.0' "
+                   "AND stddev_us IS NULL"),
+            1);
 }
 
 TEST(FrameworkImport, BadRowsNameTheFileAndRowAndWriteNothing) {
@@ -68,24 +73,30 @@ TEST(BenchmarkImport, GoogleBenchmarkJsonBecomesMeasurements) {
   TempDir dir;
   auto db = must(Database::open(dir.file("r.db")));
   const std::string relu = "onednn/eltwise:jit:avx2/f32/fp32/Relu|x=1x64x56x56|f32";
-  const std::string conv = "onednn/ref:any/f32/fp32/Conv|x=1x3x8x8|w=4x3x3x3|pads=0,0,0,0|strides=1,1|dil=1,1|group=1|f32";
+  const std::string conv =
+      "onednn/ref:any/f32/fp32/Conv|x=1x3x8x8|w=4x3x3x3|pads=0,0,0,0|strides=1,1|dil=1,1|group=1|f32";
   // Three repetitions of one case (with the aggregates, which are recomputed, not read), a skipped
   // case, and a benchmark that is not a Floorline case.
   write(dir.file("gb.json"), R"({
     "context": {"date": "2026-11-21T10:00:00+00:00", "host_name": "box", "num_cpus": 2, "mhz_per_cpu": 2400},
     "benchmarks": [
-      {"name": ")" + relu + R"(/repeats:3", "run_name": ")" + relu + R"(", "run_type": "iteration",
+      {"name": ")" + relu + R"(/repeats:3", "run_name": ")" +
+                                 relu + R"(", "run_type": "iteration",
        "repetitions": 3, "repetition_index": 0, "iterations": 1000, "real_time": 12000, "cpu_time": 12000,
        "time_unit": "ns", "flops": 200704, "workspace_bytes": 0, "is_default": 1},
-      {"name": ")" + relu + R"(/repeats:3", "run_name": ")" + relu + R"(", "run_type": "iteration",
+      {"name": ")" + relu + R"(/repeats:3", "run_name": ")" +
+                                 relu + R"(", "run_type": "iteration",
        "repetitions": 3, "repetition_index": 1, "iterations": 1000, "real_time": 10000, "cpu_time": 10000,
        "time_unit": "ns", "flops": 200704, "workspace_bytes": 0, "is_default": 1},
-      {"name": ")" + relu + R"(/repeats:3", "run_name": ")" + relu + R"(", "run_type": "iteration",
+      {"name": ")" + relu + R"(/repeats:3", "run_name": ")" +
+                                 relu + R"(", "run_type": "iteration",
        "repetitions": 3, "repetition_index": 2, "iterations": 1000, "real_time": 14000, "cpu_time": 14000,
        "time_unit": "ns", "flops": 200704, "workspace_bytes": 0, "is_default": 1},
-      {"name": ")" + relu + R"(/repeats:3_median", "run_name": ")" + relu + R"(", "run_type": "aggregate",
+      {"name": ")" + relu + R"(/repeats:3_median", "run_name": ")" +
+                                 relu + R"(", "run_type": "aggregate",
        "aggregate_name": "median", "real_time": 99999, "time_unit": "ns"},
-      {"name": ")" + conv + R"(", "run_name": ")" + conv + R"(", "run_type": "iteration", "iterations": 0,
+      {"name": ")" + conv + R"(", "run_name": ")" +
+                                 conv + R"(", "run_type": "iteration", "iterations": 0,
        "error_occurred": true, "error_message": "skipped: reference implementation; use --all-impls",
        "real_time": 0, "time_unit": "ns"},
       {"name": "BM_memcpy/64", "run_name": "BM_memcpy/64", "run_type": "iteration", "iterations": 5,
@@ -96,9 +107,10 @@ TEST(BenchmarkImport, GoogleBenchmarkJsonBecomesMeasurements) {
   EXPECT_EQ(s.stored, 2);
   EXPECT_EQ(s.skipped_names, 1);
   EXPECT_EQ(s.new_configs, 2);
-  auto m = must(db.query("SELECT status, reason, iterations, repetitions, min_us, median_us, mean_us, stddev_us, "
-                         "cv, is_default, workspace_bytes, extra, kind, algorithm FROM current_measurements "
-                         "ORDER BY kind"));
+  auto m =
+      must(db.query("SELECT status, reason, iterations, repetitions, min_us, median_us, mean_us, stddev_us, "
+                    "cv, is_default, workspace_bytes, extra, kind, algorithm FROM current_measurements "
+                    "ORDER BY kind"));
   ASSERT_EQ(m.rows.size(), 2u);
   const auto& c = m.rows[0];  // Conv
   EXPECT_EQ(value_text(c[0]), "skipped");
@@ -126,7 +138,8 @@ TEST(BenchmarkImport, GoogleBenchmarkJsonBecomesMeasurements) {
   write(dir.file("notgb.json"), R"({"results": []})");
   auto bad = import_benchmark_json(db, dir.file("notgb.json"));
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message, dir.file("notgb.json") + ": not a Google Benchmark JSON file (no \"benchmarks\" array)");
+  EXPECT_EQ(bad.error().message,
+            dir.file("notgb.json") + ": not a Google Benchmark JSON file (no \"benchmarks\" array)");
 }
 
 TEST(BenchmarkImport, NonFiniteAggregatesAsGoogleBenchmarkWritesThemAreRead) {
@@ -137,16 +150,20 @@ TEST(BenchmarkImport, NonFiniteAggregatesAsGoogleBenchmarkWritesThemAreRead) {
   // a string that contains the word is left alone.
   write(dir.file("gb.json"), R"({"context": {"date": "2026-11-21T10:00:00+00:00", "note": "NaN, -Infinity"},
     "benchmarks": [
-      {"name": ")" + relu + R"(", "run_name": ")" + relu + R"(", "run_type": "iteration", "repetitions": 2,
+      {"name": ")" + relu + R"(", "run_name": ")" +
+                                 relu + R"(", "run_type": "iteration", "repetitions": 2,
        "repetition_index": 0, "iterations": 10, "real_time": 4, "time_unit": "us", "workspace_bytes": 0},
-      {"name": ")" + relu + R"(", "run_name": ")" + relu + R"(", "run_type": "iteration", "repetitions": 2,
+      {"name": ")" + relu + R"(", "run_name": ")" +
+                                 relu + R"(", "run_type": "iteration", "repetitions": 2,
        "repetition_index": 1, "iterations": 10, "real_time": 6, "time_unit": "us", "workspace_bytes": 0},
-      {"name": ")" + relu + R"(_cv", "run_name": ")" + relu + R"(", "run_type": "aggregate", "aggregate_name": "cv",
+      {"name": ")" + relu + R"(_cv", "run_name": ")" +
+                                 relu + R"(", "run_type": "aggregate", "aggregate_name": "cv",
        "real_time": 0.2, "time_unit": "us", "workspace_bytes": NaN, "flops": -Infinity}
     ]})");
   auto s = must(import_benchmark_json(db, dir.file("gb.json")));
   EXPECT_EQ(s.stored, 1);
-  EXPECT_DOUBLE_EQ(std::get<double>(must(db.query("SELECT median_us FROM measurements")).rows.at(0).at(0)), 5.0);
+  EXPECT_DOUBLE_EQ(std::get<double>(must(db.query("SELECT median_us FROM measurements")).rows.at(0).at(0)),
+                   5.0);
 }
 
 TEST(BenchmarkImport, SystemContextOfNewAndOlderGeneratedFoldersIsTheSameSystem) {
@@ -154,22 +171,29 @@ TEST(BenchmarkImport, SystemContextOfNewAndOlderGeneratedFoldersIsTheSameSystem)
   auto db = must(Database::open(dir.file("r.db")));
   const std::string relu = "onednn/eltwise:jit:avx2/f32/fp32/Relu|x=1x64x56x56|f32";
   auto file = [&](const std::string& name, const std::string& system, double us) {
-    write(dir.file(name), R"({"context": {"date": "2026-11-21T10:00:00+00:00", "floorline_system": )" + system +
-                              R"(}, "benchmarks": [{"name": ")" + relu + R"(", "run_type": "iteration",
-                              "iterations": 10, "real_time": )" + std::to_string(us) + R"(, "time_unit": "us"}]})");
+    write(dir.file(name), R"({"context": {"date": "2026-11-21T10:00:00+00:00", "floorline_system": )" +
+                              system + R"(}, "benchmarks": [{"name": ")" + relu +
+                              R"(", "run_type": "iteration",
+                              "iterations": 10, "real_time": )" +
+                              std::to_string(us) + R"(, "time_unit": "us"}]})");
     return dir.file(name);
   };
   // As a folder generated now writes it (libraries an object) and as one generated before schema
   // 4 did (one key per library); Google Benchmark stores a custom context as a JSON string.
   const auto now = must(import_benchmark_json(
-      db, file("now.json", R"("{\"device_kind\": \"cpu\", \"device_name\": \"Box CPU\", \"cpu_model\": \"Box CPU\", )"
-                           R"(\"libraries\": {\"onednn\": \"2.6.3\"}, \"threads\": 1}")", 5)));
+      db, file("now.json",
+               R"("{\"device_kind\": \"cpu\", \"device_name\": \"Box CPU\", \"cpu_model\": \"Box CPU\", )"
+               R"(\"libraries\": {\"onednn\": \"2.6.3\"}, \"threads\": 1}")",
+               5)));
   const auto older = must(import_benchmark_json(
-      db, file("older.json", R"("{\"device_kind\": \"cpu\", \"device_name\": \"Box CPU\", \"cpu_model\": \"Box CPU\", )"
-                             R"(\"onednn_version\": \"2.6.3\", \"threads\": 1}")", 6)));
+      db, file("older.json",
+               R"("{\"device_kind\": \"cpu\", \"device_name\": \"Box CPU\", \"cpu_model\": \"Box CPU\", )"
+               R"(\"onednn_version\": \"2.6.3\", \"threads\": 1}")",
+               6)));
   EXPECT_EQ(older.system_id, now.system_id);
   EXPECT_EQ(must(db.count("systems")), 1);
-  EXPECT_EQ(value_text(must(db.query("SELECT libraries FROM systems")).rows.at(0).at(0)), R"({"onednn":"2.6.3"})");
+  EXPECT_EQ(value_text(must(db.query("SELECT libraries FROM systems")).rows.at(0).at(0)),
+            R"({"onednn":"2.6.3"})");
 }
 
 TEST(BenchmarkReporter, RealBenchmarkRunLandsInTheDatabase) {
@@ -182,14 +206,17 @@ TEST(BenchmarkReporter, RealBenchmarkRunLandsInTheDatabase) {
   const int64_t run_id = must(db.begin_run(run));
   MeasurementWriter writer(db, sys, run_id);
   // Two registered benchmarks standing in for runner cases: one that spins, one that fails.
-  benchmark::RegisterBenchmark("fl_test/spin", [](benchmark::State& st) {
-    for (auto _ : st) {
-      volatile double x = 0;
-      for (int i = 0; i < 2000; ++i) x = x + i;
-      benchmark::DoNotOptimize(x);
-    }
-    st.counters["workspace_bytes"] = 4096;
-  })->Repetitions(3)->MinTime(0.01);
+  benchmark::RegisterBenchmark("fl_test/spin",
+                               [](benchmark::State& st) {
+                                 for (auto _ : st) {
+                                   volatile double x = 0;
+                                   for (int i = 0; i < 2000; ++i) x = x + i;
+                                   benchmark::DoNotOptimize(x);
+                                 }
+                                 st.counters["workspace_bytes"] = 4096;
+                               })
+      ->Repetitions(3)
+      ->MinTime(0.01);
   benchmark::RegisterBenchmark("fl_test/broken", [](benchmark::State& st) {
     st.SkipWithError("unsupported: no implementation for this shape");
     for (auto _ : st) {
@@ -207,8 +234,9 @@ TEST(BenchmarkReporter, RealBenchmarkRunLandsInTheDatabase) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   EXPECT_EQ(reporter.error(), "");
   EXPECT_EQ(reporter.stored(), 2);
-  auto m = must(db.query("SELECT status, reason, repetitions, min_us, median_us, workspace_bytes, iterations "
-                         "FROM measurements ORDER BY case_id"));
+  auto m =
+      must(db.query("SELECT status, reason, repetitions, min_us, median_us, workspace_bytes, iterations "
+                    "FROM measurements ORDER BY case_id"));
   ASSERT_EQ(m.rows.size(), 2u);
   EXPECT_EQ(value_text(m.rows[0][0]), "passed");
   EXPECT_EQ(std::get<int64_t>(m.rows[0][2]), 3);
@@ -225,8 +253,9 @@ TEST(BenchmarkErrorText, EveryCodeRoundTripsAndUnknownTextIsFailed) {
                         Disposition::kFailed}) {
     const Error e = make_error(d, "workspace {} MiB exceeds: the limit", 300);
     const std::string text = benchmark_error_text(e);
-    EXPECT_EQ(text, d == Disposition::kFailed ? "workspace 300 MiB exceeds: the limit"
-                                              : std::string(disposition_name(d)) + ": workspace 300 MiB exceeds: the limit");
+    EXPECT_EQ(text, d == Disposition::kFailed
+                        ? "workspace 300 MiB exceeds: the limit"
+                        : std::string(disposition_name(d)) + ": workspace 300 MiB exceeds: the limit");
     const Error back = error_from_benchmark_text(text);
     EXPECT_EQ(back.code, d) << text;
     EXPECT_EQ(back.message, "workspace 300 MiB exceeds: the limit");

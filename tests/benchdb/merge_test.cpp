@@ -13,8 +13,11 @@ struct Counts {
 };
 
 Counts counts(Database& db) {
-  return {must(db.count("systems")),       must(db.count("runs")),  must(db.count("layer_configs")),
-          must(db.count("cases")),         must(db.count("measurements")),
+  return {must(db.count("systems")),
+          must(db.count("runs")),
+          must(db.count("layer_configs")),
+          must(db.count("cases")),
+          must(db.count("measurements")),
           scalar(db, "SELECT count(*) FROM measurements WHERE superseded = 0"),
           must(db.count("best_measurements"))};
 }
@@ -31,7 +34,8 @@ void make_machine_db(const std::string& path, const std::string& system, int con
   const int64_t run_id = must(db.begin_run(run));
   MeasurementWriter w(db, run.system_id, run_id);
   for (size_t i = 0; i < cases.size(); ++i)
-    if (auto st = w.add(passed(cases[i], base_us + static_cast<double>(i))); !st) ADD_FAILURE() << st.error().message;
+    if (auto st = w.add(passed(cases[i], base_us + static_cast<double>(i))); !st)
+      ADD_FAILURE() << st.error().message;
   if (auto st = w.flush(); !st) ADD_FAILURE() << st.error().message;
   FrameworkLatencyRow f;
   f.model_name = "resnet50";
@@ -68,7 +72,8 @@ TEST(Merge, IdempotentAndCommutative) {
   ASSERT_OK(merge_into(ba, dir.file("a.db")));
   EXPECT_EQ(counts(ba), after_ab);
   const std::string best_sql =
-      "SELECT s.device_name, lc.key, b.median_us FROM best_measurements b JOIN systems s ON s.id = b.system_id "
+      "SELECT s.device_name, lc.key, b.median_us FROM best_measurements b JOIN systems s ON s.id = "
+      "b.system_id "
       "JOIN layer_configs lc ON lc.id = b.config_id ORDER BY 1, 2";
   auto best_ab = must(ab.query(best_sql));
   auto best_ba = must(ba.query(best_sql));
@@ -83,15 +88,18 @@ TEST(Merge, SameStackOnTwoMachinesIsOneSystemAndTheLaterRunIsCurrent) {
   TempDir dir;
   make_machine_db(dir.file("m1.db"), "same-cpu", 2, 10.0, "2026-11-01T00:00:00Z", "host-1");
   make_machine_db(dir.file("m2.db"), "same-cpu", 2, 30.0, "2026-11-05T00:00:00Z", "host-2");
-  for (const auto& order : {std::vector<std::string>{"m1.db", "m2.db"}, std::vector<std::string>{"m2.db", "m1.db"}}) {
+  for (const auto& order :
+       {std::vector<std::string>{"m1.db", "m2.db"}, std::vector<std::string>{"m2.db", "m1.db"}}) {
     auto out = must(Database::open(dir.file("out-" + order[0])));
     for (const auto& in : order) ASSERT_OK(merge_into(out, dir.file(in)));
     EXPECT_EQ(must(out.count("systems")), 1);
     EXPECT_EQ(must(out.count("runs")), 2);
     EXPECT_EQ(must(out.count("measurements")), 8);
     // The later run (host-2, 30 µs and up) is current, the earlier kept as superseded.
-    EXPECT_EQ(scalar(out, "SELECT count(*) FROM measurements m JOIN runs r ON r.id = m.run_id "
-                          "WHERE m.superseded = 0 AND r.host_name = 'host-2'"), 4);
+    EXPECT_EQ(scalar(out,
+                     "SELECT count(*) FROM measurements m JOIN runs r ON r.id = m.run_id "
+                     "WHERE m.superseded = 0 AND r.host_name = 'host-2'"),
+              4);
     EXPECT_EQ(scalar(out, "SELECT count(*) FROM measurements WHERE superseded = 1"), 4);
     auto best = must(out.query("SELECT min(median_us) FROM best_measurements"));
     EXPECT_DOUBLE_EQ(std::get<double>(best.rows[0][0]), 30.0);
@@ -108,7 +116,8 @@ TEST(Merge, BadInputLeavesTheOutputAsItWas) {
   auto out = must(Database::open(dir.file("out.db")));
   ASSERT_OK(merge_into(out, dir.file("a.db")));
   const Counts before = counts(out);
-  std::ofstream(dir.file("junk.db")) << "not a database at all, just text that is long enough to have a header";
+  std::ofstream(dir.file("junk.db"))
+      << "not a database at all, just text that is long enough to have a header";
   auto r = merge_into(out, dir.file("junk.db"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("junk.db: not a SQLite database"), std::string::npos) << r.error().message;

@@ -8,8 +8,8 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <sqlite3.h>
+#include <nlohmann/json.hpp>
 
 #include "floorline/benchdb/merge.hpp"
 #include "floorline/model_processor/layer.hpp"
@@ -18,7 +18,8 @@
 namespace floorline::benchdb::test {
 namespace {
 
-const std::filesystem::path kFixture = std::filesystem::path(FLOORLINE_SOURCE_DIR) / "tests/fixtures/schema_v3.db";
+const std::filesystem::path kFixture =
+    std::filesystem::path(FLOORLINE_SOURCE_DIR) / "tests/fixtures/schema_v3.db";
 
 // Every value as text: REAL in its shortest exact form (stod gives the same double back), NULL "".
 std::string exact_text(const SqlValue& v) {
@@ -70,39 +71,48 @@ std::string file_bytes(const std::string& path) {
 // What the schema-3 file holds, read before any upgrade.
 struct Before {
   std::map<std::string, std::map<std::string, std::string>> libraries;  // system id → library → version
-  std::map<std::string, std::string> fingerprints;                     // system id → fingerprint
-  std::vector<std::vector<std::string>> replays;     // model, batch, dtype, settings, median, min, max, stddev, reps, source, measured_at
+  std::map<std::string, std::string> fingerprints;                      // system id → fingerprint
+  std::vector<std::vector<std::string>>
+      replays;  // model, batch, dtype, settings, median, min, max, stddev, reps, source, measured_at
   std::vector<std::vector<std::string>> frameworks;  // model, runtime, runtime_version, settings, median
   std::map<std::string, std::string> case_names;     // case id → the name schema 3's views gave it
   std::vector<std::vector<std::string>> best;        // best_measurements, ordered
   std::map<std::string, std::string> counts;         // table → rows
 };
 
-const char* const kCountedTables[] = {"systems", "runs",  "models",      "layer_configs", "model_layers",
-                                      "cases",   "measurements", "best_measurements", "system_peaks"};
+const char* const kCountedTables[] = {"systems",      "runs",  "models",       "layer_configs",
+                                      "model_layers", "cases", "measurements", "best_measurements",
+                                      "system_peaks"};
 const char* const kBestSql =
-    "SELECT system_id, config_id, dtype, math_mode, fusion, case_id, measurement_id, median_us FROM best_measurements "
+    "SELECT system_id, config_id, dtype, math_mode, fusion, case_id, measurement_id, median_us FROM "
+    "best_measurements "
     "ORDER BY system_id, config_id, dtype, math_mode, fusion";
 
 Before read_before(const std::string& path) {
   Before b;
   EXPECT_EQ(raw_one(path, "PRAGMA user_version"), "3");
-  for (const auto& r : raw_rows(path, "SELECT id, fingerprint, cuda_runtime_version, cudnn_version, cublas_version, "
-                                      "onednn_version FROM systems")) {
+  for (const auto& r :
+       raw_rows(path,
+                "SELECT id, fingerprint, cuda_runtime_version, cudnn_version, cublas_version, "
+                "onednn_version FROM systems")) {
     b.fingerprints[r[0]] = r[1];
     auto& libs = b.libraries[r[0]];
     const char* names[] = {"cuda_runtime", "cudnn", "cublas", "onednn"};
     for (int k = 0; k < 4; ++k)
       if (!r[2 + k].empty()) libs[names[k]] = r[2 + k];
   }
-  b.replays = raw_rows(path, "SELECT model_name, batch, dtype, settings, median_us, min_us, max_us, stddev_us, "
-                             "repetitions, source, measured_at FROM framework_latencies "
-                             "WHERE runtime = 'floorline-replay' ORDER BY model_name, batch");
-  b.frameworks = raw_rows(path, "SELECT model_name, runtime, runtime_version, settings, median_us FROM framework_latencies "
-                                "WHERE runtime <> 'floorline-replay' ORDER BY model_name, runtime, settings");
+  b.replays = raw_rows(path,
+                       "SELECT model_name, batch, dtype, settings, median_us, min_us, max_us, stddev_us, "
+                       "repetitions, source, measured_at FROM framework_latencies "
+                       "WHERE runtime = 'floorline-replay' ORDER BY model_name, batch");
+  b.frameworks =
+      raw_rows(path,
+               "SELECT model_name, runtime, runtime_version, settings, median_us FROM framework_latencies "
+               "WHERE runtime <> 'floorline-replay' ORDER BY model_name, runtime, settings");
   // Schema 3's views computed the name in SQL (its kCaseNameSql); every case of the fixture has a
   // current measurement, so current_measurements names them all.
-  for (const auto& r : raw_rows(path, "SELECT DISTINCT case_id, case_name FROM current_measurements")) b.case_names[r[0]] = r[1];
+  for (const auto& r : raw_rows(path, "SELECT DISTINCT case_id, case_name FROM current_measurements"))
+    b.case_names[r[0]] = r[1];
   b.best = raw_rows(path, kBestSql);
   for (const char* t : kCountedTables) b.counts[t] = raw_one(path, std::string("SELECT count(*) FROM ") + t);
   return b;
@@ -164,8 +174,9 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
     EXPECT_EQ(must(db.count("systems")), std::stoll(before_.counts["systems"]));
 
     // Replays: moved, with their figures, out of framework_latencies; the framework row stays.
-    auto replays = must(db.query("SELECT system_id, model_name, batch, dtype, median_us, min_us, max_us, stddev_us, "
-                                 "repetitions, makeup, measured_at, run_id IS NULL FROM replays ORDER BY model_name, batch"));
+    auto replays = must(
+        db.query("SELECT system_id, model_name, batch, dtype, median_us, min_us, max_us, stddev_us, "
+                 "repetitions, makeup, measured_at, run_id IS NULL FROM replays ORDER BY model_name, batch"));
     ASSERT_EQ(replays.rows.size(), before_.replays.size());
     for (size_t i = 0; i < replays.rows.size(); ++i) {
       const auto& now = replays.rows[i];
@@ -185,7 +196,8 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
       EXPECT_EQ(std::get<int64_t>(now[11]), 1);  // schema 3 did not record the run
     }
     EXPECT_EQ(scalar(db, "SELECT count(*) FROM framework_latencies WHERE runtime = 'floorline-replay'"), 0);
-    auto fw = must(db.query("SELECT model_name, runtime, runtime_version, settings, median_us FROM framework_latencies"));
+    auto fw = must(db.query(
+        "SELECT model_name, runtime, runtime_version, settings, median_us FROM framework_latencies"));
     ASSERT_EQ(fw.rows.size(), 1u);
     for (size_t k = 0; k < 4; ++k) EXPECT_EQ(value_text(fw.rows[0][k]), before_.frameworks[0][k]);
     EXPECT_DOUBLE_EQ(std::get<double>(fw.rows[0][4]), std::stod(before_.frameworks[0][4]));
@@ -194,8 +206,9 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
     for (const char* t : kCountedTables) EXPECT_EQ(must(db.count(t)), std::stoll(before_.counts[t])) << t;
 
     // Case names: stored, and what schema 3's SQL gave; the views read them; uids unchanged.
-    auto cases = must(db.query("SELECT c.id, c.name, c.uid, lc.key, c.backend, c.algorithm, c.dtype, c.math_mode, "
-                               "c.layout, c.fusion FROM cases c JOIN layer_configs lc ON lc.id = c.config_id"));
+    auto cases =
+        must(db.query("SELECT c.id, c.name, c.uid, lc.key, c.backend, c.algorithm, c.dtype, c.math_mode, "
+                      "c.layout, c.fusion FROM cases c JOIN layer_configs lc ON lc.id = c.config_id"));
     ASSERT_EQ(cases.rows.size(), before_.case_names.size());
     for (const auto& r : cases.rows) {
       const std::string name = value_text(r[1]);
@@ -210,10 +223,13 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
       EXPECT_EQ(name, case_name(c, value_text(r[3])));
       EXPECT_EQ(value_text(r[2]), mp::key_hash_hex(name));
     }
-    EXPECT_EQ(scalar(db, "SELECT count(*) FROM current_measurements m JOIN cases c ON c.id = m.case_id "
-                         "WHERE m.case_name IS NOT c.name"),
+    EXPECT_EQ(scalar(db,
+                     "SELECT count(*) FROM current_measurements m JOIN cases c ON c.id = m.case_id "
+                     "WHERE m.case_name IS NOT c.name"),
               0);
-    EXPECT_EQ(scalar(db, "SELECT count(*) FROM best_cases b JOIN cases c ON c.id = b.case_id WHERE b.case_name IS NOT c.name"),
+    EXPECT_EQ(scalar(db,
+                     "SELECT count(*) FROM best_cases b JOIN cases c ON c.id = b.case_id WHERE b.case_name "
+                     "IS NOT c.name"),
               0);
     // model_layer_times, which read a case_name that schema 3's best_cases lacked, works now.
     EXPECT_GT(scalar(db, "SELECT count(best_case) FROM model_layer_times"), 0);
@@ -225,19 +241,19 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
     for (size_t i = 0; i < best.rows.size(); ++i)
       for (size_t k = 0; k < best.rows[i].size(); ++k)
         EXPECT_EQ(exact_text(best.rows[i][k]), before_.best[i][k]) << i << "," << k;
-    EXPECT_EQ(scalar(db, "SELECT count(*) FROM best_measurements b WHERE b.median_us <> (SELECT min(m.median_us) "
-                         "FROM measurements m JOIN cases c ON c.id = m.case_id WHERE m.system_id = b.system_id "
-                         "AND c.config_id = b.config_id AND c.dtype = b.dtype AND c.math_mode = b.math_mode "
-                         "AND c.fusion = b.fusion AND m.status = 'passed' AND m.superseded = 0 "
-                         "AND instr(c.layout, '>') = 0)"),
+    EXPECT_EQ(scalar(db,
+                     "SELECT count(*) FROM best_measurements b WHERE b.median_us <> (SELECT min(m.median_us) "
+                     "FROM measurements m JOIN cases c ON c.id = m.case_id WHERE m.system_id = b.system_id "
+                     "AND c.config_id = b.config_id AND c.dtype = b.dtype AND c.math_mode = b.math_mode "
+                     "AND c.fusion = b.fusion AND m.status = 'passed' AND m.superseded = 0 "
+                     "AND instr(c.layout, '>') = 0)"),
               0);
   }
   // The upgraded file has the tables, columns, indexes and views of a new one.
-  {
-    auto fresh = must(Database::open(dir_.file("fresh.db")));
-  }
+  { auto fresh = must(Database::open(dir_.file("fresh.db"))); }
   const std::string shape_sql =
-      "SELECT s.type, s.name, p.cid, p.name, p.type, p.\"notnull\", p.dflt_value IS NOT NULL FROM sqlite_schema s "
+      "SELECT s.type, s.name, p.cid, p.name, p.type, p.\"notnull\", p.dflt_value IS NOT NULL FROM "
+      "sqlite_schema s "
       "LEFT JOIN pragma_table_info(s.name) p WHERE s.name NOT LIKE 'sqlite_%' ORDER BY s.type, s.name, p.cid";
   const auto upgraded_shape = raw_rows(path_, shape_sql);
   EXPECT_GT(upgraded_shape.size(), 100u);

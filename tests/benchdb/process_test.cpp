@@ -76,7 +76,8 @@ TEST(Process, KillNineKeepsEveryCommittedBatchAndRerunCompletesWithoutDuplicates
   constexpr int kConfigs = 400, kPer = 50, kBatch = 500;  // 20000 measurements in batches of 500
   int64_t last_committed = 0;
   {
-    Child writer({db_path, "crash-cpu", std::to_string(kConfigs), std::to_string(kPer), std::to_string(kBatch), "20"});
+    Child writer(
+        {db_path, "crash-cpu", std::to_string(kConfigs), std::to_string(kPer), std::to_string(kBatch), "20"});
     // Wait for a few commits, then kill it in the middle of a batch.
     for (std::string l = writer.line(); !l.empty(); l = writer.line()) {
       const int64_t c = committed_in(l);

@@ -43,7 +43,8 @@ int64_t insert_as_of(Database& db, const TableDef<Row>& t, const Row& row, int v
   for (const auto& c : t.columns)
     if (c.since <= version) add(c.name, c.get(row));
   for (const auto& [name, v] : retired) add(name, v);
-  auto r = must(db.query("INSERT INTO " + t.name + " (" + names + ") VALUES (" + params + ") RETURNING id", values));
+  auto r = must(
+      db.query("INSERT INTO " + t.name + " (" + names + ") VALUES (" + params + ") RETURNING id", values));
   return std::get<int64_t>(r.rows.at(0).at(0));
 }
 
@@ -79,13 +80,15 @@ TEST(Schema, NewFileHasCurrentSchemaAndTablesFollowTheFieldLists) {
   expect_columns_match(db, system_peaks_table());
   expect_columns_match(db, replays_table());
   // Every table is STRICT.
-  auto strict = must(db.query("SELECT name, strict FROM pragma_table_list WHERE schema = 'main' "
-                              "AND type = 'table' AND name NOT LIKE 'sqlite_%'"));
+  auto strict =
+      must(db.query("SELECT name, strict FROM pragma_table_list WHERE schema = 'main' "
+                    "AND type = 'table' AND name NOT LIKE 'sqlite_%'"));
   EXPECT_EQ(strict.rows.size(), 11u);
   for (const auto& row : strict.rows) EXPECT_EQ(std::get<int64_t>(row[1]), 1) << value_text(row[0]);
   for (const char* view : {"current_measurements", "best_cases", "default_cases", "unique_configs",
                            "model_layer_times", "run_summary"}) {
-    EXPECT_EQ(scalar(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'view' AND name = ?1", {view}), 1) << view;
+    EXPECT_EQ(scalar(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'view' AND name = ?1", {view}), 1)
+        << view;
     EXPECT_TRUE(db.query(std::string("SELECT * FROM ") + view).ok()) << view;  // every column it names exists
   }
 }
@@ -139,7 +142,8 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
     std::vector<int64_t> cases;
     for (int k = 0; k < 2; ++k) {
       LayerConfigRow lc;
-      lc.key = fmt::format("Conv|x=1x{}x8x8|w=8x{}x3x3|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32", k + 1, k + 1);
+      lc.key = fmt::format("Conv|x=1x{}x8x8|w=8x{}x3x3|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32", k + 1,
+                           k + 1);
       lc.kind = lc.op_type = "Conv";
       lc.dtype = "f32";
       const int64_t config = must(db.upsert_config(lc));
@@ -157,13 +161,17 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
     SystemRow old = test_system("old");
     old.fingerprint = "0123456789abcdef";  // version 1's hash of its identity columns
     const int64_t sys = insert_as_of(db, systems_table(), old, 1,
-                                     {{"cuda_runtime_version", ""}, {"cudnn_version", ""}, {"cublas_version", ""},
+                                     {{"cuda_runtime_version", ""},
+                                      {"cudnn_version", ""},
+                                      {"cublas_version", ""},
                                       {"onednn_version", "2.6.3"}});
     SystemRow gpu = test_system("gpu");
     gpu.device_kind = "gpu";
     gpu.fingerprint = "fedcba9876543210";
     insert_as_of(db, systems_table(), gpu, 1,
-                 {{"cuda_runtime_version", "13.0"}, {"cudnn_version", "9.19.0"}, {"cublas_version", "13.1.0"},
+                 {{"cuda_runtime_version", "13.0"},
+                  {"cudnn_version", "9.19.0"},
+                  {"cublas_version", "13.1.0"},
                   {"onednn_version", ""}});
     // Versions 1-3 stored replays as framework latencies: one of system 1 with a make-up in plain
     // text, one naming a system the file does not have; and a real framework's latency.
@@ -186,10 +194,11 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
     const int64_t run_id = must(db.begin_run(run));
     // A version-1 file has no throttled column: write the rows the way version 1 did.
     for (size_t i = 0; i < cases.size(); ++i)
-      ASSERT_OK(db.query("INSERT INTO measurements (case_id, system_id, run_id, status, reason, is_default, "
-                         "iterations, repetitions, median_us, measured_at, superseded) "
-                         "VALUES (?1, ?2, ?3, 'passed', '', 0, 1, 1, ?4, '2026-01-01T00:00:00Z', 0)",
-                         {cases[i], sys, run_id, 10.0 - static_cast<double>(i)}));
+      ASSERT_OK(
+          db.query("INSERT INTO measurements (case_id, system_id, run_id, status, reason, is_default, "
+                   "iterations, repetitions, median_us, measured_at, superseded) "
+                   "VALUES (?1, ?2, ?3, 'passed', '', 0, 1, 1, ?4, '2026-01-01T00:00:00Z', 0)",
+                   {cases[i], sys, run_id, 10.0 - static_cast<double>(i)}));
   }
   auto db = must(Database::open(path));
   EXPECT_EQ(db.opened_at_version(), 1);
@@ -211,7 +220,8 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
   auto libraries = must(db.query("SELECT libraries FROM systems ORDER BY id"));
   ASSERT_EQ(libraries.rows.size(), 2u);
   EXPECT_EQ(value_text(libraries.rows[0][0]), R"({"onednn":"2.6.3"})");
-  EXPECT_EQ(value_text(libraries.rows[1][0]), R"({"cublas":"13.1.0","cuda_runtime":"13.0","cudnn":"9.19.0"})");
+  EXPECT_EQ(value_text(libraries.rows[1][0]),
+            R"({"cublas":"13.1.0","cuda_runtime":"13.0","cudnn":"9.19.0"})");
   EXPECT_EQ(must(db.upsert_system(test_system("old"))), 1);
   EXPECT_EQ(must(db.count("systems")), 2);
   // The replay of system 1 moved (its plain-text make-up kept as a JSON string); the one of a
@@ -226,7 +236,8 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
   auto fw = must(db.query("SELECT runtime, median_us FROM framework_latencies"));
   ASSERT_EQ(fw.rows.size(), 1u);
   EXPECT_EQ(value_text(fw.rows[0][0]), "pytorch");
-  auto names = must(db.query("SELECT c.name, lc.key FROM cases c JOIN layer_configs lc ON lc.id = c.config_id ORDER BY c.id"));
+  auto names = must(db.query(
+      "SELECT c.name, lc.key FROM cases c JOIN layer_configs lc ON lc.id = c.config_id ORDER BY c.id"));
   ASSERT_EQ(names.rows.size(), 4u);
   EXPECT_EQ(value_text(names.rows[1][0]), "onednn/impl1/f32/fp32/" + value_text(names.rows[1][1]));
   expect_columns_match(db, systems_table());
@@ -266,7 +277,8 @@ TEST(Schema, NonSqliteTruncatedForeignAndUnwritableFilesGetClearErrors) {
   std::filesystem::resize_file(cut, size / 2);
   auto r2 = Database::open(cut);
   ASSERT_FALSE(r2.ok());
-  EXPECT_NE(r2.error().message.find(cut + ": truncated SQLite database"), std::string::npos) << r2.error().message;
+  EXPECT_NE(r2.error().message.find(cut + ": truncated SQLite database"), std::string::npos)
+      << r2.error().message;
 
   // Another application's SQLite file is not taken over.
   const std::string other = dir.file("other.db");
@@ -279,7 +291,8 @@ TEST(Schema, NonSqliteTruncatedForeignAndUnwritableFilesGetClearErrors) {
   // A location nobody can create files in (procfs refuses even root).
   auto r4 = Database::open("/proc/floorline-test.db");
   ASSERT_FALSE(r4.ok());
-  EXPECT_NE(r4.error().message.find("cannot open /proc/floorline-test.db"), std::string::npos) << r4.error().message;
+  EXPECT_NE(r4.error().message.find("cannot open /proc/floorline-test.db"), std::string::npos)
+      << r4.error().message;
   auto r5 = Database::open(dir.file("no/such/dir/r.db"));
   ASSERT_FALSE(r5.ok());
   EXPECT_NE(r5.error().message.find("does the directory exist"), std::string::npos) << r5.error().message;
@@ -332,7 +345,8 @@ TEST(Schema, CaseNamesRoundTrip) {
   ASSERT_OK(w.add(passed(id, 3.0)));
   ASSERT_OK(w.flush());
   for (const char* view : {"current_measurements", "best_cases"})
-    EXPECT_EQ(value_text(must(db.query(std::string("SELECT case_name FROM ") + view)).rows.at(0).at(0)), name) << view;
+    EXPECT_EQ(value_text(must(db.query(std::string("SELECT case_name FROM ") + view)).rows.at(0).at(0)), name)
+        << view;
 }
 
 TEST(Schema, SameStackSameSystemRow) {

@@ -39,7 +39,8 @@ std::vector<int64_t> seed_cases(Database& db, int configs, int cases_per_config)
   auto st = db.transaction([&]() -> Status {
     for (int c = 0; c < configs; ++c) {
       LayerConfigRow lc;
-      lc.key = fmt::format("Conv|x=1x{}x8x8|w=8x{}x3x3|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32", c + 1, c + 1);
+      lc.key = fmt::format("Conv|x=1x{}x8x8|w=8x{}x3x3|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32", c + 1,
+                           c + 1);
       lc.key_hash = mp::key_hash_hex(lc.key);
       lc.kind = "Conv";
       lc.op_type = "Conv";
@@ -86,6 +87,8 @@ int64_t scalar(Database& db, const std::string& sql, const std::vector<SqlValue>
   return std::get<int64_t>(r->rows[0][0]);
 }
 
-std::string helper_path() { return FLOORLINE_WRITER_HELPER; }
+std::string helper_path() {
+  return FLOORLINE_WRITER_HELPER;
+}
 
 }  // namespace floorline::benchdb::test

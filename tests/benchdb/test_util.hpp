@@ -25,10 +25,10 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-#define ASSERT_OK(expr)                                          \
-  do {                                                           \
-    auto&& ok_ = (expr);                                         \
-    ASSERT_TRUE(ok_.ok()) << ok_.error().message;                \
+#define ASSERT_OK(expr)                           \
+  do {                                            \
+    auto&& ok_ = (expr);                          \
+    ASSERT_TRUE(ok_.ok()) << ok_.error().message; \
   } while (0)
 
 template <class T>

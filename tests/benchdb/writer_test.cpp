@@ -22,15 +22,17 @@ struct Fixture {
 
 // best_measurements must equal the GROUP BY over current passed measurements.
 void expect_best_consistent(Database& db) {
-  auto derived = must(db.query("SELECT config_id, system_id, math_mode, fusion, median_us FROM best_measurements "
-                               "ORDER BY config_id, system_id, math_mode, fusion"));
-  auto direct = must(db.query(
-      "SELECT c.config_id, m.system_id, c.math_mode, c.fusion, MIN(m.median_us) FROM measurements m "
-      "JOIN cases c ON c.id = m.case_id WHERE m.status = 'passed' AND m.superseded = 0 "
-      "GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion ORDER BY 1, 2, 3, 4"));
+  auto derived =
+      must(db.query("SELECT config_id, system_id, math_mode, fusion, median_us FROM best_measurements "
+                    "ORDER BY config_id, system_id, math_mode, fusion"));
+  auto direct = must(
+      db.query("SELECT c.config_id, m.system_id, c.math_mode, c.fusion, MIN(m.median_us) FROM measurements m "
+               "JOIN cases c ON c.id = m.case_id WHERE m.status = 'passed' AND m.superseded = 0 "
+               "GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion ORDER BY 1, 2, 3, 4"));
   ASSERT_EQ(derived.rows.size(), direct.rows.size());
   for (size_t i = 0; i < derived.rows.size(); ++i)
-    for (size_t k = 0; k < 5; ++k) EXPECT_EQ(value_text(derived.rows[i][k]), value_text(direct.rows[i][k])) << i;
+    for (size_t k = 0; k < 5; ++k)
+      EXPECT_EQ(value_text(derived.rows[i][k]), value_text(direct.rows[i][k])) << i;
 }
 
 TEST(Writer, BatchesCommitAndBestCaseIsTheFastest) {
@@ -73,14 +75,17 @@ TEST(Writer, ALayoutConversionIsNeverAConfigsBestCase) {
     ASSERT_OK(w.add(passed(f.cases[1], 60.0)));
     ASSERT_OK(w.flush());
   }
-  EXPECT_EQ(scalar(f.db, "SELECT case_id FROM best_measurements WHERE config_id = ?1", {conv.config_id}), f.cases[1]);
+  EXPECT_EQ(scalar(f.db, "SELECT case_id FROM best_measurements WHERE config_id = ?1", {conv.config_id}),
+            f.cases[1]);
   // A merge rebuilds the table with the same rule.
   Database merged = must(Database::open(f.dir.file("merged.db")));
   must(merge_into(merged, f.dir.file("r.db")));
-  EXPECT_EQ(scalar(merged, "SELECT count(*) FROM best_measurements b JOIN cases c ON c.id = b.case_id "
-                           "WHERE c.algorithm = 'reorder'"),
+  EXPECT_EQ(scalar(merged,
+                   "SELECT count(*) FROM best_measurements b JOIN cases c ON c.id = b.case_id "
+                   "WHERE c.algorithm = 'reorder'"),
             0);
-  EXPECT_EQ(scalar(merged, "SELECT count(*) FROM best_measurements"), scalar(f.db, "SELECT count(*) FROM best_measurements"));
+  EXPECT_EQ(scalar(merged, "SELECT count(*) FROM best_measurements"),
+            scalar(f.db, "SELECT count(*) FROM best_measurements"));
 }
 
 TEST(Writer, ResumeKeepsFinalResultsAndRetriesFailures) {
@@ -99,7 +104,7 @@ TEST(Writer, ResumeKeepsFinalResultsAndRetriesFailures) {
   EXPECT_EQ(settled.size(), 1u);
   EXPECT_TRUE(settled.count(f.cases[0]));
   {
-    MeasurementWriter w(f.db, f.sys, f.run());  // resume: the default
+    MeasurementWriter w(f.db, f.sys, f.run());   // resume: the default
     ASSERT_OK(w.add(passed(f.cases[0], 10.0)));  // already passed: not written
     ASSERT_OK(w.add(passed(f.cases[1], 60.0)));  // failed before: measured again
     ASSERT_OK(w.flush());
@@ -156,8 +161,10 @@ TEST(Writer, ForceSupersedesAndBestFollowsTheCurrentRows) {
     expect_best_consistent(f.db);
   }
   // One current measurement per case and system, always.
-  EXPECT_EQ(scalar(f.db, "SELECT count(*) FROM (SELECT case_id FROM measurements WHERE superseded = 0 "
-                         "GROUP BY case_id, system_id HAVING count(*) > 1)"), 0);
+  EXPECT_EQ(scalar(f.db,
+                   "SELECT count(*) FROM (SELECT case_id FROM measurements WHERE superseded = 0 "
+                   "GROUP BY case_id, system_id HAVING count(*) > 1)"),
+            0);
 }
 
 }  // namespace

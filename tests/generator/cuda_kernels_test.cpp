@@ -13,8 +13,8 @@
 namespace floorline::gen {
 namespace {
 
-#define REQUIRE_GPU()                                                                         \
-  do {                                                                                        \
+#define REQUIRE_GPU()                                                                 \
+  do {                                                                                \
     if (auto st = kernels::cuda_available(); !st) GTEST_SKIP() << st.error().message; \
   } while (0)
 
@@ -48,14 +48,18 @@ Tally verify_plan(const std::vector<mp::ModelIR>& models, const std::vector<DTyp
   for (const auto& c : plan.cases) {
     if (c.status) continue;
     const bool conversion = !c.spec.feeds.empty();
-    const std::string config = c.spec.problem.key + " " + std::string(math_mode_name(c.spec.math_mode)) + " " + c.spec.fusion;
+    const std::string config =
+        c.spec.problem.key + " " + std::string(math_mode_name(c.spec.math_mode)) + " " + c.spec.fusion;
     if (!conversion) t.planned.insert(config);
     auto k = kernels::make_cuda_kernel(c.spec);
     if (!k) {
       const std::string& m = k.error().message;
-      if (k.error().code == Disposition::kUnsupported) ++t.unsupported;
-      else if (k.error().code == Disposition::kSkipped) ++t.skipped;
-      else t.failures.push_back(c.spec.name + ": " + m);
+      if (k.error().code == Disposition::kUnsupported)
+        ++t.unsupported;
+      else if (k.error().code == Disposition::kSkipped)
+        ++t.skipped;
+      else
+        t.failures.push_back(c.spec.name + ": " + m);
       continue;
     }
     ++t.built;
@@ -81,8 +85,8 @@ void expect_clean(const Tally& t) {
   for (const auto& config : t.planned)
     if (!t.verified_configs.count(config) && !t.unverifiable_configs.count(config))
       ADD_FAILURE() << "no case of " << config << " could be built and verified";
-  std::printf("built %d, verified %d, not verifiable %d, unsupported %d, skipped %d, failed %zu\n", t.built, t.verified,
-              t.not_verifiable, t.unsupported, t.skipped, t.failures.size());
+  std::printf("built %d, verified %d, not verifiable %d, unsupported %d, skipped %d, failed %zu\n", t.built,
+              t.verified, t.not_verifiable, t.unsupported, t.skipped, t.failures.size());
 }
 
 TEST(CudaKernelsGpu, SqueezeNetEveryCaseMatchesTheReferenceInF32) {

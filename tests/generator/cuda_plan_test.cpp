@@ -37,12 +37,12 @@ Plan cuda_plan(const std::vector<mp::ModelIR>& models, std::vector<DType> dtypes
 }
 
 // The cases of one config key with one fusion, by (algorithm, math mode, layout).
-std::map<std::tuple<std::string, std::string, std::string>, const PlannedCase*> cases_of(const Plan& plan,
-                                                                                        const std::string& key,
-                                                                                        const std::string& fusion = "") {
+std::map<std::tuple<std::string, std::string, std::string>, const PlannedCase*> cases_of(
+    const Plan& plan, const std::string& key, const std::string& fusion = "") {
   std::map<std::tuple<std::string, std::string, std::string>, const PlannedCase*> out;
   for (const auto& c : plan.cases)
-    if (c.spec.problem.key == key && c.spec.fusion == fusion) out[{c.spec.algorithm, std::string(math_mode_name(c.spec.math_mode)), c.spec.layout}] = &c;
+    if (c.spec.problem.key == key && c.spec.fusion == fusion)
+      out[{c.spec.algorithm, std::string(math_mode_name(c.spec.math_mode)), c.spec.layout}] = &c;
   return out;
 }
 
@@ -73,7 +73,8 @@ TEST(CudaPlan, Resnet18ConvGetsEveryLegacyAlgorithmInEachMathModeAndLayout) {
   const std::string key = first_key(plan, "Conv", "x=1x64x56x56|w=64x64x3x3");
   const auto cases = cases_of(plan, key);
   // NCHW in fp32 (TF32 off) and tf32, NHWC in tf32 only (where the layout changes the algorithm set).
-  const std::vector<std::pair<std::string, std::string>> modes = {{"fp32", ""}, {"tf32", ""}, {"tf32", "nhwc"}};
+  const std::vector<std::pair<std::string, std::string>> modes = {
+      {"fp32", ""}, {"tf32", ""}, {"tf32", "nhwc"}};
   for (const auto& [mode, layout] : modes) {
     for (const auto& algo : kernels::cudnn_conv_algorithms()) {
       auto it = cases.find({"cudnn_conv:" + algo, mode, layout});
@@ -83,7 +84,8 @@ TEST(CudaPlan, Resnet18ConvGetsEveryLegacyAlgorithmInEachMathModeAndLayout) {
     }
     auto heuristic = cases.find({"cudnn_conv:heuristic", mode, layout});
     ASSERT_NE(heuristic, cases.end());
-    EXPECT_EQ(heuristic->second->work.is_default, layout.empty()) << "a framework's default is NCHW + the heuristic";
+    EXPECT_EQ(heuristic->second->work.is_default, layout.empty())
+        << "a framework's default is NCHW + the heuristic";
     EXPECT_TRUE(cases.count({"cudnn_conv:find", mode, layout}));
     // The conv has a bias: conv+bias+identity through the fused call, IMPLICIT_PRECOMP_GEMM only.
     EXPECT_TRUE(cases.count({"cudnn_conv_bias_act:IMPLICIT_PRECOMP_GEMM", mode, layout}));
@@ -126,7 +128,8 @@ TEST(CudaPlan, HalfPrecisionHasOneTensorCoreModeInBothLayouts) {
   std::set<std::tuple<std::string, std::string, std::string>> modes;
   for (const auto& c : plan.cases)
     if (c.spec.problem.key == key && c.spec.fusion.empty() && c.spec.feeds.empty())
-      modes.insert({std::string(dtype_name(c.spec.dtype)), std::string(math_mode_name(c.spec.math_mode)), c.spec.layout});
+      modes.insert({std::string(dtype_name(c.spec.dtype)), std::string(math_mode_name(c.spec.math_mode)),
+                    c.spec.layout});
   const std::set<std::tuple<std::string, std::string, std::string>> expected = {
       {"f16", "f16", ""}, {"f16", "f16", "nhwc"}, {"bf16", "bf16", ""}, {"bf16", "bf16", "nhwc"}};
   EXPECT_EQ(modes, expected);
@@ -142,7 +145,8 @@ TEST(CudaPlan, Resnet18ClassifierGemmGetsCublasGemvAndCublasLtAlgorithms) {
   EXPECT_EQ(cases.at({"cublas_gemv", "fp32", ""})->status, std::nullopt);
   EXPECT_EQ(cases.at({"cublas_gemv", "tf32", ""})->status, Disposition::kUnsupported);
   for (const std::string mode : {"fp32", "tf32"})
-    for (int k = 0; k < 8; ++k) EXPECT_TRUE(cases.count({fmt::format("cublaslt_matmul:{}", k), mode, ""})) << k;
+    for (int k = 0; k < 8; ++k)
+      EXPECT_TRUE(cases.count({fmt::format("cublaslt_matmul:{}", k), mode, ""})) << k;
   EXPECT_EQ(cases.size(), 2u * (1 + 1 + 8));
   // At batch 32 the GEMV is gone.
   const Plan b32 = cuda_plan(zoo_model("resnet18", 32));
@@ -201,7 +205,8 @@ TEST(CudaPlan, OpsWithoutALibraryKernelRunOursLabelledAsSuch) {
 
 TEST(CudaPlan, EveryConfigOfTheZooHasOneDefaultOrSaysWhyNot) {
   std::vector<mp::ModelIR> models;
-  for (const std::string name : {"resnet50", "mobilenet_v3_large", "densenet121", "swin_t", "r3d_18", "deeplabv3_mobilenet_v3_large"})
+  for (const std::string name :
+       {"resnet50", "mobilenet_v3_large", "densenet121", "swin_t", "r3d_18", "deeplabv3_mobilenet_v3_large"})
     for (auto& m : zoo_model(name)) models.push_back(std::move(m));
   const Plan plan = cuda_plan(models);
   std::map<std::tuple<std::string, std::string, std::string>, int> defaults, cases;
@@ -213,7 +218,8 @@ TEST(CudaPlan, EveryConfigOfTheZooHasOneDefaultOrSaysWhyNot) {
     EXPECT_EQ(parsed->algorithm, c.spec.algorithm);
     EXPECT_EQ(parsed->layout, c.spec.layout);
     if (!c.spec.feeds.empty()) continue;
-    const auto k = std::make_tuple(c.spec.problem.key, std::string(math_mode_name(c.spec.math_mode)), c.spec.fusion);
+    const auto k =
+        std::make_tuple(c.spec.problem.key, std::string(math_mode_name(c.spec.math_mode)), c.spec.fusion);
     ++cases[k];
     if (c.work.is_default) ++defaults[k];
     if (c.status == Disposition::kUnsupported) {
@@ -261,7 +267,8 @@ TEST(CudaPlan, ConvGeometryRunsOneDAsTwoDAndPadsAsymmetricPaddingExplicitly) {
   EXPECT_EQ(g1->strides, (std::vector<int>{1, 2}));
   EXPECT_FALSE(g1->explicit_pad);
   // TensorFlow-style SAME padding of a stride-2 3×3 conv on an even input: 0 before, 1 after.
-  auto g2 = kernels::conv_geometry(conv_problem({1, 3, 224, 224}, {32, 3, 3, 3}, {1, 32, 112, 112}, {0, 0, 1, 1}, {2, 2}));
+  auto g2 = kernels::conv_geometry(
+      conv_problem({1, 3, 224, 224}, {32, 3, 3, 3}, {1, 32, 112, 112}, {0, 0, 1, 1}, {2, 2}));
   ASSERT_TRUE(g2.ok());
   EXPECT_TRUE(g2->explicit_pad);
   EXPECT_EQ(g2->x, (std::vector<int>{1, 3, 225, 225}));
@@ -279,11 +286,13 @@ TEST(CudaPlan, ConvGeometryRunsOneDAsTwoDAndPadsAsymmetricPaddingExplicitly) {
       EXPECT_NE(c.algorithm.find(":padded"), std::string::npos) << c.algorithm;
     }
   // 3-D stays 3-D; rank 6 is not a cuDNN convolution.
-  auto g3 = kernels::conv_geometry(conv_problem({1, 3, 16, 112, 112}, {64, 3, 3, 7, 7}, {1, 64, 16, 56, 56}, {1, 3, 3, 1, 3, 3}, {1, 2, 2}));
+  auto g3 = kernels::conv_geometry(conv_problem({1, 3, 16, 112, 112}, {64, 3, 3, 7, 7}, {1, 64, 16, 56, 56},
+                                                {1, 3, 3, 1, 3, 3}, {1, 2, 2}));
   ASSERT_TRUE(g3.ok());
   EXPECT_EQ(g3->spatial, 3);
   EXPECT_EQ(g3->pads, (std::vector<int>{1, 3, 3}));
-  auto bad = kernels::conv_geometry(conv_problem({1, 1, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 2, 2, 2, 2}, {}, {1, 1, 1, 1}));
+  auto bad = kernels::conv_geometry(
+      conv_problem({1, 1, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 2, 2, 2, 2}, {}, {1, 1, 1, 1}));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, Disposition::kUnsupported);
 }
@@ -307,10 +316,12 @@ TEST(CudaPlan, BinaryOpsGetOpTensorAddTensorForPerChannelBiasAndOurs) {
   spec.problem.outputs = {{"y", {8, 64, 28, 28}}};
   std::vector<std::string> algorithms;
   for (const auto& c : kernels::cuda_cases(spec)) algorithms.push_back(c.algorithm);
-  EXPECT_EQ(algorithms, (std::vector<std::string>{"cudnn_op_tensor", "cudnn_add_tensor", "floorline-kernel:binary"}));
+  EXPECT_EQ(algorithms,
+            (std::vector<std::string>{"cudnn_op_tensor", "cudnn_add_tensor", "floorline-kernel:binary"}));
   spec.problem.kind = LayerKind::kSub;
   spec.problem.op = "Sub";
-  spec.problem.inputs = {{"a", {1, 64, 1, 1}}, {"b", {8, 64, 28, 28}}};  // A − B with A broadcast: not cudnnOpTensor
+  spec.problem.inputs = {{"a", {1, 64, 1, 1}},
+                         {"b", {8, 64, 28, 28}}};  // A − B with A broadcast: not cudnnOpTensor
   algorithms.clear();
   for (const auto& c : kernels::cuda_cases(spec)) algorithms.push_back(c.algorithm);
   EXPECT_EQ(algorithms, (std::vector<std::string>{"floorline-kernel:binary"}));

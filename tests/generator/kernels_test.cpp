@@ -45,11 +45,45 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
     verified_ops.insert(c.spec.problem.op + (c.spec.fusion.empty() ? "" : "+" + c.spec.fusion));
     ++verified;
   }
-  for (const char* op : {"Conv", "ConvTranspose", "Gemm", "MatMul", "BatchNormalization", "LayerNormalization",
-                         "InstanceNormalization", "LRN", "Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Clip",
-                         "LeakyRelu", "Abs", "Sqrt", "Pow", "Exp", "Add", "Sub", "Mul", "Div", "Softmax", "LogSoftmax",
-                         "MaxPool", "AveragePool", "GlobalAveragePool", "ReduceMean", "Concat", "Transpose", "Slice",
-                         "Pad", "Resize", "Split", "Sum", "Conv+Relu", "Conv+Add+Relu", "Conv+Clip(-0.5,0.5)",
+  for (const char* op : {"Conv",
+                         "ConvTranspose",
+                         "Gemm",
+                         "MatMul",
+                         "BatchNormalization",
+                         "LayerNormalization",
+                         "InstanceNormalization",
+                         "LRN",
+                         "Relu",
+                         "Sigmoid",
+                         "Tanh",
+                         "HardSwish",
+                         "HardSigmoid",
+                         "Clip",
+                         "LeakyRelu",
+                         "Abs",
+                         "Sqrt",
+                         "Pow",
+                         "Exp",
+                         "Add",
+                         "Sub",
+                         "Mul",
+                         "Div",
+                         "Softmax",
+                         "LogSoftmax",
+                         "MaxPool",
+                         "AveragePool",
+                         "GlobalAveragePool",
+                         "ReduceMean",
+                         "Concat",
+                         "Transpose",
+                         "Slice",
+                         "Pad",
+                         "Resize",
+                         "Split",
+                         "Sum",
+                         "Conv+Relu",
+                         "Conv+Add+Relu",
+                         "Conv+Clip(-0.5,0.5)",
                          "MatMul+BiasAdd+Relu"})
     EXPECT_TRUE(verified_ops.count(op)) << op << " has no verified case";
   EXPECT_EQ(proxies, (std::set<std::string>{"Erf", "Gather"}));
@@ -62,13 +96,15 @@ TEST(OnednnKernels, WhatCannotRunIsUnsupportedNotFailed) {
   auto name = [](const PlannedCase& c) { return std::string(c.status ? disposition_name(*c.status) : ""); };
   for (const auto& c : plan.cases) {
     if (c.spec.problem.op == "Floor") status["Floor"] = name(c);
-    if (c.spec.problem.op == "Resize" && c.spec.problem.string_attr("mode", "") == "cubic") status["cubic"] = name(c);
+    if (c.spec.problem.op == "Resize" && c.spec.problem.string_attr("mode", "") == "cubic")
+      status["cubic"] = name(c);
     if (c.spec.problem.op == "Sub" && c.spec.problem.inputs[0].shape == std::vector<int64_t>{1, 8, 1, 1})
       status["Sub(bc,x)"] = name(c) + ": " + c.reason;
   }
   EXPECT_EQ(status["Floor"], "unsupported");
   EXPECT_EQ(status["cubic"], "unsupported");
-  EXPECT_EQ(status["Sub(bc,x)"].rfind("unsupported: oneDNN binary needs the first operand", 0), 0u) << status["Sub(bc,x)"];
+  EXPECT_EQ(status["Sub(bc,x)"].rfind("unsupported: oneDNN binary needs the first operand", 0), 0u)
+      << status["Sub(bc,x)"];
 }
 
 TEST(Reference, MatchesHandComputedValues) {

@@ -77,7 +77,8 @@ TEST(KindSupport, TablesSayWhatTheyMapAndWhy) {
   }
   if (const Backend* cuda = find_backend("cuda"); cuda && plugin_path(*cuda).ok()) {
     EXPECT_TRUE(cuda->support(LayerKind::kConv).supported());
-    EXPECT_NE(cuda->support(LayerKind::kConv).mapping.find("cudnnConvolutionForward"), std::string_view::npos);
+    EXPECT_NE(cuda->support(LayerKind::kConv).mapping.find("cudnnConvolutionForward"),
+              std::string_view::npos);
     EXPECT_FALSE(cuda->support(LayerKind::kConvTranspose).supported());
   }
 }
@@ -94,7 +95,8 @@ TEST(KindSupport, AnAttributeTheIrAlwaysFillsIsRequiredNotDefaulted) {
   const std::vector<kernels::HostTensor> in = {{{4}, {-1.f, 0.f, 1.f, 2.f}}};
   auto missing = kernels::reference(p, in, {});
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().message, "LeakyRelu|x=4|f32: attribute 'alpha' is missing (the IR always fills it)");
+  EXPECT_EQ(missing.error().message,
+            "LeakyRelu|x=4|f32: attribute 'alpha' is missing (the IR always fills it)");
   EXPECT_THROW((void)p.int_attr("axis"), kernels::MissingAttribute);
   EXPECT_EQ(p.int_attr("axis", 3), 3);  // the two-argument form is for attributes that may be absent
   p.floats["alpha"] = {0.25};
@@ -135,7 +137,8 @@ TEST(AddingALayerDoc, FilesToTouchExistAndHoldTheirMarkers) {
   for (const Backend* b : backends()) {
     if (!plugin_path(*b).ok()) continue;  // not built here: its folder may not exist
     const std::string folder = "generator/backends/" + b->name() + "/";
-    const bool listed = std::any_of(files.begin(), files.end(), [&](const std::string& f) { return f.rfind(folder, 0) == 0; });
+    const bool listed = std::any_of(files.begin(), files.end(),
+                                    [&](const std::string& f) { return f.rfind(folder, 0) == 0; });
     EXPECT_TRUE(listed) << "backend " << b->name() << " has no row in docs/ADDING_A_LAYER.md";
   }
 }

@@ -79,7 +79,8 @@ TEST(Plan, AllImplsAndReferenceFlagsWidenThePlan) {
     return n;
   };
   EXPECT_GT(timed(b), timed(a));
-  for (const auto& c : b.cases) EXPECT_TRUE(!c.status || c.status == Disposition::kUnsupported) << c.spec.name;
+  for (const auto& c : b.cases)
+    EXPECT_TRUE(!c.status || c.status == Disposition::kUnsupported) << c.spec.name;
 }
 
 TEST(Plan, BackendSelection) {

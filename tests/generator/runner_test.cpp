@@ -54,25 +54,44 @@ TEST(Runner, StoresEveryCaseAndResumes) {
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements"), static_cast<int64_t>(plan.cases.size()));
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE status='passed'"), s->passed);
   // Passed rows carry statistics over the repetitions, and the counters.
-  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE status='passed' AND (median_us IS NULL OR median_us <= 0 "
-                        "OR min_us > median_us OR repetitions != 3 OR iterations < 3 OR workspace_bytes IS NULL)"),
-            0);
-  EXPECT_GT(scalar(*db, "SELECT count(*) FROM measurements WHERE status='passed' AND json_extract(extra, '$.gflops') > 0"), 0);
+  EXPECT_EQ(
+      scalar(
+          *db,
+          "SELECT count(*) FROM measurements WHERE status='passed' AND (median_us IS NULL OR median_us <= 0 "
+          "OR min_us > median_us OR repetitions != 3 OR iterations < 3 OR workspace_bytes IS NULL)"),
+      0);
+  EXPECT_GT(
+      scalar(
+          *db,
+          "SELECT count(*) FROM measurements WHERE status='passed' AND json_extract(extra, '$.gflops') > 0"),
+      0);
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE status='unsupported' AND reason = ''"), 0);
   // One default case per config (unfused) that passed.
-  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM (SELECT c.config_id FROM measurements m JOIN cases c ON c.id = m.case_id "
-                        "WHERE m.is_default = 1 AND c.fusion = '' GROUP BY c.config_id HAVING count(*) > 1)"),
-            0);
-  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM systems WHERE json_extract(libraries, '$.onednn') != '' AND threads = 1"), 1);
+  EXPECT_EQ(
+      scalar(*db,
+             "SELECT count(*) FROM (SELECT c.config_id FROM measurements m JOIN cases c ON c.id = m.case_id "
+             "WHERE m.is_default = 1 AND c.fusion = '' GROUP BY c.config_id HAVING count(*) > 1)"),
+      0);
+  EXPECT_EQ(
+      scalar(*db,
+             "SELECT count(*) FROM systems WHERE json_extract(libraries, '$.onednn') != '' AND threads = 1"),
+      1);
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM runs WHERE status = 'finished'"), 1);
   // The roofline peaks were calibrated once for the system: a MatMul (FLOP/s) and a copy (bytes/s).
   // Any CPU that runs this suite does more than 1 GFLOP/s and copies more than 0.5 GB/s on one core.
   ASSERT_TRUE(s->calibration_error.empty()) << s->calibration_error;
   ASSERT_EQ(s->peaks.size(), 2u);
-  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM system_peaks WHERE peak = 'flops' AND dtype = 'f32' AND math_mode = 'fp32' "
-                        "AND value_per_s > 1e9 AND method LIKE 'onednn MatMul 2048x2048x2048%'"),
-            1);
-  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM system_peaks WHERE peak = 'bytes' AND dtype = 'f32' AND value_per_s > 5e8"), 1);
+  EXPECT_EQ(
+      scalar(
+          *db,
+          "SELECT count(*) FROM system_peaks WHERE peak = 'flops' AND dtype = 'f32' AND math_mode = 'fp32' "
+          "AND value_per_s > 1e9 AND method LIKE 'onednn MatMul 2048x2048x2048%'"),
+      1);
+  EXPECT_EQ(
+      scalar(
+          *db,
+          "SELECT count(*) FROM system_peaks WHERE peak = 'bytes' AND dtype = 'f32' AND value_per_s > 5e8"),
+      1);
 
   // Resume: passed and unsupported cases are not measured again, nor are the cases the plan skips
   // (the --max-impls cap) already recorded as skipped; cases skipped at build time are tried again.
@@ -86,7 +105,8 @@ TEST(Runner, StoresEveryCaseAndResumes) {
   EXPECT_EQ(again->already_measured, s->passed + s->unsupported + planned_skips);
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements") - rows_before, again->skipped + again->failed);
   EXPECT_TRUE(again->peaks.empty());  // the system's peaks are stored: no second calibration
-  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 0"), static_cast<int64_t>(plan.cases.size()));
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 0"),
+            static_cast<int64_t>(plan.cases.size()));
 }
 
 TEST(Runner, DryRunWritesNothing) {

@@ -1,7 +1,7 @@
 // Bad input: every case gives a one-line error that names the file; nothing crashes.
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <onnx/defs/parser.h>
@@ -29,7 +29,9 @@ class BadInput : public ::testing::Test {
     std::ofstream(p, std::ios::binary) << bytes;
     return p;
   }
-  fs::path write_model(const std::string& name, const onnx::ModelProto& m) { return write(name, m.SerializeAsString()); }
+  fs::path write_model(const std::string& name, const onnx::ModelProto& m) {
+    return write(name, m.SerializeAsString());
+  }
 
   static onnx::ModelProto parse(const std::string& text) {
     onnx::ModelProto m;
@@ -126,8 +128,9 @@ TEST_F(BadInput, ExternalDataIsReadWhenPresent) {
 
 TEST_F(BadInput, ShapeOnlyModelWithoutItsWeightsLoads) {
   // The committed zoo is exactly this: weights in external data whose file is absent.
-  auto m = parse(model_text("g (float[N,8] x) => (y) <float[8,4] w = {0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
-                            "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0}> {\n  y = MatMul (x, w)\n}"));
+  auto m =
+      parse(model_text("g (float[N,8] x) => (y) <float[8,4] w = {0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,"
+                       "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0}> {\n  y = MatMul (x, w)\n}"));
   auto* w = m.mutable_graph()->mutable_initializer(0);
   w->clear_float_data();
   w->set_data_location(onnx::TensorProto::EXTERNAL);

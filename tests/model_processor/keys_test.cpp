@@ -10,7 +10,8 @@ namespace {
 
 // x: NCHW input, w: weights, attrs: Conv attributes ("" for none), with/without bias.
 std::string conv(const std::string& attrs, const std::string& x = "float[N,3,8,8]",
-                 const std::string& w = "float[4,3,3,3]", bool bias = true, const std::string& b = "float[4]") {
+                 const std::string& w = "float[4,3,3,3]", bool bias = true,
+                 const std::string& b = "float[4]") {
   const std::string a = attrs.empty() ? "" : "<" + attrs + ">";
   return model_text(fmt::format("g ({} x, {} w{}) => (y) {{\n  y = Conv {} (x, w{})\n}}", x, w,
                                 bias ? ", " + b + " b" : "", a, bias ? ", b" : ""));
@@ -27,7 +28,8 @@ TEST(CanonicalKey, ConvWithBiasMatchesTheDocumentedForm) {
 }
 
 TEST(CanonicalKey, DefaultsAreFilledIn) {
-  EXPECT_EQ(conv_key(conv("")), conv_key(conv("pads = [0,0,0,0], strides = [1,1], dilations = [1,1], group = 1")));
+  EXPECT_EQ(conv_key(conv("")),
+            conv_key(conv("pads = [0,0,0,0], strides = [1,1], dilations = [1,1], group = 1")));
 }
 
 TEST(CanonicalKey, AutoPadResolvesToExplicitPads) {
@@ -56,12 +58,14 @@ TEST(CanonicalKey, EveryParameterThatChangesTheWorkChangesTheKey) {
   EXPECT_NE(base, conv_key(conv("pads = [1,1,1,1], strides = [2,2]")));
   EXPECT_NE(base, conv_key(conv("pads = [1,1,1,1], dilations = [2,2]")));
   EXPECT_NE(base, conv_key(conv("pads = [1,1,1,1]", "float[N,3,8,8]", "float[4,3,3,3]", false)));
-  EXPECT_NE(base, conv_key(conv("pads = [1,1,1,1]", "float16[N,3,8,8]", "float16[4,3,3,3]", true, "float16[4]")));
+  EXPECT_NE(base,
+            conv_key(conv("pads = [1,1,1,1]", "float16[N,3,8,8]", "float16[4,3,3,3]", true, "float16[4]")));
   EXPECT_NE(base, conv_key(conv("pads = [1,1,1,1]", "float[N,3,9,8]")));
-  const auto grouped = conv_key(conv("pads = [1,1,1,1], group = 3", "float[N,3,8,8]", "float[3,1,3,3]", true,
-                                     "float[3]"));
+  const auto grouped =
+      conv_key(conv("pads = [1,1,1,1], group = 3", "float[N,3,8,8]", "float[3,1,3,3]", true, "float[3]"));
   EXPECT_EQ(grouped, "Conv|x=1x3x8x8|w=3x1x3x3|bias|pads=1,1,1,1|strides=1,1|dil=1,1|group=3|f32");
-  const auto f16 = conv_key(conv("pads = [1,1,1,1]", "float16[N,3,8,8]", "float16[4,3,3,3]", true, "float16[4]"));
+  const auto f16 =
+      conv_key(conv("pads = [1,1,1,1]", "float16[N,3,8,8]", "float16[4,3,3,3]", true, "float16[4]"));
   EXPECT_EQ(f16.substr(f16.size() - 4), "|f16");
   EXPECT_EQ(conv_key(conv("pads = [1,1,1,1]", "float[N,3,8,8]", "float[4,3,3,3]", false)),
             "Conv|x=1x3x8x8|w=4x3x3x3|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32");
@@ -113,9 +117,9 @@ TEST(ConvTransposeCost, StridedWithOutputPadding) {
 
 TEST(ConvTransposeCost, OutputShapeResolvesPadsPerTheSpec) {
   // total padding = 2*(4-1) + 0 + 3 - 8 = 1; without SAME_UPPER the odd pixel goes at the start.
-  auto notset = process_ok(model_text(
-      "g (float[N,4,4,4] x, float[4,2,3,3] w) => (y) {\n"
-      "  y = ConvTranspose <strides = [2,2], output_shape = [8,8]> (x, w)\n}"));
+  auto notset =
+      process_ok(model_text("g (float[N,4,4,4] x, float[4,2,3,3] w) => (y) {\n"
+                            "  y = ConvTranspose <strides = [2,2], output_shape = [8,8]> (x, w)\n}"));
   EXPECT_NE(only(notset[0], "ConvTranspose").key.find("|pads=1,1,0,0|"), std::string::npos)
       << only(notset[0], "ConvTranspose").key;
   auto upper = process_ok(model_text(
@@ -126,8 +130,9 @@ TEST(ConvTransposeCost, OutputShapeResolvesPadsPerTheSpec) {
 }
 
 TEST(GemmCost, TransposedWeightsAndBias) {
-  auto m = process_ok(model_text(
-      "g (float[N,3] a, float[4,3] w, float[4] c) => (y) {\n  y = Gemm <transB = 1> (a, w, c)\n}"), {1, 2});
+  auto m = process_ok(
+      model_text("g (float[N,3] a, float[4,3] w, float[4] c) => (y) {\n  y = Gemm <transB = 1> (a, w, c)\n}"),
+      {1, 2});
   ASSERT_EQ(m.size(), 2u);
   const Layer& l1 = only(m[0], "Gemm");
   EXPECT_EQ(l1.key, "Gemm|a=1x3|b=4x3|bias=4|transA=0|transB=1|alpha=1|beta=1|f32");

@@ -31,7 +31,8 @@ TEST(Rebatch, StaticBatchOneIsRebatchedToo) {
 }
 
 TEST(Rebatch, ReshapeToLiteralBatchIsNotRebatchable) {
-  const auto text = model_text("g (float[N,3,4,4] x) => (y) <int64[2] s = {1, 48}> {\n  y = Reshape (x, s)\n}");
+  const auto text =
+      model_text("g (float[N,3,4,4] x) => (y) <int64[2] s = {1, 48}> {\n  y = Reshape (x, s)\n}");
   process_ok(text, {1});
   const auto err = process_error(text, {2});
   EXPECT_NE(err.find("test.onnx: not re-batchable at batch 2"), std::string::npos) << err;
@@ -50,12 +51,13 @@ TEST(Rebatch, BatchFoldedIntoFeaturesIsCaughtDownstream) {
 
 TEST(Rebatch, ConstantWithLiteralBatchIsCaughtByTheConsistencyCheck) {
   // A Concat with a [1,4] constant along the batch axis: 2 rows at batch 1, 3 (not 4) at batch 2.
-  const auto text = model_text(
-      "g (float[N,4] x) => (y) <float[1,4] c = {1,2,3,4}> {\n  y = Concat <axis = 0> (x, c)\n}");
+  const auto text =
+      model_text("g (float[N,4] x) => (y) <float[1,4] c = {1,2,3,4}> {\n  y = Concat <axis = 0> (x, c)\n}");
   process_ok(text, {1});
   const auto err = process_error(text, {2});
-  EXPECT_NE(err.find("not re-batchable at batch 2: node Concat_0 (Concat) output 'y' is 2x4 at batch 1 but 3x4"),
-            std::string::npos)
+  EXPECT_NE(
+      err.find("not re-batchable at batch 2: node Concat_0 (Concat) output 'y' is 2x4 at batch 1 but 3x4"),
+      std::string::npos)
       << err;
 }
 
@@ -92,18 +94,19 @@ TEST(ConstantFolding, ShapeArithmeticResolvesReshape) {
 }
 
 TEST(ConstantFolding, WeightsFromConstantOfShape) {
-  auto m = process_ok(model_text(
-      "g (float[N,3,8,8] x) => (y) {\n"
-      "  ws = Constant <value = int64[4] {4,3,3,3}> ()\n"
-      "  w = ConstantOfShape <value = float[1] {0.5}> (ws)\n"
-      "  y = Conv <pads = [1,1,1,1]> (x, w)\n}"));
+  auto m =
+      process_ok(model_text("g (float[N,3,8,8] x) => (y) {\n"
+                            "  ws = Constant <value = int64[4] {4,3,3,3}> ()\n"
+                            "  w = ConstantOfShape <value = float[1] {0.5}> (ws)\n"
+                            "  y = Conv <pads = [1,1,1,1]> (x, w)\n}"));
   EXPECT_EQ(only(m[0], "Conv").key, "Conv|x=1x3x8x8|w=4x3x3x3|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32");
   EXPECT_EQ(only(m[0], "ConstantOfShape").cost, CostClass::kHost);
 }
 
 TEST(ConstantFolding, WeightsFromConstantNode) {
-  auto m = process_ok(model_text(
-      "g (float[N,3] x) => (y) {\n  w = Constant <value = float[3,2] {1,2,3,4,5,6}> ()\n  y = MatMul (x, w)\n}"));
+  auto m =
+      process_ok(model_text("g (float[N,3] x) => (y) {\n  w = Constant <value = float[3,2] {1,2,3,4,5,6}> "
+                            "()\n  y = MatMul (x, w)\n}"));
   EXPECT_EQ(only(m[0], "MatMul").key, "MatMul|a=1x3|b=3x2|f32");
   EXPECT_EQ(only(m[0], "Constant").cost, CostClass::kHost);
 }
@@ -128,15 +131,16 @@ TEST(LayerIr, OpUnknownToOnnxIsUnsupportedAndNamed) {
 }
 
 TEST(LayerIr, CustomDomainOpIsUnsupported) {
-  auto m = process_ok("<ir_version: 8, opset_import: [\"\" : 17, \"com.example\" : 1]>\n"
-                      "g (float[N,4] x) => (y) {\n  y = com.example.Thing (x)\n}");
+  auto m = process_ok(
+      "<ir_version: 8, opset_import: [\"\" : 17, \"com.example\" : 1]>\n"
+      "g (float[N,4] x) => (y) {\n  y = com.example.Thing (x)\n}");
   EXPECT_EQ(only(m[0], "Thing").cost, CostClass::kUnsupported);
   EXPECT_TRUE(any_warning(m[0], "domain 'com.example'"));
 }
 
 TEST(LayerIr, KnownOpWithoutAKindKeepsItsShapes) {
-  auto m = process_ok(model_text(
-      "g (float[N,10] x) => (v, i) <int64[1] k = {3}> {\n  v, i = TopK <axis = 1> (x, k)\n}"));
+  auto m = process_ok(
+      model_text("g (float[N,10] x) => (v, i) <int64[1] k = {3}> {\n  v, i = TopK <axis = 1> (x, k)\n}"));
   const Layer& l = only(m[0], "TopK");
   EXPECT_EQ(l.cost, CostClass::kUnsupported);
   EXPECT_TRUE(l.shapes_known);
@@ -169,10 +173,10 @@ TEST(LayerIr, OpsetNineAttributesAreNormalized) {
 }
 
 TEST(LayerIr, SubgraphLayersAreCountedAndMarked) {
-  auto m = process_ok(model_text(
-      "g (bool c, float[N,4] x) => (y) {\n"
-      "  y = If (c) <then_branch = g1 () => (float[N,4] t) { t = Relu (x) },"
-      " else_branch = g2 () => (float[N,4] e) { e = Sigmoid (x) }>\n}"));
+  auto m =
+      process_ok(model_text("g (bool c, float[N,4] x) => (y) {\n"
+                            "  y = If (c) <then_branch = g1 () => (float[N,4] t) { t = Relu (x) },"
+                            " else_branch = g2 () => (float[N,4] e) { e = Sigmoid (x) }>\n}"));
   ASSERT_EQ(m[0].layers.size(), 3u);
   EXPECT_EQ(only(m[0], "If").cost, CostClass::kControl);
   const Layer& relu = only(m[0], "Relu");

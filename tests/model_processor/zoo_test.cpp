@@ -25,8 +25,9 @@ std::string summary(const std::vector<ModelIR>& models) {
       ++counts[static_cast<int>(l.cost)];
       if (l.cost_bearing()) keys.insert(l.key);
     }
-    out += fmt::format("{} {} {} {} {} {} {} {} {} {} {}\n", m.name, m.batch, m.node_count, counts[0], counts[4],
-                       counts[1], counts[2], counts[3], keys.size(), m.total_flops(), m.total_bytes());
+    out +=
+        fmt::format("{} {} {} {} {} {} {} {} {} {} {}\n", m.name, m.batch, m.node_count, counts[0], counts[4],
+                    counts[1], counts[2], counts[3], keys.size(), m.total_flops(), m.total_bytes());
   }
   const auto unique = dedup(models);
   int64_t instances = 0;
@@ -34,9 +35,10 @@ std::string summary(const std::vector<ModelIR>& models) {
   out += fmt::format("zoo instances={} unique={}\n", instances, unique.size());
   out += "kind instances unique models flops\n";
   for (const auto& k : summarize_kinds(models, unique))
-    out += fmt::format("{} {} {} {} {}\n", k.kind == LayerKind::kUnsupported ? "Unsupported:" + k.op_type
-                                                                            : std::string(kind_name(k.kind)),
-                       k.instances, k.unique, k.models, k.flops);
+    out += fmt::format(
+        "{} {} {} {} {}\n",
+        k.kind == LayerKind::kUnsupported ? "Unsupported:" + k.op_type : std::string(kind_name(k.kind)),
+        k.instances, k.unique, k.models, k.flops);
   return out;
 }
 

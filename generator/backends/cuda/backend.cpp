@@ -37,7 +37,8 @@ class CudaBackend final : public Backend {
   std::string device_uuid() const override { return kernels::cuda_device_info().uuid; }
 
   kernels::KindSupport support(LayerKind kind) const override { return kernels::cuda_support(kind); }
-  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const override {
+  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
+                                     const PlanOptions& options) const override {
     std::vector<PlannedCase> out;
     for (const auto& c : kernels::cuda_cases(base)) {
       const bool conversion = c.layout.find('>') != std::string::npos;
@@ -68,7 +69,9 @@ class CudaBackend final : public Backend {
     return {};
   }
   std::string generated_header() const override { return "floorline/kernels/cuda.hpp"; }
-  std::string generated_register_function() const override { return "floorline::kernels::register_cuda_case"; }
+  std::string generated_register_function() const override {
+    return "floorline::kernels::register_cuda_case";
+  }
   std::string generated_cmake_target() const override { return "floorline::cuda_kernels"; }
 };
 

@@ -27,14 +27,16 @@ class OnednnBackend final : public Backend {
   }
 
   kernels::KindSupport support(LayerKind kind) const override { return kernels::onednn_support(kind); }
-  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const override {
+  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
+                                     const PlanOptions& options) const override {
     std::vector<PlannedCase> out;
     auto impls = kernels::onednn_implementations(base);
     if (!impls) {
       PlannedCase pc;
       pc.spec = base;
       pc.spec.algorithm = "none";
-      pc.status = impls.error().code == Disposition::kUnsupported ? Disposition::kUnsupported : Disposition::kFailed;
+      pc.status =
+          impls.error().code == Disposition::kUnsupported ? Disposition::kUnsupported : Disposition::kFailed;
       pc.reason = impls.error().message;
       out.push_back(std::move(pc));
       return out;
@@ -48,8 +50,8 @@ class OnednnBackend final : public Backend {
     const bool fused = !base.problem.post_ops.empty();
     // A reference implementation is skipped only where a real one exists: a config that only the
     // reference implements is still timed, so that every config has a measurement.
-    const bool only_reference =
-        std::all_of(ordered.begin(), ordered.end(), [](const kernels::Implementation& im) { return im.reference; });
+    const bool only_reference = std::all_of(ordered.begin(), ordered.end(),
+                                            [](const kernels::Implementation& im) { return im.reference; });
     int timed = 0;
     for (const auto& im : ordered) {
       PlannedCase pc;
@@ -98,7 +100,9 @@ class OnednnBackend final : public Backend {
   }
   void set_threads(int threads) const override { kernels::set_onednn_threads(threads); }
   std::string generated_header() const override { return "floorline/kernels/onednn.hpp"; }
-  std::string generated_register_function() const override { return "floorline::kernels::register_onednn_case"; }
+  std::string generated_register_function() const override {
+    return "floorline::kernels::register_onednn_case";
+  }
   std::string generated_cmake_target() const override { return "floorline::onednn_kernels"; }
 };
 

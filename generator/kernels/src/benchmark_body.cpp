@@ -37,49 +37,57 @@ benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& 
   auto st = std::make_shared<State>();
   st->kernel = std::move(prebuilt);
   if (st->kernel) st->warmed = true;  // the caller built it and warmed it up
-  return benchmark::RegisterBenchmark(spec.name.c_str(), [spec, work, st, factory](benchmark::State& state) {
-    if (!st->kernel && st->error.empty()) {
-      auto k = factory(spec);
-      if (k.ok()) st->kernel = std::shared_ptr<Kernel>(std::move(k).value());
-      else st->error = benchmark_error_text(k.error());
-    }
-    if (!st->kernel) {
-      state.SkipWithError(st->error.c_str());
-      for (auto _ : state) {
-      }
-      return;
-    }
-    double total = 0;
-    try {
-      if (!st->warmed) {
-        warm_up(*st->kernel, 0.002);
-        st->warmed = true;
-      }
-      st->kernel->sample_device(false);
-      for (auto _ : state) {
-        const double s = st->kernel->timed_run();
-        state.SetIterationTime(s);
-        total += s;
-      }
-      st->kernel->sample_device(true);
-    } catch (const std::exception& e) {
-      // A library error in one case becomes that case's row (failed unless coded); the run goes on.
-      state.SkipWithError(benchmark_error_text(error_of(e)).c_str());
-      return;
-    }
-    const double calls = static_cast<double>(state.iterations());
-    if (work.flops > 0) {
-      state.counters["flops"] = static_cast<double>(work.flops);
-      state.counters["gflops"] = total > 0 ? static_cast<double>(work.flops) * calls / total / 1e9 : 0;
-    }
-    if (work.bytes > 0) {
-      state.counters["bytes"] = static_cast<double>(work.bytes);
-      state.counters["gbytes_per_s"] = total > 0 ? static_cast<double>(work.bytes) * calls / total / 1e9 : 0;
-    }
-    state.counters["workspace_bytes"] = static_cast<double>(st->kernel->workspace_bytes());
-    state.counters["is_default"] = work.is_default ? 1 : 0;
-    for (const auto& [name, value] : st->kernel->device_counters()) state.counters[name] = value;
-  })->UseManualTime();
+  return benchmark::RegisterBenchmark(
+             spec.name.c_str(),
+             [spec, work, st, factory](benchmark::State& state) {
+               if (!st->kernel && st->error.empty()) {
+                 auto k = factory(spec);
+                 if (k.ok())
+                   st->kernel = std::shared_ptr<Kernel>(std::move(k).value());
+                 else
+                   st->error = benchmark_error_text(k.error());
+               }
+               if (!st->kernel) {
+                 state.SkipWithError(st->error.c_str());
+                 for (auto _ : state) {
+                 }
+                 return;
+               }
+               double total = 0;
+               try {
+                 if (!st->warmed) {
+                   warm_up(*st->kernel, 0.002);
+                   st->warmed = true;
+                 }
+                 st->kernel->sample_device(false);
+                 for (auto _ : state) {
+                   const double s = st->kernel->timed_run();
+                   state.SetIterationTime(s);
+                   total += s;
+                 }
+                 st->kernel->sample_device(true);
+               } catch (const std::exception& e) {
+                 // A library error in one case becomes that case's row (failed unless coded); the run goes
+                 // on.
+                 state.SkipWithError(benchmark_error_text(error_of(e)).c_str());
+                 return;
+               }
+               const double calls = static_cast<double>(state.iterations());
+               if (work.flops > 0) {
+                 state.counters["flops"] = static_cast<double>(work.flops);
+                 state.counters["gflops"] =
+                     total > 0 ? static_cast<double>(work.flops) * calls / total / 1e9 : 0;
+               }
+               if (work.bytes > 0) {
+                 state.counters["bytes"] = static_cast<double>(work.bytes);
+                 state.counters["gbytes_per_s"] =
+                     total > 0 ? static_cast<double>(work.bytes) * calls / total / 1e9 : 0;
+               }
+               state.counters["workspace_bytes"] = static_cast<double>(st->kernel->workspace_bytes());
+               state.counters["is_default"] = work.is_default ? 1 : 0;
+               for (const auto& [name, value] : st->kernel->device_counters()) state.counters[name] = value;
+             })
+      ->UseManualTime();
 }
 
 }  // namespace floorline::kernels

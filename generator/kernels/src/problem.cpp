@@ -19,7 +19,8 @@ std::vector<int64_t> Problem::ints_attr(const std::string& name) const {
 }
 double Problem::float_attr(const std::string& name, double fallback) const {
   if (auto it = floats.find(name); it != floats.end() && !it->second.empty()) return it->second[0];
-  if (auto it = ints.find(name); it != ints.end() && !it->second.empty()) return static_cast<double>(it->second[0]);
+  if (auto it = ints.find(name); it != ints.end() && !it->second.empty())
+    return static_cast<double>(it->second[0]);
   return fallback;
 }
 std::string Problem::string_attr(const std::string& name, const std::string& fallback) const {
@@ -28,8 +29,9 @@ std::string Problem::string_attr(const std::string& name, const std::string& fal
 }
 
 CaseId CaseSpec::id() const {
-  return CaseId{backend, algorithm, std::string(dtype_name(dtype)), std::string(math_mode_name(math_mode)), layout, fusion,
-                problem.key};
+  return CaseId{
+      backend, algorithm,  std::string(dtype_name(dtype)), std::string(math_mode_name(math_mode)), layout,
+      fusion,  problem.key};
 }
 
 namespace {
@@ -46,7 +48,8 @@ int64_t Problem::int_attr(const std::string& name) const {
 }
 double Problem::float_attr(const std::string& name) const {
   if (auto it = floats.find(name); it != floats.end() && !it->second.empty()) return it->second[0];
-  if (auto it = ints.find(name); it != ints.end() && !it->second.empty()) return static_cast<double>(it->second[0]);
+  if (auto it = ints.find(name); it != ints.end() && !it->second.empty())
+    return static_cast<double>(it->second[0]);
   missing(*this, name);
 }
 std::string Problem::string_attr(const std::string& name) const {

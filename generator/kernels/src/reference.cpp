@@ -49,7 +49,9 @@ int64_t broadcast_offset(const Shape& idx, const Shape& shape) {
   return off;
 }
 
-HostTensor zeros(const Shape& s) { return HostTensor{s, std::vector<float>(static_cast<size_t>(elements(s)), 0.f)}; }
+HostTensor zeros(const Shape& s) {
+  return HostTensor{s, std::vector<float>(static_cast<size_t>(elements(s)), 0.f)};
+}
 
 // Pads a spatial shape (dims from 2 on) to three dims, for the 1-D/2-D/3-D loops.
 std::array<int64_t, 3> spatial3(const Shape& s) {
@@ -209,8 +211,8 @@ Result<std::vector<HostTensor>> batch_norm(const std::vector<HostTensor>& in) {
 
 // Normalizes `x` over groups of `inner` consecutive elements; scale/shift indexed by `param_of`.
 template <class ParamIndex>
-HostTensor normalize_groups(const HostTensor& x, int64_t inner, const HostTensor* scale, const HostTensor* shift,
-                            ParamIndex param_of) {
+HostTensor normalize_groups(const HostTensor& x, int64_t inner, const HostTensor* scale,
+                            const HostTensor* shift, ParamIndex param_of) {
   HostTensor y = zeros(x.shape);
   const int64_t groups = elements(x.shape) / inner;
   for (int64_t g = 0; g < groups; ++g) {
@@ -259,7 +261,8 @@ Result<std::vector<HostTensor>> lrn(const Problem& p, const std::vector<HostTens
         const int64_t lo = std::max<int64_t>(0, c - (size - 1) / 2), hi = std::min(C - 1, c + size / 2);
         for (int64_t j = lo; j <= hi; ++j) sum += std::pow(x.data[(b * C + j) * S + s], 2);
         const int64_t i = (b * C + c) * S + s;
-        y.data[i] = static_cast<float>(x.data[i] / std::pow(bias + alpha / static_cast<double>(size) * sum, beta));
+        y.data[i] =
+            static_cast<float>(x.data[i] / std::pow(bias + alpha / static_cast<double>(size) * sum, beta));
       }
   return std::vector<HostTensor>{std::move(y)};
 }
@@ -273,17 +276,38 @@ Result<std::vector<HostTensor>> binary(const Problem& p, const std::vector<HostT
     const double b = in[1].data[broadcast_offset(idx, in[1].shape)];
     double v = 0;
     switch (p.kind) {
-      case LayerKind::kAdd: v = a + b; break;
-      case LayerKind::kSub: v = a - b; break;
-      case LayerKind::kMul: v = a * b; break;
-      case LayerKind::kDiv: v = a / b; break;
-      case LayerKind::kMax: v = std::max(a, b); break;
-      case LayerKind::kMin: v = std::min(a, b); break;
-      case LayerKind::kEqual: v = a == b; break;
-      case LayerKind::kLess: v = a < b; break;
-      case LayerKind::kGreater: v = a > b; break;
-      case LayerKind::kPRelu: v = a < 0 ? a * b : a; break;
-      default: return make_error("no binary reference for {}", p.op);
+      case LayerKind::kAdd:
+        v = a + b;
+        break;
+      case LayerKind::kSub:
+        v = a - b;
+        break;
+      case LayerKind::kMul:
+        v = a * b;
+        break;
+      case LayerKind::kDiv:
+        v = a / b;
+        break;
+      case LayerKind::kMax:
+        v = std::max(a, b);
+        break;
+      case LayerKind::kMin:
+        v = std::min(a, b);
+        break;
+      case LayerKind::kEqual:
+        v = a == b;
+        break;
+      case LayerKind::kLess:
+        v = a < b;
+        break;
+      case LayerKind::kGreater:
+        v = a > b;
+        break;
+      case LayerKind::kPRelu:
+        v = a < 0 ? a * b : a;
+        break;
+      default:
+        return make_error("no binary reference for {}", p.op);
     }
     y.data[o++] = static_cast<float>(v);
   } while (!y.shape.empty() && next_index(idx, y.shape));
@@ -320,7 +344,8 @@ Result<std::vector<HostTensor>> softmax(const Problem& p, const std::vector<Host
       for (int64_t k = 0; k < len; ++k) sum += std::exp(x.data[base + k * inner] - mx);
       for (int64_t k = 0; k < len; ++k) {
         const double e = x.data[base + k * inner] - mx;
-        y.data[base + k * inner] = static_cast<float>(p.kind == LayerKind::kLogSoftmax ? e - std::log(sum) : std::exp(e) / sum);
+        y.data[base + k * inner] =
+            static_cast<float>(p.kind == LayerKind::kLogSoftmax ? e - std::log(sum) : std::exp(e) / sum);
       }
     }
   return std::vector<HostTensor>{std::move(y)};
@@ -379,27 +404,34 @@ Result<std::vector<HostTensor>> reduce(const Problem& p, const std::vector<HostT
   const bool is_max = p.kind == LayerKind::kReduceMax, is_min = p.kind == LayerKind::kReduceMin,
              is_prod = p.kind == LayerKind::kReduceProd;
   std::fill(acc.begin(), acc.end(),
-            is_max ? -std::numeric_limits<double>::infinity()
-                   : is_min ? std::numeric_limits<double>::infinity() : is_prod ? 1.0 : 0.0);
+            is_max    ? -std::numeric_limits<double>::infinity()
+            : is_min  ? std::numeric_limits<double>::infinity()
+            : is_prod ? 1.0
+                      : 0.0);
   Shape idx(x.shape.size(), 0);
   int64_t i = 0;
   do {
     const int64_t o = broadcast_offset(idx, kept);
     const double v = x.data[i++];
-    if (is_max) acc[o] = std::max(acc[o], v);
-    else if (is_min) acc[o] = std::min(acc[o], v);
-    else if (is_prod) acc[o] *= v;
-    else acc[o] += v;
+    if (is_max)
+      acc[o] = std::max(acc[o], v);
+    else if (is_min)
+      acc[o] = std::min(acc[o], v);
+    else if (is_prod)
+      acc[o] *= v;
+    else
+      acc[o] += v;
   } while (next_index(idx, x.shape));
   HostTensor y = zeros(p.outputs[0].shape);
   const double n = static_cast<double>(elements(x.shape) / out_n);
-  for (int64_t k = 0; k < out_n; ++k) y.data[k] = static_cast<float>(p.kind == LayerKind::kReduceMean ? acc[k] / n : acc[k]);
+  for (int64_t k = 0; k < out_n; ++k)
+    y.data[k] = static_cast<float>(p.kind == LayerKind::kReduceMean ? acc[k] / n : acc[k]);
   return std::vector<HostTensor>{std::move(y)};
 }
 
 // Copies `src` (shape s) into `dst` (shape d) at per-dim offsets `at`, with per-dim steps.
-void copy_box(const HostTensor& src, const Shape& src_start, const Shape& steps, HostTensor& dst, const Shape& dst_start,
-              const Shape& box) {
+void copy_box(const HostTensor& src, const Shape& src_start, const Shape& steps, HostTensor& dst,
+              const Shape& dst_start, const Shape& box) {
   if (elements(box) == 0) return;
   const Shape ss = strides_of(src.shape), ds = strides_of(dst.shape);
   Shape idx(box.size(), 0);
@@ -536,7 +568,9 @@ Result<std::vector<HostTensor>> resize(const Problem& p, const std::vector<HostT
 Result<std::vector<HostTensor>> cast(const Problem& p, const std::vector<HostTensor>& in) {
   return std::vector<HostTensor>{HostTensor{p.outputs[0].shape, in[0].data}};
 }
-Result<std::vector<HostTensor>> batch_norm_of(const Problem&, const std::vector<HostTensor>& in) { return batch_norm(in); }
+Result<std::vector<HostTensor>> batch_norm_of(const Problem&, const std::vector<HostTensor>& in) {
+  return batch_norm(in);
+}
 Result<std::vector<HostTensor>> instance_norm_of(const Problem&, const std::vector<HostTensor>& in) {
   return instance_norm(in);
 }
@@ -548,17 +582,26 @@ Result<std::vector<HostTensor>> unary(const Problem& p, const std::vector<HostTe
   double alpha = 0, beta = 0;
   switch (p.kind) {
     case LayerKind::kLeakyRelu:
-    case LayerKind::kElu: alpha = p.float_attr("alpha"); break;
-    case LayerKind::kHardSigmoid: alpha = p.float_attr("alpha"), beta = p.float_attr("beta"); break;
+    case LayerKind::kElu:
+      alpha = p.float_attr("alpha");
+      break;
+    case LayerKind::kHardSigmoid:
+      alpha = p.float_attr("alpha"), beta = p.float_attr("beta");
+      break;
     case LayerKind::kClip:
       alpha = p.float_attr("min", -std::numeric_limits<double>::infinity());
       beta = p.float_attr("max", std::numeric_limits<double>::infinity());
       break;
-    case LayerKind::kPow: beta = p.float_attr("y", 1.0); break;
-    default: break;
+    case LayerKind::kPow:
+      beta = p.float_attr("y", 1.0);
+      break;
+    default:
+      break;
   }
-  if (std::isnan(eltwise_reference(p.kind, 0.5f, alpha, beta))) return make_error("no reference computation for {}", p.op);
-  for (size_t i = 0; i < y.data.size(); ++i) y.data[i] = eltwise_reference(p.kind, in[0].data[i], alpha, beta);
+  if (std::isnan(eltwise_reference(p.kind, 0.5f, alpha, beta)))
+    return make_error("no reference computation for {}", p.op);
+  for (size_t i = 0; i < y.data.size(); ++i)
+    y.data[i] = eltwise_reference(p.kind, in[0].data[i], alpha, beta);
   return std::vector<HostTensor>{std::move(y)};
 }
 
@@ -573,48 +616,117 @@ struct ReferenceRow {
 ReferenceRow reference_row(LayerKind k) {
   using K = LayerKind;
   switch (k) {
-    case K::kConv: return {conv, {}};
-    case K::kConvTranspose: return {conv_transpose, {}};
-    case K::kGemm: return {gemm, {}};
-    case K::kMatMul: return {matmul, {}};
-    case K::kBatchNormalization: return {batch_norm_of, {}};
-    case K::kLayerNormalization: return {layer_norm, {}};
-    case K::kInstanceNormalization: return {instance_norm_of, {}};
-    case K::kLRN: return {lrn, {}};
-    case K::kRelu: case K::kLeakyRelu: case K::kElu: case K::kSelu: case K::kClip: case K::kSigmoid:
-    case K::kTanh: case K::kHardSigmoid: case K::kHardSwish: case K::kSoftplus: case K::kErf: case K::kExp:
-    case K::kLog: case K::kSqrt: case K::kReciprocal: case K::kNeg: case K::kAbs: case K::kPow:
+    case K::kConv:
+      return {conv, {}};
+    case K::kConvTranspose:
+      return {conv_transpose, {}};
+    case K::kGemm:
+      return {gemm, {}};
+    case K::kMatMul:
+      return {matmul, {}};
+    case K::kBatchNormalization:
+      return {batch_norm_of, {}};
+    case K::kLayerNormalization:
+      return {layer_norm, {}};
+    case K::kInstanceNormalization:
+      return {instance_norm_of, {}};
+    case K::kLRN:
+      return {lrn, {}};
+    case K::kRelu:
+    case K::kLeakyRelu:
+    case K::kElu:
+    case K::kSelu:
+    case K::kClip:
+    case K::kSigmoid:
+    case K::kTanh:
+    case K::kHardSigmoid:
+    case K::kHardSwish:
+    case K::kSoftplus:
+    case K::kErf:
+    case K::kExp:
+    case K::kLog:
+    case K::kSqrt:
+    case K::kReciprocal:
+    case K::kNeg:
+    case K::kAbs:
+    case K::kPow:
       return {unary, {}};
-    case K::kFloor: case K::kCeil: case K::kNot:
+    case K::kFloor:
+    case K::kCeil:
+    case K::kNot:
       return {nullptr, "no reference: no backend maps it to a kernel that needs checking"};
-    case K::kCast: return {cast, {}};  // every tensor is float here: a cast is a copy
-    case K::kAdd: case K::kSub: case K::kMul: case K::kDiv: case K::kMax: case K::kMin: case K::kEqual:
-    case K::kLess: case K::kGreater: case K::kPRelu:
+    case K::kCast:
+      return {cast, {}};  // every tensor is float here: a cast is a copy
+    case K::kAdd:
+    case K::kSub:
+    case K::kMul:
+    case K::kDiv:
+    case K::kMax:
+    case K::kMin:
+    case K::kEqual:
+    case K::kLess:
+    case K::kGreater:
+    case K::kPRelu:
       return {binary, {}};
-    case K::kMod: case K::kAnd: case K::kOr:
+    case K::kMod:
+    case K::kAnd:
+    case K::kOr:
       return {nullptr, "no reference: no backend maps it to a kernel that needs checking"};
-    case K::kWhere: return {nullptr, "no reference: backends time it as a copy of its output"};
-    case K::kSum: return {sum, {}};
-    case K::kSoftmax: case K::kLogSoftmax: return {softmax, {}};
-    case K::kMaxPool: case K::kAveragePool: case K::kGlobalAveragePool: case K::kGlobalMaxPool: return {pool, {}};
-    case K::kReduceMean: case K::kReduceSum: case K::kReduceMax: case K::kReduceMin: case K::kReduceProd:
-      return {reduce, {}};
-    case K::kConcat: return {concat, {}};
-    case K::kSplit: return {split, {}};
-    case K::kSlice: return {slice, {}};
-    case K::kTranspose: return {transpose, {}};
-    case K::kPad: return {pad, {}};
-    case K::kResize: return {resize, {}};
-    case K::kGather: return {nullptr, "no reference: its indices are random, so its output is not checked"};
-    case K::kExpand: case K::kTile: case K::kScatterND:
+    case K::kWhere:
       return {nullptr, "no reference: backends time it as a copy of its output"};
-    case K::kRange: return {nullptr, "no reference: no backend maps it"};
-    case K::kReshape: case K::kFlatten: case K::kSqueeze: case K::kUnsqueeze: case K::kIdentity: case K::kDropout:
+    case K::kSum:
+      return {sum, {}};
+    case K::kSoftmax:
+    case K::kLogSoftmax:
+      return {softmax, {}};
+    case K::kMaxPool:
+    case K::kAveragePool:
+    case K::kGlobalAveragePool:
+    case K::kGlobalMaxPool:
+      return {pool, {}};
+    case K::kReduceMean:
+    case K::kReduceSum:
+    case K::kReduceMax:
+    case K::kReduceMin:
+    case K::kReduceProd:
+      return {reduce, {}};
+    case K::kConcat:
+      return {concat, {}};
+    case K::kSplit:
+      return {split, {}};
+    case K::kSlice:
+      return {slice, {}};
+    case K::kTranspose:
+      return {transpose, {}};
+    case K::kPad:
+      return {pad, {}};
+    case K::kResize:
+      return {resize, {}};
+    case K::kGather:
+      return {nullptr, "no reference: its indices are random, so its output is not checked"};
+    case K::kExpand:
+    case K::kTile:
+    case K::kScatterND:
+      return {nullptr, "no reference: backends time it as a copy of its output"};
+    case K::kRange:
+      return {nullptr, "no reference: no backend maps it"};
+    case K::kReshape:
+    case K::kFlatten:
+    case K::kSqueeze:
+    case K::kUnsqueeze:
+    case K::kIdentity:
+    case K::kDropout:
       return {nullptr, "a view: moves no data, never benchmarked"};
-    case K::kShape: case K::kSize: case K::kConstant: case K::kConstantOfShape:
+    case K::kShape:
+    case K::kSize:
+    case K::kConstant:
+    case K::kConstantOfShape:
       return {nullptr, "a host op: runs before inference, never benchmarked"};
-    case K::kIf: case K::kLoop: return {nullptr, "control flow: the layers of its subgraphs are benchmarked"};
-    case K::kUnsupported: return {nullptr, "not a kind Floorline knows"};
+    case K::kIf:
+    case K::kLoop:
+      return {nullptr, "control flow: the layers of its subgraphs are benchmarked"};
+    case K::kUnsupported:
+      return {nullptr, "not a kind Floorline knows"};
   }
   return {nullptr, {}};  // not a kind: an empty reason, which kind_support_test rejects
 }
@@ -635,25 +747,62 @@ float eltwise_reference(LayerKind kind, float xf, double alpha, double beta) {
   const double x = xf;
   double v = std::numeric_limits<double>::quiet_NaN();
   switch (kind) {
-    case LayerKind::kRelu: v = std::max(0.0, x); break;
-    case LayerKind::kLeakyRelu: v = x < 0 ? alpha * x : x; break;
-    case LayerKind::kElu: v = x < 0 ? alpha * (std::exp(x) - 1) : x; break;
-    case LayerKind::kSelu: v = 1.0507009873554805 * (x < 0 ? 1.6732632423543772 * (std::exp(x) - 1) : x); break;
-    case LayerKind::kClip: v = std::clamp(x, alpha, beta); break;
-    case LayerKind::kSigmoid: v = 1 / (1 + std::exp(-x)); break;
-    case LayerKind::kTanh: v = std::tanh(x); break;
-    case LayerKind::kHardSigmoid: v = std::clamp(alpha * x + beta, 0.0, 1.0); break;
-    case LayerKind::kHardSwish: v = x * std::clamp(x / 6 + 0.5, 0.0, 1.0); break;
-    case LayerKind::kSoftplus: v = std::log1p(std::exp(x)); break;
-    case LayerKind::kErf: v = std::erf(x); break;
-    case LayerKind::kExp: v = std::exp(x); break;
-    case LayerKind::kLog: v = std::log(x); break;
-    case LayerKind::kSqrt: v = std::sqrt(x); break;
-    case LayerKind::kReciprocal: v = 1 / x; break;
-    case LayerKind::kNeg: v = -x; break;
-    case LayerKind::kAbs: v = std::abs(x); break;
-    case LayerKind::kPow: v = std::pow(x, beta); break;
-    default: break;
+    case LayerKind::kRelu:
+      v = std::max(0.0, x);
+      break;
+    case LayerKind::kLeakyRelu:
+      v = x < 0 ? alpha * x : x;
+      break;
+    case LayerKind::kElu:
+      v = x < 0 ? alpha * (std::exp(x) - 1) : x;
+      break;
+    case LayerKind::kSelu:
+      v = 1.0507009873554805 * (x < 0 ? 1.6732632423543772 * (std::exp(x) - 1) : x);
+      break;
+    case LayerKind::kClip:
+      v = std::clamp(x, alpha, beta);
+      break;
+    case LayerKind::kSigmoid:
+      v = 1 / (1 + std::exp(-x));
+      break;
+    case LayerKind::kTanh:
+      v = std::tanh(x);
+      break;
+    case LayerKind::kHardSigmoid:
+      v = std::clamp(alpha * x + beta, 0.0, 1.0);
+      break;
+    case LayerKind::kHardSwish:
+      v = x * std::clamp(x / 6 + 0.5, 0.0, 1.0);
+      break;
+    case LayerKind::kSoftplus:
+      v = std::log1p(std::exp(x));
+      break;
+    case LayerKind::kErf:
+      v = std::erf(x);
+      break;
+    case LayerKind::kExp:
+      v = std::exp(x);
+      break;
+    case LayerKind::kLog:
+      v = std::log(x);
+      break;
+    case LayerKind::kSqrt:
+      v = std::sqrt(x);
+      break;
+    case LayerKind::kReciprocal:
+      v = 1 / x;
+      break;
+    case LayerKind::kNeg:
+      v = -x;
+      break;
+    case LayerKind::kAbs:
+      v = std::abs(x);
+      break;
+    case LayerKind::kPow:
+      v = std::pow(x, beta);
+      break;
+    default:
+      break;
   }
   return static_cast<float>(v);
 }

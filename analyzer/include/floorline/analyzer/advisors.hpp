@@ -20,16 +20,16 @@
 namespace floorline::analyzer {
 
 struct FindingItem {
-  std::string label;             // what: a layer, config, pattern, kind or branch
-  double saving_us = 0;          // its part of the saving
-  std::string detail;            // the figures behind it ("default 120.0 µs (gemm:jit) vs best 80.0 µs (brg)")
+  std::string label;     // what: a layer, config, pattern, kind or branch
+  double saving_us = 0;  // its part of the saving
+  std::string detail;    // the figures behind it ("default 120.0 µs (gemm:jit) vs best 80.0 µs (brg)")
 };
 
 struct Finding {
-  std::string advisor;           // algorithm | fusion | precision | parallelism | efficiency | framework
-  std::string summary;           // one line
-  double saving_us = 0;          // estimated saving, µs per inference of the batch
-  double saving_pct = 0;         // of S (of M for the framework gap)
+  std::string advisor;             // algorithm | fusion | precision | parallelism | efficiency | framework
+  std::string summary;             // one line
+  double saving_us = 0;            // estimated saving, µs per inference of the batch
+  double saving_pct = 0;           // of S (of M for the framework gap)
   std::vector<FindingItem> items;  // largest first, at most `top`
 };
 

@@ -48,9 +48,9 @@ namespace floorline::analyzer {
 
 // One measured case, as the analyzer uses it.
 struct CaseTime {
-  double us = 0;                 // median per-call time
+  double us = 0;  // median per-call time
   int64_t case_id = 0;
-  std::string name;              // benchdb::case_name()
+  std::string name;  // benchdb::case_name()
   std::string backend;
   std::string algorithm;
   std::string layout;
@@ -59,10 +59,10 @@ struct CaseTime {
 // What the database knows about one system, loaded once and shared by every model analyzed.
 struct CostTable {
   int64_t system_id = 0;
-  std::string system;            // "AMD EPYC (cpu, onednn 2.6.3, 1 thread)": device, libraries, threads
-  std::string device_kind;       // "cpu" or "gpu"
+  std::string system;       // "AMD EPYC (cpu, onednn 2.6.3, 1 thread)": device, libraries, threads
+  std::string device_kind;  // "cpu" or "gpu"
   std::string device_name;
-  int64_t threads = 1;           // CPU threads of the measurements (framework latencies must match)
+  int64_t threads = 1;  // CPU threads of the measurements (framework latencies must match)
   // (key, dtype, math_mode, fusion) → fastest passed case (benchdb best_measurements).
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> best;
   // (key, dtype, math_mode, fusion) → the library's own first choice, when it passed.
@@ -101,46 +101,46 @@ int64_t roofline_flops(const mp::Layer& layer);
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype);
 
 struct LayerCost {
-  int index = 0;                 // Layer::index
-  std::string name;              // ONNX node name
-  std::string kind;              // LayerKind name
-  std::string key;               // canonical key
+  int index = 0;     // Layer::index
+  std::string name;  // ONNX node name
+  std::string kind;  // LayerKind name
+  std::string key;   // canonical key
   int64_t flops = 0;
-  int64_t roofline_flops = 0;    // roofline_flops(layer): what R and the roofline chart count
+  int64_t roofline_flops = 0;  // roofline_flops(layer): what R and the roofline chart count
   int64_t bytes = 0;
-  std::string source;            // "measured", "roofline" (no passed case), "none" (no time at all)
-  double us = 0;                 // t(v); 0 when source is "none"
-  std::string best_case;         // case name of t(v) ("" unless measured)
+  std::string source;     // "measured", "roofline" (no passed case), "none" (no time at all)
+  double us = 0;          // t(v); 0 when source is "none"
+  std::string best_case;  // case name of t(v) ("" unless measured)
   std::string algorithm;
   std::optional<double> heuristic_us;  // the library's first choice, when it passed
   std::optional<double> roofline_us;   // max(FLOPs / peak FLOP/s, bytes / peak bytes/s)
-  double conversion_us = 0;      // layout conversions t(v)'s implementation needs (Σ of their cases)
+  double conversion_us = 0;            // layout conversions t(v)'s implementation needs (Σ of their cases)
   bool on_critical_path = false;
-  std::vector<int> preds;        // the cost-bearing layers it reads from (through view layers)
+  std::vector<int> preds;  // the cost-bearing layers it reads from (through view layers)
 };
 
 // A fusable chain and what fusing it would save (measured, or folded for Conv+BatchNormalization).
 struct FusionUse {
-  std::string pattern;           // "Conv+Add+Relu", "Conv+BatchNormalization(folded)"
-  std::vector<int> layers;       // head first, then the absorbed layers (Layer::index)
-  double unfused_us = 0;         // Σ t over those layers
+  std::string pattern;             // "Conv+Add+Relu", "Conv+BatchNormalization(folded)"
+  std::vector<int> layers;         // head first, then the absorbed layers (Layer::index)
+  double unfused_us = 0;           // Σ t over those layers
   std::optional<double> fused_us;  // the fused case (the conv alone when folded); none if not measured
-  std::string fused_case;        // its case name
-  bool applied = false;          // counted in F (fused case measured and faster, layers not yet fused)
+  std::string fused_case;          // its case name
+  bool applied = false;            // counted in F (fused case measured and faster, layers not yet fused)
 };
 
 struct ReducedBound {
-  std::string dtype;             // "bf16"
+  std::string dtype;  // "bf16"
   std::string math_mode;
   double us = 0;
-  int64_t layers_reduced = 0;    // layers with a passed case in this math mode
-  int64_t layers_kept = 0;       // layers that keep their base time
+  int64_t layers_reduced = 0;                                // layers with a passed case in this math mode
+  int64_t layers_kept = 0;                                   // layers that keep their base time
   std::map<std::string, std::pair<double, double>> by_kind;  // kind → (base µs, this mode's µs)
 };
 
 struct FrameworkTime {
-  std::string runtime;           // "pytorch"
-  std::string settings;          // "eager"
+  std::string runtime;   // "pytorch"
+  std::string settings;  // "eager"
   std::string runtime_version;
   int64_t threads = 0;
   double us = 0;
@@ -149,9 +149,9 @@ struct FrameworkTime {
 // Layers off the critical path, grouped by where their branch leaves it: what could run
 // concurrently with the critical path.
 struct Branch {
-  int fork = -1;                 // Layer::index of the critical-path layer the branch starts from; -1: graph inputs
+  int fork = -1;  // Layer::index of the critical-path layer the branch starts from; -1: graph inputs
   std::string fork_name;
-  double us = 0;                 // Σ t over the branch's layers
+  double us = 0;  // Σ t over the branch's layers
   int64_t layers = 0;
 };
 
@@ -161,25 +161,25 @@ struct ModelBounds {
   std::string dtype = "f32";
   std::string math_mode = "fp32";
   int64_t system_id = 0;
-  std::vector<LayerCost> layers;         // cost-bearing layers, in topological order
+  std::vector<LayerCost> layers;  // cost-bearing layers, in topological order
   int64_t view_layers = 0, host_layers = 0;
   double S = 0, P = 0, H = 0, F = 0;
-  std::optional<double> R;               // none without calibrated peaks
-  std::optional<double> M;               // fastest framework latency, when imported
-  std::optional<double> replay;          // replay of the best cases on this system (µs), when run
-  std::string replay_note;               // how the replay was wired (layers, conversions, missing)
+  std::optional<double> R;                      // none without calibrated peaks
+  std::optional<double> M;                      // fastest framework latency, when imported
+  std::optional<double> replay;                 // replay of the best cases on this system (µs), when run
+  std::string replay_note;                      // how the replay was wired (layers, conversions, missing)
   std::optional<double> replay_conversions_us;  // time the replay spent in layout conversions
   int64_t replay_conversions = 0;
   std::vector<FrameworkTime> framework;  // every imported framework latency
   std::vector<ReducedBound> reduced;
-  std::vector<int> critical_path;        // Layer::index, source to sink (cost-bearing and view)
-  std::vector<Branch> branches;          // off-critical-path work by fork, largest first
+  std::vector<int> critical_path;  // Layer::index, source to sink (cost-bearing and view)
+  std::vector<Branch> branches;    // off-critical-path work by fork, largest first
   std::vector<FusionUse> fusions;
-  double conversions_us = 0;             // Σ conversion_us
+  double conversions_us = 0;  // Σ conversion_us
   int64_t measured_layers = 0, roofline_layers = 0, untimed_layers = 0, heuristic_missing = 0;
-  double measured_fraction = 0;          // share of S that rests on measured cases (1 when S is 0)
-  bool complete = true;                  // every cost-bearing layer has a time (measured or roofline)
-  std::string peaks_note;                // why R or the roofline fallback is missing ("" when present)
+  double measured_fraction = 0;  // share of S that rests on measured cases (1 when S is 0)
+  bool complete = true;          // every cost-bearing layer has a time (measured or roofline)
+  std::string peaks_note;        // why R or the roofline fallback is missing ("" when present)
 };
 
 struct AnalyzeOptions {
@@ -188,6 +188,7 @@ struct AnalyzeOptions {
 
 // Every bound of `model` (one batch) on costs' system in options.dtype: layer_costs, then S, H, R,
 // P with its branches, F, the reduced-precision bounds, M and the replay (bounds.hpp).
-ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, const AnalyzeOptions& options = {});
+ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs,
+                          const AnalyzeOptions& options = {});
 
 }  // namespace floorline::analyzer

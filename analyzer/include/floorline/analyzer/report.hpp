@@ -27,9 +27,9 @@ struct ModelReport {
 };
 
 struct Report {
-  std::string database;          // path of the results database
-  CostTable costs;               // the system analyzed: its description, peaks and measurements
-  std::vector<ModelReport> models;   // in the order analyzed (model, then batch)
+  std::string database;             // path of the results database
+  CostTable costs;                  // the system analyzed: its description, peaks and measurements
+  std::vector<ModelReport> models;  // in the order analyzed (model, then batch)
 };
 
 // Loads the system's costs (choose_system, load_costs) and analyzes and advises on each model.

@@ -62,18 +62,20 @@ class DatabaseReporter : public benchmark::BenchmarkReporter {
 struct ImportSummary {
   int64_t system_id = 0;
   int64_t run_id = 0;
-  int64_t benchmarks = 0;          // distinct benchmark names in the file
-  int64_t stored = 0;              // measurements written
-  int64_t already_measured = 0;    // not written: the case already has a final result (resume)
-  int64_t skipped_names = 0;       // names that are not case names
-  int64_t new_configs = 0;         // configs created from keys the database did not have
+  int64_t benchmarks = 0;        // distinct benchmark names in the file
+  int64_t stored = 0;            // measurements written
+  int64_t already_measured = 0;  // not written: the case already has a final result (resume)
+  int64_t skipped_names = 0;     // names that are not case names
+  int64_t new_configs = 0;       // configs created from keys the database did not have
 };
 
 // Imports a Google Benchmark JSON file. The system comes from the file's context: a
 // "floorline_system" entry (JSON object of systems columns, "libraries" a JSON object, written by
 // generated benchmarks via benchmark::AddCustomContext; the per-library columns of folders
-// generated before schema 4, such as "onednn_version", are read into libraries) when present, else what Google Benchmark itself records (host,
-// CPU count and MHz) with device_name "unknown CPU". Errors name the file.
-Result<ImportSummary> import_benchmark_json(Database& db, const std::string& path, const WriterOptions& options = {});
+// generated before schema 4, such as "onednn_version", are read into libraries) when present, else what
+// Google Benchmark itself records (host, CPU count and MHz) with device_name "unknown CPU". Errors name the
+// file.
+Result<ImportSummary> import_benchmark_json(Database& db, const std::string& path,
+                                            const WriterOptions& options = {});
 
 }  // namespace floorline::benchdb

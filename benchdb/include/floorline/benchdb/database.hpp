@@ -32,8 +32,8 @@ struct ModelIR;
 namespace floorline::benchdb {
 
 struct OpenOptions {
-  bool read_only = false;      // no creation, no upgrade; the connection cannot write (query_only)
-  int busy_timeout_ms = 60000; // how long a writer waits for another writer's transaction
+  bool read_only = false;       // no creation, no upgrade; the connection cannot write (query_only)
+  int busy_timeout_ms = 60000;  // how long a writer waits for another writer's transaction
   // Create or upgrade only up to this version (tests of the migrations create older files).
   int target_schema_version = kSchemaVersion;
 };
@@ -54,8 +54,8 @@ class Database {
   Status transaction(const std::function<Status()>& body);
 
   // --- content-matched rows (return the id of the existing equal row, or insert) --------------
-  Result<int64_t> upsert_system(SystemRow row);          // matched by system_fingerprint(row)
-  Result<int64_t> upsert_model(const ModelRow& row);     // by (name, fingerprint)
+  Result<int64_t> upsert_system(SystemRow row);              // matched by system_fingerprint(row)
+  Result<int64_t> upsert_model(const ModelRow& row);         // by (name, fingerprint)
   Result<int64_t> upsert_config(const LayerConfigRow& row);  // by key
   // By content (config, backend, algorithm, dtype, math mode, layout, fusion); fills the name
   // (case_name(), always) and the uid (when empty).
@@ -83,7 +83,8 @@ class Database {
   // The current (status, reason) of every case measured on this system: a case the plan decides
   // without timing (skipped by the --max-impls cap, unsupported) is not written again when its
   // current row already says the same.
-  Result<std::unordered_map<int64_t, std::pair<std::string, std::string>>> current_outcomes(int64_t system_id);
+  Result<std::unordered_map<int64_t, std::pair<std::string, std::string>>> current_outcomes(
+      int64_t system_id);
 
   // --- reading --------------------------------------------------------------------------------
   // A query with bound parameters (?1, ?2 ... or ?). Use read_only connections for untrusted SQL.

@@ -15,8 +15,8 @@
 namespace floorline::benchdb {
 
 struct FrameworkImportSummary {
-  int64_t rows = 0;       // rows in the file
-  int64_t changed = 0;    // rows inserted or updated (a re-import of the same file changes none)
+  int64_t rows = 0;     // rows in the file
+  int64_t changed = 0;  // rows inserted or updated (a re-import of the same file changes none)
 };
 
 // `format` is "json", "csv" or "" (from the extension).

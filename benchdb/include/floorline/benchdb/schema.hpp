@@ -47,23 +47,23 @@ inline constexpr int32_t kApplicationId = 0x464c524c;
 // Library versions are one backend-neutral map, so that a new backend adds entries, not columns.
 struct SystemRow {
   int64_t id = 0;
-  std::string fingerprint;           // 16 hex digits, FNV-1a of the identity columns
-  std::string device_kind;           // "cpu" or "gpu": the device the backends measure on
-  std::string device_name;           // "NVIDIA H200", or the CPU model for CPU-only systems
-  std::string compute_capability;    // "9.0" for GPUs, "" for CPUs
-  int64_t compute_units = 0;         // SMs (GPU) or logical cores (CPU)
-  int64_t clock_mhz = 0;             // maximum device clock
-  int64_t memory_bytes = 0;          // device memory (GPU) or RAM (CPU)
+  std::string fingerprint;         // 16 hex digits, FNV-1a of the identity columns
+  std::string device_kind;         // "cpu" or "gpu": the device the backends measure on
+  std::string device_name;         // "NVIDIA H200", or the CPU model for CPU-only systems
+  std::string compute_capability;  // "9.0" for GPUs, "" for CPUs
+  int64_t compute_units = 0;       // SMs (GPU) or logical cores (CPU)
+  int64_t clock_mhz = 0;           // maximum device clock
+  int64_t memory_bytes = 0;        // device memory (GPU) or RAM (CPU)
   int64_t memory_clock_mhz = 0;
   int64_t memory_bus_bits = 0;
-  std::string driver_version;        // "" where not applicable
+  std::string driver_version;  // "" where not applicable
   std::string cpu_model;
-  std::string cpu_flags;             // the ISA extensions that matter to kernels, space-separated
-  int64_t cpu_cores = 0;             // logical CPUs
-  int64_t threads = 1;               // threads the CPU backend uses
-  std::string os;                    // kernel release, e.g. "Linux 6.1.0-18-amd64"
-  std::string compiler;              // compiler that built Floorline, e.g. "GCC 12.2.0"
-  std::string floorline_version;     // "0.1.0" (the git revision is per run)
+  std::string cpu_flags;          // the ISA extensions that matter to kernels, space-separated
+  int64_t cpu_cores = 0;          // logical CPUs
+  int64_t threads = 1;            // threads the CPU backend uses
+  std::string os;                 // kernel release, e.g. "Linux 6.1.0-18-amd64"
+  std::string compiler;           // compiler that built Floorline, e.g. "GCC 12.2.0"
+  std::string floorline_version;  // "0.1.0" (the git revision is per run)
   std::string created_at;
   // (v4) Library name → version of every library the backends measure with, as each backend's
   // describe() names them: {"onednn": "2.6.3"}, {"cuda_runtime": "13.0", "cudnn": "9.19.0",
@@ -74,22 +74,22 @@ struct SystemRow {
 // One invocation of the runner (or an import). Host-specific facts live here, not in systems.
 struct RunRow {
   int64_t id = 0;
-  std::string uuid;                  // random, matches runs across databases when merging
+  std::string uuid;  // random, matches runs across databases when merging
   int64_t system_id = 0;
   std::string host_name;
-  std::string device_uuid;           // GPU UUID, "" for CPU runs
+  std::string device_uuid;  // GPU UUID, "" for CPU runs
   std::string git_revision;
-  std::string command;               // the command line that produced the run
+  std::string command;  // the command line that produced the run
   std::string started_at;
   std::optional<std::string> finished_at;  // NULL while running or when interrupted
-  std::string status = "running";    // running | finished | interrupted
-  std::string options = "{}";        // JSON: min_time, repetitions, threads, ...
+  std::string status = "running";          // running | finished | interrupted
+  std::string options = "{}";              // JSON: min_time, repetitions, threads, ...
 };
 
 struct ModelRow {
   int64_t id = 0;
-  std::string name;                  // file stem
-  std::string fingerprint;           // hash of the model's batch-1 layer keys and edges
+  std::string name;         // file stem
+  std::string fingerprint;  // hash of the model's batch-1 layer keys and edges
   std::string path;
   int64_t ir_version = 0;
   int64_t opset = 0;
@@ -98,13 +98,13 @@ struct ModelRow {
 
 struct LayerConfigRow {
   int64_t id = 0;
-  std::string key;                   // canonical key (unique)
-  std::string key_hash;              // 16 hex digits
-  std::string kind;                  // LayerKind name ("Conv")
+  std::string key;       // canonical key (unique)
+  std::string key_hash;  // 16 hex digits
+  std::string kind;      // LayerKind name ("Conv")
   std::string op_type;
-  std::string dtype;                 // "f32"
-  std::string params = "{}";         // JSON: inputs/outputs (role, shape, dtype) and attributes
-  std::optional<int64_t> flops;      // NULL where a shape is unknown
+  std::string dtype;             // "f32"
+  std::string params = "{}";     // JSON: inputs/outputs (role, shape, dtype) and attributes
+  std::optional<int64_t> flops;  // NULL where a shape is unknown
   std::optional<int64_t> bytes;
 };
 
@@ -113,13 +113,13 @@ struct ModelLayerRow {
   int64_t id = 0;
   int64_t model_id = 0;
   int64_t batch = 1;
-  int64_t node_index = 0;            // topological index (Layer::index)
+  int64_t node_index = 0;  // topological index (Layer::index)
   std::string node_name;
   std::string op_type;
-  std::string cost_class;            // compute | view | host | control | unsupported
+  std::string cost_class;  // compute | view | host | control | unsupported
   int64_t config_id = 0;
-  std::string preds = "[]";          // JSON array of node_index values this node reads
-  std::string subgraph;              // "" for the main graph
+  std::string preds = "[]";  // JSON array of node_index values this node reads
+  std::string subgraph;      // "" for the main graph
 };
 
 // One config × backend × algorithm × dtype × math mode (× layout, fusion pattern). Rows are
@@ -127,25 +127,29 @@ struct ModelLayerRow {
 // (v4) so that the views and plain SQLite clients read it instead of restating the rule in SQL.
 struct CaseRow {
   int64_t id = 0;
-  std::string uid;                   // 16 hex digits, FNV-1a of the case name: a short stable id
+  std::string uid;  // 16 hex digits, FNV-1a of the case name: a short stable id
   int64_t config_id = 0;
-  std::string backend;               // "onednn", "cuda"
-  std::string algorithm;             // as the library spells it ("CUDNN_CONVOLUTION_FWD_ALGO_GEMM")
-  std::string dtype;                 // dtype_name() of the case's tensors ("f32", "f16", "bf16")
-  std::string math_mode;             // math_mode_name(): "fp32" (strict), "tf32", "f16", "bf16"
-  std::string layout;                // "nchw", "nhwc", "any", "" where it does not apply; a
-                                     // conversion case has "role:from>to" (is_conversion())
-  std::string fusion;                // "" or the fused pattern ("bias_relu", "bn")
-  std::string params = "{}";         // JSON: backend-specific parameters
-  std::string name;                  // (v4) case_name(*this, key): Database::upsert_case fills it
+  std::string backend;        // "onednn", "cuda"
+  std::string algorithm;      // as the library spells it ("CUDNN_CONVOLUTION_FWD_ALGO_GEMM")
+  std::string dtype;          // dtype_name() of the case's tensors ("f32", "f16", "bf16")
+  std::string math_mode;      // math_mode_name(): "fp32" (strict), "tf32", "f16", "bf16"
+  std::string layout;         // "nchw", "nhwc", "any", "" where it does not apply; a
+                              // conversion case has "role:from>to" (is_conversion())
+  std::string fusion;         // "" or the fused pattern ("bias_relu", "bn")
+  std::string params = "{}";  // JSON: backend-specific parameters
+  std::string name;           // (v4) case_name(*this, key): Database::upsert_case fills it
 };
 
 // A layout-conversion case ("reorder" with layout "src:abcd>aBcd16b") times the reorder that an
 // implementation of its config needs; it is not itself an implementation of the config, so it is
 // never the config's best case. The analyzer charges it to the implementation it feeds.
 // (The SQL that rebuilds best_measurements states the same rule as instr(layout, '>') = 0.)
-inline bool is_conversion_layout(std::string_view layout) { return layout.find('>') != std::string_view::npos; }
-inline bool is_conversion(const CaseRow& c) { return is_conversion_layout(c.layout); }
+inline bool is_conversion_layout(std::string_view layout) {
+  return layout.find('>') != std::string_view::npos;
+}
+inline bool is_conversion(const CaseRow& c) {
+  return is_conversion_layout(c.layout);
+}
 
 // The outcome of one case on one system in one run.
 struct MeasurementRow {
@@ -153,16 +157,16 @@ struct MeasurementRow {
   int64_t case_id = 0;
   int64_t system_id = 0;
   int64_t run_id = 0;
-  std::string status;                // passed | skipped | unsupported | failed
-  std::string reason;                // why skipped/unsupported, or the error text; "" when passed
-  int64_t is_default = 0;            // 1 when this is the library heuristic's own first choice
-  int64_t iterations = 0;            // timed calls in total
+  std::string status;      // passed | skipped | unsupported | failed
+  std::string reason;      // why skipped/unsupported, or the error text; "" when passed
+  int64_t is_default = 0;  // 1 when this is the library heuristic's own first choice
+  int64_t iterations = 0;  // timed calls in total
   int64_t repetitions = 0;
-  std::optional<double> min_us;      // statistics over the repetitions' per-call times (µs)
+  std::optional<double> min_us;  // statistics over the repetitions' per-call times (µs)
   std::optional<double> median_us;
   std::optional<double> mean_us;
   std::optional<double> stddev_us;
-  std::optional<double> cv;          // stddev / mean
+  std::optional<double> cv;  // stddev / mean
   std::optional<int64_t> workspace_bytes;
   std::string measured_at;
   int64_t superseded = 0;            // 1 once a later measurement of the case on the system exists
@@ -191,20 +195,20 @@ struct BestMeasurementRow {
 struct FrameworkLatencyRow {
   int64_t id = 0;
   std::string model_name;
-  std::string runtime;               // "pytorch", "onnxruntime", ...
+  std::string runtime;  // "pytorch", "onnxruntime", ...
   std::string runtime_version;
-  std::string device;                // "cpu", "NVIDIA H200", ...
+  std::string device;  // "cpu", "NVIDIA H200", ...
   int64_t batch = 1;
   std::string dtype = "f32";
-  std::string settings;              // e.g. "eager", "cudnn.benchmark=1"
-  int64_t threads = 0;               // 0 where not applicable
+  std::string settings;  // e.g. "eager", "cudnn.benchmark=1"
+  int64_t threads = 0;   // 0 where not applicable
   double median_us = 0;
   std::optional<double> min_us;
   std::optional<double> max_us;
   std::optional<double> stddev_us;
   int64_t repetitions = 0;
   std::string measured_at;
-  std::string source;                // file it was imported from
+  std::string source;  // file it was imported from
 };
 
 // (v4) Floorline's replay of a model's chosen cases on one system, executed back to back as its
@@ -212,12 +216,12 @@ struct FrameworkLatencyRow {
 // per (system, model, batch, dtype): a later replay replaces an earlier one (Database::upsert_replay).
 struct ReplayRow {
   int64_t id = 0;
-  int64_t system_id = 0;             // the system whose measured cases were replayed, on itself
-  std::optional<int64_t> run_id;     // the run that replayed them; NULL for rows from schema 3
+  int64_t system_id = 0;          // the system whose measured cases were replayed, on itself
+  std::optional<int64_t> run_id;  // the run that replayed them; NULL for rows from schema 3
   std::string model_name;
   int64_t batch = 1;
   std::string dtype = "f32";
-  double median_us = 0;              // time per pass: median over the repetitions
+  double median_us = 0;  // time per pass: median over the repetitions
   std::optional<double> min_us;
   std::optional<double> max_us;
   std::optional<double> stddev_us;
@@ -233,11 +237,11 @@ struct ReplayRow {
 struct SystemPeakRow {
   int64_t id = 0;
   int64_t system_id = 0;
-  std::string peak;                  // "flops" or "bytes"
-  std::string dtype;                 // "f32", "f16", ...
-  std::string math_mode;             // "fp32", "tf32", ...; "" for bytes
-  double value_per_s = 0;            // FLOP/s or bytes/s
-  std::string method;                // the calibration case ("onednn matmul 4096^3")
+  std::string peak;        // "flops" or "bytes"
+  std::string dtype;       // "f32", "f16", ...
+  std::string math_mode;   // "fp32", "tf32", ...; "" for bytes
+  double value_per_s = 0;  // FLOP/s or bytes/s
+  std::string method;      // the calibration case ("onednn matmul 4096^3")
   std::string measured_at;
 };
 
@@ -248,9 +252,10 @@ struct Column {
   std::string name;
   SqlType type;
   bool nullable;
-  std::string constraint;  // appended to the column definition: "UNIQUE", "REFERENCES systems(id)", "CHECK (...)"
-  int since;               // schema version that introduced the column
-  bool identity;           // part of the row's content fingerprint (systems)
+  std::string
+      constraint;  // appended to the column definition: "UNIQUE", "REFERENCES systems(id)", "CHECK (...)"
+  int since;       // schema version that introduced the column
+  bool identity;   // part of the row's content fingerprint (systems)
   std::function<SqlValue(const Row&)> get;
   std::function<void(Row&, const SqlValue&)> set;
   // The DEFAULT that rows already in the table get when the column is added to it later (ALTER
@@ -265,8 +270,8 @@ struct RetiredColumn {
   SqlType type;
   bool nullable;
   std::string constraint;
-  int since;               // schema version that introduced the column
-  int until;               // schema version that dropped it (its data moved first, see database.cpp)
+  int since;  // schema version that introduced the column
+  int until;  // schema version that dropped it (its data moved first, see database.cpp)
 };
 
 struct IndexDef {
@@ -278,10 +283,10 @@ template <class Row>
 struct TableDef {
   std::string name;
   int since = 1;
-  std::vector<Column<Row>> columns;       // `id INTEGER PRIMARY KEY` is implicit and first
-  std::vector<std::string> constraints;   // table constraints, e.g. "UNIQUE (model_id, batch, node_index)"
+  std::vector<Column<Row>> columns;      // `id INTEGER PRIMARY KEY` is implicit and first
+  std::vector<std::string> constraints;  // table constraints, e.g. "UNIQUE (model_id, batch, node_index)"
   std::vector<IndexDef> indexes;
-  std::vector<RetiredColumn> retired;     // columns of older schemas, dropped by an upgrade
+  std::vector<RetiredColumn> retired;  // columns of older schemas, dropped by an upgrade
 };
 
 const TableDef<SystemRow>& systems_table();
@@ -320,8 +325,10 @@ std::map<std::string, std::string> parse_string_map(std::string_view json);
 
 // --- column helpers (used by the table definitions and by tests) -------------------------------
 namespace detail {
-template <class T> struct SqlTraits;
-template <> struct SqlTraits<int64_t> {
+template <class T>
+struct SqlTraits;
+template <>
+struct SqlTraits<int64_t> {
   static constexpr SqlType type = SqlType::kInteger;
   static SqlValue to(const int64_t& v) { return v; }
   static int64_t from(const SqlValue& v) {
@@ -330,7 +337,8 @@ template <> struct SqlTraits<int64_t> {
     return 0;
   }
 };
-template <> struct SqlTraits<double> {
+template <>
+struct SqlTraits<double> {
   static constexpr SqlType type = SqlType::kReal;
   static SqlValue to(const double& v) { return v; }
   static double from(const SqlValue& v) {
@@ -339,18 +347,26 @@ template <> struct SqlTraits<double> {
     return 0;
   }
 };
-template <> struct SqlTraits<std::string> {
+template <>
+struct SqlTraits<std::string> {
   static constexpr SqlType type = SqlType::kText;
   static SqlValue to(const std::string& v) { return v; }
   static std::string from(const SqlValue& v) { return value_text(v); }
 };
-template <> struct SqlTraits<std::map<std::string, std::string>> {
+template <>
+struct SqlTraits<std::map<std::string, std::string>> {
   static constexpr SqlType type = SqlType::kText;
   static SqlValue to(const std::map<std::string, std::string>& v) { return string_map_json(v); }
-  static std::map<std::string, std::string> from(const SqlValue& v) { return parse_string_map(value_text(v)); }
+  static std::map<std::string, std::string> from(const SqlValue& v) {
+    return parse_string_map(value_text(v));
+  }
 };
-template <class T> struct IsOptional : std::false_type {};
-template <class T> struct IsOptional<std::optional<T>> : std::true_type { using inner = T; };
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {
+  using inner = T;
+};
 }  // namespace detail
 
 // col("median_us", &MeasurementRow::median_us): type and nullability from the member's type.
@@ -371,8 +387,10 @@ Column<Row> col(std::string name, M Row::*member, std::string constraint = "", i
       return o ? detail::SqlTraits<T>::to(*o) : SqlValue{};
     };
     c.set = [member](Row& r, const SqlValue& v) {
-      if (is_null(v)) r.*member = std::nullopt;
-      else r.*member = detail::SqlTraits<T>::from(v);
+      if (is_null(v))
+        r.*member = std::nullopt;
+      else
+        r.*member = detail::SqlTraits<T>::from(v);
     };
   } else {
     c.type = detail::SqlTraits<M>::type;

@@ -36,7 +36,7 @@ class MeasurementWriter {
   Status add(MeasurementRow row);
   Status flush();
 
-  int64_t committed() const { return committed_; }          // rows written and committed
+  int64_t committed() const { return committed_; }                // rows written and committed
   int64_t skipped_existing() const { return skipped_existing_; }  // rows not written: already measured
   int64_t batches() const { return batches_; }
 

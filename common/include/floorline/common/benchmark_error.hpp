@@ -23,7 +23,8 @@ namespace detail {
 inline std::optional<Disposition> benchmark_error_prefix(std::string_view text) {
   for (const auto& [code, name] : kDispositionNames) {
     if (code == Disposition::kPassed) continue;
-    if (text.size() >= name.size() + 2 && text.substr(0, name.size()) == name && text.substr(name.size(), 2) == ": ")
+    if (text.size() >= name.size() + 2 && text.substr(0, name.size()) == name &&
+        text.substr(name.size(), 2) == ": ")
       return code;
   }
   return std::nullopt;

@@ -7,8 +7,8 @@
 //   onednn/convolution_direct:brg:avx512_core/f32/fp32+Relu/Conv|x=1x64x56x56|...|f32
 //
 // The name is derived here and parsed here, nowhere else (the database stores it in cases.name,
-// written through this function, and its views read that column). Names are in databases and in generated sources:
-// they must never change for the same identity. The parts are text, as the database stores them;
+// written through this function, and its views read that column). Names are in databases and in generated
+// sources: they must never change for the same identity. The parts are text, as the database stores them;
 // dtype and math mode are dtype_name() / math_mode_name() of common/dtype.hpp.
 #pragma once
 

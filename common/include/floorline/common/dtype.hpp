@@ -32,8 +32,8 @@ enum class MathMode : uint8_t { kFp32, kTf32, kF16, kBF16 };
 struct DTypeInfo {
   DType type;
   std::string_view name;
-  int64_t size;          // bytes per element
-  MathMode own_mode;     // the math mode of the type's own precision (strict fp32 for f32)
+  int64_t size;       // bytes per element
+  MathMode own_mode;  // the math mode of the type's own precision (strict fp32 for f32)
 };
 
 inline constexpr std::array<DTypeInfo, 3> kDTypes = {{
@@ -56,9 +56,13 @@ constexpr const DTypeInfo& dtype_info(DType t) {
 }
 
 // "f32", "f16", "bf16".
-constexpr std::string_view dtype_name(DType t) { return dtype_info(t).name; }
+constexpr std::string_view dtype_name(DType t) {
+  return dtype_info(t).name;
+}
 // Bytes per element: 4 for f32, 2 for f16 and bf16.
-constexpr int64_t element_size(DType t) { return dtype_info(t).size; }
+constexpr int64_t element_size(DType t) {
+  return dtype_info(t).size;
+}
 // nullopt for any other name (the command line's allow-list is the names of kDTypes).
 inline std::optional<DType> parse_dtype(std::string_view name) {
   for (const auto& d : kDTypes)
@@ -80,7 +84,9 @@ inline std::optional<MathMode> parse_math_mode(std::string_view name) {
 
 // The math mode a case of type `t` runs in unless a reduced one is asked for: the type's own
 // precision. CPU backends plan this mode only.
-constexpr MathMode own_math_mode(DType t) { return dtype_info(t).own_mode; }
+constexpr MathMode own_math_mode(DType t) {
+  return dtype_info(t).own_mode;
+}
 
 // Every math mode of type `t` on a device: its own, and for f32 on an op with Tensor Core
 // kernels (`tensor_cores`: NVIDIA GPUs, convolutions and GEMMs) also tf32.

@@ -68,7 +68,8 @@ inline constexpr std::array<std::string_view, kLayerKindCount> kNames = {
 // The ONNX op name of a kind ("Conv"); "Unsupported" for kUnsupported.
 constexpr std::string_view kind_name(LayerKind k) {
   const int i = static_cast<int>(k);
-  return i >= 0 && i < kLayerKindCount ? layer_kind_detail::kNames[static_cast<size_t>(i)] : std::string_view("?");
+  return i >= 0 && i < kLayerKindCount ? layer_kind_detail::kNames[static_cast<size_t>(i)]
+                                       : std::string_view("?");
 }
 
 // The kind whose ONNX op name is `name` (default domain); nullopt when there is none.

@@ -4,8 +4,9 @@
 // text that already names what failed (file, node, call); callers add context with
 // Error::with_context() rather than re-wording it. An Error also carries a code (disposition.hpp):
 // failed unless the code that raised it says the case is skipped, unsupported or not verifiable,
-// so that the disposition of a case travels typed, never as a prefix of the text. Exceptions from libraries (protobuf, ONNX) are
-// caught at the stage boundary and turned into an Error; they never cross a public header.
+// so that the disposition of a case travels typed, never as a prefix of the text. Exceptions from libraries
+// (protobuf, ONNX) are caught at the stage boundary and turned into an Error; they never cross a public
+// header.
 #pragma once
 
 #include <cassert>
@@ -44,21 +45,33 @@ template <class... Args>
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<0>(v_); }
-  const T& value() const& { assert(ok()); return std::get<0>(v_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
-  const Error& error() const { assert(!ok()); return std::get<1>(v_); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<1>(v_);
+  }
 
  private:
   std::variant<T, Error> v_;
@@ -71,7 +84,10 @@ class [[nodiscard]] Result<void> {
   Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
-  const Error& error() const { assert(!ok_); return error_; }
+  const Error& error() const {
+    assert(!ok_);
+    return error_;
+  }
 
  private:
   Error error_;
@@ -86,9 +102,9 @@ using Status = Result<void>;
 #define FL_CONCAT(a, b) FL_CONCAT_INNER(a, b)
 
 // Return the error of a failed Status/Result from the enclosing function.
-#define FL_TRY(expr)                                  \
-  do {                                                \
-    auto&& fl_try_result_ = (expr);                   \
+#define FL_TRY(expr)                                         \
+  do {                                                       \
+    auto&& fl_try_result_ = (expr);                          \
     if (!fl_try_result_.ok()) return fl_try_result_.error(); \
   } while (0)
 

@@ -49,7 +49,9 @@ void conv(Ctx& c) {
   std::vector<int> out(g.y.size());
   check(cudnnGetConvolutionNdForwardOutputDim(cd, xd, wd, static_cast<int>(out.size()), out.data()),
         "cudnnGetConvolutionNdForwardOutputDim");
-  if (out != g.y) fail(fmt::format("cuDNN's output dims {} differ from the layer's {}", fmt::join(out, "x"), fmt::join(g.y, "x")));
+  if (out != g.y)
+    fail(fmt::format("cuDNN's output dims {} differ from the layer's {}", fmt::join(out, "x"),
+                     fmt::join(g.y, "x")));
 
   // The input cuDNN reads: the layer's x, or a padded copy of it (zero border, interior per call).
   void* x_conv = c.ptr(x);
@@ -66,12 +68,18 @@ void conv(Ctx& c) {
       std::vector<int64_t> st(s.size());
       if (!c.nhwc) {
         int64_t acc = 1;
-        for (int k = static_cast<int>(s.size()) - 1; k >= 0; --k) { st[k] = acc; acc *= s[k]; }
+        for (int k = static_cast<int>(s.size()) - 1; k >= 0; --k) {
+          st[k] = acc;
+          acc *= s[k];
+        }
       } else {  // N, spatial..., C
         int64_t acc = 1;
         st[1] = acc;
         acc *= s[1];
-        for (int k = static_cast<int>(s.size()) - 1; k >= 2; --k) { st[k] = acc; acc *= s[k]; }
+        for (int k = static_cast<int>(s.size()) - 1; k >= 2; --k) {
+          st[k] = acc;
+          acc *= s[k];
+        }
         st[0] = acc;
       }
       return st;
@@ -86,7 +94,8 @@ void conv(Ctx& c) {
     // 1-D convs: the layer's x has no H; the copy works on the 2-D view (H = 1) of the same buffer.
     const DType t = c.type;
     const void* src = c.ptr(x);
-    c.b.steps.push_back([=](Context& d) { check(device::strided_copy(t, src, x_conv, copy, d.stream), "explicit pad"); });
+    c.b.steps.push_back(
+        [=](Context& d) { check(device::strided_copy(t, src, x_conv, copy, d.stream), "explicit pad"); });
   }
 
   // The algorithm: named, the heuristic's first, or Find's fastest.
@@ -96,9 +105,11 @@ void conv(Ctx& c) {
   if (v == "heuristic") {
     int returned = 0;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    check(cudnnGetConvolutionForwardAlgorithm_v7(c.dev.cudnn, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
+    check(cudnnGetConvolutionForwardAlgorithm_v7(c.dev.cudnn, xd, wd, cd, yd,
+                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
           "cudnnGetConvolutionForwardAlgorithm_v7");
-    if (returned < 1 || perf[0].status != CUDNN_STATUS_SUCCESS) fail(Disposition::kUnsupported, "the heuristic offers no algorithm");
+    if (returned < 1 || perf[0].status != CUDNN_STATUS_SUCCESS)
+      fail(Disposition::kUnsupported, "the heuristic offers no algorithm");
     algo = perf[0].algo;
     how = " (cudnnGetConvolutionForwardAlgorithm_v7's first)";
   } else if (v == "find") {
@@ -108,10 +119,13 @@ void conv(Ctx& c) {
     int returned = 0;
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     check(cudnnFindConvolutionForwardAlgorithmEx(c.dev.cudnn, xd, x_conv, wd, c.ptr(w), cd, yd, c.ptr(y),
-                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws, static_cast<size_t>(limit)),
+                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws,
+                                                 static_cast<size_t>(limit)),
           "cudnnFindConvolutionForwardAlgorithmEx");
-    const auto* best = std::find_if(perf, perf + returned, [](const auto& r) { return r.status == CUDNN_STATUS_SUCCESS; });
-    if (best == perf + returned) fail(Disposition::kUnsupported, "cudnnFindConvolutionForwardAlgorithmEx found no algorithm");
+    const auto* best =
+        std::find_if(perf, perf + returned, [](const auto& r) { return r.status == CUDNN_STATUS_SUCCESS; });
+    if (best == perf + returned)
+      fail(Disposition::kUnsupported, "cudnnFindConvolutionForwardAlgorithmEx found no algorithm");
     algo = best->algo;
     how = fmt::format(" (cudnnFindConvolutionForwardAlgorithmEx's fastest: {:.3f} ms)", best->time);
   } else {
@@ -123,8 +137,9 @@ void conv(Ctx& c) {
   check_workspace(static_cast<int64_t>(ws_bytes));
   void* ws = c.scratch(ws_bytes);
   c.b.workspace = static_cast<int64_t>(ws_bytes);
-  c.b.implementation = fmt::format("{} {}{}{}", fused ? "cudnnConvolutionBiasActivationForward" : "cudnnConvolutionForward",
-                                   conv_algo_name(algo), how, g.explicit_pad ? " + explicit pad (floorline-kernel)" : "");
+  c.b.implementation =
+      fmt::format("{} {}{}{}", fused ? "cudnnConvolutionBiasActivationForward" : "cudnnConvolutionForward",
+                  conv_algo_name(algo), how, g.explicit_pad ? " + explicit pad (floorline-kernel)" : "");
 
   // Bias as cuDNN sees it: 1×K×1×1(×1).
   std::vector<int> bias_dims(g.y.size(), 1);
@@ -136,15 +151,17 @@ void conv(Ctx& c) {
     void* yp = c.ptr(y);
     void* bp = bias >= 0 ? c.ptr(bias) : nullptr;
     c.b.steps.push_back([=, &xd, &wd, &cd, &yd, &bd](Context& d) {
-      check_run(cudnnConvolutionForward(d.cudnn, &kOne, xd, x_conv, wd, wp, cd, algo, ws, ws_bytes, &kZero, yd, yp),
-                "cudnnConvolutionForward");
+      check_run(
+          cudnnConvolutionForward(d.cudnn, &kOne, xd, x_conv, wd, wp, cd, algo, ws, ws_bytes, &kZero, yd, yp),
+          "cudnnConvolutionForward");
       if (bp) check_run(cudnnAddTensor(d.cudnn, &kOne, bd, bp, &kOne, yd, yp), "cudnnAddTensor (bias)");
     });
     return;
   }
   // Fused: y = act(conv(x) + alpha2·z + bias); a residual Add is z, a missing bias is zeros.
   const bool residual = !c.p.post_ops.empty() && c.p.post_ops[0].op == "Add";
-  const bool relu = std::any_of(c.p.post_ops.begin(), c.p.post_ops.end(), [](const PostOp& po) { return po.op == "Relu"; });
+  const bool relu =
+      std::any_of(c.p.post_ops.begin(), c.p.post_ops.end(), [](const PostOp& po) { return po.op == "Relu"; });
   void* bp = nullptr;
   if (bias >= 0) {
     bp = c.ptr(bias);
@@ -159,14 +176,15 @@ void conv(Ctx& c) {
     zp = c.ptr(z);
   }
   auto& ad = c.desc<ActDesc>();
-  check(cudnnSetActivationDescriptor(ad, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+  check(cudnnSetActivationDescriptor(ad, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                     CUDNN_NOT_PROPAGATE_NAN, 0.0),
         "cudnnSetActivationDescriptor");
   void* wp = c.ptr(w);
   void* yp = c.ptr(y);
   const float alpha2 = residual ? 1.f : 0.f;
   c.b.steps.push_back([=, &xd, &wd, &cd, &yd, &bd, &ad](Context& d) {
-    check_run(cudnnConvolutionBiasActivationForward(d.cudnn, &kOne, xd, x_conv, wd, wp, cd, algo, ws, ws_bytes, &alpha2, yd,
-                                                    zp, bd, bp, ad, yd, yp),
+    check_run(cudnnConvolutionBiasActivationForward(d.cudnn, &kOne, xd, x_conv, wd, wp, cd, algo, ws,
+                                                    ws_bytes, &alpha2, yd, zp, bd, bp, ad, yd, yp),
               "cudnnConvolutionBiasActivationForward");
   });
 }

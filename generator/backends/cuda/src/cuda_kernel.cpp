@@ -22,8 +22,12 @@ namespace floorline::kernels::cuda_detail {
 
 // --- errors -----------------------------------------------------------------------------------------
 
-[[noreturn]] void fail(const std::string& message) { throw CudaFailure(Disposition::kFailed, message); }
-[[noreturn]] void fail(Disposition code, const std::string& message) { throw CudaFailure(code, message); }
+[[noreturn]] void fail(const std::string& message) {
+  throw CudaFailure(Disposition::kFailed, message);
+}
+[[noreturn]] void fail(Disposition code, const std::string& message) {
+  throw CudaFailure(code, message);
+}
 
 void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
@@ -50,16 +54,26 @@ namespace {
 
 const char* cublas_name(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
@@ -68,7 +82,8 @@ const char* cublas_name(cublasStatus_t s) {
 void check(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   const std::string msg = fmt::format("{}: {}", what, cublas_name(s));
-  if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH) fail(Disposition::kUnsupported, msg);
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH)
+    fail(Disposition::kUnsupported, msg);
   if (s == CUBLAS_STATUS_ALLOC_FAILED) fail(Disposition::kSkipped, "out of device memory: " + msg);
   fail(msg);
 }
@@ -78,26 +93,36 @@ void check(cublasStatus_t s, const char* what) {
 // Relative L2 error allowed against the f32 reference, by the precision of the arithmetic.
 double tolerance(MathMode m) {
   switch (m) {
-    case MathMode::kFp32: return 1e-3;
-    case MathMode::kTf32: return 5e-3;
-    case MathMode::kF16: return 1e-2;
-    case MathMode::kBF16: return 3e-2;
+    case MathMode::kFp32:
+      return 1e-3;
+    case MathMode::kTf32:
+      return 5e-3;
+    case MathMode::kF16:
+      return 1e-2;
+    case MathMode::kBF16:
+      return 3e-2;
   }
   return 3e-2;
 }
 
 cudnnDataType_t cudnn_type(DType t) {
   switch (t) {
-    case DType::kF16: return CUDNN_DATA_HALF;
-    case DType::kBF16: return CUDNN_DATA_BFLOAT16;
-    default: return CUDNN_DATA_FLOAT;
+    case DType::kF16:
+      return CUDNN_DATA_HALF;
+    case DType::kBF16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      return CUDNN_DATA_FLOAT;
   }
 }
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
-    case DType::kF16: return CUDA_R_16F;
-    case DType::kBF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
+    case DType::kF16:
+      return CUDA_R_16F;
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
   }
 }
 
@@ -124,9 +149,15 @@ std::vector<float> download(const Tensor& t) {
     }
     const int64_t at = t.channels_last ? channels_last_offset(t.shape, i) : i;
     switch (t.type) {
-      case DType::kF32: out[i] = reinterpret_cast<const float*>(bytes.data())[at]; break;
-      case DType::kF16: out[i] = __half2float(reinterpret_cast<const __half*>(bytes.data())[at]); break;
-      case DType::kBF16: out[i] = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(bytes.data())[at]); break;
+      case DType::kF32:
+        out[i] = reinterpret_cast<const float*>(bytes.data())[at];
+        break;
+      case DType::kF16:
+        out[i] = __half2float(reinterpret_cast<const __half*>(bytes.data())[at]);
+        break;
+      case DType::kBF16:
+        out[i] = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(bytes.data())[at]);
+        break;
     }
   }
   return out;
@@ -163,13 +194,15 @@ void set_tensor(TensorDesc& desc, DType t, const std::vector<int>& dims, bool nh
         "cudnnSetTensorNdDescriptorEx");
 }
 void set_strided(TensorDesc& desc, DType t, const std::vector<int>& dims, const std::vector<int>& strides) {
-  check(cudnnSetTensorNdDescriptor(desc, cudnn_type(t), static_cast<int>(dims.size()), dims.data(), strides.data()),
+  check(cudnnSetTensorNdDescriptor(desc, cudnn_type(t), static_cast<int>(dims.size()), dims.data(),
+                                   strides.data()),
         "cudnnSetTensorNdDescriptor");
 }
 // A flat tensor of n elements, as cuDNN's element-wise calls see any shape.
 void set_flat(TensorDesc& desc, DType t, int64_t n) {
   if (n > INT_MAX) fail(Disposition::kUnsupported, "more than 2^31 elements for a cuDNN element-wise call");
-  set_strided(desc, t, {1, 1, 1, static_cast<int>(n)}, {static_cast<int>(n), static_cast<int>(n), static_cast<int>(n), 1});
+  set_strided(desc, t, {1, 1, 1, static_cast<int>(n)},
+              {static_cast<int>(n), static_cast<int>(n), static_cast<int>(n), 1});
 }
 
 // --- the kernel ---------------------------------------------------------------------------------------
@@ -189,11 +222,14 @@ class CudaKernel final : public Kernel {
       Tensor& x = b_.tensors[t];
       if (x.is_output || x.fill == Fill::kNone) continue;
       if (x.is_index) {
-        check(device::fill_indices(static_cast<int64_t*>(x.buf.data), x.count(), x.index_bound, seed + t, ctx_.stream), "fill");
+        check(device::fill_indices(static_cast<int64_t*>(x.buf.data), x.count(), x.index_bound, seed + t,
+                                   ctx_.stream),
+              "fill");
         continue;
       }
       const bool positive = x.fill == Fill::kPositive;
-      check(device::fill_uniform(x.type, x.buf.data, x.count(), positive ? 0.5f : -1.f, positive ? 1.f : 2.f, seed + t, ctx_.stream),
+      check(device::fill_uniform(x.type, x.buf.data, x.count(), positive ? 0.5f : -1.f, positive ? 1.f : 2.f,
+                                 seed + t, ctx_.stream),
             "fill");
     }
     apply_prefills();
@@ -205,7 +241,9 @@ class CudaKernel final : public Kernel {
   }
 
   double timed_run() override {
-    if (g_cold) check(cudaMemsetAsync(ctx_.flush, static_cast<int>(++flushes_ & 0xff), ctx_.flush_bytes, ctx_.stream), "L2 flush");
+    if (g_cold)
+      check(cudaMemsetAsync(ctx_.flush, static_cast<int>(++flushes_ & 0xff), ctx_.flush_bytes, ctx_.stream),
+            "L2 flush");
     check(cudaEventRecord(ctx_.start, ctx_.stream), "cudaEventRecord");
     enqueue();
     check(cudaEventRecord(ctx_.stop, ctx_.stream), "cudaEventRecord");
@@ -247,8 +285,10 @@ class CudaKernel final : public Kernel {
     unsigned clock = 0, temp = 0, power = 0;
     unsigned long long reasons = 0;
     const std::string when = after ? "after" : "before";
-    if (n.clock && n.clock(n.device, 1 /* NVML_CLOCK_SM */, &clock) == 0) counters_["sm_clock_mhz_" + when] = clock;
-    if (n.temperature && n.temperature(n.device, 0 /* NVML_TEMPERATURE_GPU */, &temp) == 0) counters_["temperature_c_" + when] = temp;
+    if (n.clock && n.clock(n.device, 1 /* NVML_CLOCK_SM */, &clock) == 0)
+      counters_["sm_clock_mhz_" + when] = clock;
+    if (n.temperature && n.temperature(n.device, 0 /* NVML_TEMPERATURE_GPU */, &temp) == 0)
+      counters_["temperature_c_" + when] = temp;
     if (n.power && n.power(n.device, &power) == 0) counters_["power_w_" + when] = power / 1000.0;
     if (n.reasons && n.reasons(n.device, &reasons) == 0) {
       counters_["throttle_reasons_" + when] = static_cast<double>(reasons);
@@ -263,11 +303,13 @@ class CudaKernel final : public Kernel {
   }
   // The reference outputs, shared by the cases of one problem whose inputs are the same (every
   // algorithm and math mode of a config in one data type and layout: the seed is the config's).
-  Result<std::vector<HostTensor>> cached_reference(const std::vector<HostTensor>& ins, const std::vector<HostTensor>& extras) {
+  Result<std::vector<HostTensor>> cached_reference(const std::vector<HostTensor>& ins,
+                                                   const std::vector<HostTensor>& extras) {
     std::string key = fmt::format("{}|{}|{}", problem_.key, seed_, problem_.post_ops.size());
     for (const auto& po : problem_.post_ops) key += "|" + po.op;
     for (const auto& t : b_.tensors)
-      key += fmt::format("|{}{}{}{}", static_cast<int>(t.type), static_cast<int>(t.fill), t.channels_last, t.is_index);
+      key += fmt::format("|{}{}{}{}", static_cast<int>(t.type), static_cast<int>(t.fill), t.channels_last,
+                         t.is_index);
     static std::map<std::string, std::vector<HostTensor>> cache;
     if (auto it = cache.find(key); it != cache.end()) return it->second;
     FL_ASSIGN_OR_RETURN(auto ref, reference(problem_, ins, extras));
@@ -300,8 +342,10 @@ int64_t free_device_memory() {
 void check_workspace(int64_t bytes) {
   const int64_t limit = workspace_limit(free_device_memory());
   if (bytes > limit)
-    fail(Disposition::kSkipped, fmt::format("workspace {:.1f} MiB exceeds the limit of {:.1f} MiB (free device memory less a reserve)",
-                     static_cast<double>(bytes) / (1 << 20), static_cast<double>(limit) / (1 << 20)));
+    fail(Disposition::kSkipped,
+         fmt::format(
+             "workspace {:.1f} MiB exceeds the limit of {:.1f} MiB (free device memory less a reserve)",
+             static_cast<double>(bytes) / (1 << 20), static_cast<double>(limit) / (1 << 20)));
 }
 
 namespace {
@@ -310,9 +354,11 @@ void build(Ctx& c) {
   const std::string& a = c.spec.algorithm;
   const std::string family = a.substr(0, a.find(':'));
   const std::string& op = c.p.op;
-  if (family == "cudnn_transform" && c.spec.layout.find('>') != std::string::npos) return layout_conversion(c);
+  if (family == "cudnn_transform" && c.spec.layout.find('>') != std::string::npos)
+    return layout_conversion(c);
   if (family == "cudnn_conv" || family == "cudnn_conv_bias_act") return conv(c);
-  if (family == "cublas_gemm" || family == "cublas_gemm_strided_batched" || family == "cublas_gemv" || family == "cublaslt_matmul")
+  if (family == "cublas_gemm" || family == "cublas_gemm_strided_batched" || family == "cublas_gemv" ||
+      family == "cublaslt_matmul")
     return gemm(c);
   if (family == "cudnn_batchnorm_inference") return batch_norm(c);
   if (family == "cudnn_activation") return activation(c);
@@ -341,8 +387,12 @@ namespace floorline::kernels {
 
 using namespace cuda_detail;
 
-void set_cuda_cold_cache(bool cold) { g_cold = cold; }
-bool cuda_cold_cache() { return g_cold; }
+void set_cuda_cold_cache(bool cold) {
+  g_cold = cold;
+}
+bool cuda_cold_cache() {
+  return g_cold;
+}
 
 Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
   FL_ASSIGN_OR_RETURN(Context * dev, context());
@@ -368,8 +418,11 @@ Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
     build(c);
     for (size_t t = 0; t < c.b.tensors.size(); ++t) c.ptr(static_cast<int>(t));
     // One seed per config, data type and layout: every algorithm of a config reads the same inputs.
-    auto kernel = std::make_unique<CudaKernel>(spec.problem, std::move(c.b), *dev,
-                                               std::hash<std::string>{}(spec.problem.key + std::string(floorline::dtype_name(spec.dtype)) + spec.layout) >> 8);
+    auto kernel = std::make_unique<CudaKernel>(
+        spec.problem, std::move(c.b), *dev,
+        std::hash<std::string>{}(spec.problem.key + std::string(floorline::dtype_name(spec.dtype)) +
+                                 spec.layout) >>
+            8);
     kernel->initialise(1);
     return std::unique_ptr<Kernel>(std::move(kernel));
   } catch (const CudaFailure& e) {

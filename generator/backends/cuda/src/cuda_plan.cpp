@@ -12,9 +12,9 @@
 namespace floorline::kernels {
 
 const std::vector<std::string>& cudnn_conv_algorithms() {
-  static const std::vector<std::string> kAlgorithms = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",
-                                                       "DIRECT",        "FFT",                   "FFT_TILING",
-                                                       "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  static const std::vector<std::string> kAlgorithms = {
+      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+      "WINOGRAD",      "WINOGRAD_NONFUSED"};
   return kAlgorithms;
 }
 
@@ -26,13 +26,15 @@ int64_t workspace_limit(int64_t free_bytes) {
 Result<ConvGeometry> conv_geometry(const Problem& p) {
   const Operand* x = p.input("x");
   const Operand* w = p.input("w");
-  if (!x || !w || p.outputs.empty()) return make_error(Disposition::kUnsupported, "{} needs x, w and y", p.op);
+  if (!x || !w || p.outputs.empty())
+    return make_error(Disposition::kUnsupported, "{} needs x, w and y", p.op);
   const Shape& xs = x->shape;
   const Shape& ws = w->shape;
   const Shape& ys = p.outputs[0].shape;
   const size_t n = xs.size() < 2 ? 0 : xs.size() - 2;
   if (n < 1 || n > 3 || ws.size() != xs.size() || ys.size() != xs.size())
-    return make_error(Disposition::kUnsupported, "cuDNN convolutions are 1-D to 3-D (x is rank {})", xs.size());
+    return make_error(Disposition::kUnsupported, "cuDNN convolutions are 1-D to 3-D (x is rank {})",
+                      xs.size());
   auto attr = [&](const std::string& name, int64_t fallback, size_t count) {
     auto v = p.ints_attr(name);
     if (v.size() < count) v.resize(count, fallback);
@@ -42,7 +44,8 @@ Result<ConvGeometry> conv_geometry(const Problem& p) {
   for (auto v : xs)
     if (v > INT_MAX) return make_error(Disposition::kUnsupported, "a dimension over 2^31 ({})", v);
   for (size_t k = 0; k < n; ++k)
-    if (pads[k] < 0 || pads[k + n] < 0) return make_error(Disposition::kUnsupported, "negative convolution padding");
+    if (pads[k] < 0 || pads[k + n] < 0)
+      return make_error(Disposition::kUnsupported, "negative convolution padding");
   ConvGeometry g;
   g.groups = static_cast<int>(p.int_attr("group"));
   const bool one_d = n == 1;
@@ -55,7 +58,8 @@ Result<ConvGeometry> conv_geometry(const Problem& p) {
   g.x = dims(xs);
   g.w = dims(ws);
   g.y = dims(ys);
-  std::vector<int64_t> begin(pads.begin(), pads.begin() + static_cast<long>(n)), end(pads.begin() + static_cast<long>(n), pads.end());
+  std::vector<int64_t> begin(pads.begin(), pads.begin() + static_cast<long>(n)),
+      end(pads.begin() + static_cast<long>(n), pads.end());
   std::vector<int64_t> st(strides.begin(), strides.end()), dl(dil.begin(), dil.end());
   if (one_d) {
     begin.insert(begin.begin(), 0);
@@ -113,9 +117,10 @@ void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const bool fused = !p.post_ops.empty();
   if (fused && post != "Relu" && post != "Add" && post != "Add+Relu") {
     out.push_back(unsupported_case(
-        base, fmt::format("cudnnConvolutionBiasActivationForward fuses ReLU or identity after an optional residual "
-                          "Add, not {}",
-                          post)));
+        base,
+        fmt::format("cudnnConvolutionBiasActivationForward fuses ReLU or identity after an optional residual "
+                    "Add, not {}",
+                    post)));
     return;
   }
   const bool bias = p.input("bias") != nullptr;
@@ -130,7 +135,8 @@ void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
         h.is_default = layout.empty();  // a framework's default: NCHW, the heuristic's first choice
         out.push_back(h);
         out.push_back(make("cudnn_conv:find" + pad_suffix, mode, layout));
-        for (const auto& a : cudnn_conv_algorithms()) out.push_back(make("cudnn_conv:" + a + pad_suffix, mode, layout));
+        for (const auto& a : cudnn_conv_algorithms())
+          out.push_back(make("cudnn_conv:" + a + pad_suffix, mode, layout));
         // Conv with its bias through the fused call and the identity activation, which cuDNN runs
         // with IMPLICIT_PRECOMP_GEMM only (its documentation): one more way to compute the layer.
         if (bias) out.push_back(make("cudnn_conv_bias_act:IMPLICIT_PRECOMP_GEMM" + pad_suffix, mode, layout));
@@ -138,7 +144,8 @@ void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
         // y = act(conv(x) + z + bias): every algorithm with ReLU; identity (a residual Add alone)
         // with IMPLICIT_PRECOMP_GEMM only.
         for (const auto& a : cudnn_conv_algorithms())
-          if (relu || a == "IMPLICIT_PRECOMP_GEMM") out.push_back(make("cudnn_conv_bias_act:" + a + pad_suffix, mode, layout));
+          if (relu || a == "IMPLICIT_PRECOMP_GEMM")
+            out.push_back(make("cudnn_conv_bias_act:" + a + pad_suffix, mode, layout));
       }
       if (!layout.empty() && !fused) {
         for (const std::string conv : {"src:nchw>nhwc", "dst:nhwc>nchw"}) {
@@ -200,7 +207,9 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const bool fused = !p.post_ops.empty();
   if (fused && !lt_epilogue_for(p)) {
     out.push_back(unsupported_case(
-        base, fmt::format("cuBLASLt epilogues fuse a bias, ReLU or GELU (after an optional residual Add), not {}", post)));
+        base,
+        fmt::format("cuBLASLt epilogues fuse a bias, ReLU or GELU (after an optional residual Add), not {}",
+                    post)));
     return;
   }
   const Operand* c = p.kind == LayerKind::kGemm && p.inputs.size() > 2 ? &p.inputs[2] : nullptr;
@@ -241,8 +250,8 @@ void unary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     return;
   }
   const MathMode mode = own_math_mode(base.dtype);
-  static const std::set<LayerKind> kCudnn = {LayerKind::kRelu, LayerKind::kSigmoid, LayerKind::kTanh, LayerKind::kElu,
-                                             LayerKind::kClip};
+  static const std::set<LayerKind> kCudnn = {LayerKind::kRelu, LayerKind::kSigmoid, LayerKind::kTanh,
+                                             LayerKind::kElu, LayerKind::kClip};
   if (kCudnn.count(p.kind)) {
     CudaCase c = make("cudnn_activation", mode);
     c.is_default = true;
@@ -278,8 +287,8 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Shape& a = p.inputs[0].shape;
   const Shape& b = p.inputs[1].shape;
   const LayerKind k = p.kind;
-  const bool library_op = k == LayerKind::kAdd || k == LayerKind::kSub || k == LayerKind::kMul || k == LayerKind::kMax ||
-                          k == LayerKind::kMin;
+  const bool library_op = k == LayerKind::kAdd || k == LayerKind::kSub || k == LayerKind::kMul ||
+                          k == LayerKind::kMax || k == LayerKind::kMin;
   // cudnnOpTensor: C = op(A, B) with A of C's shape and B broadcast, up to 5-D (Sub as A + (-1)·B).
   const bool a_full = a == y, b_full = b == y;
   bool first = true;
@@ -294,8 +303,8 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     const Shape& other = a_full ? b : a;
     Shape padded = other;
     while (padded.size() < y.size()) padded.insert(padded.begin(), 1);
-    if (k == LayerKind::kAdd && y.size() >= 4 && y.size() <= 5 && padded.size() == y.size() && elements(padded) == y[1] &&
-        padded[1] == y[1])
+    if (k == LayerKind::kAdd && y.size() >= 4 && y.size() <= 5 && padded.size() == y.size() &&
+        elements(padded) == y[1] && padded[1] == y[1])
       out.push_back(make("cudnn_add_tensor", mode));
   }
   CudaCase own = make("floorline-kernel:binary", mode);
@@ -345,7 +354,8 @@ void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
 }
 
 // A case per algorithm for kinds that map onto one library call (or one kernel of ours).
-void single(const CaseSpec& base, std::vector<CudaCase>& out, std::string algorithm, std::string layout = "") {
+void single(const CaseSpec& base, std::vector<CudaCase>& out, std::string algorithm,
+            std::string layout = "") {
   CudaCase c = make(std::move(algorithm), math_modes(base.dtype, false)[0], std::move(layout));
   c.is_default = out.empty();
   out.push_back(c);
@@ -354,7 +364,8 @@ void single(const CaseSpec& base, std::vector<CudaCase>& out, std::string algori
 void batch_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
   if (p.inputs.size() < 5 || p.inputs[0].shape.size() < 3 || p.inputs[0].shape.size() > 5) {
-    out.push_back(unsupported_case(base, "BatchNormalization needs scale, B, mean and var and a 3-D to 5-D x"));
+    out.push_back(
+        unsupported_case(base, "BatchNormalization needs scale, B, mean and var and a 3-D to 5-D x"));
   } else {
     single(base, out, "cudnn_batchnorm_inference");
     single(base, out, "cudnn_batchnorm_inference", "nhwc");
@@ -363,26 +374,38 @@ void batch_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
 void lrn_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
   const int64_t size = p.int_attr("size");
-  if (size < 1 || size > 16 || p.inputs[0].shape.size() < 3) out.push_back(unsupported_case(base, "cuDNN's LRN window is 1 to 16 channels"));
-  else single(base, out, "cudnn_lrn");
+  if (size < 1 || size > 16 || p.inputs[0].shape.size() < 3)
+    out.push_back(unsupported_case(base, "cuDNN's LRN window is 1 to 16 channels"));
+  else
+    single(base, out, "cudnn_lrn");
 }
-void softmax_cases(const CaseSpec& base, std::vector<CudaCase>& out) { single(base, out, "cudnn_softmax"); }
+void softmax_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  single(base, out, "cudnn_softmax");
+}
 void reduce_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
-  if (base.problem.inputs[0].shape.size() > 8) out.push_back(unsupported_case(base, "cuDNN reduces tensors of rank 8 or less"));
-  else single(base, out, "cudnn_reduce");
+  if (base.problem.inputs[0].shape.size() > 8)
+    out.push_back(unsupported_case(base, "cuDNN reduces tensors of rank 8 or less"));
+  else
+    single(base, out, "cudnn_reduce");
 }
 void transpose_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   if (base.problem.inputs[0].shape.size() <= 8) single(base, out, "cudnn_transform");
   single(base, out, "floorline-kernel:copy");
 }
-void copy_cases(const CaseSpec& base, std::vector<CudaCase>& out) { single(base, out, "floorline-kernel:copy"); }
+void copy_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  single(base, out, "floorline-kernel:copy");
+}
 void pad_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
-  if (base.problem.string_attr("mode") != "constant") out.push_back(unsupported_case(base, "Pad modes other than constant"));
-  else single(base, out, "floorline-kernel:copy");
+  if (base.problem.string_attr("mode") != "constant")
+    out.push_back(unsupported_case(base, "Pad modes other than constant"));
+  else
+    single(base, out, "floorline-kernel:copy");
 }
 void gather_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
-  if (base.problem.inputs.size() < 2) out.push_back(unsupported_case(base, "Gather needs its indices"));
-  else single(base, out, "floorline-kernel:gather");
+  if (base.problem.inputs.size() < 2)
+    out.push_back(unsupported_case(base, "Gather needs its indices"));
+  else
+    single(base, out, "floorline-kernel:gather");
 }
 void resize_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
@@ -390,10 +413,14 @@ void resize_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Shape& x = p.inputs[0].shape;
   const Shape& y = p.outputs[0].shape;
   if ((m != "nearest" && m != "linear") || x.size() < 3 || x.size() > 5 || x[0] != y[0] || x[1] != y[1])
-    out.push_back(unsupported_case(base, "Resize other than nearest or linear over the spatial dims of a 3-D to 5-D tensor"));
-  else single(base, out, "floorline-kernel:resize");
+    out.push_back(unsupported_case(
+        base, "Resize other than nearest or linear over the spatial dims of a 3-D to 5-D tensor"));
+  else
+    single(base, out, "floorline-kernel:resize");
 }
-void layer_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) { single(base, out, "floorline-kernel:layer_norm"); }
+void layer_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  single(base, out, "floorline-kernel:layer_norm");
+}
 
 using Planner = void (*)(const CaseSpec&, std::vector<CudaCase>&);
 struct CudaRow {
@@ -402,53 +429,125 @@ struct CudaRow {
   std::string_view reason;   // not mapped: why
 };
 
-constexpr std::string_view kNoKernel = "not mapped: no cuDNN or cuBLAS call and no Floorline CUDA kernel for it";
+constexpr std::string_view kNoKernel =
+    "not mapped: no cuDNN or cuBLAS call and no Floorline CUDA kernel for it";
 
 // The CUDA kind table: for every kind, its planner and what it maps to, or why it is not mapped.
 // A switch with no default: a kind added to layer_kind.hpp and left out here does not compile.
 CudaRow cuda_row(LayerKind k) {
   using K = LayerKind;
   switch (k) {
-    case K::kConv: return {conv_cases, "cudnnConvolutionForward (every algorithm), cudnnConvolutionBiasActivationForward", {}};
-    case K::kConvTranspose: return {nullptr, {}, kNoKernel};
-    case K::kGemm: case K::kMatMul:
+    case K::kConv:
+      return {
+          conv_cases, "cudnnConvolutionForward (every algorithm), cudnnConvolutionBiasActivationForward", {}};
+    case K::kConvTranspose:
+      return {nullptr, {}, kNoKernel};
+    case K::kGemm:
+    case K::kMatMul:
       return {gemm_cases, "cublasGemmEx, cublasGemmStridedBatchedEx, cublasSgemv, cublasLtMatmul", {}};
-    case K::kBatchNormalization: return {batch_norm_cases, "cudnnBatchNormalizationForwardInference", {}};
-    case K::kLayerNormalization: return {layer_norm_cases, "floorline-kernel:layer_norm", {}};
-    case K::kInstanceNormalization: return {nullptr, {}, kNoKernel};
-    case K::kLRN: return {lrn_cases, "cudnnLRNCrossChannelForward", {}};
-    case K::kRelu: case K::kSigmoid: case K::kTanh: case K::kElu: case K::kClip:
+    case K::kBatchNormalization:
+      return {batch_norm_cases, "cudnnBatchNormalizationForwardInference", {}};
+    case K::kLayerNormalization:
+      return {layer_norm_cases, "floorline-kernel:layer_norm", {}};
+    case K::kInstanceNormalization:
+      return {nullptr, {}, kNoKernel};
+    case K::kLRN:
+      return {lrn_cases, "cudnnLRNCrossChannelForward", {}};
+    case K::kRelu:
+    case K::kSigmoid:
+    case K::kTanh:
+    case K::kElu:
+    case K::kClip:
       return {unary_cases, "cudnnActivationForward, floorline-kernel:eltwise", {}};
-    case K::kLeakyRelu: case K::kSelu: case K::kHardSigmoid: case K::kHardSwish: case K::kSoftplus: case K::kErf:
-    case K::kExp: case K::kLog: case K::kSqrt: case K::kReciprocal: case K::kNeg: case K::kAbs: case K::kPow:
+    case K::kLeakyRelu:
+    case K::kSelu:
+    case K::kHardSigmoid:
+    case K::kHardSwish:
+    case K::kSoftplus:
+    case K::kErf:
+    case K::kExp:
+    case K::kLog:
+    case K::kSqrt:
+    case K::kReciprocal:
+    case K::kNeg:
+    case K::kAbs:
+    case K::kPow:
       return {unary_cases, "floorline-kernel:eltwise", {}};
-    case K::kFloor: case K::kCeil: case K::kNot: case K::kCast: return {nullptr, {}, kNoKernel};
-    case K::kAdd: case K::kSub: case K::kMul: case K::kMax: case K::kMin:
+    case K::kFloor:
+    case K::kCeil:
+    case K::kNot:
+    case K::kCast:
+      return {nullptr, {}, kNoKernel};
+    case K::kAdd:
+    case K::kSub:
+    case K::kMul:
+    case K::kMax:
+    case K::kMin:
       return {binary_cases, "cudnnOpTensor, cudnnAddTensor, floorline-kernel:binary", {}};
-    case K::kDiv: case K::kPRelu: return {binary_cases, "floorline-kernel:binary", {}};
-    case K::kMod: case K::kEqual: case K::kLess: case K::kGreater: case K::kAnd: case K::kOr: case K::kWhere:
+    case K::kDiv:
+    case K::kPRelu:
+      return {binary_cases, "floorline-kernel:binary", {}};
+    case K::kMod:
+    case K::kEqual:
+    case K::kLess:
+    case K::kGreater:
+    case K::kAnd:
+    case K::kOr:
+    case K::kWhere:
       return {nullptr, {}, kNoKernel};
     case K::kSum:
-      return {nullptr, {}, "not mapped: no variadic add kernel yet (a chain of binary adds would time N-1 passes)"};
-    case K::kSoftmax: case K::kLogSoftmax: return {softmax_cases, "cudnnSoftmaxForward", {}};
-    case K::kMaxPool: case K::kAveragePool:
+      return {nullptr,
+              {},
+              "not mapped: no variadic add kernel yet (a chain of binary adds would time N-1 passes)"};
+    case K::kSoftmax:
+    case K::kLogSoftmax:
+      return {softmax_cases, "cudnnSoftmaxForward", {}};
+    case K::kMaxPool:
+    case K::kAveragePool:
       return {pooling_cases, "cudnnPoolingForward, floorline-kernel:pooling", {}};
-    case K::kGlobalAveragePool: case K::kGlobalMaxPool:
+    case K::kGlobalAveragePool:
+    case K::kGlobalMaxPool:
       return {pooling_cases, "cudnnPoolingForward, cudnnReduceTensor, floorline-kernel:pooling", {}};
-    case K::kReduceMean: case K::kReduceSum: case K::kReduceMax: case K::kReduceMin: case K::kReduceProd:
+    case K::kReduceMean:
+    case K::kReduceSum:
+    case K::kReduceMax:
+    case K::kReduceMin:
+    case K::kReduceProd:
       return {reduce_cases, "cudnnReduceTensor", {}};
-    case K::kTranspose: return {transpose_cases, "cudnnTransformTensor, floorline-kernel:copy", {}};
-    case K::kConcat: case K::kSlice: case K::kSplit: case K::kExpand: return {copy_cases, "floorline-kernel:copy", {}};
-    case K::kPad: return {pad_cases, "floorline-kernel:copy", {}};
-    case K::kGather: return {gather_cases, "floorline-kernel:gather", {}};
-    case K::kResize: return {resize_cases, "floorline-kernel:resize", {}};
-    case K::kTile: case K::kScatterND: case K::kRange: return {nullptr, {}, kNoKernel};
-    case K::kReshape: case K::kFlatten: case K::kSqueeze: case K::kUnsqueeze: case K::kIdentity: case K::kDropout:
+    case K::kTranspose:
+      return {transpose_cases, "cudnnTransformTensor, floorline-kernel:copy", {}};
+    case K::kConcat:
+    case K::kSlice:
+    case K::kSplit:
+    case K::kExpand:
+      return {copy_cases, "floorline-kernel:copy", {}};
+    case K::kPad:
+      return {pad_cases, "floorline-kernel:copy", {}};
+    case K::kGather:
+      return {gather_cases, "floorline-kernel:gather", {}};
+    case K::kResize:
+      return {resize_cases, "floorline-kernel:resize", {}};
+    case K::kTile:
+    case K::kScatterND:
+    case K::kRange:
+      return {nullptr, {}, kNoKernel};
+    case K::kReshape:
+    case K::kFlatten:
+    case K::kSqueeze:
+    case K::kUnsqueeze:
+    case K::kIdentity:
+    case K::kDropout:
       return {nullptr, {}, "not mapped: a view moves no data"};
-    case K::kShape: case K::kSize: case K::kConstant: case K::kConstantOfShape:
+    case K::kShape:
+    case K::kSize:
+    case K::kConstant:
+    case K::kConstantOfShape:
       return {nullptr, {}, "not mapped: a host op runs before inference"};
-    case K::kIf: case K::kLoop: return {nullptr, {}, "not mapped: control flow (its subgraphs' layers are)"};
-    case K::kUnsupported: return {nullptr, {}, "not mapped: not a kind Floorline knows"};
+    case K::kIf:
+    case K::kLoop:
+      return {nullptr, {}, "not mapped: control flow (its subgraphs' layers are)"};
+    case K::kUnsupported:
+      return {nullptr, {}, "not mapped: not a kind Floorline knows"};
   }
   return {nullptr, {}, {}};  // not a kind: an empty reason, which kind_support_test rejects
 }
@@ -480,9 +579,11 @@ std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
         out.push_back(unsupported_case(base, "a dimension is unknown"));
         return out;
       }
-  const bool conv_or_gemm = kind == LayerKind::kConv || kind == LayerKind::kGemm || kind == LayerKind::kMatMul;
+  const bool conv_or_gemm =
+      kind == LayerKind::kConv || kind == LayerKind::kGemm || kind == LayerKind::kMatMul;
   if (!p.post_ops.empty() && !conv_or_gemm) {
-    out.push_back(unsupported_case(base, fmt::format("the CUDA backend fuses into Conv, Gemm and MatMul only, not {}", op)));
+    out.push_back(unsupported_case(
+        base, fmt::format("the CUDA backend fuses into Conv, Gemm and MatMul only, not {}", op)));
     return out;
   }
   try {
@@ -528,25 +629,44 @@ std::optional<device::UnaryOp> unary_op_for(LayerKind kind) {
   using K = LayerKind;
   using U = device::UnaryOp;
   switch (kind) {
-    case K::kRelu: return U::kRelu;
-    case K::kLeakyRelu: return U::kLeakyRelu;
-    case K::kElu: return U::kElu;
-    case K::kSelu: return U::kSelu;
-    case K::kClip: return U::kClip;
-    case K::kSigmoid: return U::kSigmoid;
-    case K::kTanh: return U::kTanh;
-    case K::kHardSigmoid: return U::kHardSigmoid;
-    case K::kHardSwish: return U::kHardSwish;
-    case K::kSoftplus: return U::kSoftplus;
-    case K::kErf: return U::kErf;
-    case K::kExp: return U::kExp;
-    case K::kLog: return U::kLog;
-    case K::kSqrt: return U::kSqrt;
-    case K::kReciprocal: return U::kReciprocal;
-    case K::kNeg: return U::kNeg;
-    case K::kAbs: return U::kAbs;
-    case K::kPow: return U::kPow;
-    default: return std::nullopt;
+    case K::kRelu:
+      return U::kRelu;
+    case K::kLeakyRelu:
+      return U::kLeakyRelu;
+    case K::kElu:
+      return U::kElu;
+    case K::kSelu:
+      return U::kSelu;
+    case K::kClip:
+      return U::kClip;
+    case K::kSigmoid:
+      return U::kSigmoid;
+    case K::kTanh:
+      return U::kTanh;
+    case K::kHardSigmoid:
+      return U::kHardSigmoid;
+    case K::kHardSwish:
+      return U::kHardSwish;
+    case K::kSoftplus:
+      return U::kSoftplus;
+    case K::kErf:
+      return U::kErf;
+    case K::kExp:
+      return U::kExp;
+    case K::kLog:
+      return U::kLog;
+    case K::kSqrt:
+      return U::kSqrt;
+    case K::kReciprocal:
+      return U::kReciprocal;
+    case K::kNeg:
+      return U::kNeg;
+    case K::kAbs:
+      return U::kAbs;
+    case K::kPow:
+      return U::kPow;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -554,26 +674,42 @@ std::optional<device::BinaryOp> binary_op_for(LayerKind kind) {
   using K = LayerKind;
   using B = device::BinaryOp;
   switch (kind) {
-    case K::kAdd: return B::kAdd;
-    case K::kSub: return B::kSub;
-    case K::kMul: return B::kMul;
-    case K::kDiv: return B::kDiv;
-    case K::kMax: return B::kMax;
-    case K::kMin: return B::kMin;
-    case K::kPRelu: return B::kPRelu;
-    default: return std::nullopt;
+    case K::kAdd:
+      return B::kAdd;
+    case K::kSub:
+      return B::kSub;
+    case K::kMul:
+      return B::kMul;
+    case K::kDiv:
+      return B::kDiv;
+    case K::kMax:
+      return B::kMax;
+    case K::kMin:
+      return B::kMin;
+    case K::kPRelu:
+      return B::kPRelu;
+    default:
+      return std::nullopt;
   }
 }
 
 std::optional<ReduceOp> reduce_op_for(LayerKind kind) {
   using K = LayerKind;
   switch (kind) {
-    case K::kReduceSum: return ReduceOp::kSum;
-    case K::kReduceMean: case K::kGlobalAveragePool: return ReduceOp::kMean;
-    case K::kReduceMax: case K::kGlobalMaxPool: return ReduceOp::kMax;
-    case K::kReduceMin: return ReduceOp::kMin;
-    case K::kReduceProd: return ReduceOp::kProd;
-    default: return std::nullopt;
+    case K::kReduceSum:
+      return ReduceOp::kSum;
+    case K::kReduceMean:
+    case K::kGlobalAveragePool:
+      return ReduceOp::kMean;
+    case K::kReduceMax:
+    case K::kGlobalMaxPool:
+      return ReduceOp::kMax;
+    case K::kReduceMin:
+      return ReduceOp::kMin;
+    case K::kReduceProd:
+      return ReduceOp::kProd;
+    default:
+      return std::nullopt;
   }
 }
 

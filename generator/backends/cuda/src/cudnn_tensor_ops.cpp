@@ -25,11 +25,15 @@ void op_tensor(Ctx& c) {
   // cudnnOpTensor: C = op(α1·A, α2·B) + β·C with A of C's dims; commutative ops swap a broadcast A.
   const int first = a_full ? c.input(0) : c.input(1), second = a_full ? c.input(1) : c.input(0);
   const LayerKind kind = c.p.kind;
-  if (!a_full && (kind == LayerKind::kSub || c.in_shape(1) != y)) fail(Disposition::kUnsupported, "cudnnOpTensor needs its first operand at full size");
-  const cudnnOpTensorOp_t top = kind == LayerKind::kMul ? CUDNN_OP_TENSOR_MUL : kind == LayerKind::kMax ? CUDNN_OP_TENSOR_MAX
-                                : kind == LayerKind::kMin ? CUDNN_OP_TENSOR_MIN : CUDNN_OP_TENSOR_ADD;
+  if (!a_full && (kind == LayerKind::kSub || c.in_shape(1) != y))
+    fail(Disposition::kUnsupported, "cudnnOpTensor needs its first operand at full size");
+  const cudnnOpTensorOp_t top = kind == LayerKind::kMul   ? CUDNN_OP_TENSOR_MUL
+                                : kind == LayerKind::kMax ? CUDNN_OP_TENSOR_MAX
+                                : kind == LayerKind::kMin ? CUDNN_OP_TENSOR_MIN
+                                                          : CUDNN_OP_TENSOR_ADD;
   auto& od = c.desc<OpDesc>();
-  check(cudnnSetOpTensorDescriptor(od, top, CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN), "cudnnSetOpTensorDescriptor");
+  check(cudnnSetOpTensorDescriptor(od, top, CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN),
+        "cudnnSetOpTensorDescriptor");
   auto& ad = c.desc<TensorDesc>();
   auto& bd = c.desc<TensorDesc>();
   auto& yd = c.desc<TensorDesc>();
@@ -61,7 +65,9 @@ void add_tensor(Ctx& c) {
   const void* fp = c.ptr(full);
   void* yp = c.ptr(out);
   const size_t bytes = c.b.tensors[static_cast<size_t>(out)].bytes();
-  c.b.prefills.push_back([=](Context& d) { check(cudaMemcpyAsync(yp, fp, bytes, cudaMemcpyDeviceToDevice, d.stream), "prefill"); });
+  c.b.prefills.push_back([=](Context& d) {
+    check(cudaMemcpyAsync(yp, fp, bytes, cudaMemcpyDeviceToDevice, d.stream), "prefill");
+  });
   void* bp = c.ptr(bias);
   c.b.implementation = "cudnnAddTensor (in place)";
   c.b.steps.push_back([=, &bd, &yd](Context& d) {
@@ -109,12 +115,13 @@ void reduce(Ctx& c) {
   for (auto a : axes) kept[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(x.size()) : a)] = 1;
   const size_t rank = std::max<size_t>(4, x.size());
   static const std::map<ReduceOp, cudnnReduceTensorOp_t> kOps = {
-      {ReduceOp::kSum, CUDNN_REDUCE_TENSOR_ADD}, {ReduceOp::kMean, CUDNN_REDUCE_TENSOR_AVG}, {ReduceOp::kMax, CUDNN_REDUCE_TENSOR_MAX},
-      {ReduceOp::kMin, CUDNN_REDUCE_TENSOR_MIN}, {ReduceOp::kProd, CUDNN_REDUCE_TENSOR_MUL}, {ReduceOp::kL1, CUDNN_REDUCE_TENSOR_NORM1},
+      {ReduceOp::kSum, CUDNN_REDUCE_TENSOR_ADD},  {ReduceOp::kMean, CUDNN_REDUCE_TENSOR_AVG},
+      {ReduceOp::kMax, CUDNN_REDUCE_TENSOR_MAX},  {ReduceOp::kMin, CUDNN_REDUCE_TENSOR_MIN},
+      {ReduceOp::kProd, CUDNN_REDUCE_TENSOR_MUL}, {ReduceOp::kL1, CUDNN_REDUCE_TENSOR_NORM1},
       {ReduceOp::kL2, CUDNN_REDUCE_TENSOR_NORM2}};
   auto& rd = c.desc<ReduceDesc>();
-  check(cudnnSetReduceTensorDescriptor(rd, kOps.at(*op), CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN, CUDNN_REDUCE_TENSOR_NO_INDICES,
-                                       CUDNN_32BIT_INDICES),
+  check(cudnnSetReduceTensorDescriptor(rd, kOps.at(*op), CUDNN_DATA_FLOAT, CUDNN_NOT_PROPAGATE_NAN,
+                                       CUDNN_REDUCE_TENSOR_NO_INDICES, CUDNN_32BIT_INDICES),
         "cudnnSetReduceTensorDescriptor");
   auto& xd = c.desc<TensorDesc>();
   auto& yd = c.desc<TensorDesc>();
@@ -129,7 +136,8 @@ void reduce(Ctx& c) {
   void* yp = c.ptr(c.output());
   c.b.implementation = "cudnnReduceTensor";
   c.b.steps.push_back([=, &rd, &xd, &yd](Context& d) {
-    check_run(cudnnReduceTensor(d.cudnn, rd, nullptr, 0, ws, ws_bytes, &kOne, xd, xp, &kZero, yd, yp), "cudnnReduceTensor");
+    check_run(cudnnReduceTensor(d.cudnn, rd, nullptr, 0, ws, ws_bytes, &kOne, xd, xp, &kZero, yd, yp),
+              "cudnnReduceTensor");
   });
 }
 

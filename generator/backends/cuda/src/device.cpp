@@ -61,15 +61,18 @@ Status cuda_available() {
 CudaDeviceInfo cuda_device_info() {
   CudaDeviceInfo info;
   int v = 0;
-  if (cudaRuntimeGetVersion(&v) == cudaSuccess) info.runtime_version = fmt::format("{}.{}", v / 1000, v % 1000 / 10);
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+    info.runtime_version = fmt::format("{}.{}", v / 1000, v % 1000 / 10);
   const size_t cudnn = cudnnGetVersion();
   info.cudnn_version = fmt::format("{}.{}.{}", cudnn / 10000, cudnn % 10000 / 100, cudnn % 100);
   int major = 0, minor = 0, patch = 0;
-  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS && cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
       cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
     info.cublas_version = fmt::format("{}.{}.{}", major, minor, patch);
   if (!cuda_available()) return info;
-  if (cudaDriverGetVersion(&v) == cudaSuccess) info.driver_version = fmt::format("{}.{}", v / 1000, v % 1000 / 10);
+  if (cudaDriverGetVersion(&v) == cudaSuccess)
+    info.driver_version = fmt::format("{}.{}", v / 1000, v % 1000 / 10);
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return info;
   info.name = prop.name;
@@ -86,7 +89,8 @@ CudaDeviceInfo cuda_device_info() {
   info.l2_bytes = prop.l2CacheSize;
   int khz = 0;
   if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0) == cudaSuccess) info.clock_mhz = khz / 1000;
-  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, 0) == cudaSuccess) info.memory_clock_mhz = khz / 1000;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, 0) == cudaSuccess)
+    info.memory_clock_mhz = khz / 1000;
   return info;
 }
 

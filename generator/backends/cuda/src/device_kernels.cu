@@ -14,23 +14,48 @@ int blocks_for(int64_t n) {
   return static_cast<int>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
 }
 
-template <class T> __device__ __forceinline__ float load(const T* p, int64_t i) { return static_cast<float>(p[i]); }
-template <> __device__ __forceinline__ float load(const __half* p, int64_t i) { return __half2float(p[i]); }
-template <> __device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-template <class T> __device__ __forceinline__ void store(T* p, int64_t i, float v) { p[i] = static_cast<T>(v); }
-template <> __device__ __forceinline__ void store(__half* p, int64_t i, float v) { p[i] = __float2half(v); }
-template <> __device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16(v); }
+template <class T>
+__device__ __forceinline__ float load(const T* p, int64_t i) {
+  return static_cast<float>(p[i]);
+}
+template <>
+__device__ __forceinline__ float load(const __half* p, int64_t i) {
+  return __half2float(p[i]);
+}
+template <>
+__device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+template <class T>
+__device__ __forceinline__ void store(T* p, int64_t i, float v) {
+  p[i] = static_cast<T>(v);
+}
+template <>
+__device__ __forceinline__ void store(__half* p, int64_t i, float v) {
+  p[i] = __float2half(v);
+}
+template <>
+__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) {
+  p[i] = __float2bfloat16(v);
+}
 
-#define FL_GRID_LOOP(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+#define FL_GRID_LOOP(i, n)                                                               \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 // Calls f.template operator()<T>() with T the element type of `t`.
 template <class F>
 cudaError_t dispatch(DType t, F&& f) {
   switch (t) {
-    case DType::kF32: f(static_cast<float*>(nullptr)); break;
-    case DType::kF16: f(static_cast<__half*>(nullptr)); break;
-    case DType::kBF16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
+    case DType::kF32:
+      f(static_cast<float*>(nullptr));
+      break;
+    case DType::kF16:
+      f(static_cast<__half*>(nullptr));
+      break;
+    case DType::kBF16:
+      f(static_cast<__nv_bfloat16*>(nullptr));
+      break;
   }
   return cudaGetLastError();
 }
@@ -46,13 +71,16 @@ __device__ __forceinline__ uint64_t mix(uint64_t z) {
 template <class T>
 __global__ void fill_uniform_kernel(T* data, int64_t n, float lo, float span, uint64_t seed) {
   FL_GRID_LOOP(i, n) {
-    const float u = static_cast<float>(mix(static_cast<uint64_t>(i) ^ (seed * 0xD1B54A32D192ED03ull)) >> 40) * (1.f / 16777216.f);
+    const float u = static_cast<float>(mix(static_cast<uint64_t>(i) ^ (seed * 0xD1B54A32D192ED03ull)) >> 40) *
+                    (1.f / 16777216.f);
     store(data, i, lo + span * u);
   }
 }
 
 __global__ void fill_indices_kernel(int64_t* data, int64_t n, int64_t bound, uint64_t seed) {
-  FL_GRID_LOOP(i, n) data[i] = static_cast<int64_t>(mix(static_cast<uint64_t>(i) ^ (seed * 0xD1B54A32D192ED03ull)) % static_cast<uint64_t>(bound));
+  FL_GRID_LOOP(i, n)
+  data[i] = static_cast<int64_t>(mix(static_cast<uint64_t>(i) ^ (seed * 0xD1B54A32D192ED03ull)) %
+                                 static_cast<uint64_t>(bound));
 }
 
 template <class T>
@@ -71,25 +99,44 @@ __global__ void strided_copy_kernel(const T* src, T* dst, StridedCopy c, int64_t
 
 __device__ float apply_unary(UnaryOp op, float x, float alpha, float beta) {
   switch (op) {
-    case UnaryOp::kRelu: return x > 0 ? x : 0;
-    case UnaryOp::kLeakyRelu: return x < 0 ? alpha * x : x;
-    case UnaryOp::kElu: return x < 0 ? alpha * (expf(x) - 1) : x;
-    case UnaryOp::kSelu: return 1.0507009873554805f * (x < 0 ? 1.6732632423543772f * (expf(x) - 1) : x);
-    case UnaryOp::kClip: return fminf(fmaxf(x, alpha), beta);
-    case UnaryOp::kSigmoid: return 1 / (1 + expf(-x));
-    case UnaryOp::kTanh: return tanhf(x);
-    case UnaryOp::kHardSigmoid: return fminf(fmaxf(alpha * x + beta, 0.f), 1.f);
-    case UnaryOp::kHardSwish: return x * fminf(fmaxf(x / 6 + 0.5f, 0.f), 1.f);
-    case UnaryOp::kSoftplus: return log1pf(expf(x));
-    case UnaryOp::kErf: return erff(x);
-    case UnaryOp::kExp: return expf(x);
-    case UnaryOp::kLog: return logf(x);
-    case UnaryOp::kSqrt: return sqrtf(x);
-    case UnaryOp::kReciprocal: return 1 / x;
-    case UnaryOp::kNeg: return -x;
-    case UnaryOp::kAbs: return fabsf(x);
-    case UnaryOp::kPow: return powf(x, beta);
-    case UnaryOp::kIdentity: return x;
+    case UnaryOp::kRelu:
+      return x > 0 ? x : 0;
+    case UnaryOp::kLeakyRelu:
+      return x < 0 ? alpha * x : x;
+    case UnaryOp::kElu:
+      return x < 0 ? alpha * (expf(x) - 1) : x;
+    case UnaryOp::kSelu:
+      return 1.0507009873554805f * (x < 0 ? 1.6732632423543772f * (expf(x) - 1) : x);
+    case UnaryOp::kClip:
+      return fminf(fmaxf(x, alpha), beta);
+    case UnaryOp::kSigmoid:
+      return 1 / (1 + expf(-x));
+    case UnaryOp::kTanh:
+      return tanhf(x);
+    case UnaryOp::kHardSigmoid:
+      return fminf(fmaxf(alpha * x + beta, 0.f), 1.f);
+    case UnaryOp::kHardSwish:
+      return x * fminf(fmaxf(x / 6 + 0.5f, 0.f), 1.f);
+    case UnaryOp::kSoftplus:
+      return log1pf(expf(x));
+    case UnaryOp::kErf:
+      return erff(x);
+    case UnaryOp::kExp:
+      return expf(x);
+    case UnaryOp::kLog:
+      return logf(x);
+    case UnaryOp::kSqrt:
+      return sqrtf(x);
+    case UnaryOp::kReciprocal:
+      return 1 / x;
+    case UnaryOp::kNeg:
+      return -x;
+    case UnaryOp::kAbs:
+      return fabsf(x);
+    case UnaryOp::kPow:
+      return powf(x, beta);
+    case UnaryOp::kIdentity:
+      return x;
   }
   return x;
 }
@@ -101,14 +148,22 @@ __global__ void unary_kernel(UnaryOp op, float alpha, float beta, const T* x, T*
 
 __device__ float apply_binary(BinaryOp op, float a, float b) {
   switch (op) {
-    case BinaryOp::kAdd: return a + b;
-    case BinaryOp::kSub: return a - b;
-    case BinaryOp::kMul: return a * b;
-    case BinaryOp::kDiv: return a / b;
-    case BinaryOp::kMax: return fmaxf(a, b);
-    case BinaryOp::kMin: return fminf(a, b);
-    case BinaryOp::kPow: return powf(a, b);
-    case BinaryOp::kPRelu: return a < 0 ? a * b : a;
+    case BinaryOp::kAdd:
+      return a + b;
+    case BinaryOp::kSub:
+      return a - b;
+    case BinaryOp::kMul:
+      return a * b;
+    case BinaryOp::kDiv:
+      return a / b;
+    case BinaryOp::kMax:
+      return fmaxf(a, b);
+    case BinaryOp::kMin:
+      return fminf(a, b);
+    case BinaryOp::kPow:
+      return powf(a, b);
+    case BinaryOp::kPRelu:
+      return a < 0 ? a * b : a;
   }
   return a;
 }
@@ -146,7 +201,8 @@ __global__ void pooling_kernel(const T* x, T* y, Pooling p, int64_t n) {
     for (int64_t a = 0; a < p.kernel[0]; ++a)
       for (int64_t b = 0; b < p.kernel[1]; ++b)
         for (int64_t c = 0; c < p.kernel[2]; ++c) {
-          const int64_t at[3] = {o[0] * p.stride[0] - p.pad[0] + a * p.dil[0], o[1] * p.stride[1] - p.pad[1] + b * p.dil[1],
+          const int64_t at[3] = {o[0] * p.stride[0] - p.pad[0] + a * p.dil[0],
+                                 o[1] * p.stride[1] - p.pad[1] + b * p.dil[1],
                                  o[2] * p.stride[2] - p.pad[2] + c * p.dil[2]};
           // Positions inside the padded input count for an average that includes the padding.
           bool inside = true, in_padded = true;
@@ -215,10 +271,13 @@ __global__ void resize_kernel(const T* x, T* y, int64_t nc, Pooling s, bool line
     const int64_t plane = spatial_index(i, s.out, o);
     float src[3];
     for (int d = 0; d < 3; ++d)
-      src[d] = (static_cast<float>(o[d]) + 0.5f) * static_cast<float>(s.in[d]) / static_cast<float>(s.out[d]) - 0.5f;
+      src[d] =
+          (static_cast<float>(o[d]) + 0.5f) * static_cast<float>(s.in[d]) / static_cast<float>(s.out[d]) -
+          0.5f;
     if (!linear) {
       int64_t at[3];
-      for (int d = 0; d < 3; ++d) at[d] = min(max(static_cast<int64_t>(roundf(src[d])), int64_t{0}), s.in[d] - 1);
+      for (int d = 0; d < 3; ++d)
+        at[d] = min(max(static_cast<int64_t>(roundf(src[d])), int64_t{0}), s.in[d] - 1);
       y[i] = x[((plane * s.in[0] + at[0]) * s.in[1] + at[1]) * s.in[2] + at[2]];
       continue;
     }
@@ -254,8 +313,8 @@ int64_t product(const int64_t* d, int rank) {
 
 }  // namespace
 
-
-cudaError_t fill_uniform(DType t, void* data, int64_t n, float lo, float span, uint64_t seed, cudaStream_t stream) {
+cudaError_t fill_uniform(DType t, void* data, int64_t n, float lo, float span, uint64_t seed,
+                         cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
@@ -274,25 +333,29 @@ cudaError_t strided_copy(DType t, const void* src, void* dst, const StridedCopy&
   if (n == 0) return cudaSuccess;
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    strided_copy_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), c, n);
+    strided_copy_kernel<T>
+        <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), c, n);
   });
 }
 
-cudaError_t unary(DType t, UnaryOp op, float alpha, float beta, const void* x, void* y, int64_t n, cudaStream_t stream) {
+cudaError_t unary(DType t, UnaryOp op, float alpha, float beta, const void* x, void* y, int64_t n,
+                  cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    unary_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(op, alpha, beta, static_cast<const T*>(x), static_cast<T*>(y), n);
+    unary_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(op, alpha, beta, static_cast<const T*>(x),
+                                                            static_cast<T*>(y), n);
   });
 }
 
-cudaError_t binary(DType t, BinaryOp op, const void* a, const void* b, void* y, const Broadcast& s, cudaStream_t stream) {
+cudaError_t binary(DType t, BinaryOp op, const void* a, const void* b, void* y, const Broadcast& s,
+                   cudaStream_t stream) {
   const int64_t n = product(s.dims, s.rank);
   if (n == 0) return cudaSuccess;
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    binary_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(op, static_cast<const T*>(a), static_cast<const T*>(b),
-                                                              static_cast<T*>(y), s, n);
+    binary_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+        op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), s, n);
   });
 }
 
@@ -301,18 +364,20 @@ cudaError_t pooling(DType t, const void* x, void* y, const Pooling& p, cudaStrea
   if (n == 0) return cudaSuccess;
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    pooling_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), p, n);
+    pooling_kernel<T>
+        <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), p, n);
   });
 }
 
-cudaError_t layer_norm(DType t, const void* x, const void* scale, const void* bias, void* y, int64_t rows, int64_t inner,
-                       float eps, cudaStream_t stream) {
+cudaError_t layer_norm(DType t, const void* x, const void* scale, const void* bias, void* y, int64_t rows,
+                       int64_t inner, float eps, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (rows > 2147483647) return cudaErrorInvalidConfiguration;
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     layer_norm_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias), static_cast<T*>(y), inner, eps);
+        static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
+        static_cast<T*>(y), inner, eps);
   });
 }
 
@@ -322,13 +387,13 @@ cudaError_t gather(DType t, const void* x, const int64_t* indices, void* y, int6
   if (n == 0) return cudaSuccess;
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    gather_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), indices, static_cast<T*>(y), axis_dim,
-                                                              n_indices, inner, n);
+    gather_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), indices, static_cast<T*>(y), axis_dim, n_indices, inner, n);
   });
 }
 
-cudaError_t resize(DType t, const void* x, void* y, int64_t nc, const int64_t in[3], const int64_t out[3], bool linear,
-                   cudaStream_t stream) {
+cudaError_t resize(DType t, const void* x, void* y, int64_t nc, const int64_t in[3], const int64_t out[3],
+                   bool linear, cudaStream_t stream) {
   Pooling s;
   for (int d = 0; d < 3; ++d) {
     s.in[d] = in[d];
@@ -338,7 +403,8 @@ cudaError_t resize(DType t, const void* x, void* y, int64_t nc, const int64_t in
   if (n == 0) return cudaSuccess;
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    resize_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), nc, s, linear, n);
+    resize_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), nc,
+                                                             s, linear, n);
   });
 }
 

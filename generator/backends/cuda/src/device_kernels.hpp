@@ -14,13 +14,16 @@ namespace floorline::kernels::device {
 
 // The case's data type itself (common/dtype.hpp is C++17 for this include).
 using DType = ::floorline::DType;
-inline int64_t size_of(DType t) { return ::floorline::element_size(t); }
+inline int64_t size_of(DType t) {
+  return ::floorline::element_size(t);
+}
 
 constexpr int kMaxRank = 8;
 
 // Random inputs, generated on the device (a hash of the element index and the seed): uniform in
 // [lo, lo + span); indices uniform in [0, bound).
-cudaError_t fill_uniform(DType t, void* data, int64_t n, float lo, float span, uint64_t seed, cudaStream_t stream);
+cudaError_t fill_uniform(DType t, void* data, int64_t n, float lo, float span, uint64_t seed,
+                         cudaStream_t stream);
 cudaError_t fill_indices(int64_t* data, int64_t n, int64_t bound, uint64_t seed, cudaStream_t stream);
 
 // dst[dst_offset + Σ i_k·dst_strides[k]] = src[src_offset + Σ i_k·src_strides[k]] for every index i of
@@ -36,10 +39,28 @@ cudaError_t strided_copy(DType t, const void* src, void* dst, const StridedCopy&
 
 // The ONNX unary ops, with PostOp's alpha/beta (Clip: min/max; Pow: beta is the exponent).
 enum class UnaryOp {
-  kRelu, kLeakyRelu, kElu, kSelu, kClip, kSigmoid, kTanh, kHardSigmoid, kHardSwish, kSoftplus, kErf, kExp, kLog,
-  kSqrt, kReciprocal, kNeg, kAbs, kPow, kIdentity
+  kRelu,
+  kLeakyRelu,
+  kElu,
+  kSelu,
+  kClip,
+  kSigmoid,
+  kTanh,
+  kHardSigmoid,
+  kHardSwish,
+  kSoftplus,
+  kErf,
+  kExp,
+  kLog,
+  kSqrt,
+  kReciprocal,
+  kNeg,
+  kAbs,
+  kPow,
+  kIdentity
 };
-cudaError_t unary(DType t, UnaryOp op, float alpha, float beta, const void* x, void* y, int64_t n, cudaStream_t stream);
+cudaError_t unary(DType t, UnaryOp op, float alpha, float beta, const void* x, void* y, int64_t n,
+                  cudaStream_t stream);
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kPRelu };
 // y[i] = op(a[Σ i_k·a_strides[k]], b[Σ i_k·b_strides[k]]) over `dims` (stride 0: broadcast).
@@ -49,14 +70,15 @@ struct Broadcast {
   int64_t a_strides[kMaxRank] = {};
   int64_t b_strides[kMaxRank] = {};
 };
-cudaError_t binary(DType t, BinaryOp op, const void* a, const void* b, void* y, const Broadcast& shape, cudaStream_t stream);
+cudaError_t binary(DType t, BinaryOp op, const void* a, const void* b, void* y, const Broadcast& shape,
+                   cudaStream_t stream);
 
 // Direct pooling over NC(D)HW with per-dim kernel, stride, dilation, begin and end pads (3 dims;
 // unused leading dims are 1); an average counts the padding (within the padded extent) or not.
 struct Pooling {
   int64_t nc = 0;
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, pad[3] = {}, pad_end[3] = {},
-          dil[3] = {1, 1, 1};
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, pad[3] = {},
+          pad_end[3] = {}, dil[3] = {1, 1, 1};
   bool max = true, include_pad = false;
 };
 cudaError_t pooling(DType t, const void* x, void* y, const Pooling& p, cudaStream_t stream);
@@ -71,7 +93,7 @@ cudaError_t gather(DType t, const void* x, const int64_t* indices, void* y, int6
                    int64_t n_indices, int64_t inner, cudaStream_t stream);
 
 // Resize over up to 3 spatial dims, half-pixel source coordinates: nearest (rounded) or linear.
-cudaError_t resize(DType t, const void* x, void* y, int64_t nc, const int64_t in[3], const int64_t out[3], bool linear,
-                   cudaStream_t stream);
+cudaError_t resize(DType t, const void* x, void* y, int64_t nc, const int64_t in[3], const int64_t out[3],
+                   bool linear, cudaStream_t stream);
 
 }  // namespace floorline::kernels::device

@@ -16,9 +16,11 @@ std::vector<int64_t> row_major_strides(const Shape& s) {
 }
 
 // One strided copy: `box` elements from src (strides, offset) into dst (strides, offset).
-void copy_step(Ctx& c, int src, int dst, const Shape& box, const std::vector<int64_t>& src_strides, int64_t src_offset,
-               const std::vector<int64_t>& dst_strides, int64_t dst_offset) {
-  if (box.size() > device::kMaxRank) fail(Disposition::kUnsupported, fmt::format("rank {} exceeds the copy kernel's {}", box.size(), device::kMaxRank));
+void copy_step(Ctx& c, int src, int dst, const Shape& box, const std::vector<int64_t>& src_strides,
+               int64_t src_offset, const std::vector<int64_t>& dst_strides, int64_t dst_offset) {
+  if (box.size() > device::kMaxRank)
+    fail(Disposition::kUnsupported,
+         fmt::format("rank {} exceeds the copy kernel's {}", box.size(), device::kMaxRank));
   device::StridedCopy cp;
   cp.rank = static_cast<int>(box.size());
   for (size_t k = 0; k < box.size(); ++k) {
@@ -31,7 +33,8 @@ void copy_step(Ctx& c, int src, int dst, const Shape& box, const std::vector<int
   const void* sp = c.ptr(src);
   void* dp = c.ptr(dst);
   const DType t = c.type;
-  c.b.steps.push_back([=](Context& d) { check(device::strided_copy(t, sp, dp, cp, d.stream), "floorline-kernel copy"); });
+  c.b.steps.push_back(
+      [=](Context& d) { check(device::strided_copy(t, sp, dp, cp, d.stream), "floorline-kernel copy"); });
 }
 
 }  // namespace
@@ -70,7 +73,8 @@ void own_copy(Ctx& c) {
     int64_t at = 0;
     for (size_t k = 0; k < c.p.inputs.size(); ++k) {
       const Shape& s = c.in_shape(k);
-      copy_step(c, c.input(k), c.output(), s, row_major_strides(s), 0, ys, at * ys[static_cast<size_t>(axis)]);
+      copy_step(c, c.input(k), c.output(), s, row_major_strides(s), 0, ys,
+                at * ys[static_cast<size_t>(axis)]);
       at += s[static_cast<size_t>(axis)];
     }
   } else if (kind == LayerKind::kSplit) {
@@ -79,7 +83,8 @@ void own_copy(Ctx& c) {
     int64_t at = 0;
     for (size_t k = 0; k < c.p.outputs.size(); ++k) {
       const Shape& s = c.out_shape(k);
-      copy_step(c, c.input(0), c.output(k), s, xs, at * xs[static_cast<size_t>(axis)], row_major_strides(s), 0);
+      copy_step(c, c.input(0), c.output(k), s, xs, at * xs[static_cast<size_t>(axis)], row_major_strides(s),
+                0);
       at += s[static_cast<size_t>(axis)];
     }
   } else if (kind == LayerKind::kExpand) {
@@ -135,7 +140,9 @@ void own_eltwise(Ctx& c) {
   const DType t = c.type;
   const auto u = *op;
   c.b.implementation = fmt::format("floorline-kernel element-wise {}", c.p.op);
-  c.b.steps.push_back([=](Context& d) { check(device::unary(t, u, alpha, beta, xp, yp, n, d.stream), "floorline-kernel eltwise"); });
+  c.b.steps.push_back([=](Context& d) {
+    check(device::unary(t, u, alpha, beta, xp, yp, n, d.stream), "floorline-kernel eltwise");
+  });
 }
 
 void own_binary(Ctx& c) {
@@ -166,7 +173,8 @@ void own_binary(Ctx& c) {
   const DType t = c.type;
   const auto b = *op;
   c.b.implementation = fmt::format("floorline-kernel broadcast {}", c.p.op);
-  c.b.steps.push_back([=](Context& d) { check(device::binary(t, b, ap, bp, yp, s, d.stream), "floorline-kernel binary"); });
+  c.b.steps.push_back(
+      [=](Context& d) { check(device::binary(t, b, ap, bp, yp, s, d.stream), "floorline-kernel binary"); });
 }
 
 void own_pooling(Ctx& c) {
@@ -175,14 +183,16 @@ void own_pooling(Ctx& c) {
   void* yp = c.ptr(c.output());
   const DType t = c.type;
   c.b.implementation = "floorline-kernel direct pooling";
-  c.b.steps.push_back([=](Context& d) { check(device::pooling(t, xp, yp, g, d.stream), "floorline-kernel pooling"); });
+  c.b.steps.push_back(
+      [=](Context& d) { check(device::pooling(t, xp, yp, g, d.stream), "floorline-kernel pooling"); });
 }
 
 void own_layer_norm(Ctx& c) {
   const Shape& x = c.in_shape(0);
   int64_t axis = c.p.int_attr("axis");
   if (axis < 0) axis += static_cast<int64_t>(x.size());
-  const int64_t inner = elements(Shape(x.begin() + axis, x.end())), rows = elements(x) / std::max<int64_t>(inner, 1);
+  const int64_t inner = elements(Shape(x.begin() + axis, x.end())),
+                rows = elements(x) / std::max<int64_t>(inner, 1);
   const void* xp = c.ptr(c.input(0));
   const void* sp = c.ptr(c.input(1));
   const void* bp = c.p.inputs.size() > 2 ? c.ptr(c.input(2)) : nullptr;
@@ -199,7 +209,8 @@ void own_gather(Ctx& c) {
   const Shape& idx = c.in_shape(1);
   int64_t axis = c.p.int_attr("axis");
   if (axis < 0) axis += static_cast<int64_t>(x.size());
-  const int64_t outer = elements(Shape(x.begin(), x.begin() + axis)), inner = elements(Shape(x.begin() + axis + 1, x.end()));
+  const int64_t outer = elements(Shape(x.begin(), x.begin() + axis)),
+                inner = elements(Shape(x.begin() + axis + 1, x.end()));
   Tensor& it = c.b.tensors[1];
   it.is_index = true;
   it.index_bound = x[static_cast<size_t>(axis)];
@@ -224,7 +235,8 @@ void own_resize(Ctx& c) {
   for (size_t k = 2; k < x.size(); ++k) integer_scale = integer_scale && y[k] % x[k] == 0;
   if (linear && coord != "half_pixel" && coord != "pytorch_half_pixel")
     c.b.not_verifiable = fmt::format("the kernel's linear resize uses half-pixel centres, not {}", coord);
-  if (!linear && !integer_scale) c.b.not_verifiable = "the kernel's nearest rounding matches ONNX only for integer upscales";
+  if (!linear && !integer_scale)
+    c.b.not_verifiable = "the kernel's nearest rounding matches ONNX only for integer upscales";
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
   const size_t n = x.size() - 2, off = 3 - n;
   for (size_t k = 0; k < n; ++k) {

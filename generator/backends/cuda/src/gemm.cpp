@@ -14,7 +14,7 @@ namespace {
 // is b's buffer, the second a's.
 struct GemmCall {
   int64_t m = 0, n = 0, k = 0, batch = 1;
-  bool ta = false, tb = false;   // ONNX transA / transB
+  bool ta = false, tb = false;         // ONNX transA / transB
   int64_t stride_a = 0, stride_b = 0;  // batch strides of a's and b's buffers (0: shared)
   float alpha = 1, beta = 0;
 };
@@ -38,7 +38,8 @@ GemmCall gemm_call(const Ctx& c) {
   g.m = a[a.size() - 2];
   g.k = a.back();
   g.n = b.back();
-  const int64_t a_batch = elements(Shape(a.begin(), a.end() - 2)), b_batch = elements(Shape(b.begin(), b.end() - 2));
+  const int64_t a_batch = elements(Shape(a.begin(), a.end() - 2)),
+                b_batch = elements(Shape(b.begin(), b.end() - 2));
   if (b_batch == 1) {
     g.m *= a_batch;  // a's batch dims fold into M
     return g;
@@ -46,7 +47,8 @@ GemmCall gemm_call(const Ctx& c) {
   g.batch = b_batch;
   g.stride_b = g.k * g.n;
   g.stride_a = a_batch == 1 ? 0 : g.m * g.k;
-  if (a_batch != 1 && a_batch != b_batch) fail(Disposition::kUnsupported, "MatMul broadcasting other than a whole operand");
+  if (a_batch != 1 && a_batch != b_batch)
+    fail(Disposition::kUnsupported, "MatMul broadcasting other than a whole operand");
   return g;
 }
 
@@ -83,7 +85,8 @@ void prefill_broadcast(Ctx& c, int src, int dst) {
   const void* sp = c.ptr(src);
   void* dp = c.ptr(dst);
   const DType t = c.type;
-  c.b.prefills.push_back([=](Context& d) { check(device::strided_copy(t, sp, dp, copy, d.stream), "prefill (broadcast C)"); });
+  c.b.prefills.push_back(
+      [=](Context& d) { check(device::strided_copy(t, sp, dp, copy, d.stream), "prefill (broadcast C)"); });
 }
 
 void cublas_gemm(Ctx& c) {
@@ -99,10 +102,12 @@ void cublas_gemm(Ctx& c) {
   const float alpha = g.alpha, beta = has_c ? g.beta : 0.f;
   const std::string v = c.spec.algorithm;
   const int m = int_dim(g.n), n = int_dim(g.m), k = int_dim(g.k);
-  const cublasOperation_t op_first = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_first = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          op_second = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int ld_first = int_dim(g.tb ? g.k : g.n), ld_second = int_dim(g.ta ? g.m : g.k);
   if (v == "cublas_gemv") {
-    if (g.batch != 1 || c.type != DType::kF32) fail(Disposition::kUnsupported, "cublasSgemv is f32 and unbatched");
+    if (g.batch != 1 || c.type != DType::kF32)
+      fail(Disposition::kUnsupported, "cublasSgemv is f32 and unbatched");
     // y(M) = op(A)·b (N = 1) or y(N) = aᵀ·op(B) (M = 1): a matrix-vector product in column-major terms.
     const bool n_is_one = g.n == 1;
     const void* mat = n_is_one ? ap : bp;
@@ -113,13 +118,14 @@ void cublas_gemm(Ctx& c) {
     const int64_t stored_cols = n_is_one ? (g.ta ? g.m : g.k) : (g.tb ? g.k : g.n);
     // n_is_one: y = op(A)·b; column-major view of A's buffer is Aᵀ, so op = T unless transA.
     // m_is_one: y = op(B)ᵀ·a; column-major view of B's buffer is Bᵀ, so op = N unless transB.
-    const cublasOperation_t op = n_is_one ? (mat_t ? CUBLAS_OP_N : CUBLAS_OP_T) : (mat_t ? CUBLAS_OP_T : CUBLAS_OP_N);
+    const cublasOperation_t op =
+        n_is_one ? (mat_t ? CUBLAS_OP_N : CUBLAS_OP_T) : (mat_t ? CUBLAS_OP_T : CUBLAS_OP_N);
     const int rows = int_dim(stored_cols), cols = int_dim(stored_rows);
     c.b.implementation = "cublasSgemv";
     c.b.steps.push_back([=](Context& d) {
       check(cublasSetMathMode(d.cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-      check(cublasSgemv(d.cublas, op, rows, cols, &alpha, static_cast<const float*>(mat), rows, static_cast<const float*>(vec), 1,
-                        &beta, static_cast<float*>(yp), 1),
+      check(cublasSgemv(d.cublas, op, rows, cols, &alpha, static_cast<const float*>(mat), rows,
+                        static_cast<const float*>(vec), 1, &beta, static_cast<float*>(yp), 1),
             "cublasSgemv");
     });
     return;
@@ -129,16 +135,17 @@ void cublas_gemm(Ctx& c) {
     const int batch = int_dim(g.batch);
     c.b.implementation = "cublasGemmStridedBatchedEx CUBLAS_GEMM_DEFAULT";
     c.b.steps.push_back([=](Context& d) {
-      check(cublasGemmStridedBatchedEx(d.cublas, op_first, op_second, m, n, k, &alpha, bp, dt, ld_first, sa, ap, dt, ld_second, sb,
-                                       &beta, yp, dt, m, sc, batch, ct, CUBLAS_GEMM_DEFAULT),
-            "cublasGemmStridedBatchedEx");
+      check(
+          cublasGemmStridedBatchedEx(d.cublas, op_first, op_second, m, n, k, &alpha, bp, dt, ld_first, sa, ap,
+                                     dt, ld_second, sb, &beta, yp, dt, m, sc, batch, ct, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx");
     });
     return;
   }
   c.b.implementation = "cublasGemmEx CUBLAS_GEMM_DEFAULT";
   c.b.steps.push_back([=](Context& d) {
-    check(cublasGemmEx(d.cublas, op_first, op_second, m, n, k, &alpha, bp, dt, ld_first, ap, dt, ld_second, &beta, yp, dt, m, ct,
-                       CUBLAS_GEMM_DEFAULT),
+    check(cublasGemmEx(d.cublas, op_first, op_second, m, n, k, &alpha, bp, dt, ld_first, ap, dt, ld_second,
+                       &beta, yp, dt, m, ct, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
   });
 }
@@ -180,18 +187,27 @@ void cublaslt_matmul(Ctx& c) {
   auto desc = std::make_shared<LtObject<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>>();
   c.b.keep.push_back(desc);
   check(cublasLtMatmulDescCreate(&desc->h, compute_type(c), CUDA_R_32F), "cublasLtMatmulDescCreate");
-  const cublasOperation_t op_first = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_second = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  check(cublasLtMatmulDescSetAttribute(desc->h, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first), "TRANSA");
-  check(cublasLtMatmulDescSetAttribute(desc->h, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second), "TRANSB");
+  const cublasOperation_t op_first = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          op_second = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check(cublasLtMatmulDescSetAttribute(desc->h, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first),
+        "TRANSA");
+  check(cublasLtMatmulDescSetAttribute(desc->h, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second),
+        "TRANSB");
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
   const std::string act = epilogue->activation;
-  if (epilogue->bias) epi = act == "Relu" ? CUBLASLT_EPILOGUE_RELU_BIAS : act == "Gelu" ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  else if (act == "Relu") epi = CUBLASLT_EPILOGUE_RELU;
-  else if (act == "Gelu") epi = CUBLASLT_EPILOGUE_GELU;
+  if (epilogue->bias)
+    epi = act == "Relu"   ? CUBLASLT_EPILOGUE_RELU_BIAS
+          : act == "Gelu" ? CUBLASLT_EPILOGUE_GELU_BIAS
+                          : CUBLASLT_EPILOGUE_BIAS;
+  else if (act == "Relu")
+    epi = CUBLASLT_EPILOGUE_RELU;
+  else if (act == "Gelu")
+    epi = CUBLASLT_EPILOGUE_GELU;
   check(cublasLtMatmulDescSetAttribute(desc->h, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "EPILOGUE");
   if (bias_tensor >= 0) {
     const void* bias = c.ptr(bias_tensor);
-    check(cublasLtMatmulDescSetAttribute(desc->h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "BIAS_POINTER");
+    check(cublasLtMatmulDescSetAttribute(desc->h, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+          "BIAS_POINTER");
   }
   auto layout = [&](uint64_t rows, uint64_t cols, int64_t ld, int64_t stride) {
     auto l = std::make_shared<LtObject<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>>();
@@ -199,8 +215,10 @@ void cublaslt_matmul(Ctx& c) {
     check(cublasLtMatrixLayoutCreate(&l->h, dt, rows, cols, ld), "cublasLtMatrixLayoutCreate");
     if (g.batch > 1) {
       const int32_t count = static_cast<int32_t>(g.batch);
-      check(cublasLtMatrixLayoutSetAttribute(l->h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count), "BATCH_COUNT");
-      check(cublasLtMatrixLayoutSetAttribute(l->h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+      check(cublasLtMatrixLayoutSetAttribute(l->h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+            "BATCH_COUNT");
+      check(cublasLtMatrixLayoutSetAttribute(l->h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                             sizeof stride),
             "STRIDED_BATCH_OFFSET");
     }
     return l->h;
@@ -216,22 +234,26 @@ void cublaslt_matmul(Ctx& c) {
   check(cublasLtMatmulPreferenceCreate(&pref->h), "cublasLtMatmulPreferenceCreate");
   // 32 MiB: a framework-sized cuBLASLt workspace (an unchecked choice, not measured against one);
   // never more than the workspace policy allows.
-  const uint64_t max_ws = static_cast<uint64_t>(std::min<int64_t>(int64_t{32} << 20, workspace_limit(free_device_memory())));
-  check(cublasLtMatmulPreferenceSetAttribute(pref->h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws),
+  const uint64_t max_ws =
+      static_cast<uint64_t>(std::min<int64_t>(int64_t{32} << 20, workspace_limit(free_device_memory())));
+  check(cublasLtMatmulPreferenceSetAttribute(pref->h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws,
+                                             sizeof max_ws),
         "MAX_WORKSPACE_BYTES");
   cublasLtMatmulHeuristicResult_t results[kLtAlgorithms] = {};
   int returned = 0;
-  check(cublasLtMatmulAlgoGetHeuristic(c.dev.lt, desc->h, la, lb, ld, ld, pref->h, kLtAlgorithms, results, &returned),
+  check(cublasLtMatmulAlgoGetHeuristic(c.dev.lt, desc->h, la, lb, ld, ld, pref->h, kLtAlgorithms, results,
+                                       &returned),
         "cublasLtMatmulAlgoGetHeuristic");
   const int index = std::stoi(c.variant());
   if (returned == 0) fail(Disposition::kUnsupported, "cublasLtMatmulAlgoGetHeuristic returned no algorithm");
   if (index >= returned)
-    fail(Disposition::kSkipped, fmt::format("cublasLtMatmulAlgoGetHeuristic returned {} algorithm{}, not {}", returned, returned == 1 ? "" : "s",
-                     index + 1));
+    fail(Disposition::kSkipped, fmt::format("cublasLtMatmulAlgoGetHeuristic returned {} algorithm{}, not {}",
+                                            returned, returned == 1 ? "" : "s", index + 1));
   const cublasLtMatmulHeuristicResult_t r = results[index];
   void* ws = c.scratch(r.workspaceSize);
   c.b.workspace = static_cast<int64_t>(r.workspaceSize);
-  c.b.implementation = fmt::format("cublasLtMatmul heuristic #{} of {} (waves {:.2f})", index + 1, returned, r.wavesCount);
+  c.b.implementation =
+      fmt::format("cublasLtMatmul heuristic #{} of {} (waves {:.2f})", index + 1, returned, r.wavesCount);
   const void* ap = c.ptr(a);
   const void* bp = c.ptr(b);
   void* yp = c.ptr(y);
@@ -240,16 +262,21 @@ void cublaslt_matmul(Ctx& c) {
   const auto dh = desc->h;
   const size_t ws_bytes = r.workspaceSize;
   c.b.steps.push_back([=](Context& d) {
-    check(cublasLtMatmul(d.lt, dh, &alpha, bp, la, ap, lb, &beta, cp, ld, yp, ld, &r.algo, ws, ws_bytes, d.stream), "cublasLtMatmul");
+    check(cublasLtMatmul(d.lt, dh, &alpha, bp, la, ap, lb, &beta, cp, ld, yp, ld, &r.algo, ws, ws_bytes,
+                         d.stream),
+          "cublasLtMatmul");
   });
 }
 
 }  // namespace
 
 void gemm(Ctx& c) {
-  if (c.spec.algorithm.rfind("cublaslt_matmul", 0) == 0) cublaslt_matmul(c);
-  else if (!c.p.post_ops.empty()) fail(Disposition::kUnsupported, "cuBLAS fuses no epilogue (cuBLASLt does)");
-  else cublas_gemm(c);
+  if (c.spec.algorithm.rfind("cublaslt_matmul", 0) == 0)
+    cublaslt_matmul(c);
+  else if (!c.p.post_ops.empty())
+    fail(Disposition::kUnsupported, "cuBLAS fuses no epilogue (cuBLASLt does)");
+  else
+    cublas_gemm(c);
 }
 
 }  // namespace floorline::kernels::cuda_detail

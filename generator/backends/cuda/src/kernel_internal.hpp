@@ -56,7 +56,9 @@ struct Nvml {
   void open(int cuda_device) {
     void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return;
-    auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name)); };
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+    };
     sym(init, "nvmlInit_v2");
     sym(by_pci, "nvmlDeviceGetHandleByPciBusId_v2");
     sym(clock, "nvmlDeviceGetClockInfo");
@@ -65,7 +67,8 @@ struct Nvml {
     if (!reasons) sym(reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
     sym(power, "nvmlDeviceGetPowerUsage");
     char bus[32] = {};
-    if (!init || !by_pci || init() != 0 || cudaDeviceGetPCIBusId(bus, sizeof bus, cuda_device) != cudaSuccess) return;
+    if (!init || !by_pci || init() != 0 || cudaDeviceGetPCIBusId(bus, sizeof bus, cuda_device) != cudaSuccess)
+      return;
     ok = by_pci(bus, &device) == 0;
   }
 };
@@ -120,16 +123,18 @@ struct DeviceBuffer {
 };
 
 struct Tensor {
-  Shape shape;                // ONNX (NCHW) order
+  Shape shape;  // ONNX (NCHW) order
   DType type = DType::kF32;
   bool channels_last = false;  // stored N, spatial..., C
   Fill fill = Fill::kUniform;
   bool is_output = false;
-  bool is_index = false;      // int64 indices (Gather), random in [0, index_bound)
+  bool is_index = false;  // int64 indices (Gather), random in [0, index_bound)
   int64_t index_bound = 1;
   DeviceBuffer buf;
   int64_t count() const { return elements(shape); }
-  size_t bytes() const { return static_cast<size_t>(count()) * (is_index ? 8 : static_cast<size_t>(device::size_of(type))); }
+  size_t bytes() const {
+    return static_cast<size_t>(count()) * (is_index ? 8 : static_cast<size_t>(device::size_of(type)));
+  }
 };
 
 // --- cuDNN descriptors (RAII) ------------------------------------------------------------------------
@@ -147,12 +152,15 @@ struct Desc {
 };
 using TensorDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 using FilterDesc = Desc<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
-using ConvDesc = Desc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
-using ActDesc = Desc<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
+using ConvDesc =
+    Desc<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using ActDesc =
+    Desc<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 using PoolDesc = Desc<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
 using LrnDesc = Desc<cudnnLRNDescriptor_t, cudnnCreateLRNDescriptor, cudnnDestroyLRNDescriptor>;
 using OpDesc = Desc<cudnnOpTensorDescriptor_t, cudnnCreateOpTensorDescriptor, cudnnDestroyOpTensorDescriptor>;
-using ReduceDesc = Desc<cudnnReduceTensorDescriptor_t, cudnnCreateReduceTensorDescriptor, cudnnDestroyReduceTensorDescriptor>;
+using ReduceDesc = Desc<cudnnReduceTensorDescriptor_t, cudnnCreateReduceTensorDescriptor,
+                        cudnnDestroyReduceTensorDescriptor>;
 
 std::vector<int> int_dims(const Shape& s);
 std::vector<int> nchw_dims(const Shape& s);
@@ -166,14 +174,14 @@ void set_flat(TensorDesc& desc, DType t, int64_t n);
 using Step = std::function<void(Context&)>;
 
 struct Build {
-  std::vector<Tensor> tensors;   // inputs, outputs, then extras
+  std::vector<Tensor> tensors;  // inputs, outputs, then extras
   size_t n_inputs = 0, n_outputs = 0;
   std::vector<Step> steps;
   // Run (and waited for) before timing and before verification's call: an output that the timed
   // call updates in place starts from its initial value (cudnnAddTensor's y = x, cublasGemmEx's
   // y = broadcast C).
   std::vector<Step> prefills;
-  std::vector<std::shared_ptr<void>> keep;   // descriptors and buffers the steps use
+  std::vector<std::shared_ptr<void>> keep;  // descriptors and buffers the steps use
   std::string implementation;
   int64_t workspace = 0;
   std::string not_verifiable;
@@ -244,20 +252,20 @@ void check_workspace(int64_t bytes);
 
 // --- builders, one per library call family -------------------------------------------------------------
 
-void conv(Ctx& c);                       // conv.cpp
-void gemm(Ctx& c);                       // gemm.cpp
-void batch_norm(Ctx& c);                 // cudnn_ops.cpp
+void conv(Ctx& c);        // conv.cpp
+void gemm(Ctx& c);        // gemm.cpp
+void batch_norm(Ctx& c);  // cudnn_ops.cpp
 void activation(Ctx& c);
 void softmax(Ctx& c);
 device::Pooling pooling_geometry(const Ctx& c);
 void cudnn_pooling(Ctx& c);
 void lrn(Ctx& c);
-void op_tensor(Ctx& c);                  // cudnn_tensor_ops.cpp
+void op_tensor(Ctx& c);  // cudnn_tensor_ops.cpp
 void add_tensor(Ctx& c);
 void transform(Ctx& c);
 void reduce(Ctx& c);
 void layout_conversion(Ctx& c);
-void own_copy(Ctx& c);                   // floorline_kernels.cpp
+void own_copy(Ctx& c);  // floorline_kernels.cpp
 void own_eltwise(Ctx& c);
 void own_binary(Ctx& c);
 void own_pooling(Ctx& c);

@@ -31,9 +31,13 @@ dims plain_strides(const dims& d) {
   for (int k = static_cast<int>(d.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * d[k + 1];
   return st;
 }
-View plain(const Shape& s) { return View{dims(s.begin(), s.end()), plain_strides(dims(s.begin(), s.end())), 0}; }
+View plain(const Shape& s) {
+  return View{dims(s.begin(), s.end()), plain_strides(dims(s.begin(), s.end())), 0};
+}
 // The same buffer seen with other dims of the same element count (row-major reshape).
-View reshaped(const dims& d) { return View{d, plain_strides(d), 0}; }
+View reshaped(const dims& d) {
+  return View{d, plain_strides(d), 0};
+}
 // A buffer of shape `stored` seen in the dim order `order` (view dim k is stored dim order[k]).
 View permuted(const Shape& stored, const std::vector<int64_t>& order) {
   const dims st = plain_strides(dims(stored.begin(), stored.end()));
@@ -50,7 +54,9 @@ Shape rank_padded(Shape s, size_t r) {
   return s;
 }
 
-[[noreturn]] void unsupported(std::string why) { throw Unsupported{std::move(why)}; }
+[[noreturn]] void unsupported(std::string why) {
+  throw Unsupported{std::move(why)};
+}
 
 // --- activation layouts -------------------------------------------------------------------------
 
@@ -64,7 +70,9 @@ std::string layout_suffix(const std::string& variant) {
   return at == std::string::npos ? "" : variant.substr(at + 1);
 }
 // The variant without its layout suffix.
-std::string base_variant(const std::string& variant) { return variant.substr(0, variant.find('@')); }
+std::string base_variant(const std::string& variant) {
+  return variant.substr(0, variant.find('@'));
+}
 
 // The memory descriptor of an activation of shape `s` in the variant's layout (plain without one).
 memory::desc activation_md(const Ctx& c, int t, const Shape& s, const std::string& variant) {
@@ -73,8 +81,9 @@ memory::desc activation_md(const Ctx& c, int t, const Shape& s, const std::strin
   if (layout.empty()) return c.md(t, plain(s));
   using tag = memory::format_tag;
   static const std::map<std::pair<std::string, size_t>, tag> kTags = {
-      {{"blocked16c", 3}, tag::aBc16b},   {{"blocked16c", 4}, tag::aBcd16b}, {{"blocked16c", 5}, tag::aBcde16b},
-      {{"channels_last", 3}, tag::acb},   {{"channels_last", 4}, tag::acdb}, {{"channels_last", 5}, tag::acdeb}};
+      {{"blocked16c", 3}, tag::aBc16b},   {{"blocked16c", 4}, tag::aBcd16b},
+      {{"blocked16c", 5}, tag::aBcde16b}, {{"channels_last", 3}, tag::acb},
+      {{"channels_last", 4}, tag::acdb},  {{"channels_last", 5}, tag::acdeb}};
   auto it = kTags.find({layout, s.size()});
   if (it == kTags.end()) unsupported(fmt::format("no {} layout for a rank-{} tensor", layout, s.size()));
   return memory::desc(d, c.type_of(t), it->second);
@@ -113,14 +122,19 @@ void require_no_post_ops(const Ctx& c) {
 Epilogue epilogue_tensors(Ctx& c, const Shape& bias_shape) {
   Epilogue e;
   for (const auto& op : c.p.post_ops) {
-    if (op.op == "Add" && e.sum < 0) e.sum = c.extra(c.out_shape());
-    else if (op.op == "BiasAdd" && e.bias < 0 && !bias_shape.empty()) e.bias = c.extra(bias_shape);
-    else if (op.op == "Add" || op.op == "BiasAdd") unsupported(fmt::format("{} cannot be fused here", op.op));
+    if (op.op == "Add" && e.sum < 0)
+      e.sum = c.extra(c.out_shape());
+    else if (op.op == "BiasAdd" && e.bias < 0 && !bias_shape.empty())
+      e.bias = c.extra(bias_shape);
+    else if (op.op == "Add" || op.op == "BiasAdd")
+      unsupported(fmt::format("{} cannot be fused here", op.op));
   }
   return e;
 }
 
-int sum_prefill(Ctx& c) { return epilogue_tensors(c, {}).sum; }
+int sum_prefill(Ctx& c) {
+  return epilogue_tensors(c, {}).sum;
+}
 
 // --- memory formats, for layouts and conversions --------------------------------------------------
 
@@ -133,7 +147,8 @@ std::string format_name(const memory::desc& md) {
     if (dnnl_memory_desc_init_by_tag(&candidate, ndims, md.data.dims, md.data.data_type,
                                      static_cast<dnnl_format_tag_t>(t)) != dnnl_success)
       continue;
-    if (dnnl_memory_desc_equal(&candidate, &md.data)) return dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(t));
+    if (dnnl_memory_desc_equal(&candidate, &md.data))
+      return dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(t));
   }
   return md.data.format_desc.blocking.inner_nblks == 0 ? "strided" : "blocked";
 }
@@ -144,20 +159,28 @@ bool is_plain(const memory::desc& md) {
 
 std::string dtype_name(dt t) {
   switch (t) {
-    case dt::f32: return "f32";
-    case dt::bf16: return "bf16";
-    case dt::f16: return "f16";
-    case dt::s8: return "s8";
-    case dt::u8: return "u8";
-    case dt::s32: return "s32";
-    default: return "?";
+    case dt::f32:
+      return "f32";
+    case dt::bf16:
+      return "bf16";
+    case dt::f16:
+      return "f16";
+    case dt::s8:
+      return "s8";
+    case dt::u8:
+      return "u8";
+    case dt::s32:
+      return "s32";
+    default:
+      return "?";
   }
 }
 
 // A port's layout as replay compares it (kernel.hpp, Port::layout).
 std::string port_layout(const memory::desc& md) {
   return is_plain(md) ? "plain"
-                      : fmt::format("{} {} {}", dtype_name(md.data_type()), format_name(md), fmt::join(md.dims(), "x"));
+                      : fmt::format("{} {} {}", dtype_name(md.data_type()), format_name(md),
+                                    fmt::join(md.dims(), "x"));
 }
 
 // --- random data ----------------------------------------------------------------------------------

@@ -44,7 +44,8 @@ void conv(Ctx& c, const std::string& variant) {
   const auto src = c.any(x), wei = c.any(wv.d), dst = c.any(y);
   const memory::desc bias = has_bias ? c.md(c.input(2), plain(c.in_shape(2))) : memory::desc();
   const int prefill = sum_prefill(c);
-  std::vector<ArgDef> args = {{DNNL_ARG_SRC, xi, plain(x)}, {DNNL_ARG_WEIGHTS, wi, wv}, {DNNL_ARG_DST, yi, plain(y), prefill}};
+  std::vector<ArgDef> args = {
+      {DNNL_ARG_SRC, xi, plain(x)}, {DNNL_ARG_WEIGHTS, wi, wv}, {DNNL_ARG_DST, yi, plain(y), prefill}};
   if (has_bias) args.push_back({DNNL_ARG_BIAS, c.input(2), plain(c.in_shape(2))});
   c.b.algorithm = variant;
   if (deconv) {
@@ -52,16 +53,16 @@ void conv(Ctx& c, const std::string& variant) {
     const auto out_pad = c.p.ints_attr("output_padding");
     for (size_t k = 0; k < n && k < out_pad.size(); ++k) pr[k] -= out_pad[k];
     dnnl::deconvolution_forward::desc d =
-        has_bias ? dnnl::deconvolution_forward::desc(kInference, algorithm::deconvolution_direct, src, wei, bias, dst,
-                                                     strides, dil, pl, pr)
-                 : dnnl::deconvolution_forward::desc(kInference, algorithm::deconvolution_direct, src, wei, dst,
-                                                     strides, dil, pl, pr);
+        has_bias ? dnnl::deconvolution_forward::desc(kInference, algorithm::deconvolution_direct, src, wei,
+                                                     bias, dst, strides, dil, pl, pr)
+                 : dnnl::deconvolution_forward::desc(kInference, algorithm::deconvolution_direct, src, wei,
+                                                     dst, strides, dil, pl, pr);
     c.b.steps.push_back(make_step<dnnl::deconvolution_forward::primitive_desc>(d, c.attr(), args));
     return;
   }
   const algorithm alg = variant == "convolution_winograd" ? algorithm::convolution_winograd
-                        : variant == "convolution_auto"    ? algorithm::convolution_auto
-                                                           : algorithm::convolution_direct;
+                        : variant == "convolution_auto"   ? algorithm::convolution_auto
+                                                          : algorithm::convolution_direct;
   dnnl::convolution_forward::desc d =
       has_bias ? dnnl::convolution_forward::desc(kInference, alg, src, wei, bias, dst, strides, dil, pl, pr)
                : dnnl::convolution_forward::desc(kInference, alg, src, wei, dst, strides, dil, pl, pr);

@@ -29,7 +29,9 @@ class ConversionKernel final : public Kernel {
   }
   std::string implementation() const override { return "reorder " + impl_; }
   int64_t workspace_bytes() const override { return 0; }
-  Status verify() override { return make_error(Disposition::kNotVerifiable, "a layout conversion has no ONNX counterpart"); }
+  Status verify() override {
+    return make_error(Disposition::kNotVerifiable, "a layout conversion has no ONNX counterpart");
+  }
 
  private:
   std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>> reorders_;

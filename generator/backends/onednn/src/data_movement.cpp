@@ -15,17 +15,18 @@ void concat(Ctx& c, const std::string& variant) {
   }
   args.push_back({DNNL_ARG_DST, c.output(0), plain(c.out_shape())});
   c.b.algorithm = variant;
-  c.b.steps.push_back(step(dnnl::concat::primitive_desc(activation_md(c, c.output(0), c.out_shape(), variant),
-                                                        static_cast<int>(c.p.int_attr("axis")), srcs, cpu_engine(),
-                                                        c.attr(false)),
-                           args));
+  c.b.steps.push_back(step(
+      dnnl::concat::primitive_desc(activation_md(c, c.output(0), c.out_shape(), variant),
+                                   static_cast<int>(c.p.int_attr("axis")), srcs, cpu_engine(), c.attr(false)),
+      args));
 }
 namespace {
 
 // A reorder from `src` (seen through sv) into `dst` (seen through dv): Transpose, Slice, Split, Pad
 // and the copies of data-movement ops are all this.
 StepDef reorder_step(Ctx& c, int src, const View& sv, int dst, const View& dv) {
-  return step(dnnl::reorder::primitive_desc(cpu_engine(), c.md(src, sv), cpu_engine(), c.md(dst, dv), c.attr(false), true),
+  return step(dnnl::reorder::primitive_desc(cpu_engine(), c.md(src, sv), cpu_engine(), c.md(dst, dv),
+                                            c.attr(false), true),
               {{DNNL_ARG_FROM, src, sv}, {DNNL_ARG_TO, dst, dv}});
 }
 
@@ -35,7 +36,8 @@ void transpose(Ctx& c, const std::string& variant) {
   require_no_post_ops(c);
   const auto perm = c.p.ints_attr("perm");
   c.b.algorithm = variant;
-  c.b.steps.push_back(reorder_step(c, c.input(0), permuted(c.in_shape(0), perm), c.output(0), plain(c.out_shape())));
+  c.b.steps.push_back(
+      reorder_step(c, c.input(0), permuted(c.in_shape(0), perm), c.output(0), plain(c.out_shape())));
 }
 namespace {
 
@@ -108,7 +110,8 @@ void pad(Ctx& c, const std::string& variant) {
   for (size_t k = 0; k < x.size(); ++k) inner.offset += pads[k] * ys[k];
   c.b.algorithm = variant;
   c.b.iterate = false;
-  c.b.steps.push_back(make_step<dnnl::eltwise_forward::primitive_desc>(fill, c.attr(false), {{DNNL_ARG_SRC, c.output(0), yv}, {DNNL_ARG_DST, c.output(0), yv}}));
+  c.b.steps.push_back(make_step<dnnl::eltwise_forward::primitive_desc>(
+      fill, c.attr(false), {{DNNL_ARG_SRC, c.output(0), yv}, {DNNL_ARG_DST, c.output(0), yv}}));
   c.b.steps.push_back(reorder_step(c, c.input(0), plain(x), c.output(0), inner));
 }
 
@@ -127,11 +130,12 @@ void resize(Ctx& c, const std::string& variant) {
     c.b.not_verifiable = fmt::format("oneDNN's linear resampling uses half-pixel centres, not {}", coord);
   if (mode == "nearest" && !integer_scale)
     c.b.not_verifiable = "oneDNN's nearest rounding matches ONNX only for integer upscales";
-  dnnl::resampling_forward::desc d(kInference,
-                                   mode == "linear" ? algorithm::resampling_linear : algorithm::resampling_nearest,
-                                   c.md(c.input(0), plain(x)), c.md(c.output(0), plain(y)));
+  dnnl::resampling_forward::desc d(
+      kInference, mode == "linear" ? algorithm::resampling_linear : algorithm::resampling_nearest,
+      c.md(c.input(0), plain(x)), c.md(c.output(0), plain(y)));
   c.b.algorithm = variant;
-  c.b.steps.push_back(make_step<dnnl::resampling_forward::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(y)}}));
+  c.b.steps.push_back(make_step<dnnl::resampling_forward::primitive_desc>(
+      d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(y)}}));
 }
 
 void copy_kind(Ctx& c, const std::string& variant) {

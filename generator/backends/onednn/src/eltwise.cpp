@@ -12,7 +12,9 @@ namespace {
 
 constexpr float kFloatMax = std::numeric_limits<float>::max();
 
-float finite(double v) { return static_cast<float>(std::clamp<double>(v, -kFloatMax, kFloatMax)); }
+float finite(double v) {
+  return static_cast<float>(std::clamp<double>(v, -kFloatMax, kFloatMax));
+}
 
 }  // namespace
 
@@ -21,29 +23,47 @@ float finite(double v) { return static_cast<float>(std::clamp<double>(v, -kFloat
 std::vector<EltwiseOp> eltwise_chain(LayerKind kind, double alpha, double beta, std::string* proxy) {
   using K = LayerKind;
   switch (kind) {
-    case K::kRelu: return {{algorithm::eltwise_relu, 0.f, 0.f}};
-    case K::kLeakyRelu: return {{algorithm::eltwise_relu, static_cast<float>(alpha), 0.f}};
-    case K::kElu: return {{algorithm::eltwise_elu, static_cast<float>(alpha), 0.f}};
-    case K::kSelu: return {{algorithm::eltwise_elu, 1.6732632f, 0.f}, {algorithm::eltwise_linear, 1.0507009f, 0.f}};
-    case K::kClip: return {{algorithm::eltwise_clip_v2, finite(alpha), finite(beta)}};
-    case K::kSigmoid: return {{algorithm::eltwise_logistic, 0.f, 0.f}};
-    case K::kTanh: return {{algorithm::eltwise_tanh, 0.f, 0.f}};
+    case K::kRelu:
+      return {{algorithm::eltwise_relu, 0.f, 0.f}};
+    case K::kLeakyRelu:
+      return {{algorithm::eltwise_relu, static_cast<float>(alpha), 0.f}};
+    case K::kElu:
+      return {{algorithm::eltwise_elu, static_cast<float>(alpha), 0.f}};
+    case K::kSelu:
+      return {{algorithm::eltwise_elu, 1.6732632f, 0.f}, {algorithm::eltwise_linear, 1.0507009f, 0.f}};
+    case K::kClip:
+      return {{algorithm::eltwise_clip_v2, finite(alpha), finite(beta)}};
+    case K::kSigmoid:
+      return {{algorithm::eltwise_logistic, 0.f, 0.f}};
+    case K::kTanh:
+      return {{algorithm::eltwise_tanh, 0.f, 0.f}};
     case K::kHardSigmoid:
       return {{algorithm::eltwise_linear, static_cast<float>(alpha), static_cast<float>(beta)},
               {algorithm::eltwise_clip_v2, 0.f, 1.f}};
-    case K::kHardSwish: return {{algorithm::eltwise_hardswish, 0.f, 0.f}};
-    case K::kSoftplus: return {{algorithm::eltwise_soft_relu, 0.f, 0.f}};
-    case K::kExp: return {{algorithm::eltwise_exp, 0.f, 0.f}};
-    case K::kLog: return {{algorithm::eltwise_log, 0.f, 0.f}};
-    case K::kSqrt: return {{algorithm::eltwise_sqrt, 0.f, 0.f}};
-    case K::kAbs: return {{algorithm::eltwise_abs, 0.f, 0.f}};
-    case K::kNeg: return {{algorithm::eltwise_linear, -1.f, 0.f}};
-    case K::kReciprocal: return {{algorithm::eltwise_pow, 1.f, -1.f}};
-    case K::kPow: return {{algorithm::eltwise_pow, 1.f, static_cast<float>(beta)}};
+    case K::kHardSwish:
+      return {{algorithm::eltwise_hardswish, 0.f, 0.f}};
+    case K::kSoftplus:
+      return {{algorithm::eltwise_soft_relu, 0.f, 0.f}};
+    case K::kExp:
+      return {{algorithm::eltwise_exp, 0.f, 0.f}};
+    case K::kLog:
+      return {{algorithm::eltwise_log, 0.f, 0.f}};
+    case K::kSqrt:
+      return {{algorithm::eltwise_sqrt, 0.f, 0.f}};
+    case K::kAbs:
+      return {{algorithm::eltwise_abs, 0.f, 0.f}};
+    case K::kNeg:
+      return {{algorithm::eltwise_linear, -1.f, 0.f}};
+    case K::kReciprocal:
+      return {{algorithm::eltwise_pow, 1.f, -1.f}};
+    case K::kPow:
+      return {{algorithm::eltwise_pow, 1.f, static_cast<float>(beta)}};
     case K::kErf:
-      if (proxy) *proxy = "Erf is timed as oneDNN's gelu_erf (one erf per element, same traffic): oneDNN has no erf";
+      if (proxy)
+        *proxy = "Erf is timed as oneDNN's gelu_erf (one erf per element, same traffic): oneDNN has no erf";
       return {{algorithm::eltwise_gelu_erf, 0.f, 0.f}};
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -55,10 +75,14 @@ std::pair<double, double> unary_params(const Problem& p) {
       return {p.float_attr("min", -std::numeric_limits<double>::infinity()),
               p.float_attr("max", std::numeric_limits<double>::infinity())};
     case LayerKind::kLeakyRelu:
-    case LayerKind::kElu: return {p.float_attr("alpha"), 0};
-    case LayerKind::kHardSigmoid: return {p.float_attr("alpha"), p.float_attr("beta")};
-    case LayerKind::kPow: return {1.0, p.float_attr("y", std::numeric_limits<double>::quiet_NaN())};
-    default: return {0, 0};
+    case LayerKind::kElu:
+      return {p.float_attr("alpha"), 0};
+    case LayerKind::kHardSigmoid:
+      return {p.float_attr("alpha"), p.float_attr("beta")};
+    case LayerKind::kPow:
+      return {1.0, p.float_attr("y", std::numeric_limits<double>::quiet_NaN())};
+    default:
+      return {0, 0};
   }
 }
 
@@ -78,7 +102,8 @@ void eltwise(Ctx& c, const std::string& variant) {
     // The second algorithm of a chain runs in place on the output.
     const int src = k == 0 ? c.input(0) : c.output(0);
     dnnl::eltwise_forward::desc d(kInference, chain[k].alg, c.md(src, v), chain[k].alpha, chain[k].beta);
-    c.b.steps.push_back(make_step<dnnl::eltwise_forward::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC, src, v}, {DNNL_ARG_DST, c.output(0), v}}));
+    c.b.steps.push_back(make_step<dnnl::eltwise_forward::primitive_desc>(
+        d, c.attr(false), {{DNNL_ARG_SRC, src, v}, {DNNL_ARG_DST, c.output(0), v}}));
   }
 }
 
@@ -101,8 +126,11 @@ void binary(Ctx& c, const std::string& variant) {
   c.b.algorithm = variant;
   if (k == LayerKind::kPRelu) {
     dnnl::prelu_forward::desc d(kInference, c.md(s0, plain(sh0)), c.md(s1, plain(sh1)));
-    c.b.steps.push_back(make_step<dnnl::prelu_forward::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC, s0, plain(sh0)}, {DNNL_ARG_WEIGHTS, s1, plain(sh1)},
-                              {DNNL_ARG_DST, c.output(0), plain(y)}}));
+    c.b.steps.push_back(
+        make_step<dnnl::prelu_forward::primitive_desc>(d, c.attr(false),
+                                                       {{DNNL_ARG_SRC, s0, plain(sh0)},
+                                                        {DNNL_ARG_WEIGHTS, s1, plain(sh1)},
+                                                        {DNNL_ARG_DST, c.output(0), plain(y)}}));
     return;
   }
   static const std::map<LayerKind, algorithm> kAlg = {
@@ -112,8 +140,10 @@ void binary(Ctx& c, const std::string& variant) {
       {LayerKind::kEqual, algorithm::binary_eq},  {LayerKind::kLess, algorithm::binary_lt},
       {LayerKind::kGreater, algorithm::binary_gt}};
   dnnl::binary::desc d(kAlg.at(k), c.md(s0, plain(sh0)), c.md(s1, plain(sh1)), c.md(c.output(0), plain(y)));
-  c.b.steps.push_back(make_step<dnnl::binary::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC_0, s0, plain(sh0)}, {DNNL_ARG_SRC_1, s1, plain(sh1)},
-                            {DNNL_ARG_DST, c.output(0), plain(y)}}));
+  c.b.steps.push_back(make_step<dnnl::binary::primitive_desc>(d, c.attr(false),
+                                                              {{DNNL_ARG_SRC_0, s0, plain(sh0)},
+                                                               {DNNL_ARG_SRC_1, s1, plain(sh1)},
+                                                               {DNNL_ARG_DST, c.output(0), plain(y)}}));
 }
 
 // Sum of N inputs: oneDNN's sum primitive (every scale 1), which adds tensors of the output's shape;
@@ -124,7 +154,8 @@ void sum(Ctx& c, const std::string& variant) {
   std::vector<memory::desc> srcs;
   std::vector<ArgDef> args;
   for (size_t k = 0; k < c.p.inputs.size(); ++k) {
-    if (c.in_shape(k) != y) unsupported("oneDNN sum adds inputs of the output's shape only (no broadcasting)");
+    if (c.in_shape(k) != y)
+      unsupported("oneDNN sum adds inputs of the output's shape only (no broadcasting)");
     srcs.push_back(c.md(c.input(k), plain(y)));
     args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), c.input(k), plain(y)});
   }
@@ -132,7 +163,8 @@ void sum(Ctx& c, const std::string& variant) {
   const std::vector<float> scales(srcs.size(), 1.f);
   c.b.algorithm = variant;
   c.b.steps.push_back(
-      step(dnnl::sum::primitive_desc(c.md(c.output(0), plain(y)), scales, srcs, cpu_engine(), c.attr(false)), args));
+      step(dnnl::sum::primitive_desc(c.md(c.output(0), plain(y)), scales, srcs, cpu_engine(), c.attr(false)),
+           args));
 }
 
 }  // namespace floorline::kernels::onednn_detail

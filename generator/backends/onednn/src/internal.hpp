@@ -38,7 +38,7 @@ enum class Fill { kUniform, kPositive, kNone };
 struct TensorDef {
   Shape shape;
   Fill fill = Fill::kUniform;
-  bool f32_only = false;   // normalization statistics and scale/shift stay f32 in oneDNN
+  bool f32_only = false;  // normalization statistics and scale/shift stay f32 in oneDNN
   bool is_output = false;
 };
 
@@ -56,10 +56,10 @@ View permuted(const Shape& stored, const std::vector<int64_t>& order);
 Shape rank_padded(Shape s, size_t r);
 
 struct ArgDef {
-  int arg = 0;        // DNNL_ARG_*
+  int arg = 0;  // DNNL_ARG_*
   int tensor = -1;
   View view;
-  int prefill = -1;   // an output first filled from this tensor (the sum post-op reads dst)
+  int prefill = -1;  // an output first filled from this tensor (the sum post-op reads dst)
 };
 
 struct StepDef {
@@ -78,12 +78,12 @@ struct StepDef {
 };
 
 struct Build {
-  std::string algorithm;             // primitive algorithm, "convolution_direct"
-  std::vector<TensorDef> tensors;    // inputs, outputs, then extras (post-op operands, proxy sources)
+  std::string algorithm;           // primitive algorithm, "convolution_direct"
+  std::vector<TensorDef> tensors;  // inputs, outputs, then extras (post-op operands, proxy sources)
   size_t n_inputs = 0, n_outputs = 0;
-  std::vector<StepDef> steps;        // step 0's implementation is the one chosen by impl_index
-  bool iterate = true;               // step 0 offers alternatives via next_impl()
-  std::string not_verifiable;        // why the output is not the layer's (a proxy), "" otherwise
+  std::vector<StepDef> steps;  // step 0's implementation is the one chosen by impl_index
+  bool iterate = true;         // step 0 offers alternatives via next_impl()
+  std::string not_verifiable;  // why the output is not the layer's (a proxy), "" otherwise
 };
 
 // Thrown by builders for problems Floorline's mapping or oneDNN cannot express.
@@ -107,7 +107,9 @@ struct Ctx {
     return static_cast<int>(p.inputs.size() + k);
   }
   const Shape& in_shape(size_t k) const { return p.inputs.at(static_cast<size_t>(input(k))).shape; }
-  const Shape& out_shape(size_t k = 0) const { return p.outputs.at(static_cast<size_t>(output(k)) - p.inputs.size()).shape; }
+  const Shape& out_shape(size_t k = 0) const {
+    return p.outputs.at(static_cast<size_t>(output(k)) - p.inputs.size()).shape;
+  }
   int extra(Shape s, Fill f = Fill::kUniform) {
     b.tensors.push_back({std::move(s), f, false, false});
     return static_cast<int>(b.tensors.size() - 1);
@@ -144,8 +146,10 @@ template <class PD>
 StepDef step(PD pd, std::vector<ArgDef> args) {
   if (!pd) unsupported("oneDNN has no implementation for these shapes and data type");
   StepDef s;
-  if constexpr (std::is_base_of_v<dnnl::primitive_desc, PD>) s.iterable = pd;
-  else s.fixed = pd;
+  if constexpr (std::is_base_of_v<dnnl::primitive_desc, PD>)
+    s.iterable = pd;
+  else
+    s.fixed = pd;
   s.args = std::move(args);
   return s;
 }
@@ -171,20 +175,20 @@ int sum_prefill(Ctx& c);
 
 // --- builders, one per kind ----------------------------------------------------------------------
 
-void conv(Ctx& c, const std::string& variant);           // conv.cpp
-void gemm(Ctx& c, const std::string& variant);           // matmul.cpp
+void conv(Ctx& c, const std::string& variant);  // conv.cpp
+void gemm(Ctx& c, const std::string& variant);  // matmul.cpp
 void matmul(Ctx& c, const std::string& variant);
-void batch_norm(Ctx& c, const std::string& variant);     // norm.cpp
+void batch_norm(Ctx& c, const std::string& variant);  // norm.cpp
 void layer_norm(Ctx& c, const std::string& variant);
 void instance_norm(Ctx& c, const std::string& variant);
 void lrn(Ctx& c, const std::string& variant);
-void eltwise(Ctx& c, const std::string& variant);        // eltwise.cpp
+void eltwise(Ctx& c, const std::string& variant);  // eltwise.cpp
 void binary(Ctx& c, const std::string& variant);
 void sum(Ctx& c, const std::string& variant);
-void softmax(Ctx& c, const std::string& variant);        // softmax_reduce.cpp
+void softmax(Ctx& c, const std::string& variant);  // softmax_reduce.cpp
 void reduce(Ctx& c, const std::string& variant);
-void pooling(Ctx& c, const std::string& variant);        // pooling.cpp
-void concat(Ctx& c, const std::string& variant);         // data_movement.cpp
+void pooling(Ctx& c, const std::string& variant);  // pooling.cpp
+void concat(Ctx& c, const std::string& variant);   // data_movement.cpp
 void transpose(Ctx& c, const std::string& variant);
 void slice(Ctx& c, const std::string& variant);
 void split(Ctx& c, const std::string& variant);

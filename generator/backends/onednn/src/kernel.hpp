@@ -15,8 +15,10 @@ namespace floorline::kernels::onednn_detail {
 struct Step {
   dnnl::primitive prim;
   std::unordered_map<int, memory> args;
-  std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>> in_conversions;   // view → format, before timing
-  std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>> out_conversions;  // format → view, for verify
+  std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>>
+      in_conversions;  // view → format, before timing
+  std::vector<std::pair<dnnl::reorder, std::pair<memory, memory>>>
+      out_conversions;                              // format → view, for verify
   std::vector<std::pair<memory, memory>> prefills;  // (prefill tensor view, dst memory in its format)
   memory scratchpad;
 };
@@ -51,18 +53,23 @@ class OnednnKernel final : public Kernel {
         const auto& td = b_.tensors[a.tensor];
         const dt tt = td.f32_only ? dt::f32 : type_;
         const size_t esize = memory::data_type_size(tt);
-        auto* base = static_cast<char*>(dev_[a.tensor].get_data_handle()) + a.view.offset * static_cast<int64_t>(esize);
+        auto* base = static_cast<char*>(dev_[a.tensor].get_data_handle()) +
+                     a.view.offset * static_cast<int64_t>(esize);
         memory view(memory::desc(a.view.d, tt, a.view.strides), cpu_engine(), base);
         const memory::desc want = sd.pd().query_md(dnnl::query::exec_arg_md, a.arg);
         memory m = view;
         if (want.get_size() != 0 && want != view.get_desc()) {
           m = memory(want, cpu_engine());
-          if (td.is_output) s.out_conversions.push_back({dnnl::reorder(m, view), {m, view}});
-          else s.in_conversions.push_back({dnnl::reorder(view, m), {view, m}});
+          if (td.is_output)
+            s.out_conversions.push_back({dnnl::reorder(m, view), {m, view}});
+          else
+            s.in_conversions.push_back({dnnl::reorder(view, m), {view, m}});
         }
-        uses_.push_back({a.tensor, view, a.view.offset * static_cast<int64_t>(esize), m == view ? memory() : m});
+        uses_.push_back(
+            {a.tensor, view, a.view.offset * static_cast<int64_t>(esize), m == view ? memory() : m});
         if (a.prefill >= 0) {
-          memory src(memory::desc(a.view.d, tt, plain_strides(a.view.d)), cpu_engine(), dev_[a.prefill].get_data_handle());
+          memory src(memory::desc(a.view.d, tt, plain_strides(a.view.d)), cpu_engine(),
+                     dev_[a.prefill].get_data_handle());
           s.prefills.push_back({src, m});
         }
         s.args[a.arg] = m;
@@ -112,8 +119,10 @@ class OnednnKernel final : public Kernel {
     bound_[static_cast<size_t>(t)] = data;
     for (auto& u : uses_) {
       if (u.tensor != t) continue;
-      if (u.converted) u.converted.set_data_handle(data);
-      else u.view.set_data_handle(static_cast<char*>(data) + u.offset_bytes);
+      if (u.converted)
+        u.converted.set_data_handle(data);
+      else
+        u.view.set_data_handle(static_cast<char*>(data) + u.offset_bytes);
     }
     return {};
   }
@@ -143,7 +152,6 @@ class OnednnKernel final : public Kernel {
     }
   }
 
-
  private:
   Status compare_with_reference() {
     initialise(seed_ + 7);
@@ -152,7 +160,8 @@ class OnednnKernel final : public Kernel {
     for (auto& s : steps_)
       for (auto& [r, mm] : s.out_conversions) r.execute(strm, mm.first, mm.second);
     for (size_t t = 0; t < b_.tensors.size(); ++t)
-      if (used_[t] && b_.tensors[t].is_output && dev_[t] != user_[t]) dnnl::reorder(dev_[t], user_[t]).execute(strm, dev_[t], user_[t]);
+      if (used_[t] && b_.tensors[t].is_output && dev_[t] != user_[t])
+        dnnl::reorder(dev_[t], user_[t]).execute(strm, dev_[t], user_[t]);
     strm.wait();
     std::vector<HostTensor> ins, extras;
     for (size_t t = 0; t < b_.tensors.size(); ++t) {

@@ -20,9 +20,11 @@ void gemm(Ctx& c, const std::string& variant) {
   if (variant == "inner_product") {
     // y = x · Wᵀ + b with W (N, K): ONNX B (K, N) is W seen transposed, B (N, K) with transB is W.
     if (ta) unsupported("inner product needs A untransposed");
-    if (has_bias && elements(c.in_shape(2)) != N) unsupported("inner product bias must be one value per output");
+    if (has_bias && elements(c.in_shape(2)) != N)
+      unsupported("inner product bias must be one value per output");
     const View wv = tb ? reshaped({N, K}) : permuted({K, N}, {1, 0});
-    std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), plain(a)}, {DNNL_ARG_WEIGHTS, c.input(1), wv},
+    std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), plain(a)},
+                                {DNNL_ARG_WEIGHTS, c.input(1), wv},
                                 {DNNL_ARG_DST, yi, plain(c.out_shape()), prefill}};
     const auto src = c.any(a), wei = c.any(dims{N, K}), dst = c.any(c.out_shape());
     if (has_bias) {
@@ -37,7 +39,8 @@ void gemm(Ctx& c, const std::string& variant) {
   }
   const View av = ta ? permuted(a, {1, 0}) : plain(a);
   const View bv = tb ? permuted(bm, {1, 0}) : plain(bm);
-  std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), av}, {DNNL_ARG_WEIGHTS, c.input(1), bv},
+  std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), av},
+                              {DNNL_ARG_WEIGHTS, c.input(1), bv},
                               {DNNL_ARG_DST, yi, plain(c.out_shape()), prefill}};
   const auto src = c.md(c.input(0), av), wei = c.any(dims{K, N}), dst = c.md(yi, plain(c.out_shape()));
   if (has_bias) {
@@ -66,14 +69,16 @@ void matmul(Ctx& c, const std::string& variant) {
   Shape bias_shape(r, 1);
   bias_shape.back() = ys.back();
   const Epilogue e = epilogue_tensors(c, bias_shape);
-  std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), plain(as)}, {DNNL_ARG_WEIGHTS, c.input(1), plain(bs)},
+  std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), plain(as)},
+                              {DNNL_ARG_WEIGHTS, c.input(1), plain(bs)},
                               {DNNL_ARG_DST, yi, plain(ys), e.sum}};
   c.b.algorithm = variant;
   // A 2-D right operand is a weight matrix: oneDNN may pack it (format any), as frameworks do.
   const auto wei = r == 2 ? c.any(bs) : c.md(c.input(1), plain(bs));
   if (e.bias >= 0) {
     args.push_back({DNNL_ARG_BIAS, e.bias, plain(bias_shape)});
-    dnnl::matmul::desc d(c.md(c.input(0), plain(as)), wei, c.md(e.bias, plain(bias_shape)), c.md(yi, plain(ys)));
+    dnnl::matmul::desc d(c.md(c.input(0), plain(as)), wei, c.md(e.bias, plain(bias_shape)),
+                         c.md(yi, plain(ys)));
     c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, c.attr(), args));
     return;
   }

@@ -11,12 +11,18 @@ void batch_norm(Ctx& c, const std::string& variant) {
   c.set_fill(c.input(4), Fill::kPositive);
   const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                      dnnl::normalization_flags::use_shift;
-  dnnl::batch_normalization_forward::desc d(kInference, activation_md(c, c.input(0), x, variant), kNormEps, flags);
+  dnnl::batch_normalization_forward::desc d(kInference, activation_md(c, c.input(0), x, variant), kNormEps,
+                                            flags);
   const View cv = reshaped({x.at(1)});
   c.b.algorithm = variant;
-  c.b.steps.push_back(make_step<dnnl::batch_normalization_forward::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_SCALE, c.input(1), cv},
-                            {DNNL_ARG_SHIFT, c.input(2), cv}, {DNNL_ARG_MEAN, c.input(3), cv},
-                            {DNNL_ARG_VARIANCE, c.input(4), cv}, {DNNL_ARG_DST, c.output(0), plain(c.out_shape())}}));
+  c.b.steps.push_back(make_step<dnnl::batch_normalization_forward::primitive_desc>(
+      d, c.attr(false),
+      {{DNNL_ARG_SRC, c.input(0), plain(x)},
+       {DNNL_ARG_SCALE, c.input(1), cv},
+       {DNNL_ARG_SHIFT, c.input(2), cv},
+       {DNNL_ARG_MEAN, c.input(3), cv},
+       {DNNL_ARG_VARIANCE, c.input(4), cv},
+       {DNNL_ARG_DST, c.output(0), plain(c.out_shape())}}));
 }
 
 void layer_norm(Ctx& c, const std::string& variant) {
@@ -26,7 +32,8 @@ void layer_norm(Ctx& c, const std::string& variant) {
   const int64_t inner = elements(Shape(x.begin() + axis, x.end())), outer = elements(x) / inner;
   const View data = reshaped({outer, inner});  // oneDNN normalizes over the last dimension
   auto flags = dnnl::normalization_flags::use_scale;
-  std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), data}, {DNNL_ARG_SCALE, c.input(1), reshaped({inner})},
+  std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), data},
+                              {DNNL_ARG_SCALE, c.input(1), reshaped({inner})},
                               {DNNL_ARG_DST, c.output(0), data}};
   c.set_f32_only(c.input(1));
   if (c.p.inputs.size() > 2) {
@@ -52,8 +59,12 @@ void instance_norm(Ctx& c, const std::string& variant) {
   c.set_f32_only(c.input(1));
   c.set_f32_only(c.input(2));
   c.b.algorithm = variant;
-  c.b.steps.push_back(make_step<dnnl::batch_normalization_forward::primitive_desc>(bd, c.attr(false), {{DNNL_ARG_SRC, c.input(0), reshaped(d)}, {DNNL_ARG_SCALE, c.input(1), reshaped({x[1]})},
-                            {DNNL_ARG_SHIFT, c.input(2), reshaped({x[1]})}, {DNNL_ARG_DST, c.output(0), reshaped(d)}}));
+  c.b.steps.push_back(make_step<dnnl::batch_normalization_forward::primitive_desc>(
+      bd, c.attr(false),
+      {{DNNL_ARG_SRC, c.input(0), reshaped(d)},
+       {DNNL_ARG_SCALE, c.input(1), reshaped({x[1]})},
+       {DNNL_ARG_SHIFT, c.input(2), reshaped({x[1]})},
+       {DNNL_ARG_DST, c.output(0), reshaped(d)}}));
 }
 
 void lrn(Ctx& c, const std::string& variant) {
@@ -62,7 +73,9 @@ void lrn(Ctx& c, const std::string& variant) {
   dnnl::lrn_forward::desc d(kInference, algorithm::lrn_across_channels, c.md(c.input(0), plain(x)),
                             c.p.int_attr("size"), 1e-4f, 0.75f, 1.f);
   c.b.algorithm = variant;
-  c.b.steps.push_back(make_step<dnnl::lrn_forward::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(c.out_shape())}}));
+  c.b.steps.push_back(make_step<dnnl::lrn_forward::primitive_desc>(
+      d, c.attr(false),
+      {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(c.out_shape())}}));
 }
 
 }  // namespace floorline::kernels::onednn_detail

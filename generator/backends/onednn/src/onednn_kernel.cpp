@@ -27,8 +27,8 @@ using Builder = void (*)(Ctx&, const std::string&);
 struct KindMapping {
   std::vector<std::string> variants;  // primitive algorithms offered, in order; empty: not mapped
   Builder build = nullptr;
-  std::string_view reason;            // not mapped: why; mapped: an optional caveat
-  std::string mapping;                // the variants joined, for onednn_support()
+  std::string_view reason;  // not mapped: why; mapped: an optional caveat
+  std::string mapping;      // the variants joined, for onednn_support()
 };
 
 constexpr std::string_view kCopyProxy = "no oneDNN primitive: timed as a copy of its output";
@@ -46,45 +46,116 @@ KindMapping kind_mapping(LayerKind k) {
     return out;
   };
   switch (k) {
-    case K::kConv: return {{"convolution_direct", "convolution_winograd"}, conv, {}, {}};
-    case K::kConvTranspose: return {{"deconvolution_direct"}, conv, {}, {}};
-    case K::kGemm: return {{"matmul", "inner_product"}, gemm, {}, {}};
-    case K::kMatMul: return {{"matmul"}, matmul, {}, {}};
-    case K::kBatchNormalization: return {with_layouts("batch_normalization"), batch_norm, {}, {}};
-    case K::kLayerNormalization: return {{"layer_normalization"}, layer_norm, {}, {}};
-    case K::kInstanceNormalization: return {{"batch_normalization"}, instance_norm, {}, {}};
-    case K::kLRN: return {{"lrn_across_channels"}, lrn, {}, {}};
-    case K::kRelu: case K::kLeakyRelu: case K::kElu: case K::kSelu: case K::kClip: case K::kSigmoid:
-    case K::kTanh: case K::kHardSigmoid: case K::kHardSwish: case K::kSoftplus: case K::kExp: case K::kLog:
-    case K::kSqrt: case K::kAbs: case K::kNeg: case K::kReciprocal: case K::kPow:
+    case K::kConv:
+      return {{"convolution_direct", "convolution_winograd"}, conv, {}, {}};
+    case K::kConvTranspose:
+      return {{"deconvolution_direct"}, conv, {}, {}};
+    case K::kGemm:
+      return {{"matmul", "inner_product"}, gemm, {}, {}};
+    case K::kMatMul:
+      return {{"matmul"}, matmul, {}, {}};
+    case K::kBatchNormalization:
+      return {with_layouts("batch_normalization"), batch_norm, {}, {}};
+    case K::kLayerNormalization:
+      return {{"layer_normalization"}, layer_norm, {}, {}};
+    case K::kInstanceNormalization:
+      return {{"batch_normalization"}, instance_norm, {}, {}};
+    case K::kLRN:
+      return {{"lrn_across_channels"}, lrn, {}, {}};
+    case K::kRelu:
+    case K::kLeakyRelu:
+    case K::kElu:
+    case K::kSelu:
+    case K::kClip:
+    case K::kSigmoid:
+    case K::kTanh:
+    case K::kHardSigmoid:
+    case K::kHardSwish:
+    case K::kSoftplus:
+    case K::kExp:
+    case K::kLog:
+    case K::kSqrt:
+    case K::kAbs:
+    case K::kNeg:
+    case K::kReciprocal:
+    case K::kPow:
       return {{"eltwise"}, eltwise, {}, {}};
-    case K::kErf: return {{"eltwise"}, eltwise, "no oneDNN erf: timed as gelu_erf (one erf per element)", {}};
-    case K::kFloor: case K::kCeil: case K::kNot: return {{}, nullptr, kNoEltwise, {}};
-    case K::kAdd: case K::kSub: case K::kMul: case K::kDiv: case K::kMax: case K::kMin: case K::kEqual:
-    case K::kLess: case K::kGreater: case K::kPRelu:
+    case K::kErf:
+      return {{"eltwise"}, eltwise, "no oneDNN erf: timed as gelu_erf (one erf per element)", {}};
+    case K::kFloor:
+    case K::kCeil:
+    case K::kNot:
+      return {{}, nullptr, kNoEltwise, {}};
+    case K::kAdd:
+    case K::kSub:
+    case K::kMul:
+    case K::kDiv:
+    case K::kMax:
+    case K::kMin:
+    case K::kEqual:
+    case K::kLess:
+    case K::kGreater:
+    case K::kPRelu:
       return {{"binary"}, binary, {}, {}};
-    case K::kMod: case K::kAnd: case K::kOr: return {{}, nullptr, kNoBinary, {}};
-    case K::kSum: return {{"sum"}, sum, {}, {}};
-    case K::kSoftmax: case K::kLogSoftmax: return {{"softmax_v2"}, softmax, {}, {}};
-    case K::kMaxPool: case K::kAveragePool: return {with_layouts("pooling_v2"), pooling, {}, {}};
-    case K::kGlobalAveragePool: case K::kGlobalMaxPool: return {{"pooling_v2", "reduction"}, pooling, {}, {}};
-    case K::kReduceMean: case K::kReduceSum: case K::kReduceMax: case K::kReduceMin: case K::kReduceProd:
+    case K::kMod:
+    case K::kAnd:
+    case K::kOr:
+      return {{}, nullptr, kNoBinary, {}};
+    case K::kSum:
+      return {{"sum"}, sum, {}, {}};
+    case K::kSoftmax:
+    case K::kLogSoftmax:
+      return {{"softmax_v2"}, softmax, {}, {}};
+    case K::kMaxPool:
+    case K::kAveragePool:
+      return {with_layouts("pooling_v2"), pooling, {}, {}};
+    case K::kGlobalAveragePool:
+    case K::kGlobalMaxPool:
+      return {{"pooling_v2", "reduction"}, pooling, {}, {}};
+    case K::kReduceMean:
+    case K::kReduceSum:
+    case K::kReduceMax:
+    case K::kReduceMin:
+    case K::kReduceProd:
       return {{"reduction"}, reduce, {}, {}};
-    case K::kConcat: return {with_layouts("concat"), concat, {}, {}};
-    case K::kTranspose: return {{"reorder"}, transpose, {}, {}};
-    case K::kSlice: return {{"reorder"}, slice, {}, {}};
-    case K::kSplit: return {{"reorder"}, split, {}, {}};
-    case K::kPad: return {{"reorder"}, pad, {}, {}};
-    case K::kResize: return {{"resampling"}, resize, {}, {}};
-    case K::kGather: case K::kExpand: case K::kTile: case K::kScatterND: case K::kCast: case K::kWhere:
+    case K::kConcat:
+      return {with_layouts("concat"), concat, {}, {}};
+    case K::kTranspose:
+      return {{"reorder"}, transpose, {}, {}};
+    case K::kSlice:
+      return {{"reorder"}, slice, {}, {}};
+    case K::kSplit:
+      return {{"reorder"}, split, {}, {}};
+    case K::kPad:
+      return {{"reorder"}, pad, {}, {}};
+    case K::kResize:
+      return {{"resampling"}, resize, {}, {}};
+    case K::kGather:
+    case K::kExpand:
+    case K::kTile:
+    case K::kScatterND:
+    case K::kCast:
+    case K::kWhere:
       return {{"copy"}, copy_kind, kCopyProxy, {}};
-    case K::kRange: return {{}, nullptr, "not mapped: Range writes a sequence from scalars, no oneDNN primitive", {}};
-    case K::kReshape: case K::kFlatten: case K::kSqueeze: case K::kUnsqueeze: case K::kIdentity: case K::kDropout:
+    case K::kRange:
+      return {{}, nullptr, "not mapped: Range writes a sequence from scalars, no oneDNN primitive", {}};
+    case K::kReshape:
+    case K::kFlatten:
+    case K::kSqueeze:
+    case K::kUnsqueeze:
+    case K::kIdentity:
+    case K::kDropout:
       return {{}, nullptr, "not mapped: a view moves no data", {}};
-    case K::kShape: case K::kSize: case K::kConstant: case K::kConstantOfShape:
+    case K::kShape:
+    case K::kSize:
+    case K::kConstant:
+    case K::kConstantOfShape:
       return {{}, nullptr, "not mapped: a host op runs before inference", {}};
-    case K::kIf: case K::kLoop: return {{}, nullptr, "not mapped: control flow (its subgraphs' layers are)", {}};
-    case K::kUnsupported: return {{}, nullptr, "not mapped: not a kind Floorline knows", {}};
+    case K::kIf:
+    case K::kLoop:
+      return {{}, nullptr, "not mapped: control flow (its subgraphs' layers are)", {}};
+    case K::kUnsupported:
+      return {{}, nullptr, "not mapped: not a kind Floorline knows", {}};
   }
   return {{}, nullptr, {}, {}};  // not a kind: an empty reason, which kind_support_test rejects
 }
@@ -105,9 +176,12 @@ const KindMapping& mapping_for(LayerKind k) {
 
 dt data_type(DType t) {
   switch (t) {
-    case DType::kF32: return dt::f32;
-    case DType::kBF16: return dt::bf16;
-    case DType::kF16: return dt::f16;
+    case DType::kF32:
+      return dt::f32;
+    case DType::kBF16:
+      return dt::bf16;
+    case DType::kF16:
+      return dt::f16;
   }
   unsupported(fmt::format("the oneDNN backend measures f32 and bf16, not {}", dtype_name(t)));
 }
@@ -139,7 +213,9 @@ Result<Build> build(const CaseSpec& spec, const std::string& variant) {
 }
 
 // "convolution_direct:brg:avx512_core"
-std::string algorithm_name(const std::string& variant, const std::string& impl) { return variant + ":" + impl; }
+std::string algorithm_name(const std::string& variant, const std::string& impl) {
+  return variant + ":" + impl;
+}
 
 // Splits "convolution_direct:brg:avx512_core" into the variant and the implementation name.
 std::pair<std::string, std::string> split_algorithm(const std::string& a) {
@@ -179,12 +255,13 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
     if (b.iterate) {
       for (int k = 0; k < main_spec->impl_index; ++k)
         if (!b.steps[0].next_impl())
-          return make_error(Disposition::kSkipped, "oneDNN now offers only {} implementation(s) of {}", k + 1, variant);
+          return make_error(Disposition::kSkipped, "oneDNN now offers only {} implementation(s) of {}", k + 1,
+                            variant);
     }
     const std::string impl = b.steps[0].pd().impl_info_str();
     if (!main_spec->impl_name.empty() && impl != main_spec->impl_name)
-      return make_error(Disposition::kSkipped, "implementation {} of {} is now {}, not {} as planned", main_spec->impl_index, variant,
-                        impl, main_spec->impl_name);
+      return make_error(Disposition::kSkipped, "implementation {} of {} is now {}, not {} as planned",
+                        main_spec->impl_index, variant, impl, main_spec->impl_name);
     const dt type = data_type(spec.dtype);
     if (conversion) {
       // spec.layout is "<tensor>:<from>><to>"; the tensor is src or dst of the fed primitive.
@@ -194,7 +271,8 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
       const ArgDef* a = nullptr;
       for (const auto& ad : b.steps[0].args)
         if (ad.arg == arg) a = &ad;
-      if (!a || want.get_size() == 0) return make_error(Disposition::kUnsupported, "no {} tensor to convert", tensor);
+      if (!a || want.get_size() == 0)
+        return make_error(Disposition::kUnsupported, "no {} tensor to convert", tensor);
       const memory::desc plain_md(a->view.d, type, a->view.strides);
       Build rb;
       rb.algorithm = "reorder";
@@ -212,7 +290,8 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
       const std::string reorder_impl = rpd.impl_info_str();
       rb.steps.push_back(step(std::move(rpd), {{DNNL_ARG_FROM, 0, View{a->view.d, a->view.strides, 0}},
                                                {DNNL_ARG_TO, 1, View{a->view.d, a->view.strides, 0}}}));
-      auto k = std::make_unique<OnednnKernel>(spec.problem, std::move(rb), reorder_impl, type, seed_of(spec.name));
+      auto k =
+          std::make_unique<OnednnKernel>(spec.problem, std::move(rb), reorder_impl, type, seed_of(spec.name));
       FL_TRY(k->init());
       return std::unique_ptr<Kernel>(std::move(k));
     }
@@ -260,7 +339,10 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
           std::vector<std::string> parts;
           for (const auto& a : b->steps[0].args) {
             // (A concat's sources are not listed: a conversion case converts one src or dst tensor.)
-            const char* name = a.arg == DNNL_ARG_SRC ? "src" : a.arg == DNNL_ARG_WEIGHTS ? "wei" : a.arg == DNNL_ARG_DST ? "dst" : nullptr;
+            const char* name = a.arg == DNNL_ARG_SRC       ? "src"
+                               : a.arg == DNNL_ARG_WEIGHTS ? "wei"
+                               : a.arg == DNNL_ARG_DST     ? "dst"
+                                                           : nullptr;
             if (!name) continue;
             const memory::desc got = st0.pd().query_md(dnnl::query::exec_arg_md, a.arg);
             const memory::desc view(a.view.d, got.data_type(), a.view.strides);
@@ -278,7 +360,8 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
       if (!first_error) first_error = make_error("oneDNN: {}", e.what());
     }
   }
-  if (out.empty()) return first_error ? *first_error : make_error(Disposition::kUnsupported, "no implementation");
+  if (out.empty())
+    return first_error ? *first_error : make_error(Disposition::kUnsupported, "no implementation");
   bool marked = false;
   for (auto& im : out)
     if (!auto_impl.empty() && im.impl_name == auto_impl && !marked) marked = im.is_default = true;
@@ -297,19 +380,32 @@ std::string onednn_version() {
 
 std::string onednn_isa() {
   switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "other";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
   }
 }
 
-void set_onednn_threads(int threads) { omp_set_num_threads(std::max(1, threads)); }
-int onednn_threads() { return omp_get_max_threads(); }
+void set_onednn_threads(int threads) {
+  omp_set_num_threads(std::max(1, threads));
+}
+int onednn_threads() {
+  return omp_get_max_threads();
+}
 
 }  // namespace floorline::kernels

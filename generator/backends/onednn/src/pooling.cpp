@@ -13,10 +13,11 @@ void pooling(Ctx& c, const std::string& variant) {
   const bool global = k == LayerKind::kGlobalAveragePool || k == LayerKind::kGlobalMaxPool;
   const bool is_max = k == LayerKind::kMaxPool || k == LayerKind::kGlobalMaxPool;
   if (base_variant(variant) == "reduction") {
-    dnnl::reduction::desc d(is_max ? algorithm::reduction_max : algorithm::reduction_mean, c.md(c.input(0), plain(x)),
-                            c.md(c.output(0), plain(y)), 0.f, 0.f);
+    dnnl::reduction::desc d(is_max ? algorithm::reduction_max : algorithm::reduction_mean,
+                            c.md(c.input(0), plain(x)), c.md(c.output(0), plain(y)), 0.f, 0.f);
     c.b.algorithm = variant;
-    c.b.steps.push_back(make_step<dnnl::reduction::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(y)}}));
+    c.b.steps.push_back(make_step<dnnl::reduction::primitive_desc>(
+        d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(y)}}));
     return;
   }
   dims kernel, strides, dil, pl, pr;
@@ -30,13 +31,14 @@ void pooling(Ctx& c, const std::string& variant) {
     // Right padding from the output size, so that ceil_mode outputs come out right.
     pr.push_back((y[k + 2] - 1) * strides[k] + (kernel[k] - 1) * (dil[k] + 1) + 1 - x[k + 2] - pl[k]);
   }
-  const algorithm alg = is_max ? algorithm::pooling_max
+  const algorithm alg = is_max                                   ? algorithm::pooling_max
                         : c.p.int_attr("count_include_pad") != 0 ? algorithm::pooling_avg_include_padding
-                                                                    : algorithm::pooling_avg_exclude_padding;
+                                                                 : algorithm::pooling_avg_exclude_padding;
   dnnl::pooling_v2_forward::desc d(kInference, alg, activation_md(c, c.input(0), x, variant),
                                    activation_md(c, c.output(0), y, variant), strides, kernel, dil, pl, pr);
   c.b.algorithm = variant;
-  c.b.steps.push_back(make_step<dnnl::pooling_v2_forward::primitive_desc>(d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(y)}}));
+  c.b.steps.push_back(make_step<dnnl::pooling_v2_forward::primitive_desc>(
+      d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(y)}}));
 }
 
 }  // namespace floorline::kernels::onednn_detail

@@ -25,7 +25,7 @@ struct PlannedCase;
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;       // "onednn"
+  virtual std::string name() const = 0;         // "onednn"
   virtual std::string device_kind() const = 0;  // "cpu" or "gpu"
   // Ok when the backend can time cases on this machine; otherwise why not ("no GPU: ...").
   virtual Status available() const = 0;
@@ -37,7 +37,8 @@ class Backend {
   virtual kernels::KindSupport support(LayerKind kind) const = 0;
   // Every case of one problem in one data type (spec.dtype set by the caller; spec.name is set by
   // the planner). A problem the backend cannot run yields one case with status "unsupported".
-  virtual std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const = 0;
+  virtual std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
+                                             const PlanOptions& options) const = 0;
   // Builds kernels for cases of this backend.
   virtual kernels::KernelFactory factory() const = 0;
   // Replay: a kernel converting the tensor at from.data, laid out as from's port, into the layout of
@@ -46,7 +47,8 @@ class Backend {
   virtual Result<std::unique_ptr<kernels::Kernel>> conversion(const kernels::PortRef& from,
                                                               const kernels::PortRef& to) const {
     (void)from, (void)to;
-    return make_error(Disposition::kUnsupported, "the {} backend has no layout conversions for replay", name());
+    return make_error(Disposition::kUnsupported, "the {} backend has no layout conversions for replay",
+                      name());
   }
   // Threads the backend's kernels use from now on (CPU backends); ignored by GPU backends.
   virtual void set_threads(int threads) const = 0;

@@ -29,11 +29,11 @@ struct CalibrationOptions {
 };
 
 struct Peak {
-  std::string peak;         // "flops" or "bytes"
-  std::string dtype;        // dtype_name(): "f32", "bf16"
-  std::string math_mode;    // math_mode_name() for flops: "fp32", "bf16"; "" for bytes
-  double value_per_s = 0;   // FLOP/s or bytes/s
-  std::string method;       // "onednn MatMul 2048x2048x2048 f32 (gemm:jit)"
+  std::string peak;        // "flops" or "bytes"
+  std::string dtype;       // dtype_name(): "f32", "bf16"
+  std::string math_mode;   // math_mode_name() for flops: "fp32", "bf16"; "" for bytes
+  double value_per_s = 0;  // FLOP/s or bytes/s
+  std::string method;      // "onednn MatMul 2048x2048x2048 f32 (gemm:jit)"
 };
 
 // The calibration cases of `backend` in `dtype` (problem, implementation and work per call).
@@ -51,6 +51,7 @@ Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const C
 // Calibrates each data type whose peaks the database lacks for `system_id`, and stores the peaks.
 // Returns the peaks measured now (empty when every one was already stored).
 Result<std::vector<Peak>> calibrate_missing(benchdb::Database& db, int64_t system_id, const Backend& backend,
-                                            const std::vector<DType>& dtypes, const CalibrationOptions& options);
+                                            const std::vector<DType>& dtypes,
+                                            const CalibrationOptions& options);
 
 }  // namespace floorline::gen

@@ -15,7 +15,7 @@
 namespace floorline::gen {
 
 struct EmitSummary {
-  int64_t cases = 0;       // registrations written (cases planned as skipped/unsupported included)
+  int64_t cases = 0;  // registrations written (cases planned as skipped/unsupported included)
   int64_t files = 0;
 };
 

@@ -1,8 +1,8 @@
 // floorline/generator/plan.hpp — the plan: unique layer configurations × backend × every
 // implementation × data type, plus the fused variants and layout conversions the models need.
 //
-// A case's name (case_name(spec.id()), common/case_id.hpp) contains the canonical key, so it is recognizable in any
-// output and re-runnable alone (`floorline bench ... --case NAME`); its uid is a hash of the name.
+// A case's name (case_name(spec.id()), common/case_id.hpp) contains the canonical key, so it is recognizable
+// in any output and re-runnable alone (`floorline bench ... --case NAME`); its uid is a hash of the name.
 #pragma once
 
 #include <cstdint>
@@ -31,11 +31,12 @@ struct PlanOptions {
 };
 
 struct PlannedCase {
-  kernels::CaseSpec spec;          // spec.name is the case name
+  kernels::CaseSpec spec;  // spec.name is the case name
   kernels::Work work;
-  std::optional<Disposition> status;  // nullopt = to be timed; skipped, unsupported (or failed) when planning decided
+  std::optional<Disposition>
+      status;  // nullopt = to be timed; skipped, unsupported (or failed) when planning decided
   std::string reason;
-  std::string params = "{}";       // JSON for cases.params: impl, formats, conversions, proxy notes
+  std::string params = "{}";  // JSON for cases.params: impl, formats, conversions, proxy notes
 };
 
 // The work of a layout-conversion case of `base` (layout "src:<from>><to>" or "dst:..."): it reads
@@ -43,7 +44,8 @@ struct PlannedCase {
 // nothing (bytes > 0 keeps the planner from filling in the layer's FLOPs). Inline: the backend
 // plugins call it and link no generator code.
 inline kernels::Work conversion_work(const kernels::CaseSpec& base, const std::string& conversion) {
-  const auto& shape = conversion.rfind("dst", 0) == 0 ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
+  const auto& shape =
+      conversion.rfind("dst", 0) == 0 ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
   int64_t n = 1;
   for (auto d : shape) n *= d;
   kernels::Work w;
@@ -65,7 +67,7 @@ kernels::PostOp to_post_op(const mp::Epilogue& epilogue);
 // A fused variant of a config: its case's `fusion` (mp::fusion_name, the name the analyzer looks
 // up) and the post-ops the kernels run.
 struct FusionPattern {
-  std::string name;                      // "Relu", "Add+Relu", "Clip(0,6)"...
+  std::string name;  // "Relu", "Add+Relu", "Clip(0,6)"...
   std::vector<kernels::PostOp> post_ops;
 };
 

@@ -49,25 +49,26 @@ inline std::string backend_abi_tag() {
 #else
   const std::string stdlib = "unknown-stdlib";
 #endif
-  return fmt::format("backend-v{} floorline-{} {} {} sizes-{},{},{},{},{},{}", kBackendInterfaceVersion, FLOORLINE_VERSION,
-                     compiler, stdlib, sizeof(Backend), sizeof(kernels::Problem), sizeof(kernels::CaseSpec),
-                     sizeof(kernels::Work), sizeof(PlannedCase), sizeof(benchdb::SystemRow));
+  return fmt::format("backend-v{} floorline-{} {} {} sizes-{},{},{},{},{},{}", kBackendInterfaceVersion,
+                     FLOORLINE_VERSION, compiler, stdlib, sizeof(Backend), sizeof(kernels::Problem),
+                     sizeof(kernels::CaseSpec), sizeof(kernels::Work), sizeof(PlannedCase),
+                     sizeof(benchdb::SystemRow));
 }
 
 // What the entry point returns: a static object of the plugin.
 struct BackendPluginEntry {
-  const char* abi_tag;     // backend_abi_tag() as the plugin was built
-  Backend* (*create)();    // a new backend, owned by the caller; called once, after the tag matched
+  const char* abi_tag;   // backend_abi_tag() as the plugin was built
+  Backend* (*create)();  // a new backend, owned by the caller; called once, after the tag matched
 };
 
 }  // namespace floorline::gen
 
 // Defines the plugin's entry point for the Backend subclass `Class` (default-constructible).
-#define FLOORLINE_BACKEND_ENTRY_POINT(Class)                                                          \
-  extern "C" __attribute__((visibility("default"))) const ::floorline::gen::BackendPluginEntry*      \
-  FLOORLINE_BACKEND_ENTRY() {                                                                         \
-    static const std::string tag = ::floorline::gen::backend_abi_tag();                              \
-    static const ::floorline::gen::BackendPluginEntry entry{                                          \
-        tag.c_str(), []() -> ::floorline::gen::Backend* { return new Class(); }};                     \
-    return &entry;                                                                                    \
+#define FLOORLINE_BACKEND_ENTRY_POINT(Class)                                                    \
+  extern "C" __attribute__((visibility("default"))) const ::floorline::gen::BackendPluginEntry* \
+  FLOORLINE_BACKEND_ENTRY() {                                                                   \
+    static const std::string tag = ::floorline::gen::backend_abi_tag();                         \
+    static const ::floorline::gen::BackendPluginEntry entry{                                    \
+        tag.c_str(), []() -> ::floorline::gen::Backend* { return new Class(); }};               \
+    return &entry;                                                                              \
   }

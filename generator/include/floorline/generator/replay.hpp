@@ -42,12 +42,12 @@ struct ChosenCase {
 // Config key → the config's best passed unfused case of `dtype` (in its own math mode: strict
 // fp32 for f32) on `system_id`, from best_measurements, with its spec from `plan` (matched by case name;
 // a best case the plan no longer has is left out).
-Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id, const Plan& plan,
-                                                     DType dtype);
+Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id,
+                                                     const Plan& plan, DType dtype);
 
 struct ReplayOptions {
   int repetitions = 5;
-  double min_time = 0.05;        // seconds per repetition (whole passes)
+  double min_time = 0.05;  // seconds per repetition (whole passes)
   double warmup_seconds = 0.02;
   int threads = 1;
   int profile_passes = 5;
@@ -55,10 +55,10 @@ struct ReplayOptions {
 
 // One step of a replay, timed inside the graph (profile passes, each call timed alone).
 struct ReplayStep {
-  std::string label;               // "name (op)", or "conversion <from> > <to> for name (op)"
+  std::string label;  // "name (op)", or "conversion <from> > <to> for name (op)"
   bool conversion = false;
-  double in_graph_us = 0;          // median over the profile passes
-  double alone_us = 0;             // the case's own median (0 for a conversion)
+  double in_graph_us = 0;  // median over the profile passes
+  double alone_us = 0;     // the case's own median (0 for a conversion)
 };
 
 struct ReplayResult {
@@ -66,19 +66,19 @@ struct ReplayResult {
   int64_t batch = 1;
   double median_us = 0, min_us = 0, max_us = 0, stddev_us = 0;  // over repetitions, per pass
   int repetitions = 0;
-  int64_t passes = 0;              // whole passes timed in all
-  double cases_us = 0;             // Σ chosen-case medians of the replayed layers (S over them)
+  int64_t passes = 0;   // whole passes timed in all
+  double cases_us = 0;  // Σ chosen-case medians of the replayed layers (S over them)
   int layers_replayed = 0;
-  int layers_missing = 0;          // cost-bearing layers with no chosen case (not replayed)
-  int operands_shared = 0;         // inputs read straight from the producer's buffer
-  int conversions = 0;             // layout conversions inserted between producer and consumer
-  int operands_unwired = 0;        // activation inputs read from the consumer's own buffer
-  int64_t buffers = 0;             // output buffers the memory planner allocated
-  int64_t buffers_reused = 0;      // outputs written into a buffer an earlier layer had freed
+  int layers_missing = 0;      // cost-bearing layers with no chosen case (not replayed)
+  int operands_shared = 0;     // inputs read straight from the producer's buffer
+  int conversions = 0;         // layout conversions inserted between producer and consumer
+  int operands_unwired = 0;    // activation inputs read from the consumer's own buffer
+  int64_t buffers = 0;         // output buffers the memory planner allocated
+  int64_t buffers_reused = 0;  // outputs written into a buffer an earlier layer had freed
   // Profile passes (each step timed alone, after the timed repetitions): where the pass time goes.
-  double layers_us = 0;            // Σ in-graph medians of the layers' cases
-  double conversions_us = 0;       // Σ in-graph medians of the conversions
-  std::vector<ReplayStep> steps;   // every step, in pass order
+  double layers_us = 0;           // Σ in-graph medians of the layers' cases
+  double conversions_us = 0;      // Σ in-graph medians of the conversions
+  std::vector<ReplayStep> steps;  // every step, in pass order
   double ratio() const { return cases_us > 0 ? median_us / cases_us : 0; }
 };
 

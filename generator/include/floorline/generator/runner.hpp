@@ -22,41 +22,49 @@
 namespace floorline::gen {
 
 struct RunOptions {
-  double min_time = 0.01;          // seconds per repetition
+  double min_time = 0.01;  // seconds per repetition
   int repetitions = 5;
-  double warmup_seconds = 0.005;   // per case, before timing
-  int threads = 1;                 // CPU threads (recorded in the system row)
-  bool force = false;              // measure again even what is already measured (default: resume)
-  bool dry_run = false;            // everything but timing: build and verify nothing, write nothing
-  bool verify = false;             // check each case against the plain reference before timing
-  std::string command;             // the command line, for the runs table
-  bool progress = false;           // a progress line on stderr (a terminal)
+  double warmup_seconds = 0.005;  // per case, before timing
+  int threads = 1;                // CPU threads (recorded in the system row)
+  bool force = false;             // measure again even what is already measured (default: resume)
+  bool dry_run = false;           // everything but timing: build and verify nothing, write nothing
+  bool verify = false;            // check each case against the plain reference before timing
+  std::string command;            // the command line, for the runs table
+  bool progress = false;          // a progress line on stderr (a terminal)
   // Measure the roofline peaks (calibration.hpp) of each backend and data type the database lacks
   // for this system, before the cases.
   bool calibrate = true;
-  bool cold = false;               // flush the device cache before each timed call (Backend::set_cold_cache)
+  bool cold = false;  // flush the device cache before each timed call (Backend::set_cold_cache)
 };
 
 struct RunSummary {
   int64_t passed = 0, skipped = 0, unsupported = 0, failed = 0;
-  int64_t already_measured = 0;    // not run: settled in an earlier run (resume), or a planned
-                                   // status (skipped, unsupported) already recorded the same way
-  int64_t verified = 0;            // passed verification before timing (--verify)
-  double wall_seconds = 0;         // the whole run, planning excluded
-  double timed_seconds = 0;        // Σ iterations × per-call time over the passed cases
+  int64_t already_measured = 0;  // not run: settled in an earlier run (resume), or a planned
+                                 // status (skipped, unsupported) already recorded the same way
+  int64_t verified = 0;          // passed verification before timing (--verify)
+  double wall_seconds = 0;       // the whole run, planning excluded
+  double timed_seconds = 0;      // Σ iterations × per-call time over the passed cases
   int64_t run_id = 0;
   int64_t system_id = 0;
-  std::vector<Peak> peaks;         // measured in this run (calibrate)
-  std::string calibration_error;   // why a calibration failed ("" when none did); the cases still ran
-  bool interrupted = false;        // stopped by SIGINT/SIGTERM; what was measured is committed
+  std::vector<Peak> peaks;        // measured in this run (calibrate)
+  std::string calibration_error;  // why a calibration failed ("" when none did); the cases still ran
+  bool interrupted = false;       // stopped by SIGINT/SIGTERM; what was measured is committed
   // Counts one case that ended so (not verifiable counts as failed: it ends no case).
   void tally(Disposition d) {
     switch (d) {
-      case Disposition::kPassed: ++passed; return;
-      case Disposition::kSkipped: ++skipped; return;
-      case Disposition::kUnsupported: ++unsupported; return;
+      case Disposition::kPassed:
+        ++passed;
+        return;
+      case Disposition::kSkipped:
+        ++skipped;
+        return;
+      case Disposition::kUnsupported:
+        ++unsupported;
+        return;
       case Disposition::kNotVerifiable:
-      case Disposition::kFailed: ++failed; return;
+      case Disposition::kFailed:
+        ++failed;
+        return;
     }
   }
   double efficiency() const { return wall_seconds > 0 ? timed_seconds / wall_seconds : 0; }

@@ -31,7 +31,8 @@ enum class CostClass {
   kView,         // moves no data (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout at inference)
   kHost,         // runs before inference on constants (Shape, Constant, and any node folded to a constant)
   kControl,      // If/Loop: the layers of its subgraphs carry the cost
-  kUnsupported,  // no kind in Floorline's table (or an op ONNX does not know): kept, counted, costed by roofline
+  kUnsupported,  // no kind in Floorline's table (or an op ONNX does not know): kept, counted, costed by
+                 // roofline
 };
 std::string_view cost_class_name(CostClass c);
 
@@ -72,11 +73,11 @@ struct TensorArg {
 // into attributes.
 struct LayerConfig {
   LayerKind kind = LayerKind::kUnsupported;
-  std::string op_type;           // the ONNX op (kept for Unsupported kinds; equals kind_name otherwise)
+  std::string op_type;  // the ONNX op (kept for Unsupported kinds; equals kind_name otherwise)
   DataType dtype = DataType::kUndefined;  // the compute type (the first data input's type)
   std::vector<TensorArg> inputs;
   std::vector<TensorArg> outputs;
-  std::vector<Attr> attrs;       // in the order the kind's normalizer emits them
+  std::vector<Attr> attrs;  // in the order the kind's normalizer emits them
   // Output shapes join the key where inputs and attributes do not determine them (Resize,
   // Slice, a run-time parameter input, Unsupported ops).
   bool key_includes_outputs = false;
@@ -102,18 +103,18 @@ int64_t config_bytes(const LayerConfig& c);
 
 // A node of a processed graph.
 struct Layer {
-  int index = 0;                 // position in topological order within its model
-  std::string name;              // ONNX node name, or "<op_type>_<index>" when the node has none
+  int index = 0;     // position in topological order within its model
+  std::string name;  // ONNX node name, or "<op_type>_<index>" when the node has none
   std::string op_type;
   CostClass cost = CostClass::kUnsupported;
-  bool folded = false;           // evaluated on constants at load time (hence Host)
-  bool shapes_known = true;      // every input/output shape the kind needs is concrete
-  std::string subgraph;          // "" for the main graph; "If_3/then_branch" for a layer inside a subgraph
+  bool folded = false;       // evaluated on constants at load time (hence Host)
+  bool shapes_known = true;  // every input/output shape the kind needs is concrete
+  std::string subgraph;      // "" for the main graph; "If_3/then_branch" for a layer inside a subgraph
   LayerConfig config;
-  std::string key;               // config.canonical_key(), cached
+  std::string key;  // config.canonical_key(), cached
   int64_t flops = 0;
   int64_t bytes = 0;
-  std::vector<int> preds;        // indices of the cost-bearing or view layers whose outputs this one reads
+  std::vector<int> preds;  // indices of the cost-bearing or view layers whose outputs this one reads
   std::vector<std::string> input_names;   // the ONNX value each of config.inputs reads, in order
   std::vector<std::string> output_names;  // the ONNX values it writes, in node output order
 

@@ -18,20 +18,20 @@ namespace floorline::mp {
 
 // A model processed at one batch size.
 struct ModelIR {
-  std::string name;                  // file stem ("resnet50")
+  std::string name;  // file stem ("resnet50")
   std::filesystem::path path;
   int64_t batch = 1;
   int64_t ir_version = 0;
-  int64_t opset = 0;                 // default-domain opset of the model
-  int node_count = 0;                // ONNX nodes in the main graph (subgraph nodes not included)
+  int64_t opset = 0;   // default-domain opset of the model
+  int node_count = 0;  // ONNX nodes in the main graph (subgraph nodes not included)
   // 16 hex digits: hash of the graph's structure (nodes, attributes, initializer names/types/dims,
   // never weight values). Equal for every batch size and for re-exports with other weights.
   std::string fingerprint;
-  std::vector<Layer> layers;         // topological order; subgraph layers follow their If/Loop node
-  std::vector<std::string> warnings; // one line each; already names the node
-  double process_ms = 0;             // wall time to load, infer shapes and build the IR (ms)
+  std::vector<Layer> layers;          // topological order; subgraph layers follow their If/Loop node
+  std::vector<std::string> warnings;  // one line each; already names the node
+  double process_ms = 0;              // wall time to load, infer shapes and build the IR (ms)
 
-  int64_t total_flops() const;       // Σ FLOPs of cost-bearing layers with known shapes
+  int64_t total_flops() const;  // Σ FLOPs of cost-bearing layers with known shapes
   int64_t total_bytes() const;
 };
 

@@ -22,8 +22,8 @@ struct UniqueConfig {
   std::string key;
   int64_t flops = 0;
   int64_t bytes = 0;
-  int64_t count = 0;                          // layer instances with this key, all models
-  std::map<std::string, int64_t> models;      // "resnet50@b1" -> instances in that model
+  int64_t count = 0;                      // layer instances with this key, all models
+  std::map<std::string, int64_t> models;  // "resnet50@b1" -> instances in that model
 };
 
 // A model that could not be processed, with its one-line error.
@@ -40,11 +40,11 @@ std::vector<UniqueConfig> dedup(const std::vector<ModelIR>& models);
 // Per-kind aggregate for the zoo table.
 struct KindSummary {
   LayerKind kind = LayerKind::kUnsupported;
-  std::string op_type;      // for Unsupported, the ONNX op(s)
-  int64_t instances = 0;    // cost-bearing instances
-  int64_t unique = 0;       // unique configs
-  int64_t flops = 0;        // Σ FLOPs over instances
-  int models = 0;           // models containing the kind
+  std::string op_type;    // for Unsupported, the ONNX op(s)
+  int64_t instances = 0;  // cost-bearing instances
+  int64_t unique = 0;     // unique configs
+  int64_t flops = 0;      // Σ FLOPs over instances
+  int models = 0;         // models containing the kind
 };
 std::vector<KindSummary> summarize_kinds(const std::vector<ModelIR>& models,
                                          const std::vector<UniqueConfig>& unique);

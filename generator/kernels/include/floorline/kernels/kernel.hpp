@@ -115,9 +115,9 @@ double warm_up(Kernel& kernel, double seconds);
 
 // The work of one call, for the throughput counters.
 struct Work {
-  int64_t flops = 0;              // FLOPs per call (model_processor's formula); <= 0 if unknown
-  int64_t bytes = 0;              // compulsory bytes per call
-  bool is_default = false;        // the case is the library's own first choice
+  int64_t flops = 0;        // FLOPs per call (model_processor's formula); <= 0 if unknown
+  int64_t bytes = 0;        // compulsory bytes per call
+  bool is_default = false;  // the case is the library's own first choice
 };
 
 // Registers the case with Google Benchmark under spec.name, with manual timing. The body: builds

@@ -30,7 +30,7 @@
 namespace floorline::kernels {
 
 struct Operand {
-  std::string role;               // "x", "w", "bias", "a", "b", "scale", "x0", ...
+  std::string role;  // "x", "w", "bias", "a", "b", "scale", "x0", ...
   std::vector<int64_t> shape;
 };
 
@@ -41,8 +41,8 @@ struct Operand {
 // followed by the Add of a bias).
 struct PostOp {
   std::string op;
-  double alpha = 0;               // Clip: min; LeakyRelu/Elu/HardSigmoid: alpha
-  double beta = 0;                // Clip: max; HardSigmoid: beta
+  double alpha = 0;  // Clip: min; LeakyRelu/Elu/HardSigmoid: alpha
+  double beta = 0;   // Clip: max; HardSigmoid: beta
 };
 
 // Thrown by the one-argument Problem accessors when a Problem lacks an attribute the IR always
@@ -53,14 +53,14 @@ struct MissingAttribute : std::runtime_error {
 
 struct Problem {
   LayerKind kind = LayerKind::kUnsupported;  // what the backends and the reference dispatch on
-  std::string op;                 // ONNX op type of the layer ("Conv"), for names and messages
-  std::string key;                // its canonical key, for names and messages
-  std::vector<Operand> inputs;    // data operands, in the layer's input order
+  std::string op;                            // ONNX op type of the layer ("Conv"), for names and messages
+  std::string key;                           // its canonical key, for names and messages
+  std::vector<Operand> inputs;               // data operands, in the layer's input order
   std::vector<Operand> outputs;
-  std::map<std::string, std::vector<int64_t>> ints;    // integer attributes
-  std::map<std::string, std::vector<double>> floats;   // float attributes (Clip min/max, alpha...)
-  std::map<std::string, std::string> strings;          // string attributes (Resize mode, Pad mode)
-  std::vector<PostOp> post_ops;   // fused epilogue, in order; empty for an unfused case
+  std::map<std::string, std::vector<int64_t>> ints;   // integer attributes
+  std::map<std::string, std::vector<double>> floats;  // float attributes (Clip min/max, alpha...)
+  std::map<std::string, std::string> strings;         // string attributes (Resize mode, Pad mode)
+  std::vector<PostOp> post_ops;                       // fused epilogue, in order; empty for an unfused case
 
   const Operand* input(const std::string& role) const;
   int64_t int_attr(const std::string& name, int64_t fallback) const;
@@ -85,16 +85,16 @@ struct CaseSpec {
   // kernel is built only when the same implementation is still offered at that position.
   int impl_index = 0;
   std::string impl_name;
-  DType dtype = DType::kF32;      // storage type of the tensors (common/dtype.hpp)
+  DType dtype = DType::kF32;             // storage type of the tensors (common/dtype.hpp)
   MathMode math_mode = MathMode::kFp32;  // own_math_mode(dtype), or tf32 for f32 on a GPU
   // For convolution/deconvolution/matmul: the memory formats oneDNN chose, "src:aBcd16b wei:... dst:...".
   // For a layout conversion: "<tensor>:<from>><to>", e.g. "src:abcd>aBcd16b".
   std::string layout;
-  std::string fusion;             // "" or the fused ops joined by '+': "Relu", "Add+Relu"
+  std::string fusion;  // "" or the fused ops joined by '+': "Relu", "Add+Relu"
   // A layout conversion names the case it feeds (that case's algorithm; impl_index/impl_name are
   // that case's): the converted formats are the ones its implementation asks for.
   std::string feeds;
-  std::string name;               // the case name, case_name(id()), set by the planner
+  std::string name;  // the case name, case_name(id()), set by the planner
 
   // The case's identity (common/case_id.hpp): backend, algorithm, dtype and math mode names,
   // layout, fusion and the problem's key. A layout conversion's `feeds` is not part of it.

@@ -50,10 +50,10 @@ struct CudaCase {
   // algorithm), "floorline-kernel:concat" (ours)...
   std::string algorithm;
   MathMode math_mode = MathMode::kFp32;  // fp32 (TF32 off) | tf32 | f16 | bf16
-  std::string layout;             // "" (NCHW / row-major), "nhwc", or a conversion "src:nchw>nhwc"
-  std::string feeds;              // a conversion: "layout:nhwc", the cases it feeds
-  bool is_default = false;        // what a framework gets by default (the library's heuristic)
-  std::optional<Disposition> status;  // nullopt: to be timed; unsupported or skipped when the plan decides
+  std::string layout;                    // "" (NCHW / row-major), "nhwc", or a conversion "src:nchw>nhwc"
+  std::string feeds;                     // a conversion: "layout:nhwc", the cases it feeds
+  bool is_default = false;               // what a framework gets by default (the library's heuristic)
+  std::optional<Disposition> status;     // nullopt: to be timed; unsupported or skipped when the plan decides
   std::string reason;
 };
 
@@ -66,13 +66,13 @@ std::vector<CudaCase> cuda_cases(const CaseSpec& base);
 // dimension symmetrically: where ONNX pads differ at the two ends, the input is padded explicitly
 // (a floorline-kernel copy, part of the timed call) and cuDNN gets no padding.
 struct ConvGeometry {
-  int spatial = 2;                    // 2 or 3
-  std::vector<int> x, w, y;           // NCHW / KCRS / NKPQ dims (x as cuDNN sees it: padded when explicit)
+  int spatial = 2;           // 2 or 3
+  std::vector<int> x, w, y;  // NCHW / KCRS / NKPQ dims (x as cuDNN sees it: padded when explicit)
   std::vector<int> pads, strides, dilations;  // per spatial dim, symmetric
   int groups = 1;
   bool explicit_pad = false;
-  std::vector<int64_t> pad_begin;     // explicit pad: elements added before each spatial dim
-  std::vector<int64_t> x_unpadded;    // explicit pad: the layer's own input dims
+  std::vector<int64_t> pad_begin;   // explicit pad: elements added before each spatial dim
+  std::vector<int64_t> x_unpadded;  // explicit pad: the layer's own input dims
 };
 // Error coded unsupported for what cuDNN's descriptors cannot express (rank, int overflow).
 Result<ConvGeometry> conv_geometry(const Problem& p);
@@ -101,7 +101,8 @@ Status cuda_available();
 // tell stay empty.
 struct CudaDeviceInfo {
   std::string name, uuid, compute_capability, driver_version, runtime_version, cudnn_version, cublas_version;
-  int64_t sm_count = 0, clock_mhz = 0, memory_bytes = 0, memory_clock_mhz = 0, memory_bus_bits = 0, l2_bytes = 0;
+  int64_t sm_count = 0, clock_mhz = 0, memory_bytes = 0, memory_clock_mhz = 0, memory_bus_bits = 0,
+          l2_bytes = 0;
 };
 CudaDeviceInfo cuda_device_info();
 

@@ -34,12 +34,12 @@ Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from, cons
 
 // One implementation oneDNN offers for a case (next_impl() order).
 struct Implementation {
-  std::string algorithm;          // "convolution_direct:brg:avx512_core"
-  std::string impl_name;          // "brg:avx512_core"
-  int impl_index = 0;             // position in next_impl() order for its primitive algorithm
-  bool is_default = false;        // oneDNN's own first choice (convolution_auto's, for Conv)
-  bool reference = false;         // a "ref:" implementation (plain loops)
-  std::string layout;             // formats it chose, "src:aBcd16b wei:ABcd16b16a dst:aBcd16b"
+  std::string algorithm;    // "convolution_direct:brg:avx512_core"
+  std::string impl_name;    // "brg:avx512_core"
+  int impl_index = 0;       // position in next_impl() order for its primitive algorithm
+  bool is_default = false;  // oneDNN's own first choice (convolution_auto's, for Conv)
+  bool reference = false;   // a "ref:" implementation (plain loops)
+  std::string layout;       // formats it chose, "src:aBcd16b wei:ABcd16b16a dst:aBcd16b"
   // Activation conversions it needs from and to the plain layout ("src:abcd>aBcd16b"); weights
   // are packed once by any framework and are not listed.
   std::vector<std::string> conversions;
@@ -55,8 +55,8 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
 // generated sources call.
 benchmark::internal::Benchmark* register_onednn_case(const CaseSpec& spec, const Work& work);
 
-std::string onednn_version();     // "2.6.3"
-std::string onednn_isa();         // the ISA oneDNN dispatches to ("avx512_core_bf16")
+std::string onednn_version();  // "2.6.3"
+std::string onednn_isa();      // the ISA oneDNN dispatches to ("avx512_core_bf16")
 // Threads oneDNN uses from now on (OpenMP). Floorline's default is 1.
 void set_onednn_threads(int threads);
 int onednn_threads();
