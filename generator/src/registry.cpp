@@ -33,10 +33,11 @@ struct BackendEntry {
 
 // The registry's order is the order of `floorline system` and of choose_backend's preference among
 // backends of one device kind.
-constexpr std::array<BackendEntry, 2> kBackends = {{
+// Adding a backend adds a row here (and nothing else in this file): std::to_array counts them.
+constexpr auto kBackends = std::to_array<BackendEntry>({
     {"cuda", "gpu", "libfloorline-backend-cuda.so", nullptr, nullptr},
     {"onednn", "cpu", "libfloorline-backend-onednn.so", "OMP_WAIT_POLICY", "passive"},
-}};
+});
 
 // Stands in for a backend whose plugin could not be loaded: named as in the registry, never
 // available (the reason is the load error), plans and builds nothing.
