@@ -317,6 +317,16 @@ TEST(Schema, CaseNamesRoundTrip) {
   CaseId plain = c.identity;
   plain.layout = plain.fusion = "";
   EXPECT_EQ(parse_case_name(case_name(plain))->math_mode, "fp16");
+  // A math mode this build's types do not name ("fp16" of older files) stays text: there is no
+  // typed variant of it, and the typed form of a known identity gives the same name back.
+  EXPECT_FALSE(case_variant(c.identity));
+  floorline::CaseId known = c.identity;
+  known.math_mode = "f16";
+  const auto typed = case_variant(known);
+  ASSERT_TRUE(typed);
+  EXPECT_EQ(typed->dtype, DType::kF16);
+  EXPECT_EQ(typed->math_mode, MathMode::kF16);
+  EXPECT_EQ(case_name(case_id(*typed, key)), case_name(known));
   EXPECT_FALSE(parse_case_name("BM_memcpy/64"));
   // The database stores that name with the case, and the views show it.
   TempDir dir;

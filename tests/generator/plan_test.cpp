@@ -34,6 +34,8 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
     // One identity, one name: parsing gives the spec's identity back, and it names the case.
     EXPECT_EQ(*parsed, c.spec.id()) << c.spec.name;
     EXPECT_EQ(case_name(c.spec.id()), c.spec.name);
+    // ...and the text identity converts back into the typed variant the spec carries.
+    EXPECT_EQ(case_variant(*parsed), c.spec.variant) << c.spec.name;
     EXPECT_TRUE(names.insert(c.spec.name).second) << "duplicate " << c.spec.name;
     if (!c.spec.feeds.empty()) continue;
     const auto k = std::make_pair(c.spec.problem.key, c.spec.variant.fusion);
