@@ -219,6 +219,7 @@ TEST(CudaPlan, EveryConfigOfTheZooHasOneDefaultOrSaysWhyNot) {
     ASSERT_TRUE(parsed.has_value()) << c.spec.name;
     EXPECT_EQ(parsed->algorithm, c.spec.variant.algorithm);
     EXPECT_EQ(parsed->layout, c.spec.variant.layout);
+    EXPECT_EQ(case_variant(*parsed), c.spec.variant) << c.spec.name;  // every part, typed, back
     if (!c.spec.feeds.empty()) continue;
     const auto k = std::make_tuple(c.spec.problem.key, std::string(math_mode_name(c.spec.variant.math_mode)),
                                    c.spec.variant.fusion);
