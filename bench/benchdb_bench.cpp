@@ -96,11 +96,8 @@ int main(int argc, char** argv) {
       for (int64_t k = 0; k < cases_per_config; ++k) {
         bd::CaseRow cr;
         cr.config_id = cid;
-        cr.backend = "onednn";
-        cr.algorithm = fmt::format("impl{}", k);
-        cr.dtype = "f32";
-        cr.math_mode = "fp32";
-        cr.uid = floorline::mp::key_hash_hex(bd::case_name(cr, lc.key));
+        cr.identity = {"onednn", fmt::format("impl{}", k), "f32", "fp32", "", "", lc.key};
+        cr.uid = floorline::mp::key_hash_hex(bd::case_name(cr.identity));
         FL_ASSIGN_OR_RETURN(const int64_t id, db.upsert_case(cr));
         case_ids.push_back(id);
       }

@@ -166,7 +166,8 @@ std::string reproduction(const gen::PlannedCase& c, const std::map<std::string, 
   auto it = origins.find(c.spec.problem.key);
   const Origin o = it == origins.end() ? Origin{} : it->second;
   return fmt::format("floorline bench {} --batch {} --dtype {} --backend {} --db results.db --case {}",
-                     o.model, o.batch, dtype_name(c.spec.dtype), c.spec.backend, shell_quote(c.spec.name));
+                     o.model, o.batch, dtype_name(c.spec.variant.dtype), c.spec.variant.backend,
+                     shell_quote(c.spec.name));
 }
 
 // plan_models(), its error printed as "floorline CMD: ..." (the caller exits with status 2).
@@ -194,9 +195,9 @@ int run_plan_cmd(const PlanCmd& o) {
   std::map<std::pair<std::string, std::string>, KindRow> kinds;
   std::map<std::pair<std::string, std::string>, std::set<std::string>> configs;
   for (const auto& c : l->plan.cases) {
-    auto& r = kinds[{c.spec.problem.op, c.spec.backend}];
+    auto& r = kinds[{c.spec.problem.op, c.spec.variant.backend}];
     r.kind = c.spec.problem.op;
-    r.backend = c.spec.backend;
+    r.backend = c.spec.variant.backend;
     configs[{r.kind, r.backend}].insert(c.spec.problem.key);
     ++r.cases;
     if (!c.status)
@@ -205,7 +206,7 @@ int run_plan_cmd(const PlanCmd& o) {
       ++r.skipped;
     else
       ++r.unsupported;
-    if (!c.spec.fusion.empty()) ++r.fused;
+    if (!c.spec.variant.fusion.empty()) ++r.fused;
     if (!c.spec.feeds.empty()) ++r.conversions;
   }
   std::vector<KindRow> rows;

@@ -76,14 +76,11 @@ namespace {
 
 // Rows: key, dtype, math_mode, fusion, median_us, case_id, backend, algorithm, layout.
 CaseTime case_time(const std::vector<benchdb::SqlValue>& v) {
-  const CaseId id{text(v[6]), text(v[7]), text(v[1]), text(v[2]), text(v[8]), text(v[3]), text(v[0])};
   CaseTime t;
   t.us = real(v[4]);
   t.case_id = integer(v[5]);
-  t.name = case_name(id);
-  t.backend = id.backend;
-  t.algorithm = id.algorithm;
-  t.layout = id.layout;
+  t.id = CaseId{text(v[6]), text(v[7]), text(v[1]), text(v[2]), text(v[8]), text(v[3]), text(v[0])};
+  t.name = case_name(t.id);
   return t;
 }
 
@@ -201,7 +198,7 @@ void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const
       if (it == costs.best.end() || it->second.us <= 0) continue;
       const double f = static_cast<double>(roofline_flops(l)) / it->second.us * 1e6;
       const double b = static_cast<double>(l.bytes) * byte_scale / it->second.us * 1e6;
-      if (!fewer_multiplies(it->second.algorithm) && f > flops.rate) flops = {f, it->second.name};
+      if (!fewer_multiplies(it->second.id.algorithm) && f > flops.rate) flops = {f, it->second.name};
       if (b > bytes.rate) bytes = {b, it->second.name};
     }
   for (const auto& [peak, top] :

@@ -88,12 +88,12 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
       c.source = "measured";
       c.us = it->second.us;
       c.best_case = it->second.name;
-      c.algorithm = it->second.algorithm;
+      c.algorithm = it->second.id.algorithm;
       // Conversions name the case they feed (oneDNN: its algorithm) or the layout they feed
       // (cuda: "layout:nhwc", shared by every algorithm in that layout).
       auto cv = costs.conversions.find({l.key, dtype, mode, c.algorithm});
-      if (cv == costs.conversions.end() && !it->second.layout.empty())
-        cv = costs.conversions.find({l.key, dtype, mode, "layout:" + it->second.layout});
+      if (cv == costs.conversions.end() && !it->second.id.layout.empty())
+        cv = costs.conversions.find({l.key, dtype, mode, "layout:" + it->second.id.layout});
       if (cv != costs.conversions.end())
         for (const auto& x : cv->second) c.conversion_us += x.us;
     } else if (c.roofline_us) {

@@ -314,7 +314,7 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
     sum.new_configs += db.impl().conn.changes();  // 1 when the upsert inserted the config
     CaseRow c;
     c.config_id = config_id;
-    set_identity(c, *parsed);
+    c.identity = *parsed;
     FL_ASSIGN_OR_RETURN(const int64_t case_id, db.upsert_case(c));
     if (in_this_run.count(case_id)) {
       ++sum.already_measured;

@@ -117,7 +117,8 @@ const std::string& upsert_replay_sql() {
 }  // namespace
 
 void name_case(CaseRow& row, std::string_view key) {
-  row.name = case_name(row, key);
+  row.identity.key = std::string(key);
+  row.name = case_name(row.identity);
   if (row.uid.empty()) row.uid = mp::key_hash_hex(row.name);
 }
 
@@ -343,7 +344,8 @@ Result<int64_t> Database::upsert_case(CaseRow row) {
       ins, row_values(cases_table(), row),
       "SELECT id FROM cases WHERE config_id = ?1 AND backend = ?2 AND algorithm = ?3 AND dtype = ?4 "
       "AND math_mode = ?5 AND layout = ?6 AND fusion = ?7",
-      {row.config_id, row.backend, row.algorithm, row.dtype, row.math_mode, row.layout, row.fusion});
+      {row.config_id, row.identity.backend, row.identity.algorithm, row.identity.dtype,
+       row.identity.math_mode, row.identity.layout, row.identity.fusion});
 }
 
 namespace {

@@ -28,7 +28,8 @@ struct Database::Impl {
 using Impl = Database::Impl;
 
 LayerConfigRow config_row(const mp::Layer& l);
-// Fills a case's name (case_name() over its content and its config's key) and, when empty, its uid.
+// Sets a case's identity key to its config's `key`, its name (case_name() of the identity) and, when
+// empty, its uid.
 void name_case(CaseRow& row, std::string_view key);
 
 }  // namespace floorline::benchdb

@@ -142,12 +142,12 @@ const TableDef<CaseRow>& cases_table() {
     d.columns = {
         col("uid", &R::uid),
         col("config_id", &R::config_id, "REFERENCES layer_configs (id)"),
-        col("backend", &R::backend),
-        col("algorithm", &R::algorithm),
-        col("dtype", &R::dtype),
-        col("math_mode", &R::math_mode),
-        col("layout", &R::layout),
-        col("fusion", &R::fusion),
+        col("backend", &R::identity, &CaseId::backend),
+        col("algorithm", &R::identity, &CaseId::algorithm),
+        col("dtype", &R::identity, &CaseId::dtype),
+        col("math_mode", &R::identity, &CaseId::math_mode),
+        col("layout", &R::identity, &CaseId::layout),
+        col("fusion", &R::identity, &CaseId::fusion),
         json_col("params", &R::params),
         col("name", &R::name, "", 4),
     };
@@ -288,23 +288,6 @@ const TableDef<ReplayRow>& replays_table() {
     return d;
   }();
   return t;
-}
-
-CaseId case_id(const CaseRow& c, std::string_view key) {
-  return CaseId{c.backend, c.algorithm, c.dtype, c.math_mode, c.layout, c.fusion, std::string(key)};
-}
-
-void set_identity(CaseRow& c, const CaseId& id) {
-  c.backend = id.backend;
-  c.algorithm = id.algorithm;
-  c.dtype = id.dtype;
-  c.math_mode = id.math_mode;
-  c.layout = id.layout;
-  c.fusion = id.fusion;
-}
-
-std::string case_name(const CaseRow& c, std::string_view key) {
-  return floorline::case_name(case_id(c, key));
 }
 
 std::string system_fingerprint(const SystemRow& s) {

@@ -23,9 +23,9 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, D
                  const std::string& what) -> Status {
     kernels::CaseSpec base;
     base.problem = std::move(p);
-    base.backend = backend.name();
-    base.dtype = dtype_type;
-    base.math_mode = own_math_mode(dtype_type);
+    base.variant.backend = backend.name();
+    base.variant.dtype = dtype_type;
+    base.variant.math_mode = own_math_mode(dtype_type);
     PlanOptions opts;
     opts.max_impls = 1;
     opts.conversions = false;
@@ -39,7 +39,7 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, D
     cc.spec = it->spec;
     cc.spec.name = fmt::format("calibration/{}/{}", peak, base.problem.key);
     cc.work = work;
-    cc.method = fmt::format("{} {} {} ({})", backend.name(), what, dtype, it->spec.algorithm);
+    cc.method = fmt::format("{} {} {} ({})", backend.name(), what, dtype, it->spec.variant.algorithm);
     out.push_back(std::move(cc));
     return {};
   };
@@ -104,7 +104,7 @@ Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const C
     Peak p;
     p.peak = c.peak;
     p.dtype = dtype_name(dtype);
-    p.math_mode = c.peak == "flops" ? math_mode_name(c.spec.math_mode) : "";
+    p.math_mode = c.peak == "flops" ? math_mode_name(c.spec.variant.math_mode) : "";
     p.value_per_s = value;
     p.method = method;
     out.push_back(std::move(p));

@@ -71,12 +71,14 @@ std::string registration(const PlannedCase& c, const Backend& b) {
   const auto& p = s.problem;
   std::string out = "  {\n    CaseSpec s;\n";
   out += fmt::format("    s.name = {};\n", quoted(s.name));
-  out += fmt::format("    s.backend = {};\n    s.algorithm = {};\n", quoted(s.backend), quoted(s.algorithm));
+  out += fmt::format("    s.variant.backend = {};\n    s.variant.algorithm = {};\n",
+                     quoted(s.variant.backend), quoted(s.variant.algorithm));
   out += fmt::format("    s.impl_index = {};\n    s.impl_name = {};\n", s.impl_index, quoted(s.impl_name));
-  out += fmt::format("    s.dtype = floorline::DType::{};\n    s.math_mode = floorline::MathMode::{};\n",
-                     enumerator(s.dtype), enumerator(s.math_mode));
-  if (!s.layout.empty()) out += fmt::format("    s.layout = {};\n", quoted(s.layout));
-  if (!s.fusion.empty()) out += fmt::format("    s.fusion = {};\n", quoted(s.fusion));
+  out += fmt::format(
+      "    s.variant.dtype = floorline::DType::{};\n    s.variant.math_mode = floorline::MathMode::{};\n",
+      enumerator(s.variant.dtype), enumerator(s.variant.math_mode));
+  if (!s.variant.layout.empty()) out += fmt::format("    s.variant.layout = {};\n", quoted(s.variant.layout));
+  if (!s.variant.fusion.empty()) out += fmt::format("    s.variant.fusion = {};\n", quoted(s.variant.fusion));
   if (!s.feeds.empty()) out += fmt::format("    s.feeds = {};\n", quoted(s.feeds));
   out += fmt::format("    s.problem.kind = floorline::LayerKind::k{};\n", kind_name(p.kind));
   out += fmt::format("    s.problem.op = {};\n    s.problem.key = {};\n", quoted(p.op), quoted(p.key));
@@ -146,7 +148,7 @@ Result<EmitSummary> write_standalone(const Plan& plan, const std::vector<const B
   for (const Backend* b : backends) {
     std::vector<const PlannedCase*> cases;
     for (const auto& c : plan.cases) {
-      if (c.spec.backend != b->name()) continue;
+      if (c.spec.variant.backend != b->name()) continue;
       if (!c.status)
         cases.push_back(&c);
       else

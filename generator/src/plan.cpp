@@ -19,7 +19,7 @@ int64_t scaled_bytes(int64_t bytes, DType dtype) {
 PlannedCase unmapped_case(const kernels::CaseSpec& base, const kernels::KindSupport& support) {
   PlannedCase pc;
   pc.spec = base;
-  pc.spec.algorithm = "none";
+  pc.spec.variant.algorithm = "none";
   pc.status = Disposition::kUnsupported;
   pc.reason = fmt::format("{}: {}", base.problem.op, support.reason);
   return pc;
@@ -29,7 +29,7 @@ PlannedCase unmapped_case(const kernels::CaseSpec& base, const kernels::KindSupp
 
 benchdb::CaseRow case_row(const PlannedCase& c) {
   benchdb::CaseRow row;
-  benchdb::set_identity(row, c.spec.id());
+  row.identity = c.spec.id();
   row.params = c.params;
   return row;
 }
@@ -46,9 +46,9 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
       for (const auto& dtype : options.dtypes) {
         kernels::CaseSpec base;
         base.problem = problem;
-        base.backend = backend->name();
-        base.dtype = dtype;
-        base.math_mode = own_math_mode(dtype);
+        base.variant.backend = backend->name();
+        base.variant.dtype = dtype;
+        base.variant.math_mode = own_math_mode(dtype);
         const kernels::KindSupport support = backend->support(problem.kind);
         if (!support.supported()) {
           PlannedCase pc = unmapped_case(base, support);
@@ -63,7 +63,7 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
           for (const auto& pattern : it->second) {
             kernels::CaseSpec fused = base;
             fused.problem.post_ops = pattern.post_ops;
-            fused.fusion = pattern.name;
+            fused.variant.fusion = pattern.name;
             for (auto& c : backend->cases_for(fused, options)) cases.push_back(std::move(c));
           }
         std::set<std::string> names;

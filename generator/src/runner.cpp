@@ -118,7 +118,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       FL_ASSIGN_OR_RETURN(run_id, db.begin_run(run));
       FL_TRY(db.transaction([&]() -> Status {
         for (const auto& c : plan.cases) {
-          if (c.spec.backend != backend->name()) continue;
+          if (c.spec.variant.backend != backend->name()) continue;
           auto it = config_ids.find(c.spec.problem.key);
           if (it == config_ids.end())
             return make_error("config {} is not in the database", c.spec.problem.key);
@@ -132,9 +132,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       if (options.calibrate) {
         std::vector<DType> dtypes;
         for (const auto& c : plan.cases)
-          if (c.spec.backend == backend->name() &&
-              std::find(dtypes.begin(), dtypes.end(), c.spec.dtype) == dtypes.end())
-            dtypes.push_back(c.spec.dtype);
+          if (c.spec.variant.backend == backend->name() &&
+              std::find(dtypes.begin(), dtypes.end(), c.spec.variant.dtype) == dtypes.end())
+            dtypes.push_back(c.spec.variant.dtype);
         CalibrationOptions copts;
         copts.threads = options.threads;
         auto peaks = calibrate_missing(db, system_id, *backend, dtypes, copts);
@@ -177,7 +177,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     const auto cases_start = clock::now();
     for (const auto& c : plan.cases) {
       if (g_interrupted) break;
-      if (c.spec.backend != backend->name()) continue;
+      if (c.spec.variant.backend != backend->name()) continue;
       const int64_t case_id = options.dry_run ? 0 : case_ids.at(c.spec.name);
       if (settled.count(case_id)) {
         ++sum.already_measured;

@@ -130,12 +130,7 @@ struct TestDb {
     if (q.rows.empty()) throw std::runtime_error("no config " + key);
     benchdb::CaseRow c;
     c.config_id = std::get<int64_t>(q.rows[0][0]);
-    c.backend = "onednn";
-    c.algorithm = algorithm;
-    c.dtype = dtype;
-    c.math_mode = dtype == "f32" ? "fp32" : dtype;
-    c.fusion = fusion;
-    c.layout = layout;
+    c.identity = {"onednn", algorithm, dtype, dtype == "f32" ? "fp32" : dtype, layout, fusion, key};
     c.params = params;
     benchdb::MeasurementRow m;
     m.case_id = value(db.upsert_case(c));

@@ -213,14 +213,9 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
     for (const auto& r : cases.rows) {
       const std::string name = value_text(r[1]);
       EXPECT_EQ(name, before_.case_names.at(value_text(r[0])));
-      CaseRow c;
-      c.backend = value_text(r[4]);
-      c.algorithm = value_text(r[5]);
-      c.dtype = value_text(r[6]);
-      c.math_mode = value_text(r[7]);
-      c.layout = value_text(r[8]);
-      c.fusion = value_text(r[9]);
-      EXPECT_EQ(name, case_name(c, value_text(r[3])));
+      const floorline::CaseId c{value_text(r[4]), value_text(r[5]), value_text(r[6]), value_text(r[7]),
+                                value_text(r[8]), value_text(r[9]), value_text(r[3])};
+      EXPECT_EQ(name, case_name(c));
       EXPECT_EQ(value_text(r[2]), mp::key_hash_hex(name));
     }
     EXPECT_EQ(scalar(db,

@@ -150,11 +150,8 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
       for (const char* algorithm : {"impl0", "impl1"}) {
         CaseRow c;
         c.config_id = config;
-        c.backend = "onednn";
-        c.algorithm = algorithm;
-        c.dtype = "f32";
-        c.math_mode = "fp32";
-        c.uid = mp::key_hash_hex(case_name(c, lc.key));
+        c.identity = {"onednn", algorithm, "f32", "fp32", "", "", lc.key};
+        c.uid = mp::key_hash_hex(case_name(c.identity));
         cases.push_back(insert_as_of(db, cases_table(), c, 1));
       }
     }
@@ -302,28 +299,34 @@ TEST(Schema, NonSqliteTruncatedForeignAndUnwritableFilesGetClearErrors) {
 }
 
 TEST(Schema, CaseNamesRoundTrip) {
-  CaseRow c;
-  c.backend = "cuda";
-  c.algorithm = "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM";
-  c.dtype = "f16";
-  c.math_mode = "fp16";
-  c.layout = "nhwc";
-  c.fusion = "bias_relu";
   const std::string key = "Conv|x=1x64x56x56|w=64x64x3x3|bias|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32";
-  const std::string name = case_name(c, key);
+  CaseRow c;
+  c.identity = {
+      "cuda", "CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM", "f16", "fp16", "nhwc", "bias_relu", key};
+  const std::string name = case_name(c.identity);
   EXPECT_EQ(name, "cuda/CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM/f16/fp16.nhwc+bias_relu/" + key);
   auto p = parse_case_name(name);
   ASSERT_TRUE(p);
   EXPECT_EQ(p->backend, "cuda");
-  EXPECT_EQ(p->algorithm, c.algorithm);
+  EXPECT_EQ(p->algorithm, c.identity.algorithm);
   EXPECT_EQ(p->dtype, "f16");
   EXPECT_EQ(p->math_mode, "fp16");
   EXPECT_EQ(p->layout, "nhwc");
   EXPECT_EQ(p->fusion, "bias_relu");
   EXPECT_EQ(p->key, key);
-  CaseRow plain = c;
+  CaseId plain = c.identity;
   plain.layout = plain.fusion = "";
-  EXPECT_EQ(parse_case_name(case_name(plain, key))->math_mode, "fp16");
+  EXPECT_EQ(parse_case_name(case_name(plain))->math_mode, "fp16");
+  // A math mode this build's types do not name ("fp16" of older files) stays text: there is no
+  // typed variant of it, and the typed form of a known identity gives the same name back.
+  EXPECT_FALSE(case_variant(c.identity));
+  floorline::CaseId known = c.identity;
+  known.math_mode = "f16";
+  const auto typed = case_variant(known);
+  ASSERT_TRUE(typed);
+  EXPECT_EQ(typed->dtype, DType::kF16);
+  EXPECT_EQ(typed->math_mode, MathMode::kF16);
+  EXPECT_EQ(case_name(case_id(*typed, key)), case_name(known));
   EXPECT_FALSE(parse_case_name("BM_memcpy/64"));
   // The database stores that name with the case, and the views show it.
   TempDir dir;

@@ -51,10 +51,7 @@ std::vector<int64_t> seed_cases(Database& db, int configs, int cases_per_config)
       for (int k = 0; k < cases_per_config; ++k) {
         CaseRow cr;
         cr.config_id = cid;
-        cr.backend = "onednn";
-        cr.algorithm = fmt::format("impl{}", k);
-        cr.dtype = "f32";
-        cr.math_mode = "fp32";
+        cr.identity = {"onednn", fmt::format("impl{}", k), "f32", "fp32", "", "", lc.key};
         FL_ASSIGN_OR_RETURN(const int64_t id, db.upsert_case(cr));
         ids.push_back(id);
       }

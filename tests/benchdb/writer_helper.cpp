@@ -50,10 +50,7 @@ int main(int argc, char** argv) {
       for (int k = 0; k < per; ++k) {
         bd::CaseRow cr;
         cr.config_id = cid;
-        cr.backend = "onednn";
-        cr.algorithm = fmt::format("impl{}", k);
-        cr.dtype = "f32";
-        cr.math_mode = "fp32";
+        cr.identity = {"onednn", fmt::format("impl{}", k), "f32", "fp32", "", "", lc.key};
         FL_ASSIGN_OR_RETURN(const int64_t id, db->upsert_case(cr));
         cases.push_back(id);
       }

@@ -61,11 +61,7 @@ TEST(Writer, ALayoutConversionIsNeverAConfigsBestCase) {
   // A reorder feeding impl0 of config 1: faster than every implementation, but not one of them.
   CaseRow conv;
   conv.config_id = scalar(f.db, "SELECT config_id FROM cases WHERE id = ?1", {f.cases[0]});
-  conv.backend = "onednn";
-  conv.algorithm = "reorder";
-  conv.dtype = "f32";
-  conv.math_mode = "fp32";
-  conv.layout = "src:abcd>aBcd16b";
+  conv.identity = {"onednn", "reorder", "f32", "fp32", "src:abcd>aBcd16b", "", ""};
   EXPECT_TRUE(is_conversion(conv));
   const int64_t reorder = must(f.db.upsert_case(conv));
   {

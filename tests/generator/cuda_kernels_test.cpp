@@ -48,8 +48,9 @@ Tally verify_plan(const std::vector<mp::ModelIR>& models, const std::vector<DTyp
   for (const auto& c : plan.cases) {
     if (c.status) continue;
     const bool conversion = !c.spec.feeds.empty();
-    const std::string config =
-        c.spec.problem.key + " " + std::string(math_mode_name(c.spec.math_mode)) + " " + c.spec.fusion;
+    const std::string config = c.spec.problem.key + " " +
+                               std::string(math_mode_name(c.spec.variant.math_mode)) + " " +
+                               c.spec.variant.fusion;
     if (!conversion) t.planned.insert(config);
     auto k = kernels::make_cuda_kernel(c.spec);
     if (!k) {
@@ -117,10 +118,10 @@ TEST(CudaKernelsGpu, MobileNetV3AndBertOpsMatchTheReference) {
 // A case of the cuda backend in f32 (fp32 math) with this algorithm; the caller fills the problem.
 kernels::CaseSpec f32_case(const std::string& algorithm) {
   kernels::CaseSpec spec;
-  spec.backend = "cuda";
-  spec.algorithm = algorithm;
-  spec.dtype = DType::kF32;
-  spec.math_mode = MathMode::kFp32;
+  spec.variant.backend = "cuda";
+  spec.variant.algorithm = algorithm;
+  spec.variant.dtype = DType::kF32;
+  spec.variant.math_mode = MathMode::kFp32;
   return spec;
 }
 

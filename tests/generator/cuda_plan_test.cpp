@@ -41,8 +41,9 @@ std::map<std::tuple<std::string, std::string, std::string>, const PlannedCase*> 
     const Plan& plan, const std::string& key, const std::string& fusion = "") {
   std::map<std::tuple<std::string, std::string, std::string>, const PlannedCase*> out;
   for (const auto& c : plan.cases)
-    if (c.spec.problem.key == key && c.spec.fusion == fusion)
-      out[{c.spec.algorithm, std::string(math_mode_name(c.spec.math_mode)), c.spec.layout}] = &c;
+    if (c.spec.problem.key == key && c.spec.variant.fusion == fusion)
+      out[{c.spec.variant.algorithm, std::string(math_mode_name(c.spec.variant.math_mode)),
+           c.spec.variant.layout}] = &c;
   return out;
 }
 
@@ -113,10 +114,10 @@ TEST(CudaPlan, FusedActivationsCuDnnCannotFuseAreUnsupportedWithTheReason) {
   const Plan plan = cuda_plan(zoo_model("mobilenet_v2"));
   bool seen = false;
   for (const auto& c : plan.cases)
-    if (c.spec.problem.op == "Conv" && c.spec.fusion.rfind("Clip", 0) == 0) {
+    if (c.spec.problem.op == "Conv" && c.spec.variant.fusion.rfind("Clip", 0) == 0) {
       seen = true;
       EXPECT_EQ(c.status, Disposition::kUnsupported);
-      EXPECT_EQ(c.spec.algorithm, "none");
+      EXPECT_EQ(c.spec.variant.algorithm, "none");
       EXPECT_NE(c.reason.find("fuses ReLU or identity"), std::string::npos) << c.reason;
     }
   EXPECT_TRUE(seen) << "mobilenet_v2's Conv → Clip(0,6) is fused";
@@ -127,9 +128,9 @@ TEST(CudaPlan, HalfPrecisionHasOneTensorCoreModeInBothLayouts) {
   const std::string key = first_key(plan, "Conv", "x=1x64x56x56|w=64x64x3x3");
   std::set<std::tuple<std::string, std::string, std::string>> modes;
   for (const auto& c : plan.cases)
-    if (c.spec.problem.key == key && c.spec.fusion.empty() && c.spec.feeds.empty())
-      modes.insert({std::string(dtype_name(c.spec.dtype)), std::string(math_mode_name(c.spec.math_mode)),
-                    c.spec.layout});
+    if (c.spec.problem.key == key && c.spec.variant.fusion.empty() && c.spec.feeds.empty())
+      modes.insert({std::string(dtype_name(c.spec.variant.dtype)),
+                    std::string(math_mode_name(c.spec.variant.math_mode)), c.spec.variant.layout});
   const std::set<std::tuple<std::string, std::string, std::string>> expected = {
       {"f16", "f16", ""}, {"f16", "f16", "nhwc"}, {"bf16", "bf16", ""}, {"bf16", "bf16", "nhwc"}};
   EXPECT_EQ(modes, expected);
@@ -159,11 +160,12 @@ TEST(CudaPlan, BertMatMulsAreBatchedOrFoldedAndEpiloguesFuseTheBias) {
   int strided = 0, folded = 0, bias_fused = 0;
   for (const auto& c : plan.cases) {
     if (c.spec.problem.op != "MatMul") continue;
-    if (c.spec.algorithm == "cublas_gemm_strided_batched") ++strided;
-    if (c.spec.algorithm == "cublas_gemm") ++folded;
-    if (c.spec.fusion.rfind("BiasAdd", 0) == 0) {
+    if (c.spec.variant.algorithm == "cublas_gemm_strided_batched") ++strided;
+    if (c.spec.variant.algorithm == "cublas_gemm") ++folded;
+    if (c.spec.variant.fusion.rfind("BiasAdd", 0) == 0) {
       ++bias_fused;
-      EXPECT_EQ(c.spec.algorithm.rfind("cublaslt_matmul:", 0), 0u) << c.spec.name;  // only cuBLASLt fuses
+      EXPECT_EQ(c.spec.variant.algorithm.rfind("cublaslt_matmul:", 0), 0u)
+          << c.spec.name;  // only cuBLASLt fuses
     }
   }
   EXPECT_GT(strided, 0) << "attention's Q·Kᵀ and P·V have batch dims on both operands";
@@ -174,15 +176,15 @@ TEST(CudaPlan, BertMatMulsAreBatchedOrFoldedAndEpiloguesFuseTheBias) {
 TEST(CudaPlan, OpsWithoutALibraryKernelRunOursLabelledAsSuch) {
   const Plan plan = cuda_plan(zoo_model("squeezenet1_1"));
   std::map<std::string, std::set<std::string>> algorithms;  // op → algorithms
-  for (const auto& c : plan.cases) algorithms[c.spec.problem.op].insert(c.spec.algorithm);
+  for (const auto& c : plan.cases) algorithms[c.spec.problem.op].insert(c.spec.variant.algorithm);
   EXPECT_EQ(algorithms["Concat"], std::set<std::string>{"floorline-kernel:copy"});
   EXPECT_EQ(algorithms["Relu"], (std::set<std::string>{"cudnn_activation", "floorline-kernel:eltwise"}));
   // SqueezeNet's MaxPools have ceil_mode, but their sizes divide evenly: cuDNN computes the same
   // output and is the default.
   for (const auto& c : plan.cases)
-    if (c.spec.problem.op == "MaxPool" && c.spec.algorithm == "cudnn_pooling") {
+    if (c.spec.problem.op == "MaxPool" && c.spec.variant.algorithm == "cudnn_pooling") {
       EXPECT_EQ(c.status, std::nullopt);
-      EXPECT_EQ(c.work.is_default, c.spec.layout.empty());
+      EXPECT_EQ(c.work.is_default, c.spec.variant.layout.empty());
     }
   // GoogLeNet's 56×56 → 28×28 MaxPool rounds up: cuDNN rounds down, so our kernel is the default.
   const Plan google = cuda_plan(zoo_model("googlenet"));
@@ -197,7 +199,7 @@ TEST(CudaPlan, OpsWithoutALibraryKernelRunOursLabelledAsSuch) {
     }
   }
   for (const auto& c : plan.cases)
-    if (c.spec.algorithm.rfind("floorline-kernel", 0) == 0) {
+    if (c.spec.variant.algorithm.rfind("floorline-kernel", 0) == 0) {
       EXPECT_NE(c.spec.name.find("floorline-kernel"), std::string::npos);
       EXPECT_NE(c.params.find("floorline-kernel"), std::string::npos);
     }
@@ -215,11 +217,12 @@ TEST(CudaPlan, EveryConfigOfTheZooHasOneDefaultOrSaysWhyNot) {
     EXPECT_TRUE(names.insert(c.spec.name).second) << "duplicate " << c.spec.name;
     auto parsed = benchdb::parse_case_name(c.spec.name);
     ASSERT_TRUE(parsed.has_value()) << c.spec.name;
-    EXPECT_EQ(parsed->algorithm, c.spec.algorithm);
-    EXPECT_EQ(parsed->layout, c.spec.layout);
+    EXPECT_EQ(parsed->algorithm, c.spec.variant.algorithm);
+    EXPECT_EQ(parsed->layout, c.spec.variant.layout);
+    EXPECT_EQ(case_variant(*parsed), c.spec.variant) << c.spec.name;  // every part, typed, back
     if (!c.spec.feeds.empty()) continue;
-    const auto k =
-        std::make_tuple(c.spec.problem.key, std::string(math_mode_name(c.spec.math_mode)), c.spec.fusion);
+    const auto k = std::make_tuple(c.spec.problem.key, std::string(math_mode_name(c.spec.variant.math_mode)),
+                                   c.spec.variant.fusion);
     ++cases[k];
     if (c.work.is_default) ++defaults[k];
     if (c.status == Disposition::kUnsupported) {
@@ -279,11 +282,11 @@ TEST(CudaPlan, ConvGeometryRunsOneDAsTwoDAndPadsAsymmetricPaddingExplicitly) {
   EXPECT_EQ((g2->x[2] - 3) / 2 + 1, 112);
   CaseSpec spec;
   spec.problem = conv_problem({1, 3, 224, 224}, {32, 3, 3, 3}, {1, 32, 112, 112}, {0, 0, 1, 1}, {2, 2});
-  spec.dtype = DType::kF32;
-  spec.math_mode = MathMode::kFp32;
+  spec.variant.dtype = DType::kF32;
+  spec.variant.math_mode = MathMode::kFp32;
   for (const CudaCase& c : kernels::cuda_cases(spec))
-    if (c.algorithm.rfind("cudnn_conv", 0) == 0) {
-      EXPECT_NE(c.algorithm.find(":padded"), std::string::npos) << c.algorithm;
+    if (c.variant.algorithm.rfind("cudnn_conv", 0) == 0) {
+      EXPECT_NE(c.variant.algorithm.find(":padded"), std::string::npos) << c.variant.algorithm;
     }
   // 3-D stays 3-D; rank 6 is not a cuDNN convolution.
   auto g3 = kernels::conv_geometry(conv_problem({1, 3, 16, 112, 112}, {64, 3, 3, 7, 7}, {1, 64, 16, 56, 56},
@@ -307,15 +310,15 @@ TEST(CudaPlan, WorkspacePolicyLeavesAReserveOfFreeMemory) {
 
 TEST(CudaPlan, BinaryOpsGetOpTensorAddTensorForPerChannelBiasAndOurs) {
   CaseSpec spec;
-  spec.dtype = DType::kF32;
-  spec.math_mode = MathMode::kFp32;
+  spec.variant.dtype = DType::kF32;
+  spec.variant.math_mode = MathMode::kFp32;
   spec.problem.kind = LayerKind::kAdd;
   spec.problem.op = "Add";
   spec.problem.key = "Add|test";
   spec.problem.inputs = {{"a", {8, 64, 28, 28}}, {"b", {1, 64, 1, 1}}};
   spec.problem.outputs = {{"y", {8, 64, 28, 28}}};
   std::vector<std::string> algorithms;
-  for (const auto& c : kernels::cuda_cases(spec)) algorithms.push_back(c.algorithm);
+  for (const auto& c : kernels::cuda_cases(spec)) algorithms.push_back(c.variant.algorithm);
   EXPECT_EQ(algorithms,
             (std::vector<std::string>{"cudnn_op_tensor", "cudnn_add_tensor", "floorline-kernel:binary"}));
   spec.problem.kind = LayerKind::kSub;
@@ -323,14 +326,14 @@ TEST(CudaPlan, BinaryOpsGetOpTensorAddTensorForPerChannelBiasAndOurs) {
   spec.problem.inputs = {{"a", {1, 64, 1, 1}},
                          {"b", {8, 64, 28, 28}}};  // A − B with A broadcast: not cudnnOpTensor
   algorithms.clear();
-  for (const auto& c : kernels::cuda_cases(spec)) algorithms.push_back(c.algorithm);
+  for (const auto& c : kernels::cuda_cases(spec)) algorithms.push_back(c.variant.algorithm);
   EXPECT_EQ(algorithms, (std::vector<std::string>{"floorline-kernel:binary"}));
   spec.problem.kind = LayerKind::kDiv;
   spec.problem.op = "Div";
   spec.problem.inputs = {{"a", {8, 64, 28, 28}}, {"b", {8, 64, 28, 28}}};
   const auto div = kernels::cuda_cases(spec);
   ASSERT_EQ(div.size(), 1u);
-  EXPECT_EQ(div[0].algorithm, "floorline-kernel:binary");
+  EXPECT_EQ(div[0].variant.algorithm, "floorline-kernel:binary");
   EXPECT_TRUE(div[0].is_default);
   spec.problem.kind = LayerKind::kUnsupported;
   spec.problem.op = "NonMaxSuppression";

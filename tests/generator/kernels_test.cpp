@@ -42,7 +42,8 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
       continue;
     }
     EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
-    verified_ops.insert(c.spec.problem.op + (c.spec.fusion.empty() ? "" : "+" + c.spec.fusion));
+    verified_ops.insert(c.spec.problem.op +
+                        (c.spec.variant.fusion.empty() ? "" : "+" + c.spec.variant.fusion));
     ++verified;
   }
   for (const char* op : {"Conv",

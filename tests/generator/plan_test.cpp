@@ -29,14 +29,16 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
     auto parsed = benchdb::parse_case_name(c.spec.name);
     ASSERT_TRUE(parsed.has_value()) << c.spec.name;
     EXPECT_EQ(parsed->key, c.spec.problem.key);
-    EXPECT_EQ(parsed->algorithm, c.spec.algorithm);
-    EXPECT_EQ(parsed->fusion, c.spec.fusion);
+    EXPECT_EQ(parsed->algorithm, c.spec.variant.algorithm);
+    EXPECT_EQ(parsed->fusion, c.spec.variant.fusion);
     // One identity, one name: parsing gives the spec's identity back, and it names the case.
     EXPECT_EQ(*parsed, c.spec.id()) << c.spec.name;
     EXPECT_EQ(case_name(c.spec.id()), c.spec.name);
+    // ...and the text identity converts back into the typed variant the spec carries.
+    EXPECT_EQ(case_variant(*parsed), c.spec.variant) << c.spec.name;
     EXPECT_TRUE(names.insert(c.spec.name).second) << "duplicate " << c.spec.name;
     if (!c.spec.feeds.empty()) continue;
-    const auto k = std::make_pair(c.spec.problem.key, c.spec.fusion);
+    const auto k = std::make_pair(c.spec.problem.key, c.spec.variant.fusion);
     if (!c.status) ++timed_per_config[k];
     if (c.work.is_default) ++defaults_per_config[k];
     if (c.spec.impl_name.rfind("ref", 0) == 0 && timed_per_config[k] > 0) {
@@ -52,11 +54,11 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
   std::set<std::string> fusions;
   int conversions = 0;
   for (const auto& c : plan.cases) {
-    if (!c.spec.fusion.empty()) fusions.insert(c.spec.problem.op + "+" + c.spec.fusion);
+    if (!c.spec.variant.fusion.empty()) fusions.insert(c.spec.problem.op + "+" + c.spec.variant.fusion);
     if (!c.spec.feeds.empty()) {
       ++conversions;
-      EXPECT_EQ(c.spec.algorithm, "reorder");
-      EXPECT_NE(c.spec.layout.find('>'), std::string::npos);
+      EXPECT_EQ(c.spec.variant.algorithm, "reorder");
+      EXPECT_NE(c.spec.variant.layout.find('>'), std::string::npos);
     }
   }
   EXPECT_TRUE(fusions.count("Conv+Relu"));

@@ -49,7 +49,7 @@ struct TempDir {
 
 const PlannedCase& default_case(const Plan& plan, const std::string& op) {
   for (const auto& c : plan.cases)
-    if (c.spec.problem.op == op && c.work.is_default && c.spec.fusion.empty() && c.spec.feeds.empty())
+    if (c.spec.problem.op == op && c.work.is_default && c.spec.variant.fusion.empty() && c.spec.feeds.empty())
       return c;
   ADD_FAILURE() << "no default case for " << op;
   return plan.cases.front();

@@ -41,21 +41,19 @@ class CudaBackend final : public Backend {
                                      const PlanOptions& options) const override {
     std::vector<PlannedCase> out;
     for (const auto& c : kernels::cuda_cases(base)) {
-      const bool conversion = c.layout.find('>') != std::string::npos;
+      const bool conversion = c.variant.layout.find('>') != std::string::npos;
       if (conversion && !options.conversions) continue;
       PlannedCase pc;
       pc.spec = base;
-      pc.spec.algorithm = c.algorithm;
-      pc.spec.math_mode = c.math_mode;
-      pc.spec.layout = c.layout;
+      pc.spec.variant = c.variant;
       pc.spec.feeds = c.feeds;
       pc.work.is_default = c.is_default;
       pc.status = c.status;
       pc.reason = c.reason;
       nlohmann::json params = nlohmann::json::object();
       if (!c.feeds.empty()) params["feeds"] = c.feeds;
-      if (c.algorithm.rfind("floorline-kernel", 0) == 0) params["library"] = "floorline-kernel";
-      if (conversion) pc.work = conversion_work(base, c.layout);
+      if (c.variant.algorithm.rfind("floorline-kernel", 0) == 0) params["library"] = "floorline-kernel";
+      if (conversion) pc.work = conversion_work(base, c.variant.layout);
       pc.params = params.dump();
       out.push_back(std::move(pc));
     }

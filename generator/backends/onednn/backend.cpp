@@ -34,7 +34,7 @@ class OnednnBackend final : public Backend {
     if (!impls) {
       PlannedCase pc;
       pc.spec = base;
-      pc.spec.algorithm = "none";
+      pc.spec.variant.algorithm = "none";
       pc.status =
           impls.error().code == Disposition::kUnsupported ? Disposition::kUnsupported : Disposition::kFailed;
       pc.reason = impls.error().message;
@@ -56,7 +56,7 @@ class OnednnBackend final : public Backend {
     for (const auto& im : ordered) {
       PlannedCase pc;
       pc.spec = base;
-      pc.spec.algorithm = im.algorithm;
+      pc.spec.variant.algorithm = im.algorithm;
       pc.spec.impl_index = im.impl_index;
       pc.spec.impl_name = im.impl_name;
       pc.work.is_default = im.is_default;
@@ -79,8 +79,8 @@ class OnednnBackend final : public Backend {
         for (const auto& conv : im.conversions) {
           PlannedCase cc;
           cc.spec = base;
-          cc.spec.algorithm = "reorder";
-          cc.spec.layout = conv;
+          cc.spec.variant.algorithm = "reorder";
+          cc.spec.variant.layout = conv;
           cc.spec.feeds = im.algorithm;
           cc.spec.impl_index = im.impl_index;
           cc.spec.impl_name = im.impl_name;

@@ -28,12 +28,6 @@ std::string Problem::string_attr(const std::string& name, const std::string& fal
   return it == strings.end() ? fallback : it->second;
 }
 
-CaseId CaseSpec::id() const {
-  return CaseId{
-      backend, algorithm,  std::string(dtype_name(dtype)), std::string(math_mode_name(math_mode)), layout,
-      fusion,  problem.key};
-}
-
 namespace {
 [[noreturn]] void missing(const Problem& p, const std::string& name) {
   throw MissingAttribute(fmt::format("{}: attribute '{}' is missing (the IR always fills it)",

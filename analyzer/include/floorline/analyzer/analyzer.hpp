@@ -41,6 +41,7 @@
 
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/schema.hpp"
+#include "floorline/common/case_id.hpp"
 #include "floorline/common/result.hpp"
 #include "floorline/model_processor/model.hpp"
 
@@ -50,10 +51,8 @@ namespace floorline::analyzer {
 struct CaseTime {
   double us = 0;  // median per-call time
   int64_t case_id = 0;
-  std::string name;  // benchdb::case_name()
-  std::string backend;
-  std::string algorithm;
-  std::string layout;
+  CaseId id;         // the case's identity (common/case_id.hpp)
+  std::string name;  // case_name(id), derived once when the table is loaded
 };
 
 // What the database knows about one system, loaded once and shared by every model analyzed.

@@ -129,15 +129,16 @@ struct CaseRow {
   int64_t id = 0;
   std::string uid;  // 16 hex digits, FNV-1a of the case name: a short stable id
   int64_t config_id = 0;
-  std::string backend;        // "onednn", "cuda"
-  std::string algorithm;      // as the library spells it ("CUDNN_CONVOLUTION_FWD_ALGO_GEMM")
-  std::string dtype;          // dtype_name() of the case's tensors ("f32", "f16", "bf16")
-  std::string math_mode;      // math_mode_name(): "fp32" (strict), "tf32", "f16", "bf16"
-  std::string layout;         // "nchw", "nhwc", "any", "" where it does not apply; a
-                              // conversion case has "role:from>to" (is_conversion())
-  std::string fusion;         // "" or the fused pattern ("bias_relu", "bn")
+  // The case's identity (common/case_id.hpp), one column per part but the key: backend
+  // ("onednn", "cuda"), algorithm as the library spells it ("CUDNN_CONVOLUTION_FWD_ALGO_GEMM"),
+  // dtype ("f32", "f16", "bf16"), math mode ("fp32" (strict), "tf32", "f16", "bf16"), layout
+  // ("nchw", "nhwc", "any", "" where it does not apply; a conversion case has "role:from>to",
+  // is_conversion()), fusion ("" or the fused pattern, "Relu", "Add+Relu"). Its key is the
+  // config's (config_id), not a column: Database::upsert_case sets it from the config when it
+  // names the case; rows read from a table leave it empty.
+  CaseId identity;
   std::string params = "{}";  // JSON: backend-specific parameters
-  std::string name;           // (v4) case_name(*this, key): Database::upsert_case fills it
+  std::string name;           // (v4) case_name(identity): Database::upsert_case fills it
 };
 
 // A layout-conversion case ("reorder" with layout "src:abcd>aBcd16b") times the reorder that an
@@ -148,7 +149,7 @@ inline bool is_conversion_layout(std::string_view layout) {
   return layout.find('>') != std::string_view::npos;
 }
 inline bool is_conversion(const CaseRow& c) {
-  return is_conversion_layout(c.layout);
+  return is_conversion_layout(c.identity.layout);
 }
 
 // The outcome of one case on one system in one run.
@@ -301,17 +302,11 @@ const TableDef<FrameworkLatencyRow>& framework_latencies_table();
 const TableDef<SystemPeakRow>& system_peaks_table();
 const TableDef<ReplayRow>& replays_table();
 
-// A case's identity (common/case_id.hpp) from its row and its config's key, and the row's
-// identity columns from an identity (the key is the config's, not the row's).
-CaseId case_id(const CaseRow& c, std::string_view key);
-void set_identity(CaseRow& c, const CaseId& id);
-// The name of a case: "{backend}/{algorithm}/{dtype}/{math_mode}[.{layout}][+{fusion}]/{key}",
-// e.g. "onednn/brg:avx512_core/f32/fp32/Conv|x=1x64x56x56|...|f32" (floorline::case_name of
-// case_id(c, key)). Unique per case, readable, and what benchmark registrations and reproduction
-// lines use. cases.name holds its result, and the views read that column.
-std::string case_name(const CaseRow& c, std::string_view key);
-// The inverse of case_name() (common/case_id.hpp); nullopt when `name` does not have that form.
-using ParsedCaseName = CaseId;
+// The name of a case is floorline::case_name() of its identity (common/case_id.hpp), e.g.
+// "onednn/brg:avx512_core/f32/fp32/Conv|x=1x64x56x56|...|f32": unique per case, readable, and what
+// benchmark registrations and reproduction lines use. cases.name holds it, and the views read that
+// column. floorline::parse_case_name() is its inverse.
+using floorline::case_name;
 using floorline::parse_case_name;
 
 // The identity fingerprint of a system (16 hex digits) from its identity columns.
@@ -369,10 +364,11 @@ struct IsOptional<std::optional<T>> : std::true_type {
 };
 }  // namespace detail
 
-// col("median_us", &MeasurementRow::median_us): type and nullability from the member's type.
-template <class Row, class M>
-Column<Row> col(std::string name, M Row::*member, std::string constraint = "", int since = 1,
-                bool identity = false) {
+namespace detail {
+// A column of the member that `ref(row)` refers to (a generic lambda: const for get, mutable for
+// set); its type and nullability from the member's type.
+template <class Row, class M, class Ref>
+Column<Row> column_of(std::string name, Ref ref, std::string constraint, int since, bool identity) {
   Column<Row> c;
   c.name = std::move(name);
   c.constraint = std::move(constraint);
@@ -382,23 +378,43 @@ Column<Row> col(std::string name, M Row::*member, std::string constraint = "", i
     using T = typename detail::IsOptional<M>::inner;
     c.type = detail::SqlTraits<T>::type;
     c.nullable = true;
-    c.get = [member](const Row& r) -> SqlValue {
-      const auto& o = r.*member;
+    c.get = [ref](const Row& r) -> SqlValue {
+      const auto& o = ref(r);
       return o ? detail::SqlTraits<T>::to(*o) : SqlValue{};
     };
-    c.set = [member](Row& r, const SqlValue& v) {
+    c.set = [ref](Row& r, const SqlValue& v) {
       if (is_null(v))
-        r.*member = std::nullopt;
+        ref(r) = std::nullopt;
       else
-        r.*member = detail::SqlTraits<T>::from(v);
+        ref(r) = detail::SqlTraits<T>::from(v);
     };
   } else {
     c.type = detail::SqlTraits<M>::type;
     c.nullable = false;
-    c.get = [member](const Row& r) -> SqlValue { return detail::SqlTraits<M>::to(r.*member); };
-    c.set = [member](Row& r, const SqlValue& v) { r.*member = detail::SqlTraits<M>::from(v); };
+    c.get = [ref](const Row& r) -> SqlValue { return detail::SqlTraits<M>::to(ref(r)); };
+    c.set = [ref](Row& r, const SqlValue& v) { ref(r) = detail::SqlTraits<M>::from(v); };
   }
   return c;
+}
+}  // namespace detail
+
+// col("median_us", &MeasurementRow::median_us): type and nullability from the member's type.
+template <class Row, class M>
+Column<Row> col(std::string name, M Row::*member, std::string constraint = "", int since = 1,
+                bool identity = false) {
+  return detail::column_of<Row, M>(
+      std::move(name), [member](auto& r) -> auto& { return r.*member; }, std::move(constraint), since,
+      identity);
+}
+
+// col("backend", &CaseRow::identity, &CaseId::backend): a column of a member's member, for rows
+// that hold a value of several columns as one (a case's identity).
+template <class Row, class S, class M>
+Column<Row> col(std::string name, S Row::*outer, M S::*inner, std::string constraint = "", int since = 1,
+                bool identity = false) {
+  return detail::column_of<Row, M>(
+      std::move(name), [ outer, inner ](auto& r) -> auto& { return (r.*outer).*inner; },
+      std::move(constraint), since, identity);
 }
 
 }  // namespace floorline::benchdb

@@ -8,13 +8,24 @@
 //
 // The name is derived here and parsed here, nowhere else (the database stores it in cases.name,
 // written through this function, and its views read that column). Names are in databases and in generated
-// sources: they must never change for the same identity. The parts are text, as the database stores them;
-// dtype and math mode are dtype_name() / math_mode_name() of common/dtype.hpp.
+// sources: they must never change for the same identity.
+//
+// Two forms of one identity, with one conversion each way:
+//   CaseId       the parts as text, as databases and names hold them (dtype and math mode are
+//                dtype_name() / math_mode_name() of common/dtype.hpp). Rows read from a file keep
+//                whatever text it has, also names this build does not know ("fp16" of older files).
+//   CaseVariant  what code carries (kernels::CaseSpec, the planners): data type and math mode typed,
+//                and no key, which belongs to the problem the variant is of (Problem::key). A
+//                CaseVariant and a key make a CaseId (case_id()); a CaseId whose dtype and math
+//                mode this build knows gives its CaseVariant back (case_variant()).
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include "floorline/common/dtype.hpp"
 
 namespace floorline {
 
@@ -75,6 +86,38 @@ inline std::optional<CaseId> parse_case_name(std::string_view name) {
   }
   p.math_mode = std::string(mode);
   return p;
+}
+
+// What tells the cases of one layer configuration apart, typed (see above).
+struct CaseVariant {
+  std::string backend;                   // "onednn", "cuda"
+  std::string algorithm;                 // as the library spells it; no '/'
+  DType dtype = DType::kF32;             // storage type of the tensors
+  MathMode math_mode = MathMode::kFp32;  // own_math_mode(dtype), or tf32 for f32 on a GPU
+  std::string layout;                    // as CaseId::layout
+  std::string fusion;                    // as CaseId::fusion
+
+  bool operator==(const CaseVariant&) const = default;
+};
+
+// The identity of the case `v` of the configuration `key`, as text.
+inline CaseId case_id(const CaseVariant& v, std::string key) {
+  return CaseId{v.backend,
+                v.algorithm,
+                std::string(dtype_name(v.dtype)),
+                std::string(math_mode_name(v.math_mode)),
+                v.layout,
+                v.fusion,
+                std::move(key)};
+}
+
+// The typed variant of `id` (its key dropped); nullopt when its dtype or math mode is not a name
+// of common/dtype.hpp.
+inline std::optional<CaseVariant> case_variant(const CaseId& id) {
+  const auto dtype = parse_dtype(id.dtype);
+  const auto mode = parse_math_mode(id.math_mode);
+  if (!dtype || !mode) return std::nullopt;
+  return CaseVariant{id.backend, id.algorithm, *dtype, *mode, id.layout, id.fusion};
 }
 
 }  // namespace floorline

@@ -351,10 +351,10 @@ void check_workspace(int64_t bytes) {
 namespace {
 
 void build(Ctx& c) {
-  const std::string& a = c.spec.algorithm;
+  const std::string& a = c.spec.variant.algorithm;
   const std::string family = a.substr(0, a.find(':'));
   const std::string& op = c.p.op;
-  if (family == "cudnn_transform" && c.spec.layout.find('>') != std::string::npos)
+  if (family == "cudnn_transform" && c.spec.variant.layout.find('>') != std::string::npos)
     return layout_conversion(c);
   if (family == "cudnn_conv" || family == "cudnn_conv_bias_act") return conv(c);
   if (family == "cublas_gemm" || family == "cublas_gemm_strided_batched" || family == "cublas_gemv" ||
@@ -397,7 +397,7 @@ bool cuda_cold_cache() {
 Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
   FL_ASSIGN_OR_RETURN(Context * dev, context());
   try {
-    Ctx c{spec, spec.problem, *dev, spec.dtype, spec.layout == "nhwc", {}};
+    Ctx c{spec, spec.problem, *dev, spec.variant.dtype, spec.variant.layout == "nhwc", {}};
     for (const auto& in : spec.problem.inputs) {
       Tensor t;
       t.shape = in.shape;
@@ -414,14 +414,14 @@ Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
     }
     c.b.n_inputs = spec.problem.inputs.size();
     c.b.n_outputs = spec.problem.outputs.size();
-    c.b.tolerance = tolerance(spec.math_mode);
+    c.b.tolerance = tolerance(spec.variant.math_mode);
     build(c);
     for (size_t t = 0; t < c.b.tensors.size(); ++t) c.ptr(static_cast<int>(t));
     // One seed per config, data type and layout: every algorithm of a config reads the same inputs.
     auto kernel = std::make_unique<CudaKernel>(
         spec.problem, std::move(c.b), *dev,
-        std::hash<std::string>{}(spec.problem.key + std::string(floorline::dtype_name(spec.dtype)) +
-                                 spec.layout) >>
+        std::hash<std::string>{}(spec.problem.key + std::string(floorline::dtype_name(spec.variant.dtype)) +
+                                 spec.variant.layout) >>
             8);
     kernel->initialise(1);
     return std::unique_ptr<Kernel>(std::move(kernel));

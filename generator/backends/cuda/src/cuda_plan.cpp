@@ -83,16 +83,18 @@ Result<ConvGeometry> conv_geometry(const Problem& p) {
 
 namespace {
 
-CudaCase make(std::string algorithm, MathMode mode, std::string layout = "") {
+// A case of `base`: its variant with the algorithm, math mode and layout chosen.
+CudaCase make(const CaseSpec& base, std::string algorithm, MathMode mode, std::string layout = "") {
   CudaCase c;
-  c.algorithm = std::move(algorithm);
-  c.math_mode = mode;
-  c.layout = std::move(layout);
+  c.variant = base.variant;
+  c.variant.algorithm = std::move(algorithm);
+  c.variant.math_mode = mode;
+  c.variant.layout = std::move(layout);
   return c;
 }
 
 CudaCase unsupported_case(const CaseSpec& base, std::string why) {
-  CudaCase c = make("none", base.math_mode);
+  CudaCase c = make(base, "none", base.variant.math_mode);
   c.status = Disposition::kUnsupported;
   c.reason = std::move(why);
   return c;
@@ -127,29 +129,30 @@ void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const std::string pad_suffix = g->explicit_pad ? ":padded" : "";
   const bool relu = post.find("Relu") != std::string::npos;
   for (const std::string layout : {"", "nhwc"})
-    for (const auto& mode : floorline::math_modes(base.dtype, true)) {
+    for (const auto& mode : floorline::math_modes(base.variant.dtype, true)) {
       // NHWC where it changes the algorithm set: with Tensor Core math (tf32, f16, bf16).
       if (!layout.empty() && mode == MathMode::kFp32) continue;
       if (!fused) {
-        CudaCase h = make("cudnn_conv:heuristic" + pad_suffix, mode, layout);
+        CudaCase h = make(base, "cudnn_conv:heuristic" + pad_suffix, mode, layout);
         h.is_default = layout.empty();  // a framework's default: NCHW, the heuristic's first choice
         out.push_back(h);
-        out.push_back(make("cudnn_conv:find" + pad_suffix, mode, layout));
+        out.push_back(make(base, "cudnn_conv:find" + pad_suffix, mode, layout));
         for (const auto& a : cudnn_conv_algorithms())
-          out.push_back(make("cudnn_conv:" + a + pad_suffix, mode, layout));
+          out.push_back(make(base, "cudnn_conv:" + a + pad_suffix, mode, layout));
         // Conv with its bias through the fused call and the identity activation, which cuDNN runs
         // with IMPLICIT_PRECOMP_GEMM only (its documentation): one more way to compute the layer.
-        if (bias) out.push_back(make("cudnn_conv_bias_act:IMPLICIT_PRECOMP_GEMM" + pad_suffix, mode, layout));
+        if (bias)
+          out.push_back(make(base, "cudnn_conv_bias_act:IMPLICIT_PRECOMP_GEMM" + pad_suffix, mode, layout));
       } else {
         // y = act(conv(x) + z + bias): every algorithm with ReLU; identity (a residual Add alone)
         // with IMPLICIT_PRECOMP_GEMM only.
         for (const auto& a : cudnn_conv_algorithms())
           if (relu || a == "IMPLICIT_PRECOMP_GEMM")
-            out.push_back(make("cudnn_conv_bias_act:" + a + pad_suffix, mode, layout));
+            out.push_back(make(base, "cudnn_conv_bias_act:" + a + pad_suffix, mode, layout));
       }
       if (!layout.empty() && !fused) {
         for (const std::string conv : {"src:nchw>nhwc", "dst:nhwc>nchw"}) {
-          CudaCase c = make("cudnn_transform", mode, conv);
+          CudaCase c = make(base, "cudnn_transform", mode, conv);
           c.feeds = "layout:" + layout;
           out.push_back(c);
         }
@@ -213,13 +216,13 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     return;
   }
   const Operand* c = p.kind == LayerKind::kGemm && p.inputs.size() > 2 ? &p.inputs[2] : nullptr;
-  for (const auto& mode : floorline::math_modes(base.dtype, true)) {
+  for (const auto& mode : floorline::math_modes(base.variant.dtype, true)) {
     if (!fused) {
-      CudaCase d = make(g->batched ? "cublas_gemm_strided_batched" : "cublas_gemm", mode);
+      CudaCase d = make(base, g->batched ? "cublas_gemm_strided_batched" : "cublas_gemm", mode);
       d.is_default = true;  // cuBLAS's own heuristic (CUBLAS_GEMM_DEFAULT): what a framework calls
       out.push_back(d);
       if ((g->m == 1 || g->n == 1) && !g->batched) {
-        CudaCase v = make("cublas_gemv", mode);
+        CudaCase v = make(base, "cublas_gemv", mode);
         if (mode != MathMode::kFp32) {
           v.status = Disposition::kUnsupported;
           v.reason = "cublasSgemv is f32 without Tensor Cores only";
@@ -228,7 +231,7 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
       }
     }
     for (int k = 0; k < kLtAlgorithms; ++k) {
-      CudaCase lt = make(fmt::format("cublaslt_matmul:{}", k), mode);
+      CudaCase lt = make(base, fmt::format("cublaslt_matmul:{}", k), mode);
       if (c && c->shape.size() == 2 && c->shape != p.outputs[0].shape) {
         lt.status = Disposition::kUnsupported;
         lt.reason = "a Gemm C broadcast along M is not a cuBLASLt bias (a vector of N) nor a full matrix";
@@ -249,11 +252,11 @@ void unary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     out.push_back(unsupported_case(base, "Pow with a run-time (non-constant) exponent"));
     return;
   }
-  const MathMode mode = own_math_mode(base.dtype);
+  const MathMode mode = own_math_mode(base.variant.dtype);
   static const std::set<LayerKind> kCudnn = {LayerKind::kRelu, LayerKind::kSigmoid, LayerKind::kTanh,
                                              LayerKind::kElu, LayerKind::kClip};
   if (kCudnn.count(p.kind)) {
-    CudaCase c = make("cudnn_activation", mode);
+    CudaCase c = make(base, "cudnn_activation", mode);
     c.is_default = true;
     if (p.kind == LayerKind::kClip && (p.float_attr("min", -1) != 0.0 || p.inputs.size() > 1)) {
       c.status = Disposition::kUnsupported;
@@ -262,7 +265,7 @@ void unary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     }
     out.push_back(c);
   }
-  CudaCase own = make("floorline-kernel:eltwise", mode);
+  CudaCase own = make(base, "floorline-kernel:eltwise", mode);
   own.is_default = !kCudnn.count(p.kind) || out.back().status == Disposition::kUnsupported;
   out.push_back(own);
 }
@@ -282,7 +285,7 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     out.push_back(unsupported_case(base, fmt::format("no CUDA kernel for {}", p.op)));
     return;
   }
-  const MathMode mode = own_math_mode(base.dtype);
+  const MathMode mode = own_math_mode(base.variant.dtype);
   const Shape& y = p.outputs.at(0).shape;
   const Shape& a = p.inputs[0].shape;
   const Shape& b = p.inputs[1].shape;
@@ -294,7 +297,7 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   bool first = true;
   if (library_op && y.size() <= 5 && ((a_full && broadcasts_to(b, y)) || (b_full && broadcasts_to(a, y)))) {
     if (k != LayerKind::kSub || a_full) {
-      CudaCase c = make("cudnn_op_tensor", mode);
+      CudaCase c = make(base, "cudnn_op_tensor", mode);
       c.is_default = first;
       first = false;
       out.push_back(c);
@@ -305,16 +308,16 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     while (padded.size() < y.size()) padded.insert(padded.begin(), 1);
     if (k == LayerKind::kAdd && y.size() >= 4 && y.size() <= 5 && padded.size() == y.size() &&
         elements(padded) == y[1] && padded[1] == y[1])
-      out.push_back(make("cudnn_add_tensor", mode));
+      out.push_back(make(base, "cudnn_add_tensor", mode));
   }
-  CudaCase own = make("floorline-kernel:binary", mode);
+  CudaCase own = make(base, "floorline-kernel:binary", mode);
   own.is_default = first;
   out.push_back(own);
 }
 
 void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
-  const MathMode mode = own_math_mode(base.dtype);
+  const MathMode mode = own_math_mode(base.variant.dtype);
   const Shape& x = p.inputs.at(0).shape;
   if (x.size() < 3 || x.size() > 5) {
     out.push_back(unsupported_case(base, fmt::format("pooling over a rank-{} tensor", x.size())));
@@ -339,7 +342,7 @@ void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     }
   }
   for (const std::string layout : {"", "nhwc"}) {
-    CudaCase c = make("cudnn_pooling", mode, layout);
+    CudaCase c = make(base, "cudnn_pooling", mode, layout);
     c.is_default = layout.empty() && why_not.empty();
     if (!why_not.empty()) {
       c.status = Disposition::kUnsupported;
@@ -347,8 +350,8 @@ void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     }
     out.push_back(c);
   }
-  if (global) out.push_back(make("cudnn_reduce", mode));
-  CudaCase own = make("floorline-kernel:pooling", mode);
+  if (global) out.push_back(make(base, "cudnn_reduce", mode));
+  CudaCase own = make(base, "floorline-kernel:pooling", mode);
   own.is_default = !why_not.empty();
   out.push_back(own);
 }
@@ -356,7 +359,7 @@ void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
 // A case per algorithm for kinds that map onto one library call (or one kernel of ours).
 void single(const CaseSpec& base, std::vector<CudaCase>& out, std::string algorithm,
             std::string layout = "") {
-  CudaCase c = make(std::move(algorithm), math_modes(base.dtype, false)[0], std::move(layout));
+  CudaCase c = make(base, std::move(algorithm), math_modes(base.variant.dtype, false)[0], std::move(layout));
   c.is_default = out.empty();
   out.push_back(c);
 }

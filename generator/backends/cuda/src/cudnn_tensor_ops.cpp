@@ -143,8 +143,8 @@ void reduce(Ctx& c) {
 
 // A layout conversion (NCHW ↔ NHWC) of one activation tensor: cudnnTransformTensor.
 void layout_conversion(Ctx& c) {
-  const bool to_nhwc = c.spec.layout.find("nchw>nhwc") != std::string::npos;
-  const bool dst = c.spec.layout.rfind("dst:", 0) == 0;
+  const bool to_nhwc = c.spec.variant.layout.find("nchw>nhwc") != std::string::npos;
+  const bool dst = c.spec.variant.layout.rfind("dst:", 0) == 0;
   const Shape& s = dst ? c.out_shape() : c.in_shape(0);
   Build b;
   Tensor from, to;

@@ -53,7 +53,7 @@ GemmCall gemm_call(const Ctx& c) {
 }
 
 cublasComputeType_t compute_type(const Ctx& c) {
-  return c.spec.math_mode == MathMode::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  return c.spec.variant.math_mode == MathMode::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
 int int_dim(int64_t v) {
@@ -100,7 +100,7 @@ void cublas_gemm(Ctx& c) {
   const cudaDataType_t dt = cuda_type(c.type);
   const cublasComputeType_t ct = compute_type(c);
   const float alpha = g.alpha, beta = has_c ? g.beta : 0.f;
-  const std::string v = c.spec.algorithm;
+  const std::string v = c.spec.variant.algorithm;
   const int m = int_dim(g.n), n = int_dim(g.m), k = int_dim(g.k);
   const cublasOperation_t op_first = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                           op_second = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -271,7 +271,7 @@ void cublaslt_matmul(Ctx& c) {
 }  // namespace
 
 void gemm(Ctx& c) {
-  if (c.spec.algorithm.rfind("cublaslt_matmul", 0) == 0)
+  if (c.spec.variant.algorithm.rfind("cublaslt_matmul", 0) == 0)
     cublaslt_matmul(c);
   else if (!c.p.post_ops.empty())
     fail(Disposition::kUnsupported, "cuBLAS fuses no epilogue (cuBLASLt does)");

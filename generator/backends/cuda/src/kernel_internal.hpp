@@ -237,12 +237,12 @@ struct Ctx {
   }
   // The case's variant after the library prefix: "IMPLICIT_GEMM" of "cudnn_conv:IMPLICIT_GEMM:padded".
   std::string variant() const {
-    const auto colon = spec.algorithm.find(':');
-    std::string v = colon == std::string::npos ? "" : spec.algorithm.substr(colon + 1);
+    const auto colon = spec.variant.algorithm.find(':');
+    std::string v = colon == std::string::npos ? "" : spec.variant.algorithm.substr(colon + 1);
     if (const auto pad = v.find(":padded"); pad != std::string::npos) v.erase(pad);
     return v;
   }
-  bool tensor_ops() const { return spec.math_mode != MathMode::kFp32; }
+  bool tensor_ops() const { return spec.variant.math_mode != MathMode::kFp32; }
 };
 
 const float kOne = 1.f, kZero = 0.f, kMinusOne = -1.f;

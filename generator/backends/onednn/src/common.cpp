@@ -94,7 +94,8 @@ memory::desc activation_md(const Ctx& c, int t, const Shape& s, const std::strin
 primitive_attr Ctx::attr(bool with_post_ops) const {
   primitive_attr a;
   a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (spec.math_mode == MathMode::kBF16 && type == dt::f32) a.set_fpmath_mode(dnnl::fpmath_mode::bf16);
+  if (spec.variant.math_mode == MathMode::kBF16 && type == dt::f32)
+    a.set_fpmath_mode(dnnl::fpmath_mode::bf16);
   if (with_post_ops && !p.post_ops.empty()) {
     dnnl::post_ops po;
     for (const auto& op : p.post_ops) {

@@ -192,7 +192,7 @@ Result<Build> build(const CaseSpec& spec, const std::string& variant) {
   const KindMapping& m = mapping_for(p.kind);
   if (!m.build) return make_error(Disposition::kUnsupported, "{}: {}", p.op, m.reason);
   try {
-    Ctx c{spec, p, data_type(spec.dtype), {}};
+    Ctx c{spec, p, data_type(spec.variant.dtype), {}};
     for (const auto& in : p.inputs) c.b.tensors.push_back({in.shape, Fill::kUniform, false, false});
     for (const auto& out : p.outputs) c.b.tensors.push_back({out.shape, Fill::kNone, false, true});
     c.b.n_inputs = p.inputs.size();
@@ -245,11 +245,11 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
   CaseSpec fed;
   if (conversion) {  // a layout conversion: build the case it feeds to learn the formats
     fed = spec;
-    fed.algorithm = spec.feeds;
+    fed.variant.algorithm = spec.feeds;
     fed.feeds.clear();
     main_spec = &fed;
   }
-  const auto [variant, impl_name] = split_algorithm(main_spec->algorithm);
+  const auto [variant, impl_name] = split_algorithm(main_spec->variant.algorithm);
   FL_ASSIGN_OR_RETURN(Build b, build(*main_spec, variant));
   try {
     if (b.iterate) {
@@ -262,10 +262,10 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
     if (!main_spec->impl_name.empty() && impl != main_spec->impl_name)
       return make_error(Disposition::kSkipped, "implementation {} of {} is now {}, not {} as planned",
                         main_spec->impl_index, variant, impl, main_spec->impl_name);
-    const dt type = data_type(spec.dtype);
+    const dt type = data_type(spec.variant.dtype);
     if (conversion) {
-      // spec.layout is "<tensor>:<from>><to>"; the tensor is src or dst of the fed primitive.
-      const std::string tensor = spec.layout.substr(0, spec.layout.find(':'));
+      // spec.variant.layout is "<tensor>:<from>><to>"; the tensor is src or dst of the fed primitive.
+      const std::string tensor = spec.variant.layout.substr(0, spec.variant.layout.find(':'));
       const int arg = tensor == "dst" ? DNNL_ARG_DST : DNNL_ARG_SRC;
       const memory::desc want = b.steps[0].pd().query_md(dnnl::query::exec_arg_md, arg);
       const ArgDef* a = nullptr;
@@ -286,7 +286,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
       const bool to_blocked = tensor == "src";
       const memory::desc from = to_blocked ? plain_md : want, to = to_blocked ? want : plain_md;
       dnnl::reorder::primitive_desc rpd(cpu_engine(), from, cpu_engine(), to, primitive_attr(), true);
-      if (!rpd) return make_error(Disposition::kUnsupported, "oneDNN has no reorder {}", spec.layout);
+      if (!rpd) return make_error(Disposition::kUnsupported, "oneDNN has no reorder {}", spec.variant.layout);
       const std::string reorder_impl = rpd.impl_info_str();
       rb.steps.push_back(step(std::move(rpd), {{DNNL_ARG_FROM, 0, View{a->view.d, a->view.strides, 0}},
                                                {DNNL_ARG_TO, 1, View{a->view.d, a->view.strides, 0}}}));

@@ -35,7 +35,7 @@ class Backend {
   // kernels::cuda_support): a mapping, or why there is none. No device needed. The planner gives a
   // kind with no mapping one "unsupported" case with that reason and does not call cases_for().
   virtual kernels::KindSupport support(LayerKind kind) const = 0;
-  // Every case of one problem in one data type (spec.dtype set by the caller; spec.name is set by
+  // Every case of one problem in one data type (spec.variant.dtype set by the caller; spec.name is set by
   // the planner). A problem the backend cannot run yields one case with status "unsupported".
   virtual std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
                                              const PlanOptions& options) const = 0;

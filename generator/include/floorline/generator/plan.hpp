@@ -49,12 +49,13 @@ inline kernels::Work conversion_work(const kernels::CaseSpec& base, const std::s
   int64_t n = 1;
   for (auto d : shape) n *= d;
   kernels::Work w;
-  w.bytes = 2 * n * element_size(base.dtype);
+  w.bytes = 2 * n * element_size(base.variant.dtype);
   w.flops = 0;
   return w;
 }
 
-// The case's row for the database (config_id left 0): its identity (spec.id() less the key) and params.
+// The case's row for the database (config_id left 0): its identity (spec.id(); upsert_case sets its key
+// again from the config) and params.
 benchdb::CaseRow case_row(const PlannedCase& c);
 
 // Converts a layer configuration to the kernel library's Problem (attributes typed, roles kept).

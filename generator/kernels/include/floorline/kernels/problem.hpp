@@ -76,29 +76,25 @@ struct Problem {
 // One benchmark case: a problem × an implementation × a data type.
 struct CaseSpec {
   Problem problem;
-  std::string backend = "onednn";
-  // The primitive algorithm and implementation, "convolution_direct:brg:avx512_core"; for a layout
-  // conversion feeding another case, "reorder:<impl>".
-  std::string algorithm;
+  // The case's identity but for the problem's key (common/case_id.hpp). Its algorithm is the
+  // primitive algorithm and implementation, "convolution_direct:brg:avx512_core" (for a layout
+  // conversion feeding another case, "reorder:<impl>"); its layout, for convolution/deconvolution/
+  // matmul, the memory formats oneDNN chose, "src:aBcd16b wei:... dst:...", and for a layout
+  // conversion "<tensor>:<from>><to>", e.g. "src:abcd>aBcd16b". Backend "onednn" unless set.
+  CaseVariant variant = {"onednn", "", DType::kF32, MathMode::kFp32, "", ""};
   // Position of the implementation in oneDNN's next_impl() order for this primitive and
   // algorithm (0 = oneDNN's first choice), and its impl_info_str() as seen when planning: a
   // kernel is built only when the same implementation is still offered at that position.
   int impl_index = 0;
   std::string impl_name;
-  DType dtype = DType::kF32;             // storage type of the tensors (common/dtype.hpp)
-  MathMode math_mode = MathMode::kFp32;  // own_math_mode(dtype), or tf32 for f32 on a GPU
-  // For convolution/deconvolution/matmul: the memory formats oneDNN chose, "src:aBcd16b wei:... dst:...".
-  // For a layout conversion: "<tensor>:<from>><to>", e.g. "src:abcd>aBcd16b".
-  std::string layout;
-  std::string fusion;  // "" or the fused ops joined by '+': "Relu", "Add+Relu"
   // A layout conversion names the case it feeds (that case's algorithm; impl_index/impl_name are
   // that case's): the converted formats are the ones its implementation asks for.
   std::string feeds;
   std::string name;  // the case name, case_name(id()), set by the planner
 
-  // The case's identity (common/case_id.hpp): backend, algorithm, dtype and math mode names,
-  // layout, fusion and the problem's key. A layout conversion's `feeds` is not part of it.
-  CaseId id() const;
+  // The case's identity as text (common/case_id.hpp): the variant and the problem's key. A layout
+  // conversion's `feeds` is not part of it.
+  CaseId id() const { return case_id(variant, problem.key); }
 };
 
 }  // namespace floorline::kernels
