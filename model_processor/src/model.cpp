@@ -243,7 +243,7 @@ bool skim_message(FileReader& in, uint64_t end, Level level, size_t threshold, s
         break;
       case 2: {
         uint64_t len;
-        if (!in.varint(len) || len > end - in.pos()) return false;
+        if (!in.varint(len) || in.pos() > end || len > end - in.pos()) return false;
         const bool descend =
             (level == Level::kModel && number == 7) || (level == Level::kGraph && number == 5);
         const bool payload = level == Level::kTensor && (number == 4 || number == 5 || number == 7 ||
