@@ -143,6 +143,7 @@ class FileReader {
     std::swap(pos_, o.pos_);
     std::swap(begin_, o.begin_);
     std::swap(end_, o.end_);
+    std::swap(chunk_, o.chunk_);
     return *this;
   }
   ~FileReader() {
@@ -195,7 +196,10 @@ class FileReader {
   bool fill() {
     if (pos_ >= size_) return false;
     auto& buf = buffer();
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), size_ - pos_));
+    // After a skipped payload the next one is usually a few hundred bytes away: read a page, and
+    // double the read while the structure goes on, so that skipping costs no copy of what follows.
+    chunk_ = pos_ == end_ ? std::min(buf.size(), chunk_ * 2) : size_t{4096};
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk_, size_ - pos_));
     ssize_t got;
     do {
       got = ::pread(fd_, buf.data(), want, static_cast<off_t>(pos_));
@@ -209,6 +213,7 @@ class FileReader {
   uint64_t size_ = 0;
   uint64_t pos_ = 0;              // file offset of the next byte
   uint64_t begin_ = 0, end_ = 0;  // the file range the buffer holds
+  size_t chunk_ = 4096;           // bytes the next read asks for
 };
 
 void put_varint(std::string& out, uint64_t v) {
