@@ -1,10 +1,12 @@
 // Model-processor throughput on a zoo of ONNX files (issue: load + shape inference + IR + dedup
-// must take no more than 2x the time to read the same bytes, page cache warm).
+// must take no more than the time `cat` takes to read the same bytes, page cache warm: issue 21).
 //
 //   bench_model_processor DIR [--repeat N] [--batch B]
 //
-// Prints the median of N runs of (a) reading every file with read(2) into a 1 MiB buffer, which is
-// what `cat FILES > /dev/null` does, and (b) processing every model and deduplicating the zoo.
+// Prints the median of N runs of (a) reading every file with read(2) into one reused, page-aligned
+// 128 KiB buffer, which is what `cat FILES > /dev/null` does (GNU cat's buffer size; a larger one
+// no longer fits in L2 and each read's copy goes to L3 or memory: 1 MiB measured ~25% slower than
+// cat here), and (b) processing every model and deduplicating the zoo.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -29,13 +31,15 @@ double median(std::vector<double> v) {
 
 // Returns bytes read.
 int64_t read_all(const std::vector<std::filesystem::path>& files) {
-  static std::vector<char> buf(1 << 20);
+  constexpr size_t kSize = size_t{128} << 10;
+  alignas(4096) static char buf[kSize];
   int64_t total = 0;
   for (const auto& f : files) {
     const int fd = ::open(f.c_str(), O_RDONLY);
     if (fd < 0) continue;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);  // as cat does
     ssize_t n;
-    while ((n = ::read(fd, buf.data(), buf.size())) > 0) total += n;
+    while ((n = ::read(fd, buf, kSize)) > 0) total += n;
     ::close(fd);
   }
   return total;
@@ -98,6 +102,6 @@ int main(int argc, char** argv) {
               static_cast<long long>(batch));
   std::printf("read (cat) median     %.3f s  (%.2f GB/s)  over %d runs\n", rd, bytes / rd / 1e9, repeat);
   std::printf("process median        %.3f s  (%.2f GB/s)\n", pr, bytes / pr / 1e9);
-  std::printf("process / read        %.2fx  (target <= 2x)\n", pr / rd);
+  std::printf("process / read        %.2fx  (target <= 1x)\n", pr / rd);
   return failed ? 1 : 0;
 }

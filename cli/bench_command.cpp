@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -117,6 +119,7 @@ struct BenchCmd {
   bool verify = false;
   bool no_calibrate = false;
   bool cold = false;
+  bool quiet = false;
 };
 
 void add_common(CLI::App* cmd, CommonOptions& o) {
@@ -319,7 +322,7 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
   ro.dry_run = o.dry_run;
   ro.verify = o.verify;
   ro.command = command;
-  ro.progress = isatty(fileno(stderr)) != 0;
+  set_progress(ro, o.quiet);
   ro.calibrate = !o.no_calibrate;
   ro.cold = o.cold;
   auto r = gen::run_plan(db ? &*db : nullptr, l->models, l->plan, l->backends, ro);
@@ -335,6 +338,23 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
 }
 
 }  // namespace
+
+void set_progress(gen::RunOptions& ro, bool quiet) {
+  if (quiet) {
+    ro.progress = gen::Progress::kNone;
+    return;
+  }
+  // The in-place line needs a terminal, and its escape codes are what NO_COLOR asks to go without.
+  const char* no_color = std::getenv("NO_COLOR");
+  const bool plain = (no_color && *no_color) || isatty(fileno(stderr)) == 0;
+  ro.progress = plain ? gen::Progress::kLines : gen::Progress::kTerminal;
+  // Tests set a short interval to see several lines in a few seconds.
+  if (const char* v = std::getenv("FLOORLINE_PROGRESS_INTERVAL")) {
+    char* end = nullptr;
+    const double s = std::strtod(v, &end);
+    if (end != v && *end == '\0' && s > 0 && std::isfinite(s)) ro.progress_interval_seconds = s;
+  }
+}
 
 void add_bench_commands(CLI::App& app, int& exit_code, const std::string& command_line) {
   auto plan = std::make_shared<PlanCmd>();
@@ -369,6 +389,7 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
       "--resume,!--no-resume", bench->resume,
       "Skip cases already passed or unsupported on this system (default); --no-resume measures again");
   b->add_flag("--force", bench->force, "Measure every case again (same as --no-resume)");
+  b->add_flag("--quiet", bench->quiet, "No progress on stderr (the summary is still printed)");
   b->add_flag("--dry-run", bench->dry_run, "Plan and build every case, time nothing, write nothing");
   b->add_flag("--cold", bench->cold, "Flush the GPU's L2 cache before each timed call (cuda)");
   b->add_flag("--verify", bench->verify,

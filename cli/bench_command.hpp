@@ -44,6 +44,11 @@ Result<Loaded> plan_models(const CommonOptions& o);
 // The outcome of a bench run on stderr: cases by status, wall and timed seconds, calibrated peaks.
 void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry_run, bool verify);
 
+// How `bench` and `run` show their progress on stderr: nothing with --quiet; a line rewritten in
+// place on a terminal; otherwise (a log file, a pipe, CI, or NO_COLOR set) a plain line every 30 s,
+// or every FLOORLINE_PROGRESS_INTERVAL seconds where that variable holds a positive number.
+void set_progress(gen::RunOptions& ro, bool quiet);
+
 // `command_line` is recorded with each run (runs.command).
 void add_bench_commands(CLI::App& app, int& exit_code, const std::string& command_line);
 

@@ -45,6 +45,7 @@ struct RunCmd {
   bool replay = true;
   size_t replay_steps = 0;
   size_t top = 1;
+  bool quiet = false;
 };
 
 // The embedded zoo: ./models/zoo when run from a checkout, else the source tree's.
@@ -133,7 +134,7 @@ int run_main(RunCmd o, const std::string& command_line) {
   ro.warmup_seconds = o.quick ? 0.001 : 0.005;
   ro.threads = o.threads;
   ro.command = command_line;
-  ro.progress = isatty(fileno(stderr)) != 0;
+  set_progress(ro, o.quiet);
   std::fprintf(stderr, "[2/4] bench into %s (%d repetitions of %g s per case, %d thread(s))\n", o.db.c_str(),
                repetitions, min_time, o.threads);
   auto bench = gen::run_plan(&db, l.models, l.plan, l.backends, ro);
@@ -240,6 +241,8 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       ->check(CLI::PositiveNumber);
   r->add_option("--max-impls", o->c.max_impls, "Implementations timed per config (default 3)")
       ->check(CLI::PositiveNumber);
+  r->add_flag("--quiet", o->quiet,
+              "No progress line during the benchmarks (the stage lines are still printed)");
   r->add_flag("--all-impls", o->c.all_impls, "Time every implementation (slower: hours on a CPU zoo)");
   r->add_flag("--replay,!--no-replay", o->replay, "Replay each model's best cases as its graph (default on)");
   r->add_option(

@@ -175,6 +175,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     };
     const auto factory = backend->factory();
     const auto cases_start = clock::now();
+    auto last_line = cases_start;  // Progress::kLines: when the last line was printed
     for (const auto& c : plan.cases) {
       if (g_interrupted) break;
       if (c.spec.variant.backend != backend->name()) continue;
@@ -196,17 +197,28 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       }
       ++done_timed;
       ++timed_now;
-      if (options.progress) {
+      if (options.progress != Progress::kNone) {
         // ETA: the cases left at the mean wall time per case timed so far in this run (a resumed
         // run's settled cases took no time and are not in the mean).
-        const double el = std::chrono::duration<double>(clock::now() - cases_start).count();
+        const auto now = clock::now();
+        const double el = std::chrono::duration<double>(now - cases_start).count();
         const double eta = timed_now > 1 ? el / static_cast<double>(timed_now - 1) *
                                                static_cast<double>(total_timed - done_timed + 1)
                                          : -1;
-        std::fprintf(stderr, "\r\033[K[%lld/%lld] %s elapsed, ETA %s  %.60s",
-                     static_cast<long long>(done_timed), static_cast<long long>(total_timed),
-                     duration(el).c_str(), duration(eta).c_str(), c.spec.name.c_str());
-        std::fflush(stderr);
+        if (options.progress == Progress::kTerminal) {
+          std::fprintf(stderr, "\r\033[K[%lld/%lld] %s elapsed, ETA %s  %.60s",
+                       static_cast<long long>(done_timed), static_cast<long long>(total_timed),
+                       duration(el).c_str(), duration(eta).c_str(), c.spec.name.c_str());
+          std::fflush(stderr);
+        } else if (std::chrono::duration<double>(now - last_line).count() >=
+                   options.progress_interval_seconds) {
+          // The cases finished so far (this one has not run yet), for a log read later.
+          last_line = now;
+          std::fprintf(stderr, "progress: %lld/%lld cases done, %s elapsed, ETA %s\n",
+                       static_cast<long long>(done_timed - 1), static_cast<long long>(total_timed),
+                       duration(el).c_str(), duration(eta).c_str());
+          std::fflush(stderr);
+        }
       }
       auto built = factory(c.spec);
       if (!built) {
@@ -265,7 +277,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
   sum.interrupted = g_interrupted != 0;
-  if (options.progress) std::fprintf(stderr, "\r\033[K");
+  if (options.progress == Progress::kTerminal) std::fprintf(stderr, "\r\033[K");
   sum.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
   if (!result.ok()) return result.error();
   return sum;

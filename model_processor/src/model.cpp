@@ -17,7 +17,6 @@
 
 // After onnx/defs/parser.h: <sys/mman.h> defines MAP_TYPE, a name the ONNX parser uses.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,49 +99,6 @@ std::string node_label(const onnx::NodeProto& n, size_t index) {
   return n.name().empty() ? fmt::format("{}_{}", n.op_type(), index) : n.name();
 }
 
-// A file read through mmap: the protobuf parser copies what it keeps, so the mapping is dropped
-// right after parsing.
-class MappedFile {
- public:
-  static Result<MappedFile> open(const std::filesystem::path& path) {
-    MappedFile f;
-    f.fd_ = ::open(path.c_str(), O_RDONLY);
-    if (f.fd_ < 0) return make_error("cannot open: {}", std::strerror(errno));
-    struct stat st {};
-    if (fstat(f.fd_, &st) != 0) return make_error("cannot stat: {}", std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) return make_error("is a directory");
-    f.size_ = static_cast<size_t>(st.st_size);
-    if (f.size_ > 0) {
-      f.data_ = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, f.fd_, 0);
-      if (f.data_ == MAP_FAILED) {
-        f.data_ = nullptr;
-        return make_error("cannot map: {}", std::strerror(errno));
-      }
-      madvise(f.data_, f.size_, MADV_SEQUENTIAL);
-    }
-    return f;
-  }
-  MappedFile() = default;
-  MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
-  MappedFile& operator=(MappedFile&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    std::swap(data_, o.data_);
-    std::swap(size_, o.size_);
-    return *this;
-  }
-  ~MappedFile() {
-    if (data_) munmap(data_, size_);
-    if (fd_ >= 0) ::close(fd_);
-  }
-  const void* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  int fd_ = -1;
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
-
 // A parsed, validated model with its large initializer payloads dropped.
 struct Loaded {
   std::string name;
@@ -159,60 +115,105 @@ struct Loaded {
 // Wire-format skim. Floorline needs every tensor's dims and type but never the payload of a large
 // weight; protobuf would copy all of it into strings. The skim copies the serialized model field by
 // field, leaving out the payload fields (raw_data and the packed typed-data fields) larger than
-// `threshold` bytes of each initializer (ModelProto.graph = 7, GraphProto.initializer = 5). Those
-// bytes are skipped by their length prefix, so their pages are never read.
+// `threshold` bytes of each initializer (ModelProto.graph = 7, GraphProto.initializer = 5). The file
+// is read with pread(2) through one reused buffer and a left-out payload is passed over by moving
+// the offset, so its bytes are never read (not even mapped): memory and time follow the size of
+// the model's structure, not of its weights.
 // Field numbers: onnx/onnx.proto3 (TensorProto: float_data 4, int32_data 5, int64_data 7,
 // raw_data 9, double_data 10, uint64_data 11).
 
-class WireReader {
+// A file read forward through a buffer that every load on the thread reuses.
+class FileReader {
  public:
-  WireReader(const uint8_t* p, size_t n) : p_(p), end_(p + n) {}
-  bool done() const { return p_ >= end_; }
-  const uint8_t* pos() const { return p_; }
+  static Result<FileReader> open(const std::filesystem::path& path) {
+    FileReader f;
+    f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f.fd_ < 0) return make_error("cannot open: {}", std::strerror(errno));
+    struct stat st {};
+    if (fstat(f.fd_, &st) != 0) return make_error("cannot stat: {}", std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) return make_error("is a directory");
+    f.size_ = static_cast<uint64_t>(st.st_size);
+    return f;
+  }
+  FileReader() = default;
+  FileReader(FileReader&& o) noexcept { *this = std::move(o); }
+  FileReader& operator=(FileReader&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    std::swap(size_, o.size_);
+    std::swap(pos_, o.pos_);
+    std::swap(begin_, o.begin_);
+    std::swap(end_, o.end_);
+    std::swap(chunk_, o.chunk_);
+    return *this;
+  }
+  ~FileReader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  uint64_t size() const { return size_; }
+  uint64_t pos() const { return pos_; }
+
   bool varint(uint64_t& v) {
     v = 0;
-    for (int shift = 0; shift < 64 && p_ < end_; shift += 7) {
-      const uint8_t b = *p_++;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b;
+      if (!byte(b)) return false;
       v |= static_cast<uint64_t>(b & 0x7f) << shift;
       if (!(b & 0x80)) return true;
     }
     return false;
   }
-  // Reads one field; `payload`/`len` describe a length-delimited field's contents.
-  bool field(uint32_t& number, uint32_t& wire_type, const uint8_t*& payload, size_t& len) {
-    uint64_t tag;
-    if (!varint(tag)) return false;
-    number = static_cast<uint32_t>(tag >> 3);
-    wire_type = static_cast<uint32_t>(tag & 7);
-    payload = p_;
-    len = 0;
-    uint64_t v;
-    switch (wire_type) {
-      case 0:
-        return varint(v);
-      case 1:
-        return skip(8);
-      case 5:
-        return skip(4);
-      case 2:
-        if (!varint(v) || v > static_cast<uint64_t>(end_ - p_)) return false;
-        payload = p_;
-        len = static_cast<size_t>(v);
-        p_ += v;
-        return true;
-      default:
-        return false;  // groups are not used by ONNX
+  // Appends the next n bytes to `out`.
+  bool append(uint64_t n, std::string& out) {
+    if (n > size_ - pos_) return false;
+    while (n > 0) {
+      if (pos_ >= end_ && !fill()) return false;
+      const uint64_t k = std::min(n, end_ - pos_);
+      out.append(reinterpret_cast<const char*>(buffer().data() + (pos_ - begin_)), static_cast<size_t>(k));
+      pos_ += k;
+      n -= k;
     }
+    return true;
+  }
+  // Passes over the next n bytes without reading them (beyond what the buffer already holds).
+  bool skip(uint64_t n) {
+    if (n > size_ - pos_) return false;
+    pos_ += n;
+    return true;
   }
 
  private:
-  bool skip(size_t n) {
-    if (static_cast<size_t>(end_ - p_) < n) return false;
-    p_ += n;
+  // 256 KiB: a few hundred reads for a model's structure, and well inside L2 for the copies.
+  static std::vector<uint8_t>& buffer() {
+    thread_local std::vector<uint8_t> buf(size_t{256} << 10);
+    return buf;
+  }
+  bool byte(uint8_t& b) {
+    if (pos_ >= end_ && !fill()) return false;
+    b = buffer()[static_cast<size_t>(pos_ - begin_)];
+    ++pos_;
     return true;
   }
-  const uint8_t* p_;
-  const uint8_t* end_;
+  bool fill() {
+    if (pos_ >= size_) return false;
+    auto& buf = buffer();
+    // After a skipped payload the next one is usually a few hundred bytes away: read a page, and
+    // double the read while the structure goes on, so that skipping costs no copy of what follows.
+    chunk_ = pos_ == end_ ? std::min(buf.size(), chunk_ * 2) : size_t{4096};
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk_, size_ - pos_));
+    ssize_t got;
+    do {
+      got = ::pread(fd_, buf.data(), want, static_cast<off_t>(pos_));
+    } while (got < 0 && errno == EINTR);
+    if (got <= 0) return false;  // an error, or the file shrank under us
+    begin_ = pos_;
+    end_ = pos_ + static_cast<uint64_t>(got);
+    return true;
+  }
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  uint64_t pos_ = 0;              // file offset of the next byte
+  uint64_t begin_ = 0, end_ = 0;  // the file range the buffer holds
+  size_t chunk_ = 4096;           // bytes the next read asks for
 };
 
 void put_varint(std::string& out, uint64_t v) {
@@ -223,64 +224,62 @@ void put_varint(std::string& out, uint64_t v) {
   out.push_back(static_cast<char>(v));
 }
 
-void put_len_field(std::string& out, uint32_t number, const std::string& body) {
-  put_varint(out, (static_cast<uint64_t>(number) << 3) | 2);
-  put_varint(out, body.size());
-  out += body;
-}
+// The message nesting the skim walks down: ModelProto → GraphProto (field 7) → TensorProto
+// (initializer, field 5).
+enum class Level { kModel, kGraph, kTensor };
 
-// Copies the message, rewriting the fields `rewrite` returns a replacement for. nullopt on bad wire data.
-template <class Rewrite>
-std::optional<std::string> copy_message(const uint8_t* p, size_t n, Rewrite&& rewrite) {
-  WireReader r(p, n);
-  std::string out;
-  while (!r.done()) {
-    const uint8_t* start = r.pos();
-    uint32_t number, wire_type;
-    const uint8_t* payload;
-    size_t len;
-    if (!r.field(number, wire_type, payload, len)) return std::nullopt;
-    std::optional<std::optional<std::string>> replaced;  // see Replacement below
-    if (wire_type == 2 && !(replaced = rewrite(number, payload, len))) {
-      out.append(reinterpret_cast<const char*>(start), static_cast<size_t>(r.pos() - start));
-    } else if (wire_type != 2) {
-      out.append(reinterpret_cast<const char*>(start), static_cast<size_t>(r.pos() - start));
-    } else if (*replaced) {
-      put_len_field(out, number, **replaced);
+// Copies the message that ends at file offset `end` into `out`, descending into the graph and its
+// initializers and leaving out their large payloads. false on bad wire data.
+bool skim_message(FileReader& in, uint64_t end, Level level, size_t threshold, std::string& out) {
+  while (in.pos() < end) {
+    uint64_t tag, v;
+    if (!in.varint(tag)) return false;
+    const auto number = static_cast<uint32_t>(tag >> 3);
+    switch (tag & 7) {
+      case 0:
+        if (!in.varint(v)) return false;
+        put_varint(out, tag);
+        put_varint(out, v);
+        break;
+      case 1:
+      case 5:
+        put_varint(out, tag);
+        if (!in.append((tag & 7) == 1 ? 8 : 4, out)) return false;
+        break;
+      case 2: {
+        uint64_t len;
+        if (!in.varint(len) || in.pos() > end || len > end - in.pos()) return false;
+        const bool descend =
+            (level == Level::kModel && number == 7) || (level == Level::kGraph && number == 5);
+        const bool payload = level == Level::kTensor && (number == 4 || number == 5 || number == 7 ||
+                                                         number == 9 || number == 10 || number == 11);
+        if (descend) {
+          std::string sub;
+          if (!skim_message(in, in.pos() + len, level == Level::kModel ? Level::kGraph : Level::kTensor,
+                            threshold, sub))
+            return false;
+          put_varint(out, tag);
+          put_varint(out, sub.size());
+          out += sub;
+        } else if (payload && len > threshold) {
+          if (!in.skip(len)) return false;
+        } else {
+          put_varint(out, tag);
+          put_varint(out, len);
+          if (!in.append(len, out)) return false;
+        }
+        break;
+      }
+      default:
+        return false;  // groups are not used by ONNX
     }
   }
-  return out;
+  return in.pos() == end;
 }
 
-// What a field rewrite returns: nullopt keeps the field as is; an inner nullopt drops it.
-using Replacement = std::optional<std::optional<std::string>>;
-
-// A rewrite that replaces sub-message field `number` by its copy under `inner`; `bad` records wire errors.
-template <class Inner>
-auto rewrite_submessage(uint32_t number, Inner inner, bool& bad) {
-  return [number, inner, &bad](uint32_t n, const uint8_t* q, size_t len) -> Replacement {
-    if (n != number) return std::nullopt;
-    auto sub = copy_message(q, len, inner);
-    if (!sub) {
-      bad = true;
-      return std::nullopt;
-    }
-    return std::optional<std::string>(std::move(*sub));
-  };
-}
-
-std::optional<std::string> skim_model(const uint8_t* p, size_t n, size_t threshold) {
-  bool bad = false;
-  auto tensor = [threshold](uint32_t number, const uint8_t*, size_t len) -> Replacement {
-    const bool payload =
-        number == 4 || number == 5 || number == 7 || number == 9 || number == 10 || number == 11;
-    if (payload && len > threshold) return std::optional<std::string>{};  // drop
-    return std::nullopt;                                                  // keep as is
-  };
-  auto graph = rewrite_submessage(5, tensor, bad);  // GraphProto.initializer
-  auto model = rewrite_submessage(7, graph, bad);   // ModelProto.graph
-  auto out = copy_message(p, n, model);
-  if (!out || bad) return std::nullopt;
+std::optional<std::string> skim_model(FileReader& in, size_t threshold) {
+  std::string out;
+  if (!skim_message(in, in.size(), Level::kModel, threshold, out)) return std::nullopt;
   return out;
 }
 
@@ -359,10 +358,10 @@ Result<Loaded> load_file(const std::filesystem::path& path, int64_t max_elements
   L.path = path;
   L.name = path.stem().string();
   L.base_dir = path.parent_path().string();
-  FL_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  FL_ASSIGN_OR_RETURN(auto file, FileReader::open(path));
   if (file.size() == 0) return make_error("empty file");
   // Weight payloads above 64 KiB are never read (shape constants are far smaller).
-  const auto skimmed = skim_model(static_cast<const uint8_t*>(file.data()), file.size(), size_t{64} << 10);
+  const auto skimmed = skim_model(file, size_t{64} << 10);
   if (!skimmed)
     return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
   if (skimmed->size() > static_cast<size_t>(INT32_MAX))

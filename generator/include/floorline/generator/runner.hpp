@@ -21,6 +21,14 @@
 
 namespace floorline::gen {
 
+// How the runner reports its progress on stderr.
+enum class Progress {
+  kNone,      // nothing (--quiet)
+  kTerminal,  // one line rewritten in place (\r and an erase-line escape): a terminal
+  kLines,     // a plain line (no \r, no escape codes) every progress_interval_seconds: logs, CI,
+              // batch systems, NO_COLOR
+};
+
 struct RunOptions {
   double min_time = 0.01;  // seconds per repetition
   int repetitions = 5;
@@ -30,7 +38,10 @@ struct RunOptions {
   bool dry_run = false;           // everything but timing: build and verify nothing, write nothing
   bool verify = false;            // check each case against the plain reference before timing
   std::string command;            // the command line, for the runs table
-  bool progress = false;          // a progress line on stderr (a terminal)
+  Progress progress = Progress::kNone;
+  // kLines: seconds between two lines (the first comes after one interval): cases done of the
+  // total, elapsed and ETA.
+  double progress_interval_seconds = 30;
   // Measure the roofline peaks (calibration.hpp) of each backend and data type the database lacks
   // for this system, before the cases.
   bool calibrate = true;
