@@ -76,15 +76,16 @@ struct Problem {
 // One benchmark case: a problem × an implementation × a data type.
 struct CaseSpec {
   Problem problem;
-  // The case's identity but for the problem's key (common/case_id.hpp). Its algorithm is the
-  // primitive algorithm and implementation, "convolution_direct:brg:avx512_core" (for a layout
-  // conversion feeding another case, "reorder:<impl>"); its layout, for convolution/deconvolution/
-  // matmul, the memory formats oneDNN chose, "src:aBcd16b wei:... dst:...", and for a layout
-  // conversion "<tensor>:<from>><to>", e.g. "src:abcd>aBcd16b". Backend "onednn" unless set.
-  CaseVariant variant = {"onednn", "", DType::kF32, MathMode::kFp32, "", ""};
-  // Position of the implementation in oneDNN's next_impl() order for this primitive and
-  // algorithm (0 = oneDNN's first choice), and its impl_info_str() as seen when planning: a
-  // kernel is built only when the same implementation is still offered at that position.
+  // The case's identity but for the problem's key (common/case_id.hpp): backend, algorithm as the
+  // library spells it (oneDNN: "convolution_direct:brg:avx512_core"; a layout conversion feeding
+  // another case: "reorder:<impl>"), dtype, math mode, layout (oneDNN: the memory formats chosen,
+  // "src:aBcd16b wei:... dst:..."; a conversion: "<tensor>:<from>><to>"), fusion. No backend is
+  // assumed: the planner sets it.
+  CaseVariant variant;
+  // The implementation as the planner saw it, for backends that enumerate implementations and must
+  // find the same one again when the kernel is built (oneDNN: the position in next_impl() order,
+  // 0 = its first choice, and impl_info_str()); a kernel whose implementation is no longer offered
+  // there is skipped. Unused (0, "") where the algorithm alone names the implementation (cuDNN).
   int impl_index = 0;
   std::string impl_name;
   // A layout conversion names the case it feeds (that case's algorithm; impl_index/impl_name are
