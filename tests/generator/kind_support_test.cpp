@@ -59,7 +59,9 @@ TEST(KindSupport, EveryComputeKindIsMappedOrDeclaredUnsupportedByEveryBackend) {
 
 TEST(KindSupport, TablesSayWhatTheyMapAndWhy) {
   // Real entries, not placeholders: oneDNN's algorithms, a proxy's caveat, a declared reason.
-  EXPECT_EQ(kernels::onednn_support(LayerKind::kConv).mapping, "convolution_direct, convolution_winograd");
+  EXPECT_EQ(kernels::onednn_support(LayerKind::kConv).mapping,
+            "convolution_direct, convolution_winograd, matmul");
+  EXPECT_EQ(kernels::onednn_support(LayerKind::kMatMul).mapping, "matmul, matmul_flat");
   const auto gather = kernels::onednn_support(LayerKind::kGather);
   EXPECT_TRUE(gather.supported());
   EXPECT_EQ(gather.reason, "no oneDNN primitive: timed as a copy of its output");

@@ -1,4 +1,5 @@
 // The plan on a real model of the zoo: names, defaults, caps, reference skips, fusion, conversions.
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -23,6 +24,8 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
   const Plan plan = make_plan(models, {find_backend("onednn")}, o);
   ASSERT_EQ(plan.configs.size(), 23u);  // `floorline layers --show-unique` on resnet18 at batch 1
   std::map<std::pair<std::string, std::string>, int> timed_per_config, defaults_per_config;
+  // Per config: the algorithms (variants) with a real implementation, and those timed.
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> offered_variants, timed_variants;
   std::set<std::string> names;
   for (const auto& c : plan.cases) {
     // The name contains the canonical key and parses back into the case's fields.
@@ -39,7 +42,12 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
     EXPECT_TRUE(names.insert(c.spec.name).second) << "duplicate " << c.spec.name;
     if (!c.spec.feeds.empty()) continue;
     const auto k = std::make_pair(c.spec.problem.key, c.spec.variant.fusion);
-    if (!c.status) ++timed_per_config[k];
+    const std::string variant = c.spec.variant.algorithm.substr(0, c.spec.variant.algorithm.find(':'));
+    if (c.spec.impl_name.rfind("ref", 0) != 0) offered_variants[k].insert(variant);
+    if (!c.status) {
+      ++timed_per_config[k];
+      timed_variants[k].insert(variant);
+    }
     if (c.work.is_default) ++defaults_per_config[k];
     if (c.spec.impl_name.rfind("ref", 0) == 0 && timed_per_config[k] > 0) {
       EXPECT_EQ(c.status, Disposition::kSkipped);
@@ -47,7 +55,13 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
     EXPECT_GT(c.work.flops + c.work.bytes, 0) << c.spec.name;
   }
   for (const auto& [k, n] : timed_per_config) {
-    EXPECT_LE(n, k.second.empty() ? 2 : 1) << k.first;
+    // The cap (2) bounds the implementations beyond the first of each algorithm and layout, which
+    // are all timed (a fused variant only with the first implementation of each).
+    const int variants = static_cast<int>(timed_variants[k].size());
+    EXPECT_LE(n, k.second.empty() ? std::max(2, variants) : variants) << k.first;
+    if (k.second.empty()) {
+      EXPECT_EQ(timed_variants[k], offered_variants[k]) << k.first;
+    }
     EXPECT_EQ(defaults_per_config[k], 1) << k.first << " " << k.second;
   }
   // ResNet's basic block: Conv → Relu, and Conv → Add(residual) → Relu.

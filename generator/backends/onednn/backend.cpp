@@ -41,19 +41,46 @@ class OnednnBackend final : public Backend {
       out.push_back(std::move(pc));
       return out;
     }
-    // oneDNN's first choice first, then next_impl() order.
+    // oneDNN's first choice first, then the first implementation of every other variant (each
+    // formulation and activation layout: a 1x1 convolution as a matmul, pooling on the blocked
+    // layout), then the rest in next_impl() order. Every variant's first is timed whatever the
+    // --max-impls cap: a formulation left untimed can leave S above what a runtime achieves.
+    auto variant_of = [](const kernels::Implementation& im) {
+      return im.algorithm.substr(0, im.algorithm.find(':'));
+    };
     std::vector<kernels::Implementation> ordered;
+    std::vector<bool> first_of_variant;
+    std::vector<std::string> seen;
     for (const auto& im : *impls)
-      if (im.is_default) ordered.push_back(im);
+      if (im.is_default) {
+        ordered.push_back(im);
+        first_of_variant.push_back(true);
+        seen.push_back(variant_of(im));
+      }
     for (const auto& im : *impls)
-      if (!im.is_default) ordered.push_back(im);
+      if (!im.is_default && !im.reference &&
+          std::find(seen.begin(), seen.end(), variant_of(im)) == seen.end()) {
+        ordered.push_back(im);
+        first_of_variant.push_back(true);
+        seen.push_back(variant_of(im));
+      }
+    for (const auto& im : *impls)
+      if (std::none_of(ordered.begin(), ordered.end(), [&](const kernels::Implementation& o) {
+            return o.algorithm == im.algorithm && o.impl_index == im.impl_index;
+          })) {
+        ordered.push_back(im);
+        first_of_variant.push_back(false);
+      }
     const bool fused = !base.problem.post_ops.empty();
     // A reference implementation is skipped only where a real one exists: a config that only the
     // reference implements is still timed, so that every config has a measurement.
     const bool only_reference = std::all_of(ordered.begin(), ordered.end(),
                                             [](const kernels::Implementation& im) { return im.reference; });
     int timed = 0;
-    for (const auto& im : ordered) {
+    for (size_t i = 0; i < ordered.size(); ++i) {
+      // A fused variant is timed with the first implementation of each algorithm only.
+      if (fused && !first_of_variant[i]) continue;
+      const auto& im = ordered[i];
       PlannedCase pc;
       pc.spec = base;
       pc.spec.variant.algorithm = im.algorithm;
@@ -66,7 +93,7 @@ class OnednnBackend final : public Backend {
       if (im.reference && !options.include_reference && !only_reference) {
         pc.status = Disposition::kSkipped;
         pc.reason = "reference implementation (plain loops); --include-ref times it";
-      } else if (options.max_impls > 0 && timed >= options.max_impls) {
+      } else if (options.max_impls > 0 && timed >= options.max_impls && !first_of_variant[i]) {
         pc.status = Disposition::kSkipped;
         pc.reason = fmt::format("beyond --max-impls {}; --all-impls times it", options.max_impls);
       } else {
@@ -88,7 +115,6 @@ class OnednnBackend final : public Backend {
           cc.work = conversion_work(base, conv);
           out.push_back(std::move(cc));
         }
-      if (fused) break;  // a fused variant is timed with oneDNN's own choice only
     }
     return out;
   }

@@ -61,9 +61,11 @@ Shape rank_padded(Shape s, size_t r) {
 // --- activation layouts -------------------------------------------------------------------------
 
 // Layout-agnostic primitives (batch normalization, pooling, concat) are also offered on the two
-// activation layouts oneDNN's convolutions write, as variants "<primitive>@blocked16c" (aBcd16b,
-// nChw16c) and "<primitive>@channels_last" (acdb, NHWC): a runtime that keeps convolutions'
+// activation layouts oneDNN's convolutions write, as variants "<primitive>@blocked<B>c" (aBcd<B>b,
+// nChw<B>c) and "<primitive>@channels_last" (acdb, NHWC): a runtime that keeps convolutions'
 // layouts between layers runs them so, and their plain-layout implementations can be far slower.
+// B is the channel block the convolutions write on this host (native_channel_block()): 16 with
+// AVX-512, 8 with AVX2; a fixed 16 would need a conversion before every such layer on AVX2 hosts.
 // The suffix of a variant; "" for the plain layout.
 std::string layout_suffix(const std::string& variant) {
   const auto at = variant.find('@');
@@ -74,6 +76,31 @@ std::string base_variant(const std::string& variant) {
   return variant.substr(0, variant.find('@'));
 }
 
+int64_t native_channel_block() {
+  static const int64_t block = [] {
+    // The first channel-blocked destination format, in oneDNN's order of implementations, of a
+    // mid-network 3x3 convolution (64 channels, 28x28: ResNet's second stage) free to choose its
+    // formats. (The first implementation may write channels-last: brgconv on AVX-512 does.)
+    try {
+      const dims x{1, 64, 28, 28}, w{64, 64, 3, 3};
+      const memory::desc any_x(x, dt::f32, memory::format_tag::any);
+      const memory::desc any_w(w, dt::f32, memory::format_tag::any);
+      dnnl::convolution_forward::desc d(kInference, algorithm::convolution_direct, any_x, any_w, any_x,
+                                        {1, 1}, {0, 0}, {1, 1}, {1, 1});
+      dnnl::convolution_forward::primitive_desc pd(d, cpu_engine());
+      do {
+        const auto& md = pd.dst_desc().data;
+        const auto& blocking = md.format_desc.blocking;
+        if (md.format_kind == dnnl_blocked && blocking.inner_nblks == 1 && blocking.inner_idxs[0] == 1)
+          return static_cast<int64_t>(blocking.inner_blks[0]);
+      } while (pd.next_impl());
+    } catch (const dnnl::error&) {
+    }
+    return int64_t{0};  // no implementation writes a channel-blocked layout: no blocked variant
+  }();
+  return block;
+}
+
 // The memory descriptor of an activation of shape `s` in the variant's layout (plain without one).
 memory::desc activation_md(const Ctx& c, int t, const Shape& s, const std::string& variant) {
   const std::string layout = layout_suffix(variant);
@@ -81,6 +108,9 @@ memory::desc activation_md(const Ctx& c, int t, const Shape& s, const std::strin
   if (layout.empty()) return c.md(t, plain(s));
   using tag = memory::format_tag;
   static const std::map<std::pair<std::string, size_t>, tag> kTags = {
+      {{"blocked4c", 3}, tag::aBc4b},     {{"blocked4c", 4}, tag::aBcd4b},
+      {{"blocked4c", 5}, tag::aBcde4b},   {{"blocked8c", 3}, tag::aBc8b},
+      {{"blocked8c", 4}, tag::aBcd8b},    {{"blocked8c", 5}, tag::aBcde8b},
       {{"blocked16c", 3}, tag::aBc16b},   {{"blocked16c", 4}, tag::aBcd16b},
       {{"blocked16c", 5}, tag::aBcde16b}, {{"channels_last", 3}, tag::acb},
       {{"channels_last", 4}, tag::acdb},  {{"channels_last", 5}, tag::acdeb}};

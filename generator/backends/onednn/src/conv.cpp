@@ -1,7 +1,67 @@
-// oneDNN builders: Conv and ConvTranspose (convolution_forward, deconvolution_forward).
+// oneDNN builders: Conv and ConvTranspose (convolution_forward, deconvolution_forward; a 1x1
+// convolution also as a matmul).
 #include "internal.hpp"
 
 namespace floorline::kernels::onednn_detail {
+
+namespace {
+
+// A 1x1 convolution with unit strides and no padding is a GEMM per image on NCHW buffers:
+// Y[n] (Cout x S) = W (Cout x Cin) · X[n] (Cin x S), S the spatial size; grouped, one GEMM per
+// group: (G, Cout/G, Cin/G) · (N, G, Cin/G, S). oneDNN's matmul runs it with the weights as the
+// broadcast left operand, no layout conversion, where convolutions want blocked activations.
+void conv_as_matmul(Ctx& c, int64_t g, const dims& strides, const dims& pl, const dims& pr) {
+  const Shape& x = c.in_shape(0);
+  const Shape& w = c.in_shape(1);
+  for (size_t k = 2; k < w.size(); ++k)
+    if (w[k] != 1) unsupported("only a 1x1 convolution is a matmul");
+  for (size_t k = 0; k < strides.size(); ++k)
+    if (strides[k] != 1 || pl[k] != 0 || pr[k] != 0)
+      unsupported("only a 1x1 convolution with unit strides and no padding is a matmul");
+  if (g < 1 || x[1] % g != 0 || w[0] % g != 0) unsupported("groups must divide the channels");
+  int64_t spatial = 1;
+  for (size_t k = 2; k < x.size(); ++k) spatial *= x[k];
+  const int64_t n = x[0], co = w[0] / g, ci = x[1] / g;
+  // Grouped, the groups are the batch of the GEMMs, one image at a time (oneDNN 2.6's optimized
+  // matmuls broadcast the left operand over a batch, not over an image dim ahead of the groups).
+  if (g > 1 && n != 1) unsupported("a grouped 1x1 convolution is a matmul at batch 1 only");
+  // ...and their binary post-ops broadcast a (G, Cout/G, 1) bias only in the reference one.
+  if (g > 1 && c.p.inputs.size() > 2) unsupported("a grouped 1x1 convolution with bias is not a matmul");
+  const dims a = g == 1 ? dims{1, co, ci} : dims{g, co, ci};
+  const dims b = g == 1 ? dims{n, ci, spatial} : dims{g, ci, spatial};
+  const dims d = g == 1 ? dims{n, co, spatial} : dims{g, co, spatial};
+  const dims bias_d = g == 1 ? dims{1, co, 1} : dims{g, co, 1};
+  const int prefill = sum_prefill(c);
+  std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(1), reshaped(a)},
+                              {DNNL_ARG_WEIGHTS, c.input(0), reshaped(b)},
+                              {DNNL_ARG_DST, c.output(0), reshaped(d), prefill}};
+  c.b.algorithm = "matmul";
+  primitive_attr attr = c.attr();
+  if (c.p.inputs.size() > 2) {
+    // The bias is one value per output row (channel), which oneDNN 2.6's matmul bias argument
+    // takes only in its reference implementation: a binary add post-op broadcast over the rows,
+    // ahead of the fused epilogue, runs in the GEMM-based ones.
+    dnnl::post_ops fused = attr.get_post_ops(), po;
+    po.append_binary(algorithm::binary_add, c.md(c.input(2), reshaped(bias_d)));
+    for (int i = 0; i < fused.len(); ++i) {
+      if (fused.kind(i) == dnnl::primitive::kind::sum) {
+        po.append_sum(1.f);
+      } else {
+        float scale = 1.f, alpha = 0.f, beta = 0.f;
+        algorithm alg{};
+        fused.get_params_eltwise(i, scale, alg, alpha, beta);
+        po.append_eltwise(scale, alg, alpha, beta);
+      }
+    }
+    attr.set_post_ops(po);
+    args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, c.input(2), reshaped(bias_d)});
+  }
+  dnnl::matmul::desc md(c.md(c.input(1), reshaped(a)), c.md(c.input(0), reshaped(b)),
+                        c.md(c.output(0), reshaped(d)));
+  c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(md, attr, args));
+}
+
+}  // namespace
 
 void conv(Ctx& c, const std::string& variant) {
   const Shape& x = c.in_shape(0);
@@ -19,6 +79,11 @@ void conv(Ctx& c, const std::string& variant) {
     pr.push_back(pads.at(k + n));
   }
   const bool deconv = c.p.kind == LayerKind::kConvTranspose;
+  if (variant == "matmul") {
+    if (deconv) unsupported("a transposed convolution is not offered as a matmul");
+    conv_as_matmul(c, g, strides, pl, pr);
+    return;
+  }
   // Weights as oneDNN sees them: (O, I, k...) or grouped (G, O/G, I/G, k...). ONNX stores Conv
   // weights OIk (the grouped view is the same buffer) and ConvTranspose weights IOk.
   View wv;

@@ -127,6 +127,9 @@ struct Ctx {
 
 std::string layout_suffix(const std::string& variant);
 std::string base_variant(const std::string& variant);
+// The channel block of the blocked layout oneDNN's convolutions write on this host (16 with AVX-512,
+// 8 with AVX2), 0 when they write a plain or channels-last layout. Computed once.
+int64_t native_channel_block();
 memory::desc activation_md(const Ctx& c, int t, const Shape& s, const std::string& variant);
 
 // --- element-wise algorithms (eltwise.cpp) -------------------------------------------------------

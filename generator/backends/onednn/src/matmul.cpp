@@ -1,4 +1,4 @@
-// oneDNN builders: Gemm (matmul or inner product) and MatMul (matmul).
+// oneDNN builders: Gemm (matmul or inner product) and MatMul (matmul, or matmul_flat: one GEMM).
 #include <algorithm>
 
 #include "internal.hpp"
@@ -66,7 +66,19 @@ void matmul(Ctx& c, const std::string& variant) {
   ys.push_back(as[r - 2]);
   ys.push_back(bs[r - 1]);
   const int yi = c.output(0);
-  Shape bias_shape(r, 1);
+  if (variant == "matmul_flat") {
+    // One matrix on the right (its batch dims all 1): the left operand's batch dims fold into its
+    // rows, (B..., M, K) x (K, N) = (B...·M, K) x (K, N), the same buffers seen as 2-D.
+    if (r < 3 || std::any_of(bs.begin(), bs.end() - 2, [](int64_t d) { return d != 1; }))
+      unsupported("matmul_flat needs a batched left operand and one right matrix");
+    int64_t rows = 1;
+    for (size_t k = 0; k + 1 < r; ++k) rows *= as[k];
+    as = {rows, as[r - 1]};
+    bs = {bs[r - 2], bs[r - 1]};
+    ys = {rows, ys[r - 1]};
+  }
+  const size_t rr = as.size();
+  Shape bias_shape(rr, 1);
   bias_shape.back() = ys.back();
   const Epilogue e = epilogue_tensors(c, bias_shape);
   std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), plain(as)},
@@ -74,7 +86,7 @@ void matmul(Ctx& c, const std::string& variant) {
                               {DNNL_ARG_DST, yi, plain(ys), e.sum}};
   c.b.algorithm = variant;
   // A 2-D right operand is a weight matrix: oneDNN may pack it (format any), as frameworks do.
-  const auto wei = r == 2 ? c.any(bs) : c.md(c.input(1), plain(bs));
+  const auto wei = rr == 2 ? c.any(bs) : c.md(c.input(1), plain(bs));
   if (e.bias >= 0) {
     args.push_back({DNNL_ARG_BIAS, e.bias, plain(bias_shape)});
     dnnl::matmul::desc d(c.md(c.input(0), plain(as)), wei, c.md(e.bias, plain(bias_shape)),

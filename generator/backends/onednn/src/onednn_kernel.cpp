@@ -39,7 +39,10 @@ constexpr std::string_view kNoBinary = "not mapped: oneDNN 2.6 has no binary alg
 // none. A switch with no default: a kind added to layer_kind.hpp and left out here does not compile.
 KindMapping kind_mapping(LayerKind k) {
   using K = LayerKind;
-  const std::vector<std::string> blocked = {"", "@blocked16c", "@channels_last"};
+  // The plain layout, the channel-blocked layout the convolutions write here, and channels-last.
+  std::vector<std::string> blocked = {"", "@channels_last"};
+  if (const int64_t block = native_channel_block(); block > 0)
+    blocked.insert(blocked.begin() + 1, fmt::format("@blocked{}c", block));
   auto with_layouts = [&](const std::string& v) {
     std::vector<std::string> out;
     for (const auto& b : blocked) out.push_back(v + b);
@@ -47,13 +50,17 @@ KindMapping kind_mapping(LayerKind k) {
   };
   switch (k) {
     case K::kConv:
-      return {{"convolution_direct", "convolution_winograd"}, conv, {}, {}};
+      // "matmul": a 1x1 convolution (stride 1, no padding) as one GEMM per image on NCHW, no
+      // layout conversion (conv.cpp); offered where it applies.
+      return {{"convolution_direct", "convolution_winograd", "matmul"}, conv, {}, {}};
     case K::kConvTranspose:
       return {{"deconvolution_direct"}, conv, {}, {}};
     case K::kGemm:
       return {{"matmul", "inner_product"}, gemm, {}, {}};
     case K::kMatMul:
-      return {{"matmul"}, matmul, {}, {}};
+      // "matmul_flat": a batched MatMul whose right operand is one matrix as one GEMM with the
+      // batch folded into the rows (matmul.cpp), as runtimes run attention projections.
+      return {{"matmul", "matmul_flat"}, matmul, {}, {}};
     case K::kBatchNormalization:
       return {with_layouts("batch_normalization"), batch_norm, {}, {}};
     case K::kLayerNormalization:

@@ -23,7 +23,9 @@ namespace floorline::gen {
 struct PlanOptions {
   std::vector<DType> dtypes = {DType::kF32};
   // Implementations timed per config, data type and backend (oneDNN's first choice first, then
-  // next_impl() order); the rest are planned as skipped. 0 = all.
+  // next_impl() order); the rest are planned as skipped. 0 = all. A backend whose configurations
+  // have several algorithms or layouts (variants) times the first implementation of each beyond
+  // the cap (the oneDNN backend does).
   int max_impls = 3;
   bool include_reference = false;  // time "ref:" implementations too (plain loops: slow)
   bool fusion = true;              // plan the fused variants (post-ops) the models contain
