@@ -500,11 +500,17 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     };
 
     bool progress = false;
+    // Whether this sweep typed every node it did not fold with fully known shapes, and folded every
+    // node it tried to: then another whole-graph round would only repeat what the sweep found.
+    bool complete = true;
     for (int idx = 0; idx < node_count; ++idx) {
       const auto& node = graph.node(idx);
       if (inf.folded[idx]) continue;
-      if (!default_domain(node.domain()) || is_nondeterministic_op(node.op_type())) continue;
-      if (node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan") continue;
+      if (!default_domain(node.domain()) || is_nondeterministic_op(node.op_type()) ||
+          node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan") {
+        complete = false;
+        continue;
+      }
       const bool shape_op = node.op_type() == "Shape" || node.op_type() == "Size";
       std::vector<std::optional<Shape>> in_shapes;
       bool all_const = true;
@@ -517,22 +523,32 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
       if (!all_const) {
         // Not constant: infer its output types now with ONNX's own function for this op.
         const auto* schema = registry->GetSchema(node.op_type(), static_cast<int>(L.opset), "");
-        if (!schema || !schema->has_type_and_shape_inference_function()) continue;
+        if (!schema || !schema->has_type_and_shape_inference_function()) {
+          complete = false;
+          continue;
+        }
         onnx::NodeProto copy = node;
         try {
           onnx::shape_inference::InferenceContextImpl ctx(copy, type_ptrs, data_ptrs, {});
           schema->GetTypeAndShapeInferenceFunction()(ctx);
           for (int k = 0; k < node.output_size(); ++k) {
+            if (node.output(k).empty()) continue;
             const auto* out = ctx.getOutputType(static_cast<size_t>(k));
-            if (!out || !out->has_tensor_type() || node.output(k).empty()) continue;
+            if (!out || !out->has_tensor_type()) {
+              complete = false;
+              continue;
+            }
             types[node.output(k)] = *out;
             type_ptrs[node.output(k)] = &types[node.output(k)];
             ShapeInfo info;
             read_type(*out, info);
             if (info.shape) set_shape(node.output(k), info.dtype, info.shape);
+            if (!info.shape || !shape_known(*info.shape) || info.dtype == DataType::kUndefined)
+              complete = false;
           }
         } catch (const std::exception&) {
           // The whole-graph inference below is the authority and reports errors.
+          complete = false;
         }
         continue;
       }
@@ -543,7 +559,17 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
       auto outs = evaluate_node(node, L.opset, ins, in_shapes, opts.max_folded_elements);
       inf.folded[idx] = true;
       for (const auto& name : node.output()) inf.constant.insert(name);
-      if (!outs || outs->size() != static_cast<size_t>(node.output_size())) continue;
+      if (!outs || outs->size() != static_cast<size_t>(node.output_size())) {
+        // Not folded (a value not stored, an op the folder lacks): a later round can still type its
+        // outputs if this one has not.
+        for (const auto& name : node.output()) {
+          auto it = inf.shapes.find(name);
+          if (!name.empty() &&
+              (it == inf.shapes.end() || !it->second.shape || !shape_known(*it->second.shape)))
+            complete = false;
+        }
+        continue;
+      }
       evaluated[idx] = true;
       progress = true;
       for (int k = 0; k < node.output_size(); ++k) {
@@ -561,7 +587,10 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
         type_ptrs[name] = &t;
       }
     }
-    if (!progress) break;
+    // Nothing folded: the round's shapes are final. All typed by the sweep: so are they (a second
+    // whole-graph round, the costliest step on shape-heavy graphs such as Swin's, would find the
+    // same shapes).
+    if (!progress || complete) break;
 
     // Feed the folded values back as initializers and infer again: shapes that hung on them resolve.
     work = base;
