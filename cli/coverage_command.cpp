@@ -68,7 +68,8 @@ int run_coverage(CoverageCmd o) {
   if (!runs) return fail(runs.error().message);
 
   std::string statuses;
-  for (const auto& [s, n] : cov->by_status) statuses += fmt::format("{}{} {}", statuses.empty() ? "" : ", ", n, s);
+  for (const auto& [s, n] : cov->by_status)
+    statuses += fmt::format("{}{} {}", statuses.empty() ? "" : ", ", n, s);
   std::printf("%s: %lld of %lld planned cases have a result (%s); %zu missing\n", o.db.c_str(),
               static_cast<long long>(cov->planned - static_cast<int64_t>(cov->missing.size())),
               static_cast<long long>(cov->planned), statuses.empty() ? "none" : statuses.c_str(),
@@ -124,10 +125,11 @@ int run_coverage(CoverageCmd o) {
         std::printf("shard %s: complete, %lld cases (%s)\n", gen::shard_label(spec).c_str(),
                     static_cast<long long>(planned), how.empty() ? "no shard run recorded" : how.c_str());
       } else if (by_shard[s].empty()) {
-        std::printf("shard %s: %lld of %lld cases missing: no run of this shard in %s (its database is missing "
-                    "or was not merged)\n",
-                    gen::shard_label(spec).c_str(), static_cast<long long>(lacking),
-                    static_cast<long long>(planned), o.db.c_str());
+        std::printf(
+            "shard %s: %lld of %lld cases missing: no run of this shard in %s (its database is missing "
+            "or was not merged)\n",
+            gen::shard_label(spec).c_str(), static_cast<long long>(lacking), static_cast<long long>(planned),
+            o.db.c_str());
       } else {
         std::printf("shard %s: %lld of %lld cases missing (%s): rerun the shard, it resumes\n",
                     gen::shard_label(spec).c_str(), static_cast<long long>(lacking),
@@ -149,9 +151,10 @@ int run_coverage(CoverageCmd o) {
 
 void add_coverage_command(CLI::App& db, int& exit_code) {
   auto o = std::make_shared<CoverageCmd>();
-  auto* c = db.add_subcommand("coverage",
-                              "Which cases of the plan of MODELS have no result in DB (exit status 1 when any), "
-                              "by shard when the database holds shard runs");
+  auto* c =
+      db.add_subcommand("coverage",
+                        "Which cases of the plan of MODELS have no result in DB (exit status 1 when any), "
+                        "by shard when the database holds shard runs");
   c->add_option("db", o->db, "Results database (e.g. merged from the shards)")->required();
   c->add_option("models", o->c.models, "ONNX files or folders, as given to bench")->required();
   add_plan_options(c, o->c);

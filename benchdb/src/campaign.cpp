@@ -15,7 +15,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool is_pattern(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+bool is_pattern(const std::string& s) {
+  return s.find_first_of("*?[") != std::string::npos;
+}
 
 Result<std::vector<std::string>> glob_files(const std::string& pattern) {
   glob_t g{};
@@ -64,7 +66,8 @@ Result<std::vector<std::string>> expand_merge_inputs(const std::vector<std::stri
   return files;
 }
 
-Result<Coverage> coverage(Database& db, const std::vector<std::string>& planned, std::optional<int64_t> system) {
+Result<Coverage> coverage(Database& db, const std::vector<std::string>& planned,
+                          std::optional<int64_t> system) {
   // name → (status of each current measurement), over the chosen systems.
   std::unordered_map<std::string, std::vector<std::string>> current;
   const std::string sql =
@@ -93,28 +96,30 @@ Result<Coverage> coverage(Database& db, const std::vector<std::string>& planned,
 Result<std::vector<ShardRun>> shard_runs(Database& db) {
   std::vector<ShardRun> out;
   std::unordered_map<int64_t, size_t> index;
-  FL_TRY(db.for_each("SELECT id, json_extract(options, '$.shard'), status, host_name, options FROM runs "
-                     "WHERE json_extract(options, '$.shard') IS NOT NULL ORDER BY id",
-                     {}, [&](const auto&, const std::vector<SqlValue>& v) -> Status {
-                       ShardRun r;
-                       r.run_id = std::get<int64_t>(v[0]);
-                       r.shard = value_text(v[1]);
-                       r.status = value_text(v[2]);
-                       r.host_name = value_text(v[3]);
-                       r.options = value_text(v[4]);
-                       index[r.run_id] = out.size();
-                       out.push_back(std::move(r));
-                       return {};
-                     }));
+  FL_TRY(
+      db.for_each("SELECT id, json_extract(options, '$.shard'), status, host_name, options FROM runs "
+                  "WHERE json_extract(options, '$.shard') IS NOT NULL ORDER BY id",
+                  {}, [&](const auto&, const std::vector<SqlValue>& v) -> Status {
+                    ShardRun r;
+                    r.run_id = std::get<int64_t>(v[0]);
+                    r.shard = value_text(v[1]);
+                    r.status = value_text(v[2]);
+                    r.host_name = value_text(v[3]);
+                    r.options = value_text(v[4]);
+                    index[r.run_id] = out.size();
+                    out.push_back(std::move(r));
+                    return {};
+                  }));
   if (out.empty()) return out;
-  FL_TRY(db.for_each("SELECT m.run_id, c.name FROM measurements m JOIN cases c ON c.id = m.case_id "
-                     "JOIN runs r ON r.id = m.run_id WHERE json_extract(r.options, '$.shard') IS NOT NULL "
-                     "ORDER BY m.id",
-                     {}, [&](const auto&, const std::vector<SqlValue>& v) -> Status {
-                       auto it = index.find(std::get<int64_t>(v[0]));
-                       if (it != index.end()) out[it->second].measured.push_back(value_text(v[1]));
-                       return {};
-                     }));
+  FL_TRY(
+      db.for_each("SELECT m.run_id, c.name FROM measurements m JOIN cases c ON c.id = m.case_id "
+                  "JOIN runs r ON r.id = m.run_id WHERE json_extract(r.options, '$.shard') IS NOT NULL "
+                  "ORDER BY m.id",
+                  {}, [&](const auto&, const std::vector<SqlValue>& v) -> Status {
+                    auto it = index.find(std::get<int64_t>(v[0]));
+                    if (it != index.end()) out[it->second].measured.push_back(value_text(v[1]));
+                    return {};
+                  }));
   return out;
 }
 

@@ -76,22 +76,24 @@ Result<Rates> earlier_rates(benchdb::Database& db, const std::string& backend, c
     return r;
   }
   const int64_t system_id = std::get<int64_t>(sys.rows[0][0]);
-  FL_TRY(db.for_each("SELECT peak, dtype, max(value_per_s) FROM system_peaks WHERE system_id = ?1 "
-                     "GROUP BY peak, dtype",
-                     {system_id}, [&](const auto&, const std::vector<benchdb::SqlValue>& v) -> Status {
-                       const double value = number(v[2]);
-                       if (value <= 0) return {};
-                       auto& m = std::get<std::string>(v[0]) == "flops" ? r.flops_per_s : r.bytes_per_s;
-                       m[std::get<std::string>(v[1])] = value;
-                       return {};
-                     }));
-  FL_TRY(db.for_each("SELECT c.name, m.median_us FROM measurements m JOIN cases c ON c.id = m.case_id "
-                     "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND c.backend = ?2 "
-                     "AND m.median_us IS NOT NULL",
-                     {system_id, backend}, [&](const auto&, const std::vector<benchdb::SqlValue>& v) -> Status {
-                       r.measured_s[std::get<std::string>(v[0])] = number(v[1]) * 1e-6;
-                       return {};
-                     }));
+  FL_TRY(
+      db.for_each("SELECT peak, dtype, max(value_per_s) FROM system_peaks WHERE system_id = ?1 "
+                  "GROUP BY peak, dtype",
+                  {system_id}, [&](const auto&, const std::vector<benchdb::SqlValue>& v) -> Status {
+                    const double value = number(v[2]);
+                    if (value <= 0) return {};
+                    auto& m = std::get<std::string>(v[0]) == "flops" ? r.flops_per_s : r.bytes_per_s;
+                    m[std::get<std::string>(v[1])] = value;
+                    return {};
+                  }));
+  FL_TRY(
+      db.for_each("SELECT c.name, m.median_us FROM measurements m JOIN cases c ON c.id = m.case_id "
+                  "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND c.backend = ?2 "
+                  "AND m.median_us IS NOT NULL",
+                  {system_id, backend}, [&](const auto&, const std::vector<benchdb::SqlValue>& v) -> Status {
+                    r.measured_s[std::get<std::string>(v[0])] = number(v[1]) * 1e-6;
+                    return {};
+                  }));
   // The roofline is a floor that layers do not reach: scale it by how far the measured cases were
   // from it (the median ratio; the upper middle one of an even count), so that estimated and
   // measured cases are comparable.
@@ -104,7 +106,8 @@ Result<Rates> earlier_rates(benchdb::Database& db, const std::string& backend, c
     if (roof > 0) ratios.push_back(it->second / roof);
   }
   if (!ratios.empty()) {
-    std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2), ratios.end());
+    std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2),
+                     ratios.end());
     r.scale = std::max(1.0, ratios[ratios.size() / 2]);
   }
   r.source = fmt::format("system {} of the earlier database: {} measured cases, roofline x {:.1f}", system_id,
@@ -126,7 +129,9 @@ Result<ShardSpec> parse_shard(std::string_view text) {
   return s;
 }
 
-std::string shard_label(const ShardSpec& s) { return fmt::format("{}/{}", s.index, s.count); }
+std::string shard_label(const ShardSpec& s) {
+  return fmt::format("{}/{}", s.index, s.count);
+}
 
 Result<CaseCosts> estimate_case_costs(const Plan& plan, const std::vector<const Backend*>& backends,
                                       const CostOptions& options, benchdb::Database* earlier) {
@@ -170,7 +175,8 @@ Result<CaseCosts> estimate_case_costs(const Plan& plan, const std::vector<const 
   return out;
 }
 
-Partition partition_cases(const std::vector<std::string>& names, const std::vector<double>& seconds, int count) {
+Partition partition_cases(const std::vector<std::string>& names, const std::vector<double>& seconds,
+                          int count) {
   count = std::max(1, count);
   Partition p;
   p.shard_of.assign(names.size(), 0);

@@ -23,7 +23,8 @@ std::vector<std::string> make_shard_db(const std::string& path, int index, bool 
   MeasurementWriter w(db, run.system_id, run_id);
   for (size_t k = 0; k < cases.size(); ++k)
     if (static_cast<int>(k % 3) == index)
-      if (auto st = w.add(passed(cases[k], 10.0 + static_cast<double>(k))); !st) ADD_FAILURE() << st.error().message;
+      if (auto st = w.add(passed(cases[k], 10.0 + static_cast<double>(k))); !st)
+        ADD_FAILURE() << st.error().message;
   if (auto st = w.flush(); !st) ADD_FAILURE() << st.error().message;
   if (auto st = db.finish_run(run_id, finished ? "finished" : "interrupted"); !st)
     ADD_FAILURE() << st.error().message;
@@ -96,7 +97,8 @@ TEST(Campaign, MergedShardsCoverThePlanEachCaseOnce) {
 TEST(Campaign, AMissingShardDatabaseLeavesItsCasesAndNoRun) {
   TempDir dir;
   std::vector<std::string> planned;
-  for (int i = 0; i < 3; ++i) planned = make_shard_db(dir.file("shard-" + std::to_string(i) + ".db"), i, i != 0);
+  for (int i = 0; i < 3; ++i)
+    planned = make_shard_db(dir.file("shard-" + std::to_string(i) + ".db"), i, i != 0);
   std::filesystem::remove(dir.file("shard-1.db"));  // lost: the node's copy-back never happened
   auto merged = must(Database::open(dir.file("merged.db")));
   for (const auto& in : must(expand_merge_inputs({dir.path().string()}, dir.file("merged.db"))))

@@ -92,8 +92,9 @@ TEST(Shard, ZooPartitionIsDeterministicCompleteAndBalanced) {
     if (count == 64) {
       EXPECT_NEAR(*hi, largest, 1e-6);
     }
-    std::printf("%d shards: estimated %.2f to %.2f s per shard (max/min %.4f), %lld to %lld cases\n", count, *lo,
-                *hi, *hi / *lo, static_cast<long long>(*std::min_element(p.cases.begin(), p.cases.end())),
+    std::printf("%d shards: estimated %.2f to %.2f s per shard (max/min %.4f), %lld to %lld cases\n", count,
+                *lo, *hi, *hi / *lo,
+                static_cast<long long>(*std::min_element(p.cases.begin(), p.cases.end())),
                 static_cast<long long>(*std::max_element(p.cases.begin(), p.cases.end())));
     // Deterministic: the same again, and the same per name with the cases in reverse order.
     EXPECT_EQ(partition_cases(names, costs->seconds, count).shard_of, p.shard_of);

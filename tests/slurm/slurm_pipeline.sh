@@ -218,17 +218,25 @@ n2=${second#* }
   fail "the requeued shard measured $n1 then $n2 cases, not its $shard1 once each"
 grep -q "resuming from" "$results/logs/shard-1.log" || fail "the requeued task did not resume from its shard database"
 
-# Shard durations (the requeued shard's two runs added).
-spread=$(q "$merged" "SELECT round(max(s) / min(s), 2), round(min(s), 1), round(max(s), 1) FROM (SELECT sum((julianday(finished_at) - julianday(started_at)) * 86400) AS s FROM runs GROUP BY json_extract(options, '\$.shard'))")
-echo "shards: $shards; cases per shard: $(q "$merged" "SELECT group_concat(n, ' ') FROM (SELECT count(*) AS n FROM measurements m JOIN runs r ON r.id = m.run_id GROUP BY json_extract(r.options, '\$.shard') ORDER BY json_extract(r.options, '\$.shard'))")"
-echo "shard bench seconds max/min, min, max: $spread"
+# Shard durations: bench's own "ran in S s" (planning and process start excluded), the requeued
+# shard's two attempts added, beside the estimate each shard printed when it started.
+durations=""
+for ((i = 0; i < shards; ++i)); do
+  d=$(awk '{ for (k = 2; k < NF; ++k) if ($(k - 1) == "ran" && $k == "in") sum += $(k + 1) } END { printf "%.1f", sum }' "$results/logs/shard-$i.log")
+  e=$(sed -n 's/.*: shard [0-9]*\/[0-9]*: \([0-9]*\) of [0-9]* cases, estimated \([0-9.]*\) s.*/\1 cases, estimated \2 s/p' "$results/logs/shard-$i.log" | head -n 1)
+  echo "shard $i/$shards: $e, ran $d s"
+  durations="$durations $d"
+done
+echo "shard durations max/min: $(echo "$durations" | awk '{ lo = hi = $1; for (k = 2; k <= NF; ++k) { if ($k < lo) lo = $k; if ($k > hi) hi = $k } printf "%.2f", hi / lo }')"
 printf 'wall: array %.1f s (submit to merged and analyzed, one task killed and requeued), single process %.1f s\n' "$array_s" "$single_s"
 
 # The analysis of the merged database against the single-process run's: the same layers, all
-# measured, and bounds within noise. Tolerance: S, P and F within a factor 1.5 and H within 2: the
-# two are separate measurements (2 repetitions of 2 ms per case) on a 2-core host, the array's with
-# 3 shards at once on those 2 cores, and H (the library defaults' sum) rests on single cases, not
-# the fastest of several. A missing or doubled case would change the layer counts exactly.
+# measured, and bounds within noise. Tolerance: S, P, F and H within a factor 2. The two are
+# separate measurements (2 repetitions of 2 ms per case) on a host of 2 cores shared with other
+# work, the array's with 3 shards at once on them: there the two runs' bounds differed by up to
+# 1.39x (H, the library defaults' sum, rests on single cases rather than the fastest of several).
+# What a wrong merge would do, a missing or doubled case, is checked exactly: the layer counts
+# here, the case and measurement counts above.
 "$floorline" analyze "${models[@]}" --db "$work/single.db" --format csv --out "$work/single.csv" || fail "analyze single"
 "$floorline" analyze "${models[@]}" --db "$merged" --format csv --out "$work/merged.csv" || fail "analyze merged"
 echo "--- analysis: single process, then merged shards"
@@ -240,7 +248,7 @@ awk -F, 'NR == FNR { if (FNR > 1) ref[$1] = $0; next }
     split(ref[$1], r, ",")
     n = split("layers roofline_layers untimed_layers measured_share", exact, " ")
     for (k = 1; k <= n; ++k) if ($col[exact[k]] != r[col[exact[k]]]) { print $1 ": " exact[k] " " $col[exact[k]] " vs " r[col[exact[k]]]; bad = 1 }
-    n = split("S_us:1.5 P_us:1.5 F_us:1.5 H_us:2", tol, " ")
+    n = split("S_us:2 P_us:2 F_us:2 H_us:2", tol, " ")
     for (k = 1; k <= n; ++k) {
       split(tol[k], t, ":"); a = $col[t[1]]; b = r[col[t[1]]]
       if (a <= 0 || b <= 0 || a / b > t[2] || b / a > t[2]) { print $1 ": " t[1] " " a " vs " b " (tolerance x" t[2] ")"; bad = 1 }

@@ -35,7 +35,8 @@ struct Coverage {
 
 // Which of `planned` (case names, cases.name) have a current measurement of any status on
 // `system` (every system when nullopt). Error: the database cannot be read.
-Result<Coverage> coverage(Database& db, const std::vector<std::string>& planned, std::optional<int64_t> system);
+Result<Coverage> coverage(Database& db, const std::vector<std::string>& planned,
+                          std::optional<int64_t> system);
 
 // A run of one shard (runs.options "shard", written by `bench --shard`).
 struct ShardRun {
@@ -43,7 +44,7 @@ struct ShardRun {
   std::string shard;   // "I/N"
   std::string status;  // running, finished, interrupted
   std::string host_name;
-  std::string options;                 // runs.options, JSON
+  std::string options;                // runs.options, JSON
   std::vector<std::string> measured;  // case names of its measurements
 };
 

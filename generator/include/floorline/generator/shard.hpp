@@ -89,7 +89,8 @@ struct Partition {
 
 // `names` must be distinct (a plan's case names are); `seconds` has one entry per name. The result
 // depends only on the (name, seconds) pairs, not on their order. count ≥ 1.
-Partition partition_cases(const std::vector<std::string>& names, const std::vector<double>& seconds, int count);
+Partition partition_cases(const std::vector<std::string>& names, const std::vector<double>& seconds,
+                          int count);
 
 // The plan's cases of plan.cases' indexes k with shard_of[k] == index (configs and backends kept).
 Plan shard_plan(const Plan& plan, const Partition& partition, int index);
