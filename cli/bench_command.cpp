@@ -94,7 +94,7 @@ void add_plan_options(CLI::App* cmd, CommonOptions& o) {
 }
 
 Result<ShardLayout> shard_layout(const Loaded& l, int count, const std::string& costs_file,
-                                 const gen::CostOptions& options) {
+                                 const gen::CostOptions* actual) {
   std::optional<benchdb::Database> earlier;
   if (!costs_file.empty()) {
     std::error_code ec;
@@ -106,13 +106,21 @@ Result<ShardLayout> shard_layout(const Loaded& l, int count, const std::string& 
     earlier.emplace(std::move(db));
   }
   ShardLayout out;
-  auto costs = gen::estimate_case_costs(l.plan, l.backends, options, earlier ? &*earlier : nullptr);
+  auto costs =
+      gen::estimate_case_costs(l.plan, l.backends, gen::kPartitionCosts, earlier ? &*earlier : nullptr);
   if (!costs) return costs.error().with_context(fmt::format("--shard-costs {}", costs_file));
   out.costs = std::move(costs).value();
   std::vector<std::string> names;
   names.reserve(l.plan.cases.size());
   for (const auto& c : l.plan.cases) names.push_back(c.spec.name);
   out.partition = gen::partition_cases(names, out.costs.seconds, count);
+  if (actual) {
+    auto now = gen::estimate_case_costs(l.plan, l.backends, *actual, earlier ? &*earlier : nullptr);
+    if (!now) return now.error().with_context(fmt::format("--shard-costs {}", costs_file));
+    out.estimated.assign(static_cast<size_t>(std::max(1, count)), 0.0);
+    for (size_t k = 0; k < now->seconds.size(); ++k)
+      out.estimated[static_cast<size_t>(out.partition.shard_of[k])] += now->seconds[k];
+  }
   return out;
 }
 
@@ -122,16 +130,16 @@ Status select_shard(Loaded& l, const CommonOptions& o, const gen::CostOptions& o
     return {};
   }
   FL_ASSIGN_OR_RETURN(const gen::ShardSpec spec, gen::parse_shard(o.shard));
-  FL_ASSIGN_OR_RETURN(const ShardLayout layout, shard_layout(l, spec.count, o.shard_costs, options));
+  FL_ASSIGN_OR_RETURN(const ShardLayout layout, shard_layout(l, spec.count, o.shard_costs, &options));
   const auto& p = layout.partition;
-  const auto [lo, hi] = std::minmax_element(p.seconds.begin(), p.seconds.end());
+  const auto [lo, hi] = std::minmax_element(layout.estimated.begin(), layout.estimated.end());
   double total = 0;
-  for (double s : p.seconds) total += s;
+  for (double s : layout.estimated) total += s;
   std::fprintf(stderr,
                "floorline %s: shard %s: %lld of %zu cases, estimated %.1f s of %.1f s in all (shards %.1f to "
                "%.1f s; %lld cases costed by an earlier measurement, %lld by their roofline; %s)\n",
                cmd, gen::shard_label(spec).c_str(), static_cast<long long>(p.cases[spec.index]),
-               l.plan.cases.size(), p.seconds[spec.index], total, *lo, *hi,
+               l.plan.cases.size(), layout.estimated[static_cast<size_t>(spec.index)], total, *lo, *hi,
                static_cast<long long>(layout.costs.measured), static_cast<long long>(layout.costs.roofline),
                layout.costs.source.c_str());
   l.plan = gen::shard_plan(l.plan, p, spec.index);

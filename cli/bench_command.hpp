@@ -48,15 +48,17 @@ void add_plan_options(CLI::App* cmd, CommonOptions& o);
 // an unknown backend or data type, a --case name not in the plan.
 Result<Loaded> plan_models(const CommonOptions& o);
 
-// The partition of the plan's cases into `count` shards by estimated seconds (generator/shard.hpp),
-// with the costs read from `costs_file` when it is not empty (opened read-only). Error: the file
-// cannot be opened or read.
+// The partition of the plan's cases into `count` shards by estimated seconds (generator/shard.hpp:
+// the costs at gen::kPartitionCosts, read from `costs_file` when it is not empty, opened
+// read-only), and, when `actual` is given, each shard's estimated seconds at those bench settings.
+// Error: the file cannot be opened or read.
 struct ShardLayout {
   gen::Partition partition;
   gen::CaseCosts costs;
+  std::vector<double> estimated;  // per shard, at *actual
 };
 Result<ShardLayout> shard_layout(const Loaded& l, int count, const std::string& costs_file,
-                                 const gen::CostOptions& options);
+                                 const gen::CostOptions* actual = nullptr);
 
 // With o.shard set: keeps only that shard's cases in l.plan, and says on stderr how many cases the
 // shard has and its estimated seconds. Error: a malformed --shard, an unreadable --shard-costs.

@@ -29,18 +29,6 @@ struct CoverageCmd {
   bool list = false;
 };
 
-// The bench settings of the shard runs (their runs.options), which the partition depends on.
-gen::CostOptions cost_options_of(const benchdb::ShardRun& r) {
-  gen::CostOptions o;
-  const auto j = nlohmann::json::parse(r.options, nullptr, false);
-  if (!j.is_object()) return o;
-  o.min_time = j.value("min_time", o.min_time);
-  o.repetitions = j.value("repetitions", o.repetitions);
-  o.warmup_seconds = j.value("warmup_seconds", o.warmup_seconds);
-  o.threads = j.value("threads", o.threads);
-  return o;
-}
-
 std::string shard_costs_of(const benchdb::ShardRun& r) {
   const auto j = nlohmann::json::parse(r.options, nullptr, false);
   return j.is_object() ? j.value("shard_costs", std::string()) : std::string();
@@ -78,7 +66,7 @@ int run_coverage(CoverageCmd o) {
     std::printf("%lld cases have results on more than one system (pick one with --system)\n",
                 static_cast<long long>(cov->on_several_systems));
 
-  // The shard layout: N from --shards or from the shard runs; the bench settings from the runs.
+  // The shard layout: N from --shards or from the shard runs, the earlier database from the runs.
   std::set<int> counts;
   for (const auto& r : *runs)
     if (auto s = gen::parse_shard(r.shard)) counts.insert(s->count);
@@ -88,16 +76,14 @@ int run_coverage(CoverageCmd o) {
     std::printf("the shard runs name %zu different shard counts: give --shards N for a per-shard report\n",
                 counts.size());
   if (count > 0) {
-    gen::CostOptions costs;
     std::string costs_file = o.c.shard_costs;
     for (const auto& r : *runs) {
       auto s = gen::parse_shard(r.shard);
       if (!s || s->count != count) continue;
-      costs = cost_options_of(r);
       if (costs_file.empty()) costs_file = shard_costs_of(r);
       break;
     }
-    auto layout = shard_layout(l, count, costs_file, costs);
+    auto layout = shard_layout(l, count, costs_file);
     if (!layout) return fail(layout.error().message);
     std::map<std::string, int> shard_of;
     for (size_t k = 0; k < names.size(); ++k) shard_of[names[k]] = layout->partition.shard_of[k];

@@ -2,9 +2,10 @@
 // time, for `bench --shard I/N` and `run --shard I/N` on a cluster (scripts/slurm/).
 //
 // The partition must be the same on every machine that plans the same cases, and the same on a
-// requeued task as on its first attempt: it depends only on the plan (case names and work), the
-// bench settings (repetitions, seconds per repetition, warm-up, threads) and, when given, an earlier
-// database read as it is (`--shard-costs FILE`). It never reads the shard's own output database,
+// requeued task as on its first attempt: it depends only on the plan (case names, work, planned
+// statuses) and, when given, an earlier database read as it is (`--shard-costs FILE`); the costs
+// are taken at fixed bench settings (kPartitionCosts), so that shards run with other repetitions,
+// minimum times or threads still split the plan the same way. It never reads the shard's own output database,
 // whose contents change as the shard runs (a requeued task would otherwise move cases between
 // shards). Costs are rounded to whole nanoseconds before they are compared, so that no
 // floating-point difference between machines can change the order.
@@ -46,6 +47,9 @@ struct CostOptions {
   double warmup_seconds = 0.005;
   int threads = 1;
 };
+
+// The bench settings the partition's costs are taken at: bench's defaults.
+inline constexpr CostOptions kPartitionCosts{};
 
 // The estimated seconds of each planned case in a bench run (plan order), and where they came from.
 // A timed case costs
