@@ -75,14 +75,19 @@ int run_coverage(CoverageCmd o) {
   if (count == 0 && counts.size() > 1)
     std::printf("the shard runs name %zu different shard counts: give --shards N for a per-shard report\n",
                 counts.size());
+  // The earlier database the shards' costs came from: --shard-costs, else the one their runs name.
+  std::string costs_file = o.c.shard_costs;
+  for (const auto& r : *runs)
+    if (auto s = gen::parse_shard(r.shard); s && s->count == count && costs_file.empty())
+      costs_file = shard_costs_of(r);
+  std::error_code missing_ec;
+  if (count > 0 && o.c.shard_costs.empty() && !costs_file.empty() && !fs::exists(costs_file, missing_ec)) {
+    // Not on this machine: the shards' layout cannot be recomputed.
+    std::printf("no per-shard report: the shards' --shard-costs %s is not here (give --shard-costs FILE)\n",
+                costs_file.c_str());
+    count = 0;
+  }
   if (count > 0) {
-    std::string costs_file = o.c.shard_costs;
-    for (const auto& r : *runs) {
-      auto s = gen::parse_shard(r.shard);
-      if (!s || s->count != count) continue;
-      if (costs_file.empty()) costs_file = shard_costs_of(r);
-      break;
-    }
     auto layout = shard_layout(l, count, costs_file);
     if (!layout) return fail(layout.error().message);
     std::map<std::string, int> shard_of;
