@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -37,15 +36,14 @@ Result<std::vector<std::string>> glob_files(const std::string& pattern) {
 Result<std::vector<std::string>> expand_merge_inputs(const std::vector<std::string>& inputs,
                                                      const std::string& out) {
   std::vector<std::string> files;
-  std::set<fs::path> seen;
   std::error_code ec;
   const fs::path out_path = fs::weakly_canonical(out, ec);
+  // A file named twice is merged twice, which adds nothing the second time.
   auto add = [&](const std::string& f) {
     std::error_code e;
     fs::path p = fs::weakly_canonical(f, e);
     if (e) p = fs::absolute(f, e);
-    if (p == out_path) return;  // merging OUT into itself: never meant by a folder or a glob
-    if (seen.insert(p).second) files.push_back(f);
+    if (p != out_path) files.push_back(f);  // OUT into itself: never meant by a folder or a glob
   };
   for (const auto& in : inputs) {
     if (fs::is_directory(in, ec)) {

@@ -51,7 +51,8 @@ TEST(Shard, ParsesZeroBasedIndexAndRejectsTheRest) {
   EXPECT_NE(parse_shard("4/4").error().message.find("0-based, from 0 to 3"), std::string::npos);
 }
 
-// The whole zoo at batch 1 on oneDNN (11,938 cases, 7,261 timed), every case in exactly one shard,
+// The whole zoo at batch 1 on oneDNN (11,938 cases, 7,261 timed, on an AVX-512 host; 8,299 with
+// oneDNN capped at AVX2), every case in exactly one shard,
 // the same partition whatever order the cases come in. Balance: LPT's shards differ by at most the
 // largest case (a 3-D convolution of r3d_18, ~24 s estimated); up to 8 shards, where a shard is
 // ≥ 100 s, they are within 2% of each other; at 64 shards the largest case is a shard of its own
@@ -60,12 +61,14 @@ TEST(Shard, ZooPartitionIsDeterministicCompleteAndBalanced) {
   const auto models = load("/models/zoo");
   ASSERT_GE(models.size(), 30u);
   const Plan plan = make_plan(models, {find_backend("onednn")}, PlanOptions{});
-  ASSERT_GT(plan.cases.size(), 10000u);
+  ASSERT_GT(plan.cases.size(), 5000u);  // the implementations oneDNN offers depend on the ISA
+  int64_t timed = 0;
+  for (const auto& c : plan.cases) timed += c.status ? 0 : 1;
   CostOptions co;
   auto costs = estimate_case_costs(plan, {find_backend("onednn")}, co, nullptr);
   ASSERT_TRUE(costs.ok()) << costs.error().message;
   EXPECT_EQ(costs->measured, 0);
-  EXPECT_GT(costs->roofline, 7000);
+  EXPECT_EQ(costs->roofline, timed);
   const auto names = names_of(plan);
   for (int count : {1, 3, 8, 64}) {
     const Partition p = partition_cases(names, costs->seconds, count);

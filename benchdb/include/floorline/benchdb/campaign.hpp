@@ -15,8 +15,9 @@ namespace floorline::benchdb {
 
 // The files `floorline db merge OUT INPUTS...` merges, in order: a folder stands for its *.db files
 // (not recursive), a glob pattern (*, ?, [...]; for when the shell did not expand it) for the files
-// it matches, anything else for itself. Each sorted by name; a file named twice, and `out` itself,
-// are left out. Error (naming the argument): a folder with no .db file, a pattern matching nothing.
+// it matches, anything else for itself. Each sorted by name; `out` itself is left out, and a file
+// named twice is listed twice (merging it again adds nothing). Error (naming the argument): a folder
+// with no .db file, a pattern matching nothing.
 Result<std::vector<std::string>> expand_merge_inputs(const std::vector<std::string>& inputs,
                                                      const std::string& out);
 
