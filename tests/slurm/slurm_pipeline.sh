@@ -235,8 +235,8 @@ printf 'wall: array %.1f s (submit to merged and analyzed, one task killed and r
 # The analysis of the merged database against the single-process run's: the same layers, all
 # measured, and bounds within noise. Tolerance: S, P, F and H within a factor 2. The two are
 # separate measurements (medians of 3 repetitions of 3 ms per case) on a host of 2 cores shared with other
-# work, the array's with 3 shards at once on them: there the two runs' bounds differed by up to
-# 1.39x (H, the library defaults' sum, rests on single cases rather than the fastest of several).
+# work, the array's with 3 shards at once on them: in four runs there (load average ~14) the two
+# analyses' bounds differed by up to 1.56x, the array's mostly the slower.
 # What a wrong merge would do, a missing or doubled case, is checked exactly: the layer counts
 # here, the case and measurement counts above.
 "$floorline" analyze "${models[@]}" --db "$work/single.db" --format csv --out "$work/single.csv" || fail "analyze single"
