@@ -3,10 +3,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -72,6 +74,83 @@ Result<Loaded> plan_models(const CommonOptions& o) {
   return l;
 }
 
+void add_plan_options(CLI::App* cmd, CommonOptions& o) {
+  cmd->add_option("--backend", o.backend,
+                  "auto (every backend that can run here) or a comma-separated list: cuda, onednn");
+  cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--dtype", o.dtypes,
+                  "Data types, comma-separated: f32, bf16, f16 (cuda; f32 is timed as fp32 and tf32 there)")
+      ->delimiter(',');
+  cmd->add_option("--max-impls", o.max_impls,
+                  "Implementations timed per config and data type (the rest are skipped)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--all-impls", o.all_impls, "Time every implementation (no --max-impls cap)");
+  cmd->add_flag("--include-ref", o.include_ref, "Time the reference (ref:) implementations too");
+  cmd->add_flag("--no-fusion", o.no_fusion, "Do not plan fused variants");
+  cmd->add_flag("--no-conversions", o.no_conversions, "Do not plan layout-conversion cases");
+  cmd->add_option("--case", o.cases, "Only the case with this name (repeatable; names from `plan --list`)");
+}
+
+Result<ShardLayout> shard_layout(const Loaded& l, int count, const std::string& costs_file,
+                                 const gen::CostOptions* actual) {
+  std::optional<benchdb::Database> earlier;
+  if (!costs_file.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(costs_file, ec))
+      return make_error("--shard-costs {}: no such file", costs_file);
+    benchdb::OpenOptions ro;
+    ro.read_only = true;  // every shard reads it at once; none writes it
+    FL_ASSIGN_OR_RETURN(auto db, benchdb::Database::open(costs_file, ro));
+    earlier.emplace(std::move(db));
+  }
+  ShardLayout out;
+  auto costs =
+      gen::estimate_case_costs(l.plan, l.backends, gen::kPartitionCosts, earlier ? &*earlier : nullptr);
+  if (!costs) return costs.error().with_context(fmt::format("--shard-costs {}", costs_file));
+  out.costs = std::move(costs).value();
+  std::vector<std::string> names;
+  names.reserve(l.plan.cases.size());
+  for (const auto& c : l.plan.cases) names.push_back(c.spec.name);
+  out.partition = gen::partition_cases(names, out.costs.seconds, count);
+  if (actual) {
+    auto now = gen::estimate_case_costs(l.plan, l.backends, *actual, earlier ? &*earlier : nullptr);
+    if (!now) return now.error().with_context(fmt::format("--shard-costs {}", costs_file));
+    out.estimated.assign(static_cast<size_t>(std::max(1, count)), 0.0);
+    for (size_t k = 0; k < now->seconds.size(); ++k)
+      out.estimated[static_cast<size_t>(out.partition.shard_of[k])] += now->seconds[k];
+  }
+  return out;
+}
+
+Status select_shard(Loaded& l, const CommonOptions& o, const gen::CostOptions& options, const char* cmd) {
+  if (o.shard.empty()) {
+    if (!o.shard_costs.empty()) return make_error("--shard-costs needs --shard I/N");
+    return {};
+  }
+  FL_ASSIGN_OR_RETURN(const gen::ShardSpec spec, gen::parse_shard(o.shard));
+  FL_ASSIGN_OR_RETURN(const ShardLayout layout, shard_layout(l, spec.count, o.shard_costs, &options));
+  const auto& p = layout.partition;
+  const auto [lo, hi] = std::minmax_element(layout.estimated.begin(), layout.estimated.end());
+  double total = 0;
+  for (double s : layout.estimated) total += s;
+  std::fprintf(stderr,
+               "floorline %s: shard %s: %lld of %zu cases, estimated %.1f s of %.1f s in all (shards %.1f to "
+               "%.1f s; %lld cases costed by an earlier measurement, %lld by their roofline; %s)\n",
+               cmd, gen::shard_label(spec).c_str(), static_cast<long long>(p.cases[spec.index]),
+               l.plan.cases.size(), layout.estimated[static_cast<size_t>(spec.index)], total, *lo, *hi,
+               static_cast<long long>(layout.costs.measured), static_cast<long long>(layout.costs.roofline),
+               layout.costs.source.c_str());
+  l.plan = gen::shard_plan(l.plan, p, spec.index);
+  return {};
+}
+
+void set_shard(gen::RunOptions& ro, const CommonOptions& o) {
+  ro.shard = o.shard;
+  ro.shard_costs = o.shard_costs;
+}
+
 void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry_run, bool verify) {
   std::fprintf(stderr,
                "%s%lld passed, %lld skipped, %lld unsupported, %lld failed, %lld already measured%s\n"
@@ -122,24 +201,19 @@ struct BenchCmd {
   bool quiet = false;
 };
 
+void add_shard_options(CLI::App* cmd, CommonOptions& o) {
+  cmd->add_option("--shard", o.shard,
+                  "Only shard I of N (I from 0 to N-1), cases split by estimated time, the same on every "
+                  "machine: e.g. 0/4");
+  cmd->add_option("--shard-costs", o.shard_costs,
+                  "An earlier database whose measurements and peaks estimate the cases' times for --shard "
+                  "(default: nominal rates); give every shard the same file");
+}
+
 void add_common(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("models", o.models, "ONNX files or folders (searched recursively)")->required();
-  cmd->add_option("--backend", o.backend,
-                  "auto (every backend that can run here) or a comma-separated list: cuda, onednn");
-  cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")
-      ->delimiter(',')
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--dtype", o.dtypes,
-                  "Data types, comma-separated: f32, bf16, f16 (cuda; f32 is timed as fp32 and tf32 there)")
-      ->delimiter(',');
-  cmd->add_option("--max-impls", o.max_impls,
-                  "Implementations timed per config and data type (the rest are skipped)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--all-impls", o.all_impls, "Time every implementation (no --max-impls cap)");
-  cmd->add_flag("--include-ref", o.include_ref, "Time the reference (ref:) implementations too");
-  cmd->add_flag("--no-fusion", o.no_fusion, "Do not plan fused variants");
-  cmd->add_flag("--no-conversions", o.no_conversions, "Do not plan layout-conversion cases");
-  cmd->add_option("--case", o.cases, "Only the case with this name (repeatable; names from `plan --list`)");
+  add_plan_options(cmd, o);
+  add_shard_options(cmd, o);
 }
 
 std::string shell_quote(const std::string& s) {
@@ -174,8 +248,11 @@ std::string reproduction(const gen::PlannedCase& c, const std::map<std::string, 
 }
 
 // plan_models(), its error printed as "floorline CMD: ..." (the caller exits with status 2).
-std::optional<Loaded> load(const char* cmd, const CommonOptions& o) {
+// With --shard, only that shard's cases, partitioned with the costs of `costs` (the bench settings).
+std::optional<Loaded> load(const char* cmd, const CommonOptions& o, const gen::CostOptions& costs = {}) {
   auto l = plan_models(o);
+  if (l)
+    if (auto st = select_shard(*l, o, costs, cmd); !st) l = st.error();
   if (!l) {
     std::fprintf(stderr, "floorline %s: %s\n", cmd, l.error().message.c_str());
     return std::nullopt;
@@ -302,7 +379,12 @@ int run_generate_cmd(const GenerateCmd& o) {
 }
 
 int run_bench_cmd(const BenchCmd& o, const std::string& command) {
-  auto l = load("bench", o.c);
+  gen::CostOptions costs;
+  costs.min_time = o.min_time;
+  costs.repetitions = o.repetitions;
+  costs.warmup_seconds = o.warmup;
+  costs.threads = o.threads;
+  auto l = load("bench", o.c, costs);
   if (!l) return 2;
   std::optional<benchdb::Database> db;
   if (!o.dry_run) {
@@ -322,6 +404,7 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
   ro.dry_run = o.dry_run;
   ro.verify = o.verify;
   ro.command = command;
+  set_shard(ro, o.c);
   set_progress(ro, o.quiet);
   ro.calibrate = !o.no_calibrate;
   ro.cold = o.cold;

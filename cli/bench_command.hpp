@@ -9,6 +9,7 @@
 #include "floorline/common/result.hpp"
 #include "floorline/generator/plan.hpp"
 #include "floorline/generator/runner.hpp"
+#include "floorline/generator/shard.hpp"
 #include "floorline/model_processor/model.hpp"
 
 namespace floorline::cli {
@@ -25,6 +26,8 @@ struct CommonOptions {
   bool no_fusion = false;
   bool no_conversions = false;
   std::vector<std::string> cases;  // only these case names
+  std::string shard;               // "I/N" (0-based I): only this shard's cases (generator/shard.hpp)
+  std::string shard_costs;         // an earlier database whose measurements and peaks set the costs
 };
 
 // The processed models, the backends and the plan.
@@ -36,10 +39,33 @@ struct Loaded {
   double plan_seconds = 0;  // processing and planning, wall time
 };
 
+// The plan's options (--backend, --batch, --dtype, --max-impls, --all-impls, --include-ref,
+// --no-fusion, --no-conversions, --case), for a command that plans as `bench` does.
+void add_plan_options(CLI::App* cmd, CommonOptions& o);
+
 // Processes every model at every batch size and plans their cases. A model that fails is
 // reported on stderr and skipped (one bad model never stops a zoo). Error: no model file found,
 // an unknown backend or data type, a --case name not in the plan.
 Result<Loaded> plan_models(const CommonOptions& o);
+
+// The partition of the plan's cases into `count` shards by estimated seconds (generator/shard.hpp:
+// the costs at gen::kPartitionCosts, read from `costs_file` when it is not empty, opened
+// read-only), and, when `actual` is given, each shard's estimated seconds at those bench settings.
+// Error: the file cannot be opened or read.
+struct ShardLayout {
+  gen::Partition partition;
+  gen::CaseCosts costs;
+  std::vector<double> estimated;  // per shard, at *actual
+};
+Result<ShardLayout> shard_layout(const Loaded& l, int count, const std::string& costs_file,
+                                 const gen::CostOptions* actual = nullptr);
+
+// With o.shard set: keeps only that shard's cases in l.plan, and says on stderr how many cases the
+// shard has and its estimated seconds. Error: a malformed --shard, an unreadable --shard-costs.
+Status select_shard(Loaded& l, const CommonOptions& o, const gen::CostOptions& options, const char* cmd);
+
+// Records the shard (and its cost file) with the run, for `floorline db coverage`.
+void set_shard(gen::RunOptions& ro, const CommonOptions& o);
 
 // The outcome of a bench run on stderr: cases by status, wall and timed seconds, calibrated peaks.
 void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry_run, bool verify);

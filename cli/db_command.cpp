@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "coverage_command.hpp"
 #include "floorline/benchdb/benchmark_io.hpp"
+#include "floorline/benchdb/campaign.hpp"
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/framework_io.hpp"
 #include "floorline/benchdb/merge.hpp"
@@ -259,8 +261,11 @@ int run_query(const DbOptions& o) {
 int run_merge(const DbOptions& o) {
   auto out = bd::Database::open(o.file);
   if (!out) return fail("merge", out.error().message);
+  // Folders and globs stand for the shard files of a campaign (benchdb/campaign.hpp).
+  auto inputs = bd::expand_merge_inputs(o.inputs, o.file);
+  if (!inputs) return fail("merge", inputs.error().message);
   int failed = 0;
-  for (const auto& in : o.inputs) {
+  for (const auto& in : *inputs) {
     auto s = bd::merge_into(*out, in);
     if (!s) {
       fail("merge", s.error().message);
@@ -275,6 +280,9 @@ int run_merge(const DbOptions& o) {
         static_cast<long long>(s->measurements_added), static_cast<long long>(s->measurements_present),
         static_cast<long long>(s->framework_latencies_changed), static_cast<long long>(s->replays_changed));
   }
+  if (inputs->size() > 1)
+    std::printf("merged %zu of %zu databases into %s\n", inputs->size() - static_cast<size_t>(failed),
+                inputs->size(), o.file.c_str());
   return failed ? 1 : 0;
 }
 
@@ -340,8 +348,14 @@ void add_db_command(CLI::App& app, int& exit_code) {
 
   auto* merge = db->add_subcommand("merge", "Merge databases measured on different machines into OUT");
   merge->add_option("out", opts->file, "Output database (created when missing)")->required();
-  merge->add_option("inputs", opts->inputs, "Input databases")->required();
+  merge
+      ->add_option("inputs", opts->inputs,
+                   "Input databases; a folder stands for its *.db files, a quoted glob for the files it "
+                   "matches (e.g. 'results/shard-*.db')")
+      ->required();
   merge->callback([opts, &exit_code] { exit_code = run_merge(*opts); });
+
+  add_coverage_command(*db, exit_code);
 
   auto* import = db->add_subcommand("import", "Import framework latencies or Google Benchmark JSON results");
   import->add_option("file", opts->file, "Results database (created when missing)")->required();

@@ -109,6 +109,13 @@ int run_main(RunCmd o, const std::string& command_line) {
   if (!loaded) return fail(loaded.error().message);
   Loaded& l = *loaded;
   if (l.models.empty()) return fail("no model could be processed");
+  const double warmup = o.quick ? 0.001 : 0.005;
+  gen::CostOptions costs;
+  costs.min_time = min_time;
+  costs.repetitions = repetitions;
+  costs.warmup_seconds = warmup;
+  costs.threads = o.threads;
+  if (auto st = select_shard(l, o.c, costs, "run"); !st) return fail(st.error().message);
   int64_t layers = 0;
   std::set<std::string> files;
   for (const auto& m : l.models) {
@@ -131,9 +138,10 @@ int run_main(RunCmd o, const std::string& command_line) {
   gen::RunOptions ro;
   ro.min_time = min_time;
   ro.repetitions = repetitions;
-  ro.warmup_seconds = o.quick ? 0.001 : 0.005;
+  ro.warmup_seconds = warmup;
   ro.threads = o.threads;
   ro.command = command_line;
+  set_shard(ro, o.c);
   set_progress(ro, o.quiet);
   std::fprintf(stderr, "[2/4] bench into %s (%d repetitions of %g s per case, %d thread(s))\n", o.db.c_str(),
                repetitions, min_time, o.threads);
@@ -141,6 +149,15 @@ int run_main(RunCmd o, const std::string& command_line) {
   if (!bench) return fail(bench.error().message);
   print_bench_summary(*bench, l.plan_seconds, false, false);
   if (bench->interrupted) return 130;
+  if (!o.c.shard.empty()) {
+    // A shard holds some cases of each model: the replay and the bounds need all of them.
+    std::fprintf(stderr,
+                 "[3/4] replay and [4/4] analyze: not for one shard; merge the shards' databases "
+                 "(`floorline db merge`), then `floorline db coverage` and `floorline analyze` the result\n"
+                 "floorline run: shard %s done in %.1f s; database: %s\n",
+                 o.c.shard.c_str(), seconds_since(t_start), o.db.c_str());
+    return l.failures || bench->failed ? 1 : 0;
+  }
 
   // 3. replay: each model's best cases wired as its graph, timed as one pass
   const int64_t system_id = bench->system_id;
@@ -249,6 +266,11 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       "--replay-steps", o->replay_steps,
       "Per model, the N replay steps that take longest over their time alone (conversions included)");
   r->add_option("--top", o->top, "Findings shown per model in the table (default 1)");
+  r->add_option("--shard", o->c.shard,
+                "Only shard I of N (I from 0 to N-1): bench its cases into --db, no replay or analysis "
+                "(merge the shards, then analyze)");
+  r->add_option("--shard-costs", o->c.shard_costs,
+                "An earlier database whose measurements and peaks estimate the cases' times for --shard");
   r->callback([o, command_line, &exit_code] { exit_code = run_main(*o, command_line); });
 }
 

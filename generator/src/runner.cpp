@@ -107,14 +107,16 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       run.host_name = benchdb::host_name();
       run.device_uuid = backend->device_uuid();
       run.command = options.command;
-      run.options = nlohmann::json{{"min_time", options.min_time},
-                                   {"repetitions", options.repetitions},
-                                   {"warmup_seconds", options.warmup_seconds},
-                                   {"threads", options.threads},
-                                   {"backend", backend->name()},
-                                   {"verify", options.verify},
-                                   {"cold", options.cold}}
-                        .dump();
+      nlohmann::json options_json{{"min_time", options.min_time},
+                                  {"repetitions", options.repetitions},
+                                  {"warmup_seconds", options.warmup_seconds},
+                                  {"threads", options.threads},
+                                  {"backend", backend->name()},
+                                  {"verify", options.verify},
+                                  {"cold", options.cold}};
+      if (!options.shard.empty()) options_json["shard"] = options.shard;
+      if (!options.shard_costs.empty()) options_json["shard_costs"] = options.shard_costs;
+      run.options = options_json.dump();
       FL_ASSIGN_OR_RETURN(run_id, db.begin_run(run));
       FL_TRY(db.transaction([&]() -> Status {
         for (const auto& c : plan.cases) {

@@ -46,6 +46,10 @@ struct RunOptions {
   // for this system, before the cases.
   bool calibrate = true;
   bool cold = false;  // flush the device cache before each timed call (Backend::set_cold_cache)
+  // The shard this run measures ("I/N", shard.hpp), recorded in runs.options as "shard" so that
+  // `floorline db coverage` can tell a shard that never ran from one that stopped early; "" = none.
+  std::string shard;
+  std::string shard_costs;  // the earlier database the partition's costs came from ("" = none)
 };
 
 struct RunSummary {
