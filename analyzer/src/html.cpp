@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -245,20 +246,29 @@ std::string batch_chart(const Report& r) {
   s += log_log_grid(xa, ya, left, right, top, bottom, "batch size", "S (µs)");
   size_t i = 0;
   const auto colors = distinct_colors(series.size());
-  double ly = top + 6;
+  // Each name beside the end of its line, moved apart where lines end close together.
+  std::vector<std::tuple<double, std::string, std::string>> labels;  // (y, name, colour)
   for (auto& [name, pts] : series) {
     std::sort(pts.begin(), pts.end());
     const std::string& color = colors[i++];
     std::string d;
-    for (auto [bt, t] : pts)
+    for (auto [bt, t] : pts) {
       d += fmt::format("{}{:.1f},{:.1f}", d.empty() ? "M" : " L", xa.at(static_cast<double>(bt)), ya.at(t));
+      s += fmt::format(
+          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"><title>{} b{}: S {}</title></circle>\n",
+          xa.at(static_cast<double>(bt)), ya.at(t), color, esc(name), bt, us_text(t));
+    }
     s += fmt::format(
         "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"><title>{}</title></path>\n", d,
         color, esc(name));
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" fill=\"{}\">{}</text>\n", right + 12, ly,
-                     color, esc(name));
-    ly += 12;
+    labels.emplace_back(ya.at(pts.back().second) + 3, name, color);
   }
+  std::sort(labels.begin(), labels.end());
+  for (size_t k = 1; k < labels.size(); ++k)
+    std::get<0>(labels[k]) = std::max(std::get<0>(labels[k]), std::get<0>(labels[k - 1]) + 11);
+  for (const auto& [y, name, color] : labels)
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" fill=\"{}\">{}</text>\n", right + 12, y,
+                     color, esc(name));
   return s + "</svg>\n";
 }
 
@@ -435,7 +445,7 @@ std::string per_s_text(double v) {
 // batch analyzed), the bound as a solid black line, each runtime dashed in its colour; the offline
 // point of each series ringed.
 std::string throughput_panel(const ModelThroughput& t, const std::map<std::string, std::string>& color_of) {
-  const double w = 360, h = 250, left = 58, right = w - 14, top = 30, bottom = h - 42;
+  const double w = 360, h = 262, left = 58, right = w - 14, top = 42, bottom = h - 42;
   std::set<int64_t> batches;
   double hi = 0;
   auto all = [&t]() {
@@ -459,13 +469,13 @@ std::string throughput_panel(const ModelThroughput& t, const std::map<std::strin
       "height=\"{}\" role=\"img\" aria-label=\"throughput of {} against batch size\">\n",
       esc(t.model), esc(t.dtype), w, h, esc(t.model));
   s += fmt::format(
-      "<text x=\"{}\" y=\"16\" font-size=\"12\" font-weight=\"bold\" text-anchor=\"middle\">{}</text>\n",
-      (left + right) / 2, esc(t.model));
+      "<text x=\"{}\" y=\"14\" font-size=\"12\" font-weight=\"bold\" text-anchor=\"middle\">{} ({})</text>\n",
+      (left + right) / 2, esc(t.model), esc(t.dtype));
   for (double v = 0; v <= ymax * 1.0001; v += step)
     s += fmt::format(
         "<line x1=\"{1}\" x2=\"{2}\" y1=\"{0:.1f}\" y2=\"{0:.1f}\" stroke=\"#e4e4e4\"/><text x=\"{3}\" "
         "y=\"{4:.1f}\" font-size=\"10\" text-anchor=\"end\">{5}</text>\n",
-        y_at(v), left, right, left - 4, y_at(v) + 3, per_s_text(v));
+        y_at(v), left, right, left - 4, y_at(v) + 3, tick_label(v));
   for (int64_t b : batches)
     s += fmt::format(
         "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#e4e4e4\"/><text x=\"{0:.1f}\" "
@@ -500,10 +510,10 @@ std::string throughput_panel(const ModelThroughput& t, const std::map<std::strin
   }
   const auto& o = t.bound.offline;
   s += fmt::format(
-      "<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">bound: {} µs single stream, "
+      "<text x=\"{}\" y=\"29\" font-size=\"10\" text-anchor=\"middle\" fill=\"#555\">S: {} at batch {}; best "
       "{}/s at batch {}</text>\n",
-      right, top - 4, fmt::format("{:.0f}", t.bound.single_stream.latency_us), per_s_text(o.inferences_per_s),
-      o.batch);
+      w / 2, us_text(t.bound.single_stream.latency_us), t.bound.single_stream.batch,
+      per_s_text(o.inferences_per_s), o.batch);
   return s + "</svg>\n";
 }
 
@@ -527,15 +537,16 @@ std::string throughput_section(const Report& r) {
       "inference at batch 1 (or the smallest batch analyzed); <b>offline</b> is the throughput batch / "
       "latency at each batch analyzed, best batch in bold. The same for each imported runtime; "
       "<i>over bound</i> is its best throughput over the bound's (above 1: the runtime beats S, which "
-      "then is no lower bound).</p>\n<table id=\"throughput\"><tr><th>model</th><th>series</th>"
+      "then is no lower bound).</p>\n<table id=\"throughput\"><tr><th>model</th><th "
+      "style=\"text-align:left\">series</th>"
       "<th>single stream</th>";
   for (int64_t b : batches) s += fmt::format("<th>batch {} (/s)</th>", b);
   s += "<th>offline best (/s)</th><th>best batch</th><th>over bound</th></tr>\n";
   for (const auto& t : view) {
     auto row = [&](const ThroughputSeries& x) {
       std::string line =
-          fmt::format("<tr><td>{}</td><td>{}</td><td>{}{}</td>", esc(t.model), esc(x.name),
-                      us_text(x.single_stream.latency_us),
+          fmt::format("<tr><td>{}</td><td style=\"text-align:left\">{}</td><td>{}{}</td>", esc(t.model),
+                      esc(x.name), us_text(x.single_stream.latency_us),
                       x.single_stream.batch == 1 ? "" : fmt::format(" (batch {})", x.single_stream.batch));
       for (int64_t b : batches) {
         auto p = std::find_if(x.points.begin(), x.points.end(),
@@ -560,7 +571,7 @@ std::string throughput_section(const Report& r) {
          "several (<code>--batch 1,8,32</code>) to see throughput against batch size.</p>\n";
     return s;
   }
-  s += "<div id=\"chart-throughput\" style=\"display:flex;flex-wrap:wrap;gap:8px\">\n";
+  s += "<div id=\"chart-throughput\" style=\"display:flex;flex-wrap:wrap;gap:8px;margin-top:16px\">\n";
   for (const auto& t : view) s += throughput_panel(t, color_of);
   s += "</div>\n<p class=\"legend\" id=\"legend-throughput\"><span style=\"color:#000\">&#9644;</span> bound "
        "S (batch / S) ";

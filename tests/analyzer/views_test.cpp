@@ -37,7 +37,8 @@ void check(const Status& s) {
 std::vector<mp::ModelIR> zoo(const std::string& name, std::vector<int64_t> batches) {
   mp::ProcessOptions o;
   o.batches = std::move(batches);
-  return value(mp::process_model(std::filesystem::path(FLOORLINE_SOURCE_DIR) / "models/zoo" / (name + ".onnx"), o));
+  return value(
+      mp::process_model(std::filesystem::path(FLOORLINE_SOURCE_DIR) / "models/zoo" / (name + ".onnx"), o));
 }
 
 double formula_us(const mp::Layer& l) {
@@ -61,8 +62,8 @@ struct ZooDb {
   int64_t system = 0;
 
   ZooDb(const std::vector<mp::ModelIR>& models, const std::set<std::string>& slow_default = {}) {
-    dir = std::filesystem::temp_directory_path() / ("floorline_views_" + std::to_string(::getpid()) + "_" +
-                                                    std::to_string(counter()++));
+    dir = std::filesystem::temp_directory_path() /
+          ("floorline_views_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
     std::filesystem::create_directories(dir);
     db.emplace(value(benchdb::Database::open(dir / "v.db")));
     check(db->record_models(models));
@@ -142,7 +143,9 @@ struct ZooDb {
     value(db->upsert_framework_latency(f));
   }
 
-  Report report(const std::vector<mp::ModelIR>& models) { return value(build_report(*db, models, std::nullopt)); }
+  Report report(const std::vector<mp::ModelIR>& models) {
+    return value(build_report(*db, models, std::nullopt));
+  }
 };
 
 const std::vector<int64_t> kBatches = {1, 4, 16};
@@ -160,9 +163,12 @@ class Throughput : public ::testing::Test {
     // PyTorch at 2 threads: not comparable with 1-thread measurements, so not a series.
     db_->framework("bert_base_encoder", "onnxruntime", "1.30.0", "graph_optimization=all", 1, 1, 1.5 * S_[0]);
     db_->framework("bert_base_encoder", "onnxruntime", "1.30.0", "graph_optimization=all", 1, 4, 0.8 * S_[1]);
-    db_->framework("bert_base_encoder", "onnxruntime", "1.30.0", "graph_optimization=all", 1, 16, 1.5 * S_[2]);
-    db_->framework("bert_base_encoder", "onnxruntime", "1.30.0", "graph_optimization=disabled", 1, 1, 3 * S_[0]);
-    db_->framework("bert_base_encoder", "onnxruntime", "1.30.0", "graph_optimization=disabled", 1, 4, 2 * S_[1]);
+    db_->framework("bert_base_encoder", "onnxruntime", "1.30.0", "graph_optimization=all", 1, 16,
+                   1.5 * S_[2]);
+    db_->framework("bert_base_encoder", "onnxruntime", "1.30.0", "graph_optimization=disabled", 1, 1,
+                   3 * S_[0]);
+    db_->framework("bert_base_encoder", "onnxruntime", "1.30.0", "graph_optimization=disabled", 1, 4,
+                   2 * S_[1]);
     db_->framework("bert_base_encoder", "pytorch", "1.13.0", "eager", 2, 1, 0.5 * S_[0]);
     report_ = new Report(db_->report(*models_));
   }
@@ -238,13 +244,14 @@ TEST_F(Throughput, EachRuntimeAndSettingIsASeriesWithItsBestBatchAndViolations) 
 TEST_F(Throughput, TableJsonAndHtmlCarryIt) {
   const std::string table = format_table(*report_, false);
   EXPECT_NE(table.find("throughput (MLPerf scenarios)"), std::string::npos) << table;
-  for (const char* col : {"single_stream_us", "b1_per_s", "b4_per_s", "b16_per_s", "offline_per_s", "offline_batch",
-                          "over_bound"})
+  for (const char* col : {"single_stream_us", "b1_per_s", "b4_per_s", "b16_per_s", "offline_per_s",
+                          "offline_batch", "over_bound"})
     EXPECT_NE(table.find(col), std::string::npos) << col;
   EXPECT_NE(table.find("onnxruntime 1.30.0 graph_optimization=all, 1 thread is faster than S at batch 4"),
             std::string::npos)
       << table;
-  EXPECT_NE(table.find("bert_base_encoder: the bound's throughput still rises at batch 16"), std::string::npos);
+  EXPECT_NE(table.find("bert_base_encoder: the bound's throughput still rises at batch 16"),
+            std::string::npos);
   // The bound's row: single stream S1 (1 decimal), and 16e6 / S16 as the offline figure (2 decimals).
   EXPECT_NE(table.find(fmt::format("{:.1f}", S_[0])), std::string::npos);
   EXPECT_NE(table.find(fmt::format("{:.2f}", 16e6 / S_[2])), std::string::npos);
@@ -265,7 +272,8 @@ TEST_F(Throughput, TableJsonAndHtmlCarryIt) {
   EXPECT_NE(html.find("id=\"chart-throughput-bert_base_encoder-f32\""), std::string::npos);
   EXPECT_NE(html.find("id=\"legend-throughput\""), std::string::npos);
   EXPECT_NE(html.find("onnxruntime 1.30.0 graph_optimization=disabled, 1 thread"), std::string::npos);
-  for (const char* axis : {">batch size<", ">inferences/s<"}) EXPECT_NE(html.find(axis), std::string::npos) << axis;
+  for (const char* axis : {">batch size<", ">inferences/s<"})
+    EXPECT_NE(html.find(axis), std::string::npos) << axis;
   // Three paths in the panel: the bound and the two runtimes.
   const auto panel_at = html.find("id=\"chart-throughput-bert_base_encoder-f32\"");
   const auto panel = html.substr(panel_at, html.find("</svg>", panel_at) - panel_at);
@@ -289,7 +297,8 @@ TEST(Findings, RepeatedConfigsOfBertAreOneGroupedItem) {
     if (f.advisor == "algorithm") alg = &f;
     // No line repeats within a finding.
     std::set<std::string> labels;
-    for (const auto& it : f.items) EXPECT_TRUE(labels.insert(it.label).second) << f.advisor << ": " << it.label;
+    for (const auto& it : f.items)
+      EXPECT_TRUE(labels.insert(it.label).second) << f.advisor << ": " << it.label;
   }
   ASSERT_NE(eff, nullptr);
   ASSERT_NE(alg, nullptr);
@@ -310,8 +319,8 @@ TEST(Findings, RepeatedConfigsOfBertAreOneGroupedItem) {
     // Roofline: max(604 MFLOP / 1 TFLOP/s, 11.4 MB / 1 TB/s) = 604.0 µs.
     const double roof = static_cast<double>(ffn->flops) / 1e6;
     EXPECT_NEAR(it.saving_us, 12 * (t - roof), 1e-6 * t);
-    EXPECT_EQ(it.detail.rfind("12 × 6.2 ms vs roofline 604.0 µs (10% of peak); " + it.layers[0] + ", " + it.layers[1] +
-                                  ", " + it.layers[2] + " and 9 more",
+    EXPECT_EQ(it.detail.rfind("12 × 6.2 ms vs roofline 604.0 µs (10% of peak); " + it.layers[0] + ", " +
+                                  it.layers[1] + ", " + it.layers[2] + " and 9 more",
                               0),
               0u)
         << it.detail;
@@ -367,7 +376,8 @@ TEST(RooflineLegend, EveryKindHasItsOwnColour) {
   const std::regex entry("<span style=\"color:(#[0-9a-f]{6})\">[^<]*</span> ([A-Za-z]+)");
   std::map<std::string, std::string> color_of;  // kind → colour
   std::set<std::string> colors;
-  for (auto it = std::sregex_iterator(legend.begin(), legend.end(), entry); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(legend.begin(), legend.end(), entry); it != std::sregex_iterator();
+       ++it) {
     EXPECT_TRUE(color_of.emplace((*it)[2], (*it)[1]).second) << "kind listed twice: " << (*it)[2];
     EXPECT_TRUE(colors.insert((*it)[1]).second) << "colour repeated: " << (*it)[1] << " for " << (*it)[2];
   }
@@ -378,7 +388,8 @@ TEST(RooflineLegend, EveryKindHasItsOwnColour) {
   const auto chart_at = html.find("id=\"chart-roofline\"");
   const std::string chart = html.substr(chart_at, at - chart_at);
   for (const auto& [kind, color] : color_of)
-    EXPECT_NE(chart.find("fill=\"" + color + "\" fill-opacity=\"0.75\"><title>" + kind + "|"), std::string::npos)
+    EXPECT_NE(chart.find("fill=\"" + color + "\" fill-opacity=\"0.75\"><title>" + kind + "|"),
+              std::string::npos)
         << kind;
 }
 
