@@ -86,7 +86,6 @@ int run_main(RunCmd o, const std::string& command_line) {
           "no MODELS given and the embedded zoo (models/zoo) is not here: name ONNX files or folders");
     o.c.models.push_back(*zoo);
   }
-  if (o.quick) o.c.batches = {1};
   const int repetitions = o.repetitions.value_or(o.quick ? 2 : 5);
   const double min_time = o.min_time.value_or(o.quick ? 0.002 : 0.01);
   if (o.quick && !o.c.all_impls) o.c.max_impls = std::min(o.c.max_impls, 2);
@@ -248,8 +247,10 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   r->add_option("--out", o->out, "Folder for the database and the reports (report.html, report.json)");
-  r->add_flag("--quick", o->quick,
-              "A first look: batch 1, 2 repetitions, at most 2 implementations per config");
+  r->add_flag(
+      "--quick", o->quick,
+      "A first look: 2 repetitions, at most 2 implementations per config (the batch sizes stay --batch's, "
+      "default 1)");
   r->add_option("--threads", o->threads, "CPU threads for the benchmarks and the replay")
       ->check(CLI::PositiveNumber);
   r->add_option("--repetitions", o->repetitions, "Repetitions per case (default 5; --quick 2)")

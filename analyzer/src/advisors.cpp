@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -10,8 +11,61 @@ namespace floorline::analyzer {
 
 namespace {
 
-std::string short_key(const std::string& key, size_t n = 70) {
-  return key.size() <= n ? key : key.substr(0, n - 3) + "...";
+// 17.0 ms, 312.4 µs: per-layer figures stay readable at any size.
+std::string time_text(double us) {
+  return us >= 1e3 ? fmt::format("{:.1f} ms", us / 1e3) : fmt::format("{:.1f} µs", us);
+}
+
+// A canonical key as a reader sees a config: "MatMul a=128x1x768 b=768x2304 f32", cut at n
+// characters (UTF-8 "…" marks the cut).
+std::string config_text(const std::string& key, size_t n = 90) {
+  std::string s = key;
+  std::replace(s.begin(), s.end(), '|', ' ');
+  return s.size() <= n ? s : s.substr(0, n - 1) + "…";
+}
+
+// Layers of one config share t(v), roofline and conversions: a finding lists them once, as a group,
+// instead of repeating the same line per layer (BERT's 12 encoder blocks).
+struct LayerGroup {
+  std::string key;
+  std::vector<std::string> names;  // in layer order
+};
+
+// "a, b, c and 9 more".
+std::string some_names(const std::vector<std::string>& names) {
+  constexpr size_t kNamed = 3;
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < kNamed; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > kNamed) s += fmt::format(" and {} more", names.size() - kNamed);
+  return s;
+}
+
+// "conv1: Conv x=..." for one layer, "12 layers: MatMul a=..." for several.
+FindingItem group_item(const LayerGroup& g, double saving_us, const std::string& figures) {
+  FindingItem it;
+  const size_t n = g.names.size();
+  it.label = n == 1 ? fmt::format("{}: {}", g.names[0], config_text(g.key))
+                    : fmt::format("{} layers: {}", n, config_text(g.key));
+  it.saving_us = saving_us;
+  it.detail = n == 1 ? figures : fmt::format("{} × {}; {}", n, figures, some_names(g.names));
+  it.layers = g.names;
+  return it;
+}
+
+// The measured layers grouped by `by` (a config key, or a key with an implementation), in the order
+// each group first occurs.
+template <class Key, class Pick>
+std::vector<std::pair<Key, LayerGroup>> groups(const std::vector<LayerCost>& layers, Pick by) {
+  std::vector<std::pair<Key, LayerGroup>> out;
+  std::map<Key, size_t> at;
+  for (const auto& l : layers) {
+    std::optional<Key> k = by(l);
+    if (!k) continue;
+    auto [it, added] = at.emplace(*k, out.size());
+    if (added) out.push_back({*k, LayerGroup{l.key, {}}});
+    out[it->second].second.names.push_back(l.name);
+  }
+  return out;
 }
 
 void finish(Finding& f, double of, size_t top) {
@@ -26,30 +80,23 @@ void finish(Finding& f, double of, size_t top) {
 std::vector<Finding> advise(const ModelBounds& b, size_t top) {
   std::vector<Finding> out;
 
-  // Algorithm selection: per config, Σ over its instances of (default − best).
+  // Algorithm selection: per config, its instances' (default − best), as one group.
   {
-    struct Agg {
-      int n = 0;
-      double def = 0, best = 0;
-      std::string best_alg;
-    };
-    std::map<std::string, Agg> by_key;
-    for (const auto& l : b.layers) {
-      if (!l.heuristic_us || l.source != "measured") continue;
-      auto& a = by_key[l.key];
-      ++a.n;
-      a.def += *l.heuristic_us;
-      a.best += l.us;
-      a.best_alg = l.algorithm;
-    }
+    const auto by_key = groups<std::string>(b.layers, [](const LayerCost& l) -> std::optional<std::string> {
+      if (!l.heuristic_us || l.source != "measured" || *l.heuristic_us <= l.us) return std::nullopt;
+      return l.key;
+    });
     Finding f;
     f.advisor = "algorithm";
-    for (const auto& [key, a] : by_key) {
-      if (a.def - a.best <= 0) continue;
-      f.saving_us += a.def - a.best;
-      f.items.push_back(
-          {fmt::format("{}x {}", a.n, short_key(key)), a.def - a.best,
-           fmt::format("library default {:.1f} µs vs best {:.1f} µs ({})", a.def, a.best, a.best_alg)});
+    for (const auto& [key, g] : by_key) {
+      const LayerCost& l = *std::find_if(b.layers.begin(), b.layers.end(),
+                                         [&key = key](const LayerCost& x) { return x.key == key; });
+      const double n = static_cast<double>(g.names.size());
+      const double saving = n * (*l.heuristic_us - l.us);
+      f.saving_us += saving;
+      f.items.push_back(group_item(g, saving,
+                                   fmt::format("library default {} vs best {} ({})",
+                                               time_text(*l.heuristic_us), time_text(l.us), l.algorithm)));
     }
     if (f.saving_us > 0) {
       f.summary = fmt::format(
@@ -81,8 +128,10 @@ std::vector<Finding> advise(const ModelBounds& b, size_t top) {
     f.advisor = "fusion";
     for (const auto& [p, a] : by_pattern) {
       f.saving_us += a.unfused - a.fused;
-      f.items.push_back({fmt::format("{}x {}", a.n, p), a.unfused - a.fused,
-                         fmt::format("unfused {:.1f} µs, fused {:.1f} µs", a.unfused, a.fused)});
+      f.items.push_back({fmt::format("{}x {}", a.n, p),
+                         a.unfused - a.fused,
+                         fmt::format("unfused {:.1f} µs, fused {:.1f} µs", a.unfused, a.fused),
+                         {}});
     }
     if (f.saving_us > 0) {
       int chains = 0;
@@ -109,8 +158,10 @@ std::vector<Finding> advise(const ModelBounds& b, size_t top) {
     for (const auto& [kind, t] : r.by_kind)
       if (t.first != t.second)
         f.items.push_back(
-            {kind, t.first - t.second,
-             fmt::format("{:.1f} µs in {} vs {:.1f} µs in {}", t.first, b.math_mode, t.second, r.math_mode)});
+            {kind,
+             t.first - t.second,
+             fmt::format("{:.1f} µs in {} vs {:.1f} µs in {}", t.first, b.math_mode, t.second, r.math_mode),
+             {}});
     finish(f, b.S, top);
     out.push_back(std::move(f));
   }
@@ -120,9 +171,33 @@ std::vector<Finding> advise(const ModelBounds& b, size_t top) {
     Finding f;
     f.advisor = "parallelism";
     f.saving_us = b.S - b.P;
-    for (const auto& br : b.branches)
-      f.items.push_back({fmt::format("branch from {}", br.fork_name), br.us,
-                         fmt::format("{} layer(s), {:.1f} µs off the critical path", br.layers, br.us)});
+    // Branches of the same size and time (a transformer's 12 blocks) are one item.
+    std::vector<std::pair<std::pair<int64_t, double>, std::vector<const Branch*>>> alike;
+    for (const auto& br : b.branches) {
+      const std::pair<int64_t, double> k{br.layers, br.us};
+      auto it = std::find_if(alike.begin(), alike.end(), [&k](const auto& a) { return a.first == k; });
+      if (it == alike.end()) it = alike.insert(alike.end(), {k, {}});
+      it->second.push_back(&br);
+    }
+    for (const auto& [k, branches] : alike) {
+      const auto [layers, us] = k;
+      const std::string figures = fmt::format("{} layer(s), {:.1f} µs off the critical path", layers, us);
+      std::vector<std::string> forks;
+      FindingItem it;
+      for (const Branch* br : branches) {
+        forks.push_back(br->fork_name);
+        if (br->fork >= 0) it.layers.push_back(br->fork_name);  // not "(graph inputs)"
+      }
+      it.saving_us = static_cast<double>(forks.size()) * us;
+      if (forks.size() == 1) {
+        it.label = fmt::format("branch from {}", forks[0]);
+        it.detail = figures;
+      } else {
+        it.label = fmt::format("{} branches of {} layer(s)", forks.size(), layers);
+        it.detail = fmt::format("{} × {}; from {}", forks.size(), figures, some_names(forks));
+      }
+      f.items.push_back(std::move(it));
+    }
     f.summary = fmt::format(
         "running independent branches concurrently could save up to {:.1f} µs (S {:.1f} → P {:.1f} µs, "
         "S/P {:.2f}); {} branch(es) leave the critical path",
@@ -136,11 +211,16 @@ std::vector<Finding> advise(const ModelBounds& b, size_t top) {
     Finding f;
     f.advisor = "efficiency";
     f.saving_us = b.S - *b.R;
-    for (const auto& l : b.layers) {
-      if (l.source != "measured" || !l.roofline_us || l.us <= *l.roofline_us) continue;
-      f.items.push_back({fmt::format("{} {}", l.name, l.kind), l.us - *l.roofline_us,
-                         fmt::format("{:.1f} µs vs roofline {:.1f} µs ({:.0f}% of peak), {}", l.us,
-                                     *l.roofline_us, 100.0 * *l.roofline_us / l.us, short_key(l.key, 60))});
+    const auto by_key = groups<std::string>(b.layers, [](const LayerCost& l) -> std::optional<std::string> {
+      if (l.source != "measured" || !l.roofline_us || l.us <= *l.roofline_us) return std::nullopt;
+      return l.key;
+    });
+    for (const auto& [key, g] : by_key) {
+      const LayerCost& l = *std::find_if(b.layers.begin(), b.layers.end(),
+                                         [&key = key](const LayerCost& x) { return x.key == key; });
+      f.items.push_back(group_item(g, static_cast<double>(g.names.size()) * (l.us - *l.roofline_us),
+                                   fmt::format("{} vs roofline {} ({:.0f}% of peak)", time_text(l.us),
+                                               time_text(*l.roofline_us), 100.0 * *l.roofline_us / l.us)));
     }
     f.summary = fmt::format(
         "the libraries run at {:.0f}% of the roofline overall (R {:.1f} µs vs S {:.1f} µs): "
@@ -154,10 +234,19 @@ std::vector<Finding> advise(const ModelBounds& b, size_t top) {
     f.advisor = "efficiency";
     // With a replay, what keeping blocked layouts between layers leaves is measured: that is the cost.
     f.saving_us = b.replay_conversions_us ? *b.replay_conversions_us : b.conversions_us;
-    for (const auto& l : b.layers)
-      if (l.conversion_us > 0)
-        f.items.push_back({fmt::format("{} {}", l.name, l.kind), l.conversion_us,
-                           fmt::format("{} needs {:.1f} µs of reorders", l.algorithm, l.conversion_us)});
+    using KeyAlg = std::pair<std::string, std::string>;
+    const auto by_case = groups<KeyAlg>(b.layers, [](const LayerCost& l) -> std::optional<KeyAlg> {
+      if (l.conversion_us <= 0) return std::nullopt;
+      return KeyAlg{l.key, l.algorithm};
+    });
+    for (const auto& [ka, g] : by_case) {
+      const LayerCost& l = *std::find_if(b.layers.begin(), b.layers.end(), [&ka = ka](const LayerCost& x) {
+        return x.key == ka.first && x.algorithm == ka.second;
+      });
+      f.items.push_back(
+          group_item(g, static_cast<double>(g.names.size()) * l.conversion_us,
+                     fmt::format("{} needs {} of reorders", l.algorithm, time_text(l.conversion_us))));
+    }
     f.summary = fmt::format(
         "the best implementations use blocked layouts: {:.1f} µs of layout conversions ({:.1f}% of S, "
         "not in S) unless neighbouring layers keep the blocked layout",
@@ -176,9 +265,11 @@ std::vector<Finding> advise(const ModelBounds& b, size_t top) {
     f.saving_us = *b.M - b.S;
     for (const auto& t : b.framework)
       f.items.push_back(
-          {fmt::format("{} {} {}", t.runtime, t.runtime_version, t.settings), t.us - b.S,
+          {fmt::format("{} {} {}", t.runtime, t.runtime_version, t.settings),
+           t.us - b.S,
            fmt::format("{:.1f} µs: M/S {:.2f}, M/F {:.2f}, M/P {:.2f}", t.us, b.S > 0 ? t.us / b.S : 0.0,
-                       b.F > 0 ? t.us / b.F : 0.0, b.P > 0 ? t.us / b.P : 0.0)});
+                       b.F > 0 ? t.us / b.F : 0.0, b.P > 0 ? t.us / b.P : 0.0),
+           {}});
     f.summary =
         fmt::format("the framework takes {:.1f} µs, {:.2f}x the sequential bound S ({:.2f}x F, {:.2f}x P)",
                     *b.M, b.S > 0 ? *b.M / b.S : 0.0, b.F > 0 ? *b.M / b.F : 0.0, b.P > 0 ? *b.M / b.P : 0.0);

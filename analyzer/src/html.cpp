@@ -3,10 +3,12 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "floorline/analyzer/report.hpp"
+#include "floorline/analyzer/throughput.hpp"
 
 namespace floorline::analyzer {
 
@@ -43,6 +45,72 @@ std::string us_text(double us) {
 
 const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                 "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+constexpr size_t kPaletteSize = std::size(kPalette);
+
+// n pairwise distinct colours, for charts whose categories (layer kinds, models, runtimes) can
+// outnumber the palette: the palette first, then hues a golden angle apart (so that neighbours
+// differ most) at alternating lightness and saturation; a colour already given is skipped.
+std::vector<std::string> distinct_colors(size_t n) {
+  std::vector<std::string> given;
+  std::set<std::string> seen;
+  for (size_t k = 0; given.size() < n; ++k) {
+    std::string c;
+    if (k < kPaletteSize) {
+      c = kPalette[k];
+    } else {
+      const size_t j = k - kPaletteSize;
+      const double h = std::fmod(20.0 + 137.50776 * static_cast<double>(j), 360.0) / 60.0;
+      const double sat = (j / 2) % 2 ? 0.45 : 0.7, light = j % 2 ? 0.62 : 0.4;
+      const double chroma = (1 - std::fabs(2 * light - 1)) * sat;
+      const double x = chroma * (1 - std::fabs(std::fmod(h, 2.0) - 1)), m = light - chroma / 2;
+      const int sector = static_cast<int>(h);
+      double rgb[3] = {0, 0, 0};
+      const int hi = sector == 0 || sector == 5 ? 0 : sector <= 2 ? 1 : 2;  // the largest channel
+      const int mid = sector == 0 || sector == 3 ? 1 : sector == 1 || sector == 4 ? 0 : 2;
+      rgb[hi] = chroma;
+      rgb[mid] = x;
+      auto byte = [m](double v) { return static_cast<int>(std::lround(std::clamp(v + m, 0.0, 1.0) * 255)); };
+      c = fmt::format("#{:02x}{:02x}{:02x}", byte(rgb[0]), byte(rgb[1]), byte(rgb[2]));
+    }
+    if (seen.insert(c).second) given.push_back(std::move(c));
+  }
+  return given;
+}
+
+// Marker shapes beside the colours: every further ten categories change shape, so that points of
+// categories whose generated colours are close still read apart.
+struct Marker {
+  const char* legend;  // the HTML entity of the shape
+  int shape;           // 0 circle, 1 square, 2 triangle, 3 diamond
+};
+Marker marker(size_t i) {
+  static const Marker kMarkers[] = {{"&#9679;", 0}, {"&#9632;", 1}, {"&#9650;", 2}, {"&#9670;", 3}};
+  return kMarkers[(i / kPaletteSize) % std::size(kMarkers)];
+}
+
+// A marker of `shape` centred on (x, y), radius r, with the given fill and a tooltip.
+std::string marker_svg(int shape, double x, double y, double r, const std::string& fill,
+                       const std::string& title) {
+  const std::string common = fmt::format("fill=\"{}\" fill-opacity=\"0.75\"", fill);
+  std::string el;
+  switch (shape) {
+    case 1:
+      el = fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" {}>", x - r, y - r,
+                       2 * r, 2 * r, common);
+      return el + "<title>" + title + "</title></rect>\n";
+    case 2:
+      el = fmt::format("<polygon points=\"{:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f}\" {}>", x, y - 1.2 * r,
+                       x - 1.1 * r, y + 0.9 * r, x + 1.1 * r, y + 0.9 * r, common);
+      return el + "<title>" + title + "</title></polygon>\n";
+    case 3:
+      el = fmt::format("<polygon points=\"{:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f} {:.1f},{:.1f}\" {}>", x,
+                       y - 1.3 * r, x + 1.3 * r, y, x, y + 1.3 * r, x - 1.3 * r, y, common);
+      return el + "<title>" + title + "</title></polygon>\n";
+    default:
+      el = fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:.1f}\" {}>", x, y, r, common);
+      return el + "<title>" + title + "</title></circle>\n";
+  }
+}
 
 // A log10 axis over [lo, hi] mapped to [x0, x1] pixels, decade ticks.
 struct LogAxis {
@@ -177,20 +245,30 @@ std::string batch_chart(const Report& r) {
       bottom + 40);
   s += log_log_grid(xa, ya, left, right, top, bottom, "batch size", "S (µs)");
   size_t i = 0;
-  double ly = top + 6;
+  const auto colors = distinct_colors(series.size());
+  // Each name beside the end of its line, moved apart where lines end close together.
+  std::vector<std::tuple<double, std::string, std::string>> labels;  // (y, name, colour)
   for (auto& [name, pts] : series) {
     std::sort(pts.begin(), pts.end());
-    const char* color = kPalette[i++ % 10];
+    const std::string& color = colors[i++];
     std::string d;
-    for (auto [bt, t] : pts)
+    for (auto [bt, t] : pts) {
       d += fmt::format("{}{:.1f},{:.1f}", d.empty() ? "M" : " L", xa.at(static_cast<double>(bt)), ya.at(t));
+      s += fmt::format(
+          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"><title>{} b{}: S {}</title></circle>\n",
+          xa.at(static_cast<double>(bt)), ya.at(t), color, esc(name), bt, us_text(t));
+    }
     s += fmt::format(
         "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"><title>{}</title></path>\n", d,
         color, esc(name));
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" fill=\"{}\">{}</text>\n", right + 12, ly,
-                     color, esc(name));
-    ly += 12;
+    labels.emplace_back(ya.at(pts.back().second) + 3, name, color);
   }
+  std::sort(labels.begin(), labels.end());
+  for (size_t k = 1; k < labels.size(); ++k)
+    std::get<0>(labels[k]) = std::max(std::get<0>(labels[k]), std::get<0>(labels[k - 1]) + 11);
+  for (const auto& [y, name, color] : labels)
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" fill=\"{}\">{}</text>\n", right + 12, y,
+                     color, esc(name));
   return s + "</svg>\n";
 }
 
@@ -289,20 +367,29 @@ std::string roofline_chart(const Report& r) {
       "<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\">peak {:.0f} GFLOP/s, {:.1f} GB/s "
       "(calibrated)</text>\n",
       right, ya.at(peak_g) - 5, peak_g, bw_g);
+  // One colour per kind present, never repeated: the kinds with most configs get the palette's
+  // first colours (ties by name), so the common kinds are the easiest to tell apart.
+  std::map<std::string, size_t> configs_of;
+  for (const auto& [_, p] : pts) ++configs_of[p.kind];
+  std::vector<std::pair<size_t, std::string>> by_count;
+  for (const auto& [k, n] : configs_of) by_count.push_back({n, k});
+  std::stable_sort(by_count.begin(), by_count.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
   std::map<std::string, size_t> kinds;
-  for (const auto& [_, p] : pts) kinds.emplace(p.kind, kinds.size());
+  for (const auto& [_, k] : by_count) kinds.emplace(k, kinds.size());
+  const auto colors = distinct_colors(kinds.size());
   for (const auto& [key, p] : pts) {
-    const size_t c = kinds[p.kind] % 10;
+    const size_t c = kinds[p.kind];
     std::string ms;
     for (const auto& m : models_of[key]) ms += (ms.empty() ? "" : ", ") + m;
-    s += fmt::format(
-        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\" fill-opacity=\"0.7\"><title>{} ({:.2f} "
-        "FLOP/B, {:.1f} GFLOP/s) in {}</title></circle>\n",
-        xa.at(p.ai), ya.at(p.gflops), kPalette[c], esc(p.label), p.ai, p.gflops, esc(ms));
+    s += marker_svg(
+        marker(c).shape, xa.at(p.ai), ya.at(p.gflops), 3.2, colors[c],
+        fmt::format("{} ({:.2f} FLOP/B, {:.1f} GFLOP/s) in {}", esc(p.label), p.ai, p.gflops, esc(ms)));
   }
-  s += "</svg>\n<p class=\"legend\">";
-  for (const auto& [k, c] : kinds)
-    s += fmt::format("<span style=\"color:{}\">&#9679;</span> {} ", kPalette[c % 10], esc(k));
+  s += "</svg>\n<p class=\"legend\" id=\"legend-roofline\">";
+  for (const auto& [_, k] : by_count)
+    s += fmt::format("<span style=\"color:{}\">{}</span> {} ", colors[kinds[k]], marker(kinds[k]).legend,
+                     esc(k));
   return s + "</p>\n";
 }
 
@@ -335,6 +422,162 @@ std::string critical_path_chart(const Report& r) {
     y += row;
   }
   return s + "</svg>\n";
+}
+
+// --- throughput view (throughput.hpp) ----------------------------------------------------------
+
+// 1, 2, 5 × 10^k: the smallest such step that cuts [0, hi] into at most `n` intervals.
+double nice_step(double hi, int n) {
+  const double raw = hi / n, p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+std::string per_s_text(double v) {
+  if (v >= 1e6) return fmt::format("{:.2f}M", v / 1e6);
+  if (v >= 1e4) return fmt::format("{:.1f}k", v / 1e3);
+  if (v >= 100) return fmt::format("{:.0f}", v);
+  return fmt::format("{:.1f}", v);
+}
+
+// One model's panel: inferences/s (linear, from 0) against batch size (log2 spaced, a tick at each
+// batch analyzed), the bound as a solid black line, each runtime dashed in its colour; the offline
+// point of each series ringed.
+std::string throughput_panel(const ModelThroughput& t, const std::map<std::string, std::string>& color_of) {
+  const double w = 360, h = 262, left = 58, right = w - 14, top = 42, bottom = h - 42;
+  std::set<int64_t> batches;
+  double hi = 0;
+  auto all = [&t]() {
+    std::vector<const ThroughputSeries*> v = {&t.bound};
+    for (const auto& s : t.runtimes) v.push_back(&s);
+    return v;
+  };
+  for (const auto* s : all())
+    for (const auto& p : s->points) batches.insert(p.batch), hi = std::max(hi, p.inferences_per_s);
+  const double lb = std::log2(static_cast<double>(*batches.begin())),
+               ub = std::log2(static_cast<double>(*batches.rbegin()));
+  auto x_at = [&](int64_t b) {
+    if (ub <= lb) return (left + right) / 2;
+    return left + 12 + (right - left - 24) * (std::log2(static_cast<double>(b)) - lb) / (ub - lb);
+  };
+  const double step = nice_step(hi > 0 ? hi * 1.08 : 1, 4),
+               ymax = step * std::ceil((hi > 0 ? hi * 1.08 : 1) / step);
+  auto y_at = [&](double v) { return bottom - (bottom - top) * v / ymax; };
+  std::string s = fmt::format(
+      "<svg class=\"chart\" id=\"chart-throughput-{}-{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+      "height=\"{}\" role=\"img\" aria-label=\"throughput of {} against batch size\">\n",
+      esc(t.model), esc(t.dtype), w, h, esc(t.model));
+  s += fmt::format(
+      "<text x=\"{}\" y=\"14\" font-size=\"12\" font-weight=\"bold\" text-anchor=\"middle\">{} ({})</text>\n",
+      (left + right) / 2, esc(t.model), esc(t.dtype));
+  for (double v = 0; v <= ymax * 1.0001; v += step)
+    s += fmt::format(
+        "<line x1=\"{1}\" x2=\"{2}\" y1=\"{0:.1f}\" y2=\"{0:.1f}\" stroke=\"#e4e4e4\"/><text x=\"{3}\" "
+        "y=\"{4:.1f}\" font-size=\"10\" text-anchor=\"end\">{5}</text>\n",
+        y_at(v), left, right, left - 4, y_at(v) + 3, tick_label(v));
+  for (int64_t b : batches)
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#e4e4e4\"/><text x=\"{0:.1f}\" "
+        "y=\"{3}\" font-size=\"10\" text-anchor=\"middle\">{4}</text>\n",
+        x_at(b), top, bottom, bottom + 14, b);
+  s += fmt::format(
+      "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">batch size</text>"
+      "<text x=\"13\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 13 {})\" "
+      "text-anchor=\"middle\">inferences/s</text>\n",
+      (left + right) / 2, bottom + 32, (top + bottom) / 2, (top + bottom) / 2);
+  // Runtimes first, so that the bound is drawn on top.
+  auto all_series = all();
+  std::rotate(all_series.begin(), all_series.begin() + 1, all_series.end());
+  for (const auto* series : all_series) {
+    const std::string color = series->bound ? "#000000" : color_of.at(series->name);
+    std::string d;
+    for (const auto& p : series->points)
+      d += fmt::format("{}{:.1f},{:.1f}", d.empty() ? "M" : " L", x_at(p.batch), y_at(p.inferences_per_s));
+    s += fmt::format(
+        "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"{}><title>{}</title></path>\n", d,
+        color, series->bound ? 2 : 1.5, series->bound ? "" : " stroke-dasharray=\"5,3\"", esc(series->name));
+    for (const auto& p : series->points) {
+      const bool best = p.batch == series->offline.batch;
+      s += fmt::format(
+          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"{}><title>{} {}, batch {}: {} "
+          "inferences/s ({} per batch){}</title></circle>\n",
+          x_at(p.batch), y_at(p.inferences_per_s), best ? 4.5 : 3, best ? "white" : color,
+          best ? fmt::format(" stroke=\"{}\" stroke-width=\"2\"", color) : "", esc(t.model),
+          esc(series->name), p.batch, per_s_text(p.inferences_per_s), us_text(p.latency_us),
+          best ? ", the most" : "");
+    }
+  }
+  const auto& o = t.bound.offline;
+  s += fmt::format(
+      "<text x=\"{}\" y=\"29\" font-size=\"10\" text-anchor=\"middle\" fill=\"#555\">S: {} at batch {}; best "
+      "{}/s at batch {}</text>\n",
+      w / 2, us_text(t.bound.single_stream.latency_us), t.bound.single_stream.batch,
+      per_s_text(o.inferences_per_s), o.batch);
+  return s + "</svg>\n";
+}
+
+// The throughput section: a table of the MLPerf single-stream and offline figures per model and
+// series, and the chart of inferences/s against batch size, one panel per model.
+std::string throughput_section(const Report& r) {
+  const auto view = throughput_view(r.models);
+  if (view.empty()) return "";
+  const auto batches = throughput_batches(view);
+  // A runtime keeps its colour in every panel.
+  std::vector<std::string> names;
+  for (const auto& t : view)
+    for (const auto& s : t.runtimes)
+      if (std::find(names.begin(), names.end(), s.name) == names.end()) names.push_back(s.name);
+  const auto colors = distinct_colors(names.size() + 1);
+  std::map<std::string, std::string> color_of;
+  for (size_t i = 0; i < names.size(); ++i) color_of[names[i]] = colors[i + 1];  // [0] is S's blue elsewhere
+
+  std::string s =
+      "<p class=\"note\">MLPerf scenarios from the bounds: <b>single stream</b> is the latency of one "
+      "inference at batch 1 (or the smallest batch analyzed); <b>offline</b> is the throughput batch / "
+      "latency at each batch analyzed, best batch in bold. The same for each imported runtime; "
+      "<i>over bound</i> is its best throughput over the bound's (above 1: the runtime beats S, which "
+      "then is no lower bound).</p>\n<table id=\"throughput\"><tr><th>model</th><th "
+      "style=\"text-align:left\">series</th>"
+      "<th>single stream</th>";
+  for (int64_t b : batches) s += fmt::format("<th>batch {} (/s)</th>", b);
+  s += "<th>offline best (/s)</th><th>best batch</th><th>over bound</th></tr>\n";
+  for (const auto& t : view) {
+    auto row = [&](const ThroughputSeries& x) {
+      std::string line =
+          fmt::format("<tr><td>{}</td><td style=\"text-align:left\">{}</td><td>{}{}</td>", esc(t.model),
+                      esc(x.name), us_text(x.single_stream.latency_us),
+                      x.single_stream.batch == 1 ? "" : fmt::format(" (batch {})", x.single_stream.batch));
+      for (int64_t b : batches) {
+        auto p = std::find_if(x.points.begin(), x.points.end(),
+                              [b](const ThroughputPoint& q) { return q.batch == b; });
+        if (p == x.points.end())
+          line += "<td>–</td>";
+        else
+          line += p->batch == x.offline.batch ? "<td><b>" + per_s_text(p->inferences_per_s) + "</b></td>"
+                                              : "<td>" + per_s_text(p->inferences_per_s) + "</td>";
+      }
+      line += fmt::format(
+          "<td>{}</td><td>{}</td><td>{}</td></tr>\n", per_s_text(x.offline.inferences_per_s), x.offline.batch,
+          x.offline_over_bound ? fmt::format("{:.2f}", *x.offline_over_bound) : std::string("–"));
+      return line;
+    };
+    s += row(t.bound);
+    for (const auto& x : t.runtimes) s += row(x);
+  }
+  s += "</table>\n";
+  if (batches.size() < 2) {
+    s += "<p class=\"note\" id=\"chart-throughput\">Every model was analyzed at one batch size: analyze with "
+         "several (<code>--batch 1,8,32</code>) to see throughput against batch size.</p>\n";
+    return s;
+  }
+  s += "<div id=\"chart-throughput\" style=\"display:flex;flex-wrap:wrap;gap:8px;margin-top:16px\">\n";
+  for (const auto& t : view) s += throughput_panel(t, color_of);
+  s += "</div>\n<p class=\"legend\" id=\"legend-throughput\"><span style=\"color:#000\">&#9644;</span> bound "
+       "S (batch / S) ";
+  for (const auto& n : names)
+    s += fmt::format("<span style=\"color:{}\">&#9644;</span> {} ", color_of[n], esc(n));
+  return s + "&#9675; best batch</p>\n";
 }
 
 std::string opt_us(const std::optional<double>& v) {
@@ -382,6 +625,7 @@ std::string format_html(const Report& r) {
   s += "</table>\n";
   s += "<h2>Bounds per model</h2>\n" + bounds_chart(r);
   s += "<h2>Latency vs batch size</h2>\n" + batch_chart(r);
+  s += "<h2>Throughput (MLPerf single stream and offline)</h2>\n" + throughput_section(r);
   s += "<h2>Time by layer kind (share of S)</h2>\n" + kind_chart(r);
   s += "<h2>Roofline</h2>\n" + roofline_chart(r);
   s += "<h2>Critical paths (length relative to S)</h2>\n" + critical_path_chart(r);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "floorline/analyzer/throughput.hpp"
 #include "floorline/common/output.hpp"
 
 namespace floorline::analyzer {
@@ -122,6 +123,117 @@ nlohmann::json opt_json(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+// --- throughput view (throughput.hpp) ----------------------------------------------------------
+
+struct ThroughputRow {
+  const ModelThroughput* model;
+  const ThroughputSeries* series;
+};
+
+std::vector<Field<ThroughputRow>> throughput_fields(const std::vector<ModelThroughput>& view) {
+  using T = ThroughputRow;
+  std::vector<Field<T>> f = {
+      {"model", [](const T& r) { return text_cell(r.model->model); }},
+      {"series", [](const T& r) { return text_cell(r.series->name); }},
+  };
+  // Named only when some series has no batch-1 point: its single stream is then another batch.
+  bool other_batch = false;
+  for (const auto& t : view) {
+    other_batch |= t.bound.single_stream.batch != 1;
+    for (const auto& s : t.runtimes) other_batch |= s.single_stream.batch != 1;
+  }
+  if (other_batch)
+    f.push_back({"single_stream_batch", [](const T& r) { return int_cell(r.series->single_stream.batch); }});
+  f.push_back(
+      {"single_stream_us", [](const T& r) { return float_cell(r.series->single_stream.latency_us, 1); }});
+  for (int64_t batch : throughput_batches(view))
+    f.push_back({fmt::format("b{}_per_s", batch), [batch](const T& r) {
+                   for (const auto& p : r.series->points)
+                     if (p.batch == batch) return float_cell(p.inferences_per_s, 2);
+                   return output::missing_cell();
+                 }});
+  f.push_back(
+      {"offline_per_s", [](const T& r) { return float_cell(r.series->offline.inferences_per_s, 2); }});
+  f.push_back({"offline_batch", [](const T& r) { return int_cell(r.series->offline.batch); }});
+  f.push_back({"over_bound", [](const T& r) { return float_cell(r.series->offline_over_bound, 2); }});
+  return f;
+}
+
+std::vector<ThroughputRow> throughput_rows(const std::vector<ModelThroughput>& view) {
+  std::vector<ThroughputRow> rows;
+  for (const auto& t : view) {
+    rows.push_back({&t, &t.bound});
+    for (const auto& s : t.runtimes) rows.push_back({&t, &s});
+  }
+  return rows;
+}
+
+std::string join_batches(const std::vector<int64_t>& batches) {
+  std::string s;
+  for (int64_t b : batches) s += (s.empty() ? "" : ", ") + std::to_string(b);
+  return s;
+}
+
+// The table's throughput section: only when it says more than the summary (several batch sizes,
+// or a runtime to compare with).
+std::string throughput_section(const Report& r) {
+  const auto view = throughput_view(r.models);
+  bool runtimes = false;
+  for (const auto& t : view) runtimes |= !t.runtimes.empty();
+  if (view.empty() || (throughput_batches(view).size() < 2 && !runtimes)) return "";
+  std::string out =
+      "\nthroughput (MLPerf scenarios): single stream = latency at batch 1 or the smallest analyzed (µs), "
+      "offline = batch / "
+      "latency (inferences/s) at each batch and at the best batch analyzed; over_bound: a runtime's "
+      "offline throughput over the bound's\n";
+  out += output::render_table(throughput_fields(view), throughput_rows(view));
+  for (const auto& t : view) {
+    for (const auto& s : t.runtimes)
+      if (!s.faster_than_bound.empty())
+        out += fmt::format("  note: {} {} is faster than S at batch {}: S is no lower bound there\n", t.model,
+                           s.name, join_batches(s.faster_than_bound));
+    if (t.bound.points.size() > 1 && t.bound.offline.batch == t.bound.points.back().batch)
+      out += fmt::format("  note: {}: the bound's throughput still rises at batch {}, the largest analyzed\n",
+                         t.model, t.bound.offline.batch);
+  }
+  return out;
+}
+
+nlohmann::json point_json(const ThroughputPoint& p) {
+  return {{"batch", p.batch},
+          {"latency_us", p.latency_us},
+          {"inferences_per_s", p.inferences_per_s},
+          {"complete", p.complete}};
+}
+
+nlohmann::json throughput_json(const Report& r) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& t : throughput_view(r.models)) {
+    auto series = [](const ThroughputSeries& s) {
+      nlohmann::json points = nlohmann::json::array();
+      for (const auto& p : s.points) points.push_back(point_json(p));
+      nlohmann::json o = {{"name", s.name},
+                          {"single_stream", point_json(s.single_stream)},
+                          {"offline", point_json(s.offline)},
+                          {"points", points}};
+      if (!s.bound) {
+        o["runtime"] = s.runtime;
+        o["runtime_version"] = s.runtime_version;
+        o["settings"] = s.settings;
+        o["threads"] = s.threads;
+        o["offline_over_bound"] = opt_json(s.offline_over_bound);
+        o["faster_than_bound"] = s.faster_than_bound;
+      }
+      return o;
+    };
+    nlohmann::json runtimes = nlohmann::json::array();
+    for (const auto& s : t.runtimes) runtimes.push_back(series(s));
+    out.push_back(
+        {{"model", t.model}, {"dtype", t.dtype}, {"bound", series(t.bound)}, {"runtimes", runtimes}});
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<Report> build_report(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
@@ -171,6 +283,7 @@ std::string format_table(const Report& r, bool layers, size_t top_findings) {
       "\nS sequential, P critical path, H library defaults, F fused, R roofline, M framework, replay: the "
       "best "
       "cases run as the graph (all µs); measured_share: share of S from measured cases\n";
+  out += throughput_section(r);
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
     std::vector<std::string> notes;
@@ -266,7 +379,8 @@ std::string format_json(const Report& r) {
     for (const auto& f : m.findings) {
       nlohmann::json items = nlohmann::json::array();
       for (const auto& it : f.items)
-        items.push_back({{"label", it.label}, {"saving_us", it.saving_us}, {"detail", it.detail}});
+        items.push_back(
+            {{"label", it.label}, {"saving_us", it.saving_us}, {"detail", it.detail}, {"layers", it.layers}});
       findings.push_back({{"advisor", f.advisor},
                           {"summary", f.summary},
                           {"saving_us", f.saving_us},
@@ -277,6 +391,7 @@ std::string format_json(const Report& r) {
     models.push_back(std::move(o));
   }
   j["models"] = models;
+  j["throughput"] = throughput_json(r);
   return j.dump(2) + "\n";
 }
 

@@ -12,7 +12,8 @@ run(0 ${FLOORLINE} bench ${MODELS} --db ${DB} --batch 1,2 --min-time 0.001 --rep
 
 # Table: the summary names both models at both batch sizes, with the bounds' columns.
 run(0 ${FLOORLINE} analyze ${MODELS} --db ${DB} --batch 1,2)
-foreach(want "S_us" "P_us" "R_us" "squeezenet1_1" "resnet18" "roofline peaks")
+foreach(want "S_us" "P_us" "R_us" "squeezenet1_1" "resnet18" "roofline peaks" "throughput \\(MLPerf scenarios\\)"
+             "b2_per_s")
   if(NOT out MATCHES "${want}")
     message(FATAL_ERROR "analyze table lacks '${want}':\n${out}")
   endif()
@@ -66,6 +67,29 @@ foreach(id chart-bounds chart-batch chart-kinds chart-roofline chart-critical-pa
     message(FATAL_ERROR "the ${id} chart does not name both models")
   endif()
 endforeach()
+
+# The throughput view: one panel per model (both batches analyzed), with its axes.
+foreach(model squeezenet1_1 resnet18)
+  string(REGEX MATCH "<svg[^>]*id=\"chart-throughput-${model}-f32\".*</svg>" svg "${dom}")
+  string(FIND "${svg}" "</svg>" end)
+  if(svg STREQUAL "")
+    message(FATAL_ERROR "the rendered report has no throughput panel for ${model}")
+  endif()
+  string(SUBSTRING "${svg}" 0 ${end} svg)
+  if(NOT svg MATCHES "inferences/s" OR NOT svg MATCHES "batch size")
+    message(FATAL_ERROR "the ${model} throughput panel lacks its axis titles")
+  endif()
+endforeach()
+# The roofline legend: no colour twice.
+string(REGEX MATCH "id=\"legend-roofline\"[^<]*(<span[^>]*>[^<]*</span>[^<]*)+" legend "${dom}")
+string(REGEX MATCHALL "color: ?#[0-9a-f]+" colors "${legend}")
+list(LENGTH colors ncolors)
+set(unique ${colors})
+list(REMOVE_DUPLICATES unique)
+list(LENGTH unique nunique)
+if(ncolors LESS 3 OR NOT ncolors EQUAL nunique)
+  message(FATAL_ERROR "roofline legend colours repeat or are missing (${ncolors} colours, ${nunique} distinct): ${legend}")
+endif()
 
 # DOT: one graph per model × batch, critical path in red, and Graphviz renders it.
 run(0 ${FLOORLINE} analyze ${MODELS} --db ${DB} --format dot --out ${WORK_DIR}/r.dot)

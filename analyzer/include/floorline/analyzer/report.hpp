@@ -4,12 +4,15 @@
 // plain numbers, a figure that could not be computed is "-" in the table and CSV and null in
 // JSON, never 0. JSON and CSV are stable machine-readable outputs (tests hold golden copies).
 //   table  per-model summary (S, P, H, F, R, M, reduced precision, gap ratios, measured share),
+//          the throughput view (throughput.hpp) when several batches or a runtime are present,
 //          then each model's findings; with `layers`, the per-layer table
-//   json   {"system", "database", "models": [{bounds..., "layers": [...], "findings": [...]}]}
+//   json   {"system", "database", "models": [{bounds..., "layers": [...], "findings": [...]}],
+//           "throughput": [{"model", "dtype", "bound", "runtimes"}]}
 //   csv    one row per model (or per layer with `layers`)
 //   html   one self-contained page (no network): inline-SVG charts of the bounds per model, latency
-//          vs batch size, time by layer kind, a roofline chart of the layers and each critical path,
-//          then the findings and per-layer tables
+//          vs batch size, throughput vs batch size (bound and runtimes, one panel per model), time
+//          by layer kind, a roofline chart of the layers (a distinct colour per kind) and each
+//          critical path, then the findings and per-layer tables
 //   dot    the layer graph of each model (Graphviz), critical path in red, times on the nodes
 #pragma once
 
