@@ -668,7 +668,7 @@ LayerConfig normalize(const NodeView& v, LayerKind kind, std::vector<std::string
     for (const auto& [name, formal] : v.schema->attributes()) {
       if (!formal.default_value.has_name()) continue;  // required, or optional without a default
       const bool given =
-          std::any_of(attrs.begin(), attrs.end(), [&](const Attr& a) { return a.name == name; });
+          std::any_of(attrs.begin(), attrs.end(), [&name = name](const Attr& a) { return a.name == name; });
       if (!given && formal.default_value.type() != onnx::AttributeProto::GRAPH &&
           formal.default_value.type() != onnx::AttributeProto::TENSOR)
         attrs.push_back({name, attr_value(formal.default_value)});

@@ -4,6 +4,9 @@
 // ONNX 1.12, opsets 7–17). Weights are never needed except where a constant tensor carries a shape
 // (Reshape/Expand/Slice/Pad/Resize inputs): initializers stored as external data are read only then,
 // and only the bytes of that tensor. A shape-only copy of a model (external data file absent) loads.
+// Models are untrusted input (docs/SECURITY.md): Floorline validates a model before ONNX's shape
+// inference sees it, and runs that inference in a worker process per model, so that a crash,
+// hang or runaway allocation inside ONNX becomes that model's one-line error.
 #pragma once
 
 #include <cstdint>
