@@ -47,7 +47,8 @@ uint64_t address_space_bytes() {
     ::close(null);
   }
   if (limits.memory_mib > 0) {
-    const uint64_t cap = address_space_bytes() + static_cast<uint64_t>(limits.memory_mib) * (uint64_t{1} << 20);
+    const uint64_t cap =
+        address_space_bytes() + static_cast<uint64_t>(limits.memory_mib) * (uint64_t{1} << 20);
     const rlimit as{cap, cap};
     ::setrlimit(RLIMIT_AS, &as);
   }

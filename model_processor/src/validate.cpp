@@ -14,9 +14,9 @@ namespace {
 
 // Ops with the convolution/pooling attributes (kernel_shape, strides, dilations, pads, group).
 bool spatial_op(const std::string& op) {
-  static const std::set<std::string> kOps = {"Conv",        "ConvTranspose", "ConvInteger", "QLinearConv",
-                                             "MaxPool",     "AveragePool",   "LpPool",      "MaxUnpool",
-                                             "DeformConv"};
+  static const std::set<std::string> kOps = {"Conv",        "ConvTranspose", "ConvInteger",
+                                             "QLinearConv", "MaxPool",       "AveragePool",
+                                             "LpPool",      "MaxUnpool",     "DeformConv"};
   return kOps.count(op) != 0;
 }
 bool conv_op(const std::string& op) {
@@ -72,7 +72,8 @@ Status check_dims(const Dims& dims, int64_t min_dim, const std::string& what) {
 std::optional<std::vector<int64_t>> input_dims(const onnx::ValueInfoProto& v) {
   if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return std::nullopt;
   std::vector<int64_t> dims;
-  for (const auto& d : v.type().tensor_type().shape().dim()) dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
+  for (const auto& d : v.type().tensor_type().shape().dim())
+    dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
   return dims;
 }
 
@@ -129,8 +130,8 @@ Status check_spatial_node(const onnx::NodeProto& n, const std::string& label, co
     return make_error("node {} ({}) input '{}' has rank {}; {} needs rank 3 or more", label, op, n.input(0),
                       x_rank, op);
   if (w_rank >= 0 && w_rank < 3)
-    return make_error("node {} ({}) weights '{}' have rank {}; {} needs rank 3 or more", label, op, n.input(1),
-                      w_rank, op);
+    return make_error("node {} ({}) weights '{}' have rank {}; {} needs rank 3 or more", label, op,
+                      n.input(1), w_rank, op);
   if (x_rank >= 0 && w_rank >= 0 && x_rank != w_rank)
     return make_error("node {} ({}) input '{}' has rank {} but its weights '{}' have rank {}", label, op,
                       n.input(0), x_rank, n.input(1), w_rank);
@@ -144,8 +145,8 @@ Status check_spatial_node(const onnx::NodeProto& n, const std::string& label, co
       const auto* a = attribute(n, name);
       const int64_t want = std::string_view(name) == "pads" ? 2 * spatial : spatial;
       if (a && a->ints_size() != want)
-        return make_error("node {} ({}) has {} values in {}; its {}-D kernel needs {}", label, op, a->ints_size(),
-                          name, spatial, want);
+        return make_error("node {} ({}) has {} values in {}; its {}-D kernel needs {}", label, op,
+                          a->ints_size(), name, spatial, want);
     }
   }
   // group divides the weights' channels: output channels for Conv, input channels for ConvTranspose.
@@ -155,8 +156,9 @@ Status check_spatial_node(const onnx::NodeProto& n, const std::string& label, co
     if (auto w = s.initializers.find(n.input(1)); w != s.initializers.end() && w->second->dims_size() >= 1) {
       const int64_t ch = w->second->dims(0);
       if (ch % group != 0)
-        return make_error("node {} ({}) has group {}, which does not divide the {} {} channels of weights '{}'",
-                          label, op, group, ch, op == "ConvTranspose" ? "input" : "output", n.input(1));
+        return make_error(
+            "node {} ({}) has group {}, which does not divide the {} {} channels of weights '{}'", label, op,
+            group, ch, op == "ConvTranspose" ? "input" : "output", n.input(1));
     }
   }
   return {};
@@ -165,7 +167,8 @@ Status check_spatial_node(const onnx::NodeProto& n, const std::string& label, co
 Status check_tensor_attributes(const onnx::NodeProto& n, const std::string& label) {
   for (const auto& a : n.attribute()) {
     if (a.has_t())
-      FL_TRY(check_dims(a.t().dims(), 0, fmt::format("node {} ({}) attribute {}", label, n.op_type(), a.name())));
+      FL_TRY(check_dims(a.t().dims(), 0,
+                        fmt::format("node {} ({}) attribute {}", label, n.op_type(), a.name())));
     for (const auto& t : a.tensors())
       FL_TRY(check_dims(t.dims(), 0, fmt::format("node {} ({}) attribute {}", label, n.op_type(), a.name())));
   }
@@ -189,13 +192,13 @@ Status validate_graph_impl(const onnx::GraphProto& g, bool main) {
     if (scope.initializers.count(in.name())) continue;  // IR < 4 lists initializers as inputs too
     if (auto dims = input_dims(in)) {
       if (dims->size() > kMaxRank)
-        return make_error("graph input '{}' has rank {}; Floorline accepts ranks up to {}", in.name(), dims->size(),
-                          kMaxRank);
+        return make_error("graph input '{}' has rank {}; Floorline accepts ranks up to {}", in.name(),
+                          dims->size(), kMaxRank);
       for (size_t k = 0; k < dims->size(); ++k) {
         const auto& dim = in.type().tensor_type().shape().dim(static_cast<int>(k));
         if (dim.has_dim_value() && (dim.dim_value() < 1 || dim.dim_value() > kMaxDim))
-          return make_error("graph input '{}' has dimension {} at axis {}; dimensions must be 1..{}", in.name(),
-                            dim.dim_value(), k, kMaxDim);
+          return make_error("graph input '{}' has dimension {} at axis {}; dimensions must be 1..{}",
+                            in.name(), dim.dim_value(), k, kMaxDim);
       }
       scope.input_dims[in.name()] = *dims;
     }
@@ -209,13 +212,13 @@ Status validate_graph_impl(const onnx::GraphProto& g, bool main) {
       auto [it, fresh] = producer.emplace(out, i);
       if (fresh) continue;
       if (it->second < 0)
-        return make_error("node {} ({}) output '{}' overwrites a graph input or initializer of that name", label,
-                          node.op_type(), out);
+        return make_error("node {} ({}) output '{}' overwrites a graph input or initializer of that name",
+                          label, node.op_type(), out);
       const auto& first = g.node(it->second);
-      return make_error("node {} ({}) output '{}' is already the output of node {} ({}); a value may be "
-                        "produced once",
-                        label, node.op_type(), out, node_label(first, static_cast<size_t>(it->second)),
-                        first.op_type());
+      return make_error(
+          "node {} ({}) output '{}' is already the output of node {} ({}); a value may be "
+          "produced once",
+          label, node.op_type(), out, node_label(first, static_cast<size_t>(it->second)), first.op_type());
     }
   }
   for (int i = 0; i < n; ++i) {
@@ -227,8 +230,8 @@ Status validate_graph_impl(const onnx::GraphProto& g, bool main) {
       if (it != producer.end() && it->second == i)
         return make_error("node {} ({}) consumes its own output '{}'", label, node.op_type(), in);
       if (main && it == producer.end())
-        return make_error("node {} ({}) reads '{}', which no node, graph input or initializer provides", label,
-                          node.op_type(), in);
+        return make_error("node {} ({}) reads '{}', which no node, graph input or initializer provides",
+                          label, node.op_type(), in);
     }
     if (spatial_op(node.op_type())) FL_TRY(check_spatial_node(node, label, scope));
     FL_TRY(check_tensor_attributes(node, label));
@@ -313,7 +316,8 @@ Status check_inferred_dims(const onnx::GraphProto& graph, const onnx::GraphProto
       if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) continue;
       const auto& dims = v.type().tensor_type().shape().dim();
       if (dims.size() > kMaxRank)
-        return make_error("{} has rank {}; Floorline accepts ranks up to {}", who(v.name()), dims.size(), kMaxRank);
+        return make_error("{} has rank {}; Floorline accepts ranks up to {}", who(v.name()), dims.size(),
+                          kMaxRank);
       Shape all;
       for (const auto& d : dims) all.push_back(d.has_dim_value() ? d.dim_value() : -1);
       int64_t count = 1;
@@ -348,8 +352,8 @@ Status check_conv_channels(const onnx::GraphProto& graph, const ShapeMap& shapes
     if (c < 0 || per_group < 0 || __builtin_mul_overflow(per_group, group, &expected)) continue;
     if (c != expected)
       return make_error("node {} ({}) input '{}' has {} channels but its weights '{}' and group {} take {}",
-                        node_label(node, static_cast<size_t>(i)), node.op_type(), node.input(0), c, node.input(1),
-                        group, expected);
+                        node_label(node, static_cast<size_t>(i)), node.op_type(), node.input(0), c,
+                        node.input(1), group, expected);
   }
   return {};
 }

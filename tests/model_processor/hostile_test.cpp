@@ -81,9 +81,16 @@ onnx::ModelProto conv_model(const std::string& attrs, const std::string& x = "fl
 TEST_F(Hostile, GraphInputDimensionsOutOfRange) {
   for (int64_t bad : {int64_t{0}, int64_t{-5}, INT64_MAX, int64_t{1000000000000}}) {
     auto m = parse("g (float[N,3,8,8] x) => (y) {\n  y = Relu (x)\n}");
-    m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(2)->set_dim_value(bad);
-    EXPECT_EQ(error_of("dim.onnx", m),
-              fmt::format("graph input 'x' has dimension {} at axis 2; dimensions must be 1..2147483648", bad));
+    m.mutable_graph()
+        ->mutable_input(0)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->mutable_dim(2)
+        ->set_dim_value(bad);
+    EXPECT_EQ(
+        error_of("dim.onnx", m),
+        fmt::format("graph input 'x' has dimension {} at axis 2; dimensions must be 1..2147483648", bad));
   }
 }
 
@@ -108,9 +115,11 @@ TEST_F(Hostile, ZeroStrideWithSameUpper) {
   // SIGFPE in the pad resolution before; ONNX's own inference divides by it too.
   EXPECT_EQ(error_of("stride0.onnx", conv_model("auto_pad = \"SAME_UPPER\", strides = [0, 1]")),
             "node the_conv (Conv) has strides = 0; each must be 1..2147483648");
-  auto pool = parse("g (float[N,3,8,8] x) => (y) {\n  y = MaxPool <kernel_shape = [2, 2], strides = [1, 0], "
-                    "auto_pad = \"SAME_UPPER\"> (x)\n}");
-  EXPECT_EQ(error_of("pool_stride0.onnx", pool), "node MaxPool_0 (MaxPool) has strides = 0; each must be 1..2147483648");
+  auto pool = parse(
+      "g (float[N,3,8,8] x) => (y) {\n  y = MaxPool <kernel_shape = [2, 2], strides = [1, 0], "
+      "auto_pad = \"SAME_UPPER\"> (x)\n}");
+  EXPECT_EQ(error_of("pool_stride0.onnx", pool),
+            "node MaxPool_0 (MaxPool) has strides = 0; each must be 1..2147483648");
 }
 
 TEST_F(Hostile, GroupsAndPads) {
@@ -138,7 +147,8 @@ TEST_F(Hostile, InputChannelsMustMatchWeightsAndGroup) {
 
 TEST_F(Hostile, KernelLargerThanItsInputIsRefusedNotBlamedOnWeights) {
   // A 100000-wide kernel gives a negative output width; before it was blamed on the weight file.
-  const auto msg = error_of("wide.onnx", conv_model("group = 1", "float[N,3,8,8] x", "float[4,3,3,100000] w"));
+  const auto msg =
+      error_of("wide.onnx", conv_model("group = 1", "float[N,3,8,8] x", "float[4,3,3,100000] w"));
   EXPECT_NE(msg.find("the_conv"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("external data"), std::string::npos) << msg;
 }
@@ -157,7 +167,8 @@ TEST_F(Hostile, DuplicatedNodeList) {
   const auto nodes = g->node();
   for (const auto& n : nodes) *g->add_node() = n;
   EXPECT_EQ(error_of("twice.onnx", m),
-            "node Relu_2 (Relu) output 'a' is already the output of node Relu_0 (Relu); a value may be produced once");
+            "node Relu_2 (Relu) output 'a' is already the output of node Relu_0 (Relu); a value may be "
+            "produced once");
 }
 
 TEST_F(Hostile, Cycle) {
@@ -176,10 +187,12 @@ TEST_F(Hostile, UndefinedInput) {
 TEST_F(Hostile, OpsetZeroOrMissing) {
   auto m = parse("g (float[N,4] x) => (y) {\n  y = Relu (x)\n}");
   m.mutable_opset_import(0)->set_version(0);
-  EXPECT_EQ(error_of("opset0.onnx", m), "model declares opset 0 for the default ONNX domain; opsets start at 1");
+  EXPECT_EQ(error_of("opset0.onnx", m),
+            "model declares opset 0 for the default ONNX domain; opsets start at 1");
   m.mutable_opset_import(0)->set_version(17);
   m.mutable_opset_import(0)->set_domain("com.example");
-  EXPECT_EQ(error_of("noopset.onnx", m), "model uses ops of the default ONNX domain but declares no opset for it");
+  EXPECT_EQ(error_of("noopset.onnx", m),
+            "model uses ops of the default ONNX domain but declares no opset for it");
 }
 
 // --- overflow -----------------------------------------------------------------------------------------
@@ -188,7 +201,8 @@ TEST_F(Hostile, FlopsOverflowIsAnErrorNamingTheNode) {
   // 2 · 2^21 · 2^21 · 2^21 = 2^64 FLOPs.
   auto m = parse("g (float[2097152,2097152] a, float[2097152,2097152] b) => (y) {\n  y = MatMul (a, b)\n}");
   EXPECT_EQ(error_of("matmul.onnx", m),
-            "node MatMul_0 (MatMul): its FLOPs do not fit in 64 bits (MatMul|a=2097152x2097152|b=2097152x2097152|f32)");
+            "node MatMul_0 (MatMul): its FLOPs do not fit in 64 bits "
+            "(MatMul|a=2097152x2097152|b=2097152x2097152|f32)");
 }
 
 TEST_F(Hostile, ElementCountOverflow) {
@@ -204,9 +218,10 @@ TEST_F(Hostile, TransposeAfterAnOverflowingReshape) {
   auto m = parse(
       "g (float[N,2] x) => (y, t) <int64[2] d = {1, 2}, int64[3] s = {4611686018427387904, 4, 1}> {\n"
       "  r = Reshape (d, s)\n  t = Transpose <perm = [2, 0, 1]> (r)\n  y = Relu (x)\n}");
-  EXPECT_EQ(error_of("reshape.onnx", m),
-            "node Reshape_0 (Reshape) output 'r' has shape 4611686018427387904x4x1, more than 576460752303423488 "
-            "elements");
+  EXPECT_EQ(
+      error_of("reshape.onnx", m),
+      "node Reshape_0 (Reshape) output 'r' has shape 4611686018427387904x4x1, more than 576460752303423488 "
+      "elements");
 }
 
 TEST_F(Hostile, IntegerDivisionEdgesFoldWithoutATrap) {
@@ -248,9 +263,11 @@ TEST_F(Hostile, InvalidUtf8InNamesIsReplaced) {
 onnx::ModelProto external_reshape(const std::string& location, const std::string& offset = "0",
                                   const std::string& length = "16") {
   onnx::ModelProto m;
-  EXPECT_TRUE(onnx::OnnxParser::Parse(
-                  m, model_text("g (float[N,3,4,4] x) => (y) <int64[2] s = {0, 0}> {\n  y = Reshape (x, s)\n}").c_str())
-                  .IsOK());
+  EXPECT_TRUE(
+      onnx::OnnxParser::Parse(
+          m,
+          model_text("g (float[N,3,4,4] x) => (y) <int64[2] s = {0, 0}> {\n  y = Reshape (x, s)\n}").c_str())
+          .IsOK());
   auto* s = m.mutable_graph()->mutable_initializer(0);
   s->clear_int64_data();
   s->set_data_location(onnx::TensorProto::EXTERNAL);
@@ -273,10 +290,12 @@ TEST_F(Hostile, ExternalDataOutsideTheFolderIsRefusedUnread) {
       {abs, "tensor 's': external data location '" + abs +
                 "' is an absolute path; only files inside the model's folder are read"},
       {"../secret.bin",
-       "tensor 's': external data location '../secret.bin' leaves the model's folder; only files inside it are "
+       "tensor 's': external data location '../secret.bin' leaves the model's folder; only files inside it "
+       "are "
        "read"},
       {"sub/../../secret.bin",
-       "tensor 's': external data location 'sub/../../secret.bin' leaves the model's folder; only files inside "
+       "tensor 's': external data location 'sub/../../secret.bin' leaves the model's folder; only files "
+       "inside "
        "it are read"},
       {"link.bin",
        "tensor 's': external data location 'link.bin' resolves outside the model's folder (a symbolic link); "
@@ -292,7 +311,8 @@ TEST_F(Hostile, ExternalDataOutsideTheFolderIsRefusedUnread) {
 
 TEST_F(Hostile, ExternalDataMustBeARegularFileWithinItsSize) {
   ASSERT_EQ(::mkfifo((dir_ / "models" / "fifo").c_str(), 0600), 0);
-  EXPECT_NE(error_of("fifo.onnx", external_reshape("fifo")).find("external data location 'fifo' is not a regular file"),
+  EXPECT_NE(error_of("fifo.onnx", external_reshape("fifo"))
+                .find("external data location 'fifo' is not a regular file"),
             std::string::npos);  // and it returned: a FIFO no longer blocks the open
   write("short.bin", std::string(8, '\0'));
   EXPECT_NE(error_of("short.onnx", external_reshape("short.bin"))
@@ -336,12 +356,14 @@ TEST_F(Hostile, ModelPathThatIsAFifoDoesNotBlock) {
 TEST_F(Hostile, ACrashInShapeInferenceBecomesThatModelsError) {
   // A zoo model with one Conv's pads changed to 100000: ONNX 1.12's InferShapes dereferences a bad
   // pointer (SIGSEGV) on it. Found by bench/hostile_campaign.py.
-  const fs::path crasher = fs::path(FLOORLINE_SOURCE_DIR) / "tests/model_processor/hostile/onnx_shape_inference_segv.onnx";
+  const fs::path crasher =
+      fs::path(FLOORLINE_SOURCE_DIR) / "tests/model_processor/hostile/onnx_shape_inference_segv.onnx";
   auto r = process_model(crasher, ProcessOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message, crasher.string() + ": ONNX shape inference crashed (SIGSEGV)");
   // The process goes on: the next model loads.
-  EXPECT_TRUE(process_model(fs::path(FLOORLINE_SOURCE_DIR) / "models/zoo/alexnet.onnx", ProcessOptions{}).ok());
+  EXPECT_TRUE(
+      process_model(fs::path(FLOORLINE_SOURCE_DIR) / "models/zoo/alexnet.onnx", ProcessOptions{}).ok());
 }
 
 TEST_F(Hostile, ShapeInferenceMemoryAndTimeLimits) {
@@ -371,7 +393,8 @@ TEST_F(Hostile, InProcessInferenceGivesTheSameResults) {
   for (size_t k = 0; k < a->size(); ++k) {
     ASSERT_EQ((*a)[k].layers.size(), (*b)[k].layers.size());
     EXPECT_EQ((*a)[k].total_flops(), (*b)[k].total_flops());
-    for (size_t j = 0; j < (*a)[k].layers.size(); ++j) EXPECT_EQ((*a)[k].layers[j].key, (*b)[k].layers[j].key);
+    for (size_t j = 0; j < (*a)[k].layers.size(); ++j)
+      EXPECT_EQ((*a)[k].layers[j].key, (*b)[k].layers[j].key);
   }
 }
 
