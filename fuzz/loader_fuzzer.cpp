@@ -20,7 +20,8 @@ namespace {
 
 const std::string& input_path() {
   static const std::string path = [] {
-    const auto dir = std::filesystem::temp_directory_path() / ("floorline_fuzz_" + std::to_string(::getpid()));
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("floorline_fuzz_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
     return (dir / "input.onnx").string();
   }();
@@ -56,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const auto& m : *r)
     for (const auto& l : m.layers) {
-      if (!floorline::is_valid_utf8(l.name) || !floorline::is_valid_utf8(l.key)) broken("invalid UTF-8", l.name);
+      if (!floorline::is_valid_utf8(l.name) || !floorline::is_valid_utf8(l.key))
+        broken("invalid UTF-8", l.name);
       if (l.flops < 0 || l.bytes < 0) broken("negative cost", l.name);
     }
   return 0;
