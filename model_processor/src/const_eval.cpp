@@ -1,12 +1,21 @@
 #include "const_eval.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <numeric>
+
+#include "floorline/common/utf8.hpp"
 
 namespace floorline::mp {
 namespace {
@@ -31,8 +40,34 @@ const onnx::AttributeProto* find_attr(const onnx::NodeProto& n, const char* name
   return nullptr;
 }
 
+// Element count of a shape; -1 when a dimension is negative or the count overflows int64 (a
+// hostile model's dims must never turn into a small or negative allocation).
 int64_t product(const Shape& s) {
-  return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
+  int64_t n = 1;
+  for (int64_t d : s)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
+  return n;
+}
+
+// Wrapping int64 arithmetic: the result of an overflow is some value (checked where it becomes a
+// shape), never undefined behaviour.
+int64_t wrap_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t wrap_sub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t wrap_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+// Integer division as ONNX Div (truncating); x / 0 is 0 and INT64_MIN / -1 wraps (x86 traps on both).
+int64_t safe_div(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return wrap_sub(0, a);
+  return a / b;
+}
+int64_t safe_mod(int64_t a, int64_t b) {
+  return b == 0 || b == -1 ? 0 : a % b;
 }
 
 std::vector<int64_t> strides_of(const Shape& s) {
@@ -41,20 +76,24 @@ std::vector<int64_t> strides_of(const Shape& s) {
   return st;
 }
 
-ConstTensor make_like(DataType t, Shape dims) {
+// A tensor of the given type and dims, zero-filled; nullopt when its element count is invalid or
+// above `max_elements` (the folding budget: no allocation follows from an unchecked count).
+std::optional<ConstTensor> make_like(DataType t, Shape dims, int64_t max_elements) {
+  const int64_t n = product(dims);
+  if (n < 0 || n > max_elements) return std::nullopt;
   ConstTensor c;
   c.dtype = t;
   c.dims = std::move(dims);
   if (c.is_integer())
-    c.i.resize(product(c.dims));
+    c.i.resize(static_cast<size_t>(n));
   else
-    c.f.resize(product(c.dims));
+    c.f.resize(static_cast<size_t>(n));
   return c;
 }
 
 void set_value(ConstTensor& c, int64_t k, double v) {
   if (c.is_integer())
-    c.i[k] = static_cast<int64_t>(v);
+    c.i[k] = saturate_to_int64(v);
   else
     c.f[k] = v;
 }
@@ -65,6 +104,7 @@ std::optional<Shape> broadcast(const std::vector<Shape>& shapes) {
   Shape out(rank, 1);
   for (const auto& s : shapes) {
     for (size_t k = 0; k < s.size(); ++k) {
+      if (s[k] < 0) return std::nullopt;
       int64_t& o = out[rank - s.size() + k];
       if (s[k] == o || s[k] == 1) continue;
       if (o != 1) return std::nullopt;
@@ -90,10 +130,15 @@ std::optional<ConstTensor> elementwise(const Values& in, DataType out_type, int6
                                        const std::function<double(const std::vector<double>&)>& fn,
                                        const std::function<int64_t(const std::vector<int64_t>&)>& ifn = {}) {
   std::vector<Shape> shapes;
-  for (const auto* t : in) shapes.push_back(t->dims);
+  for (const auto* t : in) {
+    if (!t) return std::nullopt;
+    shapes.push_back(t->dims);
+  }
   auto out_shape = broadcast(shapes);
-  if (!out_shape || product(*out_shape) > max_elements) return std::nullopt;
-  ConstTensor out = make_like(out_type, *out_shape);
+  if (!out_shape) return std::nullopt;
+  auto made = make_like(out_type, *out_shape, max_elements);
+  if (!made) return std::nullopt;
+  ConstTensor& out = *made;
   const int64_t n = product(*out_shape);
   std::vector<std::vector<int64_t>> in_strides;
   for (const auto* t : in) in_strides.push_back(strides_of(t->dims));
@@ -118,7 +163,7 @@ std::optional<ConstTensor> elementwise(const Values& in, DataType out_type, int6
       idx[k] = 0;
     }
   }
-  return out;
+  return std::move(out);
 }
 
 int64_t normalize_axis(int64_t axis, int64_t rank) {
@@ -133,8 +178,9 @@ std::optional<ConstTensor> gather(const ConstTensor& data, const ConstTensor& in
   Shape out_dims(data.dims.begin(), data.dims.begin() + axis);
   out_dims.insert(out_dims.end(), indices.dims.begin(), indices.dims.end());
   out_dims.insert(out_dims.end(), data.dims.begin() + axis + 1, data.dims.end());
-  if (product(out_dims) > max_elements) return std::nullopt;
-  ConstTensor out = make_like(data.dtype, out_dims);
+  auto made = make_like(data.dtype, out_dims, max_elements);
+  if (!made) return std::nullopt;
+  ConstTensor& out = *made;
   const int64_t outer = product(Shape(data.dims.begin(), data.dims.begin() + axis));
   const int64_t inner = product(Shape(data.dims.begin() + axis + 1, data.dims.end()));
   const int64_t n_idx = indices.size();
@@ -153,12 +199,12 @@ std::optional<ConstTensor> gather(const ConstTensor& data, const ConstTensor& in
           out.f[e] = data.f[src];
       }
     }
-  return out;
+  return std::move(out);
 }
 
 std::optional<ConstTensor> slice(const ConstTensor& data, std::vector<int64_t> starts,
                                  std::vector<int64_t> ends, std::vector<int64_t> axes,
-                                 std::vector<int64_t> steps) {
+                                 std::vector<int64_t> steps, int64_t max_elements) {
   const int64_t rank = static_cast<int64_t>(data.dims.size());
   if (axes.empty())
     for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
@@ -169,24 +215,31 @@ std::optional<ConstTensor> slice(const ConstTensor& data, std::vector<int64_t> s
   Shape out_dims = data.dims;
   for (size_t k = 0; k < axes.size(); ++k) {
     const int64_t ax = normalize_axis(axes[k], rank);
-    if (ax < 0 || ax >= rank || steps[k] == 0) return std::nullopt;
+    // INT64_MIN has no negation; a step that large selects one element at most anyway.
+    if (ax < 0 || ax >= rank || steps[k] == 0 || steps[k] == INT64_MIN) return std::nullopt;
     const int64_t dim = data.dims[ax];
-    int64_t s = starts[k], e = ends[k];
+    // Starts and ends are clamped into [-1, dim] before any arithmetic, so nothing overflows.
+    int64_t s = std::clamp<int64_t>(starts[k], -dim - 1, dim),
+            e = std::clamp<int64_t>(ends[k], -dim - 1, dim);
     if (s < 0) s += dim;
     if (e < 0) e += dim;
     if (steps[k] > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      out_dims[ax] = e > s ? (e - s + steps[k] - 1) / steps[k] : 0;
+      out_dims[ax] = e > s ? (e - s - 1) / steps[k] + 1 : 0;
+    } else if (dim == 0) {
+      out_dims[ax] = 0;
     } else {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      out_dims[ax] = s > e ? (s - e - steps[k] - 1) / (-steps[k]) : 0;
+      out_dims[ax] = s > e ? (s - e - 1) / (-steps[k]) + 1 : 0;
     }
     st[ax] = s;
     sp[ax] = steps[k];
   }
-  ConstTensor out = make_like(data.dtype, out_dims);
+  auto made = make_like(data.dtype, out_dims, max_elements);
+  if (!made) return std::nullopt;
+  ConstTensor& out = *made;
   const auto in_strides = strides_of(data.dims);
   std::vector<int64_t> idx(rank, 0);
   const int64_t n = product(out_dims);
@@ -202,7 +255,7 @@ std::optional<ConstTensor> slice(const ConstTensor& data, std::vector<int64_t> s
       idx[k] = 0;
     }
   }
-  return out;
+  return std::move(out);
 }
 
 std::optional<ConstTensor> concat(const Values& in, int64_t axis, int64_t max_elements) {
@@ -213,10 +266,13 @@ std::optional<ConstTensor> concat(const Values& in, int64_t axis, int64_t max_el
   out_dims[axis] = 0;
   for (const auto* t : in) {
     if (static_cast<int64_t>(t->dims.size()) != rank) return std::nullopt;
-    out_dims[axis] += t->dims[axis];
+    for (int64_t k = 0; k < rank; ++k)
+      if (k != axis && t->dims[k] != in[0]->dims[k]) return std::nullopt;  // the parts must line up
+    if (__builtin_add_overflow(out_dims[axis], t->dims[axis], &out_dims[axis])) return std::nullopt;
   }
-  if (product(out_dims) > max_elements) return std::nullopt;
-  ConstTensor out = make_like(in[0]->dtype, out_dims);
+  auto made = make_like(in[0]->dtype, out_dims, max_elements);
+  if (!made) return std::nullopt;
+  ConstTensor& out = *made;
   const int64_t outer = product(Shape(out_dims.begin(), out_dims.begin() + axis));
   int64_t e = 0;
   for (int64_t o = 0; o < outer; ++o)
@@ -230,17 +286,25 @@ std::optional<ConstTensor> concat(const Values& in, int64_t axis, int64_t max_el
           out.f[e] = t->as_double(src);
       }
     }
-  return out;
+  return std::move(out);
 }
 
-std::optional<ConstTensor> transpose(const ConstTensor& x, std::vector<int64_t> perm) {
+std::optional<ConstTensor> transpose(const ConstTensor& x, std::vector<int64_t> perm, int64_t max_elements) {
   const int64_t rank = static_cast<int64_t>(x.dims.size());
   if (perm.empty())
     for (int64_t k = rank - 1; k >= 0; --k) perm.push_back(k);
   if (static_cast<int64_t>(perm.size()) != rank) return std::nullopt;
+  std::vector<bool> used(static_cast<size_t>(rank), false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || used[static_cast<size_t>(p)]) return std::nullopt;  // not a permutation
+    used[static_cast<size_t>(p)] = true;
+  }
   Shape out_dims(rank);
   for (int64_t k = 0; k < rank; ++k) out_dims[k] = x.dims[perm[k]];
-  ConstTensor out = make_like(x.dtype, out_dims);
+  if (product(out_dims) != x.size()) return std::nullopt;
+  auto made = make_like(x.dtype, out_dims, max_elements);
+  if (!made) return std::nullopt;
+  ConstTensor& out = *made;
   const auto in_strides = strides_of(x.dims);
   std::vector<int64_t> idx(rank, 0);
   const int64_t n = product(out_dims);
@@ -256,17 +320,21 @@ std::optional<ConstTensor> transpose(const ConstTensor& x, std::vector<int64_t> 
       idx[k] = 0;
     }
   }
-  return out;
+  return std::move(out);
 }
 
-ConstTensor reshaped(const ConstTensor& x, Shape dims) {
+// The same values under new dims; nullopt unless the element count is unchanged.
+std::optional<ConstTensor> reshaped(const ConstTensor& x, Shape dims) {
+  if (product(dims) != x.size()) return std::nullopt;
   ConstTensor out = x;
   out.dims = std::move(dims);
   return out;
 }
 
-ConstTensor cast(const ConstTensor& x, DataType to) {
-  ConstTensor out = make_like(to, x.dims);
+std::optional<ConstTensor> cast(const ConstTensor& x, DataType to, int64_t max_elements) {
+  auto made = make_like(to, x.dims, max_elements);
+  if (!made) return std::nullopt;
+  ConstTensor& out = *made;
   for (int64_t k = 0; k < x.size(); ++k) {
     if (out.is_integer()) {
       int64_t v = x.as_int(k);
@@ -276,13 +344,15 @@ ConstTensor cast(const ConstTensor& x, DataType to) {
       out.f[k] = x.as_double(k);
     }
   }
-  return out;
+  return std::move(out);
 }
 
 // Resolve a Reshape target (0 copies the input dim unless allowzero, -1 is inferred).
 std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& target, bool allowzero) {
   Shape out(target.size());
   int64_t known = 1, infer = -1;
+  const int64_t count = product(in);
+  if (count < 0) return std::nullopt;
   for (size_t k = 0; k < target.size(); ++k) {
     int64_t d = target[k];
     if (d == 0 && !allowzero) {
@@ -294,14 +364,14 @@ std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>&
       infer = static_cast<int64_t>(k);
       continue;
     }
+    if (d < 0 || __builtin_mul_overflow(known, d, &known)) return std::nullopt;
     out[k] = d;
-    known *= d;
   }
   if (infer >= 0) {
     if (known == 0) return std::nullopt;
-    out[infer] = product(in) / known;
+    out[infer] = count / known;
   }
-  if (product(out) != product(in)) return std::nullopt;
+  if (product(out) != count) return std::nullopt;
   return out;
 }
 
@@ -399,6 +469,112 @@ Status decode_raw(const std::string& raw, ConstTensor& c) {
   return {};
 }
 
+// Parses a non-negative decimal integer of external_data (offset, length); nullopt otherwise.
+std::optional<int64_t> parse_size(const std::string& text) {
+  int64_t v = -1;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc() || ptr != end || v < 0) return std::nullopt;
+  return v;
+}
+
+// The bytes of an external-data tensor, read only from a regular file inside the model's folder
+// (ONNX external data spec: `location` is relative to the model's directory). Refused before the
+// file is opened: absolute paths, `..` components, links resolving outside the folder; after
+// opening (O_NOFOLLOW | O_NONBLOCK, so a FIFO cannot block): anything but a regular file, a range
+// past the file's end, more than the scope's budget. Nothing read from a refused file reaches a
+// message: the errors quote the model's own strings only.
+Result<std::string> read_external(const onnx::TensorProto& t, int64_t n, DataType dtype,
+                                  ExternalDataScope& scope) {
+  const auto ctx = fmt::format("tensor '{}'", t.name());
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : t.external_data()) {
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      const auto v = parse_size(kv.value());
+      if (!v)
+        return make_error("{}: external data {} '{}' is not a non-negative integer", ctx, kv.key(),
+                          to_valid_utf8(kv.value()));
+      (kv.key() == "offset" ? offset : length) = *v;
+    }
+  }
+  location = to_valid_utf8(location);
+  namespace fs = std::filesystem;
+  const fs::path rel(location);
+  if (location.empty() || location.find('\0') != std::string::npos)
+    return make_error("{}: external data has no valid location", ctx);
+  if (rel.is_absolute())
+    return make_error(
+        "{}: external data location '{}' is an absolute path; only files inside the model's folder "
+        "are read",
+        ctx, location);
+  for (const auto& part : rel)
+    if (part == "..")
+      return make_error(
+          "{}: external data location '{}' leaves the model's folder; only files inside it are read", ctx,
+          location);
+  if (scope.dir.empty())
+    return make_error("{}: external data is not accepted for a model without a folder", ctx);
+  char* dir_real = ::realpath(scope.dir.c_str(), nullptr);
+  if (!dir_real) return make_error("{}: cannot resolve the model's folder: {}", ctx, std::strerror(errno));
+  const std::string folder = std::string(dir_real) + "/";
+  std::free(dir_real);
+  const std::string joined = (fs::path(scope.dir) / rel).string();
+  char* file_real = ::realpath(joined.c_str(), nullptr);
+  if (!file_real) {
+    if (errno == ENOENT || errno == ENOTDIR)
+      return make_error("{}: values are stored in external data file '{}', which is missing", ctx, location);
+    return make_error("{}: external data file '{}' cannot be resolved: {}", ctx, location,
+                      std::strerror(errno));
+  }
+  const std::string real(file_real);
+  std::free(file_real);
+  if (real.compare(0, folder.size(), folder) != 0)
+    return make_error(
+        "{}: external data location '{}' resolves outside the model's folder (a symbolic link); "
+        "only files inside it are read",
+        ctx, location);
+  const int fd = ::open(real.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return make_error("{}: cannot open external data file '{}': {}", ctx, location, std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return make_error("{}: external data location '{}' is not a regular file", ctx, location);
+  const int64_t expected =
+      dtype_size(dtype) > 0 && n <= INT64_MAX / dtype_size(dtype) ? n * dtype_size(dtype) : -1;
+  if (length < 0) length = expected;
+  if (length < 0)
+    return make_error("{}: external data of element type {} cannot be read", ctx, dtype_name(dtype));
+  int64_t end = 0;
+  if (__builtin_add_overflow(offset, length, &end) || end > static_cast<int64_t>(st.st_size))
+    return make_error("{}: external data file '{}' is shorter than offset {} + length {}", ctx, location,
+                      offset, length);
+  if (length != expected)
+    return make_error("{}: external data length {} does not match its {} elements of {}", ctx, length, n,
+                      dtype_name(dtype));
+  if (length > scope.max_bytes - scope.loaded_bytes)
+    return make_error("{}: external data of {} bytes exceeds what one model may load ({} MiB)", ctx, length,
+                      scope.max_bytes >> 20);
+  scope.loaded_bytes += length;
+  std::string raw(static_cast<size_t>(length), '\0');
+  size_t done = 0;
+  while (done < raw.size()) {
+    const ssize_t got = ::pread(fd, raw.data() + done, raw.size() - done, static_cast<off_t>(offset) + done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      return make_error("{}: external data file '{}' is shorter than offset {} + length {}", ctx, location,
+                        offset, length);
+    done += static_cast<size_t>(got);
+  }
+  return raw;
+}
+
 }  // namespace
 
 bool is_integer_type(DataType t) {
@@ -422,39 +598,33 @@ bool ConstTensor::is_integer() const {
   return is_integer_type(dtype);
 }
 
+int64_t saturate_to_int64(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9.2233720368547758e18) return INT64_MAX;
+  if (v <= -9.2233720368547758e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
+int64_t ConstTensor::as_int(int64_t k) const {
+  return is_integer() ? i[k] : saturate_to_int64(f[k]);
+}
+
 std::vector<int64_t> ConstTensor::ints() const {
   std::vector<int64_t> v(size());
   for (int64_t k = 0; k < size(); ++k) v[k] = as_int(k);
   return v;
 }
 
-Result<ConstTensor> read_tensor(const onnx::TensorProto& t, const std::string& base_dir) {
+Result<ConstTensor> read_tensor(const onnx::TensorProto& t, ExternalDataScope* scope) {
   ConstTensor c;
   c.dtype = static_cast<DataType>(t.data_type());
   c.dims.assign(t.dims().begin(), t.dims().end());
   const int64_t n = product(c.dims);
   const auto ctx = fmt::format("tensor '{}'", t.name());
+  if (n < 0) return make_error("{}: dims {} are negative or overflow int64", ctx, shape_string(c.dims));
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto& kv : t.external_data()) {
-      if (kv.key() == "location")
-        location = kv.value();
-      else if (kv.key() == "offset")
-        offset = std::stoll(kv.value());
-      else if (kv.key() == "length")
-        length = std::stoll(kv.value());
-    }
-    const auto file = std::filesystem::path(base_dir) / location;
-    std::ifstream in(file, std::ios::binary);
-    if (!in)
-      return make_error("{}: values are stored in external data file '{}', which is missing", ctx, location);
-    if (length < 0) length = n * dtype_size(c.dtype);
-    std::string raw(static_cast<size_t>(length), '\0');
-    in.seekg(offset);
-    if (!in.read(raw.data(), length))
-      return make_error("{}: external data file '{}' is shorter than offset {} + length {}", ctx, location,
-                        offset, length);
+    if (!scope) return make_error("{}: external data is not accepted here (only for initializers)", ctx);
+    FL_ASSIGN_OR_RETURN(std::string raw, read_external(t, n, c.dtype, *scope));
     auto st = decode_raw(raw, c);
     if (!st) return st.error().with_context(ctx);
   } else if (t.has_raw_data()) {
@@ -550,8 +720,8 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
   }
   if (op == "Constant") {
     if (const auto* a = find_attr(node, "value")) {
-      auto t = read_tensor(a->t(), "");
-      if (!t) return std::nullopt;
+      auto t = read_tensor(a->t(), nullptr);
+      if (!t || t->size() > max_elements) return std::nullopt;
       return one(*t);
     }
     ConstTensor out;
@@ -588,21 +758,21 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
 
   if (op == "ConstantOfShape") {
     Shape dims = x.ints();
-    if (product(dims) > max_elements) return std::nullopt;
     ConstTensor value;
     value.dtype = DataType::kF32;
     value.f = {0.0};
     if (const auto* a = find_attr(node, "value")) {
-      auto t = read_tensor(a->t(), "");
+      auto t = read_tensor(a->t(), nullptr);
       if (!t || t->size() != 1) return std::nullopt;
       value = *t;
     }
-    ConstTensor out = make_like(value.dtype, dims);
-    for (int64_t k = 0; k < out.size(); ++k) set_value(out, k, value.as_double(0));
-    return one(out);
+    auto out = make_like(value.dtype, dims, max_elements);
+    if (!out) return std::nullopt;
+    for (int64_t k = 0; k < out->size(); ++k) set_value(*out, k, value.as_double(0));
+    return one(std::move(out));
   }
   if (op == "Identity") return one(x);
-  if (op == "Cast") return one(cast(x, static_cast<DataType>(attr_i(node, "to", 1))));
+  if (op == "Cast") return one(cast(x, static_cast<DataType>(attr_i(node, "to", 1)), max_elements));
   if (op == "Reshape") {
     if (!have(1)) return std::nullopt;
     auto dims = reshape_target(x.dims, in[1]->ints(), attr_i(node, "allowzero", 0) != 0);
@@ -612,6 +782,7 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
   if (op == "Flatten") {
     const int64_t rank = static_cast<int64_t>(x.dims.size());
     const int64_t axis = normalize_axis(attr_i(node, "axis", 1), rank);
+    if (axis < 0 || axis > rank) return std::nullopt;
     return one(reshaped(x, {product(Shape(x.dims.begin(), x.dims.begin() + axis)),
                             product(Shape(x.dims.begin() + axis, x.dims.end()))}));
   }
@@ -623,7 +794,7 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
     std::vector<bool> is_new(rank, false);
     for (auto a : *axes) {
       a = normalize_axis(a, rank);
-      if (a < 0 || a >= rank) return std::nullopt;
+      if (a < 0 || a >= rank || is_new[a]) return std::nullopt;  // out of range or repeated
       is_new[a] = true;
     }
     size_t src = 0;
@@ -638,6 +809,7 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
     for (int64_t k = 0; k < rank; ++k) {
       bool drop = axes->empty() ? x.dims[k] == 1 : false;
       for (auto a : *axes) drop = drop || normalize_axis(a, rank) == k;
+      if (drop && x.dims[k] != 1) return std::nullopt;  // only a dimension of 1 can be squeezed
       if (!drop) dims.push_back(x.dims[k]);
     }
     return one(reshaped(x, dims));
@@ -656,34 +828,39 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
     if (opset < 10) {
       auto starts = attr_ints(node, "starts"), ends = attr_ints(node, "ends");
       if (!starts || !ends) return std::nullopt;
-      return one(slice(x, *starts, *ends, attr_ints(node, "axes").value_or(std::vector<int64_t>{}), {}));
+      return one(slice(x, *starts, *ends, attr_ints(node, "axes").value_or(std::vector<int64_t>{}), {},
+                       max_elements));
     }
     if (!have(1) || !have(2)) return std::nullopt;
     return one(slice(x, in[1]->ints(), in[2]->ints(), have(3) ? in[3]->ints() : std::vector<int64_t>{},
-                     have(4) ? in[4]->ints() : std::vector<int64_t>{}));
+                     have(4) ? in[4]->ints() : std::vector<int64_t>{}, max_elements));
   }
-  if (op == "Transpose") return one(transpose(x, attr_ints(node, "perm").value_or(std::vector<int64_t>{})));
+  if (op == "Transpose")
+    return one(transpose(x, attr_ints(node, "perm").value_or(std::vector<int64_t>{}), max_elements));
   if (op == "Range") {
-    if (!have(1) || !have(2)) return std::nullopt;
+    if (!have(1) || !have(2) || x.size() < 1 || in[1]->size() < 1 || in[2]->size() < 1) return std::nullopt;
     const double start = x.as_double(0), limit = in[1]->as_double(0), delta = in[2]->as_double(0);
     if (delta == 0) return std::nullopt;
-    const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
-    if (n > max_elements) return std::nullopt;
-    ConstTensor out = make_like(x.dtype, {n});
-    for (int64_t k = 0; k < n; ++k) set_value(out, k, start + static_cast<double>(k) * delta);
-    return one(out);
+    const double count = std::ceil((limit - start) / delta);
+    if (!(count <= static_cast<double>(max_elements))) return std::nullopt;  // also NaN
+    const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
+    auto out = make_like(x.dtype, {n}, max_elements);
+    if (!out) return std::nullopt;
+    for (int64_t k = 0; k < n; ++k) set_value(*out, k, start + static_cast<double>(k) * delta);
+    return one(std::move(out));
   }
   if (op == "Expand") {
     if (!have(1)) return std::nullopt;
     auto dims = broadcast({x.dims, in[1]->ints()});
-    if (!dims || product(*dims) > max_elements) return std::nullopt;
-    ConstTensor shape_holder = make_like(x.dtype, *dims);
+    if (!dims) return std::nullopt;
+    auto shape_holder = make_like(x.dtype, *dims, max_elements);
+    if (!shape_holder) return std::nullopt;
     return one(elementwise(
-        {&x, &shape_holder}, x.dtype, max_elements, [](const std::vector<double>& a) { return a[0]; },
+        {&x, &*shape_holder}, x.dtype, max_elements, [](const std::vector<double>& a) { return a[0]; },
         [](const std::vector<int64_t>& a) { return a[0]; }));
   }
   if (op == "Where") {
-    if (!have(1) || !have(2)) return std::nullopt;
+    if (in.size() != 3 || !have(1) || !have(2)) return std::nullopt;
     return one(elementwise(
         in, in[1]->dtype, max_elements, [](const std::vector<double>& a) { return a[0] != 0 ? a[1] : a[2]; },
         [](const std::vector<int64_t>& a) { return a[0] != 0 ? a[1] : a[2]; }));
@@ -698,14 +875,13 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
     bool boolean;
   };
   static const Binary kBinary[] = {
-      {"Add", [](auto& a) { return a[0] + a[1]; }, [](auto& a) { return a[0] + a[1]; }, false},
-      {"Sub", [](auto& a) { return a[0] - a[1]; }, [](auto& a) { return a[0] - a[1]; }, false},
-      {"Mul", [](auto& a) { return a[0] * a[1]; }, [](auto& a) { return a[0] * a[1]; }, false},
-      {"Div", [](auto& a) { return a[0] / a[1]; },
-       [](auto& a) { return a[1] == 0 ? int64_t{0} : a[0] / a[1]; }, false},
+      {"Add", [](auto& a) { return a[0] + a[1]; }, [](auto& a) { return wrap_add(a[0], a[1]); }, false},
+      {"Sub", [](auto& a) { return a[0] - a[1]; }, [](auto& a) { return wrap_sub(a[0], a[1]); }, false},
+      {"Mul", [](auto& a) { return a[0] * a[1]; }, [](auto& a) { return wrap_mul(a[0], a[1]); }, false},
+      {"Div", [](auto& a) { return a[0] / a[1]; }, [](auto& a) { return safe_div(a[0], a[1]); }, false},
       {"Pow", [](auto& a) { return std::pow(a[0], a[1]); },
        [](auto& a) {
-         return static_cast<int64_t>(std::pow(static_cast<double>(a[0]), static_cast<double>(a[1])));
+         return saturate_to_int64(std::pow(static_cast<double>(a[0]), static_cast<double>(a[1])));
        },
        false},
       {"Max", [](auto& a) { return std::max(a[0], a[1]); }, [](auto& a) { return std::max(a[0], a[1]); },
@@ -740,8 +916,7 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
           return r;
         },
         [fmod](const std::vector<int64_t>& a) {
-          if (a[1] == 0) return int64_t{0};
-          int64_t r = a[0] % a[1];
+          int64_t r = safe_mod(a[0], a[1]);
           if (!fmod && r != 0 && ((r < 0) != (a[1] < 0))) r += a[1];
           return r;
         }));

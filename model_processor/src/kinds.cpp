@@ -30,16 +30,22 @@ int64_t arg_numel(const LayerConfig& c, std::string_view role) {
 int64_t out_numel(const LayerConfig& c) {
   return c.outputs.empty() ? -1 : numel(c.outputs[0].shape);
 }
-int64_t tensor_bytes(const TensorArg& t) {
-  const int64_t n = numel(t.shape);
-  return n < 0 ? -1 : n * dtype_size(t.dtype);
-}
-// -1 propagates: a product or sum with an unknown factor is unknown.
+// kCostOverflow and -1 propagate: a product or sum with an overflowed factor has overflowed, one
+// with an unknown factor is unknown; a result that does not fit int64 is kCostOverflow.
 int64_t mul(int64_t a, int64_t b) {
-  return a < 0 || b < 0 ? -1 : a * b;
+  if (a == kCostOverflow || b == kCostOverflow) return kCostOverflow;
+  if (a < 0 || b < 0) return -1;
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? kCostOverflow : r;
 }
 int64_t add(int64_t a, int64_t b) {
-  return a < 0 || b < 0 ? -1 : a + b;
+  if (a == kCostOverflow || b == kCostOverflow) return kCostOverflow;
+  if (a < 0 || b < 0) return -1;
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? kCostOverflow : r;
+}
+int64_t tensor_bytes(const TensorArg& t) {
+  return mul(numel(t.shape), dtype_size(t.dtype));
 }
 
 int64_t zero(const LayerConfig&) {
@@ -112,13 +118,13 @@ int64_t matmul_flops(const LayerConfig& c) {
 }
 // LRN: per element a windowed sum of squares (2·size) then bias + alpha/size·sum, pow and divide (4).
 int64_t lrn_flops(const LayerConfig& c) {
-  return mul(2 * c.attr_int("size", 1) + 4, arg_numel(c, "x"));
+  return mul(add(mul(2, c.attr_int("size", 1)), 4), arg_numel(c, "x"));
 }
 // Pooling: one op per kernel element per output; average adds one divide per output.
 int64_t pool_flops(const LayerConfig& c) {
-  const auto k = c.attr_ints("kernel");
-  int64_t per = std::accumulate(k.begin(), k.end(), int64_t{1}, std::multiplies<>());
-  if (c.kind == LayerKind::kAveragePool) per += 1;
+  int64_t per = 1;
+  for (int64_t k : c.attr_ints("kernel")) per = mul(per, k);
+  if (c.kind == LayerKind::kAveragePool) per = add(per, 1);
   return mul(per, out_numel(c));
 }
 // Sum: one add per output element for each input after the first.
@@ -193,11 +199,17 @@ std::vector<int64_t> resolve_pads(const std::string& auto_pad, const Shape& x,
   if (pads.size() != 2 * n) pads.assign(2 * n, 0);
   if (auto_pad == "VALID") return std::vector<int64_t>(2 * n, 0);
   if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") return pads;
+  if (strides.size() != n || dil.size() != n) return pads;
   for (size_t i = 0; i < n; ++i) {
     const int64_t in = x.size() > i + 2 ? x[i + 2] : -1;
-    if (in < 0) return pads;
-    const int64_t out = (in + strides[i] - 1) / strides[i];
-    const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in);
+    // validate_graph refuses strides < 1 and values past 2^31; this keeps the formula total anyway.
+    if (in < 0 || strides[i] < 1 || dil[i] < 1 || kernel[i] < 1) return pads;
+    const int64_t out = in / strides[i] + (in % strides[i] != 0);
+    int64_t span, reach, total;
+    if (__builtin_mul_overflow(out - 1, strides[i], &span) ||
+        __builtin_mul_overflow(kernel[i] - 1, dil[i], &reach) || __builtin_add_overflow(span, reach, &total))
+      return pads;
+    total = std::max<int64_t>(0, total + 1 - in);
     const int64_t small = total / 2, large = total - small;
     pads[i] = auto_pad == "SAME_UPPER" ? small : large;
     pads[i + n] = auto_pad == "SAME_UPPER" ? large : small;
@@ -244,14 +256,19 @@ void fix_conv_transpose(const NodeView&, LayerConfig& c) {
   auto pads = ints_or(c, "pads", 2 * n, 0);
   const auto auto_pad = str_or(c, "auto_pad", "NOTSET");
   auto out_shape = c.attr_ints("output_shape");
-  if (out_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"))
+  const bool sizes_agree =
+      strides.size() == n && dil.size() == n && out_pad.size() == n && pads.size() == 2 * n;
+  if (sizes_agree && out_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"))
     for (size_t i = 0; i < n && x->shape.size() > i + 2; ++i)
-      out_shape.push_back(x->shape[i + 2] * strides[i]);
-  if (out_shape.size() == n && x->shape.size() == n + 2) {
+      out_shape.push_back(mul(x->shape[i + 2], strides[i]) < 0 ? -1 : mul(x->shape[i + 2], strides[i]));
+  if (sizes_agree && out_shape.size() == n && x->shape.size() == n + 2) {
     // ONNX ConvTranspose spec: total_padding = stride·(in−1) + output_padding + ((k−1)·dil+1) − out.
+    // Checked arithmetic: a total that overflows leaves the remaining pads as given.
     for (size_t i = 0; i < n; ++i) {
-      const int64_t total =
-          strides[i] * (x->shape[i + 2] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1 - out_shape[i];
+      const int64_t span = mul(strides[i], x->shape[i + 2] - 1), reach = mul(kernel[i] - 1, dil[i]);
+      const int64_t sum = add(add(span, out_pad[i]), reach);
+      if (x->shape[i + 2] < 1 || out_shape[i] < 0 || sum < 0) break;
+      const int64_t total = sum + 1 - out_shape[i];
       const bool upper =
           auto_pad == "SAME_UPPER";  // the spec: SAME_UPPER puts the odd pixel at the end, else at the start
       pads[i] = upper ? total / 2 : total - total / 2;
@@ -376,10 +393,12 @@ void fix_slice(const NodeView&, LayerConfig& c) {
   if (axes.size() != starts.size() || steps.size() != starts.size()) return;
   for (size_t k = 0; k < starts.size(); ++k) {
     axes[k] = positive_axis(axes[k], rank);
-    const int64_t dim = axes[k] < rank ? x->shape[axes[k]] : -1;
+    const int64_t dim = axes[k] >= 0 && axes[k] < rank ? x->shape[axes[k]] : -1;
     if (dim < 0) continue;
-    int64_t s = starts[k] < 0 ? starts[k] + dim : starts[k];
-    starts[k] = steps[k] > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
+    const int64_t start = std::clamp<int64_t>(starts[k], -dim - 1, dim);  // no overflow below
+    int64_t s = start < 0 ? start + dim : start;
+    starts[k] =
+        steps[k] > 0 || dim == 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, dim - 1);
   }
   c.attrs.insert(c.attrs.begin(), {{"starts", starts}, {"axes", axes}, {"steps", steps}});
 }
@@ -406,7 +425,8 @@ void fix_split(const NodeView& v, LayerConfig& c) {
     const int64_t axis = c.attr_int("axis", 0);
     std::vector<int64_t> sizes;
     for (const auto& o : v.out)
-      sizes.push_back(o.shape && static_cast<int64_t>(o.shape->size()) > axis ? (*o.shape)[axis] : -1);
+      sizes.push_back(o.shape && axis >= 0 && static_cast<int64_t>(o.shape->size()) > axis ? (*o.shape)[axis]
+                                                                                           : -1);
     set(c, "split", sizes);
   }
 }
@@ -648,7 +668,7 @@ LayerConfig normalize(const NodeView& v, LayerKind kind, std::vector<std::string
     for (const auto& [name, formal] : v.schema->attributes()) {
       if (!formal.default_value.has_name()) continue;  // required, or optional without a default
       const bool given =
-          std::any_of(attrs.begin(), attrs.end(), [&](const Attr& a) { return a.name == name; });
+          std::any_of(attrs.begin(), attrs.end(), [&name = name](const Attr& a) { return a.name == name; });
       if (!given && formal.default_value.type() != onnx::AttributeProto::GRAPH &&
           formal.default_value.type() != onnx::AttributeProto::TENSOR)
         attrs.push_back({name, attr_value(formal.default_value)});

@@ -23,8 +23,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include <new>
+
 #include "const_eval.hpp"
+#include "floorline/common/utf8.hpp"
+#include "inference.hpp"
+#include "isolate.hpp"
 #include "kinds.hpp"
+#include "validate.hpp"
 
 namespace floorline::mp {
 namespace {
@@ -85,25 +91,16 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-struct ShapeInfo {
-  DataType dtype = DataType::kUndefined;
-  std::optional<Shape> shape;
-};
-using ShapeMap = std::unordered_map<std::string, ShapeInfo>;
-
 bool default_domain(const std::string& d) {
   return d.empty() || d == "ai.onnx";
-}
-
-std::string node_label(const onnx::NodeProto& n, size_t index) {
-  return n.name().empty() ? fmt::format("{}_{}", n.op_type(), index) : n.name();
 }
 
 // A parsed, validated model with its large initializer payloads dropped.
 struct Loaded {
   std::string name;
   std::filesystem::path path;
-  std::string base_dir;  // where external data files are looked up
+  // Where external data files may be read from (the model's folder), and how much was read.
+  mutable ExternalDataScope external;
   onnx::ModelProto model;
   int64_t opset = 0;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers;
@@ -127,11 +124,13 @@ class FileReader {
  public:
   static Result<FileReader> open(const std::filesystem::path& path) {
     FileReader f;
-    f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO named as a model must not wait for a writer.
+    f.fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (f.fd_ < 0) return make_error("cannot open: {}", std::strerror(errno));
     struct stat st {};
     if (fstat(f.fd_, &st) != 0) return make_error("cannot stat: {}", std::strerror(errno));
     if (S_ISDIR(st.st_mode)) return make_error("is a directory");
+    if (!S_ISREG(st.st_mode)) return make_error("not a regular file (a device, FIFO or socket)");
     f.size_ = static_cast<uint64_t>(st.st_size);
     return f;
   }
@@ -290,9 +289,12 @@ bool payload_dropped(const onnx::TensorProto& t) {
          t.uint64_data_size() == 0 && t.string_data_size() == 0;
 }
 
+// Element count of a tensor's dims; INT64_MAX when a dim is negative or the count overflows
+// (validate_graph rejects both; this only keeps a caller from acting on a wrapped count).
 int64_t tensor_numel(const onnx::TensorProto& t) {
   int64_t n = 1;
-  for (auto d : t.dims()) n *= d;
+  for (auto d : t.dims())
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return INT64_MAX;
   return n;
 }
 
@@ -302,13 +304,20 @@ Status validate_and_prepare(Loaded& L, int64_t max_elements) {
     return make_error("not an ONNX model: ir_version is {} (empty or non-ONNX data parses as an empty model)",
                       m.ir_version());
   if (!m.has_graph()) return make_error("not an ONNX model: it has no graph");
-  L.opset = 0;
+  std::optional<int64_t> declared;
   for (const auto& o : m.opset_import())
-    if (default_domain(o.domain())) L.opset = o.version();
-  if (L.opset == 0) {
-    if (m.opset_import_size() == 0) return make_error("model declares no opset_import");
-    L.opset = 1;  // only custom domains
-  }
+    if (default_domain(o.domain())) declared = o.version();
+  if (m.opset_import_size() == 0) return make_error("model declares no opset_import");
+  if (declared && *declared < 1)
+    return make_error("model declares opset {} for the default ONNX domain; opsets start at 1", *declared);
+  bool default_ops = false;
+  for (const auto& n : m.graph().node()) default_ops = default_ops || default_domain(n.domain());
+  if (!declared && default_ops)
+    return make_error("model uses ops of the default ONNX domain but declares no opset for it");
+  L.opset = declared.value_or(1);  // 1 when only custom domains are used
+  // Names reach every output format: invalid UTF-8 is replaced here, once.
+  sanitize_names(m);
+  FL_TRY(validate_graph(m.graph()));
   if (L.opset < 7)
     L.warnings.push_back(
         fmt::format("opset {} is older than 7, the oldest Floorline supports; shapes may be wrong", L.opset));
@@ -327,7 +336,7 @@ Status validate_and_prepare(Loaded& L, int64_t max_elements) {
     const int64_t n = tensor_numel(t);
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
       if (n > 4096) continue;
-      auto value = read_tensor(t, L.base_dir);
+      auto value = read_tensor(t, &L.external);
       if (!value) {  // missing data file: only an error if a value is needed later
         L.unreadable_external.push_back(value.error().message);
         continue;
@@ -353,11 +362,12 @@ Status validate_and_prepare(Loaded& L, int64_t max_elements) {
   return {};
 }
 
-Result<Loaded> load_file(const std::filesystem::path& path, int64_t max_elements) {
+Result<Loaded> load_file(const std::filesystem::path& path, const ProcessOptions& opts) {
   Loaded L;
+  L.external.max_bytes = opts.max_external_bytes;
   L.path = path;
-  L.name = path.stem().string();
-  L.base_dir = path.parent_path().string();
+  L.name = to_valid_utf8(path.stem().string());
+  L.external.dir = path.has_parent_path() ? path.parent_path().string() : ".";
   FL_ASSIGN_OR_RETURN(auto file, FileReader::open(path));
   if (file.size() == 0) return make_error("empty file");
   // Weight payloads above 64 KiB are never read (shape constants are far smaller).
@@ -368,7 +378,7 @@ Result<Loaded> load_file(const std::filesystem::path& path, int64_t max_elements
     return make_error("model structure is {} bytes; protobuf messages are limited to 2 GiB", skimmed->size());
   if (!L.model.ParseFromString(*skimmed))
     return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
-  FL_TRY(validate_and_prepare(L, max_elements));
+  FL_TRY(validate_and_prepare(L, opts.max_folded_elements));
   return L;
 }
 
@@ -401,16 +411,6 @@ void collect_shapes(const onnx::GraphProto& g, ShapeMap& out) {
       for (const auto& sub : a.graphs()) collect_shapes(sub, out);
     }
 }
-
-// The result of shape inference at one batch size.
-struct Inference {
-  int64_t batch = 1;
-  ShapeMap shapes;
-  std::unordered_map<std::string, ConstTensor> values;  // constants with known values
-  std::unordered_set<std::string> constant;             // every value known to be constant
-  std::vector<bool> folded;                             // per main-graph node
-  std::vector<std::string> missing_values;              // "initializer 'x' ... missing" notes
-};
 
 std::string clean_onnx_message(std::string msg) {
   while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
@@ -448,7 +448,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     if (t == L.initializers.end()) return nullptr;
     const auto& proto = *t->second;
     if (tensor_numel(proto) > opts.max_folded_elements || payload_dropped(proto)) return nullptr;
-    auto v = read_tensor(proto, L.base_dir);
+    auto v = read_tensor(proto, &L.external);
     if (!v) {
       inf.missing_values.push_back(v.error().message);
       return nullptr;
@@ -458,9 +458,12 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
 
   const auto* registry = onnx::OpSchemaRegistry::Instance();
   onnx::ModelProto work = base;
+  int64_t folded_total = 0;
   for (int iteration = 0; iteration < 200; ++iteration) {
     try {
       onnx::shape_inference::InferShapes(work, registry, onnx::ShapeInferenceOptions(false, 1, true));
+    } catch (const std::bad_alloc&) {
+      throw;  // the memory budget of the isolated child: reported by the parent
     } catch (const std::exception& e) {
       std::string msg = clean_onnx_message(e.what());
       if (msg.find("external tensors") != std::string::npos && !L.unreadable_external.empty())
@@ -468,6 +471,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
                           L.unreadable_external.front());
       return make_error("shape inference failed at batch {}: {}", batch, msg);
     }
+    FL_TRY(check_inferred_dims(graph, work.graph()));
     inf.shapes.clear();
     collect_shapes(work.graph(), inf.shapes);
 
@@ -546,6 +550,8 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
             if (!info.shape || !shape_known(*info.shape) || info.dtype == DataType::kUndefined)
               complete = false;
           }
+        } catch (const std::bad_alloc&) {
+          throw;
         } catch (const std::exception&) {
           // The whole-graph inference below is the authority and reports errors.
           complete = false;
@@ -559,17 +565,29 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
       auto outs = evaluate_node(node, L.opset, ins, in_shapes, opts.max_folded_elements);
       inf.folded[idx] = true;
       for (const auto& name : node.output()) inf.constant.insert(name);
-      if (!outs || outs->size() != static_cast<size_t>(node.output_size())) {
-        // Not folded (a value not stored, an op the folder lacks): a later round can still type its
-        // outputs if this one has not.
+      // Not folded (a value not stored, an op the folder lacks, over the budget): a later round can
+      // still type its outputs if this one has not.
+      auto not_folded = [&] {
         for (const auto& name : node.output()) {
           auto it = inf.shapes.find(name);
           if (!name.empty() &&
               (it == inf.shapes.end() || !it->second.shape || !shape_known(*it->second.shape)))
             complete = false;
         }
+      };
+      if (!outs || outs->size() != static_cast<size_t>(node.output_size())) {
+        not_folded();
         continue;
       }
+      // All folded values of one inference together stay within a budget too: a chain of
+      // ConstantOfShape nodes each under the per-tensor cap must not add up without bound.
+      int64_t size = 0;
+      for (const auto& v : *outs) size += v.size();
+      if (size > opts.max_folded_total - folded_total) {
+        not_folded();
+        continue;
+      }
+      folded_total += size;
       evaluated[idx] = true;
       progress = true;
       for (int k = 0; k < node.output_size(); ++k) {
@@ -622,7 +640,96 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
                         node_label(node, idx), shape_string(*in->second.shape), a,
                         shape_string(*out->second.shape), b);
   }
+  FL_TRY(check_conv_channels(graph, inf.shapes));
   return inf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Isolation. ONNX 1.12's shape inference (and the checker-like code around it) trusts its input
+// and can crash, loop or allocate without bound on a hostile model; it runs in a forked child per
+// model, which sends back one record per batch size: a kind byte (0: the Inference, 1: an error
+// about the model, 2: an error that is not about the batch size), then the payload.
+enum class RecordKind : int64_t { kInference = 0, kError = 1 };
+
+// Batch 1 (the reference every other batch is checked against) first, then the others in order.
+std::vector<int64_t> inference_batches(const std::vector<int64_t>& batches) {
+  std::vector<int64_t> out = {1};
+  for (int64_t b : batches)
+    if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  return out;
+}
+
+// Shape inference at every batch size, stopping at the first error (the last element then holds
+// it). In a child process unless options.isolate is false.
+std::vector<Result<Inference>> infer_all(const Loaded& L, const ProcessOptions& opts) {
+  const auto batches = inference_batches(opts.batches);
+  std::vector<Result<Inference>> out;
+  if (!opts.isolate) {
+    for (int64_t b : batches) {
+      out.push_back(infer_at_batch(L, b, opts));
+      if (!out.back()) break;
+    }
+    return out;
+  }
+  // The schema registry is built on first use (all of ONNX's ops): build it here, once, rather than
+  // in every child, which would throw it away.
+  (void)onnx::OpSchemaRegistry::Instance();
+  auto run = run_isolated(
+      [&](int fd) {
+        for (int64_t b : batches) {
+          std::string record;
+          auto r = infer_at_batch(L, b, opts);
+          encode_i64(static_cast<int64_t>(r ? RecordKind::kInference : RecordKind::kError), record);
+          if (r)
+            encode_inference(*r, record);
+          else
+            encode_string(r.error().message, record);
+          if (!write_all(fd, record) || !r) return;
+        }
+      },
+      IsolationLimits{opts.inference_timeout_s, opts.inference_memory_mib});
+  if (!run) {
+    out.push_back(run.error());
+    return out;
+  }
+  WireReader in(run->output);
+  while (!in.done() && out.size() < batches.size()) {
+    const auto kind = in.i64();
+    if (kind && *kind == static_cast<int64_t>(RecordKind::kInference)) {
+      if (auto inf = in.inference()) {
+        out.push_back(std::move(*inf));
+        continue;
+      }
+    } else if (kind && *kind == static_cast<int64_t>(RecordKind::kError)) {
+      if (auto msg = in.string()) {
+        out.push_back(Error{std::move(*msg)});
+        return out;
+      }
+    }
+    break;  // a record cut short: the child died while writing it
+  }
+  if (out.size() == batches.size() && run->end == IsolatedRun::End::kExited) return out;
+  // The child ended before sending every batch: say how, and at which batch.
+  const int64_t batch = batches[std::min(out.size(), batches.size() - 1)];
+  const std::string at = batch == 1 ? "" : fmt::format(" at batch {}", batch);
+  Error e;
+  switch (run->end) {
+    case IsolatedRun::End::kTimedOut:
+      e = make_error("shape inference did not finish in {} s{}", opts.inference_timeout_s, at);
+      break;
+    case IsolatedRun::End::kOutOfMemory:
+      e = make_error("shape inference exceeded {} MiB{}", opts.inference_memory_mib, at);
+      break;
+    case IsolatedRun::End::kCrashed:
+      e = run->signal ? make_error("ONNX shape inference crashed ({}){}", signal_name(run->signal), at)
+                      : make_error("ONNX shape inference failed (the worker process ended early){}", at);
+      break;
+    case IsolatedRun::End::kExited:
+      e = make_error("ONNX shape inference sent an incomplete result{}", at);
+      break;
+  }
+  out.push_back(e);
+  return out;
 }
 
 // After re-batching, a tensor must either not depend on the batch or carry it in exactly one dim.
@@ -667,6 +774,12 @@ class IrBuilder {
     const auto& g = L_.model.graph();
     FL_ASSIGN_OR_RETURN(auto order, topological_order(g));
     for (int idx : order) add_node(g.node(idx), idx, "", inf_.folded[idx]);
+    if (overflow_) return *overflow_;
+    int64_t flops = 0, bytes = 0;
+    for (const auto& l : ir_.layers)
+      if (l.cost_bearing() &&
+          (__builtin_add_overflow(flops, l.flops, &flops) || __builtin_add_overflow(bytes, l.bytes, &bytes)))
+        return make_error("the model's total FLOPs or bytes do not fit in 64 bits (at node {})", l.name);
     for (const auto& [op, count] : unsupported_)
       ir_.warnings.push_back(fmt::format("{} layer(s) of op {}: {}", count, op, unsupported_why_[op]));
     if (unknown_shape_layers_ > 0) {
@@ -729,7 +842,7 @@ class IrBuilder {
     else if (auto t = L_.initializers.find(name); t != L_.initializers.end()) {
       // Small initializers (parameters such as Pad's pads) become attributes.
       if (tensor_numel(*t->second) <= 64 && t->second->data_location() != onnx::TensorProto::EXTERNAL) {
-        auto v = read_tensor(*t->second, L_.base_dir);
+        auto v = read_tensor(*t->second, &L_.external);
         if (v) d.value = &owned_.emplace(name, std::move(*v)).first->second;
       }
     }
@@ -778,8 +891,12 @@ class IrBuilder {
         if (!shape_known(t.shape)) layer.shapes_known = false;
     if (layer.cost_bearing()) {
       if (layer.shapes_known) {
-        layer.flops = std::max<int64_t>(0, config_flops(layer.config));
-        layer.bytes = std::max<int64_t>(0, config_bytes(layer.config));
+        const int64_t flops = config_flops(layer.config), bytes = config_bytes(layer.config);
+        if ((flops == kCostOverflow || bytes == kCostOverflow) && !overflow_)
+          overflow_ = make_error("node {} ({}): its {} do not fit in 64 bits ({})", layer.name, layer.op_type,
+                                 flops == kCostOverflow ? "FLOPs" : "bytes", layer.key);
+        layer.flops = std::max<int64_t>(0, flops);
+        layer.bytes = std::max<int64_t>(0, bytes);
       } else if (unknown_shape_layers_++ == 0) {
         first_unknown_ = fmt::format("{} ({})", layer.name, layer.op_type);
       }
@@ -823,6 +940,7 @@ class IrBuilder {
   std::map<std::string, std::string> unsupported_why_;
   int unknown_shape_layers_ = 0;
   std::string first_unknown_;
+  std::optional<Error> overflow_;  // the first layer whose cost does not fit int64
 };
 
 // A hash of the graph's structure: nodes (with their attributes), graph inputs/outputs, and the
@@ -855,33 +973,34 @@ std::string graph_fingerprint(const onnx::GraphProto& g) {
 Result<std::vector<ModelIR>> process_loaded(Loaded& L, const ProcessOptions& opts, Clock::time_point t0) {
   if (opts.batches.empty()) return make_error("no batch size requested");
   for (auto b : opts.batches)
-    if (b < 1) return make_error("batch size {} is not positive", b);
+    if (b < 1 || b > kMaxDim) return make_error("batch size {} is outside 1..{}", b, kMaxDim);
   const double load_ms = ms_since(t0);
-  std::optional<Inference> ref;
-  auto reference = [&]() -> Result<const Inference*> {
-    if (!ref) {
-      auto r = infer_at_batch(L, 1, opts);
-      if (!r) return r.error();
-      ref = std::move(r).value();
+  const auto t_infer = Clock::now();
+  auto inferred = infer_all(L, opts);
+  const double infer_ms = ms_since(t_infer);
+  const auto batches = inference_batches(opts.batches);
+  // The inference of batch b, or its error (batch 1's error stands for every batch: it is the reference).
+  auto inference_at = [&](int64_t b) -> Result<const Inference*> {
+    const size_t k = static_cast<size_t>(std::find(batches.begin(), batches.end(), b) - batches.begin());
+    if (!inferred[0]) return inferred[0].error();
+    if (k >= inferred.size()) return make_error("shape inference stopped before batch {}", b);  // not reached
+    if (!inferred[k]) {
+      const auto& msg = inferred[k].error().message;
+      // A crash, time-out or memory cap is no statement about the batch size.
+      if (msg.rfind("ONNX shape inference", 0) == 0 || msg.rfind("shape inference did not", 0) == 0 ||
+          msg.rfind("shape inference exceeded", 0) == 0)
+        return inferred[k].error();
+      return make_error("not re-batchable at batch {}: {}", b, msg);
     }
-    return &*ref;
+    return &inferred[k].value();
   };
   const std::string fingerprint = graph_fingerprint(L.model.graph());
   std::vector<ModelIR> out;
   for (int64_t b : opts.batches) {
     const auto tb = Clock::now();
-    std::optional<Inference> at_b;
-    const Inference* inf = nullptr;
-    if (b == 1) {
-      FL_ASSIGN_OR_RETURN(inf, reference());
-    } else {
-      FL_ASSIGN_OR_RETURN(const Inference* r1, reference());
-      auto rb = infer_at_batch(L, b, opts);
-      if (!rb) return make_error("not re-batchable at batch {}: {}", b, rb.error().message);
-      at_b = std::move(rb).value();
-      inf = &*at_b;
-      FL_TRY(check_rebatch(L, *r1, *inf));
-    }
+    FL_ASSIGN_OR_RETURN(const Inference* r1, inference_at(1));
+    FL_ASSIGN_OR_RETURN(const Inference* inf, inference_at(b));
+    if (b != 1) FL_TRY(check_rebatch(L, *r1, *inf));
     ModelIR ir;
     ir.name = L.name;
     ir.path = L.path;
@@ -893,12 +1012,21 @@ Result<std::vector<ModelIR>> process_loaded(Loaded& L, const ProcessOptions& opt
     ir.warnings = L.warnings;
     IrBuilder builder(L, *inf, ir);
     FL_TRY(builder.build());
-    ir.process_ms = ms_since(tb) + (out.empty() ? load_ms : 0.0);
+    ir.process_ms = ms_since(tb) + (out.empty() ? load_ms + infer_ms : 0.0);
     out.push_back(std::move(ir));
   }
   return out;
 }
 
+}  // namespace
+
+namespace {
+// An error fit for every output: one line, valid UTF-8 (a file name or a library's message may
+// carry any bytes).
+Error safe_error(Error e) {
+  e.message = to_valid_utf8(clean_onnx_message(std::move(e.message)));
+  return e;
+}
 }  // namespace
 
 int64_t ModelIR::total_flops() const {
@@ -919,13 +1047,15 @@ Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, co
   const auto t0 = Clock::now();
   const std::string ctx = path.string();
   try {
-    auto loaded = load_file(path, opts.max_folded_elements);
-    if (!loaded) return loaded.error().with_context(ctx);
+    auto loaded = load_file(path, opts);
+    if (!loaded) return safe_error(loaded.error().with_context(ctx));
     auto result = process_loaded(*loaded, opts, t0);
-    if (!result) return result.error().with_context(ctx);
+    if (!result) return safe_error(result.error().with_context(ctx));
     return result;
+  } catch (const std::bad_alloc&) {
+    return make_error("{}: out of memory while loading the model", to_valid_utf8(ctx));
   } catch (const std::exception& e) {
-    return make_error("{}: {}", ctx, clean_onnx_message(e.what()));
+    return safe_error(make_error("{}: {}", ctx, clean_onnx_message(e.what())));
   }
 }
 
@@ -940,9 +1070,9 @@ Result<std::vector<ModelIR>> process_model_text(std::string_view text, std::stri
     auto status = onnx::OnnxParser::Parse(L.model, copy.c_str());
     if (!status.IsOK()) return make_error("{}: ONNX text does not parse: {}", name, status.ErrorMessage());
     auto st = validate_and_prepare(L, opts.max_folded_elements);
-    if (!st) return st.error().with_context(name);
+    if (!st) return safe_error(st.error().with_context(name));
     auto result = process_loaded(L, opts, t0);
-    if (!result) return result.error().with_context(name);
+    if (!result) return safe_error(result.error().with_context(name));
     return result;
   } catch (const std::exception& e) {
     return make_error("{}: {}", name, clean_onnx_message(e.what()));

@@ -44,11 +44,12 @@ bool shape_known(const Shape& s) {
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
+  bool overflow = false;
   for (int64_t d : s) {
     if (d < 0) return -1;
-    n *= d;
+    overflow = overflow || __builtin_mul_overflow(n, d, &n);
   }
-  return n;
+  return overflow ? kNumelOverflow : n;
 }
 
 std::string shape_string(const Shape& s) {

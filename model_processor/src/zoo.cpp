@@ -1,6 +1,7 @@
 #include "floorline/model_processor/zoo.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <set>
 #include <unordered_map>
 
@@ -67,7 +68,8 @@ std::vector<KindSummary> summarize_kinds(const std::vector<ModelIR>& models,
       s.kind = l.config.kind;
       s.op_type = l.op_type;
       ++s.instances;
-      s.flops += l.flops;
+      // Saturating: each model's total fits int64 (checked when it is processed), a zoo's may not.
+      if (__builtin_add_overflow(s.flops, l.flops, &s.flops)) s.flops = INT64_MAX;
       model_sets[label(l.config)].insert(m.name);
     }
   for (const auto& u : unique) ++by[label(u.config)].unique;

@@ -97,7 +97,9 @@ uint64_t key_hash(std::string_view canonical_key);
 std::string key_hash_hex(std::string_view canonical_key);
 
 // FLOPs and bytes of a config, by the per-kind formulas (see the header comment).
-// Returns -1 where a shape needed by the formula is unknown.
+// Returns -1 where a shape needed by the formula is unknown, and kCostOverflow where the count does
+// not fit int64 (the model processor rejects such a layer with an error naming it).
+constexpr int64_t kCostOverflow = kNumelOverflow;
 int64_t config_flops(const LayerConfig& c);
 int64_t config_bytes(const LayerConfig& c);
 

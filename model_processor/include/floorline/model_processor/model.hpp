@@ -4,6 +4,9 @@
 // ONNX 1.12, opsets 7–17). Weights are never needed except where a constant tensor carries a shape
 // (Reshape/Expand/Slice/Pad/Resize inputs): initializers stored as external data are read only then,
 // and only the bytes of that tensor. A shape-only copy of a model (external data file absent) loads.
+// Models are untrusted input (docs/SECURITY.md): Floorline validates a model before ONNX's shape
+// inference sees it, and runs that inference in a worker process per model, so that a crash,
+// hang or runaway allocation inside ONNX becomes that model's one-line error.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +32,9 @@ struct ModelIR {
   std::string fingerprint;
   std::vector<Layer> layers;          // topological order; subgraph layers follow their If/Loop node
   std::vector<std::string> warnings;  // one line each; already names the node
-  double process_ms = 0;              // wall time to load, infer shapes and build the IR (ms)
+  // Wall time (ms) to build the IR at this batch; the first batch's also holds loading the model
+  // and shape inference at every requested batch (done together, in one child process).
+  double process_ms = 0;
 
   int64_t total_flops() const;  // Σ FLOPs of cost-bearing layers with known shapes
   int64_t total_bytes() const;
@@ -40,13 +45,31 @@ struct ProcessOptions {
   // Constant tensors larger than this many elements are not evaluated at load time (they stay
   // run-time layers); a cap on the memory that constant folding may take.
   int64_t max_folded_elements = 1 << 20;
+  // All constants folded in one shape inference together (elements): 16 Mi, at most ~128 MiB.
+  int64_t max_folded_total = 1 << 24;
+  // External data one model may load (bytes): only small shape constants are ever read, and only
+  // from regular files inside the model's folder (docs/SECURITY.md).
+  int64_t max_external_bytes = int64_t{64} << 20;
+  // Shape inference (ONNX 1.12's, which crashes, loops or allocates without bound on some hostile
+  // models) runs in a forked child process per model, so that a crash becomes that model's error
+  // ("ONNX shape inference crashed (SIGSEGV)") and the zoo goes on; the child is killed after
+  // inference_timeout_s seconds and may add at most inference_memory_mib MiB of address space to
+  // what it inherits (docs/SECURITY.md). isolate = false runs it in-process (the fuzzer's choice
+  // when it hunts crashes of the inference itself).
+  bool isolate = true;
+  double inference_timeout_s = 60;
+  int64_t inference_memory_mib = 768;
 };
 
 // Process one .onnx file at every requested batch size. Results are in the order of
-// options.batches. Errors (one line, naming the file and, where there is one, the node):
-// unreadable/empty/garbage/truncated file, ir_version <= 0, no graph, external data missing where
-// values are needed, inconsistent shapes, or a batch size the model cannot take (constants pinning
-// the batch: "not re-batchable at batch B").
+// options.batches. Errors (one line, naming the file and, where there is one, the node; invalid
+// UTF-8 replaced by U+FFFD): unreadable/empty/garbage/truncated file, not a regular file,
+// ir_version <= 0, no graph, no or a zero opset, a structure Floorline refuses before shape
+// inference (docs/SECURITY.md: dims, ranks, spatial attributes, values produced twice, self-loops,
+// cycles), external data missing where values are needed or outside the model's folder,
+// inconsistent shapes, shape inference crashed / out of time / out of memory, FLOPs or bytes past
+// int64, or a batch size the model cannot take (constants pinning the batch: "not re-batchable at
+// batch B"). Batch sizes must be 1..2^31.
 Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, const ProcessOptions& options);
 
 // Process an in-memory ONNX text model (onnx/defs/parser.h syntax), as the tests do.

@@ -39,7 +39,9 @@ int64_t dtype_size(DataType t);
 using Shape = std::vector<int64_t>;
 
 bool shape_known(const Shape& s);
-// Number of elements; -1 if any dimension is unknown. A rank-0 shape has 1 element.
+// Number of elements; -1 if any dimension is unknown, kNumelOverflow if the count does not fit
+// int64 (never a wrapped value). A rank-0 shape has 1 element.
+constexpr int64_t kNumelOverflow = -2;
 int64_t numel(const Shape& s);
 // "8x64x56x56"; a scalar is "scalar"; an unknown dim prints as "?".
 std::string shape_string(const Shape& s);

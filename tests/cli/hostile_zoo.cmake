@@ -1,0 +1,25 @@
+# A zoo holding a model that crashes ONNX 1.12's shape inference (SIGSEGV) between two good ones:
+# the crash is contained in its worker process, the good models are all reported, the crasher's
+# error is one line naming it, and the exit status is non-zero (issue 22).
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+file(COPY ${SOURCE_DIR}/models/zoo/resnet18.onnx ${SOURCE_DIR}/models/zoo/alexnet.onnx DESTINATION ${WORK_DIR})
+file(COPY ${SOURCE_DIR}/tests/model_processor/hostile/onnx_shape_inference_segv.onnx DESTINATION ${WORK_DIR})
+execute_process(COMMAND ${FLOORLINE} layers ${WORK_DIR} --format json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT rc MATCHES "^[0-9]+$")
+  message(FATAL_ERROR "expected a non-zero exit status (not a signal) with a crashing model, got '${rc}'\n${err}")
+endif()
+string(JSON n_models LENGTH "${out}" models)
+if(NOT n_models EQUAL 2)
+  message(FATAL_ERROR "expected the 2 good models in the output, got ${n_models}:\n${out}")
+endif()
+foreach(k RANGE 1)
+  string(JSON name GET "${out}" models ${k} model)
+  if(NOT name MATCHES "^(alexnet|resnet18)$")
+    message(FATAL_ERROR "unexpected model ${name} in the output")
+  endif()
+endforeach()
+if(NOT err MATCHES "onnx_shape_inference_segv.onnx: ONNX shape inference crashed \\(SIGSEGV\\)\n")
+  message(FATAL_ERROR "error does not name the crashing file and its signal:\n${err}")
+endif()
