@@ -124,8 +124,9 @@ struct BenchCmd {
 
 void add_common(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("models", o.models, "ONNX files or folders (searched recursively)")->required();
-  cmd->add_option("--backend", o.backend,
-                  "auto (every backend that can run here) or a comma-separated list: cuda, onednn");
+  cmd->add_option(
+      "--backend", o.backend,
+      "auto (every backend that can run here) or a comma-separated list: cuda, onednn, xnnpack, openblas");
   cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);

@@ -100,7 +100,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     std::unordered_map<int64_t, std::pair<std::string, std::string>> outcomes;
     if (!options.dry_run) {
       benchdb::SystemRow sys = benchdb::capture_host_system(options.threads);
-      backend->describe(sys);
+      describe_system(*backend, sys);
       FL_ASSIGN_OR_RETURN(system_id, db.upsert_system(sys));
       benchdb::RunRow run;
       run.system_id = system_id;
