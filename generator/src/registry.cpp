@@ -234,15 +234,17 @@ Result<std::vector<const Backend*>> select_backends(const std::string& spec) {
 }
 
 void describe_system(const Backend& backend, benchdb::SystemRow& row) {
-  for (size_t k = 0; k < kBackends.size(); ++k) {
-    const BackendEntry& e = kBackends[k];
-    if (e.device_kind != backend.device_kind() || e.name == backend.name()) continue;
-    const Backend* other = find_backend(e.name);
-    if (!other || !plugin_path(*other).ok() || !other->available().ok()) continue;
-    other->set_threads(static_cast<int>(row.threads));  // the run's count, which some libraries report
-    other->describe(row);
+  // In the registry's order whichever backend runs, so that appended fields (cpu_flags) read the
+  // same and the runs of each library find one system.
+  for (const BackendEntry& e : kBackends) {
+    if (e.device_kind != backend.device_kind()) continue;
+    const Backend* b = e.name == backend.name() ? &backend : find_backend(e.name);
+    if (b != &backend) {
+      if (!b || !plugin_path(*b).ok() || !b->available().ok()) continue;
+      b->set_threads(static_cast<int>(row.threads));  // the run's count, which some libraries report
+    }
+    b->describe(row);
   }
-  backend.describe(row);  // last: the backend timed has the final word on shared fields (threads)
 }
 
 Result<BackendChoice> choose_backend() {

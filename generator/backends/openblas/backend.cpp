@@ -42,7 +42,9 @@ class OpenblasBackend final : public Backend {
   kernels::KernelFactory factory() const override { return kernels::make_openblas_kernel; }
   void set_threads(int threads) const override { kernels::set_openblas_threads(threads); }
   std::string generated_header() const override { return "floorline/kernels/openblas.hpp"; }
-  std::string generated_register_function() const override { return "floorline::kernels::register_openblas_case"; }
+  std::string generated_register_function() const override {
+    return "floorline::kernels::register_openblas_case";
+  }
   std::string generated_cmake_target() const override { return "floorline::openblas_kernels"; }
 };
 

@@ -17,10 +17,13 @@ class XnnpackBackend final : public Backend {
   std::string device_kind() const override { return "cpu"; }
   Status available() const override { return kernels::xnnpack_initialize(); }
 
-  void describe(benchdb::SystemRow& row) const override { row.libraries["xnnpack"] = kernels::xnnpack_version(); }
+  void describe(benchdb::SystemRow& row) const override {
+    row.libraries["xnnpack"] = kernels::xnnpack_version();
+  }
 
   kernels::KindSupport support(LayerKind kind) const override { return kernels::xnnpack_support(kind); }
-  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions& options) const override {
+  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
+                                     const PlanOptions& options) const override {
     std::vector<PlannedCase> out;
     for (const auto& c : kernels::xnnpack_cases(base)) {
       const bool conversion = c.variant.layout.find('>') != std::string::npos;
@@ -48,7 +51,9 @@ class XnnpackBackend final : public Backend {
   }
   void set_threads(int threads) const override { kernels::set_xnnpack_threads(threads); }
   std::string generated_header() const override { return "floorline/kernels/xnnpack.hpp"; }
-  std::string generated_register_function() const override { return "floorline::kernels::register_xnnpack_case"; }
+  std::string generated_register_function() const override {
+    return "floorline::kernels::register_xnnpack_case";
+  }
   std::string generated_cmake_target() const override { return "floorline::xnnpack_kernels"; }
 };
 

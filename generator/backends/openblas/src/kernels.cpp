@@ -18,7 +18,9 @@ namespace {
 
 std::atomic<int> g_threads{1};
 
-[[noreturn]] void unsupported(const std::string& why) { throw KernelError(Disposition::kUnsupported, why); }
+[[noreturn]] void unsupported(const std::string& why) {
+  throw KernelError(Disposition::kUnsupported, why);
+}
 
 // xorshift64*: [-1, 1), different per seed.
 void fill_random(float* out, int64_t n, uint64_t seed) {
@@ -27,7 +29,8 @@ void fill_random(float* out, int64_t n, uint64_t seed) {
     s ^= s >> 12;
     s ^= s << 25;
     s ^= s >> 27;
-    out[i] = -1.f + 2.f * static_cast<float>((s * 0x2545F4914F6CDD1Dull) >> 40) * (1.f / static_cast<float>(1 << 24));
+    out[i] = -1.f + 2.f * static_cast<float>((s * 0x2545F4914F6CDD1Dull) >> 40) *
+                        (1.f / static_cast<float>(1 << 24));
   }
 }
 
@@ -59,8 +62,9 @@ struct Gemm {
   bool ta = false, tb = false;
   float alpha = 1, beta = 0;
   void operator()(const float* a, const float* b, float* y) const {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_int(m), blas_int(n),
-                blas_int(k), alpha, a, blas_int(ta ? m : k), b, blas_int(tb ? k : n), beta, y, blas_int(n));
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_int(m),
+                blas_int(n), blas_int(k), alpha, a, blas_int(ta ? m : k), b, blas_int(tb ? k : n), beta, y,
+                blas_int(n));
   }
 };
 
@@ -78,11 +82,13 @@ class BlasKernel : public Kernel {
       std::vector<HostTensor> inputs;
       for (size_t k = 0; k < in_.size(); ++k) {
         if (!is_port(k)) {  // constants keep the values the case was built with
-          inputs.push_back({p_.inputs[k].shape, std::vector<float>(in_[k].data, in_[k].data + in_[k].elements)});
+          inputs.push_back(
+              {p_.inputs[k].shape, std::vector<float>(in_[k].data, in_[k].data + in_[k].elements)});
           continue;
         }
         fill_random(in_[k].data, in_[k].elements, 1000 + k);
-        inputs.push_back({p_.inputs[k].shape, std::vector<float>(in_[k].data, in_[k].data + in_[k].elements)});
+        inputs.push_back(
+            {p_.inputs[k].shape, std::vector<float>(in_[k].data, in_[k].data + in_[k].elements)});
       }
       run();
       auto expected = reference(p_, inputs, {});
@@ -136,14 +142,16 @@ class GemmKernel final : public BlasKernel {
         unsupported("Gemm's C does not broadcast to (M, N)");
       g_.beta = static_cast<float>(p_.float_attr("beta"));
     }
-    impl_ = fmt::format("cblas_sgemm {}x{}x{}{}{}", g_.m, g_.n, g_.k, g_.ta ? " A^T" : "", g_.tb ? " B^T" : "");
+    impl_ =
+        fmt::format("cblas_sgemm {}x{}x{}{}{}", g_.m, g_.n, g_.k, g_.ta ? " A^T" : "", g_.tb ? " B^T" : "");
   }
   void run() override {
     float* y = out_[0].data;
     if (in_.size() > 2) {
       const float* c = in_[2].data;
       for (int64_t i = 0; i < g_.m; ++i)
-        for (int64_t j = 0; j < g_.n; ++j) y[i * g_.n + j] = c[(c_rows_ == 1 ? 0 : i) * c_cols_ + (c_cols_ == 1 ? 0 : j)];
+        for (int64_t j = 0; j < g_.n; ++j)
+          y[i * g_.n + j] = c[(c_rows_ == 1 ? 0 : i) * c_cols_ + (c_cols_ == 1 ? 0 : j)];
     }
     g_(in_[0].data, in_[1].data, y);
   }
@@ -203,7 +211,8 @@ class MatMulKernel final : public BlasKernel {
       return;
     }
     for (size_t t = 0; t < a_off_.size(); ++t)
-      g_(in_[0].data + a_off_[t], in_[1].data + b_off_[t], out_[0].data + static_cast<int64_t>(t) * g_.m * g_.n);
+      g_(in_[0].data + a_off_[t], in_[1].data + b_off_[t],
+         out_[0].data + static_cast<int64_t>(t) * g_.m * g_.n);
   }
 
  private:
@@ -228,7 +237,8 @@ class ConvKernel final : public BlasKernel {
     pt_ = pads[0], pl_ = pads[1], sh_ = strides[0], sw_ = strides[1], dh_ = dil[0], dw_ = dil[1];
     gic_ = c_ / groups_;
     goc_ = oc_ / groups_;
-    direct_ = kh_ == 1 && kw_ == 1 && sh_ == 1 && sw_ == 1 && pt_ == 0 && pl_ == 0 && pads[2] == 0 && pads[3] == 0;
+    direct_ =
+        kh_ == 1 && kw_ == 1 && sh_ == 1 && sw_ == 1 && pt_ == 0 && pl_ == 0 && pads[2] == 0 && pads[3] == 0;
     if (!direct_) {
       col_ = Buffer(gic_ * kh_ * kw_ * oh_ * ow_);
       workspace_ = col_.elements * static_cast<int64_t>(sizeof(float));
@@ -293,7 +303,8 @@ class ConvKernel final : public BlasKernel {
 
 Result<std::unique_ptr<Kernel>> make_openblas_kernel(const CaseSpec& spec) {
   if (spec.variant.dtype != DType::kF32)
-    return make_error(Disposition::kUnsupported, "cblas_sgemm is f32, not {}", dtype_name(spec.variant.dtype));
+    return make_error(Disposition::kUnsupported, "cblas_sgemm is f32, not {}",
+                      dtype_name(spec.variant.dtype));
   if (!spec.problem.post_ops.empty())
     return make_error(Disposition::kUnsupported, "OpenBLAS has no fused epilogue");
   openblas_set_num_threads(g_threads.load());
@@ -310,7 +321,8 @@ Result<std::unique_ptr<Kernel>> make_openblas_kernel(const CaseSpec& spec) {
           unsupported("MatMul with a 1-D operand is not mapped");
         return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(spec.problem, alg == "sgemm"));
       default:
-        return make_error(Disposition::kUnsupported, "{}: {}", spec.problem.op, openblas_support(spec.problem.kind).reason);
+        return make_error(Disposition::kUnsupported, "{}: {}", spec.problem.op,
+                          openblas_support(spec.problem.kind).reason);
     }
   } catch (const MissingAttribute& e) {
     return make_error("{}", e.what());
@@ -331,13 +343,17 @@ std::string openblas_version() {
   return version;
 }
 
-std::string openblas_core() { return openblas_get_corename(); }
+std::string openblas_core() {
+  return openblas_get_corename();
+}
 
 void set_openblas_threads(int threads) {
   g_threads = std::max(1, threads);
   openblas_set_num_threads(g_threads.load());
 }
 
-int openblas_threads() { return g_threads.load(); }
+int openblas_threads() {
+  return g_threads.load();
+}
 
 }  // namespace floorline::kernels

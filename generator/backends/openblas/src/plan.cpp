@@ -13,8 +13,10 @@ KindSupport openblas_support(LayerKind kind) {
     case LayerKind::kGemm:
       return {"cblas_sgemm", {}};
     case LayerKind::kMatMul:
-      return {"cblas_sgemm (2-D weights: one GEMM over the flattened batch, or a loop); a loop of GEMMs when batched",
-              {}};
+      return {
+          "cblas_sgemm (2-D weights: one GEMM over the flattened batch, or a loop); a loop of GEMMs when "
+          "batched",
+          {}};
     case LayerKind::kConvTranspose:
       return {{}, "not mapped: col2im deconvolution is not implemented over OpenBLAS"};
     case LayerKind::kBatchNormalization:
@@ -117,7 +119,8 @@ std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
   const KindSupport s = openblas_support(p.kind);
   if (!s.supported()) return {unsupported_case(base, std::string(s.reason))};
   if (base.variant.dtype != DType::kF32)
-    return {unsupported_case(base, fmt::format("cblas_sgemm is f32, not {}", dtype_name(base.variant.dtype)))};
+    return {
+        unsupported_case(base, fmt::format("cblas_sgemm is f32, not {}", dtype_name(base.variant.dtype)))};
   if (!p.post_ops.empty())
     return {unsupported_case(base, "OpenBLAS has no fused epilogue (a separate pass is the unfused case)")};
   auto make = [&](const char* algorithm, bool is_default) {
@@ -140,7 +143,8 @@ std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
     case LayerKind::kMatMul: {
       const Shape& a = p.inputs.at(0).shape;
       const Shape& b = p.inputs.at(1).shape;
-      if (a.size() < 2 || b.size() < 2) return {unsupported_case(base, "MatMul with a 1-D operand is not mapped")};
+      if (a.size() < 2 || b.size() < 2)
+        return {unsupported_case(base, "MatMul with a 1-D operand is not mapped")};
       const bool weights_2d = elements(Shape(b.begin(), b.end() - 2)) == 1;
       const bool batched_a = elements(Shape(a.begin(), a.end() - 2)) > 1;
       if (weights_2d && batched_a) return {make("sgemm", true), make("sgemm_loop", false)};

@@ -31,7 +31,9 @@ State& state() {
 
 }  // namespace
 
-pthreadpool_t pool() { return state().pool; }
+pthreadpool_t pool() {
+  return state().pool;
+}
 
 const char* status_name(xnn_status s) {
   switch (s) {
@@ -56,13 +58,16 @@ const char* status_name(xnn_status s) {
 void check(xnn_status s, const char* call, bool unsupported_on_parameter) {
   if (s == xnn_status_success) return;
   const std::string msg = fmt::format("{}: {}", call, status_name(s));
-  if (unsupported_on_parameter && (s == xnn_status_invalid_parameter || s == xnn_status_unsupported_parameter ||
-                                   s == xnn_status_unsupported_hardware))
+  if (unsupported_on_parameter &&
+      (s == xnn_status_invalid_parameter || s == xnn_status_unsupported_parameter ||
+       s == xnn_status_unsupported_hardware))
     throw KernelError(Disposition::kUnsupported, msg);
   throw std::runtime_error(msg);
 }
 
-void unsupported(const std::string& why) { throw KernelError(Disposition::kUnsupported, why); }
+void unsupported(const std::string& why) {
+  throw KernelError(Disposition::kUnsupported, why);
+}
 
 void fill_random(float* out, int64_t n, Fill f, uint64_t seed) {
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
@@ -77,7 +82,8 @@ void fill_random(float* out, int64_t n, Fill f, uint64_t seed) {
 }
 
 Buffer::Buffer(int64_t n) : elements(n) {
-  const size_t bytes = (static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + XNN_EXTRA_BYTES + 63) / 64 * 64;
+  const size_t bytes =
+      (static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + XNN_EXTRA_BYTES + 63) / 64 * 64;
   data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
   if (!data) throw KernelError(Disposition::kSkipped, fmt::format("cannot allocate {} bytes", bytes));
   std::memset(data.get(), 0, bytes);
@@ -109,11 +115,13 @@ void transpose_tile(void* context, size_t index) {
 
 void transpose(const float* x, float* y, int64_t batch, int64_t rows, int64_t cols) {
   TransposeTask t{x, y, rows, cols, (rows + kTile - 1) / kTile, (cols + kTile - 1) / kTile};
-  pthreadpool_parallelize_1d(pool(), transpose_tile, &t, static_cast<size_t>(batch * t.row_tiles * t.col_tiles),
-                             0);
+  pthreadpool_parallelize_1d(pool(), transpose_tile, &t,
+                             static_cast<size_t>(batch * t.row_tiles * t.col_tiles), 0);
 }
 
-std::string nhwc_port_layout(const Shape& nchw) { return fmt::format("nhwc f32 {}", fmt::join(nchw, "x")); }
+std::string nhwc_port_layout(const Shape& nchw) {
+  return fmt::format("nhwc f32 {}", fmt::join(nchw, "x"));
+}
 
 namespace {
 
@@ -224,7 +232,10 @@ namespace {
 class TransposeKernel final : public Kernel {
  public:
   TransposeKernel(const Shape& nchw, bool to_nhwc, float* src, float* dst)
-      : shape_(nchw), to_nhwc_(to_nhwc), own_src_(src ? 0 : elements(nchw)), own_dst_(dst ? 0 : elements(nchw)) {
+      : shape_(nchw),
+        to_nhwc_(to_nhwc),
+        own_src_(src ? 0 : elements(nchw)),
+        own_dst_(dst ? 0 : elements(nchw)) {
     src_ = src ? src : own_src_.data.get();
     dst_ = dst ? dst : own_dst_.data.get();
     if (!src) fill_random(src_, elements(nchw), Fill::kUniform, 7);
@@ -248,7 +259,8 @@ class TransposeKernel final : public Kernel {
           const int64_t nchw = (n * d.c + c) * d.hw + p, nhwc = (n * d.hw + p) * d.c + c;
           const float want = to_nhwc_ ? src_[nchw] : src_[nhwc], got = to_nhwc_ ? dst_[nhwc] : dst_[nchw];
           if (want != got)
-            return make_error("transpose: element (n {}, c {}, pixel {}) is {} instead of {}", n, c, p, got, want);
+            return make_error("transpose: element (n {}, c {}, pixel {}) is {} instead of {}", n, c, p, got,
+                              want);
         }
     return {};
   }
@@ -294,11 +306,13 @@ Result<std::unique_ptr<Kernel>> make_conversion_case(const CaseSpec& spec) {
   const bool dst = layout.rfind("dst:", 0) == 0;
   const bool to_nhwc = layout.find("nchw>nhwc") != std::string::npos;
   if (!to_nhwc && layout.find("nhwc>nchw") == std::string::npos)
-    return make_error(Disposition::kUnsupported, "XNNPACK conversions are nchw>nhwc and nhwc>nchw, not {}", layout);
+    return make_error(Disposition::kUnsupported, "XNNPACK conversions are nchw>nhwc and nhwc>nchw, not {}",
+                      layout);
   const auto& ops = dst ? spec.problem.outputs : spec.problem.inputs;
   if (ops.empty()) return make_error(Disposition::kUnsupported, "{}: no tensor to convert", spec.problem.key);
   try {
-    return std::unique_ptr<Kernel>(std::make_unique<TransposeKernel>(ops[0].shape, to_nhwc, nullptr, nullptr));
+    return std::unique_ptr<Kernel>(
+        std::make_unique<TransposeKernel>(ops[0].shape, to_nhwc, nullptr, nullptr));
   } catch (const std::exception& e) {
     return error_of(e);
   }
@@ -309,14 +323,15 @@ Result<std::unique_ptr<Kernel>> make_conversion_case(const CaseSpec& spec) {
 using namespace xnnpack_detail;
 
 Result<std::unique_ptr<Kernel>> make_xnnpack_conversion(const PortRef& from, const PortRef& to) {
-  if (!from.kernel || !to.kernel) return make_error(Disposition::kUnsupported, "a conversion needs both ports");
+  if (!from.kernel || !to.kernel)
+    return make_error(Disposition::kUnsupported, "a conversion needs both ports");
   const auto a = from.kernel->port(from.output, from.index), b = to.kernel->port(to.output, to.index);
   if (!a || !b) return make_error(Disposition::kUnsupported, "a port of the conversion is missing");
   const Shape a_dims = nhwc_dims(a->layout), b_dims = nhwc_dims(b->layout);
   if (a->bytes != b->bytes || (a_dims.empty() == b_dims.empty()) ||
       (a_dims.empty() ? a->layout : b->layout) != "plain")
-    return make_error(Disposition::kUnsupported, "XNNPACK converts between plain and nhwc ports, not {} and {}",
-                      a->layout, b->layout);
+    return make_error(Disposition::kUnsupported,
+                      "XNNPACK converts between plain and nhwc ports, not {} and {}", a->layout, b->layout);
   const bool to_nhwc = !b_dims.empty();
   try {
     return std::unique_ptr<Kernel>(std::make_unique<TransposeKernel>(
@@ -326,7 +341,9 @@ Result<std::unique_ptr<Kernel>> make_xnnpack_conversion(const PortRef& from, con
   }
 }
 
-std::string xnnpack_version() { return FLOORLINE_XNNPACK_VERSION; }
+std::string xnnpack_version() {
+  return FLOORLINE_XNNPACK_VERSION;
+}
 
 Status xnnpack_initialize() {
   static const xnn_status s = xnn_initialize(nullptr);
@@ -344,7 +361,9 @@ void set_xnnpack_threads(int threads) {
   s.threads = threads;
 }
 
-int xnnpack_threads() { return state().threads; }
+int xnnpack_threads() {
+  return state().threads;
+}
 
 benchmark::internal::Benchmark* register_xnnpack_case(const CaseSpec& spec, const Work& work) {
   return register_case(spec, work, make_xnnpack_kernel);

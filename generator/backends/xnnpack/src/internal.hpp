@@ -48,10 +48,10 @@ std::string nhwc_port_layout(const Shape& nchw);
 
 // One operand of a case, in the Problem's operand order.
 struct Tensor {
-  Shape shape;            // ONNX dims (NCHW for images)
-  bool nhwc = false;      // stored channels-last (XNNPACK's convolution and pooling layout)
-  bool packed = false;    // a constant packed into the operator when it was created: no port
-  bool is_port = true;    // replay may wire it (activations)
+  Shape shape;          // ONNX dims (NCHW for images)
+  bool nhwc = false;    // stored channels-last (XNNPACK's convolution and pooling layout)
+  bool packed = false;  // a constant packed into the operator when it was created: no port
+  bool is_port = true;  // replay may wire it (activations)
   Fill fill = Fill::kUniform;
   Buffer own;
   float* data = nullptr;  // own storage, or the buffer bound by replay

@@ -14,11 +14,14 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 uint32_t u32(int64_t v) {
-  if (v < 0 || v > static_cast<int64_t>(UINT32_MAX)) unsupported(fmt::format("{} does not fit XNNPACK's uint32_t", v));
+  if (v < 0 || v > static_cast<int64_t>(UINT32_MAX))
+    unsupported(fmt::format("{} does not fit XNNPACK's uint32_t", v));
   return static_cast<uint32_t>(v);
 }
 
-size_t sz(int64_t v) { return static_cast<size_t>(v); }
+size_t sz(int64_t v) {
+  return static_cast<size_t>(v);
+}
 
 // Right (end) padding that gives the output size `out`: ONNX's ceil_mode adds an output the
 // declared pads do not cover, and XNNPACK sizes outputs from its padding (rounding down).
@@ -70,20 +73,22 @@ void build_convolution(XnnKernel& k) {
     for (int64_t i = 0; i < gic; ++i)
       for (int64_t r = 0; r < kh; ++r)
         for (int64_t s = 0; s < kw; ++s)
-          packed[sz(((o * kh + r) * kw + s) * gic + i)] = weights.host.data[sz(((o * gic + i) * kh + r) * kw + s)];
+          packed[sz(((o * kh + r) * kw + s) * gic + i)] =
+              weights.host.data[sz(((o * gic + i) * kh + r) * kw + s)];
   xnn_operator_t op = nullptr;
-  check(xnn_create_convolution2d_nhwc_f32(u32(pads[0]), u32(pads[3]), u32(pads[2]), u32(pads[1]), u32(kh), u32(kw),
-                                          u32(strides[0]), u32(strides[1]), u32(dil[0]), u32(dil[1]), u32(groups),
-                                          sz(gic), sz(goc), sz(x[1]), sz(oc), packed.data(),
-                                          has_bias ? k.in[2].host.data.data() : nullptr, clamp.min, clamp.max, 0, &op),
+  check(xnn_create_convolution2d_nhwc_f32(
+            u32(pads[0]), u32(pads[3]), u32(pads[2]), u32(pads[1]), u32(kh), u32(kw), u32(strides[0]),
+            u32(strides[1]), u32(dil[0]), u32(dil[1]), u32(groups), sz(gic), sz(goc), sz(x[1]), sz(oc),
+            packed.data(), has_bias ? k.in[2].host.data.data() : nullptr, clamp.min, clamp.max, 0, &op),
         "xnn_create_convolution2d_nhwc_f32", true);
   k.op_.reset(op);
   k.setup = [&k, n = x[0], h = x[2], wd = x[3]] {
-    return xnn_setup_convolution2d_nhwc_f32(k.op_.get(), sz(n), sz(h), sz(wd), k.in[0].data, k.out[0].data, pool());
+    return xnn_setup_convolution2d_nhwc_f32(k.op_.get(), sz(n), sz(h), sz(wd), k.in[0].data, k.out[0].data,
+                                            pool());
   };
   k.impl_ = groups > 1 && gic == 1 && goc == 1 ? "convolution2d_nhwc_f32 (depthwise)"
-            : groups > 1                        ? "convolution2d_nhwc_f32 (grouped)"
-                                                : "convolution2d_nhwc_f32";
+            : groups > 1                       ? "convolution2d_nhwc_f32 (grouped)"
+                                               : "convolution2d_nhwc_f32";
 }
 
 void build_fully_connected(XnnKernel& k) {
@@ -129,8 +134,9 @@ void build_fully_connected(XnnKernel& k) {
   }
   k.add(k.out, y, false);
   xnn_operator_t op = nullptr;
-  check(xnn_create_fully_connected_nc_f32(sz(kdim), sz(n), sz(kdim), sz(n), k.in[1].host.data.data(), bias, clamp.min,
-                                          clamp.max, transpose_b ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0, &op),
+  check(xnn_create_fully_connected_nc_f32(sz(kdim), sz(n), sz(kdim), sz(n), k.in[1].host.data.data(), bias,
+                                          clamp.min, clamp.max, transpose_b ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0,
+                                          &op),
         "xnn_create_fully_connected_nc_f32", true);
   k.op_.reset(op);
   k.setup = [&k, rows] {
@@ -155,7 +161,7 @@ void build_pooling(XnnKernel& k) {
     k.op_.reset(op);
     k.setup = [&k, n, hw = h * w] {
       return xnn_setup_global_average_pooling_nwc_f32(k.op_.get(), sz(n), sz(hw), k.in[0].data, k.out[0].data,
-                                                       pool());
+                                                      pool());
     };
     k.impl_ = "global_average_pooling_nwc_f32";
     return;
@@ -168,13 +174,15 @@ void build_pooling(XnnKernel& k) {
   const int64_t bottom = end_pad(h, y[2], kernel[0], strides[0], dil[0], pads[0]);
   const int64_t right = end_pad(w, y[3], kernel[1], strides[1], dil[1], pads[1]);
   if (is_max) {
-    check(xnn_create_max_pooling2d_nhwc_f32(u32(pads[0]), u32(right), u32(bottom), u32(pads[1]), u32(kernel[0]),
-                                            u32(kernel[1]), u32(strides[0]), u32(strides[1]), u32(dil[0]), u32(dil[1]),
-                                            sz(c), sz(c), sz(c), -kInf, kInf, 0, &op),
-          "xnn_create_max_pooling2d_nhwc_f32", true);
+    check(
+        xnn_create_max_pooling2d_nhwc_f32(u32(pads[0]), u32(right), u32(bottom), u32(pads[1]), u32(kernel[0]),
+                                          u32(kernel[1]), u32(strides[0]), u32(strides[1]), u32(dil[0]),
+                                          u32(dil[1]), sz(c), sz(c), sz(c), -kInf, kInf, 0, &op),
+        "xnn_create_max_pooling2d_nhwc_f32", true);
     k.op_.reset(op);
     k.setup = [&k, n, h, w] {
-      return xnn_setup_max_pooling2d_nhwc_f32(k.op_.get(), sz(n), sz(h), sz(w), k.in[0].data, k.out[0].data, pool());
+      return xnn_setup_max_pooling2d_nhwc_f32(k.op_.get(), sz(n), sz(h), sz(w), k.in[0].data, k.out[0].data,
+                                              pool());
     };
     k.impl_ = "max_pooling2d_nhwc_f32";
     return;
@@ -184,13 +192,14 @@ void build_pooling(XnnKernel& k) {
   const bool padded = pads[0] || pads[1] || bottom || right;
   if (p.int_attr("count_include_pad") != 0 && padded)
     unsupported("XNNPACK's average pooling excludes padding (count_include_pad = 0)");
-  check(xnn_create_average_pooling2d_nhwc_f32(u32(pads[0]), u32(right), u32(bottom), u32(pads[1]), u32(kernel[0]),
-                                              u32(kernel[1]), u32(strides[0]), u32(strides[1]), sz(c), sz(c), sz(c),
-                                              -kInf, kInf, 0, &op),
+  check(xnn_create_average_pooling2d_nhwc_f32(u32(pads[0]), u32(right), u32(bottom), u32(pads[1]),
+                                              u32(kernel[0]), u32(kernel[1]), u32(strides[0]),
+                                              u32(strides[1]), sz(c), sz(c), sz(c), -kInf, kInf, 0, &op),
         "xnn_create_average_pooling2d_nhwc_f32", true);
   k.op_.reset(op);
   k.setup = [&k, n, h, w] {
-    return xnn_setup_average_pooling2d_nhwc_f32(k.op_.get(), sz(n), sz(h), sz(w), k.in[0].data, k.out[0].data, pool());
+    return xnn_setup_average_pooling2d_nhwc_f32(k.op_.get(), sz(n), sz(h), sz(w), k.in[0].data, k.out[0].data,
+                                                pool());
   };
   k.impl_ = "average_pooling2d_nhwc_f32";
 }
@@ -233,7 +242,8 @@ void build_unary(XnnKernel& k) {
     }
     case LayerKind::kLeakyRelu:
       call = "xnn_create_leaky_relu_nc_f32";
-      check(xnn_create_leaky_relu_nc_f32(c, c, c, static_cast<float>(p.float_attr("alpha")), 0, &op), call, true);
+      check(xnn_create_leaky_relu_nc_f32(c, c, c, static_cast<float>(p.float_attr("alpha")), 0, &op), call,
+            true);
       setup = xnn_setup_leaky_relu_nc_f32;
       break;
     case LayerKind::kElu:
@@ -297,8 +307,8 @@ void build_binary(XnnKernel& k) {
   k.add(k.in, b, false, p.kind == LayerKind::kDiv ? Fill::kPositive : Fill::kUniform);
   k.add(k.out, p.outputs.at(0).shape, false);
   xnn_operator_t op = nullptr;
-  using Setup = xnn_status (*)(xnn_operator_t, size_t, const size_t*, size_t, const size_t*, const float*, const float*,
-                               float*, pthreadpool_t);
+  using Setup = xnn_status (*)(xnn_operator_t, size_t, const size_t*, size_t, const size_t*, const float*,
+                               const float*, float*, pthreadpool_t);
   Setup setup = nullptr;
   const char* call = "";
   switch (p.kind) {
@@ -338,8 +348,8 @@ void build_binary(XnnKernel& k) {
   k.op_.reset(op);
   std::vector<size_t> sa(a.begin(), a.end()), sb(b.begin(), b.end());
   k.setup = [&k, setup, sa, sb] {
-    return setup(k.op_.get(), sa.size(), sa.data(), sb.size(), sb.data(), k.in[0].data, k.in[1].data, k.out[0].data,
-                 pool());
+    return setup(k.op_.get(), sa.size(), sa.data(), sb.size(), sb.data(), k.in[0].data, k.in[1].data,
+                 k.out[0].data, pool());
   };
   k.impl_ = std::string(call).substr(std::string("xnn_create_").size());
 }
@@ -379,7 +389,8 @@ Result<std::unique_ptr<Kernel>> make_xnnpack_kernel(const CaseSpec& spec) {
         break;
       default:
         if (!xnnpack_support(spec.problem.kind).supported())
-          return make_error(Disposition::kUnsupported, "{}: {}", spec.problem.op, xnnpack_support(spec.problem.kind).reason);
+          return make_error(Disposition::kUnsupported, "{}: {}", spec.problem.op,
+                            xnnpack_support(spec.problem.kind).reason);
         build_unary(*k);
     }
     check(k->setup(), "xnn_setup", true);

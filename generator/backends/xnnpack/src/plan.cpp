@@ -18,14 +18,17 @@ struct XnnRow {
 constexpr XnnRow op(std::string_view mapping, std::string_view algorithm, bool nhwc) {
   return {mapping, {}, algorithm, nhwc};
 }
-constexpr XnnRow none(std::string_view reason) { return {{}, reason, {}, false}; }
+constexpr XnnRow none(std::string_view reason) {
+  return {{}, reason, {}, false};
+}
 
 XnnRow xnnpack_row(LayerKind k) {
   using K = LayerKind;
   constexpr std::string_view kNoOp = "not mapped: XNNPACK 2022-02 has no f32 operator for it";
   switch (k) {
     case K::kConv:
-      return op("xnn_create_convolution2d_nhwc_f32 (2-D; grouped and depthwise)", "convolution2d_nhwc_f32", true);
+      return op("xnn_create_convolution2d_nhwc_f32 (2-D; grouped and depthwise)", "convolution2d_nhwc_f32",
+                true);
     case K::kConvTranspose:
       return none("not mapped: xnn_create_deconvolution2d_nhwc_f32 exists but Floorline does not map it yet");
     case K::kGemm:
@@ -75,7 +78,9 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kTanh:
       return none("not mapped: XNNPACK 2022-02 has tanh for quantized types only");
     case K::kPRelu:
-      return none("not mapped: xnn_create_prelu_nc_f32 takes a slope per last-dimension channel, not ONNX broadcasting");
+      return none(
+          "not mapped: xnn_create_prelu_nc_f32 takes a slope per last-dimension channel, not ONNX "
+          "broadcasting");
     case K::kGlobalMaxPool:
       return none("not mapped: XNNPACK 2022-02 has no global max pooling");
     case K::kBatchNormalization:
@@ -169,7 +174,8 @@ std::string plan_limit(const Problem& p) {
     case LayerKind::kDiv:
     case LayerKind::kMax:
     case LayerKind::kMin:
-      if (p.inputs.size() != 2) return fmt::format("XNNPACK's binary operators take two operands, not {}", p.inputs.size());
+      if (p.inputs.size() != 2)
+        return fmt::format("XNNPACK's binary operators take two operands, not {}", p.inputs.size());
       if (rank(0) > XNN_MAX_TENSOR_DIMS || rank(1) > XNN_MAX_TENSOR_DIMS)
         return fmt::format("XNNPACK's binary operators take at most {} dimensions", XNN_MAX_TENSOR_DIMS);
       break;
@@ -206,8 +212,8 @@ std::vector<XnnpackCase> xnnpack_cases(const CaseSpec& base) {
   const XnnRow row = xnnpack_row(p.kind);
   if (row.mapping.empty()) return {unsupported_case(base, std::string(row.reason))};
   if (base.variant.dtype != DType::kF32)
-    return {unsupported_case(base, fmt::format("XNNPACK's operators are mapped for f32, not {}",
-                                               dtype_name(base.variant.dtype)))};
+    return {unsupported_case(
+        base, fmt::format("XNNPACK's operators are mapped for f32, not {}", dtype_name(base.variant.dtype)))};
   if (const std::string why = plan_limit(p); !why.empty()) return {unsupported_case(base, why)};
   std::vector<XnnpackCase> out;
   XnnpackCase c;
@@ -220,7 +226,8 @@ std::vector<XnnpackCase> xnnpack_cases(const CaseSpec& base) {
   if (row.nhwc && p.post_ops.empty()) {
     const Shape& x = p.inputs.at(0).shape;
     const Shape& y = p.outputs.at(0).shape;
-    for (const auto& [conv, shape] : {std::pair{std::string("src:nchw>nhwc"), x}, std::pair{std::string("dst:nhwc>nchw"), y}}) {
+    for (const auto& [conv, shape] :
+         {std::pair{std::string("src:nchw>nhwc"), x}, std::pair{std::string("dst:nhwc>nchw"), y}}) {
       if (!transposes(shape)) continue;
       XnnpackCase t;
       t.variant = c.variant;
