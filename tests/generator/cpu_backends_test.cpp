@@ -13,6 +13,7 @@
 #include "floorline/benchdb/database.hpp"
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/plan.hpp"
+#include "floorline/generator/replay.hpp"
 #include "floorline/generator/runner.hpp"
 #include "floorline/model_processor/model.hpp"
 
@@ -44,16 +45,17 @@ const Backend* loaded(const std::string& name) {
   return path.ok() ? b : nullptr;
 }
 
-#define REQUIRE_BUILT(flag, name)                                                     \
+#define REQUIRE_BUILT(flag, name)                                                       \
   if (!(flag)) GTEST_SKIP() << name << " was not found when this build was configured"; \
-  const Backend* backend = loaded(name);                                              \
+  const Backend* backend = loaded(name);                                                \
   ASSERT_NE(backend, nullptr)
 
 // Builds and verifies the backend's timed cases of `models` that `pick` selects; returns a label
 // per verified case ("Conv+Relu", "Conv depthwise", "MatMul sgemm_loop", "transpose src").
-std::set<std::string> verify_cases(const Backend& backend, const std::vector<mp::ModelIR>& models,
-                                   const std::function<bool(const PlannedCase&)>& pick,
-                                   const std::function<std::string(const PlannedCase&, const kernels::Kernel&)>& label) {
+std::set<std::string> verify_cases(
+    const Backend& backend, const std::vector<mp::ModelIR>& models,
+    const std::function<bool(const PlannedCase&)>& pick,
+    const std::function<std::string(const PlannedCase&, const kernels::Kernel&)>& label) {
   const Plan plan = make_plan(models, {&backend}, PlanOptions{});
   const auto factory = backend.factory();
   std::set<std::string> labels;
@@ -94,39 +96,43 @@ TEST(XnnpackKernels, ZooLayersMatchTheReference) {
   for (const char* m : {"squeezenet1_1", "resnet18"})
     for (const auto& l : verify_cases(*backend, zoo(m), all, xnnpack_label)) labels.insert(l);
   // mobilenet_v2: depthwise convolutions and Conv → Clip(0, 6); mobilenet_v3_small: HardSwish.
-  for (const auto& l : verify_cases(*backend, zoo("mobilenet_v2"),
-                                    [](const PlannedCase& c) {
-                                      return has_kind(c, {LayerKind::kConv}) &&
-                                             c.spec.problem.int_attr("group") > 1;
-                                    },
-                                    xnnpack_label))
+  for (const auto& l : verify_cases(
+           *backend, zoo("mobilenet_v2"),
+           [](const PlannedCase& c) {
+             return has_kind(c, {LayerKind::kConv}) && c.spec.problem.int_attr("group") > 1;
+           },
+           xnnpack_label))
     labels.insert(l);
-  for (const auto& l : verify_cases(*backend, zoo("mobilenet_v3_small"),
-                                    [](const PlannedCase& c) { return has_kind(c, {LayerKind::kHardSwish}); },
-                                    xnnpack_label))
+  for (const auto& l : verify_cases(
+           *backend, zoo("mobilenet_v3_small"),
+           [](const PlannedCase& c) { return has_kind(c, {LayerKind::kHardSwish}); }, xnnpack_label))
     labels.insert(l);
   // bert_base_encoder: MatMul with 2-D weights (and its bias fused), broadcast Add, Mul, Div,
   // Softmax over the last axis.
   for (const auto& l : verify_cases(*backend, zoo("bert_base_encoder"), all, xnnpack_label)) labels.insert(l);
   // resnext50_32x4d: grouped (32 groups, not depthwise) convolutions.
-  for (const auto& l : verify_cases(*backend, zoo("resnext50_32x4d"),
-                                    [](const PlannedCase& c) {
-                                      return has_kind(c, {LayerKind::kConv}) && c.spec.feeds.empty() &&
-                                             c.spec.problem.int_attr("group") == 32;
-                                    },
-                                    xnnpack_label))
+  for (const auto& l : verify_cases(
+           *backend, zoo("resnext50_32x4d"),
+           [](const PlannedCase& c) {
+             return has_kind(c, {LayerKind::kConv}) && c.spec.feeds.empty() &&
+                    c.spec.problem.int_attr("group") == 32;
+           },
+           xnnpack_label))
     labels.insert(l);
   // densenet121: its 2×2 AveragePool transitions.
-  for (const auto& l : verify_cases(*backend, zoo("densenet121"),
-                                    [](const PlannedCase& c) {
-                                      return has_kind(c, {LayerKind::kAveragePool}) && c.spec.feeds.empty();
-                                    },
-                                    xnnpack_label))
+  for (const auto& l : verify_cases(
+           *backend, zoo("densenet121"),
+           [](const PlannedCase& c) {
+             return has_kind(c, {LayerKind::kAveragePool}) && c.spec.feeds.empty();
+           },
+           xnnpack_label))
     labels.insert(l);
-  for (const char* want : {"Conv", "Conv+Relu", "Conv depthwise", "Conv+Clip(0,6) depthwise", "Conv grouped", "Gemm",
-                           "MatMul", "MatMul+BiasAdd", "MaxPool", "AveragePool", "GlobalAveragePool", "Relu", "Add",
-                           "Mul", "Div", "Softmax", "HardSwish", "transpose src", "transpose dst"})
-    EXPECT_TRUE(labels.count(want)) << want << " has no verified case; verified: " << ::testing::PrintToString(labels);
+  for (const char* want :
+       {"Conv", "Conv+Relu", "Conv depthwise", "Conv+Clip(0,6) depthwise", "Conv grouped", "Gemm", "MatMul",
+        "MatMul+BiasAdd", "MaxPool", "AveragePool", "GlobalAveragePool", "Relu", "Add", "Mul", "Div",
+        "Softmax", "HardSwish", "transpose src", "transpose dst"})
+    EXPECT_TRUE(labels.count(want)) << want << " has no verified case; verified: "
+                                    << ::testing::PrintToString(labels);
 }
 
 TEST(XnnpackPlan, Squeezenet11CasesAreNhwcWithTheirConversions) {
@@ -134,21 +140,23 @@ TEST(XnnpackPlan, Squeezenet11CasesAreNhwcWithTheirConversions) {
   const Plan plan = make_plan(zoo("squeezenet1_1"), {backend}, PlanOptions{});
   std::map<std::string, const PlannedCase*> by_name;
   for (const auto& c : plan.cases) by_name[c.spec.name] = &c;
-  const std::string pool = "MaxPool|x=1x64x111x111|kernel=3,3|pads=0,0,0,0|strides=2,2|dil=1,1|ceil_mode=1|f32";
+  const std::string pool =
+      "MaxPool|x=1x64x111x111|kernel=3,3|pads=0,0,0,0|strides=2,2|dil=1,1|ceil_mode=1|f32";
   const std::string stem = "Conv|x=1x3x224x224|w=64x3x3x3|bias|pads=0,0,0,0|strides=2,2|dil=1,1|group=1|f32";
   const std::string gap = "GlobalAveragePool|x=1x1000x13x13|f32";
-  for (const std::string& name :
-       {"xnnpack/max_pooling2d_nhwc_f32/f32/fp32.nhwc/" + pool,
-        "xnnpack/floorline-kernel:transpose/f32/fp32.src:nchw>nhwc/" + pool,
-        "xnnpack/floorline-kernel:transpose/f32/fp32.dst:nhwc>nchw/" + pool,
-        "xnnpack/convolution2d_nhwc_f32/f32/fp32.nhwc/" + stem, "xnnpack/convolution2d_nhwc_f32/f32/fp32.nhwc+Relu/" + stem,
-        "xnnpack/global_average_pooling_nwc_f32/f32/fp32.nhwc/" + gap,
-        "xnnpack/floorline-kernel:transpose/f32/fp32.src:nchw>nhwc/" + gap}) {
+  for (const std::string& name : {"xnnpack/max_pooling2d_nhwc_f32/f32/fp32.nhwc/" + pool,
+                                  "xnnpack/floorline-kernel:transpose/f32/fp32.src:nchw>nhwc/" + pool,
+                                  "xnnpack/floorline-kernel:transpose/f32/fp32.dst:nhwc>nchw/" + pool,
+                                  "xnnpack/convolution2d_nhwc_f32/f32/fp32.nhwc/" + stem,
+                                  "xnnpack/convolution2d_nhwc_f32/f32/fp32.nhwc+Relu/" + stem,
+                                  "xnnpack/global_average_pooling_nwc_f32/f32/fp32.nhwc/" + gap,
+                                  "xnnpack/floorline-kernel:transpose/f32/fp32.src:nchw>nhwc/" + gap}) {
     ASSERT_TRUE(by_name.count(name)) << name << " is not planned";
     EXPECT_FALSE(by_name[name]->status) << name << ": " << by_name[name]->reason;
   }
   // The conversions feed every NHWC case of their config; [N, C, 1, 1] needs none back.
-  EXPECT_EQ(by_name["xnnpack/floorline-kernel:transpose/f32/fp32.src:nchw>nhwc/" + pool]->spec.feeds, "layout:nhwc");
+  EXPECT_EQ(by_name["xnnpack/floorline-kernel:transpose/f32/fp32.src:nchw>nhwc/" + pool]->spec.feeds,
+            "layout:nhwc");
   EXPECT_FALSE(by_name.count("xnnpack/floorline-kernel:transpose/f32/fp32.dst:nhwc>nchw/" + gap));
   EXPECT_TRUE(by_name["xnnpack/max_pooling2d_nhwc_f32/f32/fp32.nhwc/" + pool]->work.is_default);
   // What it does not map is planned as unsupported with the table's reason, never dropped.
@@ -183,12 +191,13 @@ TEST(OpenblasKernels, ZooLayersMatchTheReference) {
   for (const char* m : {"resnet18", "squeezenet1_1", "bert_base_encoder"})
     for (const auto& l : verify_cases(*backend, zoo(m), all, openblas_label)) labels.insert(l);
   // mobilenet_v2: depthwise convolutions, one GEMM per group.
-  for (const auto& l : verify_cases(*backend, zoo("mobilenet_v2"),
-                                    [](const PlannedCase& c) {
-                                      return has_kind(c, {LayerKind::kConv}) && c.spec.problem.int_attr("group") > 1 &&
-                                             c.spec.problem.inputs[0].shape[1] <= 144;
-                                    },
-                                    openblas_label))
+  for (const auto& l : verify_cases(
+           *backend, zoo("mobilenet_v2"),
+           [](const PlannedCase& c) {
+             return has_kind(c, {LayerKind::kConv}) && c.spec.problem.int_attr("group") > 1 &&
+                    c.spec.problem.inputs[0].shape[1] <= 144;
+           },
+           openblas_label))
     labels.insert(l);
   EXPECT_EQ(labels, (std::set<std::string>{"Conv 1x1", "Conv im2col", "Conv grouped", "Gemm", "MatMul sgemm",
                                            "MatMul sgemm_loop"}));
@@ -241,8 +250,9 @@ TEST(CpuBackends, ShareOneSystemRowWithEveryLibraryVersion) {
   auto sum = run_plan(&*db, models, plan, {onednn, xnnpack, openblas}, o);
   ASSERT_TRUE(sum.ok()) << sum.error().message;
   EXPECT_EQ(sum->passed, 3);
-  auto systems = db->query("SELECT count(*), json_extract(libraries, '$.onednn'), json_extract(libraries, '$.xnnpack'), "
-                           "json_extract(libraries, '$.openblas') FROM systems");
+  auto systems = db->query(
+      "SELECT count(*), json_extract(libraries, '$.onednn'), json_extract(libraries, '$.xnnpack'), "
+      "json_extract(libraries, '$.openblas') FROM systems");
   ASSERT_TRUE(systems.ok()) << systems.error().message;
   const auto& row = systems->rows.at(0);
   EXPECT_EQ(std::get<int64_t>(row[0]), 1);  // one system for the three libraries
@@ -254,6 +264,37 @@ TEST(CpuBackends, ShareOneSystemRowWithEveryLibraryVersion) {
   ASSERT_TRUE(best.ok());
   EXPECT_EQ(std::get<int64_t>(best->rows.at(0).at(0)), 1);
   std::filesystem::remove(path);
+}
+
+TEST(CpuBackends, ReplayWiresXnnpackNhwcCasesToOnednnCases) {
+  REQUIRE_BUILT(FLOORLINE_TEST_XNNPACK, "xnnpack");
+  const Backend* onednn = loaded("onednn");
+  ASSERT_NE(onednn, nullptr);
+  // squeezenet1_1 with XNNPACK's case for every layer it runs (NHWC convolutions and pools, Relu)
+  // and oneDNN's default for the rest (Concat): values cross between the libraries.
+  const auto models = zoo("squeezenet1_1");
+  ASSERT_EQ(models.size(), 1u);
+  const Plan plan = make_plan(models, {backend, onednn}, PlanOptions{});
+  std::map<std::string, ChosenCase> chosen;
+  for (const auto& c : plan.cases) {
+    if (c.status || !c.work.is_default || !c.spec.variant.fusion.empty() || !c.spec.feeds.empty()) continue;
+    auto it = chosen.find(c.spec.problem.key);
+    if (it == chosen.end() || c.spec.variant.backend == "xnnpack") chosen[c.spec.problem.key] = {c.spec, 1.0};
+  }
+  int xnnpack_layers = 0;
+  for (const auto& [key, c] : chosen) xnnpack_layers += c.spec.variant.backend == "xnnpack" ? 1 : 0;
+  ASSERT_GT(xnnpack_layers, 20);
+  ReplayOptions o;
+  o.min_time = 0.001;
+  o.repetitions = 1;
+  o.warmup_seconds = 0;
+  o.profile_passes = 1;
+  auto r = replay_model(models[0], chosen, *onednn, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->layers_missing, 0);
+  EXPECT_EQ(r->operands_unwired, 0);
+  EXPECT_GT(r->conversions, 0);  // NHWC → plain before each Concat, plain → NHWC after it
+  EXPECT_GT(r->median_us, 0);
 }
 
 }  // namespace
