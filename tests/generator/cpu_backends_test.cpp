@@ -259,6 +259,11 @@ TEST(CpuBackends, ShareOneSystemRowWithEveryLibraryVersion) {
   EXPECT_FALSE(std::get<std::string>(row[1]).empty());
   EXPECT_NE(std::get<std::string>(row[2]).find("git"), std::string::npos);  // the Debian package version
   EXPECT_EQ(std::get<std::string>(row[3]).substr(0, 2), "0.");
+  // One command, one run of that system, naming the three libraries.
+  auto runs = db->query("SELECT count(*), json_extract(min(options), '$.backend') FROM runs");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  EXPECT_EQ(std::get<int64_t>(runs->rows.at(0).at(0)), 1);
+  EXPECT_EQ(std::get<std::string>(runs->rows.at(0).at(1)), "onednn,xnnpack,openblas");
   // best_measurements holds one best case for the config, from whichever library was fastest.
   auto best = db->query("SELECT count(*) FROM best_measurements");
   ASSERT_TRUE(best.ok());
