@@ -75,8 +75,9 @@ Result<Loaded> plan_models(const CommonOptions& o) {
 }
 
 void add_plan_options(CLI::App* cmd, CommonOptions& o) {
-  cmd->add_option("--backend", o.backend,
-                  "auto (every backend that can run here) or a comma-separated list: cuda, onednn");
+  cmd->add_option(
+      "--backend", o.backend,
+      "auto (every backend that can run here) or a comma-separated list: cuda, onednn, xnnpack, openblas");
   cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);

@@ -90,12 +90,14 @@ int run_main(RunCmd o, const std::string& command_line) {
   const double min_time = o.min_time.value_or(o.quick ? 0.002 : 0.01);
   if (o.quick && !o.c.all_impls) o.c.max_impls = std::min(o.c.max_impls, 2);
 
-  // Backend: auto is one backend for the whole run, the GPU's when one is usable.
+  // Backend: auto is the GPU's backend when one is usable, else every CPU backend that can run.
   if (o.c.backend == "auto") {
     auto choice = gen::choose_backend();
     if (!choice) return fail(choice.error().message);
     std::fprintf(stderr, "backend %s\n", choice->why.c_str());
-    o.c.backend = choice->backend->name();
+    std::string names;
+    for (const gen::Backend* b : choice->all) names += (names.empty() ? "" : ",") + b->name();
+    o.c.backend = names;
   }
 
   std::error_code ec;

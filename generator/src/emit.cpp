@@ -188,12 +188,25 @@ Result<EmitSummary> write_standalone(const Plan& plan, const std::vector<const B
 inline std::string system_json(const std::string& cpu_model) {
   std::string s = "{\"device_kind\": \"cpu\", \"device_name\": \"" + cpu_model + "\", \"cpu_model\": \"" + cpu_model + "\"";
 )";
+  // CPU kernel libraries name their version and thread count <backend>_version() and
+  // <backend>_threads() (floorline/kernels/<backend>.hpp): one library entry each, as the system
+  // row of `floorline bench` has them.
+  std::vector<std::string> libraries;
+  std::string threads_of;
+  for (const Backend* b : backends) {
+    if (b->device_kind() != "cpu") continue;
+    libraries.push_back(
+        fmt::format(R"("\"{0}\": \"" + floorline::kernels::{0}_version() + "\"")", b->name()));
+    if (threads_of.empty()) threads_of = b->name();
+  }
+  if (!libraries.empty())
+    reg += fmt::format(
+        R"(  s += std::string(", \"libraries\": {{") + {} + "}}, \"threads\": " + std::to_string(floorline::kernels::{}_threads());
+)",
+        fmt::join(libraries, R"( + ", " + )"), threads_of);
   for (const Backend* b : backends)
     if (b->name() == "onednn")
-      reg +=
-          R"(  s += ", \"libraries\": {\"onednn\": \"" + floorline::kernels::onednn_version() + "\"}, \"threads\": " +
-       std::to_string(floorline::kernels::onednn_threads()) + ", \"cpu_flags\": \"onednn_isa=" +
-       floorline::kernels::onednn_isa() + "\"";
+      reg += R"(  s += ", \"cpu_flags\": \"onednn_isa=" + floorline::kernels::onednn_isa() + "\"";
 )";
   reg += "  return s + \"}\";\n}\n";
   if (!skipped.empty()) reg += "\n// Planned but not registered (status: reason):\n" + skipped;

@@ -37,6 +37,9 @@ struct BackendEntry {
 constexpr auto kBackends = std::to_array<BackendEntry>({
     {"cuda", "gpu", "libfloorline-backend-cuda.so", nullptr, nullptr},
     {"onednn", "cpu", "libfloorline-backend-onednn.so", "OMP_WAIT_POLICY", "passive"},
+    {"xnnpack", "cpu", "libfloorline-backend-xnnpack.so", nullptr, nullptr},
+    // OpenBLAS's pthread build starts its threads when it loads: one thread until set_threads.
+    {"openblas", "cpu", "libfloorline-backend-openblas.so", "OPENBLAS_NUM_THREADS", "1"},
 });
 
 // Stands in for a backend whose plugin could not be loaded: named as in the registry, never
@@ -230,13 +233,27 @@ Result<std::vector<const Backend*>> select_backends(const std::string& spec) {
   return out;
 }
 
+void describe_system(const Backend& backend, benchdb::SystemRow& row) {
+  // In the registry's order whichever backend runs, so that appended fields (cpu_flags) read the
+  // same and the runs of each library find one system.
+  for (const BackendEntry& e : kBackends) {
+    if (e.device_kind != backend.device_kind()) continue;
+    const Backend* b = e.name == backend.name() ? &backend : find_backend(e.name);
+    if (b != &backend) {
+      if (!b || !plugin_path(*b).ok() || !b->available().ok()) continue;
+      b->set_threads(static_cast<int>(row.threads));  // the run's count, which some libraries report
+    }
+    b->describe(row);
+  }
+}
+
 Result<BackendChoice> choose_backend() {
   std::string gpu_why;
   const std::vector<const Backend*> all = backends();
   for (const Backend* b : all) {
     if (b->device_kind() != "gpu") continue;
     if (auto st = b->available(); st.ok())
-      return BackendChoice{b, b->name() + ": a usable GPU"};
+      return BackendChoice{b, b->name() + ": a usable GPU", {b}};
     else
       gpu_why += fmt::format("{}{}: {}", gpu_why.empty() ? "" : "; ", b->name(), st.error().message);
   }
@@ -247,8 +264,15 @@ Result<BackendChoice> choose_backend() {
       cpu_why += fmt::format("{}{}: {}", cpu_why.empty() ? "" : "; ", b->name(), st.error().message);
       continue;
     }
-    return BackendChoice{b, gpu_why.empty() ? fmt::format("{}: this build has no GPU backend", b->name())
-                                            : fmt::format("{}: {}", b->name(), gpu_why)};
+    // Every CPU library that can run: S is the minimum over all of them.
+    BackendChoice choice{b, "", {}};
+    for (const Backend* c : all)
+      if (c->device_kind() == "cpu" && c->available().ok()) choice.all.push_back(c);
+    std::string names;
+    for (const Backend* c : choice.all) names += (names.empty() ? "" : ", ") + c->name();
+    choice.why = gpu_why.empty() ? fmt::format("{}: this build has no GPU backend", names)
+                                 : fmt::format("{}: {}", names, gpu_why);
+    return choice;
   }
   std::string why = gpu_why;
   if (!cpu_why.empty()) why += (why.empty() ? "" : "; ") + cpu_why;

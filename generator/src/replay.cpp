@@ -71,7 +71,17 @@ struct Step {
   std::string label;  // the layer, for error messages
   bool conversion = false;
   double alone_us = 0;
+  const Backend* backend = nullptr;  // whose factory (or conversion) built the kernel
 };
+
+// A conversion between the ports of two cases, by the consumer's backend, else the producer's
+// (cases of different libraries: XNNPACK converts between its NHWC ports and any plain port).
+Result<std::unique_ptr<kernels::Kernel>> convert(const Backend* producer, const Backend* consumer,
+                                                 const kernels::PortRef& from, const kernels::PortRef& to) {
+  auto conv = consumer->conversion(from, to);
+  if (conv || producer == consumer) return conv;
+  return producer->conversion(from, to);
+}
 
 // Replay's memory planner, as a framework's memory pool: a layer's outputs take buffers of their
 // exact size that earlier layers' outputs held until their last reader ran; new buffers otherwise.
@@ -115,8 +125,19 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   ReplayResult r;
   r.model = model.name;
   r.batch = model.batch;
-  backend.set_threads(options.threads);
-  const auto factory = backend.factory();
+  // Each case is built by its own backend (the best case of a layer may be any library's).
+  std::map<std::string, std::pair<const Backend*, kernels::KernelFactory>> factories;
+  auto backend_of = [&](const std::string& name) -> const std::pair<const Backend*, kernels::KernelFactory>* {
+    auto it = factories.find(name);
+    if (it == factories.end()) {
+      const Backend* b = name == backend.name() ? &backend : find_backend(name);
+      if (!b || !b->available().ok()) return nullptr;
+      b->set_threads(options.threads);
+      it = factories.emplace(name, std::make_pair(b, b->factory())).first;
+    }
+    return &it->second;
+  };
+  (void)backend_of(backend.name());
   std::vector<Step> steps;
   std::unordered_map<std::string, Source> sources;
   std::unordered_map<std::string, int> produced;     // every value some layer of the main graph writes
@@ -173,7 +194,12 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       ++r.layers_missing;
       continue;
     }
-    auto built = factory(c->second.spec);
+    const auto* own = backend_of(c->second.spec.variant.backend);
+    if (!own) {
+      ++r.layers_missing;
+      continue;
+    }
+    auto built = own->second(c->second.spec);
     if (!built) {
       ++r.layers_missing;
       continue;
@@ -214,13 +240,14 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         for (size_t k = 0; k < layer.input_names.size() && wired; ++k) {
           const Source& from = sources.at(layer.input_names[k]);
           if (from.layout == layout.layout) continue;
-          auto conv = backend.conversion({steps[from.step].kernel.get(), true, from.out, from.data},
-                                         {steps[layout.step].kernel.get(), true, layout.out, nullptr});
+          auto conv = convert(steps[from.step].backend, steps[layout.step].backend,
+                              {steps[from.step].kernel.get(), true, from.out, from.data},
+                              {steps[layout.step].kernel.get(), true, layout.out, nullptr});
           wired = static_cast<bool>(conv);
           if (wired)
             converts.push_back({std::move(conv).value(),
                                 fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                true, 0});
+                                true, 0, steps[layout.step].backend});
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -259,8 +286,9 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++r.operands_shared;
         continue;
       }
-      auto conv = backend.conversion({steps[from.step].kernel.get(), true, from.out, from.data},
-                                     {kernel.get(), false, k, nullptr});
+      auto conv = convert(steps[from.step].backend, own->first,
+                          {steps[from.step].kernel.get(), true, from.out, from.data},
+                          {kernel.get(), false, k, nullptr});
       const auto dest = conv ? (*conv)->port(true, 0) : std::nullopt;
       if (!conv || !dest) {
         ++r.operands_unwired;
@@ -269,7 +297,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       FL_TRY(kernel->bind(false, k, dest->data));
       converted[key] = dest->data;
       steps.push_back({std::move(conv).value(),
-                       fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0});
+                       fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0,
+                       own->first});
       ++r.conversions;
     }
     if (adopted) {
@@ -283,7 +312,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++out;
       }
     }
-    steps.push_back({std::move(kernel), label, false, c->second.median_us});
+    steps.push_back({std::move(kernel), label, false, c->second.median_us, own->first});
     release(layer);
     r.cases_us += c->second.median_us;
     ++r.layers_replayed;

@@ -92,6 +92,15 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     if (!c.status) ++total_timed;
   int64_t done_timed = 0, timed_now = 0;
   Status result;
+  // Backends of one device kind share a system (describe_system): one run per system, so that a
+  // command timing oneDNN, XNNPACK and OpenBLAS is one run of one system.
+  std::unordered_map<int64_t, int64_t> run_of_system;
+  auto names_of_kind = [&](const std::string& kind) {
+    std::string names;
+    for (const Backend* b : backends)
+      if (b->device_kind() == kind) names += (names.empty() ? "" : ",") + b->name();
+    return names;
+  };
   for (const Backend* backend : backends) {
     backend->set_threads(options.threads);
     int64_t system_id = 0, run_id = 0;
@@ -100,7 +109,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     std::unordered_map<int64_t, std::pair<std::string, std::string>> outcomes;
     if (!options.dry_run) {
       benchdb::SystemRow sys = benchdb::capture_host_system(options.threads);
-      backend->describe(sys);
+      describe_system(*backend, sys);
       FL_ASSIGN_OR_RETURN(system_id, db.upsert_system(sys));
       benchdb::RunRow run;
       run.system_id = system_id;
@@ -111,13 +120,18 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
                                   {"repetitions", options.repetitions},
                                   {"warmup_seconds", options.warmup_seconds},
                                   {"threads", options.threads},
-                                  {"backend", backend->name()},
+                                  {"backend", names_of_kind(backend->device_kind())},
                                   {"verify", options.verify},
                                   {"cold", options.cold}};
       if (!options.shard.empty()) options_json["shard"] = options.shard;
       if (!options.shard_costs.empty()) options_json["shard_costs"] = options.shard_costs;
       run.options = options_json.dump();
-      FL_ASSIGN_OR_RETURN(run_id, db.begin_run(run));
+      if (auto it = run_of_system.find(system_id); it != run_of_system.end()) {
+        run_id = it->second;
+      } else {
+        FL_ASSIGN_OR_RETURN(run_id, db.begin_run(run));
+        run_of_system[system_id] = run_id;
+      }
       FL_TRY(db.transaction([&]() -> Status {
         for (const auto& c : plan.cases) {
           if (c.spec.variant.backend != backend->name()) continue;

@@ -6,7 +6,9 @@ include(${CMAKE_CURRENT_LIST_DIR}/run.cmake)
 
 # Install Floorline's kernel library from this build tree.
 run(0 ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
-# Two small configs of resnet18: the fc layer (Gemm) and the stem's max pool.
+# Two small configs of resnet18: the fc layer (Gemm) and the stem's max pool, of every backend built
+# here (--backend auto): oneDNN, and XNNPACK and OpenBLAS where their libraries were found
+# (XNNPACK / OPENBLAS set by tests/CMakeLists.txt).
 run(0 ${FLOORLINE} generate ${SOURCE_DIR}/models/zoo/resnet18.onnx --max-impls 1 --no-conversions --no-fusion --out ${WORK_DIR}/gen)
 foreach(f CMakeLists.txt main.cpp registrations.hpp onednn_cases_0.cpp)
   if(NOT EXISTS ${WORK_DIR}/gen/${f})
@@ -26,10 +28,45 @@ run(0 ${WORK_DIR}/gen/build/floorline_benchmarks "--benchmark_filter=Gemm|MaxPoo
 run(0 ${FLOORLINE} db import ${WORK_DIR}/gen.db --benchmark-json ${WORK_DIR}/out.json)
 run(0 ${FLOORLINE} db query ${WORK_DIR}/gen.db "SELECT count(*) AS n FROM measurements WHERE status = 'passed' AND median_us > 0" --format csv)
 string(REGEX MATCH "n\n([0-9]+)" m "${out}")
-if(NOT CMAKE_MATCH_1 GREATER_EQUAL 2)
-  message(FATAL_ERROR "expected the Gemm and MaxPool cases in the database, got:\n${out}")
+# oneDNN: Gemm and MaxPool; XNNPACK (where built): Gemm and MaxPool; OpenBLAS (where built): Gemm.
+set(expected 2)
+if(XNNPACK)
+  math(EXPR expected "${expected} + 2")
+endif()
+if(OPENBLAS)
+  math(EXPR expected "${expected} + 1")
+endif()
+if(NOT CMAKE_MATCH_1 GREATER_EQUAL ${expected})
+  message(FATAL_ERROR "expected ${expected} Gemm and MaxPool cases in the database, got:\n${out}")
 endif()
 run(0 ${FLOORLINE} db query ${WORK_DIR}/gen.db "SELECT json_extract(libraries, '$.onednn') AS onednn FROM systems" --format csv)
 if(NOT out MATCHES "2\\.[0-9]+\\.[0-9]+")
   message(FATAL_ERROR "the imported system has no oneDNN version:\n${out}")
 endif()
+# The CPU libraries beside oneDNN: their own sources, the Gemm config in them, and their version
+# in the system row of the imported results.
+foreach(backend xnnpack openblas)
+  string(TOUPPER ${backend} flag)
+  if(NOT ${flag})
+    continue()
+  endif()
+  if(NOT EXISTS ${WORK_DIR}/gen/${backend}_cases_0.cpp)
+    message(FATAL_ERROR "generate did not write ${backend}_cases_0.cpp")
+  endif()
+  file(READ ${WORK_DIR}/gen/${backend}_cases_0.cpp src)
+  string(FIND "${src}" "Gemm|a=1x512|b=1000x512|bias=1000|transA=0|transB=1|alpha=1|beta=1|f32" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the generated ${backend} source does not spell out the Gemm config")
+  endif()
+  run(0 ${FLOORLINE} db query ${WORK_DIR}/gen.db
+      "SELECT json_extract(libraries, '$.${backend}') AS v FROM systems" --format csv)
+  if(NOT out MATCHES "v\n[0-9]")
+    message(FATAL_ERROR "the imported system has no ${backend} version:\n${out}")
+  endif()
+  run(0 ${FLOORLINE} db query ${WORK_DIR}/gen.db
+      "SELECT count(*) AS n FROM measurements m JOIN cases c ON c.id = m.case_id WHERE c.backend = '${backend}' AND m.status = 'passed'" --format csv)
+  string(REGEX MATCH "n\n([0-9]+)" m "${out}")
+  if(NOT CMAKE_MATCH_1 GREATER_EQUAL 1)
+    message(FATAL_ERROR "no passed ${backend} case in the database:\n${out}")
+  endif()
+endforeach()

@@ -85,6 +85,37 @@ TEST(KindSupport, TablesSayWhatTheyMapAndWhy) {
   }
 }
 
+TEST(KindSupport, XnnpackAndOpenblasTablesSayWhatTheyMapAndWhy) {
+  // Their plugins answer from their own tables (kernels::xnnpack_support, openblas_support) where
+  // their libraries were found; a build without them lists stand-ins whose reason is the load error.
+  if (const Backend* x = find_backend("xnnpack"); x && plugin_path(*x).ok()) {
+    EXPECT_EQ(x->support(LayerKind::kConv).mapping,
+              "xnn_create_convolution2d_nhwc_f32 (2-D; grouped and depthwise)");
+    EXPECT_EQ(x->support(LayerKind::kMaxPool).mapping, "xnn_create_max_pooling2d_nhwc_f32");
+    EXPECT_EQ(x->support(LayerKind::kMatMul).mapping, "xnn_create_fully_connected_nc_f32 (2-D weights)");
+    EXPECT_EQ(x->support(LayerKind::kRelu).mapping, "xnn_create_clamp_nc_f32");
+    EXPECT_FALSE(x->support(LayerKind::kTanh).supported());
+    EXPECT_EQ(x->support(LayerKind::kTanh).reason,
+              "not mapped: XNNPACK 2022-02 has tanh for quantized types only");
+    EXPECT_EQ(x->support(LayerKind::kReshape).reason.rfind("not mapped: ", 0), 0u);
+    size_t mapped = 0;
+    for (LayerKind k : compute_kinds()) mapped += x->support(k).supported() ? 1 : 0;
+    EXPECT_EQ(mapped, 24u);  // Conv, Gemm, MatMul; 3 pools; 11 unary; Softmax; 6 binary
+  } else if (x) {
+    EXPECT_FALSE(x->available().ok());
+    EXPECT_FALSE(x->support(LayerKind::kConv).supported());
+  }
+  if (const Backend* b = find_backend("openblas"); b && plugin_path(*b).ok()) {
+    EXPECT_EQ(b->support(LayerKind::kGemm).mapping, "cblas_sgemm");
+    EXPECT_EQ(b->support(LayerKind::kConv).mapping, "im2col + cblas_sgemm per group (NCHW, 2-D)");
+    EXPECT_TRUE(b->support(LayerKind::kMatMul).supported());
+    EXPECT_EQ(b->support(LayerKind::kRelu).reason, "not mapped: OpenBLAS is a BLAS (matrix products only)");
+    size_t mapped = 0;
+    for (LayerKind k : compute_kinds()) mapped += b->support(k).supported() ? 1 : 0;
+    EXPECT_EQ(mapped, 3u);
+  }
+}
+
 TEST(KindSupport, AnAttributeTheIrAlwaysFillsIsRequiredNotDefaulted) {
   // LeakyRelu's alpha has an ONNX default that the IR writes into every config: a Problem without
   // it is malformed, and the reference says so instead of assuming 0.01.

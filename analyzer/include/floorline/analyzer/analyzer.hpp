@@ -12,7 +12,8 @@
 //   P  parallel            the longest path through the layer DAG weighted by t(v), source and sink
 //                          included (the critical path, listed in `critical_path`); P ≤ S
 //   H  heuristic           Σ time of the library's own first choice for v's config (oneDNN's first
-//                          implementation for format any; cuDNN's get_v7 first result); a layer whose
+//                          implementation for format any; cuDNN's get_v7 first result; with several
+//                          libraries on one system, the fastest of their first choices); a layer whose
 //                          default case did not pass keeps t(v) and is counted in heuristic_missing
 //   F  fused               S with each fusable chain (mp::fusion_matches: Conv/Gemm/MatMul + activation,
 //                          + residual Add (+ activation), + bias (+ activation)) replaced by its

@@ -79,19 +79,28 @@ const Backend* find_backend(const std::string& name);
 // loaded (saying why); a loaded backend that cannot run here is returned (planning needs no device).
 Result<std::vector<const Backend*>> select_backends(const std::string& spec);
 
+// Fills the system row of a run timed with `backend`: its describe() and that of every other
+// backend of its device kind whose plugin loads and that can run here (threads set to row.threads
+// first). A system is the machine with the libraries installed on it, whichever of them one run
+// times: runs of oneDNN, XNNPACK and OpenBLAS on one machine share a system, and the analyzer's S
+// (the minimum over every case of a system) is the minimum over the libraries.
+void describe_system(const Backend& backend, benchdb::SystemRow& row);
+
 // Where the backend's plugin was loaded from (an absolute path), or why it could not be: "not
 // installed: libfloorline-backend-cuda.so is in none of ...", "cannot load ...: libcudnn.so.9: ...".
 // Searched, in order: the directories of FLOORLINE_PLUGIN_DIR (':'-separated), the directory of the
 // running executable, and <that directory>/../lib/floorline.
 Result<std::string> plugin_path(const Backend& backend);
 
-// One backend for a whole run (`floorline run --backend auto`): the first GPU backend that can run
-// here, else the first CPU backend. `why` says which and why, e.g. "onednn: cuda: no usable GPU
-// (cudaErrorNoDevice: ...)" or "onednn: cuda: not installed: ...". Error when none can run (each
-// backend's reason).
+// The backends of a whole run (`floorline run --backend auto`): the first GPU backend that can run
+// here, else every CPU backend that can (oneDNN, XNNPACK, OpenBLAS: S is the minimum over them).
+// `backend` is the first of them (the registry's order), `all` every one. `why` says which and
+// why, e.g. "onednn, xnnpack, openblas: cuda: no usable GPU (cudaErrorNoDevice: ...)". Error when
+// none can run (each backend's reason).
 struct BackendChoice {
   const Backend* backend = nullptr;
   std::string why;
+  std::vector<const Backend*> all;
 };
 Result<BackendChoice> choose_backend();
 

@@ -1,0 +1,359 @@
+// OpenBLAS kernels: Gemm and MatMul as cblas_sgemm (one GEMM, or a loop over the batch), Conv as
+// im2col + cblas_sgemm per group; the library's version, core and threads.
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "floorline/kernels/openblas.hpp"
+#include "floorline/kernels/reference.hpp"
+
+namespace floorline::kernels {
+namespace {
+
+std::atomic<int> g_threads{1};
+
+[[noreturn]] void unsupported(const std::string& why) {
+  throw KernelError(Disposition::kUnsupported, why);
+}
+
+// xorshift64*: [-1, 1), different per seed.
+void fill_random(float* out, int64_t n, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    out[i] = -1.f + 2.f * static_cast<float>((s * 0x2545F4914F6CDD1Dull) >> 40) *
+                        (1.f / static_cast<float>(1 << 24));
+  }
+}
+
+// 64-byte aligned floats.
+struct Buffer {
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> own;
+  float* data = nullptr;  // own storage, or a buffer bound by replay
+  int64_t elements = 0;
+  explicit Buffer(int64_t n = 0) : elements(n) {
+    const size_t bytes = (static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64;
+    own.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    if (!own) throw KernelError(Disposition::kSkipped, fmt::format("cannot allocate {} bytes", bytes));
+    std::memset(own.get(), 0, bytes);
+    data = own.get();
+  }
+};
+
+int blas_int(int64_t v) {
+  if (v < 0 || v > INT32_MAX) unsupported(fmt::format("{} does not fit a 32-bit BLAS integer", v));
+  return static_cast<int>(v);
+}
+
+// One row-major GEMM: y[m×n] = alpha · op(a)[m×k] · op(b)[k×n] + beta · y.
+struct Gemm {
+  int64_t m = 0, n = 0, k = 0;
+  bool ta = false, tb = false;
+  float alpha = 1, beta = 0;
+  void operator()(const float* a, const float* b, float* y) const {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_int(m),
+                blas_int(n), blas_int(k), alpha, a, blas_int(ta ? m : k), b, blas_int(tb ? k : n), beta, y,
+                blas_int(n));
+  }
+};
+
+class BlasKernel : public Kernel {
+ public:
+  explicit BlasKernel(Problem p) : p_(std::move(p)) {
+    for (const auto& op : p_.inputs) in_.emplace_back(elements(op.shape));
+    for (const auto& op : p_.outputs) out_.emplace_back(elements(op.shape));
+    for (size_t k = 0; k < in_.size(); ++k) fill_random(in_[k].data, in_[k].elements, 11 * k + 3);
+  }
+  std::string implementation() const override { return impl_; }
+  int64_t workspace_bytes() const override { return workspace_; }
+  Status verify() override {
+    try {
+      std::vector<HostTensor> inputs;
+      for (size_t k = 0; k < in_.size(); ++k) {
+        if (!is_port(k)) {  // constants keep the values the case was built with
+          inputs.push_back(
+              {p_.inputs[k].shape, std::vector<float>(in_[k].data, in_[k].data + in_[k].elements)});
+          continue;
+        }
+        fill_random(in_[k].data, in_[k].elements, 1000 + k);
+        inputs.push_back(
+            {p_.inputs[k].shape, std::vector<float>(in_[k].data, in_[k].data + in_[k].elements)});
+      }
+      run();
+      auto expected = reference(p_, inputs, {});
+      if (!expected) return expected.error();
+      for (size_t k = 0; k < out_.size() && k < expected->size(); ++k)
+        FL_TRY(compare_output(out_[k].data, (*expected)[k], 1e-3));
+      return {};
+    } catch (const std::exception& e) {
+      return error_of(e);
+    }
+  }
+  std::optional<Port> port(bool output, size_t k) const override {
+    const auto& list = output ? out_ : in_;
+    if (k >= list.size() || (!output && !is_port(k))) return std::nullopt;
+    return Port{list[k].data, list[k].elements * static_cast<int64_t>(sizeof(float)), "plain"};
+  }
+  Status bind(bool output, size_t k, void* data) override {
+    auto& list = output ? out_ : in_;
+    if (k >= list.size() || (!output && !is_port(k)))
+      return make_error("{} {} of this case cannot be wired to another case", output ? "output" : "input", k);
+    list[k].data = static_cast<float*>(data);
+    return {};
+  }
+
+ protected:
+  // Constants (a convolution's weights and bias) are not wired by replay.
+  virtual bool is_port(size_t k) const { return k < in_.size(); }
+  Problem p_;
+  std::vector<Buffer> in_, out_;
+  std::string impl_;
+  int64_t workspace_ = 0;
+};
+
+// Gemm: y = alpha · op(A) · op(B) + beta · C, with C broadcast into y first (part of the call).
+class GemmKernel final : public BlasKernel {
+ public:
+  explicit GemmKernel(Problem p) : BlasKernel(std::move(p)) {
+    const Shape& a = p_.inputs.at(0).shape;
+    const Shape& b = p_.inputs.at(1).shape;
+    g_.ta = p_.int_attr("transA") != 0;
+    g_.tb = p_.int_attr("transB") != 0;
+    g_.m = g_.ta ? a[1] : a[0];
+    g_.k = g_.ta ? a[0] : a[1];
+    g_.n = g_.tb ? b[0] : b[1];
+    g_.alpha = static_cast<float>(p_.float_attr("alpha"));
+    if (p_.inputs.size() > 2) {
+      const Shape& c = p_.inputs[2].shape;
+      c_rows_ = c.size() == 2 ? c[0] : 1;
+      c_cols_ = c.empty() ? 1 : c.back();
+      if ((c_rows_ != 1 && c_rows_ != g_.m) || (c_cols_ != 1 && c_cols_ != g_.n))
+        unsupported("Gemm's C does not broadcast to (M, N)");
+      g_.beta = static_cast<float>(p_.float_attr("beta"));
+    }
+    impl_ =
+        fmt::format("cblas_sgemm {}x{}x{}{}{}", g_.m, g_.n, g_.k, g_.ta ? " A^T" : "", g_.tb ? " B^T" : "");
+  }
+  void run() override {
+    float* y = out_[0].data;
+    if (in_.size() > 2) {
+      const float* c = in_[2].data;
+      for (int64_t i = 0; i < g_.m; ++i)
+        for (int64_t j = 0; j < g_.n; ++j)
+          y[i * g_.n + j] = c[(c_rows_ == 1 ? 0 : i) * c_cols_ + (c_cols_ == 1 ? 0 : j)];
+    }
+    g_(in_[0].data, in_[1].data, y);
+  }
+
+ private:
+  Gemm g_;
+  int64_t c_rows_ = 1, c_cols_ = 1;
+};
+
+// MatMul with NumPy batch broadcasting: one GEMM per output matrix ("sgemm_loop"), or, where b is
+// 2-D, one GEMM with a's batch folded into M ("sgemm").
+class MatMulKernel final : public BlasKernel {
+ public:
+  MatMulKernel(Problem p, bool flat) : BlasKernel(std::move(p)), flat_(flat) {
+    const Shape& a = p_.inputs.at(0).shape;
+    const Shape& b = p_.inputs.at(1).shape;
+    const Shape& y = p_.outputs.at(0).shape;
+    g_.m = a[a.size() - 2];
+    g_.k = a.back();
+    g_.n = b.back();
+    const Shape yb(y.begin(), y.end() - 2);
+    const int64_t b_batch = elements(Shape(b.begin(), b.end() - 2));
+    if (flat_) {
+      if (b_batch != 1) unsupported("one flattened GEMM needs 2-D weights");
+      g_.m = elements(a) / g_.k;
+      impl_ = fmt::format("cblas_sgemm {}x{}x{} (batch folded into M)", g_.m, g_.n, g_.k);
+      return;
+    }
+    // Offsets of each output matrix's operands, by NumPy broadcasting of the batch dims.
+    const int64_t batches = elements(yb);
+    auto offsets = [&](const Shape& s, int64_t matrix) {
+      const Shape sb(s.begin(), s.end() - 2);
+      std::vector<int64_t> out(static_cast<size_t>(batches));
+      for (int64_t t = 0; t < batches; ++t) {
+        int64_t rem = t, off = 0, stride = 1;
+        for (size_t d = yb.size(); d-- > 0;) {
+          const int64_t idx = rem % yb[d];
+          rem /= yb[d];
+          const size_t back = yb.size() - d;  // position from the right
+          if (back <= sb.size()) {
+            const int64_t dim = sb[sb.size() - back];
+            off += (dim == 1 ? 0 : idx) * stride;
+            stride *= dim;
+          }
+        }
+        out[static_cast<size_t>(t)] = off * matrix;
+      }
+      return out;
+    };
+    a_off_ = offsets(a, g_.m * g_.k);
+    b_off_ = offsets(b, g_.k * g_.n);
+    impl_ = fmt::format("cblas_sgemm {}x{}x{}, {} calls", g_.m, g_.n, g_.k, batches);
+  }
+  void run() override {
+    if (flat_) {
+      g_(in_[0].data, in_[1].data, out_[0].data);
+      return;
+    }
+    for (size_t t = 0; t < a_off_.size(); ++t)
+      g_(in_[0].data + a_off_[t], in_[1].data + b_off_[t],
+         out_[0].data + static_cast<int64_t>(t) * g_.m * g_.n);
+  }
+
+ private:
+  bool flat_;
+  Gemm g_;
+  std::vector<int64_t> a_off_, b_off_;
+};
+
+// Conv (2-D, groups, dilation, asymmetric pads): per image and group, the input patches as a
+// (C/g · kh · kw) × (OH · OW) matrix (im2col), then W_g · col into the output; the bias is written
+// into the output first. A 1×1, stride-1, unpadded convolution reads the input as that matrix.
+class ConvKernel final : public BlasKernel {
+ public:
+  explicit ConvKernel(Problem p) : BlasKernel(std::move(p)) {
+    const Shape& x = p_.inputs.at(0).shape;
+    const Shape& w = p_.inputs.at(1).shape;
+    const Shape& y = p_.outputs.at(0).shape;
+    n_ = x[0], c_ = x[1], h_ = x[2], w_ = x[3];
+    oc_ = w[0], kh_ = w[2], kw_ = w[3], oh_ = y[2], ow_ = y[3];
+    groups_ = p_.int_attr("group");
+    const auto pads = p_.ints_attr("pads"), strides = p_.ints_attr("strides"), dil = p_.ints_attr("dil");
+    pt_ = pads[0], pl_ = pads[1], sh_ = strides[0], sw_ = strides[1], dh_ = dil[0], dw_ = dil[1];
+    gic_ = c_ / groups_;
+    goc_ = oc_ / groups_;
+    direct_ =
+        kh_ == 1 && kw_ == 1 && sh_ == 1 && sw_ == 1 && pt_ == 0 && pl_ == 0 && pads[2] == 0 && pads[3] == 0;
+    if (!direct_) {
+      col_ = Buffer(gic_ * kh_ * kw_ * oh_ * ow_);
+      workspace_ = col_.elements * static_cast<int64_t>(sizeof(float));
+    }
+    g_.m = goc_;
+    g_.n = oh_ * ow_;
+    g_.k = gic_ * kh_ * kw_;
+    g_.beta = p_.inputs.size() > 2 ? 1.f : 0.f;
+    impl_ = fmt::format("{}cblas_sgemm {}x{}x{}{}", direct_ ? "" : "im2col + ", g_.m, g_.n, g_.k,
+                        groups_ > 1 ? fmt::format(", {} groups", groups_) : "");
+  }
+  void run() override {
+    const float* x = in_[0].data;
+    const float* wt = in_[1].data;
+    float* y = out_[0].data;
+    const int64_t pixels = oh_ * ow_;
+    if (in_.size() > 2) {
+      const float* bias = in_[2].data;
+      for (int64_t n = 0; n < n_; ++n)
+        for (int64_t o = 0; o < oc_; ++o) std::fill_n(y + (n * oc_ + o) * pixels, pixels, bias[o]);
+    }
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t g = 0; g < groups_; ++g) {
+        const float* xg = x + (n * c_ + g * gic_) * h_ * w_;
+        const float* col = direct_ ? xg : im2col(xg);
+        g_(wt + g * goc_ * g_.k, col, y + (n * oc_ + g * goc_) * pixels);
+      }
+  }
+
+ private:
+  bool is_port(size_t k) const override { return k == 0; }
+  const float* im2col(const float* x) {
+    float* col = col_.data;
+    for (int64_t c = 0; c < gic_; ++c)
+      for (int64_t r = 0; r < kh_; ++r)
+        for (int64_t s = 0; s < kw_; ++s) {
+          float* row = col + ((c * kh_ + r) * kw_ + s) * oh_ * ow_;
+          for (int64_t i = 0; i < oh_; ++i) {
+            const int64_t hi = i * sh_ - pt_ + r * dh_;
+            float* out = row + i * ow_;
+            if (hi < 0 || hi >= h_) {
+              std::fill_n(out, ow_, 0.f);
+              continue;
+            }
+            const float* in = x + (c * h_ + hi) * w_;
+            for (int64_t j = 0; j < ow_; ++j) {
+              const int64_t wi = j * sw_ - pl_ + s * dw_;
+              out[j] = wi >= 0 && wi < w_ ? in[wi] : 0.f;
+            }
+          }
+        }
+    return col;
+  }
+  int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0, oc_ = 0, kh_ = 0, kw_ = 0, oh_ = 0, ow_ = 0, groups_ = 1;
+  int64_t pt_ = 0, pl_ = 0, sh_ = 1, sw_ = 1, dh_ = 1, dw_ = 1, gic_ = 0, goc_ = 0;
+  bool direct_ = false;
+  Buffer col_;
+  Gemm g_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> make_openblas_kernel(const CaseSpec& spec) {
+  if (spec.variant.dtype != DType::kF32)
+    return make_error(Disposition::kUnsupported, "cblas_sgemm is f32, not {}",
+                      dtype_name(spec.variant.dtype));
+  if (!spec.problem.post_ops.empty())
+    return make_error(Disposition::kUnsupported, "OpenBLAS has no fused epilogue");
+  openblas_set_num_threads(g_threads.load());
+  const std::string& alg = spec.variant.algorithm;
+  try {
+    switch (spec.problem.kind) {
+      case LayerKind::kConv:
+        if (spec.problem.inputs.at(0).shape.size() != 4) unsupported("im2col is mapped for 2-D convolutions");
+        return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(spec.problem));
+      case LayerKind::kGemm:
+        return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(spec.problem));
+      case LayerKind::kMatMul:
+        if (spec.problem.inputs.at(0).shape.size() < 2 || spec.problem.inputs.at(1).shape.size() < 2)
+          unsupported("MatMul with a 1-D operand is not mapped");
+        return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(spec.problem, alg == "sgemm"));
+      default:
+        return make_error(Disposition::kUnsupported, "{}: {}", spec.problem.op,
+                          openblas_support(spec.problem.kind).reason);
+    }
+  } catch (const MissingAttribute& e) {
+    return make_error("{}", e.what());
+  } catch (const std::exception& e) {
+    return error_of(e);
+  }
+}
+
+benchmark::internal::Benchmark* register_openblas_case(const CaseSpec& spec, const Work& work) {
+  return register_case(spec, work, make_openblas_kernel);
+}
+
+std::string openblas_version() {
+  // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
+  std::istringstream config(openblas_get_config());
+  std::string name, version;
+  config >> name >> version;
+  return version;
+}
+
+std::string openblas_core() {
+  return openblas_get_corename();
+}
+
+void set_openblas_threads(int threads) {
+  g_threads = std::max(1, threads);
+  openblas_set_num_threads(g_threads.load());
+}
+
+int openblas_threads() {
+  return g_threads.load();
+}
+
+}  // namespace floorline::kernels

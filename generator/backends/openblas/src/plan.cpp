@@ -1,0 +1,160 @@
+// The OpenBLAS kind table and planner.
+#include <fmt/format.h>
+
+#include "floorline/kernels/openblas.hpp"
+#include "floorline/kernels/reference.hpp"
+
+namespace floorline::kernels {
+
+KindSupport openblas_support(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kConv:
+      return {"im2col + cblas_sgemm per group (NCHW, 2-D)", {}};
+    case LayerKind::kGemm:
+      return {"cblas_sgemm", {}};
+    case LayerKind::kMatMul:
+      return {
+          "cblas_sgemm (2-D weights: one GEMM over the flattened batch, or a loop); a loop of GEMMs when "
+          "batched",
+          {}};
+    case LayerKind::kConvTranspose:
+      return {{}, "not mapped: col2im deconvolution is not implemented over OpenBLAS"};
+    case LayerKind::kBatchNormalization:
+    case LayerKind::kLayerNormalization:
+    case LayerKind::kInstanceNormalization:
+    case LayerKind::kLRN:
+    case LayerKind::kRelu:
+    case LayerKind::kLeakyRelu:
+    case LayerKind::kPRelu:
+    case LayerKind::kElu:
+    case LayerKind::kSelu:
+    case LayerKind::kClip:
+    case LayerKind::kSigmoid:
+    case LayerKind::kTanh:
+    case LayerKind::kHardSigmoid:
+    case LayerKind::kHardSwish:
+    case LayerKind::kSoftplus:
+    case LayerKind::kErf:
+    case LayerKind::kExp:
+    case LayerKind::kLog:
+    case LayerKind::kSqrt:
+    case LayerKind::kReciprocal:
+    case LayerKind::kNeg:
+    case LayerKind::kAbs:
+    case LayerKind::kFloor:
+    case LayerKind::kCeil:
+    case LayerKind::kNot:
+    case LayerKind::kCast:
+    case LayerKind::kAdd:
+    case LayerKind::kSub:
+    case LayerKind::kMul:
+    case LayerKind::kDiv:
+    case LayerKind::kPow:
+    case LayerKind::kMax:
+    case LayerKind::kMin:
+    case LayerKind::kMod:
+    case LayerKind::kEqual:
+    case LayerKind::kLess:
+    case LayerKind::kGreater:
+    case LayerKind::kAnd:
+    case LayerKind::kOr:
+    case LayerKind::kWhere:
+    case LayerKind::kSum:
+    case LayerKind::kSoftmax:
+    case LayerKind::kLogSoftmax:
+    case LayerKind::kMaxPool:
+    case LayerKind::kAveragePool:
+    case LayerKind::kGlobalAveragePool:
+    case LayerKind::kGlobalMaxPool:
+    case LayerKind::kReduceMean:
+    case LayerKind::kReduceSum:
+    case LayerKind::kReduceMax:
+    case LayerKind::kReduceMin:
+    case LayerKind::kReduceProd:
+    case LayerKind::kConcat:
+    case LayerKind::kSplit:
+    case LayerKind::kSlice:
+    case LayerKind::kTranspose:
+    case LayerKind::kPad:
+    case LayerKind::kResize:
+    case LayerKind::kGather:
+    case LayerKind::kExpand:
+    case LayerKind::kTile:
+    case LayerKind::kScatterND:
+    case LayerKind::kRange:
+    case LayerKind::kReshape:
+    case LayerKind::kFlatten:
+    case LayerKind::kSqueeze:
+    case LayerKind::kUnsqueeze:
+    case LayerKind::kIdentity:
+    case LayerKind::kDropout:
+    case LayerKind::kShape:
+    case LayerKind::kSize:
+    case LayerKind::kConstant:
+    case LayerKind::kConstantOfShape:
+    case LayerKind::kIf:
+    case LayerKind::kLoop:
+    case LayerKind::kUnsupported:
+      return {{}, "not mapped: OpenBLAS is a BLAS (matrix products only)"};
+  }
+  return {{}, "not mapped"};
+}
+
+namespace {
+
+OpenblasCase unsupported_case(const CaseSpec& base, std::string reason) {
+  OpenblasCase c;
+  c.variant = base.variant;
+  c.variant.algorithm = "none";
+  c.variant.math_mode = MathMode::kFp32;
+  c.status = Disposition::kUnsupported;
+  c.reason = std::move(reason);
+  return c;
+}
+
+}  // namespace
+
+std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
+  const Problem& p = base.problem;
+  const KindSupport s = openblas_support(p.kind);
+  if (!s.supported()) return {unsupported_case(base, std::string(s.reason))};
+  if (base.variant.dtype != DType::kF32)
+    return {
+        unsupported_case(base, fmt::format("cblas_sgemm is f32, not {}", dtype_name(base.variant.dtype)))};
+  if (!p.post_ops.empty())
+    return {unsupported_case(base, "OpenBLAS has no fused epilogue (a separate pass is the unfused case)")};
+  auto make = [&](const char* algorithm, bool is_default) {
+    OpenblasCase c;
+    c.variant = base.variant;
+    c.variant.algorithm = algorithm;
+    c.variant.math_mode = MathMode::kFp32;
+    c.variant.layout = "";
+    c.is_default = is_default;
+    return c;
+  };
+  switch (p.kind) {
+    case LayerKind::kConv:
+      if (p.inputs.at(0).shape.size() != 4)
+        return {unsupported_case(base, fmt::format("im2col is mapped for 2-D convolutions, not {}-D",
+                                                   p.inputs.at(0).shape.size() - 2))};
+      return {make("im2col_sgemm", true)};
+    case LayerKind::kGemm:
+      return {make("sgemm", true)};
+    case LayerKind::kMatMul: {
+      const Shape& a = p.inputs.at(0).shape;
+      const Shape& b = p.inputs.at(1).shape;
+      if (a.size() < 2 || b.size() < 2)
+        return {unsupported_case(base, "MatMul with a 1-D operand is not mapped")};
+      const bool weights_2d = elements(Shape(b.begin(), b.end() - 2)) == 1;
+      const bool batched_a = elements(Shape(a.begin(), a.end() - 2)) > 1;
+      if (weights_2d && batched_a) return {make("sgemm", true), make("sgemm_loop", false)};
+      if (weights_2d) return {make("sgemm", true)};
+      return {make("sgemm_loop", true)};
+    }
+    default:
+      break;
+  }
+  return {unsupported_case(base, std::string(s.reason))};
+}
+
+}  // namespace floorline::kernels

@@ -1,0 +1,63 @@
+// The XNNPACK backend: one case per configuration (XNNPACK picks its micro-kernels itself), NHWC
+// convolution and pooling with their layout conversions, built with the XNNPACK kernel library.
+// Registered in generator/src/registry.cpp; built as the plugin libfloorline-backend-xnnpack.so.
+#include <nlohmann/json.hpp>
+
+#include "floorline/generator/backend.hpp"
+#include "floorline/generator/plan.hpp"
+#include "floorline/generator/plugin.hpp"
+#include "floorline/kernels/xnnpack.hpp"
+
+namespace floorline::gen {
+namespace {
+
+class XnnpackBackend final : public Backend {
+ public:
+  std::string name() const override { return "xnnpack"; }
+  std::string device_kind() const override { return "cpu"; }
+  Status available() const override { return kernels::xnnpack_initialize(); }
+
+  void describe(benchdb::SystemRow& row) const override {
+    row.libraries["xnnpack"] = kernels::xnnpack_version();
+  }
+
+  kernels::KindSupport support(LayerKind kind) const override { return kernels::xnnpack_support(kind); }
+  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
+                                     const PlanOptions& options) const override {
+    std::vector<PlannedCase> out;
+    for (const auto& c : kernels::xnnpack_cases(base)) {
+      const bool conversion = c.variant.layout.find('>') != std::string::npos;
+      if (conversion && !options.conversions) continue;
+      PlannedCase pc;
+      pc.spec = base;
+      pc.spec.variant = c.variant;
+      pc.spec.feeds = c.feeds;
+      pc.work.is_default = c.is_default;
+      pc.status = c.status;
+      pc.reason = c.reason;
+      nlohmann::json params = {{"library", conversion ? "floorline-kernel" : "xnnpack"}};
+      if (!c.feeds.empty()) params["feeds"] = c.feeds;
+      if (conversion) pc.work = conversion_work(base, c.variant.layout);
+      pc.params = params.dump();
+      out.push_back(std::move(pc));
+    }
+    return out;
+  }
+
+  kernels::KernelFactory factory() const override { return kernels::make_xnnpack_kernel; }
+  Result<std::unique_ptr<kernels::Kernel>> conversion(const kernels::PortRef& from,
+                                                      const kernels::PortRef& to) const override {
+    return kernels::make_xnnpack_conversion(from, to);
+  }
+  void set_threads(int threads) const override { kernels::set_xnnpack_threads(threads); }
+  std::string generated_header() const override { return "floorline/kernels/xnnpack.hpp"; }
+  std::string generated_register_function() const override {
+    return "floorline::kernels::register_xnnpack_case";
+  }
+  std::string generated_cmake_target() const override { return "floorline::xnnpack_kernels"; }
+};
+
+}  // namespace
+}  // namespace floorline::gen
+
+FLOORLINE_BACKEND_ENTRY_POINT(floorline::gen::XnnpackBackend)

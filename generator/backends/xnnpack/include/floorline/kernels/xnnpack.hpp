@@ -1,0 +1,71 @@
+// floorline/kernels/xnnpack.hpp — the XNNPACK (CPU) kernels: Debian 12's XNNPACK snapshot
+// (libxnnpack-dev 0.0~git20220216), its operator API (xnn_create_*/xnn_setup_*/xnn_run_operator).
+//
+// XNNPACK is the kernel library of TensorFlow Lite, PyTorch Mobile and ONNX Runtime Web. Its
+// convolutions and pooling read and write NHWC: those cases have the layout "nhwc", and two
+// conversion cases (src:nchw>nhwc, dst:nhwc>nchw, Floorline's own tiled transpose, feeding
+// "layout:nhwc") time what moving a tensor between Floorline's NCHW layers and XNNPACK costs; the
+// analyzer charges them as it charges oneDNN's reorders. Fully connected, element-wise and softmax
+// work on the plain (row-major) layout. f32 only. docs/BACKENDS.md has the mapping.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "floorline/kernels/kernel.hpp"
+#include "floorline/kernels/support.hpp"
+
+namespace floorline::kernels {
+
+// The XNNPACK kind table (generator/backends/xnnpack/src/plan.cpp): for every kind, the XNNPACK
+// operator it runs on ("xnn_create_convolution2d_nhwc_f32"), or why it is not mapped. No device.
+KindSupport xnnpack_support(LayerKind kind);
+
+// One planned case of the XNNPACK backend.
+struct XnnpackCase {
+  // The base case's variant with its algorithm (the operator, "convolution2d_nhwc_f32"; a
+  // conversion "floorline-kernel:transpose"), math mode fp32 and layout ("nhwc", "" for the plain
+  // layout, or a conversion "src:nchw>nhwc").
+  CaseVariant variant;
+  std::string feeds;                  // a conversion: "layout:nhwc"
+  bool is_default = false;            // XNNPACK's one implementation of the config
+  std::optional<Disposition> status;  // nullopt: to be timed; unsupported when the plan decides
+  std::string reason;
+};
+
+// Every case of `base` (its problem, dtype and post-ops). XNNPACK offers one implementation per
+// configuration (it picks its micro-kernels for the CPU itself); NHWC cases come with their two
+// conversions, less those that are no-ops (a tensor with one channel or one pixel). A problem it
+// cannot run yields one case "none" with status unsupported and the reason: other data types than
+// f32, 1-D/3-D convolutions and pooling, a MatMul whose right operand has batch dimensions, fused
+// epilogues other than a clamp (Relu, Clip) and MatMul's bias.
+std::vector<XnnpackCase> xnnpack_cases(const CaseSpec& base);
+
+// Builds an XNNPACK case (a KernelFactory): tensors allocated and filled with random values,
+// weights packed (xnn_create_*), pointers set (xnn_setup_*). Error coded unsupported where XNNPACK
+// rejects the configuration (its status name in the message).
+Result<std::unique_ptr<Kernel>> make_xnnpack_kernel(const CaseSpec& spec);
+
+// Replay: converts the tensor at from.data into the layout of to's port (plain NCHW ↔ NHWC), where
+// one of the two ports is an XNNPACK case's NHWC port and the other a plain port of any backend
+// with the same number of bytes. A null to.data is allocated by the kernel (its port(true, 0)).
+// Error coded unsupported otherwise.
+Result<std::unique_ptr<Kernel>> make_xnnpack_conversion(const PortRef& from, const PortRef& to);
+
+// Registers an XNNPACK case with Google Benchmark (register_case with make_xnnpack_kernel): what
+// generated sources call.
+benchmark::internal::Benchmark* register_xnnpack_case(const CaseSpec& spec, const Work& work);
+
+// XNNPACK has no version call: the Debian package version the library was built against
+// ("0.0~git20220216.ae108ef-2"), recorded by CMake, or "unknown".
+std::string xnnpack_version();
+// Ok when xnn_initialize() succeeded (the CPU has what XNNPACK needs), else its status.
+Status xnnpack_initialize();
+// Threads XNNPACK cases use from now on: a pthreadpool of `threads` workers, none for 1 (the
+// default): cases built afterwards run on it.
+void set_xnnpack_threads(int threads);
+int xnnpack_threads();
+
+}  // namespace floorline::kernels

@@ -1,0 +1,372 @@
+// XNNPACK kernel library: initialization, the thread pool, tensors, transposes, verification and
+// the layout conversions (planned cases and replay's).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "internal.hpp"
+
+#ifndef FLOORLINE_XNNPACK_VERSION
+#define FLOORLINE_XNNPACK_VERSION "unknown"
+#endif
+
+namespace floorline::kernels {
+namespace xnnpack_detail {
+namespace {
+
+struct State {
+  std::mutex mutex;
+  int threads = 1;
+  pthreadpool_t pool = nullptr;
+};
+State& state() {
+  static State s;
+  return s;
+}
+
+}  // namespace
+
+pthreadpool_t pool() {
+  return state().pool;
+}
+
+const char* status_name(xnn_status s) {
+  switch (s) {
+    case xnn_status_success:
+      return "xnn_status_success";
+    case xnn_status_uninitialized:
+      return "xnn_status_uninitialized";
+    case xnn_status_invalid_parameter:
+      return "xnn_status_invalid_parameter";
+    case xnn_status_invalid_state:
+      return "xnn_status_invalid_state";
+    case xnn_status_unsupported_parameter:
+      return "xnn_status_unsupported_parameter";
+    case xnn_status_unsupported_hardware:
+      return "xnn_status_unsupported_hardware";
+    case xnn_status_out_of_memory:
+      return "xnn_status_out_of_memory";
+  }
+  return "xnn_status_(unknown)";
+}
+
+void check(xnn_status s, const char* call, bool unsupported_on_parameter) {
+  if (s == xnn_status_success) return;
+  const std::string msg = fmt::format("{}: {}", call, status_name(s));
+  if (unsupported_on_parameter &&
+      (s == xnn_status_invalid_parameter || s == xnn_status_unsupported_parameter ||
+       s == xnn_status_unsupported_hardware))
+    throw KernelError(Disposition::kUnsupported, msg);
+  throw std::runtime_error(msg);
+}
+
+void unsupported(const std::string& why) {
+  throw KernelError(Disposition::kUnsupported, why);
+}
+
+void fill_random(float* out, int64_t n, Fill f, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  const float lo = f == Fill::kPositive ? 0.5f : -1.f, span = f == Fill::kPositive ? 1.f : 2.f;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    const uint64_t r = s * 0x2545F4914F6CDD1Dull;
+    out[i] = lo + span * static_cast<float>(r >> 40) * (1.f / static_cast<float>(1 << 24));
+  }
+}
+
+Buffer::Buffer(int64_t n) : elements(n) {
+  const size_t bytes =
+      (static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + XNN_EXTRA_BYTES + 63) / 64 * 64;
+  data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  if (!data) throw KernelError(Disposition::kSkipped, fmt::format("cannot allocate {} bytes", bytes));
+  std::memset(data.get(), 0, bytes);
+}
+
+namespace {
+
+struct TransposeTask {
+  const float* x;
+  float* y;
+  int64_t rows, cols, row_tiles, col_tiles;
+};
+constexpr int64_t kTile = 32;
+
+// One tile of one matrix: task index = (matrix, row tile, column tile).
+void transpose_tile(void* context, size_t index) {
+  const auto& t = *static_cast<const TransposeTask*>(context);
+  const auto i = static_cast<int64_t>(index);
+  const int64_t per_matrix = t.row_tiles * t.col_tiles;
+  const int64_t b = i / per_matrix, rt = i % per_matrix / t.col_tiles, ct = i % t.col_tiles;
+  const float* x = t.x + b * t.rows * t.cols;
+  float* y = t.y + b * t.rows * t.cols;
+  const int64_t r1 = std::min(t.rows, (rt + 1) * kTile), c1 = std::min(t.cols, (ct + 1) * kTile);
+  for (int64_t r = rt * kTile; r < r1; ++r)
+    for (int64_t c = ct * kTile; c < c1; ++c) y[c * t.rows + r] = x[r * t.cols + c];
+}
+
+}  // namespace
+
+void transpose(const float* x, float* y, int64_t batch, int64_t rows, int64_t cols) {
+  TransposeTask t{x, y, rows, cols, (rows + kTile - 1) / kTile, (cols + kTile - 1) / kTile};
+  pthreadpool_parallelize_1d(pool(), transpose_tile, &t,
+                             static_cast<size_t>(batch * t.row_tiles * t.col_tiles), 0);
+}
+
+std::string nhwc_port_layout(const Shape& nchw) {
+  return fmt::format("nhwc f32 {}", fmt::join(nchw, "x"));
+}
+
+namespace {
+
+// (batch, channels, pixels) of an NCHW shape.
+struct Nchw {
+  int64_t n, c, hw;
+};
+Nchw nchw_of(const Shape& s) {
+  Nchw d{s.empty() ? 1 : s[0], s.size() < 2 ? 1 : s[1], 1};
+  for (size_t k = 2; k < s.size(); ++k) d.hw *= s[k];
+  return d;
+}
+
+// Writes plain (NCHW) values into a tensor's storage, in its layout.
+void store(const Tensor& t, const float* plain) {
+  const Nchw d = nchw_of(t.shape);
+  if (t.nhwc)
+    transpose(plain, t.data, d.n, d.c, d.hw);
+  else
+    std::memcpy(t.data, plain, static_cast<size_t>(t.elements()) * sizeof(float));
+}
+
+// The tensor's values in the plain layout.
+std::vector<float> load(const Tensor& t) {
+  std::vector<float> plain(static_cast<size_t>(t.elements()));
+  const Nchw d = nchw_of(t.shape);
+  if (t.nhwc)
+    transpose(t.data, plain.data(), d.n, d.hw, d.c);
+  else
+    std::memcpy(plain.data(), t.data, plain.size() * sizeof(float));
+  return plain;
+}
+
+}  // namespace
+
+Tensor& XnnKernel::add(std::vector<Tensor>& list, const Shape& shape, bool nhwc, Fill fill) {
+  Tensor t;
+  t.shape = shape;
+  t.nhwc = nhwc;
+  t.fill = fill;
+  t.own = Buffer(elements(shape));
+  t.data = t.own.data.get();
+  fill_random(t.data, t.elements(), fill, 17 * (in.size() + 3 * out.size()) + 1);
+  list.push_back(std::move(t));
+  return list.back();
+}
+
+Tensor& XnnKernel::add_constant(const Shape& shape, Fill fill) {
+  Tensor& t = add(in, shape, false, fill);
+  t.packed = true;
+  t.is_port = false;
+  t.host = {shape, std::vector<float>(t.data, t.data + t.elements())};
+  return t;
+}
+
+Status XnnKernel::verify() {
+  try {
+    std::vector<HostTensor> inputs;
+    uint64_t seed = 1000;
+    for (auto& t : in) {
+      if (t.packed) {
+        inputs.push_back(t.host);
+        continue;
+      }
+      HostTensor h{t.shape, std::vector<float>(static_cast<size_t>(t.elements()))};
+      fill_random(h.data.data(), t.elements(), t.fill, ++seed);
+      store(t, h.data.data());
+      inputs.push_back(std::move(h));
+    }
+    run();
+    auto expected = reference(p_, inputs, extras);
+    if (!expected) return expected.error();
+    for (size_t k = 0; k < out.size() && k < expected->size(); ++k) {
+      const auto got = load(out[k]);
+      FL_TRY(compare_output(got.data(), (*expected)[k], 1e-3));
+    }
+    return {};
+  } catch (const std::exception& e) {
+    return error_of(e);
+  }
+}
+
+std::optional<Port> XnnKernel::port(bool output, size_t k) const {
+  const auto& list = output ? out : in;
+  if (k >= list.size() || !list[k].is_port) return std::nullopt;
+  const Tensor& t = list[k];
+  return Port{t.data, t.elements() * static_cast<int64_t>(sizeof(float)),
+              t.nhwc ? nhwc_port_layout(t.shape) : "plain"};
+}
+
+Status XnnKernel::bind(bool output, size_t k, void* data) {
+  auto& list = output ? out : in;
+  if (k >= list.size() || !list[k].is_port)
+    return make_error("{} {} of this case cannot be wired to another case", output ? "output" : "input", k);
+  list[k].data = static_cast<float*>(data);
+  try {
+    check(setup(), "xnn_setup");
+  } catch (const std::exception& e) {
+    return error_of(e);
+  }
+  return {};
+}
+
+namespace {
+
+// NCHW ↔ NHWC of one tensor: a planned conversion case, or replay's between an XNNPACK case and a
+// plain port. Ours (XNNPACK 2022-02 has no transpose operator): 32 × 32 tiles over the pool.
+class TransposeKernel final : public Kernel {
+ public:
+  TransposeKernel(const Shape& nchw, bool to_nhwc, float* src, float* dst)
+      : shape_(nchw),
+        to_nhwc_(to_nhwc),
+        own_src_(src ? 0 : elements(nchw)),
+        own_dst_(dst ? 0 : elements(nchw)) {
+    src_ = src ? src : own_src_.data.get();
+    dst_ = dst ? dst : own_dst_.data.get();
+    if (!src) fill_random(src_, elements(nchw), Fill::kUniform, 7);
+  }
+  void run() override {
+    const Nchw d = nchw_of(shape_);
+    if (to_nhwc_)
+      transpose(src_, dst_, d.n, d.c, d.hw);
+    else
+      transpose(src_, dst_, d.n, d.hw, d.c);
+  }
+  std::string implementation() const override { return "floorline-kernel:transpose (32x32 tiles)"; }
+  int64_t workspace_bytes() const override { return 0; }
+  Status verify() override {
+    const Nchw d = nchw_of(shape_);
+    fill_random(src_, elements(shape_), Fill::kUniform, 99);
+    run();
+    for (int64_t n = 0; n < d.n; ++n)
+      for (int64_t c = 0; c < d.c; ++c)
+        for (int64_t p = 0; p < d.hw; ++p) {
+          const int64_t nchw = (n * d.c + c) * d.hw + p, nhwc = (n * d.hw + p) * d.c + c;
+          const float want = to_nhwc_ ? src_[nchw] : src_[nhwc], got = to_nhwc_ ? dst_[nhwc] : dst_[nchw];
+          if (want != got)
+            return make_error("transpose: element (n {}, c {}, pixel {}) is {} instead of {}", n, c, p, got,
+                              want);
+        }
+    return {};
+  }
+  std::optional<Port> port(bool output, size_t k) const override {
+    if (k != 0) return std::nullopt;
+    const bool nhwc = output == to_nhwc_;
+    return Port{output ? dst_ : src_, elements(shape_) * static_cast<int64_t>(sizeof(float)),
+                nhwc ? nhwc_port_layout(shape_) : "plain"};
+  }
+  Status bind(bool output, size_t k, void* data) override {
+    if (k != 0) return make_error("a transpose has one input and one output");
+    (output ? dst_ : src_) = static_cast<float*>(data);
+    return {};
+  }
+
+ private:
+  Shape shape_;
+  bool to_nhwc_;
+  Buffer own_src_, own_dst_;
+  float* src_ = nullptr;
+  float* dst_ = nullptr;
+};
+
+// "nhwc f32 1x64x56x56" → {1, 64, 56, 56}; empty for any other layout.
+Shape nhwc_dims(const std::string& layout) {
+  const std::string prefix = "nhwc f32 ";
+  if (layout.rfind(prefix, 0) != 0) return {};
+  Shape dims;
+  size_t start = prefix.size();
+  while (start < layout.size()) {
+    const size_t x = layout.find('x', start);
+    dims.push_back(std::stoll(layout.substr(start, x == std::string::npos ? std::string::npos : x - start)));
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  return dims;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> make_conversion_case(const CaseSpec& spec) {
+  const std::string& layout = spec.variant.layout;
+  const bool dst = layout.rfind("dst:", 0) == 0;
+  const bool to_nhwc = layout.find("nchw>nhwc") != std::string::npos;
+  if (!to_nhwc && layout.find("nhwc>nchw") == std::string::npos)
+    return make_error(Disposition::kUnsupported, "XNNPACK conversions are nchw>nhwc and nhwc>nchw, not {}",
+                      layout);
+  const auto& ops = dst ? spec.problem.outputs : spec.problem.inputs;
+  if (ops.empty()) return make_error(Disposition::kUnsupported, "{}: no tensor to convert", spec.problem.key);
+  try {
+    return std::unique_ptr<Kernel>(
+        std::make_unique<TransposeKernel>(ops[0].shape, to_nhwc, nullptr, nullptr));
+  } catch (const std::exception& e) {
+    return error_of(e);
+  }
+}
+
+}  // namespace xnnpack_detail
+
+using namespace xnnpack_detail;
+
+Result<std::unique_ptr<Kernel>> make_xnnpack_conversion(const PortRef& from, const PortRef& to) {
+  if (!from.kernel || !to.kernel)
+    return make_error(Disposition::kUnsupported, "a conversion needs both ports");
+  const auto a = from.kernel->port(from.output, from.index), b = to.kernel->port(to.output, to.index);
+  if (!a || !b) return make_error(Disposition::kUnsupported, "a port of the conversion is missing");
+  const Shape a_dims = nhwc_dims(a->layout), b_dims = nhwc_dims(b->layout);
+  if (a->bytes != b->bytes || (a_dims.empty() == b_dims.empty()) ||
+      (a_dims.empty() ? a->layout : b->layout) != "plain")
+    return make_error(Disposition::kUnsupported,
+                      "XNNPACK converts between plain and nhwc ports, not {} and {}", a->layout, b->layout);
+  const bool to_nhwc = !b_dims.empty();
+  try {
+    return std::unique_ptr<Kernel>(std::make_unique<TransposeKernel>(
+        to_nhwc ? b_dims : a_dims, to_nhwc, static_cast<float*>(from.data), static_cast<float*>(to.data)));
+  } catch (const std::exception& e) {
+    return error_of(e);
+  }
+}
+
+std::string xnnpack_version() {
+  return FLOORLINE_XNNPACK_VERSION;
+}
+
+Status xnnpack_initialize() {
+  static const xnn_status s = xnn_initialize(nullptr);
+  if (s != xnn_status_success) return make_error("xnn_initialize: {}", status_name(s));
+  return {};
+}
+
+void set_xnnpack_threads(int threads) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  threads = std::max(1, threads);
+  if (threads == s.threads) return;
+  if (s.pool) pthreadpool_destroy(s.pool);
+  s.pool = threads > 1 ? pthreadpool_create(static_cast<size_t>(threads)) : nullptr;
+  s.threads = threads;
+}
+
+int xnnpack_threads() {
+  return state().threads;
+}
+
+benchmark::internal::Benchmark* register_xnnpack_case(const CaseSpec& spec, const Work& work) {
+  return register_case(spec, work, make_xnnpack_kernel);
+}
+
+}  // namespace floorline::kernels

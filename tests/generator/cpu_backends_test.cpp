@@ -1,0 +1,306 @@
+// The XNNPACK and OpenBLAS backends, where their libraries were found at build time
+// (FLOORLINE_TEST_XNNPACK / FLOORLINE_TEST_OPENBLAS, set by tests/CMakeLists.txt; elsewhere these
+// tests report themselves skipped): every case they plan for real zoo layers built through the
+// registry's plugin and checked against the plain reference, their plans, and the system row they
+// share with oneDNN.
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/generator/backend.hpp"
+#include "floorline/generator/plan.hpp"
+#include "floorline/generator/replay.hpp"
+#include "floorline/generator/runner.hpp"
+#include "floorline/model_processor/model.hpp"
+
+#ifndef FLOORLINE_TEST_XNNPACK
+#define FLOORLINE_TEST_XNNPACK 0
+#endif
+#ifndef FLOORLINE_TEST_OPENBLAS
+#define FLOORLINE_TEST_OPENBLAS 0
+#endif
+
+namespace floorline::gen {
+namespace {
+
+std::vector<mp::ModelIR> zoo(const std::string& name) {
+  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx", {});
+  EXPECT_TRUE(r.ok()) << name << ": " << (r.ok() ? "" : r.error().message);
+  return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
+}
+
+// The backend's plugin, built here: null (and a test failure) when it does not load.
+const Backend* loaded(const std::string& name) {
+  const Backend* b = find_backend(name);
+  if (!b) {
+    ADD_FAILURE() << name << " is not in the registry";
+    return nullptr;
+  }
+  auto path = plugin_path(*b);
+  EXPECT_TRUE(path.ok()) << name << ": " << (path.ok() ? "" : path.error().message);
+  return path.ok() ? b : nullptr;
+}
+
+#define REQUIRE_BUILT(flag, name)                                                       \
+  if (!(flag)) GTEST_SKIP() << name << " was not found when this build was configured"; \
+  const Backend* backend = loaded(name);                                                \
+  ASSERT_NE(backend, nullptr)
+
+// Builds and verifies the backend's timed cases of `models` that `pick` selects; returns a label
+// per verified case ("Conv+Relu", "Conv depthwise", "MatMul sgemm_loop", "transpose src").
+std::set<std::string> verify_cases(
+    const Backend& backend, const std::vector<mp::ModelIR>& models,
+    const std::function<bool(const PlannedCase&)>& pick,
+    const std::function<std::string(const PlannedCase&, const kernels::Kernel&)>& label) {
+  const Plan plan = make_plan(models, {&backend}, PlanOptions{});
+  const auto factory = backend.factory();
+  std::set<std::string> labels;
+  for (const auto& c : plan.cases) {
+    if (c.status || !pick(c)) continue;
+    auto k = factory(c.spec);
+    EXPECT_TRUE(k.ok()) << c.spec.name << ": " << (k.ok() ? "" : k.error().message);
+    if (!k.ok()) continue;
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+    if (v.ok()) labels.insert(label(c, **k));
+  }
+  return labels;
+}
+
+bool has_kind(const PlannedCase& c, std::initializer_list<LayerKind> kinds) {
+  for (LayerKind k : kinds)
+    if (c.spec.problem.kind == k) return true;
+  return false;
+}
+
+std::string xnnpack_label(const PlannedCase& c, const kernels::Kernel& k) {
+  const auto& v = c.spec.variant;
+  if (!c.spec.feeds.empty()) return "transpose " + v.layout.substr(0, 3);
+  const std::string impl = k.implementation();
+  std::string label = c.spec.problem.op + (v.fusion.empty() ? "" : "+" + v.fusion);
+  if (impl.find("depthwise") != std::string::npos) label += " depthwise";
+  if (impl.find("grouped") != std::string::npos) label += " grouped";
+  return label;
+}
+
+TEST(XnnpackKernels, ZooLayersMatchTheReference) {
+  REQUIRE_BUILT(FLOORLINE_TEST_XNNPACK, "xnnpack");
+  auto all = [](const PlannedCase&) { return true; };
+  std::set<std::string> labels;
+  // squeezenet1_1: the stem MaxPool (ceil_mode), 1×1 and 3×3 convolutions with their fused Relu,
+  // the classifier's GlobalAveragePool; resnet18: 3×3 convolutions, its Gemm, residual Add, Relu.
+  for (const char* m : {"squeezenet1_1", "resnet18"})
+    for (const auto& l : verify_cases(*backend, zoo(m), all, xnnpack_label)) labels.insert(l);
+  // mobilenet_v2: depthwise convolutions and Conv → Clip(0, 6); mobilenet_v3_small: HardSwish.
+  for (const auto& l : verify_cases(
+           *backend, zoo("mobilenet_v2"),
+           [](const PlannedCase& c) {
+             return has_kind(c, {LayerKind::kConv}) && c.spec.problem.int_attr("group") > 1;
+           },
+           xnnpack_label))
+    labels.insert(l);
+  for (const auto& l : verify_cases(
+           *backend, zoo("mobilenet_v3_small"),
+           [](const PlannedCase& c) { return has_kind(c, {LayerKind::kHardSwish}); }, xnnpack_label))
+    labels.insert(l);
+  // bert_base_encoder: MatMul with 2-D weights (and its bias fused), broadcast Add, Mul, Div,
+  // Softmax over the last axis.
+  for (const auto& l : verify_cases(*backend, zoo("bert_base_encoder"), all, xnnpack_label)) labels.insert(l);
+  // resnext50_32x4d: grouped (32 groups, not depthwise) convolutions.
+  for (const auto& l : verify_cases(
+           *backend, zoo("resnext50_32x4d"),
+           [](const PlannedCase& c) {
+             return has_kind(c, {LayerKind::kConv}) && c.spec.feeds.empty() &&
+                    c.spec.problem.int_attr("group") == 32;
+           },
+           xnnpack_label))
+    labels.insert(l);
+  // densenet121: its 2×2 AveragePool transitions.
+  for (const auto& l : verify_cases(
+           *backend, zoo("densenet121"),
+           [](const PlannedCase& c) {
+             return has_kind(c, {LayerKind::kAveragePool}) && c.spec.feeds.empty();
+           },
+           xnnpack_label))
+    labels.insert(l);
+  for (const char* want :
+       {"Conv", "Conv+Relu", "Conv depthwise", "Conv+Clip(0,6) depthwise", "Conv grouped", "Gemm", "MatMul",
+        "MatMul+BiasAdd", "MaxPool", "AveragePool", "GlobalAveragePool", "Relu", "Add", "Mul", "Div",
+        "Softmax", "HardSwish", "transpose src", "transpose dst"})
+    EXPECT_TRUE(labels.count(want)) << want << " has no verified case; verified: "
+                                    << ::testing::PrintToString(labels);
+}
+
+TEST(XnnpackPlan, Squeezenet11CasesAreNhwcWithTheirConversions) {
+  REQUIRE_BUILT(FLOORLINE_TEST_XNNPACK, "xnnpack");
+  const Plan plan = make_plan(zoo("squeezenet1_1"), {backend}, PlanOptions{});
+  std::map<std::string, const PlannedCase*> by_name;
+  for (const auto& c : plan.cases) by_name[c.spec.name] = &c;
+  const std::string pool =
+      "MaxPool|x=1x64x111x111|kernel=3,3|pads=0,0,0,0|strides=2,2|dil=1,1|ceil_mode=1|f32";
+  const std::string stem = "Conv|x=1x3x224x224|w=64x3x3x3|bias|pads=0,0,0,0|strides=2,2|dil=1,1|group=1|f32";
+  const std::string gap = "GlobalAveragePool|x=1x1000x13x13|f32";
+  for (const std::string& name : {"xnnpack/max_pooling2d_nhwc_f32/f32/fp32.nhwc/" + pool,
+                                  "xnnpack/floorline-kernel:transpose/f32/fp32.src:nchw>nhwc/" + pool,
+                                  "xnnpack/floorline-kernel:transpose/f32/fp32.dst:nhwc>nchw/" + pool,
+                                  "xnnpack/convolution2d_nhwc_f32/f32/fp32.nhwc/" + stem,
+                                  "xnnpack/convolution2d_nhwc_f32/f32/fp32.nhwc+Relu/" + stem,
+                                  "xnnpack/global_average_pooling_nwc_f32/f32/fp32.nhwc/" + gap,
+                                  "xnnpack/floorline-kernel:transpose/f32/fp32.src:nchw>nhwc/" + gap}) {
+    ASSERT_TRUE(by_name.count(name)) << name << " is not planned";
+    EXPECT_FALSE(by_name[name]->status) << name << ": " << by_name[name]->reason;
+  }
+  // The conversions feed every NHWC case of their config; [N, C, 1, 1] needs none back.
+  EXPECT_EQ(by_name["xnnpack/floorline-kernel:transpose/f32/fp32.src:nchw>nhwc/" + pool]->spec.feeds,
+            "layout:nhwc");
+  EXPECT_FALSE(by_name.count("xnnpack/floorline-kernel:transpose/f32/fp32.dst:nhwc>nchw/" + gap));
+  EXPECT_TRUE(by_name["xnnpack/max_pooling2d_nhwc_f32/f32/fp32.nhwc/" + pool]->work.is_default);
+  // What it does not map is planned as unsupported with the table's reason, never dropped.
+  const auto concat = std::find_if(plan.cases.begin(), plan.cases.end(),
+                                   [](const PlannedCase& c) { return c.spec.problem.op == "Concat"; });
+  ASSERT_NE(concat, plan.cases.end());
+  EXPECT_EQ(concat->status, Disposition::kUnsupported);
+  EXPECT_EQ(concat->reason, "Concat: not mapped: data movement is timed by the oneDNN and CUDA backends");
+  // f16 is not mapped.
+  PlanOptions f16;
+  f16.dtypes = {DType::kF16};
+  for (const auto& c : make_plan(zoo("squeezenet1_1"), {backend}, f16).cases) {
+    EXPECT_EQ(c.status, Disposition::kUnsupported) << c.spec.name;
+  }
+}
+
+std::string openblas_label(const PlannedCase& c, const kernels::Kernel& k) {
+  const std::string impl = k.implementation();
+  if (c.spec.problem.kind == LayerKind::kMatMul) return "MatMul " + c.spec.variant.algorithm;
+  if (c.spec.problem.kind != LayerKind::kConv) return c.spec.problem.op;
+  if (impl.find("groups") != std::string::npos) return "Conv grouped";
+  return impl.rfind("im2col", 0) == 0 ? "Conv im2col" : "Conv 1x1";
+}
+
+TEST(OpenblasKernels, ZooLayersMatchTheReference) {
+  REQUIRE_BUILT(FLOORLINE_TEST_OPENBLAS, "openblas");
+  auto all = [](const PlannedCase&) { return true; };
+  std::set<std::string> labels;
+  // resnet18: 7×7, 3×3 and strided 1×1 convolutions (im2col), its Gemm; squeezenet1_1: 1×1
+  // stride-1 convolutions (no im2col); bert_base_encoder: MatMul with 2-D weights as one GEMM and
+  // as a loop, and the batched attention products as a loop.
+  for (const char* m : {"resnet18", "squeezenet1_1", "bert_base_encoder"})
+    for (const auto& l : verify_cases(*backend, zoo(m), all, openblas_label)) labels.insert(l);
+  // mobilenet_v2: depthwise convolutions, one GEMM per group.
+  for (const auto& l : verify_cases(
+           *backend, zoo("mobilenet_v2"),
+           [](const PlannedCase& c) {
+             return has_kind(c, {LayerKind::kConv}) && c.spec.problem.int_attr("group") > 1 &&
+                    c.spec.problem.inputs[0].shape[1] <= 144;
+           },
+           openblas_label))
+    labels.insert(l);
+  EXPECT_EQ(labels, (std::set<std::string>{"Conv 1x1", "Conv im2col", "Conv grouped", "Gemm", "MatMul sgemm",
+                                           "MatMul sgemm_loop"}));
+}
+
+TEST(OpenblasPlan, MatMulWithTwoDWeightsIsOneGemmAndALoop) {
+  REQUIRE_BUILT(FLOORLINE_TEST_OPENBLAS, "openblas");
+  const Plan plan = make_plan(zoo("bert_base_encoder"), {backend}, PlanOptions{});
+  std::map<std::string, const PlannedCase*> by_name;
+  for (const auto& c : plan.cases) by_name[c.spec.name] = &c;
+  // The attention projection that oneDNN runs as 128 batched GEMVs: here one 128×768 by 768×2304
+  // GEMM (the default) and the loop.
+  const std::string qkv = "MatMul|a=128x1x768|b=768x2304|f32";
+  ASSERT_TRUE(by_name.count("openblas/sgemm/f32/fp32/" + qkv));
+  ASSERT_TRUE(by_name.count("openblas/sgemm_loop/f32/fp32/" + qkv));
+  EXPECT_TRUE(by_name["openblas/sgemm/f32/fp32/" + qkv]->work.is_default);
+  EXPECT_FALSE(by_name["openblas/sgemm_loop/f32/fp32/" + qkv]->work.is_default);
+  auto k = backend->factory()(by_name["openblas/sgemm/f32/fp32/" + qkv]->spec);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_EQ((*k)->implementation(), "cblas_sgemm 128x2304x768 (batch folded into M)");
+  // Batched operands: a loop only.
+  const std::string scores = "MatMul|a=12x128x64|b=12x64x128|f32";
+  EXPECT_TRUE(by_name.count("openblas/sgemm_loop/f32/fp32/" + scores));
+  EXPECT_FALSE(by_name.count("openblas/sgemm/f32/fp32/" + scores));
+}
+
+TEST(CpuBackends, ShareOneSystemRowWithEveryLibraryVersion) {
+  if (!FLOORLINE_TEST_XNNPACK || !FLOORLINE_TEST_OPENBLAS)
+    GTEST_SKIP() << "XNNPACK or OpenBLAS was not found when this build was configured";
+  const Backend* onednn = loaded("onednn");
+  const Backend* xnnpack = loaded("xnnpack");
+  const Backend* openblas = loaded("openblas");
+  ASSERT_TRUE(onednn && xnnpack && openblas);
+  // One Gemm (resnet18's fc) timed by each library into one database.
+  auto models = zoo("resnet18");
+  const Plan full = make_plan(models, {onednn, xnnpack, openblas}, PlanOptions{});
+  Plan plan = full;
+  plan.cases.clear();
+  for (const auto& c : full.cases)
+    if (c.spec.problem.kind == LayerKind::kGemm && !c.status && c.work.is_default) plan.cases.push_back(c);
+  ASSERT_EQ(plan.cases.size(), 3u);
+  const auto path = std::filesystem::temp_directory_path() / "floorline_cpu_backends_test.db";
+  std::filesystem::remove(path);
+  auto db = benchdb::Database::open(path.string());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  RunOptions o;
+  o.min_time = 0.001;
+  o.repetitions = 2;
+  o.calibrate = false;
+  auto sum = run_plan(&*db, models, plan, {onednn, xnnpack, openblas}, o);
+  ASSERT_TRUE(sum.ok()) << sum.error().message;
+  EXPECT_EQ(sum->passed, 3);
+  auto systems = db->query(
+      "SELECT count(*), json_extract(libraries, '$.onednn'), json_extract(libraries, '$.xnnpack'), "
+      "json_extract(libraries, '$.openblas') FROM systems");
+  ASSERT_TRUE(systems.ok()) << systems.error().message;
+  const auto& row = systems->rows.at(0);
+  EXPECT_EQ(std::get<int64_t>(row[0]), 1);  // one system for the three libraries
+  EXPECT_FALSE(std::get<std::string>(row[1]).empty());
+  EXPECT_NE(std::get<std::string>(row[2]).find("git"), std::string::npos);  // the Debian package version
+  EXPECT_EQ(std::get<std::string>(row[3]).substr(0, 2), "0.");
+  // One command, one run of that system, naming the three libraries.
+  auto runs = db->query("SELECT count(*), json_extract(min(options), '$.backend') FROM runs");
+  ASSERT_TRUE(runs.ok()) << runs.error().message;
+  EXPECT_EQ(std::get<int64_t>(runs->rows.at(0).at(0)), 1);
+  EXPECT_EQ(std::get<std::string>(runs->rows.at(0).at(1)), "onednn,xnnpack,openblas");
+  // best_measurements holds one best case for the config, from whichever library was fastest.
+  auto best = db->query("SELECT count(*) FROM best_measurements");
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(std::get<int64_t>(best->rows.at(0).at(0)), 1);
+  std::filesystem::remove(path);
+}
+
+TEST(CpuBackends, ReplayWiresXnnpackNhwcCasesToOnednnCases) {
+  REQUIRE_BUILT(FLOORLINE_TEST_XNNPACK, "xnnpack");
+  const Backend* onednn = loaded("onednn");
+  ASSERT_NE(onednn, nullptr);
+  // squeezenet1_1 with XNNPACK's case for every layer it runs (NHWC convolutions and pools, Relu)
+  // and oneDNN's default for the rest (Concat): values cross between the libraries.
+  const auto models = zoo("squeezenet1_1");
+  ASSERT_EQ(models.size(), 1u);
+  const Plan plan = make_plan(models, {backend, onednn}, PlanOptions{});
+  std::map<std::string, ChosenCase> chosen;
+  for (const auto& c : plan.cases) {
+    if (c.status || !c.work.is_default || !c.spec.variant.fusion.empty() || !c.spec.feeds.empty()) continue;
+    auto it = chosen.find(c.spec.problem.key);
+    if (it == chosen.end() || c.spec.variant.backend == "xnnpack") chosen[c.spec.problem.key] = {c.spec, 1.0};
+  }
+  int xnnpack_layers = 0;
+  for (const auto& [key, c] : chosen) xnnpack_layers += c.spec.variant.backend == "xnnpack" ? 1 : 0;
+  ASSERT_GT(xnnpack_layers, 20);
+  ReplayOptions o;
+  o.min_time = 0.001;
+  o.repetitions = 1;
+  o.warmup_seconds = 0;
+  o.profile_passes = 1;
+  auto r = replay_model(models[0], chosen, *onednn, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->layers_missing, 0);
+  EXPECT_EQ(r->operands_unwired, 0);
+  EXPECT_GT(r->conversions, 0);  // NHWC → plain before each Concat, plain → NHWC after it
+  EXPECT_GT(r->median_us, 0);
+}
+
+}  // namespace
+}  // namespace floorline::gen
