@@ -49,8 +49,9 @@ CLI::Validator int_in(int64_t lo, int64_t hi, const std::string& what) {
 }
 
 CLI::Validator real_in(double lo, double hi, const std::string& what, bool lo_open) {
-  const std::string range = fmt::format("a finite number {} {:g} to {:g}{}", lo_open ? "over" : "from", lo, hi,
-                                        unit_suffix(what));
+  const std::string range = fmt::format(fmt::runtime(lo_open ? "a finite number over {:g}, at most {:g}{}"
+                                                             : "a finite number from {:g} to {:g}{}"),
+                                        lo, hi, unit_suffix(what));
   return CLI::Validator(
       [lo, hi, lo_open, range](std::string& text) -> std::string {
         errno = 0;
@@ -66,10 +67,10 @@ CLI::Validator real_in(double lo, double hi, const std::string& what, bool lo_op
 
 Status check_out_not_input(const std::string& out, const std::vector<std::string>& inputs) {
   if (out.empty() || out == "-") return {};
-  struct stat o{};
+  struct stat o {};
   if (::stat(out.c_str(), &o) != 0) return {};  // does not exist yet: cannot be an input
   for (const auto& in : inputs) {
-    struct stat i{};
+    struct stat i {};
     if (::stat(in.c_str(), &i) != 0) continue;
     if (i.st_dev == o.st_dev && i.st_ino == o.st_ino)
       return make_error("{}: is also an input ({}); choose another --out", out, in);
@@ -78,7 +79,7 @@ Status check_out_not_input(const std::string& out, const std::vector<std::string
       std::error_code ec;
       for (auto it = std::filesystem::recursive_directory_iterator(in, ec);
            !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-        struct stat f{};
+        struct stat f {};
         if (::stat(it->path().c_str(), &f) == 0 && f.st_dev == o.st_dev && f.st_ino == o.st_ino)
           return make_error("{}: is also an input ({}); choose another --out", out, it->path().string());
       }
@@ -104,9 +105,10 @@ Result<benchdb::Database> open_for_writing(const std::string& command, const std
   FL_ASSIGN_OR_RETURN(auto db, benchdb::Database::open(path));
   FL_ASSIGN_OR_RETURN(const auto dead, db.mark_dead_runs());
   for (const auto& d : dead)
-    std::fprintf(stderr, "floorline %s: %s: run %lld (pid %lld, started %s) died without finishing: marked died\n",
-                 command.c_str(), path.c_str(), static_cast<long long>(d.run_id), static_cast<long long>(d.pid),
-                 d.started_at.c_str());
+    std::fprintf(stderr,
+                 "floorline %s: %s: run %lld (pid %lld, started %s) died without finishing: marked died\n",
+                 command.c_str(), path.c_str(), static_cast<long long>(d.run_id),
+                 static_cast<long long>(d.pid), d.started_at.c_str());
   return db;
 }
 

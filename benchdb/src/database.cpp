@@ -513,6 +513,7 @@ Result<std::vector<DeadRun>> Database::mark_dead_runs() {
   std::vector<DeadRun> dead;
   if (impl_->read_only || impl_->version < 5) return dead;
   const std::string boot = read_boot_id();
+  if (boot.empty()) return dead;  // no /proc here: no process can be checked
   FL_ASSIGN_OR_RETURN(const QueryResult running, query("SELECT id, pid, boot_id, pid_start, started_at FROM "
                                                        "runs WHERE status = 'running' AND host_name = ?1 "
                                                        "AND pid IS NOT NULL AND boot_id <> ''",

@@ -13,7 +13,8 @@ namespace floorline::benchdb {
 
 Result<std::string> read_input_file(const std::string& path, uint64_t max_bytes) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return make_error("{}: cannot read the file: {}", path, std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0)
+    return make_error("{}: cannot read the file: {}", path, std::strerror(errno));
   // stat() first: opening a FIFO would block, and a device has no size to check.
   if (!S_ISREG(st.st_mode)) return make_error("{}: not a regular file (a device, FIFO or folder)", path);
   if (static_cast<uint64_t>(st.st_size) > max_bytes)

@@ -51,8 +51,9 @@ TEST(ReadOnlyOpen, EmptyAndForeignFilesAreRefusedAndLeftByteIdentical) {
   EXPECT_EQ(t.error().message, text + ": not a SQLite database (not a Floorline results file)");
   EXPECT_EQ(file_bytes(text), text_before);
   // Nothing beside them either (no -wal, -shm or -journal).
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()),
-            2);
+  EXPECT_EQ(
+      std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()),
+      2);
 }
 
 TEST(ReadOnlyOpen, ACurrentFileIsReadAndNotWritten) {
@@ -108,8 +109,8 @@ TEST_F(Query, RowsBeyondTheCapAreAnErrorNotAPartialResult) {
             path_ + ": the query returned more than 11 rows (--max-rows); add a LIMIT or raise --max-rows");
   // An endless recursive CTE stops at the cap instead of growing until memory runs out.
   limits.max_rows = 100000;
-  auto endless =
-      db_->query("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c", {}, limits);
+  auto endless = db_->query("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c",
+                            {}, limits);
   ASSERT_FALSE(endless.ok());
   EXPECT_NE(endless.error().message.find("more than 100000 rows"), std::string::npos);
 }
@@ -118,7 +119,8 @@ TEST_F(Query, BytesAndTimeAreCapped) {
   QueryLimits limits;
   limits.max_bytes = 1 << 20;
   auto big = db_->query(
-      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100) SELECT printf('%.*c', 100000, "
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 100) SELECT printf('%.*c', "
+      "100000, "
       "'x') FROM c",
       {}, limits);
   ASSERT_FALSE(big.ok());
@@ -126,8 +128,8 @@ TEST_F(Query, BytesAndTimeAreCapped) {
             path_ + ": the query's result is larger than 1 MiB; add a LIMIT or select fewer columns");
   QueryLimits quick;
   quick.timeout_seconds = 0.2;
-  auto slow =
-      db_->query("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c", {}, quick);
+  auto slow = db_->query(
+      "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c", {}, quick);
   ASSERT_FALSE(slow.ok());
   EXPECT_EQ(slow.error().message, path_ + ": the query ran longer than 0.2 s (--timeout); narrow it");
 }
