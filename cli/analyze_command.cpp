@@ -1,12 +1,12 @@
 #include "analyze_command.hpp"
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "floorline/benchdb/database.hpp"
 #include "floorline/common/output.hpp"
 #include "floorline/model_processor/zoo.hpp"
+#include "validate.hpp"
 
 namespace floorline::cli {
 
@@ -28,12 +28,24 @@ struct AnalyzeCmd {
 
 int run_analyze(const AnalyzeCmd& o) {
   const bool color = use_color(stderr);
-  auto files = mp::find_models(o.models);
+  auto files = find_model_files(o.models);
   if (!files) {
     std::fprintf(stderr, "floorline analyze: %s\n", files.error().message.c_str());
     return 2;
   }
-  auto db = benchdb::Database::open(o.db);  // an older file is upgraded (best cases rebuilt)
+  {
+    std::vector<std::string> inputs = o.models;
+    inputs.push_back(o.db);
+    if (auto st = check_out_not_input(o.out, inputs); !st) {
+      std::fprintf(stderr, "floorline analyze: %s\n", st.error().message.c_str());
+      return 2;
+    }
+  }
+  // A read command: read-only, nothing created or upgraded (an older file is refused with the
+  // command that migrates it).
+  benchdb::OpenOptions ro;
+  ro.read_only = true;
+  auto db = benchdb::Database::open(o.db, ro);
   if (!db) {
     std::fprintf(stderr, "floorline analyze: %s\n", db.error().message.c_str());
     return 2;
@@ -58,21 +70,15 @@ int run_analyze(const AnalyzeCmd& o) {
     std::fprintf(stderr, "floorline analyze: %s\n", report.error().message.c_str());
     return 2;
   }
-  if (!write_text(o.out, render_report(*report, o.format, o.layers, o.top))) {
-    std::fprintf(stderr, "floorline analyze: cannot write %s\n", o.out.c_str());
-    return 2;
+  if (auto st = write_checked(o.out, render_report(*report, o.format, o.layers, o.top)); !st) {
+    std::fprintf(stderr, "floorline analyze: %s\n", st.error().message.c_str());
+    return 1;
   }
   if (o.out != "-") std::fprintf(stderr, "wrote %s (%zu model(s))\n", o.out.c_str(), report->models.size());
   return failures ? 1 : 0;
 }
 
 }  // namespace
-
-bool write_text(const std::string& out, const std::string& text) {
-  if (out == "-") return std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
-  std::ofstream f(out);
-  return static_cast<bool>(f << text);
-}
 
 std::string render_report(const analyzer::Report& report, const std::string& format, bool layers,
                           size_t top) {
@@ -90,10 +96,11 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   a->add_option("models", o->models, "ONNX files or folders (searched recursively)")->required();
   a->add_option("--db", o->db, "Results database written by `floorline bench`")->required();
   a->add_option("--system", o->system,
-                "System id (floorline db info); default: the one with the most measurements of these models");
+                "System id (floorline db info); default: the one with the most measurements of these models")
+      ->check(int_in(1, INT64_MAX, "system id"));
   a->add_option("--batch", o->batches, "Batch sizes, comma-separated")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(int_in(1, kMaxBatch, "batch size"));
   a->add_option("--dtype", o->dtype, "Base data type of S, P, H, F, R: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}));
   a->add_option("--format", o->format, "table, json, csv, html or dot")
@@ -101,7 +108,8 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   a->add_option("--out", o->out, "Output file ('-' for stdout)");
   a->add_flag("--layers", o->layers,
               "Per-layer table (table and csv formats): kind, time, share of S, critical path");
-  a->add_option("--top", o->top, "Findings shown per model in the table");
+  a->add_option("--top", o->top, "Findings shown per model in the table")
+      ->check(int_in(0, kMaxListed, "findings"));
   a->callback([o, &exit_code] { exit_code = run_analyze(*o); });
 }
 

@@ -15,9 +15,6 @@ namespace floorline::cli {
 // Renders a report in one format ("table", "json", "csv", "html", "dot").
 std::string render_report(const analyzer::Report& report, const std::string& format, bool layers, size_t top);
 
-// Writes `text` to `out` ("-" for stdout). False when the file cannot be written.
-bool write_text(const std::string& out, const std::string& text);
-
 void add_analyze_command(CLI::App& app, int& exit_code);
 
 }  // namespace floorline::cli

@@ -24,6 +24,7 @@
 #include "floorline/generator/plan.hpp"
 #include "floorline/generator/runner.hpp"
 #include "floorline/model_processor/zoo.hpp"
+#include "validate.hpp"
 
 namespace floorline::cli {
 
@@ -31,7 +32,7 @@ using namespace floorline::output;  // NOLINT: the output helpers are this layer
 
 Result<Loaded> plan_models(const CommonOptions& o) {
   Loaded l;
-  FL_ASSIGN_OR_RETURN(auto files, mp::find_models(o.models));
+  FL_ASSIGN_OR_RETURN(auto files, find_model_files(o.models));
   FL_ASSIGN_OR_RETURN(l.backends, gen::select_backends(o.backend));
   std::vector<DType> dtypes;  // the allow-list is common/dtype.hpp's kDTypes
   for (const auto& d : o.dtypes) {
@@ -80,13 +81,13 @@ void add_plan_options(CLI::App* cmd, CommonOptions& o) {
       "auto (every backend that can run here) or a comma-separated list: cuda, onednn, xnnpack, openblas");
   cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(int_in(1, kMaxBatch, "batch size"));
   cmd->add_option("--dtype", o.dtypes,
                   "Data types, comma-separated: f32, bf16, f16 (cuda; f32 is timed as fp32 and tf32 there)")
       ->delimiter(',');
   cmd->add_option("--max-impls", o.max_impls,
                   "Implementations timed per config and data type (the rest are skipped)")
-      ->check(CLI::PositiveNumber);
+      ->check(int_in(1, kMaxImpls, "implementations"));
   cmd->add_flag("--all-impls", o.all_impls, "Time every implementation (no --max-impls cap)");
   cmd->add_flag("--include-ref", o.include_ref, "Time the reference (ref:) implementations too");
   cmd->add_flag("--no-fusion", o.no_fusion, "Do not plan fused variants");
@@ -271,6 +272,10 @@ struct CaseRowOut {
 };
 
 int run_plan_cmd(const PlanCmd& o) {
+  if (auto st = check_out_not_input(o.out, o.c.models); !st) {
+    std::fprintf(stderr, "floorline plan: %s\n", st.error().message.c_str());
+    return 2;
+  }
   auto l = load("plan", o.c);
   if (!l) return 2;
   std::map<std::pair<std::string, std::string>, KindRow> kinds;
@@ -335,7 +340,7 @@ int run_plan_cmd(const PlanCmd& o) {
                     {"timed", timed},
                     {"plan_s", l->plan_seconds}};
     if (o.list) j["cases"] = render_json(case_fields, case_rows);
-    out = j.dump(1) + "\n";
+    out = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else if (o.format == "csv") {
     out = o.list ? render_csv(case_fields, case_rows) : render_csv(kind_fields, rows);
   } else {
@@ -355,9 +360,9 @@ int run_plan_cmd(const PlanCmd& o) {
         l->models.size() / std::max<size_t>(1, o.c.batches.size()), fmt::join(o.c.batches, ","),
         l->plan.configs.size(), l->plan.cases.size(), timed, l->plan_seconds);
   }
-  if (!write_text(o.out, out)) {
-    std::fprintf(stderr, "floorline plan: cannot write %s\n", o.out.c_str());
-    return 2;
+  if (auto st = write_checked(o.out, out); !st) {
+    std::fprintf(stderr, "floorline plan: %s\n", st.error().message.c_str());
+    return 1;
   }
   return l->failures ? 1 : 0;
 }
@@ -387,9 +392,14 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
   costs.threads = o.threads;
   auto l = load("bench", o.c, costs);
   if (!l) return 2;
+  // Nothing to measure (every model failed to load): refuse rather than record an empty run.
+  if (l->models.empty()) {
+    std::fprintf(stderr, "floorline bench: no model could be processed; nothing recorded\n");
+    return 1;
+  }
   std::optional<benchdb::Database> db;
   if (!o.dry_run) {
-    auto opened = benchdb::Database::open(o.db);
+    auto opened = open_for_writing("bench", o.db);
     if (!opened) {
       std::fprintf(stderr, "floorline bench: %s\n", opened.error().message.c_str());
       return 2;
@@ -462,13 +472,14 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
   auto* b = app.add_subcommand("bench", "Time every planned case and store the results in a database");
   add_common(b, bench->c);
   b->add_option("--db", bench->db, "Results database (created if missing)");
-  b->add_option("--min-time", bench->min_time, "Seconds per repetition")->check(CLI::PositiveNumber);
+  b->add_option("--min-time", bench->min_time, "Seconds per repetition")
+      ->check(real_in(0, kMaxSecondsPerCase, "seconds", true));
   b->add_option("--repetitions", bench->repetitions, "Repetitions per case (statistics are over these)")
-      ->check(CLI::PositiveNumber);
+      ->check(int_in(1, kMaxRepetitions, "repetitions"));
   b->add_option("--warmup", bench->warmup, "Warm-up seconds per case before timing")
-      ->check(CLI::NonNegativeNumber);
+      ->check(real_in(0, kMaxSecondsPerCase, "seconds"));
   b->add_option("--threads", bench->threads, "CPU threads (recorded with the results)")
-      ->check(CLI::PositiveNumber);
+      ->check(int_in(1, max_threads(), "threads: at most 4 x the hardware threads, 1024 at most"));
   b->add_flag(
       "--resume,!--no-resume", bench->resume,
       "Skip cases already passed or unsupported on this system (default); --no-resume measures again");

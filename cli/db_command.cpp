@@ -1,5 +1,7 @@
 #include "db_command.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,7 @@
 #include "floorline/benchdb/framework_io.hpp"
 #include "floorline/benchdb/merge.hpp"
 #include "floorline/common/output.hpp"
+#include "validate.hpp"
 
 namespace floorline::cli {
 
@@ -34,6 +37,8 @@ struct DbOptions {
   std::string model;
   int64_t batch = 1;
   int64_t system = 0;
+  int64_t max_rows = 100000;
+  double timeout = 300;
   // merge
   std::vector<std::string> inputs;
   // import
@@ -48,13 +53,19 @@ int fail(const std::string& what, const std::string& message) {
   return 1;
 }
 
-bool write_output(const DbOptions& o, const std::string& text) {
-  if (o.out == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    return true;
+// The output, every write checked; --out naming the database itself is refused.
+int write_output(const char* what, const DbOptions& o, const std::string& text) {
+  if (auto st = check_out_not_input(o.out, {o.file}); !st) {
+    fail(what, st.error().message);
+    return 2;
   }
-  std::ofstream f(o.out);
-  return static_cast<bool>(f << text);
+  if (auto st = write_checked(o.out, text); !st) return fail(what, st.error().message);
+  return 0;
+}
+
+// Values from the database may hold any bytes: invalid UTF-8 becomes U+FFFD, never an exception.
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string render(const bd::QueryResult& r, const std::string& format) {
@@ -65,7 +76,7 @@ std::string render(const bd::QueryResult& r, const std::string& format) {
       for (size_t k = 0; k < r.columns.size(); ++k) obj[r.columns[k]] = bd::value_json(row[k]);
       arr.push_back(std::move(obj));
     }
-    return arr.dump(1) + "\n";
+    return json_text(arr);
   }
   if (format == "csv") {
     std::string out;
@@ -89,15 +100,16 @@ std::string render(const bd::QueryResult& r, const std::string& format) {
   return table(r.columns, cells);
 }
 
-// Opens read-write (creating nothing: the file must exist) so that an older file is upgraded.
-Result<bd::Database> open_existing(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return make_error("{}: no such file", path);
-  return bd::Database::open(path);
+// The read commands open read-only: nothing created, upgraded or written (an older schema is
+// refused with a message naming `floorline db migrate`).
+Result<bd::Database> open_for_reading(const std::string& path) {
+  bd::OpenOptions ro;
+  ro.read_only = true;
+  return bd::Database::open(path, ro);
 }
 
 int run_info(const DbOptions& o) {
-  auto db = open_existing(o.file);
+  auto db = open_for_reading(o.file);
   if (!db) return fail("info", db.error().message);
   std::string text;
   auto q = [&](const char* title, const std::string& sql) -> bool {
@@ -154,12 +166,17 @@ int run_info(const DbOptions& o) {
                                     {"measurements_by_status", status_sql}}) {
       auto r = db->query(sql);
       if (!r) return fail("info", r.error().message);
-      j[name] = nlohmann::json::parse(render(*r, "json"));
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& row : r->rows) {
+        nlohmann::json obj = nlohmann::json::object();
+        for (size_t k = 0; k < r->columns.size(); ++k) obj[r->columns[k]] = bd::value_json(row[k]);
+        rows.push_back(std::move(obj));
+      }
+      j[name] = std::move(rows);
     }
-    text = j.dump(1) + "\n";
+    text = json_text(j);
   }
-  if (!write_output(o, text)) return fail("info", "cannot write " + o.out);
-  return 0;
+  return write_output("info", o, text);
 }
 
 int run_query(const DbOptions& o) {
@@ -171,13 +188,7 @@ int run_query(const DbOptions& o) {
                  "--algorithms, --framework\n");
     return 2;
   }
-  {  // upgrade an older file first (read-write), then query on a read-only connection
-    auto rw = open_existing(o.file);
-    if (!rw) return fail("query", rw.error().message);
-  }
-  bd::OpenOptions ro;
-  ro.read_only = true;
-  auto db = bd::Database::open(o.file, ro);
+  auto db = open_for_reading(o.file);
   if (!db) return fail("query", db.error().message);
   std::string sql = o.sql;
   std::vector<bd::SqlValue> params;
@@ -252,21 +263,95 @@ int run_query(const DbOptions& o) {
                                        "MODEL --batch {} --db {}`)",
                                        o.file, o.model, o.batch, o.batch, o.file));
   }
-  auto r = db->query(sql, params);
+  bd::QueryLimits limits;
+  limits.max_rows = o.max_rows;
+  limits.max_bytes = int64_t{1} << 30;
+  limits.timeout_seconds = o.timeout;
+  auto r = db->query(sql, params, limits);
   if (!r) return fail("query", r.error().message);
-  if (!write_output(o, render(*r, o.format))) return fail("query", "cannot write " + o.out);
-  return 0;
+  return write_output("query", o, render(*r, o.format));
 }
 
+int merge_inputs(const std::vector<std::string>& inputs, bd::Database& out);
+
+// The inputs are merged into a temporary file beside OUT (a copy of OUT when it exists), renamed
+// over OUT only when every input merged: a failed merge leaves OUT as it was, and creates nothing
+// where there was nothing.
 int run_merge(const DbOptions& o) {
-  auto out = bd::Database::open(o.file);
-  if (!out) return fail("merge", out.error().message);
+  namespace fs = std::filesystem;
+  std::error_code ec;
   // Folders and globs stand for the shard files of a campaign (benchdb/campaign.hpp).
   auto inputs = bd::expand_merge_inputs(o.inputs, o.file);
   if (!inputs) return fail("merge", inputs.error().message);
+  for (const auto& in : *inputs)
+    if (fs::equivalent(o.file, in, ec)) {
+      fail("merge", fmt::format("{}: cannot merge a database into itself", in));
+      return 2;
+    }
+  const fs::path out_path(o.file);
+  if (fs::is_directory(out_path, ec)) {
+    fail("merge", fmt::format("{}: is a directory, not a database file", o.file));
+    return 2;
+  }
+  const fs::path tmp =
+      out_path.parent_path() / fmt::format(".{}.merging-{}", out_path.filename().string(), ::getpid());
+  auto remove_tmp = [&] {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(tmp.string() + suffix, ec);
+  };
   int failed = 0;
-  for (const auto& in : *inputs) {
-    auto s = bd::merge_into(*out, in);
+  {
+    if (fs::exists(out_path, ec)) {
+      auto current = open_for_writing("db merge", o.file);  // a write command: an older OUT is upgraded
+      if (!current) return fail("merge", current.error().message);
+      if (auto st = current->query("VACUUM INTO ?1", {tmp.string()}); !st) {
+        remove_tmp();
+        return fail("merge",
+                    fmt::format("cannot copy {} to {}: {}", o.file, tmp.string(), st.error().message));
+      }
+    }
+    auto out = bd::Database::open(tmp);
+    if (!out) {
+      remove_tmp();
+      return fail("merge", out.error().message);
+    }
+    failed = merge_inputs(*inputs, *out);
+  }
+  if (failed) {
+    remove_tmp();
+    return fail("merge", fmt::format("{} of {} input(s) could not be merged; {} is left as it was", failed,
+                                     inputs->size(), o.file));
+  }
+  fs::rename(tmp, out_path, ec);
+  if (ec) {
+    remove_tmp();
+    return fail("merge", fmt::format("cannot rename {} to {}: {}", tmp.string(), o.file, ec.message()));
+  }
+  if (inputs->size() > 1)
+    std::printf("merged %zu of %zu databases into %s\n", inputs->size(), inputs->size(), o.file.c_str());
+  return 0;
+}
+
+int run_migrate(const DbOptions& o) {
+  std::error_code ec;
+  if (!std::filesystem::exists(o.file, ec)) {
+    fail("migrate", fmt::format("{}: no such database", o.file));
+    return 2;
+  }
+  auto db = open_for_writing("db migrate", o.file);
+  if (!db) return fail("migrate", db.error().message);
+  if (db->opened_at_version() < db->schema_version())
+    std::printf("%s: upgraded from schema %d to %d\n", o.file.c_str(), db->opened_at_version(),
+                db->schema_version());
+  else
+    std::printf("%s: already at schema %d\n", o.file.c_str(), db->schema_version());
+  return 0;
+}
+
+// Merges every input into `out`; returns how many failed (each reported on stderr).
+int merge_inputs(const std::vector<std::string>& inputs, bd::Database& out) {
+  int failed = 0;
+  for (const auto& in : inputs) {
+    auto s = bd::merge_into(out, in);
     if (!s) {
       fail("merge", s.error().message);
       ++failed;
@@ -280,10 +365,7 @@ int run_merge(const DbOptions& o) {
         static_cast<long long>(s->measurements_added), static_cast<long long>(s->measurements_present),
         static_cast<long long>(s->framework_latencies_changed), static_cast<long long>(s->replays_changed));
   }
-  if (inputs->size() > 1)
-    std::printf("merged %zu of %zu databases into %s\n", inputs->size() - static_cast<size_t>(failed),
-                inputs->size(), o.file.c_str());
-  return failed ? 1 : 0;
+  return failed;
 }
 
 int run_import(const DbOptions& o) {
@@ -291,7 +373,7 @@ int run_import(const DbOptions& o) {
     std::fprintf(stderr, "floorline db import: give one of --framework FILE or --benchmark-json FILE\n");
     return 2;
   }
-  auto db = bd::Database::open(o.file);
+  auto db = open_for_writing("db import", o.file);
   if (!db) return fail("import", db.error().message);
   if (!o.framework.empty()) {
     auto s = bd::import_framework_latencies(*db, o.framework, o.input_format);
@@ -331,11 +413,22 @@ void add_db_command(CLI::App& app, int& exit_code) {
 
   auto* query = db->add_subcommand("query", "Canned queries, or any read-only SQL");
   query->add_option("file", opts->file, "Results database")->required();
-  query->add_option("sql", opts->sql, "SQL to run on a read-only connection");
+  query->add_option("sql", opts->sql, "One SQL statement, run on a read-only connection");
   query->add_flag("--best", opts->best, "The fastest passed case of every config on every system");
   query->add_option("--model", opts->model, "Per-layer table of this model, with each layer's best case");
-  query->add_option("--batch", opts->batch, "Batch size for --model")->check(CLI::PositiveNumber);
-  query->add_option("--system", opts->system, "Only this system id (--best, --runs, --model, --algorithms)");
+  query->add_option("--batch", opts->batch, "Batch size for --model")
+      ->check(int_in(1, kMaxBatch, "batch size"));
+  query->add_option("--system", opts->system, "Only this system id (--best, --runs, --model, --algorithms)")
+      ->check(int_in(1, INT64_MAX, "system id"));
+  query
+      ->add_option(
+          "--max-rows", opts->max_rows,
+          "Refuse a result of more rows than this (default 100000); results are also capped at 1 GiB")
+      ->check(int_in(1, kMaxQueryRows, "rows"));
+  query
+      ->add_option("--timeout", opts->timeout,
+                   "Stop a query that runs longer than this (seconds, default 300)")
+      ->check(real_in(0, 86400, "seconds", true));
   query->add_flag(
       "--algorithms", opts->algorithms,
       "Per kind and math mode: how often each algorithm is the fastest, and the default's gap to the best");
@@ -345,6 +438,11 @@ void add_db_command(CLI::App& app, int& exit_code) {
   query->add_option("--format", opts->format, "Output format")->check(formats);
   query->add_option("--out", opts->out, "Write the output to this file ('-' for standard output)");
   query->callback([opts, &exit_code] { exit_code = run_query(*opts); });
+
+  auto* migrate = db->add_subcommand(
+      "migrate", "Upgrade a database of an older schema in place (the read commands refuse older files)");
+  migrate->add_option("file", opts->file, "Results database")->required();
+  migrate->callback([opts, &exit_code] { exit_code = run_migrate(*opts); });
 
   auto* merge = db->add_subcommand("merge", "Merge databases measured on different machines into OUT");
   merge->add_option("out", opts->file, "Output database (created when missing)")->required();

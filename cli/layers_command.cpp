@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -15,6 +14,7 @@
 #include "floorline/common/output.hpp"
 #include "floorline/model_processor/model.hpp"
 #include "floorline/model_processor/zoo.hpp"
+#include "validate.hpp"
 
 namespace floorline::cli {
 
@@ -138,7 +138,7 @@ void add_layers_command(CLI::App& app, LayersOptions& opts, int& exit_code) {
       ->required();
   cmd->add_option("--batch", opts.batches, "Batch sizes, comma-separated")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(int_in(1, kMaxBatch, "batch size"));
   cmd->add_option("--format", opts.format, "Output format")->check(CLI::IsMember({"table", "json", "csv"}));
   cmd->add_option("--out", opts.out, "Write the output to this file ('-' for standard output)");
   cmd->add_flag("--show-unique", opts.show_unique,
@@ -149,10 +149,18 @@ void add_layers_command(CLI::App& app, LayersOptions& opts, int& exit_code) {
 }
 
 int run_layers(const LayersOptions& opts) {
-  auto files = mp::find_models(opts.models);
+  auto files = find_model_files(opts.models);
   if (!files) {
     std::fprintf(stderr, "floorline layers: %s\n", files.error().message.c_str());
     return 2;
+  }
+  {
+    std::vector<std::string> inputs = opts.models;
+    if (!opts.db.empty()) inputs.push_back(opts.db);
+    if (auto st = check_out_not_input(opts.out, inputs); !st) {
+      std::fprintf(stderr, "floorline layers: %s\n", st.error().message.c_str());
+      return 2;
+    }
   }
   const bool color = use_color(stderr);
   const bool progress = isatty(fileno(stderr)) != 0;
@@ -216,7 +224,8 @@ int run_layers(const LayersOptions& opts) {
       for (size_t k = 0; k < unique.size(); ++k) j["unique"][k]["in_models"] = unique[k].models;
     }
     if (opts.show_layers) j["layers"] = render_json(layer_fields(), layer_rows);
-    out = j.dump(1) + "\n";
+    // Names come from the model file: bytes that are not UTF-8 become U+FFFD instead of an exception.
+    out = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else if (opts.format == "csv") {
     if (opts.show_layers)
       out = render_csv(layer_fields(), layer_rows);
@@ -235,18 +244,13 @@ int run_layers(const LayersOptions& opts) {
     if (opts.show_unique) out += "\n" + render_table(unique_fields(), unique);
     if (opts.show_layers) out += "\n" + render_table(layer_fields(), layer_rows);
   }
-  if (opts.out == "-") {
-    std::fwrite(out.data(), 1, out.size(), stdout);
-  } else {
-    std::ofstream f(opts.out);
-    if (!(f << out)) {
-      std::fprintf(stderr, "floorline layers: cannot write %s\n", opts.out.c_str());
-      return 2;
-    }
+  if (auto st = write_checked(opts.out, out); !st) {
+    std::fprintf(stderr, "floorline layers: %s\n", st.error().message.c_str());
+    return 1;
   }
   int db_status = 0;
   if (!opts.db.empty()) {
-    auto db = benchdb::Database::open(opts.db);
+    auto db = open_for_writing("layers", opts.db);
     auto st = db ? db->record_models(models) : Status(db.error());
     if (!st) {
       std::fprintf(stderr, "%s %s\n", red("error:", color).c_str(), st.error().message.c_str());

@@ -1,4 +1,7 @@
 // floorline: the executable only wires the stages together (shared/DESIGN.md).
+#include <cstdio>
+#include <exception>
+#include <new>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +19,22 @@
 #ifndef FLOORLINE_GIT_REVISION
 #define FLOORLINE_GIT_REVISION "unknown"
 #endif
+
+namespace {
+
+// "floorline db query": the subcommands parsed so far, for error messages.
+std::string command_name(const CLI::App& app) {
+  std::string name = "floorline";
+  const CLI::App* at = &app;
+  for (;;) {
+    const auto subs = at->get_subcommands();
+    if (subs.empty()) return name;
+    at = subs.front();
+    name += " " + at->get_name();
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // OMP_WAIT_POLICY (passive unless the user set it) is set by the backend registry just before it
@@ -35,6 +54,23 @@ int main(int argc, char** argv) {
   floorline::cli::add_analyze_command(app, exit_code);
   floorline::cli::add_run_command(app, exit_code, command_line);
   floorline::cli::add_system_command(app, exit_code);
-  CLI11_PARSE(app, argc, argv);
+  // Not CLI11_PARSE: its usage errors exit 104-109 and end with a "Run with --help" line after the
+  // reason. Here a usage error is one line, "floorline SUBCOMMAND: REASON", and exit status 2; and
+  // an exception escaping a subcommand (a bug, or memory running out) says which subcommand failed
+  // instead of terminating with the bare exception text.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "%s: %s\n", command_name(app).c_str(), e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: out of memory\n", command_name(app).c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error (a bug; please report it): %s\n", command_name(app).c_str(),
+                 e.what());
+    return 1;
+  }
   return exit_code;
 }

@@ -21,6 +21,7 @@
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/replay.hpp"
 #include "floorline/generator/runner.hpp"
+#include "validate.hpp"
 
 #ifndef FLOORLINE_SOURCE_DIR
 #define FLOORLINE_SOURCE_DIR "."
@@ -133,7 +134,7 @@ int run_main(RunCmd o, const std::string& command_line) {
                static_cast<long long>(to_time), l.plan_seconds);
 
   // 2. bench (resumes: what an earlier run measured is not measured again)
-  auto opened = benchdb::Database::open(o.db);
+  auto opened = open_for_writing("run", o.db);
   if (!opened) return fail(opened.error().message);
   benchdb::Database db = std::move(opened).value();
   gen::RunOptions ro;
@@ -223,8 +224,10 @@ int run_main(RunCmd o, const std::string& command_line) {
   if (!report) return fail(report.error().message);
   const std::string json_path = (fs::path(o.out) / "report.json").string();
   const std::string html_path = (fs::path(o.out) / "report.html").string();
-  if (!write_text(json_path, analyzer::format_json(*report))) return fail("cannot write " + json_path);
-  if (!write_text(html_path, analyzer::format_html(*report))) return fail("cannot write " + html_path);
+  if (auto st = write_checked(json_path, analyzer::format_json(*report)); !st)
+    return fail(st.error().message);
+  if (auto st = write_checked(html_path, analyzer::format_html(*report)); !st)
+    return fail(st.error().message);
   std::fprintf(stderr, "[4/4] analyze: %zu model report(s), %.1f s\n", report->models.size(),
                seconds_since(t_analyze));
   const std::string table = analyzer::format_table(*report, false, o.top);
@@ -247,28 +250,30 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
                 "auto (the GPU backend when a GPU is usable, else oneDNN) or a backend name");
   r->add_option("--batch", o->c.batches, "Batch sizes, comma-separated (e.g. 1,8,32)")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(int_in(1, kMaxBatch, "batch size"));
   r->add_option("--out", o->out, "Folder for the database and the reports (report.html, report.json)");
   r->add_flag(
       "--quick", o->quick,
       "A first look: 2 repetitions, at most 2 implementations per config (the batch sizes stay --batch's, "
       "default 1)");
   r->add_option("--threads", o->threads, "CPU threads for the benchmarks and the replay")
-      ->check(CLI::PositiveNumber);
+      ->check(int_in(1, max_threads(), "threads: at most 4 x the hardware threads, 1024 at most"));
   r->add_option("--repetitions", o->repetitions, "Repetitions per case (default 5; --quick 2)")
-      ->check(CLI::PositiveNumber);
+      ->check(int_in(1, kMaxRepetitions, "repetitions"));
   r->add_option("--min-time", o->min_time, "Seconds per repetition (default 0.01; --quick 0.002)")
-      ->check(CLI::PositiveNumber);
+      ->check(real_in(0, kMaxSecondsPerCase, "seconds", true));
   r->add_option("--max-impls", o->c.max_impls, "Implementations timed per config (default 3)")
-      ->check(CLI::PositiveNumber);
+      ->check(int_in(1, kMaxImpls, "implementations"));
   r->add_flag("--quiet", o->quiet,
               "No progress line during the benchmarks (the stage lines are still printed)");
   r->add_flag("--all-impls", o->c.all_impls, "Time every implementation (slower: hours on a CPU zoo)");
   r->add_flag("--replay,!--no-replay", o->replay, "Replay each model's best cases as its graph (default on)");
   r->add_option(
-      "--replay-steps", o->replay_steps,
-      "Per model, the N replay steps that take longest over their time alone (conversions included)");
-  r->add_option("--top", o->top, "Findings shown per model in the table (default 1)");
+       "--replay-steps", o->replay_steps,
+       "Per model, the N replay steps that take longest over their time alone (conversions included)")
+      ->check(int_in(0, kMaxListed, "steps"));
+  r->add_option("--top", o->top, "Findings shown per model in the table (default 1)")
+      ->check(int_in(0, kMaxListed, "findings"));
   r->add_option("--shard", o->c.shard,
                 "Only shard I of N (I from 0 to N-1): bench its cases into --db, no replay or analysis "
                 "(merge the shards, then analyze)");

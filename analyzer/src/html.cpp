@@ -9,15 +9,25 @@
 
 #include "floorline/analyzer/report.hpp"
 #include "floorline/analyzer/throughput.hpp"
+#include "floorline/common/output.hpp"
 
 namespace floorline::analyzer {
 
 namespace {
 
+// Text for HTML content and attribute values: valid UTF-8, markup characters as entities, no
+// control characters (names come from model files and databases and may hold any bytes).
 std::string esc(const std::string& s) {
   std::string o;
-  for (char c : s) {
+  for (char c : output::valid_utf8(s)) {
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7F) {
+      o += ' ';
+      continue;
+    }
     switch (c) {
+      case '\'':
+        o += "&#39;";
+        break;
       case '&':
         o += "&amp;";
         break;

@@ -254,7 +254,9 @@ Result<Report> build_report(benchdb::Database& db, const std::vector<mp::ModelIR
   return r;
 }
 
-std::string format_table(const Report& r, bool layers, size_t top_findings) {
+namespace {
+
+std::string format_table_text(const Report& r, bool layers, size_t top_findings) {
   std::string out;
   if (r.costs.system_id) out += fmt::format("system {}: {}\n", r.costs.system_id, r.costs.system);
   if (r.costs.system_id) {
@@ -307,6 +309,14 @@ std::string format_table(const Report& r, bool layers, size_t top_findings) {
     }
   }
   return out;
+}
+
+}  // namespace
+
+// Layer names and findings quote the model: whatever bytes it holds, no escape sequence reaches a
+// terminal.
+std::string format_table(const Report& r, bool layers, size_t top_findings) {
+  return output::terminal_safe(format_table_text(r, layers, top_findings));
 }
 
 std::string format_json(const Report& r) {
@@ -392,7 +402,8 @@ std::string format_json(const Report& r) {
   }
   j["models"] = models;
   j["throughput"] = throughput_json(r);
-  return j.dump(2) + "\n";
+  // Names come from model files and databases: bytes that are not UTF-8 become U+FFFD.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string format_csv(const Report& r, bool layers) {
@@ -400,22 +411,43 @@ std::string format_csv(const Report& r, bool layers) {
   return output::render_csv(model_fields(r), r.models);
 }
 
+namespace {
+
+// The text of a DOT quoted string: valid UTF-8 (Graphviz reads UTF-8), quotes and backslashes
+// escaped (a name ending in a backslash would otherwise escape the closing quote), and no line
+// breaks or other control characters.
+std::string dot_quoted(const std::string& s) {
+  std::string out;
+  for (const char ch : output::valid_utf8(s)) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\')
+      out += std::string("\\") + ch;
+    else if (c < 0x20 || c == 0x7F)
+      out += ' ';
+    else
+      out += ch;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string format_dot(const Report& r) {
   std::string out;
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
+    const std::string model = dot_quoted(b.model);
     out += fmt::format(
         "digraph \"{}_b{}\" {{\n  label=\"{} batch {}: S {:.1f} µs, P {:.1f} µs (critical path in red)\";\n"
         "  labelloc=t;\n  node [shape=box, style=filled, fillcolor=white, fontname=Helvetica, "
         "fontsize=10];\n",
-        b.model, b.batch, b.model, b.batch, b.S, b.P);
+        model, b.batch, model, b.batch, b.S, b.P);
     for (const auto& l : b.layers) {
       const std::string time =
           l.source == "none" ? "no time"
                              : fmt::format("{:.1f} µs{}", l.us, l.source == "roofline" ? " (roofline)" : "");
-      std::string name = l.name;
-      std::replace(name.begin(), name.end(), '"', '\'');
-      out += fmt::format("  n{} [label=\"{}\\n{}\\n{}\"{}];\n", l.index, name, l.kind, time,
+      const std::string name = dot_quoted(l.name);
+      out += fmt::format("  n{} [label=\"{}\\n{}\\n{}\"{}];\n", l.index, name, dot_quoted(l.kind), time,
                          l.on_critical_path ? ", color=red, fillcolor=\"#ffe0e0\", penwidth=2" : "");
     }
     // Consecutive cost-bearing layers of the critical path (view layers in between are not drawn).

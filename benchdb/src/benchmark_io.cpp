@@ -15,6 +15,7 @@
 #include "floorline/common/benchmark_error.hpp"
 #include "floorline/common/statistics.hpp"
 #include "floorline/model_processor/layer.hpp"
+#include "input_file.hpp"
 #include "schema_internal.hpp"
 
 namespace floorline::benchdb {
@@ -219,11 +220,11 @@ std::string non_finite_as_null(const std::string& text) {
 
 }  // namespace
 
-Result<ImportSummary> import_benchmark_json(Database& db, const std::string& path,
-                                            const WriterOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("{}: cannot read the file", path);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+namespace {
+
+Result<ImportSummary> import_benchmark_json_unguarded(Database& db, const std::string& path,
+                                                      const WriterOptions& options) {
+  FL_ASSIGN_OR_RETURN(const std::string text, read_input_file(path));
   nlohmann::json doc = nlohmann::json::parse(non_finite_as_null(text), nullptr, false);
   if (doc.is_discarded()) return make_error("{}: not valid JSON", path);
   if (!doc.is_object() || !doc.contains("benchmarks") || !doc["benchmarks"].is_array())
@@ -336,6 +337,19 @@ Result<ImportSummary> import_benchmark_json(Database& db, const std::string& pat
   sum.already_measured += writer.skipped_existing();
   FL_TRY(db.finish_run(sum.run_id, "finished"));
   return sum;
+}
+
+}  // namespace
+
+// A JSON value of an unexpected type (a string where a number belongs) throws inside nlohmann::json:
+// it becomes an error naming the file, not an exception out of the command.
+Result<ImportSummary> import_benchmark_json(Database& db, const std::string& path,
+                                            const WriterOptions& options) {
+  try {
+    return import_benchmark_json_unguarded(db, path, options);
+  } catch (const nlohmann::json::exception& e) {
+    return make_error("{}: unexpected content: {}", path, e.what());
+  }
 }
 
 }  // namespace floorline::benchdb

@@ -5,11 +5,13 @@
 
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 
@@ -17,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "database_impl.hpp"
+#include "floorline/benchdb/system.hpp"
 #include "floorline/model_processor/model.hpp"
 #include "schema_internal.hpp"
 
@@ -126,6 +129,25 @@ void name_case(CaseRow& row, std::string_view key) {
 // statements that add and drop them come from the field lists (migration_statements and
 // retirement_statements), this only moves the rows in between.
 Status Impl::upgrade_rows(int version) {
+  if (version == 5) {
+    // runs.status may be 'died' from schema 5. SQLite cannot ALTER a CHECK constraint; loosening
+    // one changes no stored row, which SQLite's documentation allows through writable_schema
+    // (lang_altertable.html, "Making Other Kinds Of Table Schema Changes"): the table's SQL is
+    // edited and the schema cookie bumped so that every connection reloads it.
+    FL_ASSIGN_OR_RETURN(const int64_t cookie, conn.scalar_int("PRAGMA schema_version"));
+    FL_TRY(conn.exec("PRAGMA writable_schema = ON"));
+    Status edit = [&]() -> Status {
+      FL_ASSIGN_OR_RETURN(sql::Statement u,
+                          conn.prepare("UPDATE sqlite_schema SET sql = replace(sql, ?1, ?2) "
+                                       "WHERE type = 'table' AND name = 'runs'"));
+      FL_TRY(u.bind(1, std::string_view(kRunStatusCheckV1)));
+      FL_TRY(u.bind(2, std::string_view(kRunStatusCheck)));
+      FL_TRY(u.run());
+      return conn.exec(fmt::format("PRAGMA schema_version = {}", cookie + 1));
+    }();
+    FL_TRY(conn.exec("PRAGMA writable_schema = OFF"));
+    return edit;
+  }
   if (version != 4) return {};
   // systems: the per-library columns become one map; the fingerprint is recomputed because the
   // identity fields changed, so that the same stack measured again finds its old row.
@@ -217,9 +239,11 @@ Result<Database> Database::open(const std::filesystem::path& path, const OpenOpt
     return make_error("{}: schema version {} is not one this build can write (1..{})", p,
                       options.target_schema_version, kSchemaVersion);
   std::error_code ec;
-  if (options.read_only && !std::filesystem::exists(path, ec)) return make_error("{}: no such file", p);
+  if (options.read_only && !std::filesystem::exists(path, ec)) return make_error("{}: no such database", p);
   if (std::filesystem::is_directory(path, ec))
     return make_error("{}: is a directory, not a database file", p);
+  if (options.read_only && std::filesystem::file_size(path, ec) == 0 && !ec)
+    return make_error("{}: an empty file, not a Floorline database", p);
   FL_TRY(check_file_header(path));
 
   Database db;
@@ -256,6 +280,11 @@ Result<Database> Database::open(const std::filesystem::path& path, const OpenOpt
 
   if (options.read_only) {
     if (version == 0) return make_error("{}: an empty file, not a Floorline database", p);
+    if (version < kSchemaVersion && !options.allow_older_schema)
+      return make_error(
+          "{}: schema {} is older than this build's {}; `floorline db migrate {}` upgrades it (so does "
+          "any command that writes to it)",
+          p, version, kSchemaVersion, p);
     FL_TRY(d.conn.exec("PRAGMA query_only = ON"));
     return db;
   }
@@ -415,12 +444,58 @@ Status Database::record_models(const std::vector<mp::ModelIR>& irs) {
   });
 }
 
+namespace {
+
+std::string read_boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+// Field 22 of /proc/PID/stat (starttime, clock ticks after boot); nullopt when there is no such
+// process. The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+std::optional<int64_t> process_start(int64_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  if (!std::getline(in, stat)) return std::nullopt;
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string f;
+  for (int k = 3; k <= 22; ++k)
+    if (!(fields >> f)) return std::nullopt;
+  char* end = nullptr;
+  const long long v = std::strtoll(f.c_str(), &end, 10);
+  if (end == f.c_str()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
 Result<int64_t> Database::begin_run(RunRow row) {
+  if (row.uuid.empty()) {  // a new run, written by this process (a merged or imported one keeps its own)
+    row.pid = static_cast<int64_t>(::getpid());
+    row.boot_id = read_boot_id();
+    row.pid_start = process_start(*row.pid);
+    if (row.host_name.empty()) row.host_name = host_name();
+  }
   if (row.uuid.empty()) row.uuid = random_uuid();
   if (row.started_at.empty()) row.started_at = utc_now();
-  static const std::string ins = insert_sql(runs_table());
-  FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
-  FL_TRY(impl_->bind_all(*s, row_values(runs_table(), row)));
+  // The columns of the file's schema (a file kept at an older version for the migration tests has
+  // no process columns).
+  const auto& t = runs_table();
+  std::string cols, params;
+  std::vector<SqlValue> values;
+  for (const auto& c : t.columns) {
+    if (c.since > impl_->version) continue;
+    values.push_back(c.get(row));
+    cols += (cols.empty() ? "" : ", ") + c.name;
+    params += (params.empty() ? "?" : ", ?") + std::to_string(values.size());
+  }
+  FL_ASSIGN_OR_RETURN(sql::Cached s,
+                      impl_->conn.cached("INSERT INTO runs (" + cols + ") VALUES (" + params + ")"));
+  FL_TRY(impl_->bind_all(*s, values));
   FL_TRY(s->run());
   return impl_->conn.last_insert_rowid();
 }
@@ -432,6 +507,34 @@ Status Database::finish_run(int64_t run_id, std::string_view status) {
   FL_TRY(s->bind(2, std::string_view(utc_now())));
   FL_TRY(s->bind(3, run_id));
   return s->run();
+}
+
+Result<std::vector<DeadRun>> Database::mark_dead_runs() {
+  std::vector<DeadRun> dead;
+  if (impl_->read_only || impl_->version < 5) return dead;
+  const std::string boot = read_boot_id();
+  if (boot.empty()) return dead;  // no /proc here: no process can be checked
+  FL_ASSIGN_OR_RETURN(const QueryResult running, query("SELECT id, pid, boot_id, pid_start, started_at FROM "
+                                                       "runs WHERE status = 'running' AND host_name = ?1 "
+                                                       "AND pid IS NOT NULL AND boot_id <> ''",
+                                                       {host_name()}));
+  for (const auto& r : running.rows) {
+    const int64_t id = std::get<int64_t>(r[0]);
+    const int64_t pid = std::get<int64_t>(r[1]);
+    const std::string run_boot = value_text(r[2]);
+    const int64_t* start = std::get_if<int64_t>(&r[3]);
+    // Alive only when this boot still has a process of that pid that started at the same tick.
+    const std::optional<int64_t> now = run_boot == boot ? process_start(pid) : std::nullopt;
+    const bool alive = now.has_value() && (start == nullptr || *now == *start);
+    if (alive) continue;
+    FL_ASSIGN_OR_RETURN(
+        sql::Cached u,
+        impl_->conn.cached("UPDATE runs SET status = 'died' WHERE id = ?1 AND status = 'running'"));
+    FL_TRY(u->bind(1, id));
+    FL_TRY(u->run());
+    if (impl_->conn.changes() == 1) dead.push_back({id, pid, value_text(r[4])});
+  }
+  return dead;
 }
 
 Result<int> Database::upsert_framework_latency(const FrameworkLatencyRow& row) {
@@ -505,20 +608,83 @@ Result<std::unordered_map<int64_t, std::pair<std::string, std::string>>> Databas
 }
 
 Result<QueryResult> Database::query(std::string_view sql, const std::vector<SqlValue>& params) {
+  return query(sql, params, QueryLimits{});
+}
+
+namespace {
+
+// sqlite3_progress_handler callback: a non-zero return interrupts the statement (SQLITE_INTERRUPT).
+int past_deadline(void* deadline) {
+  return std::chrono::steady_clock::now() > *static_cast<std::chrono::steady_clock::time_point*>(deadline)
+             ? 1
+             : 0;
+}
+
+}  // namespace
+
+Result<QueryResult> Database::query(std::string_view sql, const std::vector<SqlValue>& params,
+                                    const QueryLimits& limits) {
   FL_ASSIGN_OR_RETURN(sql::Statement s, impl_->conn.prepare(sql));
   if (impl_->read_only && !s.read_only())
     return make_error("{}: the database is open read-only", impl_->path);
   FL_TRY(impl_->bind_all(s, params));
+  sqlite3* h = impl_->conn.handle();
+  std::chrono::steady_clock::time_point deadline{};
+  if (limits.timeout_seconds > 0) {
+    deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                               std::chrono::duration<double>(limits.timeout_seconds));
+    sqlite3_progress_handler(h, 10000, past_deadline, &deadline);
+  }
+  struct Unset {
+    sqlite3* h;
+    bool on;
+    ~Unset() {
+      if (on) sqlite3_progress_handler(h, 0, nullptr, nullptr);
+    }
+  } unset{h, limits.timeout_seconds > 0};
+  // What SQLite itself holds while it computes (a recursive CTE under ORDER BY, a GROUP BY over
+  // it) is bounded too, through its heap limit; the previous limit is restored afterwards.
+  const int64_t heap_limit = limits.max_bytes > 0 ? 2 * limits.max_bytes + (int64_t{256} << 20) : 0;
+  struct HeapLimit {
+    int64_t previous = -1;
+    explicit HeapLimit(int64_t limit) {
+      if (limit > 0) previous = sqlite3_hard_heap_limit64(limit);
+    }
+    ~HeapLimit() {
+      if (previous >= 0) sqlite3_hard_heap_limit64(previous);
+    }
+  } heap{heap_limit};
   QueryResult r;
   const int n = s.column_count();
   for (int i = 0; i < n; ++i) r.columns.push_back(s.column_name(i));
+  int64_t bytes = 0;
   for (;;) {
     auto more = s.step();
-    if (!more) return more.error().with_context(impl_->path);
+    if (!more) {
+      if ((sqlite3_errcode(h) & 0xff) == SQLITE_INTERRUPT && limits.timeout_seconds > 0)
+        return make_error("{}: the query ran longer than {:g} s (--timeout); narrow it", impl_->path,
+                          limits.timeout_seconds);
+      if ((sqlite3_errcode(h) & 0xff) == SQLITE_NOMEM && heap_limit > 0)
+        return make_error("{}: the query needs more than {} MiB of memory inside SQLite; narrow it",
+                          impl_->path, heap_limit >> 20);
+      return more.error().with_context(impl_->path);
+    }
     if (!*more) return r;
+    if (limits.max_rows > 0 && static_cast<int64_t>(r.rows.size()) >= limits.max_rows)
+      return make_error(
+          "{}: the query returned more than {} rows (--max-rows); add a LIMIT or raise --max-rows",
+          impl_->path, limits.max_rows);
     auto& row = r.rows.emplace_back();
     row.reserve(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) row.push_back(s.column(i));
+    for (int i = 0; i < n; ++i) {
+      row.push_back(s.column(i));
+      if (const auto* t = std::get_if<std::string>(&row.back())) bytes += static_cast<int64_t>(t->size());
+      bytes += 16;
+    }
+    if (limits.max_bytes > 0 && bytes > limits.max_bytes)
+      return make_error("{}: the query's result is larger than {} MiB; add a LIMIT or select fewer columns",
+                        impl_->path, limits.max_bytes >> 20);
   }
 }
 

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "input_file.hpp"
+
 namespace floorline::benchdb {
 
 Result<std::vector<std::vector<std::string>>> parse_csv(const std::string& text) {
@@ -104,11 +106,11 @@ Result<FrameworkLatencyRow> to_row(const Record& rec, const std::string& source)
 
 }  // namespace
 
-Result<FrameworkImportSummary> import_framework_latencies(Database& db, const std::string& path,
-                                                          std::string format) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("{}: cannot read the file", path);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+namespace {
+
+Result<FrameworkImportSummary> import_framework_latencies_unguarded(Database& db, const std::string& path,
+                                                                    std::string format) {
+  FL_ASSIGN_OR_RETURN(const std::string text, read_input_file(path));
   if (format.empty()) {
     const auto ext = std::filesystem::path(path).extension().string();
     format = ext == ".csv" ? "csv" : "json";
@@ -157,6 +159,19 @@ Result<FrameworkImportSummary> import_framework_latencies(Database& db, const st
     return {};
   }));
   return sum;
+}
+
+}  // namespace
+
+// A JSON value of an unexpected type (a string where a number belongs) throws inside nlohmann::json:
+// it becomes an error naming the file, not an exception out of the command.
+Result<FrameworkImportSummary> import_framework_latencies(Database& db, const std::string& path,
+                                                          std::string format) {
+  try {
+    return import_framework_latencies_unguarded(db, path, std::move(format));
+  } catch (const nlohmann::json::exception& e) {
+    return make_error("{}: unexpected content: {}", path, e.what());
+  }
 }
 
 }  // namespace floorline::benchdb

@@ -233,6 +233,7 @@ Result<MergeSummary> merge_into(Database& out, const std::string& input) {
     return make_error("{}: cannot merge a database into itself", input);
   OpenOptions ro;
   ro.read_only = true;
+  ro.allow_older_schema = true;  // an input is read as it is, never upgraded
   FL_ASSIGN_OR_RETURN(Database in, Database::open(input, ro));
   Merger m(out, in);
   auto st = out.transaction([&]() { return m.run(); });

@@ -69,8 +69,11 @@ const TableDef<RunRow>& runs_table() {
         col("command", &R::command),
         col("started_at", &R::started_at),
         col("finished_at", &R::finished_at),
-        col("status", &R::status, "CHECK (status IN ('running', 'finished', 'interrupted'))"),
+        col("status", &R::status, kRunStatusCheck),
         json_col("options", &R::options),
+        col("pid", &R::pid, "", 5),
+        col("boot_id", &R::boot_id, "", 5),
+        col("pid_start", &R::pid_start, "", 5),
     };
     d.indexes = {{"CREATE INDEX runs_system ON runs (system_id)", 1}};
     return d;

@@ -39,6 +39,12 @@ std::vector<std::string> migration_statements(int version);
 // The statements that drop the columns retired at `version` (after their data has been moved).
 std::vector<std::string> retirement_statements(int version);
 
+// The statuses a run may have. Schema 5 added 'died'; its upgrade rewrites the CHECK of an older
+// runs table from kRunStatusCheckV1 to this (database.cpp, Impl::upgrade_rows).
+inline constexpr const char* kRunStatusCheck =
+    "CHECK (status IN ('running', 'finished', 'interrupted', 'died'))";
+inline constexpr const char* kRunStatusCheckV1 = "CHECK (status IN ('running', 'finished', 'interrupted'))";
+
 // --- what schemas 1-3 wrote differently (read by the upgrade, merge and import of older files) --
 
 // The per-library version columns of systems and their keys in systems.libraries.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <thread>
 
 #include <fmt/format.h>
@@ -232,12 +233,28 @@ Status Connection::exec(const std::string& fixed_sql) {
 }
 
 Result<Statement> Connection::prepare(std::string_view sql) {
+  if (sql.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return make_error("{}: SQL text of {} bytes is too long", path_, sql.size());
   sqlite3_stmt* s = nullptr;
-  const int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &s, nullptr);
+  const char* tail = nullptr;
+  const int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &s, &tail);
   if (rc != SQLITE_OK)
     return sqlite_error(db_, rc, fmt::format("{}: prepare \"{}\"", path_, first_words(sql)));
   if (!s) return make_error("{}: empty SQL statement", path_);
-  return Statement(s, db_);
+  Statement st(s, db_);
+  // sqlite3_prepare compiles the first statement only: a second one would be dropped without a
+  // word. What follows must be nothing, semicolons, white space or comments (which compile to no
+  // statement).
+  const std::string_view rest = sql.substr(static_cast<size_t>(tail - sql.data()));
+  if (rest.find_first_not_of(" \t\r\n;") != std::string_view::npos) {
+    sqlite3_stmt* next = nullptr;
+    const int rc2 = sqlite3_prepare_v2(db_, rest.data(), static_cast<int>(rest.size()), &next, nullptr);
+    if (next) sqlite3_finalize(next);
+    if (rc2 != SQLITE_OK || next)
+      return make_error("{}: the SQL holds more than one statement (the second begins \"{}\"); give one",
+                        path_, first_words(rest.substr(rest.find_first_not_of(" \t\r\n;"))));
+  }
+  return st;
 }
 
 Result<Cached> Connection::cached(const std::string& sql) {

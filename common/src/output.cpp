@@ -25,7 +25,82 @@ Cell float_cell(const std::optional<double>& v, int precision) {
   return v ? float_cell(*v, precision) : missing_cell();
 }
 
-std::string table(const std::vector<std::string>& header, const std::vector<std::vector<Cell>>& rows) {
+namespace {
+
+// The length of the valid UTF-8 sequence at the start of `s` (1-4), or 0 (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF).
+size_t utf8_sequence(std::string_view s) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() < n) return 0;
+  if (b(1) < lo || b(1) > hi) return 0;
+  for (size_t i = 2; i < n; ++i)
+    if (b(i) < 0x80 || b(i) > 0xBF) return 0;
+  return n;
+}
+
+}  // namespace
+
+std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    const size_t n = utf8_sequence(s);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+      s.remove_prefix(1);
+    } else {
+      out.append(s.substr(0, n));
+      s.remove_prefix(n);
+    }
+  }
+  return out;
+}
+
+std::string terminal_safe(std::string_view s) {
+  const std::string v = valid_utf8(s);
+  std::string out;
+  out.reserve(v.size());
+  for (const char ch : v) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += ch;
+  }
+  return out;
+}
+
+std::string table(const std::vector<std::string>& header_in, const std::vector<std::vector<Cell>>& rows_in) {
+  // Every text one line of printable characters, so that the columns stay aligned.
+  const auto cell_text = [](const std::string& t) {
+    std::string s = terminal_safe(t);
+    std::string out;
+    for (const char ch : s)
+      out += ch == '\n' ? std::string("\\n") : ch == '\t' ? std::string("\\t") : std::string(1, ch);
+    return out;
+  };
+  std::vector<std::string> header;
+  for (const auto& h : header_in) header.push_back(cell_text(h));
+  std::vector<std::vector<Cell>> rows = rows_in;
+  for (auto& r : rows)
+    for (auto& c : r) c.text = cell_text(c.text);
   std::vector<size_t> width(header.size(), 0);
   for (size_t k = 0; k < header.size(); ++k) width[k] = header[k].size();
   for (const auto& r : rows)
@@ -57,8 +132,9 @@ std::string table(const std::vector<std::string>& header, const std::vector<std:
   return out;
 }
 
-std::string csv_escape(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+std::string csv_escape(const std::string& in) {
+  const std::string s = valid_utf8(in);
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
   for (char ch : s) {
     if (ch == '"') out += '"';

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "floorline/analyzer/advisors.hpp"
 #include "floorline/analyzer/analyzer.hpp"
@@ -530,6 +531,33 @@ TEST(Report, DotHighlightsTheCriticalPathAndHtmlIsSelfContained) {
   for (const char* remote : {"src=\"http", "href=\"http", "@import", "<link"})
     EXPECT_EQ(html.find(remote), std::string::npos) << remote;
   EXPECT_EQ(html.find("<script"), std::string::npos);
+}
+
+TEST(Report, EveryFormatSurvivesAnyBytesInNames) {
+  // Names come from model files and databases: an invalid UTF-8 byte, a terminal escape, markup,
+  // quotes and a trailing backslash (which in DOT would escape the closing quote).
+  Report r = golden_report();
+  const std::string hostile = "bad\xff<script>\x1b[31m\"q'\\";
+  r.models[0].bounds.model = hostile;
+  for (auto& l : r.models[0].bounds.layers) l.name = hostile;
+  const std::string json = format_json(r);
+  const auto parsed = nlohmann::json::parse(json, nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded());
+  EXPECT_EQ(parsed["models"][0]["model"], "bad\xef\xbf\xbd<script>\x1b[31m\"q'\\");  // U+FFFD for the byte
+  for (const std::string& text : {format_table(r, true, 3), format_csv(r, true), format_csv(r, false),
+                                  format_html(r), format_dot(r), json}) {
+    EXPECT_EQ(text.find('\xff'), std::string::npos);  // only valid UTF-8 comes out
+  }
+  const std::string table = format_table(r, true, 3);
+  EXPECT_EQ(table.find('\x1b'), std::string::npos);
+  EXPECT_NE(table.find("bad\xef\xbf\xbd<script>\\x1b[31m\"q'\\"), std::string::npos);
+  const std::string html = format_html(r);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_NE(html.find("bad\xef\xbf\xbd&lt;script&gt; [31m&quot;q&#39;\\"), std::string::npos);
+  const std::string dot = format_dot(r);
+  EXPECT_NE(dot.find("digraph \"bad\xef\xbf\xbd<script> [31m\\\"q'\\\\_b1\""), std::string::npos) << dot;
+  const std::string csv = format_csv(r, true);
+  EXPECT_NE(csv.find("\"bad\xef\xbf\xbd<script>\x1b[31m\"\"q'\\\""), std::string::npos) << csv;
 }
 
 }  // namespace

@@ -147,8 +147,8 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
   {
     auto db = must(Database::open(path_));
     EXPECT_EQ(db.opened_at_version(), 3);
-    EXPECT_EQ(db.schema_version(), 4);
-    EXPECT_EQ(scalar(db, "PRAGMA user_version"), 4);
+    EXPECT_EQ(db.schema_version(), kSchemaVersion);
+    EXPECT_EQ(scalar(db, "PRAGMA user_version"), kSchemaVersion);
     EXPECT_EQ(must(db.integrity_check()), "ok");
 
     // systems: the library columns are gone, their values are in `libraries`; the fingerprint is
@@ -257,10 +257,52 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
   const std::string upgraded = file_bytes(path_);
   {
     auto db = must(Database::open(path_));
-    EXPECT_EQ(db.opened_at_version(), 4);
-    EXPECT_EQ(db.schema_version(), 4);
+    EXPECT_EQ(db.opened_at_version(), kSchemaVersion);
+    EXPECT_EQ(db.schema_version(), kSchemaVersion);
   }
   EXPECT_EQ(file_bytes(path_), upgraded);
+}
+
+TEST_F(Migration, ReadOnlyOpenRefusesTheOlderFileAndLeavesItByteIdentical) {
+  const std::string before = file_bytes(path_);
+  OpenOptions ro;
+  ro.read_only = true;
+  auto db = Database::open(path_, ro);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(
+      db.error().message,
+      fmt::format("{}: schema 3 is older than this build's {}; `floorline db migrate {}` upgrades it (so "
+                  "does any command that writes to it)",
+                  path_, kSchemaVersion, path_));
+  EXPECT_EQ(file_bytes(path_), before);
+  EXPECT_FALSE(std::filesystem::exists(path_ + "-wal"));
+}
+
+TEST_F(Migration, Schema5LetsARunBeMarkedDied) {
+  // Schema 5 loosens the CHECK of runs.status (by editing the table's SQL) and adds the process
+  // columns; the runs of the old file keep their status and get no pid.
+  const auto statuses = raw_rows(path_, "SELECT id, status FROM runs ORDER BY id");
+  ASSERT_FALSE(statuses.empty());
+  {
+    auto db = must(Database::open(path_));
+    EXPECT_EQ(must(db.integrity_check()), "ok");
+    auto now = must(db.query("SELECT id, status, pid IS NULL, boot_id FROM runs ORDER BY id"));
+    ASSERT_EQ(now.rows.size(), statuses.size());
+    for (size_t i = 0; i < statuses.size(); ++i) {
+      EXPECT_EQ(value_text(now.rows[i][1]), statuses[i][1]);
+      EXPECT_EQ(std::get<int64_t>(now.rows[i][2]), 1);
+      EXPECT_EQ(value_text(now.rows[i][3]), "");
+    }
+    // Runs without a pid cannot be judged: none is marked.
+    EXPECT_TRUE(must(db.mark_dead_runs()).empty());
+    ASSERT_OK(db.query("UPDATE runs SET status = 'died' WHERE id = ?1", {now.rows[0][0]}));
+    auto bad = db.query("UPDATE runs SET status = 'lost' WHERE id = ?1", {now.rows[0][0]});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("CHECK constraint failed"), std::string::npos) << bad.error().message;
+  }
+  EXPECT_EQ(raw_one(path_, "SELECT status FROM runs ORDER BY id LIMIT 1"), "died");
+  EXPECT_NE(raw_one(path_, "SELECT sql FROM sqlite_schema WHERE name = 'runs'").find("'died'"),
+            std::string::npos);
 }
 
 TEST_F(Migration, ASchema3FileIsReadByMerge) {

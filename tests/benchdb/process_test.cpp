@@ -54,6 +54,7 @@ class Child {
     pid_ = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
+  pid_t pid() const { return pid_; }
   void kill9() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
@@ -109,6 +110,46 @@ TEST(Process, KillNineKeepsEveryCommittedBatchAndRerunCompletesWithoutDuplicates
   EXPECT_EQ(scalar(db, "SELECT count(DISTINCT case_id) FROM measurements"), int64_t{kConfigs} * kPer);
   EXPECT_EQ(scalar(db, "SELECT count(*) FROM measurements WHERE superseded = 1"), 0);
   EXPECT_EQ(must(db.count("best_measurements")), kConfigs);
+}
+
+TEST(Process, ARunWhoseProcessWasKilledIsMarkedDiedByTheNextWriter) {
+  TempDir dir;
+  const std::string db_path = dir.file("died.db");
+  Child writer({db_path, "died-cpu", "50", "20", "100", "2000"});
+  const int64_t writer_pid = writer.pid();
+  for (std::string l = writer.line(); !l.empty(); l = writer.line())
+    if (committed_in(l) > 0) break;
+  {
+    // While its process lives, the run is left running.
+    auto db = must(Database::open(db_path));
+    EXPECT_TRUE(must(db.mark_dead_runs()).empty());
+    EXPECT_EQ(scalar(db, "SELECT count(*) FROM runs WHERE status = 'running' AND pid = ?1", {writer_pid}), 1);
+  }
+  writer.kill9();
+  auto db = must(Database::open(db_path));
+  const auto dead = must(db.mark_dead_runs());
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].pid, writer_pid);
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM runs WHERE status = 'died' AND finished_at IS NULL AND id = ?1",
+                   {dead[0].run_id}),
+            1);
+  EXPECT_TRUE(must(db.mark_dead_runs()).empty());  // marked once
+  // This process's own run is alive; a run recorded before a reboot (another boot id) is dead; a
+  // run of another host cannot be checked from here and is left alone.
+  RunRow r;
+  r.system_id = 1;
+  const int64_t mine = must(db.begin_run(r));
+  const int64_t rebooted = must(db.begin_run(r));
+  const int64_t elsewhere = must(db.begin_run(r));
+  ASSERT_OK(db.query("UPDATE runs SET boot_id = 'an-earlier-boot' WHERE id = ?1", {rebooted}));
+  ASSERT_OK(db.query("UPDATE runs SET host_name = 'another-host', pid = 1 WHERE id = ?1", {elsewhere}));
+  const auto dead2 = must(db.mark_dead_runs());
+  ASSERT_EQ(dead2.size(), 1u);
+  EXPECT_EQ(dead2[0].run_id, rebooted);
+  EXPECT_EQ(
+      scalar(db, "SELECT count(*) FROM runs WHERE status = 'running' AND id IN (?1, ?2)", {mine, elsewhere}),
+      2);
+  EXPECT_EQ(must(db.integrity_check()), "ok");
 }
 
 TEST(Process, TwoWritersAtOnceBothFinishWithNoLostRows) {

@@ -100,8 +100,34 @@ endif()
 find_program(DOT_EXE dot REQUIRED)
 run(0 ${DOT_EXE} -Tsvg ${WORK_DIR}/r.dot -o ${WORK_DIR}/r.svg)
 
-# A model with no measurement at all: a clear error naming the database.
+# A model with no measurement at all: a clear error naming the database (which exists: analyze
+# opens read-only and creates nothing, tests/cli/hostile.cmake).
+run(0 ${FLOORLINE} layers ${SOURCE_DIR}/models/zoo/squeezenet1_1.onnx --db ${WORK_DIR}/empty.db)
 run(2 ${FLOORLINE} analyze ${SOURCE_DIR}/models/zoo/vit_b_16.onnx --db ${WORK_DIR}/empty.db)
 if(NOT err MATCHES "empty.db: no measurement")
   message(FATAL_ERROR "analyze with no measurements: unexpected error:\n${err}")
+endif()
+
+# Every write is checked, every format: /dev/full fails at the flush with a one-line reason; --out
+# naming an input (the model, the database) is refused and leaves it byte-identical.
+if(EXISTS /dev/full)
+  foreach(format table json csv html dot)
+    run(1 ${FLOORLINE} analyze ${MODELS} --db ${DB} --format ${format} --out /dev/full)
+    if(NOT err MATCHES "floorline analyze: cannot write /dev/full: No space left on device\n$")
+      message(FATAL_ERROR "analyze --format ${format} --out /dev/full:\n${err}")
+    endif()
+  endforeach()
+endif()
+file(COPY ${SOURCE_DIR}/models/zoo/squeezenet1_1.onnx DESTINATION ${WORK_DIR}/in)
+file(SHA256 ${WORK_DIR}/in/squeezenet1_1.onnx sha)
+file(SHA256 ${DB} db_sha)
+run(2 ${FLOORLINE} analyze ${WORK_DIR}/in/squeezenet1_1.onnx --db ${DB} --out ${WORK_DIR}/in/squeezenet1_1.onnx)
+if(NOT err STREQUAL "floorline analyze: ${WORK_DIR}/in/squeezenet1_1.onnx: is also an input (${WORK_DIR}/in/squeezenet1_1.onnx); choose another --out\n")
+  message(FATAL_ERROR "analyze --out MODEL:\n${err}")
+endif()
+run(2 ${FLOORLINE} analyze ${WORK_DIR}/in/squeezenet1_1.onnx --db ${DB} --format json --out ${DB})
+file(SHA256 ${WORK_DIR}/in/squeezenet1_1.onnx sha_after)
+file(SHA256 ${DB} db_sha_after)
+if(NOT sha STREQUAL sha_after OR NOT db_sha STREQUAL db_sha_after)
+  message(FATAL_ERROR "analyze --out overwrote an input")
 endif()

@@ -1,11 +1,14 @@
 // floorline/benchdb/database.hpp — open, upgrade and write a Floorline results database.
 //
 // One SQLite file holds every measurement with the stack it was made on (shared/DESIGN.md,
-// Database; docs/DATABASE.md). Opening:
+// Database; docs/DATABASE.md). Opening to write (the default):
 //   - a missing or empty file is created at the current schema (kSchemaVersion);
 //   - an older Floorline file is upgraded in one transaction (its data kept);
 //   - a newer one, a non-SQLite or truncated file, or another application's SQLite file is
 //     refused with a one-line error that names the file.
+// Opening read-only (the read commands: db info, db query, analyze, system --db) creates, upgrades
+// and writes nothing: a missing file, an empty file and an older schema are refused too (the
+// message names `floorline db migrate`), and every refused file is left byte-identical.
 // Connections use WAL, foreign keys, a busy timeout (two writers queue rather than fail), and
 // synchronous=FULL (a committed transaction survives power loss). Every statement is prepared.
 // Writes happen in transactions: BEGIN IMMEDIATE ... COMMIT.
@@ -32,10 +35,28 @@ struct ModelIR;
 namespace floorline::benchdb {
 
 struct OpenOptions {
-  bool read_only = false;       // no creation, no upgrade; the connection cannot write (query_only)
+  bool read_only = false;  // no creation, no upgrade; the connection cannot write (query_only)
+  // With read_only: read a file of an older schema as it is (merge reads its inputs so) instead of
+  // refusing it.
+  bool allow_older_schema = false;
   int busy_timeout_ms = 60000;  // how long a writer waits for another writer's transaction
   // Create or upgrade only up to this version (tests of the migrations create older files).
   int target_schema_version = kSchemaVersion;
+};
+
+// Bounds on what one query may return or take (0: no bound), for SQL from the command line:
+// exceeding one is an error that names the bound, never a partial result.
+struct QueryLimits {
+  int64_t max_rows = 0;
+  int64_t max_bytes = 0;       // text and blob bytes of the result, plus 16 per value
+  double timeout_seconds = 0;  // wall time of the whole query
+};
+
+// A run whose process is gone (Database::mark_dead_runs).
+struct DeadRun {
+  int64_t run_id = 0;
+  int64_t pid = 0;
+  std::string started_at;
 };
 
 class Database {
@@ -68,6 +89,11 @@ class Database {
   // Inserts a run (uuid and started_at filled in when empty) and returns its id.
   Result<int64_t> begin_run(RunRow row);
   Status finish_run(int64_t run_id, std::string_view status);  // "finished" or "interrupted"
+  // Marks 'died' every run still 'running' whose process is gone: recorded on this host (runs of
+  // other hosts cannot be checked from here) and either of an earlier boot or with no process of
+  // its pid and start time. Runs without a pid (before schema 5) are left as they are. The write
+  // commands call it when they open a database; returns the runs marked.
+  Result<std::vector<DeadRun>> mark_dead_runs();
 
   // Framework latencies: equal (model, runtime, version, device, batch, dtype, settings, threads)
   // replace the earlier figures. Returns 1 when a row was inserted or changed, else 0.
@@ -88,7 +114,12 @@ class Database {
 
   // --- reading --------------------------------------------------------------------------------
   // A query with bound parameters (?1, ?2 ... or ?). Use read_only connections for untrusted SQL.
+  // SQL holding more than one statement is refused (SQLite would run the first alone).
   Result<QueryResult> query(std::string_view sql, const std::vector<SqlValue>& params = {});
+  // The same within `limits`; errors: "FILE: the query returned more than N rows (--max-rows)",
+  // "... more than N bytes ...", "... ran longer than S s ...".
+  Result<QueryResult> query(std::string_view sql, const std::vector<SqlValue>& params,
+                            const QueryLimits& limits);
   // Streams the rows of a query; `fn` returning an error stops and returns it.
   Status for_each(std::string_view sql, const std::vector<SqlValue>& params,
                   const std::function<Status(const std::vector<std::string>& columns,

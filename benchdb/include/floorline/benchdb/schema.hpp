@@ -35,7 +35,9 @@ namespace floorline::benchdb {
 //      cuda_runtime_version, cudnn_version, cublas_version, onednn_version; replays (Floorline's
 //      own replays, until then stored as framework_latencies rows of runtime "floorline-replay");
 //      cases.name (case_name(), stored so that views read it instead of restating the rule in SQL)
-inline constexpr int kSchemaVersion = 4;
+//   5  runs.pid, runs.boot_id, runs.pid_start (the writing process, to tell a run whose process
+//      died from one still running); runs.status may be 'died'
+inline constexpr int kSchemaVersion = 5;
 // PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
 inline constexpr int32_t kApplicationId = 0x464c524c;
 
@@ -82,8 +84,17 @@ struct RunRow {
   std::string command;  // the command line that produced the run
   std::string started_at;
   std::optional<std::string> finished_at;  // NULL while running or when interrupted
-  std::string status = "running";          // running | finished | interrupted
-  std::string options = "{}";              // JSON: min_time, repetitions, threads, ...
+  // running | finished | interrupted (stopped by a signal, what was measured kept) | died (its
+  // process ended without finishing it: kill -9, a crash, a reboot; see Database::mark_dead_runs)
+  std::string status = "running";
+  std::string options = "{}";  // JSON: min_time, repetitions, threads, ...
+  // (v5) The process writing the run: its pid, the kernel's boot id (/proc/sys/kernel/random/boot_id)
+  // and its start time in clock ticks after boot (/proc/PID/stat, field 22), which together name
+  // one process even after its pid is reused. NULL / "" where unknown (runs from before v5,
+  // imports); Database::begin_run fills them for a new run (one without a uuid yet).
+  std::optional<int64_t> pid;
+  std::string boot_id;
+  std::optional<int64_t> pid_start;
 };
 
 struct ModelRow {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,8 +43,17 @@ std::string render_csv(const std::vector<Field<Row>>& fields, const std::vector<
 template <class Row>
 nlohmann::json render_json(const std::vector<Field<Row>>& fields, const std::vector<Row>& rows);
 
+// Cell texts pass through terminal_safe() (names from model files and databases may hold any bytes).
 std::string table(const std::vector<std::string>& header, const std::vector<std::vector<Cell>>& rows);
+// RFC 4180 quoting (a field holding a comma, quote, CR or LF is quoted), after valid_utf8().
 std::string csv_escape(const std::string& s);
+
+// Text made safe to print, whatever bytes it came with (names in a model file or a database):
+// valid_utf8() replaces each byte that does not start or continue a valid UTF-8 sequence with
+// U+FFFD; terminal_safe() does that and writes control characters other than newline and tab as
+// \xNN, so that no escape sequence reaches a terminal.
+std::string valid_utf8(std::string_view s);
+std::string terminal_safe(std::string_view s);
 
 // Colour only on a terminal, never with NO_COLOR set.
 bool use_color(FILE* stream);

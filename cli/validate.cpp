@@ -1,0 +1,128 @@
+#include "validate.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "floorline/model_processor/zoo.hpp"
+
+namespace floorline::cli {
+
+int64_t max_threads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw == 0) return 1024;
+  return std::min<int64_t>(1024, 4 * static_cast<int64_t>(hw));
+}
+
+namespace {
+
+std::string unit_suffix(const std::string& what) {
+  return what.empty() ? "" : " (" + what + ")";
+}
+
+}  // namespace
+
+CLI::Validator int_in(int64_t lo, int64_t hi, const std::string& what) {
+  const std::string range = fmt::format("an integer from {} to {}{}", lo, hi, unit_suffix(what));
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        int64_t v = 0;
+        const char* first = text.data();
+        const char* last = text.data() + text.size();
+        const auto [end, ec] = std::from_chars(first, last, v);
+        if (text.empty() || ec != std::errc() || end != last || v < lo || v > hi)
+          return fmt::format("{} is not {}", text, range);
+        return {};
+      },
+      fmt::format("INT in [{}, {}]", lo, hi));
+}
+
+CLI::Validator real_in(double lo, double hi, const std::string& what, bool lo_open) {
+  const std::string range = fmt::format(fmt::runtime(lo_open ? "a finite number over {:g}, at most {:g}{}"
+                                                             : "a finite number from {:g} to {:g}{}"),
+                                        lo, hi, unit_suffix(what));
+  return CLI::Validator(
+      [lo, hi, lo_open, range](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        const bool parsed = !text.empty() && end == text.c_str() + text.size() && errno != ERANGE;
+        if (!parsed || !std::isfinite(v) || v > hi || (lo_open ? v <= lo : v < lo))
+          return fmt::format("{} is not {}", text, range);
+        return {};
+      },
+      fmt::format("NUMBER in {}{:g}, {:g}]", lo_open ? "(" : "[", lo, hi));
+}
+
+Status check_out_not_input(const std::string& out, const std::vector<std::string>& inputs) {
+  if (out.empty() || out == "-") return {};
+  struct stat o {};
+  if (::stat(out.c_str(), &o) != 0) return {};  // does not exist yet: cannot be an input
+  for (const auto& in : inputs) {
+    struct stat i {};
+    if (::stat(in.c_str(), &i) != 0) continue;
+    if (i.st_dev == o.st_dev && i.st_ino == o.st_ino)
+      return make_error("{}: is also an input ({}); choose another --out", out, in);
+    // A folder of models: the output must not be one of the files read from it either.
+    if (S_ISDIR(i.st_mode)) {
+      std::error_code ec;
+      for (auto it = std::filesystem::recursive_directory_iterator(in, ec);
+           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        struct stat f {};
+        if (::stat(it->path().c_str(), &f) == 0 && f.st_dev == o.st_dev && f.st_ino == o.st_ino)
+          return make_error("{}: is also an input ({}); choose another --out", out, it->path().string());
+      }
+    }
+  }
+  return {};
+}
+
+Result<std::vector<std::filesystem::path>> find_model_files(const std::vector<std::string>& paths) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& p : paths) {
+    FL_ASSIGN_OR_RETURN(auto found, mp::find_models({p}));
+    std::error_code ec;
+    if (found.empty() && std::filesystem::is_directory(p, ec))
+      return make_error("{}: no .onnx file in this folder", p);
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  if (out.empty()) return make_error("no model given");
+  return out;
+}
+
+Result<benchdb::Database> open_for_writing(const std::string& command, const std::string& path) {
+  FL_ASSIGN_OR_RETURN(auto db, benchdb::Database::open(path));
+  FL_ASSIGN_OR_RETURN(const auto dead, db.mark_dead_runs());
+  for (const auto& d : dead)
+    std::fprintf(stderr,
+                 "floorline %s: %s: run %lld (pid %lld, started %s) died without finishing: marked died\n",
+                 command.c_str(), path.c_str(), static_cast<long long>(d.run_id),
+                 static_cast<long long>(d.pid), d.started_at.c_str());
+  return db;
+}
+
+Status write_checked(const std::string& out, const std::string& text) {
+  const bool to_stdout = out == "-";
+  std::FILE* f = to_stdout ? stdout : std::fopen(out.c_str(), "wb");
+  if (!f) return make_error("cannot write {}: {}", out, std::strerror(errno));
+  errno = 0;
+  const size_t n = std::fwrite(text.data(), 1, text.size(), f);
+  int err = n == text.size() ? 0 : (errno ? errno : EIO);
+  if (std::fflush(f) != 0 && err == 0) err = errno ? errno : EIO;
+  if (!to_stdout && std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
+  if (err) return make_error("cannot write {}: {}", to_stdout ? "standard output" : out, std::strerror(err));
+  return {};
+}
+
+}  // namespace floorline::cli

@@ -1,0 +1,59 @@
+// Checks of the numbers and files given on the command line, shared by every subcommand.
+//
+// Numbers are parsed strictly (the whole text, no overflow, finite) and checked against a range
+// that the error message states, so that `--warmup 1e308`, `--min-time nan`, `--threads 100000`
+// or `--batch 99999999999999999999` are usage errors (exit status 2) instead of a hang, an abort
+// or a silent clamp. The ranges are documented in README.md (Exit statuses and limits).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/common/result.hpp"
+
+namespace floorline::cli {
+
+// Upper limits of the options that size work (README.md lists them).
+inline constexpr int64_t kMaxBatch = 65536;          // --batch
+inline constexpr int64_t kMaxRepetitions = 10000;    // --repetitions
+inline constexpr double kMaxSecondsPerCase = 600.0;  // --min-time, --warmup (seconds)
+inline constexpr int64_t kMaxImpls = 10000;          // --max-impls
+inline constexpr int64_t kMaxListed = 1000000;       // --top, --replay-steps
+inline constexpr int64_t kMaxQueryRows = 100000000;  // db query --max-rows
+
+// The most CPU threads a benchmark may ask for: 4 × the hardware threads, at most 1024 (1024 where
+// the count is unknown). More only oversubscribes the machine (libgomp crashed at 100000).
+int64_t max_threads();
+
+// An integer from `lo` to `hi` inclusive; `what` names the unit in the message ("threads").
+// Message: "100000 is not an integer from 1 to 64 (threads)".
+CLI::Validator int_in(int64_t lo, int64_t hi, const std::string& what = "");
+// A finite number from `lo` to `hi` inclusive (`lo_open`: greater than `lo`).
+// Message: "1e308 is not a finite number from 0 to 600 (seconds)".
+CLI::Validator real_in(double lo, double hi, const std::string& what = "", bool lo_open = false);
+
+// Refuses an output file that is one of the inputs (the same file by device and inode, so a
+// hard link or another spelling of the path is caught too). `out` "-" is standard output.
+// Error: "OUT: is also an input (MODEL); choose another --out".
+Status check_out_not_input(const std::string& out, const std::vector<std::string>& inputs);
+
+// The model files under `paths` (files, or folders searched recursively for *.onnx), as
+// mp::find_models(); a folder holding no .onnx file is an error ("DIR: no .onnx file in this
+// folder") rather than a run over nothing.
+Result<std::vector<std::filesystem::path>> find_model_files(const std::vector<std::string>& paths);
+
+// Opens a results database for a write command (created when missing, an older schema upgraded)
+// and marks the runs whose process died (benchdb::Database::mark_dead_runs), saying so on stderr
+// as "floorline COMMAND: FILE: run N (pid P, started AT) died without finishing: marked died".
+Result<benchdb::Database> open_for_writing(const std::string& command, const std::string& path);
+
+// Writes `text` to `out` ("-" for standard output) and checks every step: the open, the write and
+// the close (a full disk or /dev/full fails at the flush). Error: "cannot write OUT: REASON".
+Status write_checked(const std::string& out, const std::string& text);
+
+}  // namespace floorline::cli
