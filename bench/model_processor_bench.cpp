@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "floorline/model_processor/model.hpp"
 #include "floorline/model_processor/zoo.hpp"
 
 namespace {
@@ -80,15 +81,16 @@ int main(int argc, char** argv) {
     t0 = Clock::now();
     std::vector<floorline::mp::ModelIR> models;
     failed = 0;
-    for (const auto& f : *files) {
-      auto m = floorline::mp::process_model(f, opts);
-      if (!m) {
-        ++failed;
-        std::fprintf(stderr, "%s\n", m.error().message.c_str());
-        continue;
-      }
-      for (auto& ir : *m) models.push_back(std::move(ir));
-    }
+    // As `floorline layers` does: pipelined with the inference worker (model.hpp).
+    floorline::mp::process_models(*files, opts,
+                                  [&](size_t, floorline::Result<std::vector<floorline::mp::ModelIR>> m) {
+                                    if (!m) {
+                                      ++failed;
+                                      std::fprintf(stderr, "%s\n", m.error().message.c_str());
+                                      return;
+                                    }
+                                    for (auto& ir : *m) models.push_back(std::move(ir));
+                                  });
     const auto configs = floorline::mp::dedup(models);
     process_s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     unique = configs.size();

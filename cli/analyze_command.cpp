@@ -19,11 +19,13 @@ struct AnalyzeCmd {
   std::string db;
   std::optional<int64_t> system;
   std::vector<int64_t> batches = {1};
+  int64_t max_detections = 100;  // ProcessOptions::max_detections
   std::string dtype = "f32";
   std::string format = "table";
   std::string out = "-";
   bool layers = false;
   size_t top = 3;
+  bool fail_on_violation = false;  // exit kExitBoundViolation when a latency is below S
 };
 
 int run_analyze(const AnalyzeCmd& o) {
@@ -52,6 +54,7 @@ int run_analyze(const AnalyzeCmd& o) {
   }
   mp::ProcessOptions popts;
   popts.batches = o.batches;
+  popts.max_detections = o.max_detections;
   std::vector<mp::ModelIR> models;
   int failures = 0;
   for (const auto& path : *files) {
@@ -70,12 +73,19 @@ int run_analyze(const AnalyzeCmd& o) {
     std::fprintf(stderr, "floorline analyze: %s\n", report.error().message.c_str());
     return 2;
   }
-  if (auto st = write_checked(o.out, render_report(*report, o.format, o.layers, o.top)); !st) {
+  std::string text = render_report(*report, o.format, o.layers, o.top);
+  // The table ends with the validity check's line; other formats carry the check as data, and
+  // stderr says it in one line.
+  const std::string line = terminal_safe(analyzer::validity_line(*report));
+  if (o.format == "table") text += "\n" + line + "\n";
+  if (auto st = write_checked(o.out, text); !st) {
     std::fprintf(stderr, "floorline analyze: %s\n", st.error().message.c_str());
     return 1;
   }
   if (o.out != "-") std::fprintf(stderr, "wrote %s (%zu model(s))\n", o.out.c_str(), report->models.size());
-  return failures ? 1 : 0;
+  if (o.format != "table" || o.out != "-") std::fprintf(stderr, "%s\n", line.c_str());
+  if (failures) return 1;
+  return o.fail_on_violation && analyzer::validity_summary(*report).violations > 0 ? kExitBoundViolation : 0;
 }
 
 }  // namespace
@@ -101,6 +111,10 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   a->add_option("--batch", o->batches, "Batch sizes, comma-separated")
       ->delimiter(',')
       ->check(int_in(1, kMaxBatch, "batch size"));
+  a->add_option("--max-detections", o->max_detections,
+                "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "
+                "reports state it)")
+      ->check(int_in(1, kMaxBatch, "detections"));
   a->add_option("--dtype", o->dtype, "Base data type of S, P, H, F, R: f32 or bf16")
       ->check(CLI::IsMember({"f32", "bf16"}));
   a->add_option("--format", o->format, "table, json, csv, html or dot")
@@ -110,6 +124,9 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
               "Per-layer table (table and csv formats): kind, time, share of S, critical path");
   a->add_option("--top", o->top, "Findings shown per model in the table")
       ->check(int_in(0, kMaxListed, "findings"));
+  a->add_flag("--fail-on-violation", o->fail_on_violation,
+              "Exit with status 3 when a framework latency or the replay is below S (a bound violation; "
+              "by default reported, not a failure)");
   a->callback([o, &exit_code] { exit_code = run_analyze(*o); });
 }
 

@@ -43,6 +43,7 @@ Result<Loaded> plan_models(const CommonOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   mp::ProcessOptions popts;
   popts.batches = o.batches;
+  popts.max_detections = o.max_detections;
   const bool color = use_color(stderr);
   for (const auto& path : files) {
     auto r = mp::process_model(path, popts);
@@ -82,6 +83,10 @@ void add_plan_options(CLI::App* cmd, CommonOptions& o) {
   cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")
       ->delimiter(',')
       ->check(int_in(1, kMaxBatch, "batch size"));
+  cmd->add_option("--max-detections", o.max_detections,
+                  "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "
+                  "reports state it)")
+      ->check(int_in(1, kMaxBatch, "detections"));
   cmd->add_option("--dtype", o.dtypes,
                   "Data types, comma-separated: f32, bf16, f16 (cuda; f32 is timed as fp32 and tf32 there)")
       ->delimiter(',');
@@ -167,6 +172,15 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
                  p.peak == "flops" ? fmt::format("{:.1f} GFLOP/s", p.value_per_s / 1e9).c_str()
                                    : fmt::format("{:.1f} GB/s", p.value_per_s / 1e9).c_str(),
                  p.method.c_str());
+  if (r.remeasured || r.noisy)
+    std::fprintf(stderr,
+                 "%lld case(s) timed again (slowed period or disagreeing repetitions), %lld still noisy\n",
+                 static_cast<long long>(r.remeasured), static_cast<long long>(r.noisy));
+  if (r.sentinel_slowed)
+    std::fprintf(stderr,
+                 "sentinel: the machine slowed down in %d of %d periods (up to %.2fx the sentinel's best "
+                 "time); the cases timed then were timed again\n",
+                 r.sentinel_slowed, r.sentinel_readings, r.sentinel_worst);
   if (!r.calibration_error.empty())
     std::fprintf(stderr, "floorline bench: calibration failed, no roofline peaks stored: %s\n",
                  r.calibration_error.c_str());
@@ -189,10 +203,11 @@ struct GenerateCmd {
 };
 struct BenchCmd {
   CommonOptions c;
+  MethodCli method;
   std::string db;
-  double min_time = 0.01;
-  int repetitions = 5;
-  double warmup = 0.005;
+  double min_time = gen::RunOptions{}.min_time;
+  int repetitions = gen::RunOptions{}.repetitions;
+  double warmup = gen::RunOptions{}.warmup_seconds;
   int threads = 1;
   bool resume = true;
   bool force = false;
@@ -390,6 +405,8 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
   costs.repetitions = o.repetitions;
   costs.warmup_seconds = o.warmup;
   costs.threads = o.threads;
+  gen::RunOptions ro;
+  set_method(ro, costs, o.method);
   auto l = load("bench", o.c, costs);
   if (!l) return 2;
   // Nothing to measure (every model failed to load): refuse rather than record an empty run.
@@ -406,7 +423,6 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
     }
     db.emplace(std::move(opened).value());
   }
-  gen::RunOptions ro;
   ro.min_time = o.min_time;
   ro.repetitions = o.repetitions;
   ro.warmup_seconds = o.warmup;
@@ -432,6 +448,34 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
 }
 
 }  // namespace
+
+void add_method_options(CLI::App* app, MethodCli& m) {
+  app->add_option("--passes", m.passes,
+                  fmt::format("Interleaved passes over the cases, each on a fresh build (buffer placement); "
+                              "the best placement is kept (default {})",
+                              gen::RunOptions{}.passes))
+      ->check(int_in(1, kMaxRepetitions, "passes"));
+  app->add_option("--min-iterations", m.min_iterations,
+                  fmt::format("Calls per repetition at least, for long cases (default {})",
+                              gen::RunOptions{}.min_iterations))
+      ->check(int_in(1, kMaxRepetitions, "iterations"));
+  app->add_option("--pass-block", m.pass_block,
+                  fmt::format("Cases per block of interleaved passes (0: all of a backend's; default {}); a "
+                              "block's cases are written once its passes are done",
+                              gen::RunOptions{}.pass_block));
+  app->add_flag(
+      "--sentinel,!--no-sentinel", m.sentinel,
+      "Time a sentinel kernel between cases and time again the cases of a slowed period (default on)");
+}
+
+void set_method(gen::RunOptions& ro, gen::CostOptions& costs, const MethodCli& m) {
+  if (m.passes) ro.passes = *m.passes;
+  if (m.min_iterations) ro.min_iterations = *m.min_iterations;
+  if (m.pass_block) ro.pass_block = *m.pass_block;
+  ro.sentinel = m.sentinel;
+  costs.passes = ro.passes;
+  costs.min_iterations = ro.min_iterations;
+}
 
 void set_progress(gen::RunOptions& ro, bool quiet) {
   if (quiet) {
@@ -472,11 +516,12 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
   auto* b = app.add_subcommand("bench", "Time every planned case and store the results in a database");
   add_common(b, bench->c);
   b->add_option("--db", bench->db, "Results database (created if missing)");
-  b->add_option("--min-time", bench->min_time, "Seconds per repetition")
+  b->add_option("--min-time", bench->min_time, "Seconds per repetition, at least")
       ->check(real_in(0, kMaxSecondsPerCase, "seconds", true));
-  b->add_option("--repetitions", bench->repetitions, "Repetitions per case (statistics are over these)")
+  b->add_option("--repetitions", bench->repetitions, "Repetitions per case and pass")
       ->check(int_in(1, kMaxRepetitions, "repetitions"));
-  b->add_option("--warmup", bench->warmup, "Warm-up seconds per case before timing")
+  add_method_options(b, bench->method);
+  b->add_option("--warmup", bench->warmup, "Warm-up seconds per case and pass before timing")
       ->check(real_in(0, kMaxSecondsPerCase, "seconds"));
   b->add_option("--threads", bench->threads, "CPU threads (recorded with the results)")
       ->check(int_in(1, max_threads(), "threads: at most 4 x the hardware threads, 1024 at most"));

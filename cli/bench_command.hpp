@@ -19,6 +19,7 @@ struct CommonOptions {
   std::vector<std::string> models;
   std::string backend = "auto";
   std::vector<int64_t> batches = {1};
+  int64_t max_detections = 100;  // ProcessOptions::max_detections
   std::vector<std::string> dtypes = {"f32"};
   int max_impls = 3;
   bool all_impls = false;
@@ -74,6 +75,18 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
 // place on a terminal; otherwise (a log file, a pipe, CI, or NO_COLOR set) a plain line every 30 s,
 // or every FLOORLINE_PROGRESS_INTERVAL seconds where that variable holds a positive number.
 void set_progress(gen::RunOptions& ro, bool quiet);
+
+// The measurement method's options shared by `bench` and `run` (generator/runner.hpp): unset ones
+// keep RunOptions' defaults (or `run --quick`'s).
+struct MethodCli {
+  std::optional<int> passes;
+  std::optional<int> min_iterations;
+  std::optional<size_t> pass_block;
+  bool sentinel = true;
+};
+void add_method_options(CLI::App* app, MethodCli& m);
+// Applies `m` to ro and to the partition's cost model.
+void set_method(gen::RunOptions& ro, gen::CostOptions& costs, const MethodCli& m);
 
 // `command_line` is recorded with each run (runs.command).
 void add_bench_commands(CLI::App& app, int& exit_code, const std::string& command_line);

@@ -18,6 +18,7 @@
 #include "floorline/benchdb/framework_io.hpp"
 #include "floorline/benchdb/merge.hpp"
 #include "floorline/common/output.hpp"
+#include "reference_stage.hpp"
 #include "validate.hpp"
 
 namespace floorline::cli {
@@ -44,6 +45,7 @@ struct DbOptions {
   // import
   std::string framework;
   std::string benchmark_json;
+  std::string framework_profile;  // (v6) measure.js output: per-node profiles mapped to layers
   std::string input_format;
   bool force = false;
 };
@@ -133,7 +135,7 @@ int run_info(const DbOptions& o) {
       "(SELECT count(*) FROM model_layers) AS model_layers, (SELECT count(*) FROM cases) AS cases, "
       "(SELECT count(*) FROM measurements) AS measurements, "
       "(SELECT count(*) FROM framework_latencies) AS framework_latencies, (SELECT count(*) FROM replays) AS "
-      "replays";
+      "replays, (SELECT count(*) FROM framework_layer_times) AS framework_layer_times";
   const std::string systems_sql =
       "SELECT id, device_kind, device_name, threads, cpu_flags, libraries, driver_version, "
       "floorline_version, "
@@ -202,11 +204,13 @@ int run_query(const DbOptions& o) {
         system_filter + " ORDER BY system_id, kind, key, math_mode, fusion";
   } else if (o.algorithms) {
     // Algorithm selection per kind: which algorithm is fastest how often, and what the library's
-    // default (its heuristic's choice) costs against the best, unfused cases only.
+    // default (its heuristic's choice) costs against the best, unfused cases only; both by the
+    // per-case time S takes (the lowest repetition mean, the best case's criterion).
     sql =
-        "WITH best AS (SELECT system_id, config_id, kind, dtype, math_mode, backend, algorithm, median_us "
-        "  FROM best_cases WHERE fusion = ''), "
-        "dflt AS (SELECT system_id, config_id, dtype, math_mode, min(median_us) AS us FROM default_cases "
+        "WITH best AS (SELECT system_id, config_id, kind, dtype, math_mode, backend, algorithm, "
+        "  coalesce(min_us, median_us) AS median_us FROM best_cases WHERE fusion = ''), "
+        "dflt AS (SELECT system_id, config_id, dtype, math_mode, min(coalesce(min_us, median_us)) AS us "
+        "FROM default_cases "
         "  WHERE fusion = '' AND status = 'passed' GROUP BY system_id, config_id, dtype, math_mode) "
         "SELECT best.system_id, best.backend, best.kind, best.dtype, best.math_mode, best.algorithm AS "
         "best_algorithm, "
@@ -368,7 +372,28 @@ int merge_inputs(const std::vector<std::string>& inputs, bd::Database& out) {
   return failed;
 }
 
+// --framework-profile (with or without --framework): the reference runtime's per-layer profiles.
+int run_import_profiles(const DbOptions& o) {
+  auto db = open_for_writing("db import", o.file);
+  if (!db) return fail("import", db.error().message);
+  if (!o.framework.empty()) {
+    auto s = bd::import_framework_latencies(*db, o.framework, o.input_format);
+    if (!s) return fail("import", s.error().message);
+    std::printf("%s: %lld framework latencies, %lld inserted or changed\n", o.framework.c_str(),
+                static_cast<long long>(s->rows), static_cast<long long>(s->changed));
+  }
+  auto p = import_framework_profiles(*db, o.framework_profile);
+  if (!p) return fail("import", p.error().message);
+  std::printf(
+      "%s: %lld profile(s), %lld runtime nodes stored, %lld layers mapped, %lld folded or removed by the "
+      "runtime\n",
+      o.framework_profile.c_str(), static_cast<long long>(p->profiles), static_cast<long long>(p->rows),
+      static_cast<long long>(p->mapped_layers), static_cast<long long>(p->not_run_layers));
+  return 0;
+}
+
 int run_import(const DbOptions& o) {
+  if (!o.framework_profile.empty() && o.benchmark_json.empty()) return run_import_profiles(o);
   if (o.framework.empty() == o.benchmark_json.empty()) {
     std::fprintf(stderr, "floorline db import: give one of --framework FILE or --benchmark-json FILE\n");
     return 2;
@@ -459,6 +484,9 @@ void add_db_command(CLI::App& app, int& exit_code) {
   import->add_option("file", opts->file, "Results database (created when missing)")->required();
   import->add_option("--framework", opts->framework,
                      "Framework latencies (JSON or CSV) for the latency-gap report");
+  import->add_option("--framework-profile", opts->framework_profile,
+                     "Per-node runtime profiles listed in a reference/onnxruntime/measure.js output file, "
+                     "mapped to the models' layers");
   import->add_option("--benchmark-json", opts->benchmark_json,
                      "Google Benchmark JSON output of Floorline cases");
   import

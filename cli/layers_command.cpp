@@ -139,6 +139,10 @@ void add_layers_command(CLI::App& app, LayersOptions& opts, int& exit_code) {
   cmd->add_option("--batch", opts.batches, "Batch sizes, comma-separated")
       ->delimiter(',')
       ->check(int_in(1, kMaxBatch, "batch size"));
+  cmd->add_option("--max-detections", opts.max_detections,
+                  "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "
+                  "reports state it)")
+      ->check(int_in(1, kMaxBatch, "detections"));
   cmd->add_option("--format", opts.format, "Output format")->check(CLI::IsMember({"table", "json", "csv"}));
   cmd->add_option("--out", opts.out, "Write the output to this file ('-' for standard output)");
   cmd->add_flag("--show-unique", opts.show_unique,
@@ -166,19 +170,19 @@ int run_layers(const LayersOptions& opts) {
   const bool progress = isatty(fileno(stderr)) != 0;
   mp::ProcessOptions popts;
   popts.batches = opts.batches;
+  popts.max_detections = opts.max_detections;
   std::vector<ModelIR> models;
   std::vector<mp::ModelFailure> failures;
   const auto t0 = std::chrono::steady_clock::now();
-  for (size_t k = 0; k < files->size(); ++k) {
+  mp::process_models(*files, popts, [&](size_t k, Result<std::vector<ModelIR>> result) {
     const auto& path = (*files)[k];
     if (progress) std::fprintf(stderr, "\r\033[K[%zu/%zu] %s", k + 1, files->size(), path.filename().c_str());
-    auto result = mp::process_model(path, popts);
     if (!result) {
       failures.push_back({path, result.error().message});
-      continue;
+      return;
     }
     for (auto& m : *result) models.push_back(std::move(m));
-  }
+  });
   if (progress) std::fprintf(stderr, "\r\033[K");
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -224,6 +228,8 @@ int run_layers(const LayersOptions& opts) {
       for (size_t k = 0; k < unique.size(); ++k) j["unique"][k]["in_models"] = unique[k].models;
     }
     if (opts.show_layers) j["layers"] = render_json(layer_fields(), layer_rows);
+    for (size_t k = 0; k < models.size(); ++k)
+      if (!models[k].assumption.empty()) j["models"][k]["assumption"] = models[k].assumption;
     // Names come from the model file: bytes that are not UTF-8 become U+FFFD instead of an exception.
     out = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else if (opts.format == "csv") {
@@ -235,6 +241,9 @@ int run_layers(const LayersOptions& opts) {
       out = render_csv(model_fields(), rows);
   } else {
     out += render_table(model_fields(), rows);
+    for (const auto& m : models)
+      if (!m.assumption.empty())
+        out += fmt::format("assumption: {} (batch {}): {}\n", m.name, m.batch, m.assumption);
     out += fmt::format("\nZoo: {} model(s) processed, {} failed, in {:.2f} s\n",
                        files->size() - failures.size(), failures.size(), total_s);
     out +=

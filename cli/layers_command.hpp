@@ -12,6 +12,7 @@ namespace floorline::cli {
 struct LayersOptions {
   std::vector<std::string> models;
   std::vector<int64_t> batches = {1};
+  int64_t max_detections = 100;  // ProcessOptions::max_detections
   std::string format = "table";
   std::string out = "-";
   bool show_unique = false;

@@ -10,6 +10,7 @@
 #include "bench_command.hpp"
 #include "db_command.hpp"
 #include "layers_command.hpp"
+#include "materialize_command.hpp"
 #include "run_command.hpp"
 #include "system_command.hpp"
 
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   floorline::cli::add_bench_commands(app, exit_code, command_line);
   floorline::cli::add_db_command(app, exit_code);
   floorline::cli::add_analyze_command(app, exit_code);
+  floorline::cli::add_materialize_command(app, exit_code);
   floorline::cli::add_run_command(app, exit_code, command_line);
   floorline::cli::add_system_command(app, exit_code);
   // Not CLI11_PARSE: its usage errors exit 104-109 and end with a "Run with --help" line after the

@@ -21,6 +21,7 @@
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/replay.hpp"
 #include "floorline/generator/runner.hpp"
+#include "reference_stage.hpp"
 #include "validate.hpp"
 
 #ifndef FLOORLINE_SOURCE_DIR
@@ -37,6 +38,7 @@ namespace fs = std::filesystem;
 
 struct RunCmd {
   CommonOptions c;
+  MethodCli method;
   std::string db;  // default: OUT/floorline.db
   std::string out = "floorline-out";
   bool quick = false;
@@ -44,9 +46,11 @@ struct RunCmd {
   std::optional<int> repetitions;
   std::optional<double> min_time;
   bool replay = true;
+  bool reference = true;  // the reference runtime (ONNX Runtime) for M, when installed
   size_t replay_steps = 0;
   size_t top = 1;
   bool quiet = false;
+  bool fail_on_violation = false;  // exit kExitBoundViolation when a latency is below S
 };
 
 // The embedded zoo: ./models/zoo when run from a checkout, else the source tree's.
@@ -87,8 +91,15 @@ int run_main(RunCmd o, const std::string& command_line) {
           "no MODELS given and the embedded zoo (models/zoo) is not here: name ONNX files or folders");
     o.c.models.push_back(*zoo);
   }
-  const int repetitions = o.repetitions.value_or(o.quick ? 2 : 5);
-  const double min_time = o.min_time.value_or(o.quick ? 0.002 : 0.01);
+  const gen::RunOptions defaults;
+  const int repetitions = o.repetitions.value_or(o.quick ? 2 : defaults.repetitions);
+  const double min_time = o.min_time.value_or(o.quick ? 0.002 : defaults.min_time);
+  // --quick: one pass, one call at least per repetition (the method's rigour traded for time).
+  MethodCli method = o.method;
+  if (o.quick) {
+    if (!method.passes) method.passes = 1;
+    if (!method.min_iterations) method.min_iterations = 1;
+  }
   if (o.quick && !o.c.all_impls) o.c.max_impls = std::min(o.c.max_impls, 2);
 
   // Backend: auto is the GPU's backend when one is usable, else every CPU backend that can run.
@@ -111,12 +122,14 @@ int run_main(RunCmd o, const std::string& command_line) {
   if (!loaded) return fail(loaded.error().message);
   Loaded& l = *loaded;
   if (l.models.empty()) return fail("no model could be processed");
-  const double warmup = o.quick ? 0.001 : 0.005;
+  const double warmup = o.quick ? 0.001 : defaults.warmup_seconds;
   gen::CostOptions costs;
   costs.min_time = min_time;
   costs.repetitions = repetitions;
   costs.warmup_seconds = warmup;
   costs.threads = o.threads;
+  gen::RunOptions ro;
+  set_method(ro, costs, method);
   if (auto st = select_shard(l, o.c, costs, "run"); !st) return fail(st.error().message);
   int64_t layers = 0;
   std::set<std::string> files;
@@ -137,7 +150,6 @@ int run_main(RunCmd o, const std::string& command_line) {
   auto opened = open_for_writing("run", o.db);
   if (!opened) return fail(opened.error().message);
   benchdb::Database db = std::move(opened).value();
-  gen::RunOptions ro;
   ro.min_time = min_time;
   ro.repetitions = repetitions;
   ro.warmup_seconds = warmup;
@@ -145,8 +157,10 @@ int run_main(RunCmd o, const std::string& command_line) {
   ro.command = command_line;
   set_shard(ro, o.c);
   set_progress(ro, o.quiet);
-  std::fprintf(stderr, "[2/4] bench into %s (%d repetitions of %g s per case, %d thread(s))\n", o.db.c_str(),
-               repetitions, min_time, o.threads);
+  std::fprintf(stderr,
+               "[2/4] bench into %s (%d pass(es) x %d repetitions of %g s and %d calls at least per case, "
+               "%d thread(s))\n",
+               o.db.c_str(), ro.passes, repetitions, min_time, ro.min_iterations, o.threads);
   auto bench = gen::run_plan(&db, l.models, l.plan, l.backends, ro);
   if (!bench) return fail(bench.error().message);
   print_bench_summary(*bench, l.plan_seconds, false, false);
@@ -196,8 +210,8 @@ int run_main(RunCmd o, const std::string& command_line) {
           stderr,
           "  replay %-26s b%-3lld %9.1f us = S %9.1f us x %.2f (in-graph cases %.1f us, %d conversions %.1f "
           "us)%s\n",
-          m.name.c_str(), static_cast<long long>(m.batch), r->median_us, r->cases_us, r->ratio(),
-          r->layers_us, r->conversions, r->conversions_us,
+          m.name.c_str(), static_cast<long long>(m.batch), r->min_us, r->cases_us, r->ratio(), r->layers_us,
+          r->conversions, r->conversions_us,
           r->layers_missing ? fmt::format(", {} layer(s) without a case", r->layers_missing).c_str() : "");
       if (o.replay_steps > 0) {
         // The steps that cost most over their time alone (a conversion has no time alone).
@@ -218,6 +232,19 @@ int run_main(RunCmd o, const std::string& command_line) {
     std::fprintf(stderr, "[3/4] replay: not asked for\n");
   }
 
+  // The reference runtime: M from ONNX Runtime, end to end and per layer (reference_stage.hpp).
+  if (o.reference) {
+    ReferenceStageOptions ref;
+    for (const auto& f : files) ref.models.emplace_back(f);
+    ref.batches = o.c.batches;
+    ref.threads = o.threads;
+    ref.quick = o.quick;
+    ref.out = o.out;
+    (void)run_reference_stage(db, ref);
+  } else {
+    std::fprintf(stderr, "[ref] reference runtime: not asked for (--no-reference)\n");
+  }
+
   // 4. analyze
   const auto t_analyze = std::chrono::steady_clock::now();
   auto report = analyzer::build_report(db, l.models, system_id, {});
@@ -235,7 +262,11 @@ int run_main(RunCmd o, const std::string& command_line) {
   std::fprintf(stdout, "\nreports: %s, %s; database: %s\n", html_path.c_str(), json_path.c_str(),
                o.db.c_str());
   std::fprintf(stderr, "floorline run: done in %.1f s\n", seconds_since(t_start));
-  return l.failures || bench->failed || replay_failures ? 1 : 0;
+  // The validity check's line ends the run's output: a violation is a finding, and fails the run
+  // only when asked.
+  std::fprintf(stdout, "%s\n", output::terminal_safe(analyzer::validity_line(*report)).c_str());
+  if (l.failures || bench->failed || replay_failures) return 1;
+  return o.fail_on_violation && analyzer::validity_summary(*report).violations > 0 ? kExitBoundViolation : 0;
 }
 
 }  // namespace
@@ -251,27 +282,38 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
   r->add_option("--batch", o->c.batches, "Batch sizes, comma-separated (e.g. 1,8,32)")
       ->delimiter(',')
       ->check(int_in(1, kMaxBatch, "batch size"));
+  r->add_option("--max-detections", o->c.max_detections,
+                "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "
+                "reports state it)")
+      ->check(int_in(1, kMaxBatch, "detections"));
   r->add_option("--out", o->out, "Folder for the database and the reports (report.html, report.json)");
   r->add_flag(
       "--quick", o->quick,
-      "A first look: 2 repetitions, at most 2 implementations per config (the batch sizes stay --batch's, "
-      "default 1)");
+      "A first look: 1 pass of 2 repetitions, at most 2 implementations per config (the batch sizes stay "
+      "--batch's, default 1)");
   r->add_option("--threads", o->threads, "CPU threads for the benchmarks and the replay")
       ->check(int_in(1, max_threads(), "threads: at most 4 x the hardware threads, 1024 at most"));
-  r->add_option("--repetitions", o->repetitions, "Repetitions per case (default 5; --quick 2)")
+  r->add_option("--repetitions", o->repetitions, "Repetitions per case and pass (default 3; --quick 2)")
       ->check(int_in(1, kMaxRepetitions, "repetitions"));
-  r->add_option("--min-time", o->min_time, "Seconds per repetition (default 0.01; --quick 0.002)")
+  r->add_option("--min-time", o->min_time, "Seconds per repetition, at least (default 0.003; --quick 0.002)")
       ->check(real_in(0, kMaxSecondsPerCase, "seconds", true));
+  add_method_options(r, o->method);
   r->add_option("--max-impls", o->c.max_impls, "Implementations timed per config (default 3)")
       ->check(int_in(1, kMaxImpls, "implementations"));
   r->add_flag("--quiet", o->quiet,
               "No progress line during the benchmarks (the stage lines are still printed)");
   r->add_flag("--all-impls", o->c.all_impls, "Time every implementation (slower: hours on a CPU zoo)");
   r->add_flag("--replay,!--no-replay", o->replay, "Replay each model's best cases as its graph (default on)");
+  r->add_flag("--reference,!--no-reference", o->reference,
+              "Time the models in the reference runtime, ONNX Runtime, for M, end to end and per layer "
+              "(default on when reference/onnxruntime is installed)");
   r->add_option(
        "--replay-steps", o->replay_steps,
        "Per model, the N replay steps that take longest over their time alone (conversions included)")
       ->check(int_in(0, kMaxListed, "steps"));
+  r->add_flag("--fail-on-violation", o->fail_on_violation,
+              "Exit with status 3 when a framework latency or the replay is below S (a bound violation; "
+              "by default reported, not a failure)");
   r->add_option("--top", o->top, "Findings shown per model in the table (default 1)")
       ->check(int_in(0, kMaxListed, "findings"));
   r->add_option("--shard", o->c.shard,

@@ -26,6 +26,10 @@ inline constexpr int64_t kMaxImpls = 10000;          // --max-impls
 inline constexpr int64_t kMaxListed = 1000000;       // --top, --replay-steps
 inline constexpr int64_t kMaxQueryRows = 100000000;  // db query --max-rows
 
+// Exit status of `run` and `analyze --fail-on-violation` when a latency is below S (the validity
+// check, analyzer/validity.hpp): distinct from 1 (something failed) and 2 (usage error).
+inline constexpr int kExitBoundViolation = 3;
+
 // The most CPU threads a benchmark may ask for: 4 × the hardware threads, at most 1024 (1024 where
 // the count is unknown). More only oversubscribes the machine (libgomp crashed at 100000).
 int64_t max_threads();

@@ -26,8 +26,27 @@ from onnx import external_data_helper
 from torchvision import models as tvm
 from torchvision.models import segmentation as tvs
 from torchvision.models import video as tvv
+from torchvision.models import detection as tvd
 
 OPSET = 17
+
+
+# --- quantized (QDQ) models (issue 19) -------------------------------------------------------------
+def resnet18_qdq():
+    """torchvision's quantizable ResNet-18, eager-mode post-training quantization (fbgemm qconfig:
+    u8 activations with zero points, s8 weights with per-channel scales), calibrated on random
+    images. PyTorch 1.13 exports the quantized model as QDQ: QuantizeLinear -> Cast -> DequantizeLinear
+    around every Conv (+ Relu), Add (+ Relu), MaxPool, GlobalAveragePool and Gemm, with the int8
+    weights and int32 biases behind their own DequantizeLinear."""
+    from torchvision.models import quantization as tvq
+    net = tvq.resnet18(weights=None, quantize=False).eval()
+    net.fuse_model()
+    net.qconfig = torch.ao.quantization.get_default_qconfig("fbgemm")
+    torch.ao.quantization.prepare(net, inplace=True)
+    with torch.no_grad():
+        net(torch.randn(4, *IMAGE))
+    torch.ao.quantization.convert(net, inplace=True)
+    return net
 
 
 def bert_base_encoder():
@@ -46,6 +65,40 @@ class SegmentationOut(torch.nn.Module):
     def forward(self, x):
         return self.net(x)["out"]
 
+
+# --- issue 19 (h19a): recurrent models built from torch.nn, and MaxViT (Einsum attention).
+class LstmLanguageModel(torch.nn.Module):
+    """A word-level LSTM language model (the PyTorch word_language_model example's shape):
+    embedding 10000 x 256, a 2-layer LSTM of 256 units, a linear decoder to the vocabulary."""
+
+    def __init__(self, vocab=10000, width=256, layers=2):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.lstm = torch.nn.LSTM(width, width, num_layers=layers, batch_first=True)
+        self.decode = torch.nn.Linear(width, vocab)
+
+    def forward(self, tokens):
+        y, _ = self.lstm(self.embed(tokens))
+        return self.decode(y)
+
+
+class GruKeywordSpotter(torch.nn.Module):
+    """A keyword-spotting model on 49 frames of 40 MFCCs (Speech Commands' 1 s at 20 ms hops):
+    a 2-layer bidirectional GRU of 64 units, the last frame classified into 12 keywords."""
+
+    def __init__(self, features=40, width=64, keywords=12):
+        super().__init__()
+        self.gru = torch.nn.GRU(features, width, num_layers=2, batch_first=True, bidirectional=True)
+        self.classify = torch.nn.Linear(2 * width, keywords)
+
+    def forward(self, mfcc):
+        y, _ = self.gru(mfcc)
+        return self.classify(y[:, -1, :])
+
+
+# Models whose input is not a float tensor: a function making one example input (batch 1).
+INPUTS = {"lstm_lm": lambda: torch.randint(0, 10000, (1, 35))}
+# ---
 
 IMAGE = (3, 224, 224)
 # name: (constructor text, builder, input shape without batch)
@@ -108,28 +161,92 @@ ZOO = {
         "torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, "
         "dim_feedforward=3072, activation='gelu', batch_first=True), num_layers=12)",
         bert_base_encoder, (128, 768)),
+    # --- quantized (QDQ) models (issue 19) ---
+    "resnet18_qdq": ("torchvision.models.quantization.resnet18(weights=None, quantize=False), fused, "
+                     "fbgemm post-training quantization calibrated on random images", resnet18_qdq, IMAGE),
+    # --- issue 19 (h19a)
+    "maxvit_t": ("torchvision.models.maxvit_t(weights=None)", lambda: tvm.maxvit_t(weights=None), IMAGE),
+    "lstm_lm": ("LstmLanguageModel(vocab=10000, width=256, layers=2) (torch.nn, models/export_zoo.py)",
+                LstmLanguageModel, (35,)),
+    "gru_kws": ("GruKeywordSpotter(features=40, width=64, keywords=12) (torch.nn, models/export_zoo.py)",
+                GruKeywordSpotter, (49, 40)),
+    # ---
 }
+
+
+def constants_to_initializers(model):
+    """PyTorch exports a quantized model's int8 weights as Constant nodes; as initializers they go
+    to external data like any other weight (and the shape-only copy drops them)."""
+    graph = model.graph
+    keep = []
+    for node in graph.node:
+        if node.op_type == "Constant" and len(node.attribute) == 1 and node.attribute[0].name == "value" \
+                and len(node.attribute[0].t.raw_data) > 1024:
+            t = onnx.TensorProto()
+            t.CopyFrom(node.attribute[0].t)
+            t.name = node.output[0]
+            graph.initializer.append(t)
+        else:
+            keep.append(node)
+    del graph.node[:]
+    graph.node.extend(keep)
+
+
+# --- detection (issue 19): data-dependent output sizes (NonZero, NonMaxSuppression, TopK) -----------
+class DetectionOut(torch.nn.Module):
+    """torchvision detection models take a list of images and return a list of dicts: export one
+    image's boxes, scores and labels. Traced at batch 1 (the per-image loop is unrolled), so the
+    model's batch size is fixed at 1."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        out = self.net([x[0]])[0]
+        return out["boxes"], out["scores"], out["labels"]
+
+
+DETECTION = {
+    "ssdlite320_mobilenet_v3_large": (
+        "torchvision.models.detection.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None)",
+        lambda: DetectionOut(tvd.ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None)),
+        (3, 320, 320)),
+}
+ZOO.update(DETECTION)
 
 
 def export(name, out_dir, shape_only):
     constructor, build, shape = ZOO[name]
     torch.manual_seed(0)
     net = build().eval()
-    x = torch.randn(1, *shape)
+    x = INPUTS[name]() if name in INPUTS else torch.randn(1, *shape)
     path = os.path.join(out_dir, name + ".onnx")
     # Autograd stays on: under no_grad PyTorch 1.13 takes the fused "fast path" of
     # nn.MultiheadAttention / TransformerEncoderLayer, whose aten ops have no ONNX export.
     with torch.enable_grad():
-        torch.onnx.export(net, x, path, opset_version=OPSET, input_names=["input"], output_names=["output"],
-                          dynamic_axes={"input": {0: "N"}, "output": {0: "N"}}, do_constant_folding=True)
+        if name in DETECTION:
+            torch.onnx.export(net, x, path, opset_version=OPSET, input_names=["input"],
+                              output_names=["boxes", "scores", "labels"], do_constant_folding=True)
+        else:
+            torch.onnx.export(net, x, path, opset_version=OPSET, input_names=["input"], output_names=["output"],
+                              dynamic_axes={"input": {0: "N"}, "output": {0: "N"}}, do_constant_folding=True)
     params = sum(p.numel() for p in net.parameters())
+    if params == 0:  # a quantized model keeps its weights packed, not as parameters
+        for m in net.modules():
+            if callable(getattr(m, "weight", None)):
+                params += m.weight().numel() + (m.bias().numel() if m.bias() is not None else 0)
     model = onnx.load(path)
+    constants_to_initializers(model)
     if shape_only:
         data = name + ".onnx.data"
         external_data_helper.convert_model_to_external_data(model, all_tensors_to_one_file=True,
                                                             location=data, size_threshold=1024)
         onnx.save(model, path)
-        os.remove(os.path.join(out_dir, data))
+        if os.path.exists(os.path.join(out_dir, data)):
+            os.remove(os.path.join(out_dir, data))
+    else:
+        onnx.save(model, path)
     with open(path, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     return {
@@ -138,7 +255,7 @@ def export(name, out_dir, shape_only):
         "source": "torchvision %s / torch %s (random weights, no download)" % (torchvision.__version__,
                                                                             torch.__version__),
         "constructor": constructor,
-        "input_shape": ["N"] + list(shape),
+        "input_shape": ([1] if name in DETECTION else ["N"]) + list(shape),
         "opset": OPSET,
         "parameters": params,
         "weights": "shape-only (external data dropped)" if shape_only else "embedded",

@@ -5,7 +5,9 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "floorline/common/statistics.hpp"
 #include "math_mode.hpp"
 
 namespace floorline::analyzer {
@@ -84,6 +86,32 @@ CaseTime case_time(const std::vector<benchdb::SqlValue>& v) {
   return t;
 }
 
+// The measurement method's columns from v[at]: samples_us (one JSON array per pass), passes,
+// placements, slowed, noisy.
+void add_method(CaseTime& t, const std::vector<benchdb::SqlValue>& v, size_t at) {
+  if (std::holds_alternative<std::string>(v[at])) {
+    const auto j = nlohmann::json::parse(std::get<std::string>(v[at]), nullptr, false);
+    double lo = 0, hi = 0;
+    if (j.is_array())
+      for (const auto& pass : j) {
+        if (!pass.is_array() || pass.empty()) continue;
+        std::vector<double> us;
+        for (const auto& x : pass)
+          if (x.is_number()) us.push_back(x.get<double>());
+        if (us.empty()) continue;
+        t.samples.insert(t.samples.end(), us.begin(), us.end());
+        const double median = summarize(us).median;
+        lo = lo == 0 ? median : std::min(lo, median);
+        hi = std::max(hi, median);
+      }
+    t.spread = lo > 0 ? hi / lo - 1 : 0;
+  }
+  t.passes = integer(v[at + 1]);
+  t.placements = integer(v[at + 2]);
+  t.slowed = integer(v[at + 3]);
+  t.noisy = integer(v[at + 4]);
+}
+
 }  // namespace
 
 Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
@@ -132,19 +160,37 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
                                     : fmt::format("{} (cpu{}, {} thread{})", t.device_name, libraries,
                                                   t.threads, t.threads == 1 ? "" : "s");
   const std::vector<benchdb::SqlValue> id = {system_id};
+  std::vector<double> spreads;
+  FL_TRY(db.for_each(
+      "SELECT lc.key, b.dtype, b.math_mode, b.fusion, coalesce(b.min_us, b.median_us), b.case_id, "
+      "c.backend, c.algorithm, c.layout, m.samples_us, m.passes, m.placements, m.slowed, m.noisy "
+      "FROM best_measurements b JOIN cases c ON c.id = b.case_id JOIN layer_configs lc ON lc.id "
+      "= b.config_id JOIN measurements m ON m.id = b.measurement_id "
+      "WHERE b.system_id = ?1",
+      id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+        CaseTime c = case_time(v);
+        add_method(c, v, 9);
+        spreads.push_back(c.spread);
+        t.best[{text(v[0]), text(v[1]), text(v[2]), text(v[3])}] = std::move(c);
+        t.modes.emplace(text(v[1]), text(v[2]));
+        return Status{};
+      }));
+  if (!spreads.empty()) t.method.median_spread = summarize(spreads).median;
   FL_TRY(
-      db.for_each("SELECT lc.key, b.dtype, b.math_mode, b.fusion, b.median_us, b.case_id, c.backend, "
-                  "c.algorithm, c.layout "
-                  "FROM best_measurements b JOIN cases c ON c.id = b.case_id JOIN layer_configs lc ON lc.id "
-                  "= b.config_id "
-                  "WHERE b.system_id = ?1",
+      db.for_each("SELECT count(*), coalesce(sum(slowed > 0), 0), coalesce(sum(noisy), 0), "
+                  "coalesce(min(passes), 0), coalesce(max(passes), 0) FROM measurements "
+                  "WHERE system_id = ?1 AND superseded = 0 AND status = 'passed'",
                   id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-                    t.best[{text(v[0]), text(v[1]), text(v[2]), text(v[3])}] = case_time(v);
-                    t.modes.emplace(text(v[1]), text(v[2]));
+                    t.method.cases = integer(v[0]);
+                    t.method.slowed_cases = integer(v[1]);
+                    t.method.noisy_cases = integer(v[2]);
+                    t.method.min_passes = integer(v[3]);
+                    t.method.max_passes = integer(v[4]);
                     return Status{};
                   }));
   FL_TRY(db.for_each(
-      "SELECT lc.key, c.dtype, c.math_mode, c.fusion, m.median_us, c.id, c.backend, c.algorithm, c.layout "
+      "SELECT lc.key, c.dtype, c.math_mode, c.fusion, coalesce(m.min_us, m.median_us), c.id, c.backend, "
+      "c.algorithm, c.layout "
       "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
       "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.is_default = 1 AND m.status = 'passed' AND "
       "m.median_us IS NOT NULL",
@@ -157,7 +203,8 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
         return Status{};
       }));
   FL_TRY(db.for_each(
-      "SELECT lc.key, c.dtype, c.math_mode, c.fusion, m.median_us, c.id, c.backend, c.algorithm, c.layout, "
+      "SELECT lc.key, c.dtype, c.math_mode, c.fusion, coalesce(m.min_us, m.median_us), c.id, c.backend, "
+      "c.algorithm, c.layout, "
       "       coalesce(json_extract(c.params, '$.feeds'), '') "
       "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
       "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL",
@@ -184,12 +231,19 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
           t.framework.push_back(std::move(r));
         return Status{};
       }));
+  if (db.schema_version() >= 5)
+    FL_TRY(benchdb::for_each_row<benchdb::FrameworkLayerTimeRow>(
+        db, benchdb::framework_layer_times_table(), "", {}, [&](benchdb::FrameworkLayerTimeRow& r) -> Status {
+          const bool cpu = r.device == "cpu";
+          if ((t.device_kind == "cpu") == cpu && (cpu || r.device == t.device_name))
+            t.layer_times.push_back(std::move(r));
+          return Status{};
+        }));
   return t;
 }
 
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype) {
   const std::string mode = math_mode_of(dtype);
-  const double byte_scale = byte_scale_of(dtype);
   struct Top {
     double rate = 0;
     std::string by;
@@ -200,6 +254,8 @@ void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const
       if (!l.cost_bearing() || !l.shapes_known) continue;
       auto it = costs.best.find({l.key, dtype, mode, ""});
       if (it == costs.best.end() || it->second.us <= 0) continue;
+      // A quantized layer's bytes are its own (int8) already; a float layer's are counted in f32.
+      const double byte_scale = mp::quantized_config(l.config) ? 1.0 : byte_scale_of(dtype);
       const double f = static_cast<double>(roofline_flops(l)) / it->second.us * 1e6;
       const double b = static_cast<double>(l.bytes) * byte_scale / it->second.us * 1e6;
       if (!fewer_multiplies(it->second.id.algorithm) && f > flops.rate) flops = {f, it->second.name};

@@ -56,24 +56,35 @@ void link_through_views(const mp::ModelIR& model, std::vector<LayerCost>& layers
 
 }  // namespace
 
-std::optional<double> roofline_time(const mp::Layer& l, const CostTable& costs, const std::string& dtype) {
+std::optional<double> roofline_time(const mp::Layer& l, const CostTable& costs,
+                                    const std::string& base_dtype) {
+  // A quantized layer (QDQ) is int8 work: the int8 peaks where calibrated, else the base ones; its
+  // bytes are its own tensors' already.
+  const bool quantized = mp::quantized_config(l.config);
+  std::string dtype = layer_dtype(l, base_dtype);
+  if (quantized && !costs.peaks.count({"flops", dtype})) dtype = base_dtype;
   const auto flops_peak = costs.peaks.find({"flops", dtype});
   const auto bytes_peak = costs.peaks.find({"bytes", dtype});
   if (flops_peak == costs.peaks.end() || bytes_peak == costs.peaks.end() || !l.shapes_known)
     return std::nullopt;
   // Layers with more bytes than a dtype of half the width (bytes are counted in the model's f32).
-  const double byte_scale = byte_scale_of(dtype);
+  const double byte_scale = quantized ? 1.0 : byte_scale_of(dtype);
   return std::max(static_cast<double>(roofline_flops(l)) / flops_peak->second,
                   static_cast<double>(l.bytes) * byte_scale / bytes_peak->second) *
          1e6;
 }
 
+std::string layer_dtype(const mp::Layer& l, const std::string& base_dtype) {
+  return mp::quantized_config(l.config) ? std::string(dtype_name(DType::kInt8)) : base_dtype;
+}
+
 std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs,
-                                   const std::string& dtype) {
-  const std::string mode = math_mode_of(dtype);
+                                   const std::string& base_dtype) {
   std::vector<LayerCost> out;
   for (const auto& l : model.layers) {
     if (!l.cost_bearing()) continue;
+    const std::string dtype = layer_dtype(l, base_dtype);
+    const std::string mode = math_mode_of(dtype);
     LayerCost c;
     c.index = l.index;
     c.name = l.name;
@@ -83,12 +94,16 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
     c.flops = l.flops;
     c.roofline_flops = roofline_flops(l);
     c.bytes = l.bytes;
-    c.roofline_us = roofline_time(l, costs, dtype);
+    c.roofline_us = roofline_time(l, costs, base_dtype);
     if (auto it = costs.best.find({l.key, dtype, mode, ""}); it != costs.best.end()) {
       c.source = "measured";
       c.us = it->second.us;
       c.best_case = it->second.name;
       c.algorithm = it->second.id.algorithm;
+      c.passes = it->second.passes;
+      c.placements = it->second.placements;
+      c.noisy = it->second.noisy;
+      c.spread = it->second.spread;
       // Conversions name the case they feed (oneDNN: its algorithm) or the layout they feed
       // (cuda: "layout:nhwc", shared by every algorithm in that layout).
       auto cv = costs.conversions.find({l.key, dtype, mode, c.algorithm});
@@ -285,7 +300,8 @@ Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch
   const auto it = costs.replays.find({model, batch, dtype});
   if (it == costs.replays.end()) return r;
   const benchdb::ReplayRow& row = it->second;
-  r.us = row.median_us;
+  // The lowest repetition mean, the statistic S takes of each case (docs/ANALYZER.md).
+  r.us = row.min_us.value_or(row.median_us);
   // generator::replay_row's make-up (a row moved from schema 3 may hold plain text).
   const auto j = nlohmann::json::parse(row.makeup, nullptr, false);
   r.note = j.is_string() ? j.get<std::string>() : row.makeup;
@@ -341,6 +357,7 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   ModelBounds b;
   b.model = model.name;
   b.batch = model.batch;
+  b.assumption = model.assumption;
   b.dtype = options.dtype;
   b.math_mode = math_mode_of(options.dtype);
   b.system_id = costs.system_id;

@@ -10,14 +10,13 @@
 #include "floorline/analyzer/report.hpp"
 #include "floorline/analyzer/throughput.hpp"
 #include "floorline/common/output.hpp"
+#include "html_text.hpp"
+#include "report_parts.hpp"
 
 namespace floorline::analyzer {
 
-namespace {
-
-// Text for HTML content and attribute values: valid UTF-8, markup characters as entities, no
-// control characters (names come from model files and databases and may hold any bytes).
-std::string esc(const std::string& s) {
+// html_text.hpp
+std::string html_text(std::string_view s) {
   std::string o;
   for (char c : output::valid_utf8(s)) {
     if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7F) {
@@ -45,6 +44,12 @@ std::string esc(const std::string& s) {
     }
   }
   return o;
+}
+
+namespace {
+
+std::string esc(const std::string& s) {
+  return html_text(s);
 }
 
 std::string us_text(double us) {
@@ -594,6 +599,43 @@ std::string opt_us(const std::optional<double>& v) {
   return v ? us_text(*v) : "–";
 }
 
+// The runtime against the bound per layer, per model (runtime_layers.hpp); "" when no profile was imported.
+std::string runtime_layers_section(const Report& r) {
+  std::string s;
+  for (const auto& m : r.models)
+    if (m.runtime_layers) s += runtime_layers_html(m.bounds, *m.runtime_layers);
+  return s.empty() ? s : "<h2>Runtime vs bound per layer</h2>\n" + s;
+}
+
+// A bootstrap interval (confidence_intervals): "lo–hi".
+std::string ci_text(const std::optional<Interval>& i) {
+  return i ? us_text(i->lo) + "–" + us_text(i->hi) : "–";
+}
+
+// How the cases were measured, and a line when the sentinel saw the machine slow down.
+std::string method_html(const MethodSummary& m) {
+  if (m.cases == 0) return "";
+  std::string s = fmt::format(
+      "<p class=\"note\" id=\"method\">Measurement: {} passed cases, {} pass(es) each (a fresh buffer "
+      "placement per pass), median spread {:.1f}% between a best case's passes; S takes each case's lowest "
+      "repetition mean.</p>\n",
+      m.cases,
+      m.min_passes == m.max_passes ? fmt::format("{}", m.min_passes)
+                                   : fmt::format("{}-{}", m.min_passes, m.max_passes),
+      100 * m.median_spread);
+  if (m.slowed_cases)
+    s += fmt::format(
+        "<p class=\"note\" id=\"sentinel\">Sentinel: the machine slowed down while {} case(s) were timed; "
+        "they "
+        "were timed again.</p>\n",
+        m.slowed_cases);
+  if (m.noisy_cases)
+    s += fmt::format(
+        "<p class=\"note\">Noisy: {} case(s) whose repetitions still disagreed after re-measurement.</p>\n",
+        m.noisy_cases);
+  return s;
+}
+
 }  // namespace
 
 std::string format_html(const Report& r) {
@@ -605,10 +647,18 @@ std::string format_html(const Report& r) {
       "#ddd;text-align:right}\n"
       "td:first-child,th:first-child{text-align:left}.legend{font-size:12px}.note{color:#555}\n"
       "h2{margin-top:32px;border-bottom:2px solid #4e79a7}summary{cursor:pointer;font-weight:bold}\n"
-      "li{margin:4px 0}.saving{font-weight:bold}\n</style></head><body>\n<h1>Floorline report</h1>\n";
+      "li{margin:4px 0}.saving{font-weight:bold}\n"
+      // The per-layer runtime tables are wide (node names, layer lists, case names): they scroll
+      // on their own, times stay on one line, and the name columns read left to right.
+      ".runtime-layers table,.bound-violation table{display:block;overflow-x:auto;max-width:100%}\n"
+      ".runtime-layers td,.runtime-layers th,.bound-violation td{white-space:nowrap}\n"
+      ".runtime-layers td:nth-child(3),.runtime-layers td:last-child,.bound-violation td:nth-child(3),"
+      ".bound-violation td:last-child{text-align:left;white-space:normal;"
+      "min-width:220px}\n</style></head><body>\n<h1>Floorline report</h1>\n";
   if (r.costs.system_id)
     s += fmt::format("<p>System {}: {}. Database <code>{}</code>.</p>\n", r.costs.system_id,
-                     esc(r.costs.system), esc(r.database));
+                     esc(r.costs.system), esc(r.database)) +
+         method_html(r.costs.method);
   s += "<p class=\"note\">S: sequential lower bound (Σ fastest measured case per layer); P: critical path; "
        "H: the libraries' default choices; F: with measured fusions; R: roofline from calibrated peaks; M: "
        "framework "
@@ -617,7 +667,8 @@ std::string format_html(const Report& r) {
        "S is tight). Times per inference of the whole batch.</p>\n";
   s += "<h2>Summary</h2>\n<table "
        "id=\"summary\"><tr><th>model</th><th>batch</th><th>S</th><th>P</th><th>H</th><th>F</th>"
-       "<th>R</th><th>M</th><th>replay</th><th>S/P</th><th>H/S</th><th>S/F</th><th>M/S</th><th>replay/S</th>"
+       "<th>R</th><th>M</th><th>replay</th><th>S 95% CI</th><th>P 95% CI</th><th>F 95% "
+       "CI</th><th>S/P</th><th>H/S</th><th>S/F</th><th>M/S</th><th>replay/S</th>"
        "<th>measured share</th></tr>\n";
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
@@ -626,13 +677,19 @@ std::string format_html(const Report& r) {
     };
     s += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td><td>{}</td><td>{:.1f}%</td></"
-        "tr>\n",
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td>"
+        "<td>{}</td><td>{:.1f}%</td></tr>\n",
         esc(b.model), b.batch, us_text(b.S), us_text(b.P), us_text(b.H), us_text(b.F), opt_us(b.R),
-        opt_us(b.M), opt_us(b.replay), b.P > 0 ? b.S / b.P : 0.0, b.S > 0 ? b.H / b.S : 0.0,
-        b.F > 0 ? b.S / b.F : 0.0, over_s(b.M), over_s(b.replay), 100.0 * b.measured_fraction);
+        opt_us(b.M), opt_us(b.replay), ci_text(b.S_ci), ci_text(b.P_ci), ci_text(b.F_ci),
+        b.P > 0 ? b.S / b.P : 0.0, b.S > 0 ? b.H / b.S : 0.0, b.F > 0 ? b.S / b.F : 0.0, over_s(b.M),
+        over_s(b.replay), 100.0 * b.measured_fraction);
   }
   s += "</table>\n";
+  for (const auto& m : r.models)
+    if (!m.bounds.assumption.empty())
+      s += fmt::format("<p class=\"note\">Assumption, {} (batch {}): {}</p>\n", esc(m.bounds.model),
+                       m.bounds.batch, esc(m.bounds.assumption));
+  s += validity_html(r);
   s += "<h2>Bounds per model</h2>\n" + bounds_chart(r);
   s += "<h2>Latency vs batch size</h2>\n" + batch_chart(r);
   s += "<h2>Throughput (MLPerf single stream and offline)</h2>\n" + throughput_section(r);
@@ -672,6 +729,7 @@ std::string format_html(const Report& r) {
           l.on_critical_path ? "yes" : "", esc(l.algorithm));
     s += "</table></details>\n";
   }
+  s += runtime_layers_section(r);
   return s + "</body></html>\n";
 }
 

@@ -9,6 +9,7 @@
 
 #include "floorline/analyzer/throughput.hpp"
 #include "floorline/common/output.hpp"
+#include "report_parts.hpp"
 
 namespace floorline::analyzer {
 
@@ -23,6 +24,11 @@ using output::text_cell;
 std::optional<double> ratio(std::optional<double> a, std::optional<double> b) {
   if (!a || !b || *b <= 0) return std::nullopt;
   return *a / *b;
+}
+
+std::optional<double> ci_hi(const std::optional<Interval>& i) {
+  if (!i) return std::nullopt;
+  return i->hi;
 }
 
 // The reduced math modes present in the report, in a stable order.
@@ -52,6 +58,10 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
       {"R_us", [](const M& m) { return float_cell(m.bounds.R, 1); }},
       {"M_us", [](const M& m) { return float_cell(m.bounds.M, 1); }},
       {"replay_us", [](const M& m) { return float_cell(m.bounds.replay, 1); }},
+      // The high ends of the bootstrap intervals (confidence_intervals; the low end is the bound).
+      {"S_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.S_ci), 1); }},
+      {"P_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.P_ci), 1); }},
+      {"F_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.F_ci), 1); }},
   };
   for (const auto& mode : reduced_modes(r))
     f.push_back(
@@ -103,6 +113,11 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"heuristic_us", [opt](const L& r) { return opt(r.layer->heuristic_us); }},
       {"roofline_us", [opt](const L& r) { return opt(r.layer->roofline_us); }},
       {"conversion_us", [](const L& r) { return float_cell(r.layer->conversion_us, 2); }},
+      // How the best case was measured: passes (placements) and the spread of their medians.
+      {"passes", [](const L& r) { return int_cell(r.layer->passes); }},
+      {"placements", [](const L& r) { return int_cell(r.layer->placements); }},
+      {"spread", [](const L& r) { return float_cell(r.layer->spread, 3); }},
+      {"noisy", [](const L& r) { return int_cell(r.layer->noisy); }},
       {"critical_path", [](const L& r) { return int_cell(r.layer->on_critical_path ? 1 : 0); }},
       {"flops", [](const L& r) { return int_cell(r.layer->flops); }},
       {"roofline_flops", [](const L& r) { return int_cell(r.layer->roofline_flops); }},
@@ -243,18 +258,46 @@ Result<Report> build_report(benchdb::Database& db, const std::vector<mp::ModelIR
   FL_ASSIGN_OR_RETURN(const int64_t id, choose_system(db, models, system));
   FL_ASSIGN_OR_RETURN(r.costs, load_costs(db, id));
   raise_peaks(r.costs, models, options.dtype);
+  // quantization: a quantized model's int8 layers are costed against the int8 peaks (bounds.hpp)
+  if (options.dtype != "int8") raise_peaks(r.costs, models, "int8");
   for (const auto& m : models) {
     ModelReport mr;
     mr.bounds = analyze_model(m, r.costs, options);
     mr.findings = advise(mr.bounds);
+    mr.runtime_layers = compare_runtime_layers(mr.bounds, r.costs);
+    mr.bound_check = check_bound(mr.bounds, r.costs);
     std::stable_sort(mr.findings.begin(), mr.findings.end(),
                      [](const Finding& a, const Finding& b) { return a.saving_us > b.saving_us; });
     r.models.push_back(std::move(mr));
   }
+  std::vector<ModelBounds*> bounds;
+  for (auto& m : r.models) bounds.push_back(&m.bounds);
+  confidence_intervals(models, r.costs, options, bounds);
   return r;
 }
 
 namespace {
+
+// What a reader needs to trust the figures: how the cases were measured, and a line when the
+// sentinel saw the machine slow down.
+std::string method_lines(const MethodSummary& m) {
+  if (m.cases == 0) return "";
+  std::string out = fmt::format(
+      "measurement: {} passed cases, {} pass(es) each (a fresh buffer placement per pass), median spread "
+      "{:.1f}% between a best case's passes\n",
+      m.cases,
+      m.min_passes == m.max_passes ? fmt::format("{}", m.min_passes)
+                                   : fmt::format("{}-{}", m.min_passes, m.max_passes),
+      100 * m.median_spread);
+  if (m.slowed_cases)
+    out +=
+        fmt::format("sentinel: the machine slowed down while {} case(s) were timed; they were timed again\n",
+                    m.slowed_cases);
+  if (m.noisy_cases)
+    out += fmt::format("noisy: {} case(s) whose repetitions still disagreed after re-measurement (flagged)\n",
+                       m.noisy_cases);
+  return out;
+}
 
 std::string format_table_text(const Report& r, bool layers, size_t top_findings) {
   std::string out;
@@ -266,6 +309,7 @@ std::string format_table_text(const Report& r, bool layers, size_t top_findings)
       out += fmt::format("roofline peaks (f32): {:.1f} GFLOP/s, {:.1f} GB/s\n", f->second / 1e9,
                          b->second / 1e9);
     for (const auto& n : r.costs.peak_notes) out += "  " + n + "\n";
+    out += method_lines(r.costs.method);
   }
   out += "\n";
   if (layers) {
@@ -284,7 +328,8 @@ std::string format_table_text(const Report& r, bool layers, size_t top_findings)
   out +=
       "\nS sequential, P critical path, H library defaults, F fused, R roofline, M framework, replay: the "
       "best "
-      "cases run as the graph (all µs); measured_share: share of S from measured cases\n";
+      "cases run as the graph (all µs); measured_share: share of S from measured cases; *_ci_hi: high end of "
+      "the 95% bootstrap interval of S, P, F over the cases' repetitions (the low end is the bound itself)\n";
   out += throughput_section(r);
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
@@ -294,10 +339,11 @@ std::string format_table_text(const Report& r, bool layers, size_t top_findings)
     if (b.untimed_layers)
       notes.push_back(fmt::format("{} layer(s) with no time at all: S is incomplete", b.untimed_layers));
     if (!b.peaks_note.empty()) notes.push_back(b.peaks_note);
+    if (!b.assumption.empty()) notes.push_back("assumption: " + b.assumption);
     if (b.heuristic_missing)
       notes.push_back(
           fmt::format("{} layer(s) with no passed default case keep t(v) in H", b.heuristic_missing));
-    if (m.findings.empty() && notes.empty()) continue;
+    if (m.findings.empty() && notes.empty() && !m.runtime_layers) continue;
     out += fmt::format("\n{} (batch {}):\n", b.model, b.batch);
     for (const auto& n : notes) out += fmt::format("  note: {}\n", n);
     for (size_t i = 0; i < m.findings.size() && i < top_findings; ++i) {
@@ -307,7 +353,11 @@ std::string format_table_text(const Report& r, bool layers, size_t top_findings)
         out += fmt::format("      {:>10.1f} µs  {}: {}\n", f.items[k].saving_us, f.items[k].label,
                            f.items[k].detail);
     }
+    if (m.runtime_layers)
+      out += runtime_layers_table(b, *m.runtime_layers, std::max<size_t>(top_findings, 3));
   }
+  // The validity check last (its one-line summary, validity_line(), is the commands' last line).
+  out += validity_table(r, std::max<size_t>(top_findings, 3));
   return out;
 }
 
@@ -342,6 +392,7 @@ std::string format_json(const Report& r) {
     nlohmann::json o = output::render_json(mf, std::vector<ModelReport>{m}).at(0);
     o["complete"] = b.complete;
     o["peaks_note"] = b.peaks_note;
+    if (!b.assumption.empty()) o["assumption"] = b.assumption;
     o["heuristic_missing"] = b.heuristic_missing;
     o["critical_path"] = b.critical_path;
     nlohmann::json reduced = nlohmann::json::array();
@@ -398,10 +449,12 @@ std::string format_json(const Report& r) {
                           {"items", items}});
     }
     o["findings"] = findings;
+    if (m.runtime_layers) o["runtime_layers"] = runtime_layers_json(*m.runtime_layers);
     models.push_back(std::move(o));
   }
   j["models"] = models;
   j["throughput"] = throughput_json(r);
+  j["bound_check"] = validity_json(r);
   // Names come from model files and databases: bytes that are not UTF-8 become U+FFFD.
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -95,6 +95,32 @@ void apply_counters(MeasurementRow& m, const std::map<std::string, double>& coun
 
 }  // namespace
 
+MeasurementRow measurement_from_runs(const std::vector<const benchmark::BenchmarkReporter::Run*>& reps,
+                                     std::vector<double>* per_call_us) {
+  MeasurementRow m;
+  std::vector<double> us;
+  std::map<std::string, double> counters;
+  std::string error;
+  for (const auto* r : reps) {
+    if (r->error_occurred) {
+      error = r->error_message;
+      continue;
+    }
+    m.iterations += r->iterations;
+    us.push_back(to_us(r->GetAdjustedRealTime(), r->time_unit));
+    for (const auto& [k, c] : r->counters) counters[k] = c.value;
+  }
+  if (!error.empty() || us.empty()) {
+    fill_status_from_error(m, error);
+    us.clear();
+  } else {
+    if (per_call_us) *per_call_us = us;
+    fill_passed(m, std::move(us));
+  }
+  apply_counters(m, counters);
+  return m;
+}
+
 DatabaseReporter::DatabaseReporter(MeasurementWriter& writer,
                                    std::function<int64_t(const std::string&)> resolve)
     : writer_(writer), resolve_(std::move(resolve)) {}
@@ -116,26 +142,8 @@ void DatabaseReporter::ReportRuns(const std::vector<Run>& runs) {
       ++unmatched_;
       continue;
     }
-    MeasurementRow m;
+    MeasurementRow m = measurement_from_runs(reps);
     m.case_id = case_id;
-    std::vector<double> us;
-    std::map<std::string, double> counters;
-    std::string error;
-    for (const Run* r : reps) {
-      if (r->error_occurred) {
-        error = r->error_message;
-        continue;
-      }
-      m.iterations += r->iterations;
-      us.push_back(to_us(r->GetAdjustedRealTime(), r->time_unit));
-      for (const auto& [k, c] : r->counters) counters[k] = c.value;
-    }
-    if (!error.empty() || us.empty()) {
-      fill_status_from_error(m, error);
-    } else {
-      fill_passed(m, us);
-    }
-    apply_counters(m, counters);
     if (auto st = writer_.add(std::move(m)); !st) {
       if (error_.empty()) error_ = st.error().message;
       continue;

@@ -561,6 +561,41 @@ Result<int> Database::upsert_framework_latency(const FrameworkLatencyRow& row) {
   return impl_->conn.changes();
 }
 
+Result<int64_t> Database::replace_framework_layer_times(const std::vector<FrameworkLayerTimeRow>& rows) {
+  if (rows.empty()) return int64_t{0};
+  if (impl_->version < 5)
+    return make_error("{}: schema {} has no framework_layer_times table", impl_->path, impl_->version);
+  const auto& f = rows.front();
+  const std::vector<SqlValue> identity = {f.model_name, f.runtime, f.runtime_version, f.device,
+                                          f.batch,      f.dtype,   f.settings,        f.threads};
+  for (const auto& r : rows)
+    if (std::tie(r.model_name, r.runtime, r.runtime_version, r.device, r.batch, r.dtype, r.settings,
+                 r.threads) != std::tie(f.model_name, f.runtime, f.runtime_version, f.device, f.batch,
+                                        f.dtype, f.settings, f.threads))
+      return make_error("{}: per-layer rows of {} and {} in one profile", impl_->path, f.model_name,
+                        r.model_name);
+  constexpr const char* kWhere =
+      "model_name = ?1 AND runtime = ?2 AND runtime_version = ?3 AND device = ?4 AND batch = ?5 AND dtype = "
+      "?6 "
+      "AND settings = ?7 AND threads = ?8";
+  FL_ASSIGN_OR_RETURN(
+      const QueryResult newest,
+      query(std::string("SELECT max(measured_at) FROM framework_layer_times WHERE ") + kWhere, identity));
+  if (!newest.rows.empty() && !is_null(newest.rows[0][0]) && value_text(newest.rows[0][0]) > f.measured_at)
+    return int64_t{0};
+  FL_ASSIGN_OR_RETURN(sql::Cached del,
+                      impl_->conn.cached(std::string("DELETE FROM framework_layer_times WHERE ") + kWhere));
+  FL_TRY(impl_->bind_all(*del, identity));
+  FL_TRY(del->run());
+  static const std::string ins = insert_sql(framework_layer_times_table());
+  for (const auto& r : rows) {
+    FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
+    FL_TRY(impl_->bind_all(*s, row_values(framework_layer_times_table(), r)));
+    FL_TRY(s->run());
+  }
+  return static_cast<int64_t>(rows.size());
+}
+
 Result<int> Database::upsert_replay(const ReplayRow& row) {
   if (impl_->version < 4)
     return make_error("{}: schema {} has no replays table", impl_->path, impl_->version);

@@ -31,6 +31,7 @@ class Merger {
     FL_TRY(framework_latencies());
     FL_TRY(replays());
     FL_TRY(system_peaks());
+    FL_TRY(framework_layer_times());
     // Derived data: recomputed over the merged measurements.
     FL_TRY(o_.conn.exec("DELETE FROM best_measurements"));
     FL_TRY(o_.conn.exec(kRebuildBest));
@@ -184,6 +185,40 @@ class Merger {
           summary.framework_latencies_changed += c;
           return {};
         });
+  }
+
+  // (v6) Per-layer runtime profiles, one identity at a time: a newer profile replaces an older one.
+  Status framework_layer_times() {
+    FL_ASSIGN_OR_RETURN(const bool has, in_has("framework_layer_times"));
+    if (!has) return {};
+    std::vector<FrameworkLayerTimeRow> group;
+    auto flush = [&]() -> Status {
+      FL_ASSIGN_OR_RETURN(const int64_t n, out_.replace_framework_layer_times(group));
+      summary.framework_layer_times_changed += n;
+      group.clear();
+      return {};
+    };
+    auto same = [](const FrameworkLayerTimeRow& a, const FrameworkLayerTimeRow& b) {
+      return std::tie(a.model_name, a.runtime, a.runtime_version, a.device, a.batch, a.dtype, a.settings,
+                      a.threads) == std::tie(b.model_name, b.runtime, b.runtime_version, b.device, b.batch,
+                                             b.dtype, b.settings, b.threads);
+    };
+    std::vector<FrameworkLayerTimeRow> all;
+    FL_TRY(for_each_row<FrameworkLayerTimeRow>(in_, framework_layer_times_table(), "", {},
+                                               [&](FrameworkLayerTimeRow& r) -> Status {
+                                                 all.push_back(std::move(r));
+                                                 return {};
+                                               }));
+    std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.model_name, a.runtime, a.runtime_version, a.device, a.batch, a.dtype, a.settings,
+                      a.threads) < std::tie(b.model_name, b.runtime, b.runtime_version, b.device, b.batch,
+                                            b.dtype, b.settings, b.threads);
+    });
+    for (auto& r : all) {
+      if (!group.empty() && !same(group.front(), r)) FL_TRY(flush());
+      group.push_back(std::move(r));
+    }
+    return group.empty() ? Status{} : flush();
   }
 
   Status replays() {

@@ -166,6 +166,11 @@ const TableDef<MeasurementRow>& measurements_table() {
     using R = MeasurementRow;
     TableDef<R> d;
     d.name = "measurements";
+    // Rows from before v7 were timed in one pass on one placement.
+    auto one = [](Column<R> c) {
+      c.added_default = "1";
+      return c;
+    };
     d.columns = {
         col("case_id", &R::case_id, "REFERENCES cases (id)"),
         col("system_id", &R::system_id, "REFERENCES systems (id)"),
@@ -185,6 +190,11 @@ const TableDef<MeasurementRow>& measurements_table() {
         col("superseded", &R::superseded, "CHECK (superseded IN (0, 1))"),
         json_col("extra", &R::extra),
         col("throttled", &R::throttled, "CHECK (throttled IN (0, 1))", 2),
+        one(col("passes", &R::passes, "CHECK (passes >= 1)", 7)),
+        one(col("placements", &R::placements, "CHECK (placements >= 1)", 7)),
+        col("slowed", &R::slowed, "CHECK (slowed >= 0)", 7),
+        col("noisy", &R::noisy, "CHECK (noisy IN (0, 1))", 7),
+        json_col("samples_us", &R::samples_us, 7),
     };
     // A case has at most one current measurement per system (older ones are kept, marked
     // superseded); the index is also what resume looks up. It is the only index on the table:
@@ -206,10 +216,11 @@ const TableDef<BestMeasurementRow>& best_measurements_table() {
     d.columns = {
         // No foreign keys: the rows are derived from measurements by the triggers alone, and
         // the checks would cost a third of the insert rate.
-        col("config_id", &R::config_id), col("system_id", &R::system_id),
-        col("dtype", &R::dtype),         col("math_mode", &R::math_mode),
-        col("fusion", &R::fusion),       col("measurement_id", &R::measurement_id),
-        col("case_id", &R::case_id),     col("median_us", &R::median_us),
+        col("config_id", &R::config_id),  col("system_id", &R::system_id),
+        col("dtype", &R::dtype),          col("math_mode", &R::math_mode),
+        col("fusion", &R::fusion),        col("measurement_id", &R::measurement_id),
+        col("case_id", &R::case_id),      col("median_us", &R::median_us),
+        col("min_us", &R::min_us, "", 7),
     };
     d.constraints = {"UNIQUE (system_id, config_id, dtype, math_mode, fusion)"};
     return d;
@@ -288,6 +299,39 @@ const TableDef<ReplayRow>& replays_table() {
         col("measured_at", &R::measured_at, "", 4),
     };
     d.constraints = {"UNIQUE (system_id, model_name, batch, dtype)"};
+    return d;
+  }();
+  return t;
+}
+
+const TableDef<FrameworkLayerTimeRow>& framework_layer_times_table() {
+  static const TableDef<FrameworkLayerTimeRow> t = [] {
+    using R = FrameworkLayerTimeRow;
+    TableDef<R> d;
+    d.name = "framework_layer_times";
+    d.since = 6;
+    d.columns = {
+        col("model_name", &R::model_name, "", 6),
+        col("runtime", &R::runtime, "", 6),
+        col("runtime_version", &R::runtime_version, "", 6),
+        col("device", &R::device, "", 6),
+        col("batch", &R::batch, "CHECK (batch > 0)", 6),
+        col("dtype", &R::dtype, "", 6),
+        col("settings", &R::settings, "", 6),
+        col("threads", &R::threads, "", 6),
+        col("node_order", &R::node_order, "", 6),
+        col("node_name", &R::node_name, "", 6),
+        col("op", &R::op, "", 6),
+        col("provider", &R::provider, "", 6),
+        json_col("layers", &R::layers, 6),
+        col("median_us", &R::median_us, "CHECK (median_us >= 0)", 6),
+        col("min_us", &R::min_us, "", 6),
+        col("runs", &R::runs, "", 6),
+        col("measured_at", &R::measured_at, "", 6),
+        col("source", &R::source, "", 6),
+    };
+    d.constraints = {
+        "UNIQUE (model_name, runtime, runtime_version, device, batch, dtype, settings, threads, node_name)"};
     return d;
   }();
   return t;
@@ -398,6 +442,7 @@ const std::vector<TableSchema>& all_tables() {
       erase(framework_latencies_table()),
       erase(system_peaks_table()),
       erase(replays_table()),
+      erase(framework_layer_times_table()),
   };
   return tables;
 }
@@ -442,7 +487,7 @@ SELECT m.id AS measurement_id, m.system_id, s.device_name, c.config_id, lc.kind,
        m.median_us, m.mean_us, m.stddev_us, m.cv, m.workspace_bytes, lc.flops, lc.bytes,
        CASE WHEN m.median_us > 0 THEN lc.flops / m.median_us / 1e3 END AS gflops,
        CASE WHEN m.median_us > 0 THEN lc.bytes / m.median_us / 1e3 END AS gbytes_per_s,
-       m.throttled, m.extra, m.run_id, m.measured_at
+       m.throttled, m.extra, m.run_id, m.measured_at, m.passes, m.placements, m.slowed, m.noisy
 FROM measurements m
 JOIN cases c ON c.id = m.case_id
 JOIN layer_configs lc ON lc.id = c.config_id
@@ -450,14 +495,14 @@ JOIN systems s ON s.id = m.system_id
 WHERE m.superseded = 0)sql"},
       {"VIEW", "best_cases", R"sql(
 SELECT b.config_id, b.system_id, lc.kind, lc.key, b.dtype, b.math_mode, b.fusion, b.median_us,
-       b.case_id, c.uid AS case_uid, c.name AS case_name, c.backend, c.algorithm, c.layout, b.measurement_id,
+       b.min_us, b.case_id, c.uid AS case_uid, c.name AS case_name, c.backend, c.algorithm, c.layout, b.measurement_id,
        CASE WHEN b.median_us > 0 THEN lc.flops / b.median_us / 1e3 END AS gflops
 FROM best_measurements b
 JOIN cases c ON c.id = b.case_id
 JOIN layer_configs lc ON lc.id = b.config_id)sql"},
       {"VIEW", "default_cases", R"sql(
 SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.case_id, c.name AS case_name,
-       c.backend, c.algorithm, m.status, m.median_us, m.id AS measurement_id
+       c.backend, c.algorithm, m.status, m.median_us, m.id AS measurement_id, m.min_us
 FROM measurements m
 JOIN cases c ON c.id = m.case_id
 JOIN layer_configs lc ON lc.id = c.config_id
@@ -492,10 +537,14 @@ GROUP BY r.id)sql"},
   return v;
 }
 
+// A config's best case is the one with the lowest min_us (the per-case time S takes; a row without
+// one, imported, competes with its median); SQLite takes the bare columns from the row MIN() picks.
 // Both rebuilds leave out layout-conversion cases: instr(layout, '>') = 0 is is_conversion() in SQL.
 const char* const kRebuildBest = R"sql(
-INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us)
-SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, MIN(m.median_us)
+INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us,
+                               min_us)
+SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, m.median_us,
+       MIN(coalesce(m.min_us, m.median_us))
 FROM measurements m JOIN cases c ON c.id = m.case_id
 WHERE m.status = 'passed' AND m.superseded = 0 AND m.median_us IS NOT NULL AND instr(c.layout, '>') = 0
 GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion)sql";
@@ -505,8 +554,10 @@ DELETE FROM best_measurements WHERE system_id = ?1
   AND (config_id, dtype, math_mode, fusion) = (SELECT config_id, dtype, math_mode, fusion FROM cases WHERE id = ?2))sql";
 
 const char* const kRebuildBestGroup = R"sql(
-INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us)
-SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, MIN(m.median_us)
+INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us,
+                               min_us)
+SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, m.median_us,
+       MIN(coalesce(m.min_us, m.median_us))
 FROM measurements m JOIN cases c ON c.id = m.case_id JOIN cases o ON o.id = ?2
 WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL
   AND instr(c.layout, '>') = 0
@@ -514,10 +565,12 @@ WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median
 GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion)sql";
 
 const char* const kOfferBest = R"sql(
-INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us,
+                               min_us)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
 ON CONFLICT (system_id, config_id, dtype, math_mode, fusion) DO UPDATE SET
-  measurement_id = excluded.measurement_id, case_id = excluded.case_id, median_us = excluded.median_us
-WHERE excluded.median_us < best_measurements.median_us)sql";
+  measurement_id = excluded.measurement_id, case_id = excluded.case_id, median_us = excluded.median_us,
+  min_us = excluded.min_us
+WHERE excluded.min_us < coalesce(best_measurements.min_us, best_measurements.median_us))sql";
 
 }  // namespace floorline::benchdb

@@ -56,6 +56,7 @@ struct Group {
 };
 
 struct Candidate {
+  double min_us;  // what the best case is chosen by (schema.cpp, kOfferBest)
   double median_us;
   int64_t measurement_id;
   int64_t case_id;
@@ -121,9 +122,10 @@ Status MeasurementWriter::flush() {
       if (row.status != disposition_name(Disposition::kPassed) || !row.median_us) continue;
       FL_ASSIGN_OR_RETURN(Group g, group_of(row.case_id));
       if (g.conversion) continue;
-      const Candidate c{*row.median_us, d.conn.last_insert_rowid(), row.case_id};
+      const Candidate c{row.min_us.value_or(*row.median_us), *row.median_us, d.conn.last_insert_rowid(),
+                        row.case_id};
       auto [it, fresh] = best.emplace(std::move(g), c);
-      if (!fresh && c.median_us < it->second.median_us) it->second = c;
+      if (!fresh && c.min_us < it->second.min_us) it->second = c;
     }
     for (const auto& [g, case_id] : rebuild) {
       for (const char* q : {kDeleteBestGroup, kRebuildBestGroup}) {
@@ -144,6 +146,7 @@ Status MeasurementWriter::flush() {
       FL_TRY(offer->bind(6, c.measurement_id));
       FL_TRY(offer->bind(7, c.case_id));
       FL_TRY(offer->bind(8, c.median_us));
+      FL_TRY(offer->bind(9, c.min_us));
       FL_TRY(offer->run());
     }
     return {};

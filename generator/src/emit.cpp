@@ -21,6 +21,8 @@ const char* enumerator(DType t) {
       return "kF16";
     case DType::kBF16:
       return "kBF16";
+    case DType::kInt8:
+      return "kInt8";
   }
   return "kF32";
 }
@@ -34,6 +36,8 @@ const char* enumerator(MathMode m) {
       return "kF16";
     case MathMode::kBF16:
       return "kBF16";
+    case MathMode::kInt8:
+      return "kInt8";
   }
   return "kFp32";
 }

@@ -23,18 +23,28 @@ Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int6
                                                      const Plan& plan, DType dtype) {
   std::unordered_map<std::string, const PlannedCase*> by_name;
   for (const auto& c : plan.cases) by_name.emplace(c.spec.name, &c);
-  const std::string type(dtype_name(dtype)), math(math_mode_name(own_math_mode(dtype)));
+  // A quantized config (QDQ) runs its int8 case whatever `dtype` is (as the analyzer costs it).
+  std::set<std::string> quantized;
+  for (const auto& u : plan.configs)
+    if (mp::quantized_config(u.config)) quantized.insert(u.key);
   std::map<std::string, ChosenCase> out;
-  FL_TRY(db.for_each(
-      "SELECT lc.key, c.name, b.median_us FROM best_measurements b "
-      "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
-      "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion = ''",
-      {system_id, type, math}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-        auto it = by_name.find(std::get<std::string>(v[1]));
-        if (it != by_name.end())
-          out[std::get<std::string>(v[0])] = {it->second->spec, std::get<double>(v[2])};
-        return Status{};
-      }));
+  for (const DType d : {dtype, DType::kInt8}) {
+    if (d == DType::kInt8 && (dtype == DType::kInt8 || quantized.empty())) break;
+    const std::string type(dtype_name(d)), math(math_mode_name(own_math_mode(d)));
+    FL_TRY(
+        db.for_each("SELECT lc.key, c.name, coalesce(b.min_us, b.median_us) FROM best_measurements b "
+                    "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
+                    "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion = ''",
+                    {system_id, type, math},
+                    [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+                      const std::string key = std::get<std::string>(v[0]);
+                      if ((quantized.count(key) > 0) != (d == DType::kInt8) && dtype != DType::kInt8)
+                        return Status{};
+                      auto it = by_name.find(std::get<std::string>(v[1]));
+                      if (it != by_name.end()) out[key] = {it->second->spec, std::get<double>(v[2])};
+                      return Status{};
+                    }));
+  }
   return out;
 }
 
@@ -312,9 +322,9 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++out;
       }
     }
-    steps.push_back({std::move(kernel), label, false, c->second.median_us, own->first});
+    steps.push_back({std::move(kernel), label, false, c->second.us, own->first});
     release(layer);
-    r.cases_us += c->second.median_us;
+    r.cases_us += c->second.us;
     ++r.layers_replayed;
   }
   r.buffers = static_cast<int64_t>(pool.buffers());
@@ -357,7 +367,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         per_step[failing].push_back(seconds_since(t0) * 1e6);
       }
     for (size_t k = 0; k < steps.size(); ++k) {
-      const double us = summarize(per_step[k]).median;
+      const double us = summarize(per_step[k]).min;
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
       r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us});
     }

@@ -20,6 +20,7 @@
 #include "floorline/benchdb/system.hpp"
 #include "floorline/benchdb/writer.hpp"
 #include "floorline/common/benchmark_error.hpp"
+#include "floorline/generator/measurement.hpp"
 #include "floorline/model_processor/layer.hpp"
 
 namespace floorline::gen {
@@ -30,27 +31,21 @@ extern "C" void on_interrupt(int) {
   g_interrupted = 1;
 }
 
-// Forwards to the database reporter and keeps the runner's own tallies.
-class TallyReporter final : public benchmark::BenchmarkReporter {
+// Keeps the repetitions of one case's pass (its iteration runs) for the runner to combine with
+// the case's other passes.
+class CollectReporter final : public benchmark::BenchmarkReporter {
  public:
-  explicit TallyReporter(benchdb::DatabaseReporter& db) : db_(db) {}
-  bool ReportContext(const Context& c) override { return db_.ReportContext(c); }
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& r : runs) {
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>& in) override {
+    for (const auto& r : in) {
       if (r.run_type != Run::RT_Iteration) continue;
-      if (r.error_occurred)
-        error = r.error_message;
-      else
-        timed_seconds += r.real_accumulated_time;  // manual time: Σ per-call times
+      if (r.error_occurred) error = r.error_message;
+      runs.push_back(r);
     }
-    db_.ReportRuns(runs);
   }
   void Finalize() override {}
+  std::vector<Run> runs;
   std::string error;
-  double timed_seconds = 0;
-
- private:
-  benchdb::DatabaseReporter& db_;
 };
 
 std::string duration(double s) {
@@ -87,10 +82,20 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   // Ctrl-C and kill (SIGTERM) stop the run between cases; what was measured is committed.
   auto previous_int = std::signal(SIGINT, on_interrupt);
   auto previous_term = std::signal(SIGTERM, on_interrupt);
-  int64_t total_timed = 0;
+  const int passes = std::max(1, options.passes);
+  // Progress counts visits (a case in one pass): settled cases count as done, re-measurements add.
+  int64_t total_visits = 0, total_cases = 0;
   for (const auto& c : plan.cases)
-    if (!c.status) ++total_timed;
-  int64_t done_timed = 0, timed_now = 0;
+    if (!c.status) {
+      total_visits += passes;
+      ++total_cases;
+    }
+  int64_t visits_done = 0, visits_now = 0;
+  // The sentinel (measurement.hpp), read between visits; not in a dry run, which times nothing.
+  std::optional<Sentinel> sentinel;
+  if (options.sentinel && !options.dry_run) sentinel.emplace();
+  auto sentinel_time = [&]() { return options.sentinel_clock ? options.sentinel_clock() : sentinel->time(); };
+  SlowdownDetector detector(options.sentinel_slow_factor);
   Status result;
   // Backends of one device kind share a system (describe_system): one run per system, so that a
   // command timing oneDNN, XNNPACK and OpenBLAS is one run of one system.
@@ -118,6 +123,11 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       run.command = options.command;
       nlohmann::json options_json{{"min_time", options.min_time},
                                   {"repetitions", options.repetitions},
+                                  {"min_iterations", options.min_iterations},
+                                  {"passes", passes},
+                                  {"pass_block", options.pass_block},
+                                  {"noisy_cv", options.noisy_cv},
+                                  {"sentinel", options.sentinel},
                                   {"warmup_seconds", options.warmup_seconds},
                                   {"threads", options.threads},
                                   {"backend", names_of_kind(backend->device_kind())},
@@ -175,12 +185,6 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     wopts.force = options.force;
     std::optional<benchdb::MeasurementWriter> writer;
     if (!options.dry_run) writer.emplace(db, system_id, run_id, wopts);
-    std::optional<benchdb::DatabaseReporter> db_reporter;
-    if (writer)
-      db_reporter.emplace(*writer, [&](const std::string& name) {
-        auto it = case_ids.find(name);
-        return it == case_ids.end() ? int64_t{0} : it->second;
-      });
     // An outcome decided without timing: planned, or the coded error of a build or verification.
     auto record = [&](int64_t case_id, const Error& error) -> Status {
       benchdb::MeasurementRow m;
@@ -192,13 +196,14 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     const auto factory = backend->factory();
     const auto cases_start = clock::now();
     auto last_line = cases_start;  // Progress::kLines: when the last line was printed
+    // The cases of this backend to time, in plan order; the others are settled or recorded here.
+    std::vector<const PlannedCase*> timed;
     for (const auto& c : plan.cases) {
-      if (g_interrupted) break;
       if (c.spec.variant.backend != backend->name()) continue;
       const int64_t case_id = options.dry_run ? 0 : case_ids.at(c.spec.name);
       if (settled.count(case_id)) {
         ++sum.already_measured;
-        if (!c.status) ++done_timed;
+        if (!c.status) visits_done += passes;
         continue;
       }
       if (c.status) {
@@ -211,77 +216,186 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         FL_TRY(record(case_id, Error{c.reason, *c.status}));
         continue;
       }
-      ++done_timed;
-      ++timed_now;
+      timed.push_back(&c);
+    }
+    // Per case of the current block: its passes so far, its last row (counters, iterations), and
+    // how it ended when it did not pass.
+    struct Timing {
+      std::vector<PassSamples> passes;
+      benchdb::MeasurementRow row;
+      int64_t iterations = 0;
+      std::optional<Error> error;
+      bool done = false;  // ended (error, dry run): no further pass
+    };
+    // Visits since the last sentinel reading: marked slowed together when that reading says so.
+    std::vector<std::pair<Timing*, size_t>> since_reading;
+    auto last_reading = clock::now();
+    auto take_reading = [&]() {
+      if (!sentinel) return;
+      if (detector.record(sentinel_time()))
+        for (auto& [tp, j] : since_reading)
+          if (j < tp->passes.size()) tp->passes[j].slowed = true;
+      since_reading.clear();
+      last_reading = clock::now();
+    };
+    // One visit: a fresh build of the case (a new placement), warm-up, `repetitions` repetitions.
+    auto visit = [&](const PlannedCase& c, int pass, Timing& t) -> Status {
+      ++visits_now;
       if (options.progress != Progress::kNone) {
-        // ETA: the cases left at the mean wall time per case timed so far in this run (a resumed
+        // ETA: the visits left at the mean wall time per visit timed so far in this run (a resumed
         // run's settled cases took no time and are not in the mean).
         const auto now = clock::now();
         const double el = std::chrono::duration<double>(now - cases_start).count();
-        const double eta = timed_now > 1 ? el / static_cast<double>(timed_now - 1) *
-                                               static_cast<double>(total_timed - done_timed + 1)
-                                         : -1;
+        const int64_t done = visits_done + visits_now - 1;  // this visit has not run yet
+        const double eta = visits_now > 1 ? el / static_cast<double>(visits_now - 1) *
+                                                static_cast<double>(total_visits - done)
+                                          : -1;
         if (options.progress == Progress::kTerminal) {
-          std::fprintf(stderr, "\r\033[K[%lld/%lld] %s elapsed, ETA %s  %.60s",
-                       static_cast<long long>(done_timed), static_cast<long long>(total_timed),
-                       duration(el).c_str(), duration(eta).c_str(), c.spec.name.c_str());
+          std::fprintf(stderr, "\r\033[K[%lld/%lld] %s elapsed, ETA %s  pass %d %.50s",
+                       static_cast<long long>(done + 1), static_cast<long long>(total_visits),
+                       duration(el).c_str(), duration(eta).c_str(), pass + 1, c.spec.name.c_str());
           std::fflush(stderr);
         } else if (std::chrono::duration<double>(now - last_line).count() >=
                    options.progress_interval_seconds) {
-          // The cases finished so far (this one has not run yet), for a log read later.
           last_line = now;
+          // In cases: the visits done over the passes per case (re-measurements make it lag).
           std::fprintf(stderr, "progress: %lld/%lld cases done, %s elapsed, ETA %s\n",
-                       static_cast<long long>(done_timed - 1), static_cast<long long>(total_timed),
-                       duration(el).c_str(), duration(eta).c_str());
+                       static_cast<long long>(std::min<int64_t>(done / passes, total_cases)),
+                       static_cast<long long>(total_cases), duration(el).c_str(), duration(eta).c_str());
           std::fflush(stderr);
         }
       }
+      if (std::chrono::duration<double>(clock::now() - last_reading).count() >= options.sentinel_interval)
+        take_reading();
+      PlacementShift shift(pass);
       auto built = factory(c.spec);
       if (!built) {
-        FL_TRY(record(case_id, built.error()));
-        continue;
+        t.error = built.error();
+        t.done = true;
+        return {};
       }
       std::shared_ptr<kernels::Kernel> kernel(std::move(built).value());
-      if (options.verify) {
+      if (options.verify && pass == 0) {
         if (auto v = kernel->verify(); !v) {
           if (v.error().code != Disposition::kNotVerifiable) {
-            FL_TRY(record(case_id, make_error("verification: {}", v.error().message)));
-            continue;
+            t.error = make_error("verification: {}", v.error().message);
+            t.done = true;
+            return {};
           }
         } else {
           ++sum.verified;
         }
       }
       if (options.dry_run) {
-        ++sum.passed;
-        continue;
+        t.done = true;
+        return {};
       }
       double per_call = 0;
       try {
         per_call = kernels::warm_up(*kernel, options.warmup_seconds);
       } catch (const std::exception& e) {
-        FL_TRY(record(case_id, kernels::error_of(e).with_context("warm-up")));
-        continue;
+        t.error = kernels::error_of(e).with_context("warm-up");
+        t.done = true;
+        return {};
       }
-      const double want = options.min_time / std::max(per_call, 1e-7);
+      const double want = std::max(options.min_time / std::max(per_call, 1e-7),
+                                   static_cast<double>(std::max(1, options.min_iterations)));
       const auto iterations = static_cast<benchmark::IterationCount>(std::clamp(std::ceil(want), 1.0, 1e7));
       benchmark::ClearRegisteredBenchmarks();
       kernels::register_case(c.spec, c.work, factory, kernel)
           ->Iterations(iterations)
           ->Repetitions(std::max(1, options.repetitions));
-      TallyReporter tally(*db_reporter);
-      benchmark::RunSpecifiedBenchmarks(&tally);
+      CollectReporter collect;
+      benchmark::RunSpecifiedBenchmarks(&collect);
       benchmark::ClearRegisteredBenchmarks();
-      if (!tally.error.empty()) {  // the reporter stored the row; count it the same way
-        sum.tally(error_from_benchmark_text(tally.error).code);
-      } else {
-        ++sum.passed;
-        sum.timed_seconds += tally.timed_seconds;
+      std::vector<const benchmark::BenchmarkReporter::Run*> reps;
+      for (const auto& r : collect.runs) reps.push_back(&r);
+      std::vector<double> us;
+      benchdb::MeasurementRow row = benchdb::measurement_from_runs(reps, &us);
+      if (us.empty()) {  // an error while timing: the row holds it
+        if (t.passes.empty()) t.row = std::move(row);
+        t.error = error_from_benchmark_text(collect.error);
+        t.done = true;
+        return {};
       }
-      if (!db_reporter->error().empty()) {
-        result = make_error("{}", db_reporter->error());
-        break;
+      t.iterations += row.iterations;
+      t.row = std::move(row);
+      t.passes.push_back({std::move(us), false});
+      since_reading.emplace_back(&t, t.passes.size() - 1);
+      return {};
+    };
+    // Ends a case of the block: its row, written and counted.
+    auto finish = [&](const PlannedCase& c, Timing& t) -> Status {
+      const int64_t case_id = options.dry_run ? 0 : case_ids.at(c.spec.name);
+      if (options.dry_run) {
+        if (t.error)
+          sum.tally(t.error->code);
+        else
+          ++sum.passed;
+        return {};
       }
+      if (t.error && t.passes.empty()) {
+        if (t.row.status.empty() || t.row.status == disposition_name(Disposition::kPassed))
+          return record(case_id, *t.error);
+        // An error while timing: the row Google Benchmark's reporter mapping made of it.
+        t.row.case_id = case_id;
+        sum.tally(error_from_benchmark_text(t.row.reason.empty() ? t.error->message : t.row.reason).code);
+        return writer->add(std::move(t.row));
+      }
+      if (t.passes.empty()) return {};
+      // A later pass failing after earlier ones passed: the case still ends passed on what it has.
+      const CaseStatistics st = case_statistics(t.passes);
+      benchdb::MeasurementRow m = std::move(t.row);
+      m.case_id = case_id;
+      m.status = disposition_name(Disposition::kPassed);
+      m.reason.clear();
+      m.iterations = t.iterations;
+      m.repetitions = static_cast<int64_t>(st.repetitions);
+      m.min_us = st.min_us;
+      m.median_us = st.median_us;
+      m.mean_us = st.mean_us;
+      m.stddev_us = st.repetitions >= 2 ? std::optional<double>(st.stddev_us) : std::nullopt;
+      m.cv = st.repetitions >= 2 ? std::optional<double>(st.cv) : std::nullopt;
+      m.passes = st.passes;
+      m.placements = st.passes;  // every pass is a fresh build
+      m.slowed = st.slowed;
+      m.noisy = st.low_cv > options.noisy_cv ? 1 : 0;
+      m.samples_us = samples_json(t.passes);
+      sum.noisy += m.noisy;
+      ++sum.passed;
+      for (const auto& p : t.passes)
+        for (double v : p.us)
+          sum.timed_seconds +=
+              v * 1e-6 * static_cast<double>(t.iterations) / static_cast<double>(st.repetitions);
+      return writer->add(std::move(m));
+    };
+    const size_t block_size = options.pass_block > 0 ? options.pass_block : std::max<size_t>(1, timed.size());
+    for (size_t first = 0; first < timed.size() && !g_interrupted; first += block_size) {
+      // One block: every pass over the same cases, then the re-measurements, then the rows.
+      std::vector<Timing> block(std::min(block_size, timed.size() - first));
+      take_reading();
+      for (const Visit& v : interleaved_order(block.size(), passes, 0)) {
+        if (g_interrupted) break;
+        Timing& t = block[v.index];
+        if (t.done) continue;
+        FL_TRY(visit(*timed[first + v.index], v.pass, t));
+      }
+      take_reading();  // the period after the last reading
+      // Once more, the cases timed in a slowed period or whose best placement's repetitions
+      // disagree; a case still disagreeing after that is flagged noisy in its row. Interrupted,
+      // the block's cases are written with the passes they have (their rows say how many), and
+      // those not timed at all are left to a rerun.
+      for (size_t i = 0; i < block.size() && !g_interrupted; ++i) {
+        Timing& t = block[i];
+        if (t.done || t.passes.empty()) continue;
+        const CaseStatistics st = case_statistics(t.passes);
+        if (st.slowed == 0 && st.low_cv <= options.noisy_cv) continue;
+        ++sum.remeasured;
+        ++total_visits;
+        FL_TRY(visit(*timed[first + i], static_cast<int>(t.passes.size()), t));
+      }
+      take_reading();
+      for (size_t i = 0; i < block.size(); ++i) FL_TRY(finish(*timed[first + i], block[i]));
     }
     if (writer) {
       if (auto st = writer->flush(); !st && result.ok()) result = st;
@@ -293,6 +407,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
   sum.interrupted = g_interrupted != 0;
+  sum.sentinel_readings = detector.readings();
+  sum.sentinel_slowed = detector.slowed_periods();
+  sum.sentinel_worst = detector.worst_ratio();
   if (options.progress == Progress::kTerminal) std::fprintf(stderr, "\r\033[K");
   sum.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
   if (!result.ok()) return result.error();

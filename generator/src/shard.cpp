@@ -167,10 +167,12 @@ Result<CaseCosts> estimate_case_costs(const Plan& plan, const std::vector<const 
       t = roofline_seconds(c, r) * r.scale;
       ++out.roofline;
     }
-    // The runner warms up for at least warmup_seconds (one call at least), then sizes each
-    // repetition to last min_time (one call at least).
-    out.seconds.push_back(kCaseOverhead + std::max(options.warmup_seconds, t) +
-                          std::max(1, options.repetitions) * std::max(options.min_time, t));
+    // In each pass the runner builds the case, warms it up for at least warmup_seconds (one call
+    // at least), then sizes each repetition to last min_time and hold min_iterations calls.
+    const double per_pass = kCaseOverhead + std::max(options.warmup_seconds, t) +
+                            std::max(1, options.repetitions) *
+                                std::max(options.min_time, std::max(1, options.min_iterations) * t);
+    out.seconds.push_back(std::max(1, options.passes) * per_pass);
   }
   return out;
 }

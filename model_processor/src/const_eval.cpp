@@ -375,6 +375,58 @@ std::optional<Shape> reshape_target(const Shape& in, const std::vector<int64_t>&
   return out;
 }
 
+// ReduceMax/Min/Sum/Prod of a constant over `axes` (all axes when empty and noop_with_empty_axes is
+// 0). Detection models compute their padded image size as ReduceMax over constant sizes.
+std::optional<ConstTensor> reduce(const ConstTensor& x, const std::string& op, std::vector<int64_t> axes,
+                                  bool keepdims, int64_t max_elements) {
+  const int64_t rank = static_cast<int64_t>(x.dims.size());
+  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty());
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) return std::nullopt;
+    reduced[static_cast<size_t>(a < 0 ? a + rank : a)] = true;
+  }
+  Shape dims, kept;
+  for (int64_t k = 0; k < rank; ++k) {
+    if (reduced[k] && keepdims) dims.push_back(1);
+    if (!reduced[k]) dims.push_back(x.dims[k]);
+    kept.push_back(reduced[k] ? 1 : x.dims[k]);
+  }
+  if (x.size() == 0) return std::nullopt;  // the identity of Max/Min over nothing is not a value
+  auto out = make_like(x.dtype, dims, max_elements);
+  if (!out) return std::nullopt;
+  const int64_t n = out->size();
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (int64_t k = 0; k < x.size(); ++k) {
+    int64_t rest = k, o = 0, stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      const int64_t c = rest % x.dims[d];
+      rest /= x.dims[d];
+      if (!reduced[d]) o += c * stride;
+      stride *= kept[d];
+    }
+    auto fold = [&](auto& vec, auto v) {
+      using T = std::decay_t<decltype(vec[0])>;
+      if (!seen[o]) {
+        vec[o] = static_cast<T>(v);
+      } else if (op == "ReduceMax") {
+        vec[o] = std::max<T>(vec[o], static_cast<T>(v));
+      } else if (op == "ReduceMin") {
+        vec[o] = std::min<T>(vec[o], static_cast<T>(v));
+      } else if (op == "ReduceSum") {
+        vec[o] += static_cast<T>(v);
+      } else {
+        vec[o] *= static_cast<T>(v);
+      }
+    };
+    if (out->is_integer())
+      fold(out->i, x.as_int(k));
+    else
+      fold(out->f, x.as_double(k));
+    seen[o] = true;
+  }
+  return out;
+}
+
 std::optional<std::vector<int64_t>> axes_of(const onnx::NodeProto& node, int64_t opset, const Values& in,
                                             size_t input_index, int64_t input_opset) {
   if (opset >= input_opset) {
@@ -813,6 +865,12 @@ std::optional<std::vector<ConstTensor>> evaluate_node(const onnx::NodeProto& nod
       if (!drop) dims.push_back(x.dims[k]);
     }
     return one(reshaped(x, dims));
+  }
+  if (op == "ReduceMax" || op == "ReduceMin" || op == "ReduceSum" || op == "ReduceProd") {
+    auto axes = axes_of(node, opset, in, 1, op == "ReduceSum" ? 13 : 18);
+    if (!axes) return std::nullopt;
+    if (axes->empty() && attr_i(node, "noop_with_empty_axes", 0) != 0) return one(x);
+    return one(reduce(x, op, *axes, attr_i(node, "keepdims", 1) != 0, max_elements));
   }
   if (op == "Concat") {
     Values parts;

@@ -2,9 +2,13 @@
 // models) in a forked child process. Internal to model_processor.
 #pragma once
 
+#include <sys/types.h>
+
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "floorline/common/result.hpp"
 
@@ -22,16 +26,48 @@ struct IsolatedRun {
   int signal = 0;  // for kCrashed
 };
 
-// Forks; the child runs `work(fd)`, which writes its result to the pipe `fd` (use write_all), and
-// exits with _exit (no destructors, no atexit handlers, no stdio flush: the parent's buffers are not
-// written twice). The child's std::bad_alloc is reported as kOutOfMemory. The parent reads the pipe
-// while it waits, so the child never blocks on a full pipe. The fork happens after the model is in
-// memory: the child shares its pages copy-on-write and copies nothing up front.
-// Errors: fork or pipe failure (the caller may run the work in-process instead).
-Result<IsolatedRun> run_isolated(const std::function<void(int fd)>& work, const IsolationLimits& limits);
+// A long-lived worker process that serves many requests (one per model), so that a zoo costs one
+// fork, not one per model: the worker's heap is reused, and the parent's pages are not copied on
+// write again for every model. Per request, a crash (signal),
+// an exception, a time-out (the parent kills the worker) or the memory cap ends the worker, the
+// request gets that end, and the next request starts a new worker. The memory cap (RLIMIT_AS) is
+// on what the worker adds to what it inherited when it was forked; a worker whose address space
+// has grown past half of the cap after a request exits after answering, so that a model never
+// inherits most of its budget used by an earlier one. Not thread-safe: one caller at a time.
+class IsolatedWorker {
+ public:
+  // Runs in the worker for each request: `send` writes one chunk of the answer to the parent
+  // (false once the parent is gone). Everything sent before a crash reaches the parent.
+  using Handler =
+      std::function<void(std::string_view request, const std::function<bool(const std::string&)>& send)>;
+  explicit IsolatedWorker(Handler handler) : handler_(std::move(handler)) {}
+  ~IsolatedWorker();
+  IsolatedWorker(const IsolatedWorker&) = delete;
+  IsolatedWorker& operator=(const IsolatedWorker&) = delete;
 
-// Writes all of `data` to `fd` (retrying on EINTR and short writes); false on error.
-bool write_all(int fd, const std::string& data);
+  // Sends `request` to the worker (forking one first if none is running, or if `limits` changed
+  // the memory cap) and collects the chunks it sends until it reports the request done.
+  // Errors: socketpair or fork failure.
+  Result<IsolatedRun> call(const std::string& request, const IsolationLimits& limits);
+  // call() in two halves, so that the caller can work while the worker does: submit sends the
+  // request (its time limit starts now), collect waits for the answer. One request at a time.
+  Status submit(const std::string& request, const IsolationLimits& limits);
+  Result<IsolatedRun> collect();
+
+  // Forks of workers so far (for tests: one per zoo unless a model crashed one).
+  int forks() const { return forks_; }
+
+ private:
+  Status start(const IsolationLimits& limits);
+  void stop(bool kill_it);
+  Handler handler_;
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  int64_t memory_mib_ = 0;
+  std::chrono::steady_clock::time_point deadline_;  // of the request submitted last
+  bool busy_ = false;                               // a request is submitted and not collected
+  int forks_ = 0;
+};
 
 // "SIGSEGV", "SIGFPE", ...; "signal N" for one without an abbreviation.
 std::string signal_name(int sig);

@@ -131,6 +131,34 @@ int64_t pool_flops(const LayerConfig& c) {
 int64_t sum_flops(const LayerConfig& c) {
   return mul(static_cast<int64_t>(c.inputs.size()) - 1, out_numel(c));
 }
+// Mean: the Sum of its k inputs, then one divide per output: k · n(y).
+int64_t mean_flops(const LayerConfig& c) {
+  return mul(static_cast<int64_t>(c.inputs.size()), out_numel(c));
+}
+// LSTM, GRU, RNN: per time step and direction, the gate GEMMs of the ONNX equations
+// (onnx/docs/Operators.md, LSTM/GRU/RNN: Xt·Wᵀ and Ht-1·Rᵀ for each of G gates, 2 FLOPs per
+// multiply-add) plus the element-wise work per hidden unit and batch row, counted by the
+// conventions of docs/LAYERS.md (sigmoid 4, tanh 1, add/mul 1):
+//   LSTM (G = 4): 4 gates × (Wx + Rh + bias) 8, 3 sigmoids 12, 2 tanh 2, Ct = f⊙C + i⊙c 3,
+//                 Ht = o⊙h(Ct) 1 → 26; peepholes (P) add 3 × (mul + add) = 6.
+//   GRU (G = 3):  3 gates × 2 adds 6, 2 sigmoids 8, r⊙(…) 1, tanh 1, Ht = (1−z)⊙h + z⊙Ht-1 3 → 19.
+//   RNN (G = 1):  2 adds + the activation (tanh 1) → 3.
+// Total: T · D · (2 · N · G·H · (I + H) + e · N · H), T, N from X (layout 0: [T, N, I]; layout 1:
+// [N, T, I]), D and H from R [D, G·H, H].
+int64_t recurrent_flops(const LayerConfig& c) {
+  const auto* x = arg(c, "x");
+  const auto* r = arg(c, "r");
+  if (!x || !r || x->shape.size() != 3 || r->shape.size() != 3) return -1;
+  const bool batch_first = c.attr_int("layout", 0) != 0;
+  const int64_t t = batch_first ? x->shape[1] : x->shape[0], n = batch_first ? x->shape[0] : x->shape[1];
+  const int64_t in = x->shape[2], d = r->shape[0], h = r->shape[2];
+  const int64_t gates = c.kind == LayerKind::kLSTM ? 4 : c.kind == LayerKind::kGRU ? 3 : 1;
+  int64_t elementwise = c.kind == LayerKind::kLSTM ? 26 : c.kind == LayerKind::kGRU ? 19 : 3;
+  if (c.kind == LayerKind::kLSTM && arg(c, "p")) elementwise += 6;
+  const int64_t gemm = mul(2, mul(n, mul(mul(gates, h), add(in, h))));
+  const int64_t step = add(gemm, mul(elementwise, mul(n, h)));
+  return mul(mul(t, d), step);
+}
 int64_t global_pool_flops(const LayerConfig& c) {
   return add(arg_numel(c, "x"), c.kind == LayerKind::kGlobalAveragePool ? out_numel(c) : 0);
 }
@@ -431,6 +459,45 @@ void fix_split(const NodeView& v, LayerConfig& c) {
   }
 }
 
+// --- quantization ----------------------------------------------------------------------------
+// QuantizeLinear / DequantizeLinear: the scale and zero point are operands shown by role (their
+// values differ per layer, the work does not); `axis` stays only for per-channel scales;
+// QuantizeLinear's output type (u8 or i8, from its zero point) joins the key as `to`.
+void fix_quantize(const NodeView&, LayerConfig& c) {
+  const auto* scale = c.inputs.size() > 1 ? &c.inputs[1] : nullptr;
+  if (!scale || numel(scale->shape) <= 1)
+    erase(c, {"axis"});
+  else
+    normalize_axis_attr(c, "axis", 1);
+  erase(c, {"saturate", "block_size"});
+  if (c.kind == LayerKind::kQuantizeLinear && !c.outputs.empty())
+    set(c, "to", std::string(dtype_name(c.outputs[0].dtype)));
+  if (c.kind == LayerKind::kDequantizeLinear && !c.inputs.empty())
+    set(c, "from", std::string(dtype_name(c.inputs[0].dtype)));
+}
+
+// CumSum: the axis is a parameter input (read as the attribute "axis" when constant).
+void fix_cumsum(const NodeView&, LayerConfig& c) {
+  normalize_axis_attr(c, "axis", 0);
+  order(c, {"axis", "exclusive", "reverse"});
+}
+
+// LSTM/GRU/RNN: the ONNX default activations are dropped from the key (an explicit list equal to
+// the defaults is the same work); any other list stays, and backends answer unsupported for it.
+// activation_alpha/beta only matter with non-default activations; clip stays when given.
+void fix_recurrent(const NodeView&, LayerConfig& c) {
+  const std::string acts = str_or(c, "activations", "");  // STRINGS are read comma-joined
+  const std::string one = c.kind == LayerKind::kLSTM  ? "Sigmoid,Tanh,Tanh"
+                          : c.kind == LayerKind::kGRU ? "Sigmoid,Tanh"
+                                                      : "Tanh";
+  const std::string dir = str_or(c, "direction", "forward");
+  // (RNN's schema default lists Tanh twice, one per direction, whatever the direction.)
+  if (acts.empty() || acts == one || acts == one + "," + one)
+    erase(c, {"activations", "activation_alpha", "activation_beta"});
+  set(c, "direction", dir);
+  order(c, {"direction", "hidden_size", "layout"});
+}
+
 // ---------------------------------------------------------------------------------------------
 
 struct KindInfo {
@@ -496,6 +563,14 @@ const KindInfo kKinds[] = {
     {K::kOr, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kWhere, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kSum, kCompute, {}, {}, nullptr, sum_flops, io_bytes},
+    // --- issue 19 (h19a): comparisons, Xor, Mean, CumSum, ArgMax/ArgMin.
+    {K::kGreaterOrEqual, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kLessOrEqual, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kXor, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
+    {K::kMean, kCompute, {}, {}, nullptr, mean_flops, io_bytes},
+    {K::kCumSum, kCompute, {1}, {}, fix_cumsum, per_output<1>, io_bytes},
+    {K::kArgMax, kCompute, {}, {}, fix_axis0, per_input<1>, io_bytes},
+    {K::kArgMin, kCompute, {}, {}, fix_axis0, per_input<1>, io_bytes},
     // max, subtract, exp, sum, divide (LogSoftmax: log instead of divide, then subtract).
     {K::kSoftmax, kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
     {K::kLogSoftmax, kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
@@ -508,6 +583,10 @@ const KindInfo kKinds[] = {
     {K::kReduceMax, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
     {K::kReduceMin, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
     {K::kReduceProd, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
+    // --- issue 19 (h19a): recurrent layers; sequence_lens (slot 4) is data, kept as an operand.
+    {K::kLSTM, kCompute, {}, {}, fix_recurrent, recurrent_flops, io_bytes},
+    {K::kGRU, kCompute, {}, {}, fix_recurrent, recurrent_flops, io_bytes},
+    {K::kRNN, kCompute, {}, {}, fix_recurrent, recurrent_flops, io_bytes},
     {K::kConcat, kCompute, {}, {}, fix_axis0, zero, io_bytes},
     {K::kSplit, kCompute, {1}, {}, fix_split, zero, io_bytes},
     {K::kSlice, kCompute, {1, 2, 3, 4}, {}, fix_slice, zero, slice_bytes},
@@ -520,6 +599,11 @@ const KindInfo kKinds[] = {
     {K::kTile, kCompute, {1}, {}, fix_outputs_in_key, zero, io_bytes},
     {K::kScatterND, kCompute, {}, {}, nullptr, zero, io_bytes},
     {K::kRange, kCompute, {0, 1, 2}, {}, fix_outputs_in_key, zero, io_bytes},
+    /* quantization */
+    // QuantizeLinear: divide by the scale, round, add the zero point, saturate (3 counted: the
+    // divide is a multiply by the reciprocal, the saturation a clamp); Dequantize: subtract, multiply.
+    {K::kQuantizeLinear, kCompute, {}, {1, 2}, fix_quantize, per_output<3>, io_bytes},
+    {K::kDequantizeLinear, kCompute, {}, {1, 2}, fix_quantize, per_output<2>, io_bytes},
     {K::kReshape, C::kView, {1}, {}, fix_outputs_in_key, zero, zero},
     {K::kFlatten, C::kView, {}, {}, fix_axis1, zero, zero},
     {K::kSqueeze, C::kView, {1}, {}, fix_squeeze, zero, zero},
@@ -583,6 +667,11 @@ AttrValue attr_value(const onnx::AttributeProto& a) {
     case onnx::AttributeProto::FLOATS: {
       std::vector<double> v(a.floats().begin(), a.floats().end());
       return v;
+    }
+    case onnx::AttributeProto::STRINGS: {  // LSTM's activations: "Sigmoid,Tanh,Tanh"
+      std::string joined;
+      for (const auto& str : a.strings()) joined += (joined.empty() ? "" : ",") + str;
+      return joined;
     }
     default:
       return std::string("<") + onnx::AttributeProto_AttributeType_Name(a.type()) + ">";

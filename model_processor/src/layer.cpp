@@ -62,6 +62,11 @@ std::vector<int64_t> LayerConfig::attr_ints(std::string_view name) const {
   return {};
 }
 
+bool quantized_config(const LayerConfig& c) {
+  return c.kind == LayerKind::kQuantizeLinear || c.kind == LayerKind::kDequantizeLinear ||
+         c.find_attr("qtypes") != nullptr;
+}
+
 uint64_t key_hash(std::string_view key) {
   // FNV-1a, 64-bit (offset basis 14695981039346656037, prime 1099511628211).
   uint64_t h = 14695981039346656037ull;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,10 +27,13 @@
 #include <new>
 
 #include "const_eval.hpp"
+#include "einsum.hpp"
 #include "floorline/common/utf8.hpp"
 #include "inference.hpp"
 #include "isolate.hpp"
 #include "kinds.hpp"
+#include "opset18.hpp"
+#include "qdq.hpp"
 #include "validate.hpp"
 
 namespace floorline::mp {
@@ -37,8 +41,16 @@ namespace {
 
 // The newest default-domain opset ONNX 1.12 knows.
 constexpr int64_t kMaxKnownOpset = 17;
+// Ops whose definition changed in opset 18 (onnx/docs/Changelog.md): opset18.hpp reads the forms
+// with an opset-17 equivalent; the others stay Unsupported in a model of opset 18 or newer.
+const std::set<std::string> kChangedIn18 = {
+    "ReduceMean", "ReduceSum", "ReduceMax",     "ReduceMin",         "ReduceProd",
+    "ReduceL1",   "ReduceL2",  "ReduceLogSum",  "ReduceLogSumExp",   "ReduceSumSquare",
+    "Split",      "Pad",       "Resize",        "ScatterND",         "ScatterElements",
+    "LpPool",     "Col2Im",    "CenterCropPad", "GroupNormalization"};
 // Ops whose definition changed after opset 17 (onnx/docs/Changelog.md, opsets 18–21): in a
-// model of a newer opset ONNX 1.12 would read them with the wrong signature.
+// model of a newer opset ONNX 1.12 would read them with the wrong signature (those not in
+// kChangedIn18 changed in opset 19 or later).
 const std::set<std::string> kChangedAfter17 = {"ReduceMean",
                                                "ReduceSum",
                                                "ReduceMax",
@@ -91,6 +103,11 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// Ops whose output size depends on the input's values (ProcessOptions::max_detections).
+bool data_dependent(const std::string& op) {
+  return op == "NonZero" || op == "NonMaxSuppression";
+}
+
 bool default_domain(const std::string& d) {
   return d.empty() || d == "ai.onnx";
 }
@@ -106,6 +123,7 @@ struct Loaded {
   std::unordered_map<std::string, const onnx::TensorProto*> initializers;
   std::vector<std::string> warnings;
   std::vector<std::string> unreadable_external;  // why small external tensors could not be read
+  std::set<int> read_as_17;  // top-level nodes of an opset >= 18 model read as opset 17 (opset18.hpp)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -328,6 +346,7 @@ Status validate_and_prepare(Loaded& L, int64_t max_elements) {
                     L.opset, kMaxKnownOpset, kMaxKnownOpset));
     for (auto& o : *m.mutable_opset_import())
       if (default_domain(o.domain())) o.set_version(kMaxKnownOpset);
+    L.read_as_17 = rewrite_opset18(m, &L.external, L.warnings);
   }
   // Weights are not needed: keep dims and type, drop the payload of every large tensor so that
   // each per-batch copy of the graph is cheap. Small tensors (shape constants) keep their values;
@@ -426,18 +445,23 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
   inf.folded.assign(node_count, false);
   std::vector<bool> evaluated(node_count, false);
 
-  onnx::ModelProto base = L.model;
-  auto* bg = base.mutable_graph();
-  for (auto& in : *bg->mutable_input()) {
-    if (L.initializers.count(in.name())) continue;  // IR < 4 lists initializers as inputs
-    auto* tt = in.mutable_type()->mutable_tensor_type();
-    if (!tt->has_shape() || tt->shape().dim_size() == 0) continue;
-    auto* d0 = tt->mutable_shape()->mutable_dim(0);
-    if (d0->has_dim_param() || !d0->has_dim_value() || d0->dim_value() == 1) d0->set_dim_value(batch);
-  }
-  for (auto& out : *bg->mutable_output())
-    if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
-  bg->clear_value_info();
+  // The model at this batch size. Built again only for a second whole-graph round (rare): a copy of
+  // a large graph costs about as much as ONNX's inference of it.
+  auto batched = [&] {
+    onnx::ModelProto m = L.model;
+    auto* bg = m.mutable_graph();
+    for (auto& in : *bg->mutable_input()) {
+      if (L.initializers.count(in.name())) continue;  // IR < 4 lists initializers as inputs
+      auto* tt = in.mutable_type()->mutable_tensor_type();
+      if (!tt->has_shape() || tt->shape().dim_size() == 0) continue;
+      auto* d0 = tt->mutable_shape()->mutable_dim(0);
+      if (d0->has_dim_param() || !d0->has_dim_value() || d0->dim_value() == 1) d0->set_dim_value(batch);
+    }
+    for (auto& out : *bg->mutable_output())
+      if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
+    bg->clear_value_info();
+    return m;
+  };
   for (const auto& t : graph.initializer()) inf.constant.insert(t.name());
 
   std::unordered_map<std::string, ConstTensor> init_values;  // lazily read initializer values
@@ -457,7 +481,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
   };
 
   const auto* registry = onnx::OpSchemaRegistry::Instance();
-  onnx::ModelProto work = base;
+  onnx::ModelProto work = batched();
   int64_t folded_total = 0;
   for (int iteration = 0; iteration < 200; ++iteration) {
     try {
@@ -510,6 +534,136 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     for (int idx = 0; idx < node_count; ++idx) {
       const auto& node = graph.node(idx);
       if (inf.folded[idx]) continue;
+      // NonZero and NonMaxSuppression: how many elements they select depends on the data. Their
+      // count is taken to be opts.max_detections (smaller where the input bounds it), so that the
+      // detection heads downstream get concrete shapes; the report states the assumption.
+      auto assume_data_dependent = [&](const onnx::NodeProto& n) {
+        if (!data_dependent(n.op_type())) return;
+        const bool nonzero = n.op_type() == "NonZero", nms = !nonzero;
+        if (n.output_size() < 1 || n.input_size() < (nms ? 2 : 1)) return;
+        auto in = inf.shapes.find(n.input(nonzero ? 0 : 1));
+        if (in == inf.shapes.end() || !in->second.shape || !shape_known(*in->second.shape) ||
+            (nms && in->second.shape->size() != 3)) {
+          complete = false;
+          return;
+        }
+        const Shape& x = *in->second.shape;
+        const int64_t bound = numel(x);  // NonZero: every element; NMS: every (batch, class, box)
+        const int64_t count = bound < 0 ? opts.max_detections : std::min(bound, opts.max_detections);
+        const Shape out = nonzero ? Shape{static_cast<int64_t>(x.size()), count} : Shape{count, 3};
+        auto& t = types[n.output(0)];
+        t.Clear();
+        t.mutable_tensor_type()->set_elem_type(static_cast<int32_t>(DataType::kI64));
+        for (int64_t d : out) t.mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+        type_ptrs[n.output(0)] = &t;
+        set_shape(n.output(0), DataType::kI64, out);
+      };
+      // Types the node's outputs with ONNX's own inference function for this op, on the types
+      // known so far.
+      auto type_node = [&](const onnx::NodeProto& target) {
+        const auto* schema = registry->GetSchema(target.op_type(), static_cast<int>(L.opset), "");
+        if (!schema || !schema->has_type_and_shape_inference_function()) {
+          complete = false;
+          return;
+        }
+        onnx::NodeProto copy = target;
+        try {
+          onnx::shape_inference::InferenceContextImpl ctx(copy, type_ptrs, data_ptrs, {});
+          schema->GetTypeAndShapeInferenceFunction()(ctx);
+          for (int k = 0; k < target.output_size(); ++k) {
+            if (target.output(k).empty()) continue;
+            const auto* out = ctx.getOutputType(static_cast<size_t>(k));
+            if (!out || !out->has_tensor_type()) {
+              complete = false;
+              continue;
+            }
+            types[target.output(k)] = *out;
+            type_ptrs[target.output(k)] = &types[target.output(k)];
+            ShapeInfo info;
+            read_type(*out, info);
+            if (info.shape) set_shape(target.output(k), info.dtype, info.shape);
+            // (NonZero's and NonMaxSuppression's sizes are assumed below.)
+            if ((!info.shape || !shape_known(*info.shape) || info.dtype == DataType::kUndefined) &&
+                !(k == 0 && data_dependent(target.op_type())))
+              complete = false;
+          }
+        } catch (const std::bad_alloc&) {
+          throw;
+        } catch (const std::exception&) {
+          // The whole-graph inference below is the authority and reports errors.
+          complete = false;
+        }
+        // ONNX 1.12 infers an Einsum's rank only: Floorline's own rule gives its dims.
+        if (target.op_type() == "Einsum" && target.output_size() == 1 && !target.output(0).empty() &&
+            types.count(target.output(0))) {
+          std::string equation;
+          for (const auto& a : target.attribute())
+            if (a.name() == "equation") equation = a.s();
+          std::vector<Shape> operands;
+          for (const auto& name : target.input()) {
+            auto it = inf.shapes.find(name);
+            operands.push_back(it != inf.shapes.end() && it->second.shape ? *it->second.shape : Shape{-1});
+          }
+          if (auto y = einsum_output_shape(equation, operands)) {
+            auto& t = types[target.output(0)];
+            auto* shape = t.mutable_tensor_type()->mutable_shape();
+            shape->clear_dim();
+            for (int64_t d : *y) shape->add_dim()->set_dim_value(d);
+            set_shape(target.output(0), static_cast<DataType>(t.tensor_type().elem_type()), *y);
+          }
+        }
+        assume_data_dependent(target);
+      };
+      // A branch's Constant is folded (Unsqueeze's inference needs its axes' values), the rest typed.
+      auto type_branch_node = [&](const onnx::NodeProto& sub) {
+        if (sub.op_type() != "Constant" || sub.output_size() != 1) {
+          type_node(sub);
+          return;
+        }
+        auto outs = evaluate_node(sub, L.opset, {}, {}, opts.max_folded_elements);
+        if (!outs || outs->size() != 1 || (*outs)[0].size() > 64) {
+          type_node(sub);
+          return;
+        }
+        const std::string& name = sub.output(0);
+        const ConstTensor& v = (*outs)[0];
+        set_shape(name, v.dtype, v.dims);
+        data[name] = to_tensor_proto(v, name);
+        data_ptrs[name] = &data[name];
+        auto& t = types[name];
+        t.Clear();
+        t.mutable_tensor_type()->set_elem_type(static_cast<int32_t>(v.dtype));
+        auto* shape = t.mutable_tensor_type()->mutable_shape();
+        for (int64_t d : v.dims) shape->add_dim()->set_dim_value(d);
+        type_ptrs[name] = &t;
+      };
+      // If: type the branches' nodes too (detection heads run NonMaxSuppression in a branch), so
+      // that their layers get shapes; the If itself stays for the whole-graph inference.
+      if (node.op_type() == "If") {
+        for (const auto& a : node.attribute())
+          if (a.has_g())
+            for (const auto& sub : a.g().node())
+              if (default_domain(sub.domain()) && sub.op_type() != "If" && sub.op_type() != "Loop" &&
+                  sub.op_type() != "Scan")
+                type_branch_node(sub);
+        // A condition known at load time picks the branch, and the If's outputs take its types.
+        auto cond = inf.values.find(node.input_size() > 0 ? node.input(0) : "");
+        if (cond != inf.values.end() && cond->second.size() == 1) {
+          const char* branch = cond->second.as_double(0) != 0 ? "then_branch" : "else_branch";
+          for (const auto& a : node.attribute()) {
+            if (a.name() != branch || !a.has_g()) continue;
+            for (int k = 0; k < node.output_size() && k < a.g().output_size(); ++k) {
+              auto it = types.find(a.g().output(k).name());
+              if (it == types.end() || node.output(k).empty()) continue;
+              types[node.output(k)] = it->second;
+              type_ptrs[node.output(k)] = &types[node.output(k)];
+              ShapeInfo info;
+              read_type(it->second, info);
+              if (info.shape) set_shape(node.output(k), info.dtype, info.shape);
+            }
+          }
+        }
+      }
       if (!default_domain(node.domain()) || is_nondeterministic_op(node.op_type()) ||
           node.op_type() == "If" || node.op_type() == "Loop" || node.op_type() == "Scan") {
         complete = false;
@@ -525,37 +679,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
       }
       if (shape_op) all_const = !in_shapes.empty() && in_shapes[0] && shape_known(*in_shapes[0]);
       if (!all_const) {
-        // Not constant: infer its output types now with ONNX's own function for this op.
-        const auto* schema = registry->GetSchema(node.op_type(), static_cast<int>(L.opset), "");
-        if (!schema || !schema->has_type_and_shape_inference_function()) {
-          complete = false;
-          continue;
-        }
-        onnx::NodeProto copy = node;
-        try {
-          onnx::shape_inference::InferenceContextImpl ctx(copy, type_ptrs, data_ptrs, {});
-          schema->GetTypeAndShapeInferenceFunction()(ctx);
-          for (int k = 0; k < node.output_size(); ++k) {
-            if (node.output(k).empty()) continue;
-            const auto* out = ctx.getOutputType(static_cast<size_t>(k));
-            if (!out || !out->has_tensor_type()) {
-              complete = false;
-              continue;
-            }
-            types[node.output(k)] = *out;
-            type_ptrs[node.output(k)] = &types[node.output(k)];
-            ShapeInfo info;
-            read_type(*out, info);
-            if (info.shape) set_shape(node.output(k), info.dtype, info.shape);
-            if (!info.shape || !shape_known(*info.shape) || info.dtype == DataType::kUndefined)
-              complete = false;
-          }
-        } catch (const std::bad_alloc&) {
-          throw;
-        } catch (const std::exception&) {
-          // The whole-graph inference below is the authority and reports errors.
-          complete = false;
-        }
+        type_node(node);  // not constant
         continue;
       }
 
@@ -566,13 +690,16 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
       inf.folded[idx] = true;
       for (const auto& name : node.output()) inf.constant.insert(name);
       // Not folded (a value not stored, an op the folder lacks, over the budget): a later round can
-      // still type its outputs if this one has not.
+      // still type its outputs if this one has not. Typing them now with the op's own inference
+      // function (Swin's ScatterND on constant masks) spares that whole-graph round.
       auto not_folded = [&] {
         for (const auto& name : node.output()) {
           auto it = inf.shapes.find(name);
           if (!name.empty() &&
-              (it == inf.shapes.end() || !it->second.shape || !shape_known(*it->second.shape)))
-            complete = false;
+              (it == inf.shapes.end() || !it->second.shape || !shape_known(*it->second.shape))) {
+            type_node(node);
+            return;
+          }
         }
       };
       if (!outs || outs->size() != static_cast<size_t>(node.output_size())) {
@@ -611,7 +738,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     if (!progress || complete) break;
 
     // Feed the folded values back as initializers and infer again: shapes that hung on them resolve.
-    work = base;
+    work = batched();
     auto* wg = work.mutable_graph();
     wg->clear_node();
     for (int idx = 0; idx < node_count; ++idx)
@@ -659,8 +786,91 @@ std::vector<int64_t> inference_batches(const std::vector<int64_t>& batches) {
   return out;
 }
 
+// A request to the inference worker: what infer_at_batch needs of the loaded model (the model as
+// validated and stripped of its large payloads, so the worker re-parses only its structure) and of
+// the options.
+std::string encode_request(const Loaded& L, const ProcessOptions& opts, const std::vector<int64_t>& batches) {
+  std::string out;
+  encode_string(L.name, out);
+  encode_string(L.path.string(), out);
+  encode_string(L.external.dir, out);
+  encode_i64(L.external.max_bytes, out);
+  encode_i64(L.external.loaded_bytes, out);
+  encode_i64(L.opset, out);
+  encode_i64(static_cast<int64_t>(L.unreadable_external.size()), out);
+  for (const auto& s : L.unreadable_external) encode_string(s, out);
+  encode_i64(opts.max_folded_elements, out);
+  encode_i64(opts.max_folded_total, out);
+  encode_i64(opts.max_detections, out);
+  encode_i64(static_cast<int64_t>(batches.size()), out);
+  for (int64_t b : batches) encode_i64(b, out);
+  encode_string(L.model.SerializeAsString(), out);
+  return out;
+}
+
+// The worker's side: decodes a request and answers with one record per batch (as above), stopping
+// at the first error. A request it cannot read gets no record (the parent reports an incomplete
+// result).
+void serve_inference(std::string_view request, const std::function<bool(const std::string&)>& send) {
+  WireReader in(request);
+  Loaded L;
+  ProcessOptions opts;
+  std::vector<int64_t> batches;
+  auto name = in.string(), path = in.string(), dir = in.string();
+  auto max_bytes = in.i64(), loaded = in.i64(), opset = in.i64(), notes = in.i64();
+  if (!name || !path || !dir || !max_bytes || !loaded || !opset || !notes || *notes < 0) return;
+  L.name = *name;
+  L.path = *path;
+  L.external.dir = *dir;
+  L.external.max_bytes = *max_bytes;
+  L.external.loaded_bytes = *loaded;
+  L.opset = *opset;
+  for (int64_t k = 0; k < *notes; ++k) {
+    auto note = in.string();
+    if (!note) return;
+    L.unreadable_external.push_back(std::move(*note));
+  }
+  auto max_folded = in.i64(), max_total = in.i64(), max_detections = in.i64(), count = in.i64();
+  if (!max_folded || !max_total || !max_detections || !count || *count < 0) return;
+  opts.max_folded_elements = *max_folded;
+  opts.max_folded_total = *max_total;
+  opts.max_detections = *max_detections;
+  for (int64_t k = 0; k < *count; ++k) {
+    auto b = in.i64();
+    if (!b) return;
+    batches.push_back(*b);
+  }
+  auto model = in.string();
+  if (!model || !L.model.ParseFromString(*model)) return;
+  for (const auto& t : L.model.graph().initializer()) L.initializers[t.name()] = &t;
+  for (int64_t b : batches) {
+    std::string record;
+    auto r = infer_at_batch(L, b, opts);
+    encode_i64(static_cast<int64_t>(r ? RecordKind::kInference : RecordKind::kError), record);
+    if (r)
+      encode_inference(*r, record);
+    else
+      encode_string(r.error().message, record);
+    if (!send(record) || !r) return;
+  }
+}
+
+// The process's one inference worker, and the lock its callers take (process_model may be called
+// from several threads).
+std::mutex& worker_mutex() {
+  static std::mutex m;
+  return m;
+}
+IsolatedWorker& inference_worker() {
+  static IsolatedWorker worker(serve_inference);
+  return worker;
+}
+
 // Shape inference at every batch size, stopping at the first error (the last element then holds
-// it). In a child process unless options.isolate is false.
+// it). In the worker process unless options.isolate is false.
+Status submit_inference(const Loaded& L, const ProcessOptions& opts);
+std::vector<Result<Inference>> collect_inference(const ProcessOptions& opts);
+
 std::vector<Result<Inference>> infer_all(const Loaded& L, const ProcessOptions& opts) {
   const auto batches = inference_batches(opts.batches);
   std::vector<Result<Inference>> out;
@@ -671,23 +881,28 @@ std::vector<Result<Inference>> infer_all(const Loaded& L, const ProcessOptions& 
     }
     return out;
   }
-  // The schema registry is built on first use (all of ONNX's ops): build it here, once, rather than
-  // in every child, which would throw it away.
+  std::lock_guard<std::mutex> lock(worker_mutex());
+  if (auto st = submit_inference(L, opts); !st) {
+    out.push_back(st.error());
+    return out;
+  }
+  return collect_inference(opts);
+}
+
+// Sends the model's inference to the worker; the caller holds worker_mutex() until it collects.
+Status submit_inference(const Loaded& L, const ProcessOptions& opts) {
+  // One worker serves every model of the process (docs/SECURITY.md): the schema registry (all of
+  // ONNX's ops) is built here before the first fork, so that no worker builds and discards it.
   (void)onnx::OpSchemaRegistry::Instance();
-  auto run = run_isolated(
-      [&](int fd) {
-        for (int64_t b : batches) {
-          std::string record;
-          auto r = infer_at_batch(L, b, opts);
-          encode_i64(static_cast<int64_t>(r ? RecordKind::kInference : RecordKind::kError), record);
-          if (r)
-            encode_inference(*r, record);
-          else
-            encode_string(r.error().message, record);
-          if (!write_all(fd, record) || !r) return;
-        }
-      },
-      IsolationLimits{opts.inference_timeout_s, opts.inference_memory_mib});
+  return inference_worker().submit(encode_request(L, opts, inference_batches(opts.batches)),
+                                   IsolationLimits{opts.inference_timeout_s, opts.inference_memory_mib});
+}
+
+// The worker's answer to submit_inference, as infer_all returns it.
+std::vector<Result<Inference>> collect_inference(const ProcessOptions& opts) {
+  const auto batches = inference_batches(opts.batches);
+  std::vector<Result<Inference>> out;
+  auto run = inference_worker().collect();
   if (!run) {
     out.push_back(run.error());
     return out;
@@ -775,6 +990,11 @@ class IrBuilder {
     FL_ASSIGN_OR_RETURN(auto order, topological_order(g));
     for (int idx : order) add_node(g.node(idx), idx, "", inf_.folded[idx]);
     if (overflow_) return *overflow_;
+    // Quantized (QDQ) models: the int8 layers runtimes fuse (qdq.hpp).
+    std::unordered_set<std::string> graph_outputs;
+    for (const auto& o : g.output()) graph_outputs.insert(o.name());
+    fuse_qdq(
+        ir_, [this](const std::string& name) { return describe(name).value; }, graph_outputs);
     int64_t flops = 0, bytes = 0;
     for (const auto& l : ir_.layers)
       if (l.cost_bearing() &&
@@ -861,13 +1081,33 @@ class IrBuilder {
     for (const auto& out : node.output()) v.out.push_back(describe(out));
 
     std::optional<LayerKind> kind = dflt && v.schema ? kind_from_op_type(node.op_type()) : std::nullopt;
-    if (kind && L_.opset > kMaxKnownOpset && kChangedAfter17.count(node.op_type())) {
+    // Einsum: a matrix product becomes a MatMul of its folded shapes (einsum.hpp); any other
+    // equation stays Unsupported, named.
+    std::optional<EinsumMatMul> einsum;
+    const bool is_einsum = dflt && v.schema && node.op_type() == "Einsum";
+    if (is_einsum) {
+      std::string equation, why;
+      for (const auto& a : node.attribute())
+        if (a.name() == "equation") equation = a.s();
+      if (v.in.size() == 2 && v.in[0].shape && v.in[1].shape)
+        einsum = einsum_as_matmul(equation, *v.in[0].shape, *v.in[1].shape, &why);
+      else
+        why = v.in.size() != 2 ? "not two operands" : "operand shapes unknown";
+      if (!einsum)
+        note_unsupported(
+            node.op_type(),
+            fmt::format("equation '{}' is not a matrix product ({}); kept as Unsupported", equation, why));
+    }
+    const bool changed =
+        L_.opset >= 19 ? kChangedAfter17.count(node.op_type()) > 0 : kChangedIn18.count(node.op_type()) > 0;
+    const bool read_as_17 = subgraph.empty() && L_.read_as_17.count(idx) > 0;
+    if (kind && L_.opset > kMaxKnownOpset && changed && !read_as_17) {
       note_unsupported(node.op_type(),
                        fmt::format("redefined after opset 17; this model's opset {} is newer than "
                                    "ONNX 1.12 knows, so it is kept as Unsupported",
                                    L_.opset));
       kind.reset();
-    } else if (!kind) {
+    } else if (!kind && !is_einsum) {
       note_unsupported(node.op_type(),
                        !v.schema
                            ? fmt::format("not known to ONNX 1.12 (domain '{}'); kept as Unsupported, "
@@ -882,7 +1122,16 @@ class IrBuilder {
     layer.op_type = node.op_type();
     layer.subgraph = subgraph;
     layer.folded = folded;
-    layer.config = normalize(v, kind.value_or(LayerKind::kUnsupported), &layer.input_names);
+    layer.config = normalize(v, einsum ? LayerKind::kMatMul : kind.value_or(LayerKind::kUnsupported),
+                             &layer.input_names);
+    if (einsum && layer.config.inputs.size() == 2 && layer.config.outputs.size() == 1) {
+      layer.config.inputs[0].role = "a";
+      layer.config.inputs[0].shape = einsum->a;
+      layer.config.inputs[1].role = "b";
+      layer.config.inputs[1].shape = einsum->b;
+      layer.config.outputs[0].shape = einsum->y;
+      layer.config.attrs.clear();  // the equation is in the shapes: equal GEMMs share one key
+    }
     layer.cost = folded ? CostClass::kHost : kind_cost_class(layer.config.kind);
     layer.key = layer.config.canonical_key();
     layer.shapes_known = true;
@@ -970,14 +1219,19 @@ std::string graph_fingerprint(const onnx::GraphProto& g) {
   return key_hash_hex(bytes);
 }
 
-Result<std::vector<ModelIR>> process_loaded(Loaded& L, const ProcessOptions& opts, Clock::time_point t0) {
+Status check_options(const ProcessOptions& opts) {
   if (opts.batches.empty()) return make_error("no batch size requested");
   for (auto b : opts.batches)
     if (b < 1 || b > kMaxDim) return make_error("batch size {} is outside 1..{}", b, kMaxDim);
-  const double load_ms = ms_since(t0);
-  const auto t_infer = Clock::now();
-  auto inferred = infer_all(L, opts);
-  const double infer_ms = ms_since(t_infer);
+  if (opts.max_detections < 1 || opts.max_detections > kMaxDim)
+    return make_error("--max-detections {} is outside 1..{}", opts.max_detections, kMaxDim);
+  return {};
+}
+
+// The layer IR at every batch from the model and its inference. `setup_ms`: loading and inference
+// time, charged to the first batch's process_ms.
+Result<std::vector<ModelIR>> build_models(const Loaded& L, const ProcessOptions& opts,
+                                          const std::vector<Result<Inference>>& inferred, double setup_ms) {
   const auto batches = inference_batches(opts.batches);
   // The inference of batch b, or its error (batch 1's error stands for every batch: it is the reference).
   auto inference_at = [&](int64_t b) -> Result<const Inference*> {
@@ -1012,10 +1266,24 @@ Result<std::vector<ModelIR>> process_loaded(Loaded& L, const ProcessOptions& opt
     ir.warnings = L.warnings;
     IrBuilder builder(L, *inf, ir);
     FL_TRY(builder.build());
-    ir.process_ms = ms_since(tb) + (out.empty() ? load_ms + infer_ms : 0.0);
+    int64_t assumed = 0;
+    for (const auto& l : ir.layers)
+      if (!l.folded && data_dependent(l.op_type) && l.shapes_known) ++assumed;
+    if (assumed > 0)
+      ir.assumption = fmt::format(
+          "--max-detections {}: {} NonZero/NonMaxSuppression layer(s) assumed to select {} element(s) "
+          "(fewer where their input has fewer)",
+          opts.max_detections, assumed, opts.max_detections);
+    ir.process_ms = ms_since(tb) + (out.empty() ? setup_ms : 0.0);
     out.push_back(std::move(ir));
   }
   return out;
+}
+
+Result<std::vector<ModelIR>> process_loaded(Loaded& L, const ProcessOptions& opts, Clock::time_point t0) {
+  FL_TRY(check_options(opts));
+  auto inferred = infer_all(L, opts);
+  return build_models(L, opts, inferred, ms_since(t0));
 }
 
 }  // namespace
@@ -1028,6 +1296,11 @@ Error safe_error(Error e) {
   return e;
 }
 }  // namespace
+
+int inference_worker_forks() {
+  std::lock_guard<std::mutex> lock(worker_mutex());
+  return inference_worker().forks();
+}
 
 int64_t ModelIR::total_flops() const {
   int64_t f = 0;
@@ -1056,6 +1329,67 @@ Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, co
     return make_error("{}: out of memory while loading the model", to_valid_utf8(ctx));
   } catch (const std::exception& e) {
     return safe_error(make_error("{}: {}", ctx, clean_onnx_message(e.what())));
+  }
+}
+
+void process_models(const std::vector<std::filesystem::path>& paths, const ProcessOptions& opts,
+                    const std::function<void(size_t, Result<std::vector<ModelIR>>)>& done) {
+  if (!opts.isolate) {
+    for (size_t i = 0; i < paths.size(); ++i) done(i, process_model(paths[i], opts));
+    return;
+  }
+  // Each stage's failure is that model's error, as in process_model.
+  auto guarded = [](const std::filesystem::path& path, auto&& stage) -> decltype(stage()) {
+    const std::string ctx = path.string();
+    try {
+      auto r = stage();
+      if (!r) return safe_error(r.error().with_context(ctx));
+      return r;
+    } catch (const std::bad_alloc&) {
+      return make_error("{}: out of memory while loading the model", to_valid_utf8(ctx));
+    } catch (const std::exception& e) {
+      return safe_error(make_error("{}: {}", ctx, clean_onnx_message(e.what())));
+    }
+  };
+  struct InFlight {
+    size_t index;
+    Loaded L;
+    Clock::time_point t0;
+  };
+  std::optional<InFlight> flight;  // the model the worker is inferring
+  std::lock_guard<std::mutex> lock(worker_mutex());
+  for (size_t i = 0; i <= paths.size(); ++i) {
+    // Read and check model i while the worker infers model i-1; then hand the worker model i and
+    // build model i-1's layers while it works: a zoo takes about the longer of the two halves.
+    std::optional<Result<Loaded>> next;
+    const auto t0 = Clock::now();
+    if (i < paths.size())
+      next = guarded(paths[i], [&]() -> Result<Loaded> {
+        FL_ASSIGN_OR_RETURN(auto L, load_file(paths[i], opts));
+        FL_TRY(check_options(opts));
+        return L;
+      });
+    std::vector<Result<Inference>> inferred;
+    if (flight) inferred = collect_inference(opts);
+    std::optional<Result<std::vector<ModelIR>>> failed_next;
+    std::optional<InFlight> submitted;
+    if (next && *next) {
+      Loaded& L = next->value();
+      auto st = guarded(paths[i], [&]() -> Status { return submit_inference(L, opts); });
+      if (st)
+        submitted = InFlight{i, std::move(L), t0};
+      else
+        failed_next = Result<std::vector<ModelIR>>(st.error());
+    } else if (next) {
+      failed_next = Result<std::vector<ModelIR>>(next->error());
+    }
+    if (flight) {
+      done(flight->index, guarded(paths[flight->index], [&] {
+             return build_models(flight->L, opts, inferred, ms_since(flight->t0));
+           }));
+    }
+    if (failed_next) done(i, std::move(*failed_next));
+    flight = std::move(submitted);
   }
 }
 

@@ -398,6 +398,216 @@ TEST(Bounds, ReducedPrecisionAndFrameworkLatency) {
   EXPECT_NE(fwf->summary.find("2.00x the sequential bound S"), std::string::npos);
 }
 
+// The runtime per layer: a fused node against the sum of its layers' best cases, violations
+// (runtime faster than the best cases) and losses ordered by µs, reorders as runtime-only work,
+// and the profile of the settings whose end-to-end latency is M.
+TEST(RuntimeLayers, FusedNodesAgainstTheSumOfTheirLayersViolationsAndLosses) {
+  const auto m = process(kDiamond, "diamond");
+  TestDb t({m});
+  t.times(m, {{"Relu", 10}, {"Sigmoid", 20}, {"Tanh", 5}, {"Add", 7}});
+  auto node = [&](int64_t order, const std::string& name, const std::string& op, double us,
+                  std::vector<std::string> layers, const std::string& settings) {
+    benchdb::FrameworkLayerTimeRow r;
+    r.model_name = "diamond";
+    r.runtime = "onnxruntime";
+    r.runtime_version = "1.30.0";
+    r.device = "cpu";
+    r.settings = settings;
+    r.threads = 1;
+    r.node_order = order;
+    r.node_name = name;
+    r.op = op;
+    r.layers = nlohmann::json(layers).dump();
+    r.median_us = us;
+    r.runs = 3;
+    r.measured_at = "2026-11-23T10:00:00Z";
+    return r;
+  };
+  const std::string relu = layer(m, "Relu").name, sig = layer(m, "Sigmoid").name,
+                    tanh = layer(m, "Tanh").name, add = layer(m, "Add").name;
+  const std::string all = "graph_optimization=all", off = "graph_optimization=disabled";
+  TestDb::value(t.db.replace_framework_layer_times({
+      node(0, "relu", "Relu", 16, {relu}, all),                    // loses 6
+      node(1, "fused", "FusedSigmoidTanh", 12, {sig, tanh}, all),  // 12 < 20 + 5: a violation of 13
+      node(2, "reorder", "ReorderOutput", 3, {}, all),             // runtime-only
+      node(3, "add", "Add", 9, {add}, all),                        // loses 2
+  }));
+  // The disabled setting's profile: slower end to end, so not the one compared.
+  TestDb::value(t.db.replace_framework_layer_times({node(0, "relu", "Relu", 1, {relu}, off)}));
+  for (const auto& [settings, us] : {std::pair{all, 45.0}, std::pair{off, 60.0}}) {
+    benchdb::FrameworkLatencyRow fw;
+    fw.model_name = "diamond";
+    fw.runtime = "onnxruntime";
+    fw.runtime_version = "1.30.0";
+    fw.device = "cpu";
+    fw.settings = settings;
+    fw.threads = 1;
+    fw.median_us = us;
+    TestDb::value(t.db.upsert_framework_latency(fw));
+  }
+  auto report = build_report(t.db, {m}, std::nullopt);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  ASSERT_TRUE(report->models[0].runtime_layers);
+  const RuntimeComparison& c = *report->models[0].runtime_layers;
+  EXPECT_EQ(c.settings, all);
+  ASSERT_EQ(c.nodes.size(), 4u);
+  EXPECT_DOUBLE_EQ(c.runtime_us, 16 + 12 + 3 + 9);
+  EXPECT_DOUBLE_EQ(c.runtime_only_us, 3);
+  EXPECT_DOUBLE_EQ(c.compared_runtime_us, 16 + 12 + 9);
+  EXPECT_DOUBLE_EQ(c.compared_best_us, 10 + 25 + 7);
+  EXPECT_EQ(c.layers_not_run, 0);
+  EXPECT_EQ(c.nodes[1].kinds, "Sigmoid+Tanh");
+  ASSERT_TRUE(c.nodes[1].best_us);
+  EXPECT_DOUBLE_EQ(*c.nodes[1].best_us, 25);
+  EXPECT_FALSE(c.nodes[2].best_us);
+  ASSERT_EQ(c.violations, (std::vector<size_t>{1}));
+  EXPECT_EQ(c.losses, (std::vector<size_t>{0, 3}));  // 6 µs, then 2 µs
+  EXPECT_EQ(c.nodes[1].best_cases.size(), 2u);
+  EXPECT_NE(c.nodes[1].best_cases[0].find("onednn/default"), std::string::npos);
+
+  // The reports: table lines, JSON object, HTML section.
+  const std::string table = format_table(*report, false, 3);
+  EXPECT_NE(table.find("1 bound violation(s)"), std::string::npos) << table;
+  EXPECT_NE(table.find("fused [FusedSigmoidTanh] Sigmoid+Tanh"), std::string::npos) << table;
+  const auto json = nlohmann::json::parse(format_json(*report));
+  const auto& rl = json["models"][0]["runtime_layers"];
+  EXPECT_EQ(rl["violations"], nlohmann::json::array({1}));
+  EXPECT_EQ(rl["nodes"][1]["best_us"], 25.0);
+  EXPECT_EQ(rl["nodes"][1]["violation"], true);
+  const std::string html = format_html(*report);
+  EXPECT_NE(html.find("Runtime vs bound per layer"), std::string::npos);
+  EXPECT_NE(html.find("id=\"runtime-diamond-b1\""), std::string::npos);
+  EXPECT_NE(html.find("<b>1 bound violation(s)</b>"), std::string::npos);
+
+  // Another model with no profile has no comparison, and its JSON no key.
+  const auto chain = process(kChain, "chain");
+  TestDb u({chain});
+  u.times(chain, {{"Relu", 1}, {"Sigmoid", 1}, {"Tanh", 1}});
+  auto plain = build_report(u.db, {chain}, std::nullopt);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->models[0].runtime_layers);
+  EXPECT_FALSE(nlohmann::json::parse(format_json(*plain))["models"][0].contains("runtime_layers"));
+}
+
+// The validity check: every framework latency and the replay against S = 10 + 20 + 5 + 7 = 42 µs;
+// the layers responsible from the profile of the violating runtime identity.
+TEST(BoundCheck, LatenciesBelowSAreViolationsWithTheFasterRuntimeNodes) {
+  const auto m = process(kDiamond, "diamond");
+  TestDb t({m});
+  t.times(m, {{"Relu", 10}, {"Sigmoid", 20}, {"Tanh", 5}, {"Add", 7}});
+  const std::string all = "graph_optimization=all", off = "graph_optimization=disabled";
+  auto node = [&](int64_t order, const std::string& name, const std::string& op, double us,
+                  std::vector<std::string> layers) {
+    benchdb::FrameworkLayerTimeRow r;
+    r.model_name = "diamond";
+    r.runtime = "onnxruntime";
+    r.runtime_version = "1.30.0";
+    r.device = "cpu";
+    r.settings = all;
+    r.threads = 1;
+    r.node_order = order;
+    r.node_name = name;
+    r.op = op;
+    r.layers = nlohmann::json(layers).dump();
+    r.median_us = us;
+    r.runs = 3;
+    r.measured_at = "2026-11-23T10:00:00Z";
+    return r;
+  };
+  TestDb::value(t.db.replace_framework_layer_times({
+      node(0, "relu", "Relu", 8, {layer(m, "Relu").name}),  // 2 below
+      node(1, "fused", "FusedSigmoidTanh", 12,
+           {layer(m, "Sigmoid").name, layer(m, "Tanh").name}),  // 13 below
+      node(2, "add", "Add", 9, {layer(m, "Add").name}),         // loses
+  }));
+  for (const auto& [runtime, settings, us] :
+       {std::tuple{"onnxruntime", all, 30.0}, std::tuple{"onnxruntime", off, 50.0},
+        std::tuple{"pytorch", std::string("eager"), 41.0}}) {
+    benchdb::FrameworkLatencyRow fw;
+    fw.model_name = "diamond";
+    fw.runtime = runtime;
+    fw.runtime_version = std::string(runtime) == "pytorch" ? "1.13.1" : "1.30.0";
+    fw.device = "cpu";
+    fw.settings = settings;
+    fw.threads = 1;
+    fw.median_us = us;
+    TestDb::value(t.db.upsert_framework_latency(fw));
+  }
+  benchdb::ReplayRow rp;
+  rp.model_name = "diamond";
+  rp.system_id = t.system;
+  rp.median_us = 43;  // above S: no violation
+  rp.measured_at = "2026-11-23T10:00:00Z";
+  TestDb::value(t.db.upsert_replay(rp));
+
+  auto report = build_report(t.db, {m}, std::nullopt);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  const BoundCheck& c = report->models[0].bound_check;
+  EXPECT_EQ(c.latencies, 3);
+  EXPECT_TRUE(c.replay);
+  ASSERT_EQ(c.violations.size(), 2u);  // ORT all (30) and PyTorch (41); not ORT disabled (50), not the replay
+  const BoundViolation* ort = nullptr;
+  const BoundViolation* pt = nullptr;
+  for (const auto& v : c.violations) (v.runtime == "pytorch" ? pt : ort) = &v;
+  ASSERT_TRUE(ort && pt);
+  EXPECT_EQ(ort->settings, all);
+  EXPECT_DOUBLE_EQ(ort->S_us, 42);
+  EXPECT_DOUBLE_EQ(ort->ratio(), 30.0 / 42);
+  EXPECT_TRUE(ort->profiled);
+  ASSERT_EQ(ort->nodes.size(), 2u);  // largest gap first
+  EXPECT_EQ(ort->nodes[0].node, "fused");
+  EXPECT_EQ(ort->nodes[0].op, "FusedSigmoidTanh");
+  EXPECT_EQ(ort->nodes[0].kinds, "Sigmoid+Tanh");
+  EXPECT_DOUBLE_EQ(ort->nodes[0].runtime_us, 12);
+  EXPECT_DOUBLE_EQ(ort->nodes[0].best_us, 25);
+  ASSERT_EQ(ort->nodes[0].best_cases.size(), 2u);
+  EXPECT_NE(ort->nodes[0].best_cases[0].find("onednn/default"), std::string::npos);
+  EXPECT_EQ(ort->nodes[1].node, "relu");
+  EXPECT_DOUBLE_EQ(ort->nodes_gap_us, 13 + 2);
+  EXPECT_FALSE(pt->profiled);
+  EXPECT_TRUE(pt->nodes.empty());
+
+  const ValiditySummary s = validity_summary(*report);
+  EXPECT_EQ(s.model_batches, 1);
+  EXPECT_EQ(s.latencies, 3);
+  EXPECT_EQ(s.replays, 1);
+  EXPECT_EQ(s.violating, 1);
+  EXPECT_EQ(s.violations, 2);
+  const std::string line = validity_line(*report);
+  EXPECT_NE(line.find("2 BOUND VIOLATION(S) in 1 of 1 model/batch(es)"), std::string::npos) << line;
+  EXPECT_NE(line.find("diamond b1 onnxruntime 1.30.0 graph_optimization=all, 1 thread 0.71"),
+            std::string::npos)
+      << line;
+  const std::string table = format_table(*report, false, 3);
+  EXPECT_NE(table.find("bound violations"), std::string::npos) << table;
+  EXPECT_NE(table.find("fused [FusedSigmoidTanh] Sigmoid+Tanh"), std::string::npos) << table;
+  EXPECT_NE(table.find("no per-layer profile of this runtime was imported"), std::string::npos) << table;
+  const auto json = nlohmann::json::parse(format_json(*report));
+  const auto& bc = json["bound_check"];
+  EXPECT_EQ(bc["violating"], 1);
+  ASSERT_EQ(bc["violations"].size(), 2u);
+  EXPECT_EQ(bc["violations"][0]["nodes"][0]["best_us"], 25.0);
+  const std::string html = format_html(*report);
+  EXPECT_NE(html.find("id=\"bound-violations\""), std::string::npos);
+
+  // The replay below S is one too; with every latency above S the check holds.
+  rp.median_us = 40;
+  rp.measured_at = "2026-11-23T11:00:00Z";
+  TestDb::value(t.db.upsert_replay(rp));
+  auto again = build_report(t.db, {m}, std::nullopt);
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->models[0].bound_check.violations.size(), 3u);
+  EXPECT_TRUE(again->models[0].bound_check.violations.back().replay);
+  const auto chain = process(kChain, "chain");
+  TestDb u({chain});
+  u.times(chain, {{"Relu", 1}, {"Sigmoid", 1}, {"Tanh", 1}});
+  auto plain = build_report(u.db, {chain}, std::nullopt);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->models[0].bound_check.violations.empty());
+  EXPECT_EQ(validity_line(*plain),
+            "bound check: no framework latency or replay to compare with S (1 model/batch(es))");
+}
+
 // --- golden outputs ---------------------------------------------------------------------------
 
 std::string read(const std::filesystem::path& p) {
@@ -441,6 +651,81 @@ Report golden_report() {
   if (!r) throw std::runtime_error(r.error().message);
   r->database = "test.db";
   return std::move(r).value();
+}
+
+// The per-case time S takes is the lowest repetition mean, and the intervals come from the
+// repetitions. The samples are repetition means (µs) of three cases `floorline bench` timed on the
+// project's loaded 2-core machine (issue 18), one array per pass: a neighbour on the core makes
+// some repetitions, and one whole pass of the second, 2.3x slower.
+TEST(Bounds, SIsTheSumOfLowestRepetitionMeansWithABootstrapInterval) {
+  const auto m = process(kChain, "chain");
+  TestDb t({m});
+  struct Row {
+    const char* op;
+    double min_us, median_us;
+    int64_t passes, slowed;
+    const char* samples;
+  };
+  const Row rows[] = {
+      {"Relu", 118, 118.1, 3, 0, "[[119,276.4,119.4],[143.2,119.2,118],[124,118,118.1]]"},
+      {"Sigmoid", 128.1, 128.3, 4, 1,
+       "[[298.4,299.9,298],[464.6,129.7,467.7],[140.9,128.1,128.3],[143.3,140,141.5]]"},
+      {"Tanh", 4.118, 4.149, 3, 0, "[[4.124,7.532,4.19],[9.542,4.168,10.56],[4.118,4.239,4.149]]"},
+  };
+  for (const auto& r : rows) {
+    auto q = TestDb::value(t.db.query("SELECT id FROM layer_configs WHERE key = ?1", {layer(m, r.op).key}));
+    benchdb::CaseRow c;
+    c.config_id = std::get<int64_t>(q.rows.at(0)[0]);
+    c.identity = {"onednn", "default", "f32", "fp32", "", "", layer(m, r.op).key};
+    benchdb::MeasurementRow row;
+    row.case_id = TestDb::value(t.db.upsert_case(c));
+    row.status = "passed";
+    row.is_default = 1;
+    row.iterations = 100;
+    row.repetitions = 3 * r.passes;
+    row.min_us = r.min_us;
+    row.median_us = row.mean_us = r.median_us;
+    row.passes = row.placements = r.passes;
+    row.slowed = r.slowed;
+    row.samples_us = r.samples;
+    benchdb::MeasurementWriter w(t.db, t.system, t.run);
+    TestDb::check(w.add(std::move(row)));
+    TestDb::check(w.flush());
+  }
+  const CostTable costs = t.costs();
+  EXPECT_EQ(costs.method.cases, 3);
+  EXPECT_EQ(costs.method.slowed_cases, 1);
+  EXPECT_EQ(costs.method.min_passes, 3);
+  EXPECT_EQ(costs.method.max_passes, 4);
+  ModelBounds b = analyze_model(m, costs);
+  EXPECT_DOUBLE_EQ(b.S, 118 + 128.1 + 4.118);
+  EXPECT_DOUBLE_EQ(b.H, b.S);
+  ASSERT_EQ(b.layers.size(), 3u);
+  EXPECT_EQ(b.layers[1].passes, 4);
+  EXPECT_EQ(b.layers[1].placements, 4);
+  EXPECT_NEAR(b.layers[1].spread, 464.6 / 128.3 - 1, 1e-12);  // the pass medians: 298.4 .. 464.6 .. 128.3
+  EXPECT_FALSE(b.S_ci);
+  confidence_intervals({m}, costs, {}, {&b});
+  ASSERT_TRUE(b.S_ci && b.P_ci && b.F_ci);
+  // One-sided: a resampled minimum is never below the minimum, and here it is often above it.
+  EXPECT_DOUBLE_EQ(b.S_ci->lo, b.S);
+  EXPECT_GT(b.S_ci->hi, b.S);
+  EXPECT_LT(b.S_ci->hi, 1.2 * b.S);
+  EXPECT_DOUBLE_EQ(b.P_ci->hi, b.S_ci->hi);  // a chain: P is S in every replicate
+  // The same database gives the same interval (a fixed seed).
+  ModelBounds again = analyze_model(m, costs);
+  confidence_intervals({m}, costs, {}, {&again});
+  EXPECT_DOUBLE_EQ(again.S_ci->hi, b.S_ci->hi);
+  // The report says how the cases were measured, and that the sentinel saw a slowdown.
+  Report rep;
+  rep.costs = costs;
+  rep.costs.system_id = t.system;
+  rep.models.push_back({b, {}, std::nullopt, {}});
+  const std::string table = format_table(rep, false);
+  EXPECT_NE(table.find("measurement: 3 passed cases, 3-4 pass(es) each"), std::string::npos) << table;
+  EXPECT_NE(table.find("sentinel: the machine slowed down while 1 case(s) were timed"), std::string::npos);
+  EXPECT_NE(format_html(rep).find("id=\"sentinel\""), std::string::npos);
+  EXPECT_NE(format_csv(rep, false).find("S_ci_hi_us"), std::string::npos);
 }
 
 TEST(Bounds, ReplayIsReadForItsSystemAndIsNeverM) {
@@ -531,6 +816,19 @@ TEST(Report, DotHighlightsTheCriticalPathAndHtmlIsSelfContained) {
   for (const char* remote : {"src=\"http", "href=\"http", "@import", "<link"})
     EXPECT_EQ(html.find(remote), std::string::npos) << remote;
   EXPECT_EQ(html.find("<script"), std::string::npos);
+}
+
+TEST(Report, TheShapeAssumptionIsStatedInTableJsonAndHtml) {
+  Report r = golden_report();
+  const std::string said =
+      "--max-detections 7: 2 NonZero/NonMaxSuppression layer(s) assumed to select 7 element(s)";
+  r.models[0].bounds.assumption = said;
+  EXPECT_NE(format_table(r, false, 3).find("  note: assumption: " + said), std::string::npos);
+  const auto j = nlohmann::json::parse(format_json(r));
+  EXPECT_EQ(j["models"][0]["assumption"], said);
+  EXPECT_FALSE(j["models"][1].contains("assumption"));
+  EXPECT_NE(format_html(r).find("Assumption, " + r.models[0].bounds.model + " (batch 1): " + said),
+            std::string::npos);
 }
 
 TEST(Report, EveryFormatSurvivesAnyBytesInNames) {

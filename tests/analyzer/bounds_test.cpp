@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "floorline/analyzer/advisors.hpp"
 #include "floorline/analyzer/bounds.hpp"
 #include "floorline/model_processor/model.hpp"
 
@@ -297,6 +298,61 @@ chain (float[1,1000] x) => (float y) {
   EXPECT_DOUBLE_EQ(roofline_time(writer(m, "y"), costs, "f32").value_or(-1), 8);
   EXPECT_FALSE(roofline_time(writer(m, "y"), costs, "bf16"));  // no bf16 peaks
 }
+
+// --- quantization, on the zoo's ResNet-18 and its QDQ export: a QDQ model's quantized layers are
+// costed by their int8 cases (whatever the base dtype), and a float model with int8 cases of its
+// convolutions gets S_int8 and the advisor line "int8 would save".
+namespace quantized {
+
+mp::ModelIR zoo_model(const std::string& name) {
+  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx", {});
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? r->front() : mp::ModelIR{};
+}
+
+TEST(Int8, QdqLayersTakeTheirInt8CaseAndFloatModelsGetSInt8) {
+  const mp::ModelIR qdq = zoo_model("resnet18_qdq"), f32 = zoo_model("resnet18");
+  CostTable costs;
+  costs.modes = {{"f32", "fp32"}, {"int8", "int8"}};
+  for (const auto* m : {&qdq, &f32})
+    for (const auto& l : m->layers) {
+      if (!l.cost_bearing()) continue;
+      costs.best[{l.key, "f32", "fp32", ""}] = case_time(10, "f32: never a quantized layer's");
+      if (l.config.kind == mp::LayerKind::kConv)
+        costs.best[{l.key, "int8", "int8", ""}] = case_time(4, "int8");
+    }
+  // resnet18_qdq: 33 cost-bearing layers, the 20 int8 convolutions at 4 µs; the other 13 (int8
+  // Add, pools, Gemm, the input's QuantizeLinear, the logits' DequantizeLinear) have no int8 case
+  // here and no peaks: untimed, never their float key's 10 µs.
+  const auto q = layer_costs(qdq, costs, "f32");
+  ASSERT_EQ(q.size(), 33u);
+  EXPECT_DOUBLE_EQ(sequential_bound(q), 20 * 4);
+  for (const auto& c : q) EXPECT_EQ(c.source, c.kind == "Conv" ? "measured" : "none") << c.key;
+
+  // resnet18 (f32): 48 layers at 10 µs, of which 20 Conv have an int8 case at 4 µs.
+  const auto f = layer_costs(f32, costs, "f32");
+  ASSERT_EQ(f.size(), 48u);
+  EXPECT_DOUBLE_EQ(sequential_bound(f), 480);
+  const auto r = reduced_precision_bounds(f, costs, "f32");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].dtype, "int8");
+  EXPECT_EQ(r[0].layers_reduced, 20);
+  EXPECT_DOUBLE_EQ(r[0].us, 480 - 20 * 6);
+  ModelBounds b;
+  b.S = sequential_bound(f);
+  b.reduced = r;
+  bool said = false;
+  for (const auto& finding : advise(b))
+    if (finding.advisor == "precision") {
+      said = true;
+      EXPECT_NE(finding.summary.find("int8 would save 120.0 µs (S 480.0 → S_int8 360.0 µs)"),
+                std::string::npos)
+          << finding.summary;
+    }
+  EXPECT_TRUE(said);
+}
+
+}  // namespace quantized
 
 }  // namespace
 }  // namespace floorline::analyzer

@@ -6,6 +6,7 @@
 
 #include "floorline/benchdb/benchmark_io.hpp"
 #include "floorline/benchdb/framework_io.hpp"
+#include "floorline/benchdb/merge.hpp"
 #include "floorline/common/benchmark_error.hpp"
 #include "test_util.hpp"
 
@@ -51,6 +52,54 @@ TEST(FrameworkImport, JsonAndCsvWithUnitsAndIdempotentReimport) {
                    "SELECT count(*) FROM framework_latencies WHERE model_name = 'mobilenet_v2, width 1.0' "
                    "AND stddev_us IS NULL"),
             1);
+}
+
+// (v6) Per-node runtime profiles: one profile's rows replace the earlier profile of the same
+// identity (a later one only), other identities are untouched, and merge carries them.
+TEST(FrameworkLayerTimes, AProfileReplacesTheOlderOneOfItsIdentityAndMergesAcross) {
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  auto row = [](const std::string& node, double us, const std::string& at, const std::string& settings) {
+    FrameworkLayerTimeRow r;
+    r.model_name = "resnet18";
+    r.runtime = "onnxruntime";
+    r.runtime_version = "1.30.0";
+    r.device = "cpu";
+    r.settings = settings;
+    r.threads = 1;
+    r.node_name = node;
+    r.op = "Conv";
+    r.layers = R"(["/conv1/Conv","/relu/Relu"])";
+    r.median_us = us;
+    r.runs = 2;
+    r.measured_at = at;
+    return r;
+  };
+  const std::string all = "graph_optimization=all", off = "graph_optimization=disabled";
+  EXPECT_EQ(must(db.replace_framework_layer_times(
+                {row("a", 10, "2026-11-23T10:00:00Z", all), row("b", 20, "2026-11-23T10:00:00Z", all)})),
+            2);
+  EXPECT_EQ(must(db.replace_framework_layer_times({row("a", 30, "2026-11-23T10:00:00Z", off)})), 1);
+  // A later profile of the first identity replaces its two rows with its one.
+  EXPECT_EQ(must(db.replace_framework_layer_times({row("c", 12, "2026-11-23T11:00:00Z", all)})), 1);
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM framework_layer_times"), 2);
+  EXPECT_EQ(scalar(db,
+                   "SELECT count(*) FROM framework_layer_times WHERE node_name = 'c' AND "
+                   "json_array_length(layers) = 2"),
+            1);
+  // An older one does not.
+  EXPECT_EQ(must(db.replace_framework_layer_times({row("d", 5, "2026-11-23T09:00:00Z", all)})), 0);
+  EXPECT_EQ(scalar(db, "SELECT count(*) FROM framework_layer_times WHERE node_name = 'd'"), 0);
+  // Rows of two identities in one call are refused.
+  EXPECT_FALSE(db.replace_framework_layer_times(
+                     {row("e", 1, "2026-11-23T12:00:00Z", all), row("f", 1, "2026-11-23T12:00:00Z", off)})
+                   .ok());
+  // Merge: both identities arrive; merging again rewrites them (same age) and adds none.
+  auto out = must(Database::open(dir.file("out.db")));
+  EXPECT_EQ(must(merge_into(out, dir.file("r.db"))).framework_layer_times_changed, 2);
+  EXPECT_EQ(scalar(out, "SELECT count(*) FROM framework_layer_times"), 2);
+  EXPECT_EQ(must(merge_into(out, dir.file("r.db"))).framework_layer_times_changed, 2);  // same age: rewritten
+  EXPECT_EQ(scalar(out, "SELECT count(*) FROM framework_layer_times"), 2);
 }
 
 TEST(FrameworkImport, BadRowsNameTheFileAndRowAndWriteNothing) {

@@ -147,8 +147,9 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
   {
     auto db = must(Database::open(path_));
     EXPECT_EQ(db.opened_at_version(), 3);
-    EXPECT_EQ(db.schema_version(), kSchemaVersion);
+    EXPECT_EQ(db.schema_version(), kSchemaVersion);  // 3 → 4 → 5 → 6 (schema 6 adds framework_layer_times)
     EXPECT_EQ(scalar(db, "PRAGMA user_version"), kSchemaVersion);
+    EXPECT_TRUE(must(db.has_column("framework_layer_times", "layers")));
     EXPECT_EQ(must(db.integrity_check()), "ok");
 
     // systems: the library columns are gone, their values are in `libraries`; the fingerprint is
@@ -229,15 +230,31 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
     // model_layer_times, which read a case_name that schema 3's best_cases lacked, works now.
     EXPECT_GT(scalar(db, "SELECT count(best_case) FROM model_layer_times"), 0);
 
-    // best_measurements: rebuilt by the upgrade, to the same rows, and still the fastest current
-    // passed non-conversion case of each group.
+    // best_measurements: rebuilt by the upgrade, one row per group as before, each still the
+    // fastest current passed non-conversion case of its group, by the per-case time schema 7 chooses
+    // by (min_us, the lowest repetition mean). Where the case with the lowest minimum is the one
+    // with the lowest median (schema 3's choice), the row is the same as before.
     auto best = must(db.query(kBestSql));
     ASSERT_EQ(best.rows.size(), before_.best.size());
-    for (size_t i = 0; i < best.rows.size(); ++i)
-      for (size_t k = 0; k < best.rows[i].size(); ++k)
+    int same = 0;
+    for (size_t i = 0; i < best.rows.size(); ++i) {
+      for (size_t k = 0; k < 5; ++k)
         EXPECT_EQ(exact_text(best.rows[i][k]), before_.best[i][k]) << i << "," << k;
+      auto chosen_min = must(db.query("SELECT coalesce(min_us, median_us) FROM measurements WHERE id = ?1",
+                                      {std::stoll(exact_text(best.rows[i][6]))}));
+      auto earlier_min = must(db.query("SELECT coalesce(min_us, median_us) FROM measurements WHERE id = ?1",
+                                       {std::stoll(before_.best[i][6])}));
+      EXPECT_LE(std::get<double>(chosen_min.rows.at(0)[0]), std::get<double>(earlier_min.rows.at(0)[0])) << i;
+      if (exact_text(best.rows[i][6]) == before_.best[i][6]) {
+        ++same;
+        for (size_t k = 5; k < best.rows[i].size(); ++k)
+          EXPECT_EQ(exact_text(best.rows[i][k]), before_.best[i][k]) << i << "," << k;
+      }
+    }
+    EXPECT_GT(same, 0);
     EXPECT_EQ(scalar(db,
-                     "SELECT count(*) FROM best_measurements b WHERE b.median_us <> (SELECT min(m.median_us) "
+                     "SELECT count(*) FROM best_measurements b WHERE b.min_us IS NOT (SELECT "
+                     "min(coalesce(m.min_us, m.median_us)) "
                      "FROM measurements m JOIN cases c ON c.id = m.case_id WHERE m.system_id = b.system_id "
                      "AND c.config_id = b.config_id AND c.dtype = b.dtype AND c.math_mode = b.math_mode "
                      "AND c.fusion = b.fusion AND m.status = 'passed' AND m.superseded = 0 "

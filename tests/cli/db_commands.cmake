@@ -14,8 +14,8 @@ endif()
 run(0 ${FLOORLINE} db info ${DB} --format json)
 string(JSON models GET "${out}" counts 0 models)
 string(JSON version GET "${out}" schema_version)
-if(NOT models EQUAL 2 OR NOT version EQUAL 5)
-  message(FATAL_ERROR "db info: expected 2 models at schema 5:\n${out}")
+if(NOT models EQUAL 2 OR NOT version EQUAL 7)
+  message(FATAL_ERROR "db info: expected 2 models at schema 7:\n${out}")
 endif()
 
 # A file written by schema 3 (tests/fixtures/README.md) is upgraded by `db migrate` (db info, a
@@ -23,7 +23,7 @@ endif()
 # latency apart.
 file(COPY ${SOURCE_DIR}/tests/fixtures/schema_v3.db DESTINATION ${WORK_DIR})
 run(0 ${FLOORLINE} db migrate ${WORK_DIR}/schema_v3.db)
-if(NOT out MATCHES "upgraded from schema 3 to 5")
+if(NOT out MATCHES "upgraded from schema 3 to 7")
   message(FATAL_ERROR "db migrate on the schema-3 fixture:\n${out}")
 endif()
 run(0 ${FLOORLINE} db info ${WORK_DIR}/schema_v3.db --format json)
@@ -31,7 +31,7 @@ string(JSON version GET "${out}" schema_version)
 string(JSON replays GET "${out}" counts 0 replays)
 string(JSON frameworks GET "${out}" counts 0 framework_latencies)
 string(JSON libraries GET "${out}" systems 0 libraries)
-if(NOT version EQUAL 5 OR NOT replays EQUAL 1 OR NOT frameworks EQUAL 1
+if(NOT version EQUAL 7 OR NOT replays EQUAL 1 OR NOT frameworks EQUAL 1
    OR NOT libraries MATCHES "\"onednn\":\"2\.")
   message(FATAL_ERROR "db info on the schema-3 fixture:\n${out}")
 endif()
@@ -62,6 +62,21 @@ run(0 ${FLOORLINE} db import ${DB} --framework ${WORK_DIR}/pytorch.csv)
 run(0 ${FLOORLINE} db query ${DB} --framework --format csv)
 if(NOT out MATCHES "resnet18,pytorch,1.13.1,cpu,1,f32,,0,41500.0")
   message(FATAL_ERROR "db query --framework:\n${out}")
+endif()
+
+# The reference runtime's per-node profiles (real ONNX Runtime profiles of two zoo models,
+# tests/fixtures/ort), mapped to the models' layers: resnet18's 25 runtime nodes and bert's.
+run(0 ${FLOORLINE} db import ${DB} --framework-profile ${SOURCE_DIR}/tests/fixtures/ort/profiles.json)
+if(NOT out MATCHES "2 profile\\(s\\), [0-9]+ runtime nodes stored")
+  message(FATAL_ERROR "db import --framework-profile:\n${out}")
+endif()
+db_value(${DB} "SELECT count(*) FROM framework_layer_times WHERE model_name = 'resnet18'")
+if(NOT value EQUAL 25)
+  message(FATAL_ERROR "resnet18: expected 25 runtime nodes, got ${value}")
+endif()
+db_value(${DB} "SELECT layers FROM framework_layer_times WHERE model_name = 'resnet18' AND node_order = 0")
+if(NOT value STREQUAL "[\"\"/conv1/Conv\"\",\"\"/relu/Relu\"\"]")
+  message(FATAL_ERROR "resnet18's first runtime node: ${value}")
 endif()
 
 # Merging the database into a new one twice: the second merge adds nothing.

@@ -115,6 +115,21 @@ TEST(CudaKernelsGpu, MobileNetV3AndBertOpsMatchTheReference) {
   expect_clean(t);
 }
 
+// Issue 19 (h19a): lstm_lm's LSTMs and gru_kws's bidirectional GRUs on cudnnRNNForward.
+TEST(CudaKernelsGpu, RecurrentZooLayersMatchTheReference) {
+  REQUIRE_GPU();
+  auto models = zoo_model("lstm_lm");
+  for (auto& m : zoo_model("gru_kws")) models.push_back(std::move(m));
+  const Tally t = verify_plan(models, {DType::kF32});
+  expect_clean(t);
+  bool lstm = false, gru = false;
+  for (const auto& k : t.verified_configs) {
+    lstm = lstm || k.rfind("LSTM|", 0) == 0;
+    gru = gru || k.rfind("GRU|", 0) == 0;
+  }
+  EXPECT_TRUE(lstm && gru) << "an LSTM and a GRU case verified";
+}
+
 // A case of the cuda backend in f32 (fp32 math) with this algorithm; the caller fills the problem.
 kernels::CaseSpec f32_case(const std::string& algorithm) {
   kernels::CaseSpec spec;

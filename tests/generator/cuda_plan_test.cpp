@@ -173,6 +173,33 @@ TEST(CudaPlan, BertMatMulsAreBatchedOrFoldedAndEpiloguesFuseTheBias) {
   EXPECT_GT(bias_fused, 0);
 }
 
+// Issue 19 (h19a): the zoo's recurrent layers run on cudnnRNNForward; what cuDNN cannot run says why.
+TEST(CudaPlan, RecurrentLayersRunOnCudnnRnnOrSayWhyNot) {
+  auto models = zoo_model("lstm_lm");
+  for (auto& m : zoo_model("gru_kws")) models.push_back(std::move(m));
+  const Plan plan = cuda_plan(models);
+  std::map<std::string, std::set<std::string>> algorithms;  // op → algorithms of timed cases
+  for (const auto& c : plan.cases)
+    if (!c.status) algorithms[c.spec.problem.op].insert(c.spec.variant.algorithm);
+  EXPECT_EQ(algorithms["LSTM"], std::set<std::string>{"cudnn_rnn"});
+  EXPECT_EQ(algorithms["GRU"], std::set<std::string>{"cudnn_rnn"});  // torch's GRU: linear_before_reset = 1
+  auto text = mp::process_model_text(R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[4,1,3] x, float[1,6,3] w, float[1,6,2] r, float[1,8,3] lw, float[1,8,2] lr) => (y, z) {
+  y = GRU <hidden_size = 2> (x, w, r)
+  z = LSTM <hidden_size = 2, direction = "reverse"> (x, lw, lr)
+}
+)onnx",
+                                     "rnn.onnx", {});
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  const Plan other = cuda_plan(*text);
+  std::map<std::string, std::string> reason;
+  for (const auto& c : other.cases)
+    if (c.status == Disposition::kUnsupported) reason[c.spec.problem.op] = c.reason;
+  EXPECT_NE(reason["GRU"].find("linear_before_reset = 1"), std::string::npos) << reason["GRU"];
+  EXPECT_NE(reason["LSTM"].find("forward only"), std::string::npos) << reason["LSTM"];
+}
+
 TEST(CudaPlan, OpsWithoutALibraryKernelRunOursLabelledAsSuch) {
   const Plan plan = cuda_plan(zoo_model("squeezenet1_1"));
   std::map<std::string, std::set<std::string>> algorithms;  // op → algorithms

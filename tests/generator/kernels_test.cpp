@@ -212,6 +212,56 @@ TEST(OnednnKernels, Bf16ConvolutionMatchesWithinBf16Tolerance) {
   if (checked == 0) GTEST_SKIP() << "oneDNN offers no bf16 convolution on this CPU";
 }
 
+// --- quantization: the int8 cases oneDNN runs for the zoo's QDQ ResNet-18 (u8 activations with
+// and without zero points, per-channel s8 weights, int32 bias, the 7x7 stem, 1x1 projections, the
+// Gemm, MaxPool, GlobalAveragePool, the input's QuantizeLinear and the logits' DequantizeLinear)
+// and a float convolution of ResNet-18 planned in int8 (--dtype int8): each default case against
+// the reference's int8 semantics (the first timed case of each config: MaxPool's default is oneDNN's
+// plain-loop one, which is not timed).
+TEST(OnednnKernels, Int8CasesOfTheQuantizedResnet18MatchTheReference) {
+  const std::string zoo = std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/";
+  std::vector<mp::ModelIR> models;
+  for (const char* name : {"resnet18_qdq", "resnet18"}) {
+    auto r = mp::process_model(zoo + name + ".onnx", {});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    models.push_back(std::move(r->front()));
+  }
+  PlanOptions o;
+  o.dtypes = {DType::kF32, DType::kInt8};
+  o.max_impls = 1;
+  const Plan plan = make_plan(models, {find_backend("onednn")}, o);
+  std::map<std::string, int> verified;
+  std::set<std::string> proxies;
+  int float_conv_in_int8 = 0;
+  std::set<std::string> keys;
+  for (const auto& c : plan.cases) {
+    if (c.spec.variant.dtype != DType::kInt8 || c.status || !c.spec.feeds.empty() ||
+        !keys.insert(c.spec.problem.key).second)
+      continue;
+    const bool qdq = !c.spec.problem.string_attr("qtypes", "").empty() ||
+                     c.spec.problem.kind == LayerKind::kQuantizeLinear ||
+                     c.spec.problem.kind == LayerKind::kDequantizeLinear;
+    if (!qdq && float_conv_in_int8++ > 0) continue;  // one float convolution in int8 is enough
+    auto k = kernels::make_onednn_kernel(c.spec);
+    ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+    const Status v = (*k)->verify();
+    if (!v.ok() && v.error().code == Disposition::kNotVerifiable) {
+      proxies.insert(c.spec.problem.op);
+      continue;
+    }
+    EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+    ++verified[c.spec.problem.op + (qdq ? "" : " (f32 model)")];
+  }
+  EXPECT_EQ(verified, (std::map<std::string, int>{{"Conv", 15},
+                                                  {"Conv (f32 model)", 1},
+                                                  {"DequantizeLinear", 1},
+                                                  {"Gemm", 1},
+                                                  {"GlobalAveragePool", 1},
+                                                  {"MaxPool", 1},
+                                                  {"QuantizeLinear", 1}}));
+  EXPECT_EQ(proxies, std::set<std::string>{"Add"});  // oneDNN 2.6's binary takes no zero points
+}
+
 TEST(OnednnKernels, ImplementationsAreEnumeratedCompletely) {
   // Every implementation appears once, in next_impl() order, with oneDNN's first choice marked:
   // asking twice gives the same list (the iterator must not depend on earlier primitives).

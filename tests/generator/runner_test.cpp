@@ -53,12 +53,15 @@ TEST(Runner, StoresEveryCaseAndResumes) {
 
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements"), static_cast<int64_t>(plan.cases.size()));
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE status='passed'"), s->passed);
-  // Passed rows carry statistics over the repetitions, and the counters.
+  // Passed rows carry statistics over the repetitions (3 per pass, 3 passes or a fourth to
+  // re-measure, each with at least min_iterations calls), the passes' samples, and the counters.
   EXPECT_EQ(
       scalar(
           *db,
           "SELECT count(*) FROM measurements WHERE status='passed' AND (median_us IS NULL OR median_us <= 0 "
-          "OR min_us > median_us OR repetitions != 3 OR iterations < 3 OR workspace_bytes IS NULL)"),
+          "OR min_us > median_us OR repetitions < 9 OR repetitions % 3 != 0 OR passes < 3 OR "
+          "placements != passes OR json_array_length(samples_us) != passes OR iterations < 2 * repetitions "
+          "OR workspace_bytes IS NULL)"),
       0);
   EXPECT_GT(
       scalar(

@@ -163,7 +163,8 @@ TEST(Shard, EarlierMeasurementsSetTheCostAndScaleTheRoofline) {
   EXPECT_EQ(costs->measured, 3);
   EXPECT_NE(costs->source.find("3 measured cases, roofline x 10.0"), std::string::npos) << costs->source;
   auto cost_of = [&](double t) {
-    return kCaseOverhead + std::max(co.warmup_seconds, t) + co.repetitions * std::max(co.min_time, t);
+    return co.passes * (kCaseOverhead + std::max(co.warmup_seconds, t) +
+                        co.repetitions * std::max(co.min_time, co.min_iterations * t));
   };
   int seen = 0;
   for (size_t k = 0; k < plan.cases.size(); ++k) {

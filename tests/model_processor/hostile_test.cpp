@@ -366,6 +366,38 @@ TEST_F(Hostile, ACrashInShapeInferenceBecomesThatModelsError) {
       process_model(fs::path(FLOORLINE_SOURCE_DIR) / "models/zoo/alexnet.onnx", ProcessOptions{}).ok());
 }
 
+TEST_F(Hostile, OneWorkerServesEveryModelUntilOneCrashesIt) {
+  const fs::path zoo = fs::path(FLOORLINE_SOURCE_DIR) / "models/zoo";
+  ASSERT_TRUE(process_model(zoo / "alexnet.onnx", ProcessOptions{}).ok());
+  const int forks = inference_worker_forks();
+  EXPECT_GE(forks, 1);
+  for (const char* name : {"resnet18.onnx", "squeezenet1_1.onnx", "alexnet.onnx"})
+    EXPECT_TRUE(process_model(zoo / name, ProcessOptions{}).ok()) << name;
+  EXPECT_EQ(inference_worker_forks(), forks);
+  const fs::path crasher =
+      fs::path(FLOORLINE_SOURCE_DIR) / "tests/model_processor/hostile/onnx_shape_inference_segv.onnx";
+  EXPECT_FALSE(process_model(crasher, ProcessOptions{}).ok());
+  auto r = process_model(zoo / "resnet18.onnx", ProcessOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(inference_worker_forks(), forks + 1);
+
+  // Pipelined (the next model is read while the worker infers the previous one): results in order,
+  // the crash still that model's error, the same layers as one at a time.
+  const std::vector<fs::path> paths = {zoo / "alexnet.onnx", crasher, dir_ / "missing.onnx",
+                                       zoo / "resnet18.onnx"};
+  std::vector<std::string> got;
+  process_models(paths, ProcessOptions{}, [&](size_t k, Result<std::vector<ModelIR>> m) {
+    got.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
+  });
+  std::vector<std::string> want;
+  for (size_t k = 0; k < paths.size(); ++k) {
+    auto m = process_model(paths[k], ProcessOptions{});
+    want.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(want[1], "1 " + crasher.string() + ": ONNX shape inference crashed (SIGSEGV)");
+}
+
 TEST_F(Hostile, ShapeInferenceMemoryAndTimeLimits) {
   // A model whose inference needs more than the budget: ConstantOfShape folding of 2^22 elements
   // at an 8 MiB cap on what the child may add.

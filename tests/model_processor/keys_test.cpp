@@ -165,6 +165,47 @@ TEST(SumCost, VariadicWithBroadcastOperand) {
   EXPECT_EQ(only(m[1], "Sum").flops, 2 * 256);
 }
 
+// --- quantization: Q → DQ → Conv (+ Relu) → Q → DQ with per-channel int8 weights and an int32 bias.
+TEST(QdqFusion, ConvBetweenQuantizeAndDequantizeIsOneInt8Layer) {
+  auto m =
+      process_ok(model_text("g (float[N,3,8,8] x, int8[4,3,3,3] wq, int32[4] bq) => (y) {\n"
+                            "  s = Constant <value = float {0.02}> ()\n"
+                            "  z = Constant <value = uint8 {128}> ()\n"
+                            "  oz = Constant <value = uint8 {0}> ()\n"
+                            "  ws = Constant <value = float[4] {0.1, 0.1, 0.1, 0.1}> ()\n"
+                            "  wz = Constant <value = int8[4] {0, 0, 0, 0}> ()\n"
+                            "  bz = Constant <value = int32[4] {0, 0, 0, 0}> ()\n"
+                            "  xq = QuantizeLinear (x, s, z)\n"
+                            "  xd = DequantizeLinear (xq, s, z)\n"
+                            "  wd = DequantizeLinear <axis = 0> (wq, ws, wz)\n"
+                            "  bd = DequantizeLinear <axis = 0> (bq, ws, bz)\n"
+                            "  c = Conv <pads = [1,1,1,1]> (xd, wd, bd)\n"
+                            "  r = Relu (c)\n"
+                            "  yq = QuantizeLinear (r, s, oz)\n"
+                            "  y = DequantizeLinear (yq, s, oz)\n}"));
+  const Layer& c = only(m[0], "Conv");
+  EXPECT_EQ(c.key,
+            "Conv|x=1x3x8x8|w=4x3x3x3:i8|bias|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|qtypes=u8,i8>u8|"
+            "zero_points=1,0,0|per_channel=1|u8");
+  EXPECT_EQ(c.flops, 2 * 256 * 27 + 256);
+  EXPECT_EQ(c.bytes, 192 + 108 + 4 * 4 + 256);           // u8 x, s8 w, int32 bias, u8 y
+  EXPECT_EQ(only(m[0], "Relu").cost, CostClass::kView);  // the output's clamp at zero point 0 is the Relu
+  std::vector<std::string> cost_bearing;
+  for (const auto& l : m[0].layers)
+    if (l.cost_bearing()) cost_bearing.push_back(l.key);
+  ASSERT_EQ(cost_bearing.size(), 3u);
+  EXPECT_EQ(cost_bearing[0], "QuantizeLinear|x=1x3x8x8|y_scale|y_zero_point|to=u8|f32");
+  EXPECT_EQ(cost_bearing[2], "DequantizeLinear|x=1x4x8x8|x_scale|x_zero_point|from=u8|u8");
+  for (const auto& l : m[0].layers)
+    if (l.config.kind == LayerKind::kQuantizeLinear && l.cost_bearing()) {
+      EXPECT_EQ(l.flops, 3 * 192);
+      EXPECT_EQ(l.bytes, 192 * 4 + 4 + 1 + 192);
+    } else if (l.config.kind == LayerKind::kDequantizeLinear && l.cost_bearing()) {
+      EXPECT_EQ(l.flops, 2 * 256);
+      EXPECT_EQ(l.bytes, 256 + 4 + 1 + 256 * 4);
+    }
+}
+
 TEST(KeyHash, IsFnv1a64) {
   EXPECT_EQ(key_hash(""), 0xcbf29ce484222325ull);
   EXPECT_EQ(key_hash("a"), 0xaf63dc4c8601ec8cull);

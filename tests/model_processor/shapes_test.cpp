@@ -25,6 +25,43 @@ TEST(Rebatch, LeadingDimBecomesTheBatch) {
   EXPECT_EQ(l8.flops, 8 * only(m[0], "Conv").flops);
 }
 
+TEST(DataDependent, ReduceMaxOfConstantsFolds) {
+  // Detection models compute their padded image size as ReduceMax over constant sizes.
+  auto m =
+      process_ok(model_text("g (float[1,6] x) => (y) <int64[2,2] s = {2, 1, 3, 2}> {\n"
+                            "  t = ReduceMax <axes = [0], keepdims = 0> (s)\n  y = Reshape (x, t)\n}"));
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(only(m[0], "Reshape").config.outputs[0].shape, (Shape{3, 2}));
+}
+
+TEST(DataDependent, NonZeroAndNmsSizesComeFromMaxDetections) {
+  // NonZero selects min(max_detections, its input's elements); NMS min(max_detections,
+  // batches x classes x boxes); the Gather/Transpose downstream take their shapes from that.
+  const auto text = model_text(
+      "g (float[N,10,4] boxes, float[N,2,10] scores, float[N,12] x) => (sel, nz) "
+      "<int64[1] k = {5}> {\n"
+      "  idx = NonMaxSuppression (boxes, scores, k)\n  sel = Transpose (idx)\n"
+      "  nzi = NonZero (x)\n  nz = Transpose (nzi)\n}");
+  ProcessOptions o;
+  o.max_detections = 7;
+  auto r = process_model_text(text, "test.onnx", o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const ModelIR& m = (*r)[0];
+  EXPECT_EQ(only(m, "NonMaxSuppression").config.outputs[0].shape, (Shape{7, 3}));
+  EXPECT_EQ(only(m, "NonZero").config.outputs[0].shape, (Shape{2, 7}));
+  for (const auto& l : m.layers) EXPECT_TRUE(l.shapes_known) << l.name;
+  EXPECT_EQ(m.assumption,
+            "--max-detections 7: 2 NonZero/NonMaxSuppression layer(s) assumed to select 7 element(s) (fewer "
+            "where their input has fewer)");
+  o.max_detections = 100;  // more than the inputs hold: their sizes bound the count
+  r = process_model_text(text, "test.onnx", o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(only((*r)[0], "NonMaxSuppression").config.outputs[0].shape, (Shape{20, 3}));
+  EXPECT_EQ(only((*r)[0], "NonZero").config.outputs[0].shape, (Shape{2, 12}));
+  // Without data-dependent ops, no assumption is stated.
+  EXPECT_EQ(process_ok(model_text("g (float[N,4] x) => (y) {\n  y = Relu (x)\n}"))[0].assumption, "");
+}
+
 TEST(Rebatch, StaticBatchOneIsRebatchedToo) {
   auto m = process_ok(model_text("g (float[1,16] x) => (y) {\n  y = Relu (x)\n}"), {4});
   EXPECT_EQ(only(m[0], "Relu").key, "Relu|x=4x16|f32");
@@ -153,10 +190,16 @@ TEST(LayerIr, NewerOpsetWarnsAndNamesRedefinedOps) {
   ASSERT_EQ(m.size(), 1u);
   EXPECT_TRUE(any_warning(m[0], "opset 18 is newer than ONNX 1.12 knows"));
   EXPECT_EQ(only(m[0], "Relu").cost, CostClass::kCompute);
-  auto r = process_ok(model_text("g (float[N,4] x) => (y) {\n  y = ReduceMean <keepdims = 1> (x)\n}", 18));
+  // Issue 19: the opset-18 forms with an exact opset-17 equivalent are read (opset18.hpp); a
+  // run-time axes input has none, so that ReduceMean stays Unsupported and is named.
+  auto r = process_ok(model_text(
+      "g (float[N,4] x, int64[1] axes) => (y) {\n  y = ReduceMean <keepdims = 1> (x, axes)\n}", 18));
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(only(r[0], "ReduceMean").cost, CostClass::kUnsupported);
   EXPECT_TRUE(any_warning(r[0], "op ReduceMean: redefined after opset 17"));
+  auto all = process_ok(model_text("g (float[N,4] x) => (y) {\n  y = ReduceMean <keepdims = 1> (x)\n}", 18));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(only(all[0], "ReduceMean").cost, CostClass::kCompute);  // no axes: every axis in both opsets
 }
 
 TEST(LayerIr, OpsetNineAttributesAreNormalized) {

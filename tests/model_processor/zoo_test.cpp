@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -42,6 +43,15 @@ std::string summary(const std::vector<ModelIR>& models) {
   return out;
 }
 
+// The detection model's ops that have no layer kind yet (issue 19): kept as Unsupported, with
+// their shapes known; any other op without a kind is a regression.
+bool pending_detection_kind(const std::string& warning) {
+  for (const char* op : {"GatherND", "NonMaxSuppression", "NonZero", "TopK"})
+    if (warning.find(fmt::format("layer(s) of op {}: no Floorline layer kind yet", op)) != std::string::npos)
+      return true;
+  return false;
+}
+
 TEST(Zoo, EveryModelAtBatch1And8MatchesTheGoldenSummary) {
   const fs::path src(FLOORLINE_SOURCE_DIR);
   auto files = find_models({(src / "models/zoo").string()});
@@ -54,7 +64,13 @@ TEST(Zoo, EveryModelAtBatch1And8MatchesTheGoldenSummary) {
     auto r = process_model(f, opts);
     ASSERT_TRUE(r.ok()) << r.error().message;
     for (auto& m : *r) {
-      for (const auto& w : m.warnings) ADD_FAILURE() << f << ": unexpected warning: " << w;
+      for (const auto& w : m.warnings)
+        if (!pending_detection_kind(w)) ADD_FAILURE() << f << ": unexpected warning: " << w;
+      if (m.name == "ssdlite320_mobilenet_v3_large")  // its detection head rests on --max-detections
+        EXPECT_NE(m.assumption.find("--max-detections 100: 181 NonZero/NonMaxSuppression"), std::string::npos)
+            << m.assumption;
+      else
+        EXPECT_EQ(m.assumption, "") << f;
       for (const auto& l : m.layers)
         EXPECT_TRUE(!l.cost_bearing() || l.shapes_known) << f << ": " << l.name << " has unknown shapes";
       models.push_back(std::move(m));
@@ -72,6 +88,42 @@ TEST(Zoo, EveryModelAtBatch1And8MatchesTheGoldenSummary) {
   std::stringstream want;
   want << in.rdbuf();
   EXPECT_EQ(got, want.str());
+}
+
+// --- quantization: the QDQ export of torchvision's quantized ResNet-18 (models/export_zoo.py) fuses
+// as ONNX Runtime's QDQ transformer would: 20 Conv (their Relu folded), 8 Add, MaxPool,
+// GlobalAveragePool and the Gemm become int8 layers; the QuantizeLinear of the input and the
+// DequantizeLinear of the logits stay, as does nothing else of the 116 Q/DQ nodes.
+TEST(Zoo, QuantizedResnet18FusesItsQdqPairsIntoInt8Layers) {
+  auto r = process_model(fs::path(FLOORLINE_SOURCE_DIR) / "models/zoo/resnet18_qdq.onnx", {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const ModelIR& m = r->at(0);
+  std::map<std::string, int> int8, cost_bearing;
+  int folded_qdq = 0;
+  for (const auto& l : m.layers) {
+    if (l.cost_bearing()) ++cost_bearing[l.op_type];
+    if (l.cost_bearing() && l.config.find_attr("qtypes")) ++int8[l.op_type];
+    if ((l.op_type == "QuantizeLinear" || l.op_type == "DequantizeLinear") && l.cost == CostClass::kView)
+      ++folded_qdq;
+  }
+  EXPECT_EQ(int8, (std::map<std::string, int>{
+                      {"Add", 8}, {"Conv", 20}, {"Gemm", 1}, {"GlobalAveragePool", 1}, {"MaxPool", 1}}));
+  EXPECT_EQ(cost_bearing, (std::map<std::string, int>{{"Add", 8},
+                                                      {"Conv", 20},
+                                                      {"DequantizeLinear", 1},
+                                                      {"Gemm", 1},
+                                                      {"GlobalAveragePool", 1},
+                                                      {"MaxPool", 1},
+                                                      {"QuantizeLinear", 1}}));
+  // A Q after each of the 31 int8 layers, a DQ before each of their 39 activation inputs (Conv 20,
+  // Add 16, MaxPool, GlobalAveragePool, Gemm), and the DQ → Flatten → Q pair of equal parameters.
+  EXPECT_EQ(folded_qdq, 31 + 39 + 2);
+  for (const auto& l : m.layers)
+    if (l.op_type == "Conv") {
+      EXPECT_EQ(l.config.dtype, DataType::kU8) << l.key;
+      EXPECT_NE(l.key.find(":i8|bias|"), std::string::npos) << l.key;  // s8 weights
+      EXPECT_NE(l.key.find("|per_channel=1|"), std::string::npos) << l.key;
+    }
 }
 
 }  // namespace

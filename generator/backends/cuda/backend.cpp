@@ -2,7 +2,6 @@
 // problem (kernels::cuda_cases, no device needed) and builds kernels with the CUDA kernel library.
 // Registered in generator/src/registry.cpp;
 // built as the plugin libfloorline-backend-cuda.so (floorline/generator/plugin.hpp).
-#include <nlohmann/json.hpp>
 
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/plan.hpp"
@@ -39,25 +38,7 @@ class CudaBackend final : public Backend {
   kernels::KindSupport support(LayerKind kind) const override { return kernels::cuda_support(kind); }
   std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
                                      const PlanOptions& options) const override {
-    std::vector<PlannedCase> out;
-    for (const auto& c : kernels::cuda_cases(base)) {
-      const bool conversion = c.variant.layout.find('>') != std::string::npos;
-      if (conversion && !options.conversions) continue;
-      PlannedCase pc;
-      pc.spec = base;
-      pc.spec.variant = c.variant;
-      pc.spec.feeds = c.feeds;
-      pc.work.is_default = c.is_default;
-      pc.status = c.status;
-      pc.reason = c.reason;
-      nlohmann::json params = nlohmann::json::object();
-      if (!c.feeds.empty()) params["feeds"] = c.feeds;
-      if (c.variant.algorithm.rfind("floorline-kernel", 0) == 0) params["library"] = "floorline-kernel";
-      if (conversion) pc.work = conversion_work(base, c.variant.layout);
-      pc.params = params.dump();
-      out.push_back(std::move(pc));
-    }
-    return out;
+    return planned_cases(base, options, kernels::cuda_cases(base), "");
   }
 
   kernels::KernelFactory factory() const override { return kernels::make_cuda_kernel; }

@@ -1,7 +1,6 @@
 // The OpenBLAS backend: Gemm and MatMul as cblas_sgemm (one GEMM or a loop), Conv as im2col +
 // cblas_sgemm, all NCHW/row-major. Registered in generator/src/registry.cpp; built as the plugin
 // libfloorline-backend-openblas.so.
-#include <nlohmann/json.hpp>
 
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/plan.hpp"
@@ -24,19 +23,9 @@ class OpenblasBackend final : public Backend {
   }
 
   kernels::KindSupport support(LayerKind kind) const override { return kernels::openblas_support(kind); }
-  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base, const PlanOptions&) const override {
-    std::vector<PlannedCase> out;
-    for (const auto& c : kernels::openblas_cases(base)) {
-      PlannedCase pc;
-      pc.spec = base;
-      pc.spec.variant = c.variant;
-      pc.work.is_default = c.is_default;
-      pc.status = c.status;
-      pc.reason = c.reason;
-      pc.params = nlohmann::json{{"library", "openblas"}}.dump();
-      out.push_back(std::move(pc));
-    }
-    return out;
+  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
+                                     const PlanOptions& options) const override {
+    return planned_cases(base, options, kernels::openblas_cases(base), "openblas");
   }
 
   kernels::KernelFactory factory() const override { return kernels::make_openblas_kernel; }

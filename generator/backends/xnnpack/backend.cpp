@@ -1,7 +1,6 @@
 // The XNNPACK backend: one case per configuration (XNNPACK picks its micro-kernels itself), NHWC
 // convolution and pooling with their layout conversions, built with the XNNPACK kernel library.
 // Registered in generator/src/registry.cpp; built as the plugin libfloorline-backend-xnnpack.so.
-#include <nlohmann/json.hpp>
 
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/plan.hpp"
@@ -24,24 +23,7 @@ class XnnpackBackend final : public Backend {
   kernels::KindSupport support(LayerKind kind) const override { return kernels::xnnpack_support(kind); }
   std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
                                      const PlanOptions& options) const override {
-    std::vector<PlannedCase> out;
-    for (const auto& c : kernels::xnnpack_cases(base)) {
-      const bool conversion = c.variant.layout.find('>') != std::string::npos;
-      if (conversion && !options.conversions) continue;
-      PlannedCase pc;
-      pc.spec = base;
-      pc.spec.variant = c.variant;
-      pc.spec.feeds = c.feeds;
-      pc.work.is_default = c.is_default;
-      pc.status = c.status;
-      pc.reason = c.reason;
-      nlohmann::json params = {{"library", conversion ? "floorline-kernel" : "xnnpack"}};
-      if (!c.feeds.empty()) params["feeds"] = c.feeds;
-      if (conversion) pc.work = conversion_work(base, c.variant.layout);
-      pc.params = params.dump();
-      out.push_back(std::move(pc));
-    }
-    return out;
+    return planned_cases(base, options, kernels::xnnpack_cases(base), "xnnpack");
   }
 
   kernels::KernelFactory factory() const override { return kernels::make_xnnpack_kernel; }

@@ -1,5 +1,7 @@
 #include "floorline/kernels/problem.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace floorline::kernels {
@@ -50,6 +52,46 @@ std::string Problem::string_attr(const std::string& name) const {
   auto it = strings.find(name);
   if (it == strings.end()) missing(*this, name);
   return it->second;
+}
+
+// --- quantization ------------------------------------------------------------------------------
+
+std::optional<Quantization> quantization(const Problem& p) {
+  Quantization q;
+  const std::string types = p.string_attr("qtypes", "");
+  if (types.empty()) {
+    if (p.kind != LayerKind::kConv && p.kind != LayerKind::kGemm && p.kind != LayerKind::kMatMul)
+      return std::nullopt;
+    q.inputs = {"u8", "i8"};
+    q.output = "u8";
+    q.zero_points = {1, 0, 1};
+    q.per_channel = true;
+    return q;
+  }
+  const auto arrow = types.find('>');
+  if (arrow == std::string::npos) return std::nullopt;
+  q.output = types.substr(arrow + 1);
+  for (size_t at = 0; at < arrow;) {
+    const size_t comma = std::min(types.find(',', at), arrow);
+    q.inputs.push_back(types.substr(at, comma - at));
+    at = comma + 1;
+  }
+  auto valid = [](const std::string& t) { return t == "u8" || t == "i8"; };
+  if (!valid(q.output) || !std::all_of(q.inputs.begin(), q.inputs.end(), valid)) return std::nullopt;
+  q.zero_points = p.ints_attr("zero_points");
+  q.zero_points.resize(q.inputs.size() + 1, 0);
+  q.per_channel = p.int_attr("per_channel", 0) != 0;
+  return q;
+}
+
+Problem with_quantization(Problem p) {
+  if (!p.string_attr("qtypes", "").empty()) return p;
+  const auto q = quantization(p);
+  if (!q) return p;
+  p.strings["qtypes"] = fmt::format("{}>{}", fmt::join(q->inputs, ","), q->output);
+  p.ints["zero_points"] = q->zero_points;
+  p.ints["per_channel"] = {q->per_channel ? 1 : 0};
+  return p;
 }
 
 }  // namespace floorline::kernels

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "floorline/kernels/reference.hpp"
+#include "reference_internal.hpp"
 
 namespace floorline::kernels {
 
@@ -305,6 +306,15 @@ Result<std::vector<HostTensor>> binary(const Problem& p, const std::vector<HostT
         break;
       case LayerKind::kPRelu:
         v = a < 0 ? a * b : a;
+        break;
+      case LayerKind::kGreaterOrEqual:
+        v = a >= b;
+        break;
+      case LayerKind::kLessOrEqual:
+        v = a <= b;
+        break;
+      case LayerKind::kXor:  // booleans: nonzero is true
+        v = (a != 0) != (b != 0);
         break;
       default:
         return make_error("no binary reference for {}", p.op);
@@ -605,6 +615,49 @@ Result<std::vector<HostTensor>> unary(const Problem& p, const std::vector<HostTe
   return std::vector<HostTensor>{std::move(y)};
 }
 
+// --- quantization ----------------------------------------------------------------------------------
+
+double saturate(double v, const std::string& type) {
+  return type == "u8" ? std::clamp(v, 0.0, 255.0) : std::clamp(v, -128.0, 127.0);
+}
+// The scale (and zero point) element of flat index i: per-tensor, or per index along `axis`.
+int64_t channel_of(int64_t i, const Shape& shape, int64_t axis, int64_t count) {
+  if (count <= 1) return 0;
+  int64_t inner = 1;
+  for (size_t k = static_cast<size_t>(axis) + 1; k < shape.size(); ++k) inner *= shape[k];
+  return i / inner % count;
+}
+// QuantizeLinear: y = saturate(round_half_even(x / scale) + zero_point) (ONNX operator docs).
+Result<std::vector<HostTensor>> quantize_linear(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in.at(0);
+  const auto& scale = in.at(1);
+  const HostTensor* zp = in.size() > 2 ? &in[2] : nullptr;
+  const int64_t n = elements(scale.shape), axis = p.int_attr("axis", 1);
+  const std::string to = p.string_attr("to", "u8");
+  HostTensor y = zeros(x.shape);
+  for (int64_t i = 0; i < elements(x.shape); ++i) {
+    const int64_t c = channel_of(i, x.shape, axis, n);
+    const double z = zp ? zp->data[zp->data.size() > 1 ? c : 0] : 0.0;
+    y.data[i] =
+        static_cast<float>(saturate(std::nearbyint(x.data[i] / static_cast<double>(scale.data[c])) + z, to));
+  }
+  return std::vector<HostTensor>{std::move(y)};
+}
+// DequantizeLinear: y = (x − zero_point) · scale.
+Result<std::vector<HostTensor>> dequantize_linear(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in.at(0);
+  const auto& scale = in.at(1);
+  const HostTensor* zp = in.size() > 2 ? &in[2] : nullptr;
+  const int64_t n = elements(scale.shape), axis = p.int_attr("axis", 1);
+  HostTensor y = zeros(x.shape);
+  for (int64_t i = 0; i < elements(x.shape); ++i) {
+    const int64_t c = channel_of(i, x.shape, axis, n);
+    const double z = zp ? zp->data[zp->data.size() > 1 ? c : 0] : 0.0;
+    y.data[i] = static_cast<float>((x.data[i] - z) * scale.data[c]);
+  }
+  return std::vector<HostTensor>{std::move(y)};
+}
+
 using ReferenceFn = Result<std::vector<HostTensor>> (*)(const Problem&, const std::vector<HostTensor>&);
 struct ReferenceRow {
   ReferenceFn fn = nullptr;
@@ -668,6 +721,23 @@ ReferenceRow reference_row(LayerKind k) {
     case K::kGreater:
     case K::kPRelu:
       return {binary, {}};
+    // --- issue 19 (h19a)
+    case K::kGreaterOrEqual:
+    case K::kLessOrEqual:
+    case K::kXor:
+      return {binary, {}};
+    case K::kMean:
+      return {reference_detail::mean, {}};
+    case K::kCumSum:
+      return {reference_detail::cumsum, {}};
+    case K::kArgMax:
+    case K::kArgMin:
+      return {reference_detail::arg_extreme, {}};
+    case K::kLSTM:
+    case K::kGRU:
+    case K::kRNN:
+      return {reference_detail::recurrent, {}};
+    // ---
     case K::kMod:
     case K::kAnd:
     case K::kOr:
@@ -710,6 +780,11 @@ ReferenceRow reference_row(LayerKind k) {
       return {nullptr, "no reference: backends time it as a copy of its output"};
     case K::kRange:
       return {nullptr, "no reference: no backend maps it"};
+    /* quantization */
+    case K::kQuantizeLinear:
+      return {quantize_linear, {}};
+    case K::kDequantizeLinear:
+      return {dequantize_linear, {}};
     case K::kReshape:
     case K::kFlatten:
     case K::kSqueeze:
@@ -836,8 +911,60 @@ Status compare_output(const float* got, const HostTensor& expected, double toler
                     tolerance, worst, got[worst], expected.data[worst]);
 }
 
+namespace {
+
+// An int8 Conv/Gemm/MatMul (`qtypes`, with_quantization): extras are the output scales (one per
+// output channel, or one), then the zero point of x and of y where their flags are 1;
+// y = saturate(round(scale · (Σ (x − x_zp) · w + bias)) + y_zp), the bias in the accumulator's
+// scale (int32 in a QDQ model: ONNX Runtime's QLinearConv, oneDNN 2.x int8 semantics). An int8
+// pooling rounds and saturates the plain result (input and output scales equal).
+Result<std::vector<HostTensor>> quantized_reference(const Problem& p, const Quantization& q,
+                                                    std::vector<HostTensor> inputs,
+                                                    const std::vector<HostTensor>& extras) {
+  const bool gemm_like =
+      p.kind == LayerKind::kConv || p.kind == LayerKind::kGemm || p.kind == LayerKind::kMatMul;
+  if (!gemm_like) {
+    FL_ASSIGN_OR_RETURN(auto out, main_op(p, inputs));
+    for (auto& v : out[0].data) v = static_cast<float>(saturate(std::nearbyint(v), q.output));
+    return out;
+  }
+  if (extras.empty()) return make_error("{}: an int8 case has no output scales", p.key);
+  const HostTensor& scales = extras[0];
+  size_t e = 1;
+  double x_zp = 0, y_zp = 0;
+  if (q.zero_points.at(0) != 0) {
+    if (e >= extras.size()) return make_error("{}: no zero point of x", p.key);
+    x_zp = extras[e++].data.at(0);
+  }
+  if (q.zero_points.back() != 0) {
+    if (e >= extras.size()) return make_error("{}: no zero point of y", p.key);
+    y_zp = extras[e++].data.at(0);
+  }
+  for (auto& v : inputs.at(0).data) v = static_cast<float>(v - x_zp);
+  Problem plain = p;
+  plain.floats["alpha"] = {1.0};
+  plain.floats["beta"] = {1.0};
+  FL_ASSIGN_OR_RETURN(auto out, main_op(plain, inputs));
+  auto& y = out[0];
+  const int64_t n = elements(scales.shape);
+  const int64_t axis = p.kind == LayerKind::kConv ? 1 : static_cast<int64_t>(y.shape.size()) - 1;
+  for (int64_t i = 0; i < elements(y.shape); ++i) {
+    const double s = scales.data[channel_of(i, y.shape, axis, n)];
+    y.data[i] = static_cast<float>(saturate(std::nearbyint(s * y.data[i]) + y_zp, q.output));
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<HostTensor>> reference(const Problem& p, const std::vector<HostTensor>& inputs,
                                           const std::vector<HostTensor>& extras) {
+  if (!p.string_attr("qtypes", "").empty()) {
+    const auto q = quantization(p);
+    if (!q) return make_error("{}: unreadable quantization '{}'", p.key, p.string_attr("qtypes", ""));
+    if (!p.post_ops.empty()) return make_error("{}: no reference for a fused int8 epilogue", p.key);
+    return quantized_reference(p, *q, inputs, extras);
+  }
   FL_ASSIGN_OR_RETURN(auto out, main_op(p, inputs));
   size_t extra = 0;
   for (const auto& po : p.post_ops) {

@@ -50,10 +50,32 @@ namespace floorline::analyzer {
 
 // One measured case, as the analyzer uses it.
 struct CaseTime {
-  double us = 0;  // median per-call time
+  // Per-call time as S takes it: the lowest repetition mean (min_us; the median for rows without
+  // one), docs/ANALYZER.md "The per-case time".
+  double us = 0;
   int64_t case_id = 0;
   CaseId id;         // the case's identity (common/case_id.hpp)
   std::string name;  // case_name(id), derived once when the table is loaded
+  // How the time was measured (measurements, schema 7; best cases only): every repetition mean
+  // (µs, all passes), passes, buffer placements, passes the sentinel found slowed, the noisy flag,
+  // and the spread of the passes' medians (max / min − 1).
+  std::vector<double> samples;
+  int64_t passes = 1, placements = 1, slowed = 0, noisy = 0;
+  double spread = 0;
+};
+
+// A confidence interval (µs) of a bound (confidence_intervals).
+struct Interval {
+  double lo = 0, hi = 0;
+};
+
+// How this system's current passed measurements were taken, for the report's trust line.
+struct MethodSummary {
+  int64_t cases = 0;         // current passed measurements
+  int64_t slowed_cases = 0;  // with a pass the sentinel found slowed (re-measured)
+  int64_t noisy_cases = 0;   // whose repetitions still disagreed after re-measurement
+  int64_t min_passes = 0, max_passes = 0;
+  double median_spread = 0;  // of the best cases' pass medians (max / min − 1), median over them
 };
 
 // What the database knows about one system, loaded once and shared by every model analyzed.
@@ -75,10 +97,13 @@ struct CostTable {
   std::map<std::pair<std::string, std::string>, double> peaks;
   std::vector<std::string> peak_notes;  // which case raised a peak, from what to what
   std::vector<benchdb::FrameworkLatencyRow> framework;
+  // (schema 6) Per-node runtime profiles mapped to layers, of this kind of device (runtime_layers.hpp).
+  std::vector<benchdb::FrameworkLayerTimeRow> layer_times;
   // (model, batch, dtype) → this system's replay (benchdb replays).
   std::map<std::tuple<std::string, int64_t, std::string>, benchdb::ReplayRow> replays;
   // Math modes with any best case on this system, by dtype: {"bf16": "bf16"}, {"f32": "fp32"}.
   std::map<std::string, std::string> modes;
+  MethodSummary method;
 };
 
 // The system to analyze: `requested` when given (error if absent); otherwise, of the systems with
@@ -112,6 +137,10 @@ struct LayerCost {
   double us = 0;          // t(v); 0 when source is "none"
   std::string best_case;  // case name of t(v) ("" unless measured)
   std::string algorithm;
+  // The best case's measurement (measured layers): passes, placements, spread of the passes'
+  // medians (max / min − 1), and 1 when its repetitions stayed noisy.
+  int64_t passes = 0, placements = 0, noisy = 0;
+  double spread = 0;
   std::optional<double> heuristic_us;  // the library's first choice, when it passed
   std::optional<double> roofline_us;   // max(FLOPs / peak FLOP/s, bytes / peak bytes/s)
   double conversion_us = 0;            // layout conversions t(v)'s implementation needs (Σ of their cases)
@@ -164,6 +193,9 @@ struct ModelBounds {
   std::vector<LayerCost> layers;  // cost-bearing layers, in topological order
   int64_t view_layers = 0, host_layers = 0;
   double S = 0, P = 0, H = 0, F = 0;
+  // 95% bootstrap intervals of S, P and F over the best cases' repetitions (confidence_intervals);
+  // none when no best case has samples.
+  std::optional<Interval> S_ci, P_ci, F_ci;
   std::optional<double> R;                      // none without calibrated peaks
   std::optional<double> M;                      // fastest framework latency, when imported
   std::optional<double> replay;                 // replay of the best cases on this system (µs), when run
@@ -180,6 +212,7 @@ struct ModelBounds {
   double measured_fraction = 0;  // share of S that rests on measured cases (1 when S is 0)
   bool complete = true;          // every cost-bearing layer has a time (measured or roofline)
   std::string peaks_note;        // why R or the roofline fallback is missing ("" when present)
+  std::string assumption;        // mp::ModelIR::assumption: what the shapes rest on ("" when nothing)
 };
 
 struct AnalyzeOptions {
@@ -190,5 +223,15 @@ struct AnalyzeOptions {
 // P with its branches, F, the reduced-precision bounds, M and the replay (bounds.hpp).
 ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs,
                           const AnalyzeOptions& options = {});
+
+// Sets S_ci, P_ci and F_ci of each of `bounds` (analyze_model of models[i] on `costs`): `replicates`
+// times, every best case's time is redrawn as the lowest of as many repetition means drawn with
+// replacement from its samples, and the models are analyzed again (fixed seed: the same database
+// gives the same report). The per-case time is a minimum, which resampling can only raise, so the
+// interval is one-sided: lo is the bound itself, hi the 97.5th percentile of the replicates, how far
+// a less lucky measurement of the same kernels would have lifted it (95% one-sided).
+void confidence_intervals(const std::vector<mp::ModelIR>& models, const CostTable& costs,
+                          const AnalyzeOptions& options, std::vector<ModelBounds*> bounds,
+                          int replicates = 100);
 
 }  // namespace floorline::analyzer

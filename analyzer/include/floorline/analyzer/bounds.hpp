@@ -18,13 +18,19 @@ namespace floorline::analyzer {
 
 // The roofline time of one layer: max(roofline_flops(v) / peak FLOP/s, bytes(v) / peak bytes/s) in
 // µs, with the `dtype` peaks of costs.peaks (bytes, counted in f32 by the model processor, halved
-// for a 2-byte dtype). nullopt without both peaks or when the layer's shapes are unknown.
+// for a 2-byte dtype). nullopt without both peaks or when the layer's shapes are unknown. A quantized
+// layer (mp::quantized_config: a QDQ model's int8 layers, QuantizeLinear, DequantizeLinear) uses the
+// int8 peaks where calibrated, else the `dtype` ones, and its own (int8) bytes.
 std::optional<double> roofline_time(const mp::Layer& layer, const CostTable& costs, const std::string& dtype);
+
+// --- quantization: the data type a layer is costed in: "int8" for a quantized layer, else `base_dtype`.
+std::string layer_dtype(const mp::Layer& layer, const std::string& base_dtype);
 
 // The cost-bearing layers of `model`, in topological order, with t(v): the fastest passed unfused
 // case of the config in `dtype` and its math mode (source "measured", with the layout conversions
 // its implementation needs in conversion_us), else the roofline time (source "roofline"), else
-// no time (source "none", us 0). Also the library default's time (heuristic_us) and the roofline
+// no time (source "none", us 0). A quantized layer takes its int8 case (layer_dtype): a QDQ model's
+// S is the int8 model's. Also the library default's time (heuristic_us) and the roofline
 // time of every layer, and preds: the cost-bearing layers each reads, looking through view layers.
 std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs,
                                    const std::string& dtype);
@@ -84,7 +90,8 @@ MeasuredLatency measured_latency(const CostTable& costs, const std::string& mode
                                  const std::string& dtype);
 
 struct Replay {
-  std::optional<double> us;              // median pass time; none when not run on this system
+  std::optional<double> us;              // lowest repetition mean per pass (the median for rows without a
+                                         // minimum); none when not run on this system
   std::string note;                      // how it was wired (or the row's source text as is)
   std::optional<double> conversions_us;  // time spent in layout conversions, when recorded
   int64_t conversions = 0;

@@ -13,6 +13,12 @@
 //          vs batch size, throughput vs batch size (bound and runtimes, one panel per model), time
 //          by layer kind, a roofline chart of the layers (a distinct colour per kind) and each
 //          critical path, then the findings and per-layer tables
+//   Where a runtime profile was imported (runtime_layers.hpp), table, JSON ("runtime_layers") and
+//   HTML add the runtime against the bound per layer; absent otherwise.
+//   The validity check (validity.hpp): the table's "bound violations" section (absent when S
+//   holds), JSON "bound_check" ({"model_batches", "latencies", "replays", "violating",
+//   "violations": [...]}), and an HTML "Bound check" section after the summary; validity_line()
+//   is the one-line summary `floorline run` and `floorline analyze` end with.
 //   dot    the layer graph of each model (Graphviz), critical path in red, times on the nodes
 #pragma once
 
@@ -21,12 +27,16 @@
 
 #include "floorline/analyzer/advisors.hpp"
 #include "floorline/analyzer/analyzer.hpp"
+#include "floorline/analyzer/runtime_layers.hpp"
+#include "floorline/analyzer/validity.hpp"
 
 namespace floorline::analyzer {
 
 struct ModelReport {
   ModelBounds bounds;
   std::vector<Finding> findings;
+  std::optional<RuntimeComparison> runtime_layers;  // the runtime per layer, when a profile was imported
+  BoundCheck bound_check;                           // S against every latency and the replay (validity.hpp)
 };
 
 struct Report {
@@ -38,6 +48,18 @@ struct Report {
 // Loads the system's costs (choose_system, load_costs) and analyzes and advises on each model.
 Result<Report> build_report(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
                             std::optional<int64_t> system, const AnalyzeOptions& options = {});
+
+// The validity check over the whole report (validity.hpp).
+struct ValiditySummary {
+  int64_t model_batches = 0;  // model × batch × dtype analyzed with S > 0
+  int64_t latencies = 0;      // framework latencies compared with S
+  int64_t replays = 0;        // replays compared with S
+  int64_t violating = 0;      // model × batch × dtype with at least one latency below S
+  int64_t violations = 0;     // latencies below S
+};
+ValiditySummary validity_summary(const Report& report);
+// One line for the end of `floorline run` and `floorline analyze` ("bound check: ..."), no newline.
+std::string validity_line(const Report& report);
 
 std::string format_table(const Report& report, bool layers, size_t top_findings = 3);
 std::string format_json(const Report& report);

@@ -37,6 +37,13 @@ void fill_status(MeasurementRow& m, const Error& error);
 // Status and reason from a Google Benchmark error message (error_from_benchmark_text, see above).
 void fill_status_from_error(MeasurementRow& m, const std::string& error_message);
 
+// The row of one benchmark from its Google Benchmark iteration runs (its repetitions): status
+// (an error in any repetition makes the row that error), iterations, statistics and counters, as
+// described above; case_id, system and run are left to the caller. `per_call_us`, when given,
+// receives each passed repetition's per-call time in µs, in order (nothing for an error).
+MeasurementRow measurement_from_runs(const std::vector<const benchmark::BenchmarkReporter::Run*>& reps,
+                                     std::vector<double>* per_call_us = nullptr);
+
 class DatabaseReporter : public benchmark::BenchmarkReporter {
  public:
   // `resolve` maps a benchmark name to a case id, or 0 for a benchmark that is not a case (it is

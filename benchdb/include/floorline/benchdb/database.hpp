@@ -99,6 +99,12 @@ class Database {
   // replace the earlier figures. Returns 1 when a row was inserted or changed, else 0.
   Result<int> upsert_framework_latency(const FrameworkLatencyRow& row);
   Status upsert_system_peak(const SystemPeakRow& row);
+  // (v6) One runtime profile's per-node rows, which must all share one framework_latencies
+  // identity (model, runtime, version, device, batch, dtype, settings, threads): they replace the
+  // rows of that identity unless those were measured later (measured_at). Returns the rows
+  // written (0 when the stored profile is newer). Errors: rows of several identities; a schema
+  // older than 5.
+  Result<int64_t> replace_framework_layer_times(const std::vector<FrameworkLayerTimeRow>& rows);
   // A replay: the row of an equal (system, model, batch, dtype) is replaced by a replay measured
   // later (or in the same second and faster). Returns 1 when a row was inserted or changed, else 0.
   Result<int> upsert_replay(const ReplayRow& row);

@@ -37,7 +37,12 @@ namespace floorline::benchdb {
 //      cases.name (case_name(), stored so that views read it instead of restating the rule in SQL)
 //   5  runs.pid, runs.boot_id, runs.pid_start (the writing process, to tell a run whose process
 //      died from one still running); runs.status may be 'died'
-inline constexpr int kSchemaVersion = 5;
+//   6  framework_layer_times (a runtime's per-node profile mapped to the model's layers)
+//   7  measurements.passes, placements, slowed, noisy, samples_us (the measurement method:
+//      interleaved passes, buffer placements, the sentinel, the repetition means themselves);
+//      best_measurements.min_us, by which a config's best case is now chosen (S takes the lowest
+//      repetition mean, docs/ANALYZER.md); best_measurements is rebuilt on upgrade
+inline constexpr int kSchemaVersion = 7;
 // PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
 inline constexpr int32_t kApplicationId = 0x464c524c;
 
@@ -142,7 +147,7 @@ struct CaseRow {
   int64_t config_id = 0;
   // The case's identity (common/case_id.hpp), one column per part but the key: backend
   // ("onednn", "cuda"), algorithm as the library spells it ("CUDNN_CONVOLUTION_FWD_ALGO_GEMM"),
-  // dtype ("f32", "f16", "bf16"), math mode ("fp32" (strict), "tf32", "f16", "bf16"), layout
+  // dtype ("f32", "f16", "bf16", "int8"), math mode ("fp32" (strict), "tf32", "f16", "bf16", "int8"), layout
   // ("nchw", "nhwc", "any", "" where it does not apply; a conversion case has "role:from>to",
   // is_conversion()), fusion ("" or the fused pattern, "Relu", "Add+Relu"). Its key is the
   // config's (config_id), not a column: Database::upsert_case sets it from the config when it
@@ -184,6 +189,17 @@ struct MeasurementRow {
   int64_t superseded = 0;            // 1 once a later measurement of the case on the system exists
   std::optional<std::string> extra;  // JSON: counters, clocks, anything backend-specific
   int64_t throttled = 0;             // (v2) 1 when the device reported clock throttling
+  // (v7) The measurement method (generator/runner.hpp): interleaved passes over the plan the case
+  // was timed in, distinct buffer placements (builds of the kernel) behind it, how many of its
+  // passes the sentinel found in a slowed period (re-measured), 1 when its repetitions still
+  // disagreed (cv above the threshold) after one re-measurement, and every repetition's per-call
+  // mean in µs in timing order (a JSON array: what confidence intervals resample). Rows written
+  // before v7 or imported from Google Benchmark files: 1 pass, 1 placement, no samples.
+  int64_t passes = 1;
+  int64_t placements = 1;
+  int64_t slowed = 0;
+  int64_t noisy = 0;
+  std::optional<std::string> samples_us;
 };
 
 // Derived: the fastest current passed measurement per config × system × dtype × math mode ×
@@ -200,6 +216,9 @@ struct BestMeasurementRow {
   int64_t measurement_id = 0;
   int64_t case_id = 0;
   double median_us = 0;
+  // (v7) The measurement's min_us (its median_us where it has none): the per-case time S takes,
+  // and what the best case is chosen by.
+  std::optional<double> min_us;
 };
 
 // End-to-end latency of a model in a real framework, imported for the latency-gap report (the
@@ -243,6 +262,34 @@ struct ReplayRow {
   // (a row moved from schema 3 whose make-up was plain text holds it as a JSON string).
   std::string makeup = "{}";
   std::string measured_at;
+};
+
+// (v6) One node of a real runtime's execution of a model, from the runtime's profiler (ONNX
+// Runtime's enableProfiling), with the model's layers it computes: the per-layer M. Rows of one
+// profile share the framework_latencies identity (model, runtime, version, device, batch, dtype,
+// settings, threads); an import of a new profile for that identity replaces all of its rows.
+struct FrameworkLayerTimeRow {
+  int64_t id = 0;
+  std::string model_name;
+  std::string runtime;  // "onnxruntime"
+  std::string runtime_version;
+  std::string device;  // "cpu", ...
+  int64_t batch = 1;
+  std::string dtype = "f32";
+  std::string settings;  // "graph_optimization=all"
+  int64_t threads = 0;
+  int64_t node_order = 0;  // position of the node's first execution in a run
+  std::string node_name;   // the runtime's node ("/relu/Relu_output_0_nchwc", "BiasGelu_token_11")
+  std::string op;          // the runtime's op or kernel ("Conv", "FusedMatMul", "ReorderOutput")
+  std::string provider;    // "CPUExecutionProvider"
+  // JSON array of the model's layer names (ONNX node names) the node computes: one for a plain
+  // node, several for a fused one, none for runtime-only work (a layout reorder).
+  std::string layers = "[]";
+  double median_us = 0;  // median over the profiled runs of the node's time per run (µs)
+  std::optional<double> min_us;
+  int64_t runs = 0;
+  std::string measured_at;
+  std::string source;  // the profile file it was imported from
 };
 
 // (v2) A calibrated peak of a system: the denominator of the roofline bound.
@@ -312,6 +359,7 @@ const TableDef<BestMeasurementRow>& best_measurements_table();
 const TableDef<FrameworkLatencyRow>& framework_latencies_table();
 const TableDef<SystemPeakRow>& system_peaks_table();
 const TableDef<ReplayRow>& replays_table();
+const TableDef<FrameworkLayerTimeRow>& framework_layer_times_table();
 
 // The name of a case is floorline::case_name() of its identity (common/case_id.hpp), e.g.
 // "onednn/brg:avx512_core/f32/fp32/Conv|x=1x64x56x56|...|f32": unique per case, readable, and what

@@ -11,6 +11,10 @@
 //         CUDNN_TENSOR_OP_MATH); GPUs only
 //   f16   f16 storage and Tensor Core math
 //   bf16  bf16 storage (and, on oneDNN, bf16 math)
+//   int8  quantized: 8-bit integer activations (u8 or s8, with zero points) and s8 weights, s32
+//         accumulation, f32 scales (oneDNN int8 primitives; a QDQ model's fused layers, issue 19).
+//         Which 8-bit type each operand has is the config's (the key's `qtypes`); a float config
+//         planned in int8 (`--dtype int8`) takes u8 activations and per-channel s8 weights.
 // The f16 mode is spelled as its type, like bf16 (the planners, calibration and analyzer derive a
 // type's own mode from its name; "fp16" is not used).
 //
@@ -26,8 +30,8 @@
 
 namespace floorline {
 
-enum class DType : uint8_t { kF32, kF16, kBF16 };
-enum class MathMode : uint8_t { kFp32, kTf32, kF16, kBF16 };
+enum class DType : uint8_t { kF32, kF16, kBF16, /* quantization */ kInt8 };
+enum class MathMode : uint8_t { kFp32, kTf32, kF16, kBF16, /* quantization */ kInt8 };
 
 struct DTypeInfo {
   DType type;
@@ -36,17 +40,21 @@ struct DTypeInfo {
   MathMode own_mode;  // the math mode of the type's own precision (strict fp32 for f32)
 };
 
-inline constexpr std::array<DTypeInfo, 3> kDTypes = {{
+inline constexpr std::array<DTypeInfo, 4> kDTypes = {{
     {DType::kF32, "f32", 4, MathMode::kFp32},
     {DType::kF16, "f16", 2, MathMode::kF16},
     {DType::kBF16, "bf16", 2, MathMode::kBF16},
+    /* quantization */
+    {DType::kInt8, "int8", 1, MathMode::kInt8},
 }};
 
-inline constexpr std::array<std::pair<MathMode, std::string_view>, 4> kMathModeNames = {{
+inline constexpr std::array<std::pair<MathMode, std::string_view>, 5> kMathModeNames = {{
     {MathMode::kFp32, "fp32"},
     {MathMode::kTf32, "tf32"},
     {MathMode::kF16, "f16"},
     {MathMode::kBF16, "bf16"},
+    /* quantization */
+    {MathMode::kInt8, "int8"},
 }};
 
 constexpr const DTypeInfo& dtype_info(DType t) {
@@ -55,11 +63,11 @@ constexpr const DTypeInfo& dtype_info(DType t) {
   return kDTypes[0];
 }
 
-// "f32", "f16", "bf16".
+// "f32", "f16", "bf16", "int8".
 constexpr std::string_view dtype_name(DType t) {
   return dtype_info(t).name;
 }
-// Bytes per element: 4 for f32, 2 for f16 and bf16.
+// Bytes per element: 4 for f32, 2 for f16 and bf16, 1 for int8.
 constexpr int64_t element_size(DType t) {
   return dtype_info(t).size;
 }

@@ -25,12 +25,18 @@
   /* compute: element-wise binary / ternary (NumPy broadcasting) */                                \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Max) X(Min) X(Mod) X(Equal) X(Less) X(Greater) X(And)       \
   X(Or) X(Where) X(Sum)                                                                            \
+  /* compute: element-wise and reductions added for issue 19 (h19a) */                             \
+  X(GreaterOrEqual) X(LessOrEqual) X(Xor) X(Mean) X(CumSum) X(ArgMax) X(ArgMin)                    \
   /* compute: softmax, pooling, reductions */                                                      \
   X(Softmax) X(LogSoftmax) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(GlobalMaxPool)         \
   X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd)                               \
+  /* compute: recurrent */                                                                         \
+  X(LSTM) X(GRU) X(RNN)                                                                            \
   /* compute: data movement */                                                                     \
   X(Concat) X(Split) X(Slice) X(Transpose) X(Pad) X(Resize) X(Gather) X(Expand) X(Tile)            \
   X(ScatterND) X(Range)                                                                            \
+  /* quantization */                                                                               \
+  X(QuantizeLinear) X(DequantizeLinear)                                                            \
   /* view */                                                                                       \
   X(Reshape) X(Flatten) X(Squeeze) X(Unsqueeze) X(Identity) X(Dropout)                             \
   /* host */                                                                                       \

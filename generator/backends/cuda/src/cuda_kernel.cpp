@@ -101,6 +101,8 @@ double tolerance(MathMode m) {
       return 1e-2;
     case MathMode::kBF16:
       return 3e-2;
+    case MathMode::kInt8:  // one quantization step in ~100
+      return 1e-2;
   }
   return 3e-2;
 }
@@ -157,6 +159,9 @@ std::vector<float> download(const Tensor& t) {
         break;
       case DType::kBF16:
         out[i] = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(bytes.data())[at]);
+        break;
+      case DType::kInt8:
+        out[i] = static_cast<float>(reinterpret_cast<const int8_t*>(bytes.data())[at]);
         break;
     }
   }
@@ -227,8 +232,14 @@ class CudaKernel final : public Kernel {
               "fill");
         continue;
       }
-      const bool positive = x.fill == Fill::kPositive;
-      check(device::fill_uniform(x.type, x.buf.data, x.count(), positive ? 0.5f : -1.f, positive ? 1.f : 2.f,
+      const bool positive = x.fill == Fill::kPositive, small = x.fill == Fill::kSmall;
+      check(device::fill_uniform(x.type, x.buf.data, x.count(),
+                                 positive ? 0.5f
+                                 : small  ? -0.0625f
+                                          : -1.f,
+                                 positive ? 1.f
+                                 : small  ? 0.125f
+                                          : 2.f,
                                  seed + t, ctx_.stream),
             "fill");
     }
@@ -369,6 +380,7 @@ void build(Ctx& c) {
   if (family == "cudnn_add_tensor") return add_tensor(c);
   if (family == "cudnn_transform") return transform(c);
   if (family == "cudnn_reduce") return reduce(c);
+  if (family == "cudnn_rnn") return rnn(c);
   if (a == "floorline-kernel:copy") return own_copy(c);
   if (a == "floorline-kernel:eltwise") return own_eltwise(c);
   if (a == "floorline-kernel:binary") return own_binary(c);

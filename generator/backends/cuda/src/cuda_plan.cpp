@@ -421,6 +421,18 @@ void resize_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   else
     single(base, out, "floorline-kernel:resize");
 }
+// LSTM/GRU/RNN (issue 19, h19a): cudnnRNNForward; what cuDNN cannot run is said at planning time.
+void rnn_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  if (p.int_attr("layout") != 0)
+    out.push_back(unsupported_case(base, "layout 1 (batch first) is not mapped"));
+  else if (p.string_attr("direction") == "reverse")
+    out.push_back(unsupported_case(base, "cuDNN runs one direction forward only"));
+  else if (p.kind == LayerKind::kGRU && p.int_attr("linear_before_reset") == 0)
+    out.push_back(unsupported_case(base, "cuDNN's GRU is ONNX's linear_before_reset = 1 form only"));
+  else
+    single(base, out, "cudnn_rnn");
+}
 void layer_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   single(base, out, "floorline-kernel:layer_norm");
 }
@@ -502,6 +514,18 @@ CudaRow cuda_row(LayerKind k) {
       return {nullptr,
               {},
               "not mapped: no variadic add kernel yet (a chain of binary adds would time N-1 passes)"};
+    // --- issue 19 (h19a)
+    case K::kGreaterOrEqual:
+    case K::kLessOrEqual:
+    case K::kXor:
+    case K::kCumSum:
+    case K::kArgMax:
+    case K::kArgMin:
+      return {nullptr, {}, kNoKernel};
+    case K::kMean:
+      return {nullptr,
+              {},
+              "not mapped: no variadic add kernel yet (a chain of binary adds would time N-1 passes)"};
     case K::kSoftmax:
     case K::kLogSoftmax:
       return {softmax_cases, "cudnnSoftmaxForward", {}};
@@ -517,6 +541,10 @@ CudaRow cuda_row(LayerKind k) {
     case K::kReduceMin:
     case K::kReduceProd:
       return {reduce_cases, "cudnnReduceTensor", {}};
+    case K::kLSTM:  // issue 19 (h19a)
+    case K::kGRU:
+    case K::kRNN:
+      return {rnn_cases, "cudnnRNNForward (cudnnSetRNNDescriptor_v8)", {}};
     case K::kTranspose:
       return {transpose_cases, "cudnnTransformTensor, floorline-kernel:copy", {}};
     case K::kConcat:
@@ -534,6 +562,10 @@ CudaRow cuda_row(LayerKind k) {
     case K::kScatterND:
     case K::kRange:
       return {nullptr, {}, kNoKernel};
+    /* quantization */
+    case K::kQuantizeLinear:
+    case K::kDequantizeLinear:
+      return {nullptr, {}, "not mapped: no int8 cases in the CUDA backend yet (oneDNN times int8)"};
     case K::kReshape:
     case K::kFlatten:
     case K::kSqueeze:
@@ -582,6 +614,12 @@ std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
         out.push_back(unsupported_case(base, "a dimension is unknown"));
         return out;
       }
+  // --- quantization: int8 cases are oneDNN's for now (cuDNN int8 convolutions want NHWC with
+  // channels in multiples of 4, cuBLASLt int8 GEMMs column-major transposes: not planned yet).
+  if (base.variant.dtype == DType::kInt8) {
+    out.push_back(unsupported_case(base, fmt::format("{}: no int8 cases in the CUDA backend yet", op)));
+    return out;
+  }
   const bool conv_or_gemm =
       kind == LayerKind::kConv || kind == LayerKind::kGemm || kind == LayerKind::kMatMul;
   if (!p.post_ops.empty() && !conv_or_gemm) {

@@ -56,6 +56,8 @@ cudaError_t dispatch(DType t, F&& f) {
     case DType::kBF16:
       f(static_cast<__nv_bfloat16*>(nullptr));
       break;
+    case DType::kInt8:  // no int8 cases are planned for the CUDA backend (cuda_plan.cpp)
+      return cudaErrorNotSupported;
   }
   return cudaGetLastError();
 }

@@ -95,7 +95,8 @@ Result<Context*> context();
 
 // --- tensors --------------------------------------------------------------------------------------
 
-enum class Fill { kUniform, kPositive, kNone };
+// kSmall: uniform in [-1/16, 1/16) (recurrent weights; see the oneDNN backend's Fill::kSmall).
+enum class Fill { kUniform, kPositive, kNone, kSmall };
 
 // Relative L2 error allowed against the f32 reference, by the math mode.
 double tolerance(MathMode m);
@@ -272,5 +273,6 @@ void own_pooling(Ctx& c);
 void own_layer_norm(Ctx& c);
 void own_gather(Ctx& c);
 void own_resize(Ctx& c);
+void rnn(Ctx& c);  // cudnn_rnn.cpp
 
 }  // namespace floorline::kernels::cuda_detail

@@ -219,8 +219,10 @@ std::string port_layout(const memory::desc& md) {
 // xorshift64*: fast, and different per tensor (seeded by the tensor's position and size).
 void fill_random(float* out, int64_t n, Fill f, uint64_t seed) {
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-  // [-1, 1) by default; [0.5, 1.5) where the op needs positive inputs (variance, divisor, log, sqrt).
-  const float lo = f == Fill::kPositive ? 0.5f : -1.f, span = f == Fill::kPositive ? 1.f : 2.f;
+  // [-1, 1) by default; [0.5, 1.5) where the op needs positive inputs (variance, divisor, log, sqrt);
+  // [-1/16, 1/16) for recurrent weights (Fill::kSmall).
+  const float lo = f == Fill::kPositive ? 0.5f : f == Fill::kSmall ? -0.0625f : -1.f;
+  const float span = f == Fill::kPositive ? 1.f : f == Fill::kSmall ? 0.125f : 2.f;
   for (int64_t i = 0; i < n; ++i) {
     s ^= s >> 12;
     s ^= s << 25;
@@ -228,6 +230,15 @@ void fill_random(float* out, int64_t n, Fill f, uint64_t seed) {
     const uint64_t r = s * 0x2545F4914F6CDD1Dull;
     out[i] = lo + span * static_cast<float>(r >> 40) * (1.f / static_cast<float>(1 << 24));  // 24 random bits
   }
+}
+
+// Whole numbers in [lo, hi], exact in f32 and in every integer type that holds the range.
+void fill_integers(float* out, int64_t n, int64_t lo, int64_t hi, uint64_t seed) {
+  fill_random(out, n, Fill::kUniform, seed);
+  const double span = static_cast<double>(hi - lo + 1);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>(std::min<double>(
+        static_cast<double>(hi), static_cast<double>(lo) + std::floor((out[i] + 1.0) / 2.0 * span)));
 }
 
 }  // namespace floorline::kernels::onednn_detail

@@ -79,6 +79,12 @@ void conv(Ctx& c, const std::string& variant) {
     pr.push_back(pads.at(k + n));
   }
   const bool deconv = c.p.kind == LayerKind::kConvTranspose;
+  const bool int8 = int8_case(c);
+  if (int8) {
+    if (deconv || (variant != "convolution_direct" && variant != "convolution_auto"))
+      unsupported("int8: oneDNN's direct convolutions only");
+    int8_operands(c);
+  }
   if (variant == "matmul") {
     if (deconv) unsupported("a transposed convolution is not offered as a matmul");
     conv_as_matmul(c, g, strides, pl, pr);
@@ -106,7 +112,7 @@ void conv(Ctx& c, const std::string& variant) {
   }
   const int xi = c.input(0), wi = c.input(1), yi = c.output(0);
   const bool has_bias = c.p.inputs.size() > 2;
-  const auto src = c.any(x), wei = c.any(wv.d), dst = c.any(y);
+  const auto src = c.any_t(xi, x), wei = c.any_t(wi, wv.d), dst = c.any_t(yi, y);
   const memory::desc bias = has_bias ? c.md(c.input(2), plain(c.in_shape(2))) : memory::desc();
   const int prefill = sum_prefill(c);
   std::vector<ArgDef> args = {
@@ -131,7 +137,9 @@ void conv(Ctx& c, const std::string& variant) {
   dnnl::convolution_forward::desc d =
       has_bias ? dnnl::convolution_forward::desc(kInference, alg, src, wei, bias, dst, strides, dil, pl, pr)
                : dnnl::convolution_forward::desc(kInference, alg, src, wei, dst, strides, dil, pl, pr);
-  c.b.steps.push_back(make_step<dnnl::convolution_forward::primitive_desc>(d, c.attr(), args));
+  // int8: per-output-channel scales are over the destination's channel dimension (mask 1 << 1).
+  const primitive_attr attr = int8 ? int8_attr(c, args, w[0], 1 << 1, w[1] * elements(ks)) : c.attr();
+  c.b.steps.push_back(make_step<dnnl::convolution_forward::primitive_desc>(d, attr, args));
 }
 
 }  // namespace floorline::kernels::onednn_detail

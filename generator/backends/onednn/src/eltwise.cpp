@@ -124,6 +124,13 @@ void binary(Ctx& c, const std::string& variant) {
   }
   if (k == LayerKind::kDiv) c.set_fill(c.input(1), Fill::kPositive);
   c.b.algorithm = variant;
+  if (int8_case(c)) {  // a QDQ model's Add: 8-bit operands, saturated 8-bit output
+    if (k != LayerKind::kAdd) unsupported("int8: Add only");
+    int8_operands(c);
+    c.b.not_verifiable =
+        "int8 Add: oneDNN 2.6's binary takes no zero points, so the QDQ rescaling is not applied "
+        "(the same traffic and one add per element)";
+  }
   if (k == LayerKind::kPRelu) {
     dnnl::prelu_forward::desc d(kInference, c.md(s0, plain(sh0)), c.md(s1, plain(sh1)));
     c.b.steps.push_back(
@@ -134,11 +141,12 @@ void binary(Ctx& c, const std::string& variant) {
     return;
   }
   static const std::map<LayerKind, algorithm> kAlg = {
-      {LayerKind::kAdd, algorithm::binary_add},   {LayerKind::kSub, algorithm::binary_sub},
-      {LayerKind::kMul, algorithm::binary_mul},   {LayerKind::kDiv, algorithm::binary_div},
-      {LayerKind::kMax, algorithm::binary_max},   {LayerKind::kMin, algorithm::binary_min},
-      {LayerKind::kEqual, algorithm::binary_eq},  {LayerKind::kLess, algorithm::binary_lt},
-      {LayerKind::kGreater, algorithm::binary_gt}};
+      {LayerKind::kAdd, algorithm::binary_add},       {LayerKind::kSub, algorithm::binary_sub},
+      {LayerKind::kMul, algorithm::binary_mul},       {LayerKind::kDiv, algorithm::binary_div},
+      {LayerKind::kMax, algorithm::binary_max},       {LayerKind::kMin, algorithm::binary_min},
+      {LayerKind::kEqual, algorithm::binary_eq},      {LayerKind::kLess, algorithm::binary_lt},
+      {LayerKind::kGreater, algorithm::binary_gt},    {LayerKind::kGreaterOrEqual, algorithm::binary_ge},
+      {LayerKind::kLessOrEqual, algorithm::binary_le}};
   dnnl::binary::desc d(kAlg.at(k), c.md(s0, plain(sh0)), c.md(s1, plain(sh1)), c.md(c.output(0), plain(y)));
   c.b.steps.push_back(make_step<dnnl::binary::primitive_desc>(d, c.attr(false),
                                                               {{DNNL_ARG_SRC_0, s0, plain(sh0)},
@@ -147,7 +155,7 @@ void binary(Ctx& c, const std::string& variant) {
 }
 
 // Sum of N inputs: oneDNN's sum primitive (every scale 1), which adds tensors of the output's shape;
-// inputs that broadcast are not what it computes.
+// inputs that broadcast are not what it computes. Mean is the same primitive with every scale 1/N.
 void sum(Ctx& c, const std::string& variant) {
   require_no_post_ops(c);
   const Shape& y = c.out_shape();
@@ -160,7 +168,8 @@ void sum(Ctx& c, const std::string& variant) {
     args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), c.input(k), plain(y)});
   }
   args.push_back({DNNL_ARG_DST, c.output(0), plain(y)});
-  const std::vector<float> scales(srcs.size(), 1.f);
+  const float scale = c.p.kind == LayerKind::kMean ? 1.f / static_cast<float>(srcs.size()) : 1.f;
+  const std::vector<float> scales(srcs.size(), scale);
   c.b.algorithm = variant;
   c.b.steps.push_back(
       step(dnnl::sum::primitive_desc(c.md(c.output(0), plain(y)), scales, srcs, cpu_engine(), c.attr(false)),

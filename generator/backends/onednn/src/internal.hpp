@@ -33,13 +33,25 @@ dnnl::stream& cpu_stream();
 
 // --- tensors and views ----------------------------------------------------------------------------
 
-enum class Fill { kUniform, kPositive, kNone };
+// kInteger: whole numbers in [lo, hi] (int8 data, zero points, int32 biases).
+// kSmall: uniform in [-1/16, 1/16), recurrent layers' W and R: PyTorch initialises them in
+// ±1/√H (±1/16 at H = 256); with [-1, 1) a recurrence of hundreds of units is chaotic, and f32
+// rounding grows over the time steps until no output can be compared with the reference.
+enum class Fill { kUniform, kPositive, kNone, kInteger, kSmall };
 
 struct TensorDef {
   Shape shape;
   Fill fill = Fill::kUniform;
   bool f32_only = false;  // normalization statistics and scale/shift stay f32 in oneDNN
   bool is_output = false;
+  // --- quantization (int8 cases) ---
+  std::optional<dt> type{};  // this tensor's own type (u8, s8, s32, f32), else the case's
+  int64_t lo = 0, hi = 0;    // Fill::kInteger's range
+  float scale = 1.f;         // kUniform/kPositive values multiplied by it (int8 output scales)
+  int reciprocal_of = -1;    // filled with 1 / (tensor reciprocal_of) (QuantizeLinear's 1/scale)
+  // Fixed contents, given to the primitive when it is created (oneDNN 2.6 convolutions take output
+  // scales only so): the tensor is not a primitive argument, only the reference reads it.
+  std::vector<float> values{};
 };
 
 // How a primitive sees a tensor's plain buffer.
@@ -70,6 +82,10 @@ struct StepDef {
   // oneDNN 2.x's implementation iterator keeps a pointer to the operation descriptor, not a copy:
   // next_impl() on a descriptor that has gone out of scope reads freed memory.
   std::shared_ptr<const void> op_desc;
+  // Run once when the inputs are filled, before the other steps' input conversions, and never
+  // timed: a rearrangement of weights that any framework does once when it loads them (the gate
+  // order of a recurrent layer's weights, its two ONNX biases summed into oneDNN's one).
+  bool once = false;
 
   const dnnl::primitive_desc_base& pd() const {
     return iterable ? static_cast<const dnnl::primitive_desc_base&>(*iterable) : fixed;
@@ -116,9 +132,22 @@ struct Ctx {
   }
   void set_fill(int t, Fill f) { b.tensors[t].fill = f; }
   void set_f32_only(int t) { b.tensors[t].f32_only = true; }
-  dt type_of(int t) const { return b.tensors[t].f32_only ? dt::f32 : type; }
+  dt type_of(int t) const { return tensor_type(b.tensors[t]); }
+  dt tensor_type(const TensorDef& td) const { return td.type ? *td.type : td.f32_only ? dt::f32 : type; }
+  // int8 cases (int8.cpp): tensor t holds `type`, filled with whole numbers in [lo, hi].
+  void set_integer(int t, dt type, int64_t lo, int64_t hi) {
+    auto& td = b.tensors[t];
+    td.type = type;
+    td.fill = Fill::kInteger;
+    td.lo = lo;
+    td.hi = hi;
+  }
   memory::desc md(int t, const View& v) const { return memory::desc(v.d, type_of(t), v.strides); }
   memory::desc any(const dims& d) const { return memory::desc(d, type, memory::format_tag::any); }
+  // format any in tensor t's own type (int8 cases: u8 activations, s8 weights)
+  memory::desc any_t(int t, const dims& d) const {
+    return memory::desc(d, type_of(t), memory::format_tag::any);
+  }
 
   primitive_attr attr(bool with_post_ops = true) const;
 };
@@ -190,14 +219,25 @@ void binary(Ctx& c, const std::string& variant);
 void sum(Ctx& c, const std::string& variant);
 void softmax(Ctx& c, const std::string& variant);  // softmax_reduce.cpp
 void reduce(Ctx& c, const std::string& variant);
-void pooling(Ctx& c, const std::string& variant);  // pooling.cpp
-void concat(Ctx& c, const std::string& variant);   // data_movement.cpp
+void arg_reduce(Ctx& c, const std::string& variant);
+void recurrent(Ctx& c, const std::string& variant);  // recurrent.cpp
+void pooling(Ctx& c, const std::string& variant);    // pooling.cpp
+void concat(Ctx& c, const std::string& variant);     // data_movement.cpp
 void transpose(Ctx& c, const std::string& variant);
 void slice(Ctx& c, const std::string& variant);
 void split(Ctx& c, const std::string& variant);
 void pad(Ctx& c, const std::string& variant);
 void resize(Ctx& c, const std::string& variant);
 void copy_kind(Ctx& c, const std::string& variant);
+// --- quantization (int8.cpp) ---
+bool int8_case(const Ctx& c);
+void quantize(Ctx& c, const std::string& variant);  // QuantizeLinear, DequantizeLinear
+// The int8 form of Conv, Gemm/MatMul (matmul), Add (binary) and pooling: operand types, output
+// scales and zero points as runtime attributes; their builders call these when int8_case().
+void conv_int8(Ctx& c, const std::string& variant, const dnnl::convolution_forward::desc& d,
+               const dims& wdims);
+primitive_attr int8_attr(Ctx& c, std::vector<ArgDef>& args, int64_t channels, int channel_mask, int64_t k);
+void int8_operands(Ctx& c);
 
 // --- memory formats and random data (common.cpp) -------------------------------------------------
 
@@ -206,5 +246,6 @@ bool is_plain(const memory::desc& md);
 std::string dtype_name(dt t);
 std::string port_layout(const memory::desc& md);
 void fill_random(float* out, int64_t n, Fill f, uint64_t seed);
+void fill_integers(float* out, int64_t n, int64_t lo, int64_t hi, uint64_t seed);
 
 }  // namespace floorline::kernels::onednn_detail

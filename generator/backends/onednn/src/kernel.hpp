@@ -21,6 +21,7 @@ struct Step {
       out_conversions;                              // format → view, for verify
   std::vector<std::pair<memory, memory>> prefills;  // (prefill tensor view, dst memory in its format)
   memory scratchpad;
+  bool once = false;  // StepDef::once: run by initialise(), not by run()
 };
 
 class OnednnKernel final : public Kernel {
@@ -38,20 +39,26 @@ class OnednnKernel final : public Kernel {
         used_[a.tensor] = true;
         if (a.prefill >= 0) used_[a.prefill] = true;
       }
+    for (size_t t = 0; t < b_.tensors.size(); ++t)  // the source of a reciprocal (read, never an argument)
+      if (used_[t] && b_.tensors[t].reciprocal_of >= 0)
+        used_[static_cast<size_t>(b_.tensors[t].reciprocal_of)] = true;
+    for (size_t t = 0; t < b_.tensors.size(); ++t)
+      if (!b_.tensors[t].values.empty()) used_[t] = true;
     for (size_t t = 0; t < b_.tensors.size(); ++t) {
       if (!used_[t]) continue;
       const auto& td = b_.tensors[t];
       const dims d = td.shape.empty() ? dims{1} : dims(td.shape.begin(), td.shape.end());
       user_[t] = memory(memory::desc(d, dt::f32, plain_strides(d)), cpu_engine());
-      const dt tt = td.f32_only ? dt::f32 : type_;
+      const dt tt = tensor_type(td);
       dev_[t] = tt == dt::f32 ? user_[t] : memory(memory::desc(d, tt, plain_strides(d)), cpu_engine());
     }
     for (const auto& sd : b_.steps) {
       Step s;
+      s.once = sd.once;
       s.prim = dnnl::primitive(sd.pd().get());
       for (const auto& a : sd.args) {
         const auto& td = b_.tensors[a.tensor];
-        const dt tt = td.f32_only ? dt::f32 : type_;
+        const dt tt = tensor_type(td);
         const size_t esize = memory::data_type_size(tt);
         auto* base = static_cast<char*>(dev_[a.tensor].get_data_handle()) +
                      a.view.offset * static_cast<int64_t>(esize);
@@ -94,7 +101,8 @@ class OnednnKernel final : public Kernel {
 
   void run() override {
     auto& strm = cpu_stream();
-    for (auto& s : steps_) s.prim.execute(strm, s.args);
+    for (auto& s : steps_)
+      if (!s.once) s.prim.execute(strm, s.args);
     strm.wait();
   }
   std::string implementation() const override { return impl_; }
@@ -191,7 +199,20 @@ class OnednnKernel final : public Kernel {
       if (!used_[t]) continue;
       const auto& td = b_.tensors[t];
       const Fill f = td.is_output ? Fill::kUniform : td.fill;
-      fill_random(static_cast<float*>(user_[t].get_data_handle()), elements(td.shape), f, seed + t * 131);
+      float* data = static_cast<float*>(user_[t].get_data_handle());
+      if (f == Fill::kInteger) {
+        fill_integers(data, elements(td.shape), td.lo, td.hi, seed + t * 131);
+      } else {
+        fill_random(data, elements(td.shape), f, seed + t * 131);
+        if (td.scale != 1.f)
+          for (int64_t i = 0; i < elements(td.shape); ++i) data[i] *= td.scale;
+      }
+      if (!td.values.empty()) std::copy(td.values.begin(), td.values.end(), data);
+      if (td.reciprocal_of >= 0) {  // the reciprocal tensor comes after its source (filled already)
+        const float* from =
+            static_cast<const float*>(user_[static_cast<size_t>(td.reciprocal_of)].get_data_handle());
+        for (int64_t i = 0; i < elements(td.shape); ++i) data[i] = 1.f / from[i];
+      }
       if (dev_[t] != user_[t]) {
         dnnl::reorder(user_[t], dev_[t]).execute(strm, user_[t], dev_[t]);
         // The reference reads what the kernel reads: values rounded to the case's type.
@@ -199,12 +220,20 @@ class OnednnKernel final : public Kernel {
       }
     }
     for (auto& s : steps_) {
+      if (!s.once) continue;
+      for (auto& [r, mm] : s.in_conversions) r.execute(strm, mm.first, mm.second);
+      s.prim.execute(strm, s.args);
+    }
+    for (auto& s : steps_) {
+      if (s.once) continue;
       for (auto& [r, mm] : s.in_conversions) r.execute(strm, mm.first, mm.second);
       for (auto& [src, dst] : s.prefills)
         if (src != dst) dnnl::reorder(src, dst).execute(strm, src, dst);
     }
     strm.wait();
   }
+
+  dt tensor_type(const TensorDef& td) const { return td.type ? *td.type : td.f32_only ? dt::f32 : type_; }
 
   Problem problem_;
   Build b_;

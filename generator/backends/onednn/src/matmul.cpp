@@ -14,6 +14,11 @@ void gemm(Ctx& c, const std::string& variant) {
     unsupported("Gemm with alpha or beta other than 1");
   const int64_t K = ta ? a[0] : a[1], N = tb ? bm[0] : bm[1];
   const bool has_bias = c.p.inputs.size() > 2;
+  const bool int8 = int8_case(c);
+  if (int8) {
+    if (variant != "matmul") unsupported("int8: oneDNN's matmul only");
+    int8_operands(c);
+  }
   const int yi = c.output(0);
   const int prefill = sum_prefill(c);
   c.b.algorithm = variant;
@@ -42,15 +47,17 @@ void gemm(Ctx& c, const std::string& variant) {
   std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), av},
                               {DNNL_ARG_WEIGHTS, c.input(1), bv},
                               {DNNL_ARG_DST, yi, plain(c.out_shape()), prefill}};
-  const auto src = c.md(c.input(0), av), wei = c.any(dims{K, N}), dst = c.md(yi, plain(c.out_shape()));
+  const auto src = c.md(c.input(0), av), wei = c.any_t(c.input(1), dims{K, N}),
+             dst = c.md(yi, plain(c.out_shape()));
+  if (has_bias) args.push_back({DNNL_ARG_BIAS, c.input(2), plain(rank_padded(c.in_shape(2), 2))});
+  const primitive_attr attr = int8 ? int8_attr(c, args, N, 1 << 1, K) : c.attr();
   if (has_bias) {
     const View biasv = plain(rank_padded(c.in_shape(2), 2));
-    args.push_back({DNNL_ARG_BIAS, c.input(2), biasv});
     dnnl::matmul::desc d(src, wei, c.md(c.input(2), biasv), dst);
-    c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, c.attr(), args));
+    c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, attr, args));
   } else {
     dnnl::matmul::desc d(src, wei, dst);
-    c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, c.attr(), args));
+    c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, attr, args));
   }
 }
 
@@ -66,6 +73,8 @@ void matmul(Ctx& c, const std::string& variant) {
   ys.push_back(as[r - 2]);
   ys.push_back(bs[r - 1]);
   const int yi = c.output(0);
+  const bool int8 = int8_case(c);
+  if (int8) int8_operands(c);
   if (variant == "matmul_flat") {
     // One matrix on the right (its batch dims all 1): the left operand's batch dims fold into its
     // rows, (B..., M, K) x (K, N) = (B...·M, K) x (K, N), the same buffers seen as 2-D.
@@ -86,7 +95,7 @@ void matmul(Ctx& c, const std::string& variant) {
                               {DNNL_ARG_DST, yi, plain(ys), e.sum}};
   c.b.algorithm = variant;
   // A 2-D right operand is a weight matrix: oneDNN may pack it (format any), as frameworks do.
-  const auto wei = rr == 2 ? c.any(bs) : c.md(c.input(1), plain(bs));
+  const auto wei = rr == 2 ? c.any_t(c.input(1), bs) : c.md(c.input(1), plain(bs));
   if (e.bias >= 0) {
     args.push_back({DNNL_ARG_BIAS, e.bias, plain(bias_shape)});
     dnnl::matmul::desc d(c.md(c.input(0), plain(as)), wei, c.md(e.bias, plain(bias_shape)),
@@ -94,8 +103,11 @@ void matmul(Ctx& c, const std::string& variant) {
     c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, c.attr(), args));
     return;
   }
+  // int8: per-column scales are over the last destination dimension.
+  const primitive_attr attr =
+      int8 ? int8_attr(c, args, ys.back(), 1 << static_cast<int>(rr - 1), as.back()) : c.attr();
   dnnl::matmul::desc d(c.md(c.input(0), plain(as)), wei, c.md(yi, plain(ys)));
-  c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, c.attr(), args));
+  c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(d, attr, args));
 }
 
 }  // namespace floorline::kernels::onednn_detail

@@ -110,6 +110,28 @@ KindMapping kind_mapping(LayerKind k) {
       return {{}, nullptr, kNoBinary, {}};
     case K::kSum:
       return {{"sum"}, sum, {}, {}};
+    // --- issue 19 (h19a)
+    case K::kGreaterOrEqual:
+    case K::kLessOrEqual:
+      return {{"binary"}, binary, {}, {}};
+    case K::kXor:
+      return {{}, nullptr, kNoBinary, {}};
+    case K::kMean:
+      return {{"sum"}, sum, "the sum primitive with every scale 1/N", {}};
+    case K::kCumSum:
+      return {{"copy"}, copy_kind, kCopyProxy, {}};
+    case K::kArgMax:
+    case K::kArgMin:
+      return {
+          {"reduction"},
+          arg_reduce,
+          "no oneDNN arg-reduction: timed as the max/min reduction over the axis (same traffic, no index)",
+          {}};
+    case K::kLSTM:
+    case K::kGRU:
+    case K::kRNN:
+      return {{"rnn"}, recurrent, {}, {}};
+    // ---
     case K::kSoftmax:
     case K::kLogSoftmax:
       return {{"softmax_v2"}, softmax, {}, {}};
@@ -146,6 +168,10 @@ KindMapping kind_mapping(LayerKind k) {
       return {{"copy"}, copy_kind, kCopyProxy, {}};
     case K::kRange:
       return {{}, nullptr, "not mapped: Range writes a sequence from scalars, no oneDNN primitive", {}};
+    /* quantization */
+    case K::kQuantizeLinear:
+    case K::kDequantizeLinear:
+      return {{"reorder"}, quantize, {}, {}};
     case K::kReshape:
     case K::kFlatten:
     case K::kSqueeze:
@@ -189,15 +215,22 @@ dt data_type(DType t) {
       return dt::bf16;
     case DType::kF16:
       return dt::f16;
+    case DType::kInt8:  // each tensor's own 8-bit or int32 type is set by the builder (int8.cpp)
+      return dt::s8;
   }
   unsupported(fmt::format("the oneDNN backend measures f32 and bf16, not {}", dtype_name(t)));
 }
 
 // Builds the primitives of one variant. Errors coded unsupported (see make_kernel()).
 Result<Build> build(const CaseSpec& spec, const std::string& variant) {
-  const Problem& p = spec.problem;
+  // An int8 case runs (and verify() checks) its quantization with the defaults written in.
+  const Problem p = spec.variant.dtype == DType::kInt8 ? with_quantization(spec.problem) : spec.problem;
   const KindMapping& m = mapping_for(p.kind);
   if (!m.build) return make_error(Disposition::kUnsupported, "{}: {}", p.op, m.reason);
+  // int8: the quantized kinds, and Transpose (an 8-bit copy: the int8 bytes calibration)
+  if (spec.variant.dtype == DType::kInt8 && !quantization(p) && p.kind != LayerKind::kQuantizeLinear &&
+      p.kind != LayerKind::kDequantizeLinear && p.kind != LayerKind::kTranspose)
+    return make_error(Disposition::kUnsupported, "{}: no int8 form (not fused from QDQ)", p.op);
   try {
     Ctx c{spec, p, data_type(spec.variant.dtype), {}};
     for (const auto& in : p.inputs) c.b.tensors.push_back({in.shape, Fill::kUniform, false, false});
@@ -302,7 +335,9 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
       FL_TRY(k->init());
       return std::unique_ptr<Kernel>(std::move(k));
     }
-    auto k = std::make_unique<OnednnKernel>(spec.problem, std::move(b), impl, type, seed_of(spec.name));
+    auto k = std::make_unique<OnednnKernel>(
+        spec.variant.dtype == DType::kInt8 ? with_quantization(spec.problem) : spec.problem, std::move(b),
+        impl, type, seed_of(spec.name));
     FL_TRY(k->init());
     return std::unique_ptr<Kernel>(std::move(k));
   } catch (const Unsupported& u) {

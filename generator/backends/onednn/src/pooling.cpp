@@ -12,6 +12,9 @@ void pooling(Ctx& c, const std::string& variant) {
   const LayerKind k = c.p.kind;
   const bool global = k == LayerKind::kGlobalAveragePool || k == LayerKind::kGlobalMaxPool;
   const bool is_max = k == LayerKind::kMaxPool || k == LayerKind::kGlobalMaxPool;
+  // int8 (a QDQ model's pooling): 8-bit in and out, input and output scales taken equal (oneDNN
+  // 2.6 pooling has no scales; the scale values are not part of the config).
+  if (int8_case(c)) int8_operands(c);
   if (base_variant(variant) == "reduction") {
     dnnl::reduction::desc d(is_max ? algorithm::reduction_max : algorithm::reduction_mean,
                             c.md(c.input(0), plain(x)), c.md(c.output(0), plain(y)), 0.f, 0.f);

@@ -60,6 +60,16 @@ KindSupport openblas_support(LayerKind kind) {
     case LayerKind::kOr:
     case LayerKind::kWhere:
     case LayerKind::kSum:
+    case LayerKind::kGreaterOrEqual:  // issue 19 (h19a)
+    case LayerKind::kLessOrEqual:
+    case LayerKind::kXor:
+    case LayerKind::kMean:
+    case LayerKind::kCumSum:
+    case LayerKind::kArgMax:
+    case LayerKind::kArgMin:
+    case LayerKind::kLSTM:
+    case LayerKind::kGRU:
+    case LayerKind::kRNN:
     case LayerKind::kSoftmax:
     case LayerKind::kLogSoftmax:
     case LayerKind::kMaxPool:
@@ -82,6 +92,9 @@ KindSupport openblas_support(LayerKind kind) {
     case LayerKind::kTile:
     case LayerKind::kScatterND:
     case LayerKind::kRange:
+    /* quantization */
+    case LayerKind::kQuantizeLinear:
+    case LayerKind::kDequantizeLinear:
     case LayerKind::kReshape:
     case LayerKind::kFlatten:
     case LayerKind::kSqueeze:

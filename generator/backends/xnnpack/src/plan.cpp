@@ -105,6 +105,15 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kOr:
     case K::kWhere:
     case K::kSum:
+    // --- issue 19 (h19a)
+    case K::kGreaterOrEqual:
+    case K::kLessOrEqual:
+    case K::kXor:
+    case K::kMean:
+    case K::kCumSum:
+    case K::kArgMax:
+    case K::kArgMin:
+    // ---
     case K::kLogSoftmax:
     case K::kReduceMean:
     case K::kReduceSum:
@@ -112,6 +121,10 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kReduceMin:
     case K::kReduceProd:
       return none(kNoOp);
+    case K::kLSTM:  // issue 19 (h19a)
+    case K::kGRU:
+    case K::kRNN:
+      return none("not mapped: this XNNPACK snapshot has no recurrent operator");
     case K::kConcat:
     case K::kSplit:
     case K::kSlice:
@@ -124,6 +137,10 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kScatterND:
     case K::kRange:
       return none("not mapped: data movement is timed by the oneDNN and CUDA backends");
+    /* quantization */
+    case K::kQuantizeLinear:
+    case K::kDequantizeLinear:
+      return none("not mapped: XNNPACK's quantized operators are not mapped (f32 only); oneDNN times int8");
     case K::kReshape:
     case K::kFlatten:
     case K::kSqueeze:

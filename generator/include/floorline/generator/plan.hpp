@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "floorline/benchdb/schema.hpp"
 #include "floorline/generator/backend.hpp"
+#include "floorline/kernels/kernel.hpp"
 #include "floorline/kernels/problem.hpp"
 #include "floorline/model_processor/model.hpp"
 #include "floorline/model_processor/patterns.hpp"
@@ -54,6 +57,40 @@ inline kernels::Work conversion_work(const kernels::CaseSpec& base, const std::s
   w.bytes = 2 * n * element_size(base.variant.dtype);
   w.flops = 0;
   return w;
+}
+
+// The planned cases of a kernel library's list for `base` (a library backend's cases_for): each
+// LibraryCase's variant, feeds, default flag and disposition on a copy of `base`. Layout
+// conversions are left out when options.conversions is off, and carry conversion_work(). params
+// names the library: "floorline-kernel" for conversions and for algorithms of ours
+// ("floorline-kernel:concat"), `library` otherwise (left out when empty), and the feeds of a
+// conversion. Inline: the backend plugins call it and link no generator code.
+inline std::vector<PlannedCase> planned_cases(const kernels::CaseSpec& base, const PlanOptions& options,
+                                              const std::vector<kernels::LibraryCase>& cases,
+                                              const std::string& library) {
+  std::vector<PlannedCase> out;
+  out.reserve(cases.size());
+  for (const auto& c : cases) {
+    const bool conversion = c.variant.layout.find('>') != std::string::npos;
+    if (conversion && !options.conversions) continue;
+    PlannedCase pc;
+    pc.spec = base;
+    pc.spec.variant = c.variant;
+    pc.spec.feeds = c.feeds;
+    pc.work.is_default = c.is_default;
+    if (conversion) pc.work = conversion_work(base, c.variant.layout);
+    pc.status = c.status;
+    pc.reason = c.reason;
+    nlohmann::json params = nlohmann::json::object();
+    if (conversion || c.variant.algorithm.rfind("floorline-kernel", 0) == 0)
+      params["library"] = "floorline-kernel";
+    else if (!library.empty())
+      params["library"] = library;
+    if (!c.feeds.empty()) params["feeds"] = c.feeds;
+    pc.params = params.dump();
+    out.push_back(std::move(pc));
+  }
+  return out;
 }
 
 // The case's row for the database (config_id left 0): its identity (spec.id(); upsert_case sets its key

@@ -14,9 +14,12 @@
 // size reuses it (so activations stay warm in cache as they would in a framework).
 //
 // Timing: warm-up passes for warmup_seconds (at least one), then `repetitions` repetitions of
-// enough whole passes to last min_time each; a repetition's time is its mean pass time and the
-// result is their median (µs, steady clock; each kernel's run() waits for completion). Then
-// `profile_passes` passes time every step on its own, to show where replay and S differ.
+// enough whole passes to last min_time each; a repetition's time is its mean pass time (µs, steady
+// clock; each kernel's run() waits for completion). The replay's time compared with S is the
+// lowest repetition mean (min_us), the statistic S takes of each case (docs/ANALYZER.md): the two
+// sides of replay / S are the same statistic, so the ratio compares kernels, not luck. The median
+// is kept too. Then `profile_passes` passes time every step on its own (lowest of them), to show
+// where replay and S differ.
 #pragma once
 
 #include <cstdint>
@@ -33,10 +36,11 @@
 
 namespace floorline::gen {
 
-// The case replay builds for each layer of a config, and its own median time (µs).
+// The case replay builds for each layer of a config, and its own time as S takes it (µs: its lowest
+// repetition mean, best_measurements.min_us).
 struct ChosenCase {
   kernels::CaseSpec spec;
-  double median_us = 0;
+  double us = 0;
 };
 
 // Config key → the config's best passed unfused case of `dtype` (in its own math mode: strict
@@ -57,8 +61,8 @@ struct ReplayOptions {
 struct ReplayStep {
   std::string label;  // "name (op)", or "conversion <from> > <to> for name (op)"
   bool conversion = false;
-  double in_graph_us = 0;  // median over the profile passes
-  double alone_us = 0;     // the case's own median (0 for a conversion)
+  double in_graph_us = 0;  // lowest over the profile passes
+  double alone_us = 0;     // the case's own time as S takes it (0 for a conversion)
 };
 
 struct ReplayResult {
@@ -67,7 +71,7 @@ struct ReplayResult {
   double median_us = 0, min_us = 0, max_us = 0, stddev_us = 0;  // over repetitions, per pass
   int repetitions = 0;
   int64_t passes = 0;   // whole passes timed in all
-  double cases_us = 0;  // Σ chosen-case medians of the replayed layers (S over them)
+  double cases_us = 0;  // Σ chosen-case times of the replayed layers (S over them)
   int layers_replayed = 0;
   int layers_missing = 0;      // cost-bearing layers with no chosen case (not replayed)
   int operands_shared = 0;     // inputs read straight from the producer's buffer
@@ -76,10 +80,11 @@ struct ReplayResult {
   int64_t buffers = 0;         // output buffers the memory planner allocated
   int64_t buffers_reused = 0;  // outputs written into a buffer an earlier layer had freed
   // Profile passes (each step timed alone, after the timed repetitions): where the pass time goes.
-  double layers_us = 0;           // Σ in-graph medians of the layers' cases
-  double conversions_us = 0;      // Σ in-graph medians of the conversions
+  double layers_us = 0;           // Σ in-graph times of the layers' cases
+  double conversions_us = 0;      // Σ in-graph times of the conversions
   std::vector<ReplayStep> steps;  // every step, in pass order
-  double ratio() const { return cases_us > 0 ? median_us / cases_us : 0; }
+  // replay / S: the lowest repetition mean over S, the same statistic on both sides.
+  double ratio() const { return cases_us > 0 ? min_us / cases_us : 0; }
 };
 
 // Replays one model (one batch) on `backend`: each layer's case is built by the backend that

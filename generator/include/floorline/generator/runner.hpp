@@ -1,13 +1,22 @@
 // floorline/generator/runner.hpp — time a plan with Google Benchmark and store every result.
 //
-// Per case: the kernel is built (outside timing), warmed up for warmup_seconds, and the iteration
-// count is chosen so that one repetition lasts about min_time; the case is then registered with
-// Google Benchmark (RegisterBenchmark, manual timing, explicit iterations and repetitions) and run
-// with benchdb's DatabaseReporter, which stores min/median/mean/stddev/cv over the repetitions'
-// per-call times. Each case ends passed, skipped (reason), unsupported or failed (error text); one
-// failure never stops the run. Results are committed in batches: an interrupted run keeps what it
-// measured, and a rerun resumes (passed and unsupported cases are not measured again). SIGINT and
-// SIGTERM stop the run between cases, after a final commit.
+// The measurement method (measurement.hpp, docs/ANALYZER.md "The per-case time"): the cases of a
+// backend are timed in blocks of pass_block cases; in each block, `passes` round-robin passes
+// visit every case in turn. A visit builds the kernel afresh (a new buffer placement; outside
+// timing), warms it up for warmup_seconds, chooses the iteration count so that one repetition
+// lasts at least min_time and holds at least min_iterations calls, and times `repetitions`
+// repetitions through Google Benchmark (RegisterBenchmark, manual timing: the same body as the
+// generated sources). Between visits (every sentinel_interval seconds) the sentinel kernel is
+// timed; the visits of a period it finds slowed are marked. After the block's passes, a case with
+// a slowed pass, or whose best placement's repetitions disagree (cv above noisy_cv), is timed once
+// more; still disagreeing, its row is flagged noisy. Then each case's row is written: min over
+// every repetition, median/mean/stddev/cv of the best placement, passes, placements, slowed
+// passes, and every repetition mean (samples_us). Each case ends passed, skipped (reason),
+// unsupported or failed (error text); one failure never stops the run. Results are committed in
+// batches: an interrupted run keeps what it measured, and a rerun resumes (passed and unsupported
+// cases are not measured again). SIGINT and SIGTERM stop the run between visits, after a final
+// commit: the cases of the unfinished block are written with the passes they had (their `passes`
+// says how many; no re-measurement), and those not timed yet are left to the rerun.
 #pragma once
 
 #include <cstdint>
@@ -30,14 +39,26 @@ enum class Progress {
 };
 
 struct RunOptions {
-  double min_time = 0.01;  // seconds per repetition
-  int repetitions = 5;
-  double warmup_seconds = 0.005;  // per case, before timing
-  int threads = 1;                // CPU threads (recorded in the system row)
-  bool force = false;             // measure again even what is already measured (default: resume)
-  bool dry_run = false;           // everything but timing: build and verify nothing, write nothing
-  bool verify = false;            // check each case against the plain reference before timing
-  std::string command;            // the command line, for the runs table
+  double min_time = 0.003;  // seconds per repetition, at least
+  int min_iterations = 2;   // calls per repetition, at least (long cases)
+  int repetitions = 3;      // per pass
+  int passes = 3;           // interleaved passes, each on a fresh build (buffer placement)
+  size_t pass_block = 64;   // cases per block of interleaved passes (0: all the backend's cases)
+  // Above this low_cv (measurement.hpp: cv of the lowest half of the repetitions) a case is timed
+  // once more, and flagged noisy when it still is.
+  double noisy_cv = 0.05;
+  bool sentinel = true;                // time the sentinel between visits and re-measure slowed periods
+  double sentinel_interval = 0.2;      // seconds between sentinel readings, at least
+  double sentinel_slow_factor = 1.15;  // a reading above this × the lowest one marks a slowed period
+  double warmup_seconds = 0.002;       // per visit, before timing
+  // Tests inject a slowed machine here: called instead of timing the sentinel, it returns the
+  // sentinel's time in seconds. Unset: the real sentinel (measurement.hpp).
+  std::function<double()> sentinel_clock;
+  int threads = 1;       // CPU threads (recorded in the system row)
+  bool force = false;    // measure again even what is already measured (default: resume)
+  bool dry_run = false;  // everything but timing: build and verify nothing, write nothing
+  bool verify = false;   // check each case against the plain reference before timing
+  std::string command;   // the command line, for the runs table
   Progress progress = Progress::kNone;
   // kLines: seconds between two lines (the first comes after one interval): cases done of the
   // total, elapsed and ETA.
@@ -64,6 +85,11 @@ struct RunSummary {
   std::vector<Peak> peaks;        // measured in this run (calibrate)
   std::string calibration_error;  // why a calibration failed ("" when none did); the cases still ran
   bool interrupted = false;       // stopped by SIGINT/SIGTERM; what was measured is committed
+  int64_t remeasured = 0;         // cases timed once more (slowed period or noisy repetitions)
+  int64_t noisy = 0;              // passed cases whose repetitions still disagreed (flagged)
+  int sentinel_readings = 0;
+  int sentinel_slowed = 0;    // periods the sentinel found slowed
+  double sentinel_worst = 1;  // highest sentinel time over its lowest
   // Counts one case that ended so (not verifiable counts as failed: it ends no case).
   void tally(Disposition d) {
     switch (d) {

@@ -42,9 +42,11 @@ std::string shard_label(const ShardSpec& s);
 
 // The bench settings a case's time depends on (runner.hpp's RunOptions of the same name).
 struct CostOptions {
-  double min_time = 0.01;  // seconds per repetition
-  int repetitions = 5;
-  double warmup_seconds = 0.005;
+  double min_time = 0.003;  // seconds per repetition
+  int min_iterations = 2;   // calls per repetition, at least
+  int repetitions = 3;      // per pass
+  int passes = 3;
+  double warmup_seconds = 0.002;  // per pass
   int threads = 1;
 };
 
@@ -53,7 +55,7 @@ inline constexpr CostOptions kPartitionCosts{};
 
 // The estimated seconds of each planned case in a bench run (plan order), and where they came from.
 // A timed case costs
-//   kCaseOverhead + max(warmup_seconds, t) + repetitions × max(min_time, t)
+//   passes × (kCaseOverhead + max(warmup_seconds, t) + repetitions × max(min_time, min_iterations × t))
 // where t is the per-call time: the case's median in the earlier database when it has a passed one,
 // else its roofline time max(FLOPs / FLOP/s, bytes / bytes/s). The rates are the earlier database's
 // calibrated peaks (of its system with the most passed cases of the backend), scaled down by the

@@ -91,6 +91,11 @@ struct LayerConfig {
   std::vector<int64_t> attr_ints(std::string_view name) const;
 };
 
+// Whether the config is int8 work of a quantized model: a QuantizeLinear or DequantizeLinear, or a
+// layer fused from QDQ (its key has `qtypes`, qdq fusion in docs/LAYERS.md). Such configs are
+// planned and costed in the int8 data type whatever the base dtype of the analysis.
+bool quantized_config(const LayerConfig& c);
+
 // FNV-1a 64-bit hash of a canonical key: stable across runs, machines and compilers.
 uint64_t key_hash(std::string_view canonical_key);
 // The hash as 16 lowercase hex digits.

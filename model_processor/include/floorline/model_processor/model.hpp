@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct ModelIR {
   std::string fingerprint;
   std::vector<Layer> layers;          // topological order; subgraph layers follow their If/Loop node
   std::vector<std::string> warnings;  // one line each; already names the node
+  // The assumption the shapes rest on, when any ("" when none): the --max-detections count taken
+  // for the data-dependent sizes of NonZero / NonMaxSuppression layers. Reports print it.
+  std::string assumption;
   // Wall time (ms) to build the IR at this batch; the first batch's also holds loading the model
   // and shape inference at every requested batch (done together, in one child process).
   double process_ms = 0;
@@ -51,12 +55,19 @@ struct ProcessOptions {
   // from regular files inside the model's folder (docs/SECURITY.md).
   int64_t max_external_bytes = int64_t{64} << 20;
   // Shape inference (ONNX 1.12's, which crashes, loops or allocates without bound on some hostile
-  // models) runs in a forked child process per model, so that a crash becomes that model's error
-  // ("ONNX shape inference crashed (SIGSEGV)") and the zoo goes on; the child is killed after
-  // inference_timeout_s seconds and may add at most inference_memory_mib MiB of address space to
-  // what it inherits (docs/SECURITY.md). isolate = false runs it in-process (the fuzzer's choice
+  // models) runs in a worker process that serves every model of the process, so that a crash
+  // becomes that model's error ("ONNX shape inference crashed (SIGSEGV)") and the zoo goes on with
+  // a new worker; a model's inference is stopped (the worker killed) after inference_timeout_s
+  // seconds, and the worker may add at most inference_memory_mib MiB of address space to what it
+  // inherits (docs/SECURITY.md). isolate = false runs it in-process (the fuzzer's choice
   // when it hunts crashes of the inference itself).
   bool isolate = true;
+  // How many elements NonZero and NonMaxSuppression select, whose count depends on the data: their
+  // output's data-dependent dimension is min(max_detections, the input's element count; for NMS the
+  // batches × classes × boxes), and everything downstream is shaped from it. 100 is torchvision's
+  // detections_per_img for Faster/Mask R-CNN, RetinaNet and FCOS. ModelIR::assumption says when a
+  // model used it. 1..2^31.
+  int64_t max_detections = 100;
   double inference_timeout_s = 60;
   int64_t inference_memory_mib = 768;
 };
@@ -71,6 +82,18 @@ struct ProcessOptions {
 // int64, or a batch size the model cannot take (constants pinning the batch: "not re-batchable at
 // batch B"). Batch sizes must be 1..2^31.
 Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, const ProcessOptions& options);
+
+// Worker processes forked for shape inference so far in this process (ProcessOptions::isolate):
+// one serves every model, and a new one is forked only after a model crashed it, ran it out of time
+// or memory, or changed inference_memory_mib. For tests and diagnostics.
+int inference_worker_forks();
+
+// process_model on each of `paths`, calling done(k, result of paths[k]) in order. With
+// options.isolate the worker infers one model's shapes while this process reads and checks the next
+// one and builds the layers of the previous one, so a zoo takes about the longer of the two halves
+// rather than their sum. `done` runs on the calling thread.
+void process_models(const std::vector<std::filesystem::path>& paths, const ProcessOptions& options,
+                    const std::function<void(size_t, Result<std::vector<ModelIR>>)>& done);
 
 // Process an in-memory ONNX text model (onnx/defs/parser.h syntax), as the tests do.
 // `name` stands in for the file name in messages.

@@ -23,6 +23,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "floorline/common/disposition.hpp"
 #include "floorline/common/result.hpp"
 #include "floorline/kernels/problem.hpp"
 
@@ -118,6 +119,20 @@ struct Work {
   int64_t flops = 0;        // FLOPs per call (model_processor's formula); <= 0 if unknown
   int64_t bytes = 0;        // compulsory bytes per call
   bool is_default = false;  // the case is the library's own first choice
+};
+
+// One case a kernel library's plan offers for a base case (cuda_cases(), xnnpack_cases(),
+// openblas_cases()): the base's variant with what the library chose, and whether it is to be
+// timed. gen::planned_cases() turns a list of them into the generator's planned cases.
+struct LibraryCase {
+  // The base case's variant with the library's algorithm, math mode and layout ("" for the plain
+  // layout, "nhwc", or a layout conversion "src:nchw>nhwc"); each backend's header says what its
+  // algorithms are called.
+  CaseVariant variant;
+  std::string feeds;                  // a layout conversion: the cases it feeds ("layout:nhwc")
+  bool is_default = false;            // what a framework gets by default from this library
+  std::optional<Disposition> status;  // nullopt: to be timed; unsupported or skipped when the plan decides
+  std::string reason;                 // why, when status is set
 };
 
 // Registers the case with Google Benchmark under spec.name, with manual timing. The body: builds

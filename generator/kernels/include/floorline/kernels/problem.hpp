@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -97,5 +98,24 @@ struct CaseSpec {
   // conversion's `feeds` is not part of it.
   CaseId id() const { return case_id(variant, problem.key); }
 };
+
+// --- quantization (int8 cases) ---------------------------------------------------------------------
+// A problem run in int8 (CaseVariant dtype int8) reads its quantization from the attributes the QDQ
+// fusion puts in the key (model_processor: `qtypes` "u8,i8>u8", the 8-bit type of each quantized
+// input then of the output; `zero_points`, 1 per such operand, then the output, where the zero point
+// is not 0; `per_channel`, 1 when the weight scales are per output channel). A float Conv, Gemm or
+// MatMul planned in int8 (`--dtype int8`) has none: it takes what x86 runtimes run, u8 activations
+// with zero points, s8 symmetric weights with per-channel scales and a u8 output.
+struct Quantization {
+  std::vector<std::string> inputs;   // "u8" or "i8", one per quantized input (data operands, not bias)
+  std::string output;                // "u8" or "i8"
+  std::vector<int64_t> zero_points;  // inputs.size() + 1 flags: 1 = a zero point is applied
+  bool per_channel = false;
+};
+// The quantization of `p` (its attributes, or the defaults above for Conv/Gemm/MatMul); nullopt for
+// a kind with no int8 form or an unreadable `qtypes`.
+std::optional<Quantization> quantization(const Problem& p);
+// `p` with the defaults written into its attributes (what the kernel runs and the reference reads).
+Problem with_quantization(Problem p);
 
 }  // namespace floorline::kernels

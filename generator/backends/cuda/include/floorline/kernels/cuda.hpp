@@ -42,20 +42,14 @@ const std::vector<std::string>& cudnn_conv_algorithms();
 // mapped. A kind with no mapping plans as one "unsupported" case with that reason. No GPU needed.
 KindSupport cuda_support(LayerKind kind);
 
-// One planned case of the CUDA backend.
-struct CudaCase {
-  // The base case's variant with what is chosen here. Its algorithm is "<library call>:<variant>":
-  // "cudnn_conv:IMPLICIT_PRECOMP_GEMM", "cudnn_conv:heuristic" (what
-  // cudnnGetConvolutionForwardAlgorithm_v7 ranks first), "cudnn_conv:find" (the fastest that
-  // cudnnFindConvolutionForwardAlgorithmEx reports), "cublaslt_matmul:3" (the heuristic's 4th
-  // algorithm), "floorline-kernel:concat" (ours)...; its math mode fp32 (TF32 off) | tf32 | f16 |
-  // bf16; its layout "" (NCHW / row-major), "nhwc", or a conversion "src:nchw>nhwc".
-  CaseVariant variant;
-  std::string feeds;                  // a conversion: "layout:nhwc", the cases it feeds
-  bool is_default = false;            // what a framework gets by default (the library's heuristic)
-  std::optional<Disposition> status;  // nullopt: to be timed; unsupported or skipped when the plan decides
-  std::string reason;
-};
+// One planned case of the CUDA backend (kernels::LibraryCase, shared by the library backends).
+// The base case's variant with what is chosen here. Its algorithm is "<library call>:<variant>":
+// "cudnn_conv:IMPLICIT_PRECOMP_GEMM", "cudnn_conv:heuristic" (what
+// cudnnGetConvolutionForwardAlgorithm_v7 ranks first), "cudnn_conv:find" (the fastest that
+// cudnnFindConvolutionForwardAlgorithmEx reports), "cublaslt_matmul:3" (the heuristic's 4th
+// algorithm), "floorline-kernel:concat" (ours)...; its math mode fp32 (TF32 off) | tf32 | f16 |
+// bf16; its layout "" (NCHW / row-major), "nhwc", or a conversion "src:nchw>nhwc".
+using CudaCase = LibraryCase;
 
 // Every case of `base` (its problem, dtype f32 | f16 | bf16 and post-ops; algorithm, math mode and
 // layout are chosen here). f32 is planned in two math modes: fp32 (Tensor Cores off) and tf32.

@@ -22,15 +22,10 @@ namespace floorline::kernels {
 // runs on ("im2col + cblas_sgemm"), or why it is not mapped. No device needed.
 KindSupport openblas_support(LayerKind kind);
 
-// One planned case of the OpenBLAS backend.
-struct OpenblasCase {
-  // The base case's variant with its algorithm: "sgemm" (one GEMM; MatMul: the batch flattened
-  // into M), "sgemm_loop" (one GEMM per batch matrix), "im2col_sgemm"; math mode fp32, layout "".
-  CaseVariant variant;
-  bool is_default = false;            // the formulation a framework would use
-  std::optional<Disposition> status;  // nullopt: to be timed; unsupported when the plan decides
-  std::string reason;
-};
+// One planned case of the OpenBLAS backend (kernels::LibraryCase, shared by the library backends).
+// The base case's variant with its algorithm: "sgemm" (one GEMM; MatMul: the batch flattened
+// into M), "sgemm_loop" (one GEMM per batch matrix), "im2col_sgemm"; math mode fp32, layout "".
+using OpenblasCase = LibraryCase;
 
 // Every case of `base`. A problem OpenBLAS cannot run yields one case "none" with status
 // unsupported and the reason: other data types than f32, fused epilogues, 3-D convolutions,

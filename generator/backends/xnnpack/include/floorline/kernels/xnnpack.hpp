@@ -23,17 +23,11 @@ namespace floorline::kernels {
 // operator it runs on ("xnn_create_convolution2d_nhwc_f32"), or why it is not mapped. No device.
 KindSupport xnnpack_support(LayerKind kind);
 
-// One planned case of the XNNPACK backend.
-struct XnnpackCase {
-  // The base case's variant with its algorithm (the operator, "convolution2d_nhwc_f32"; a
-  // conversion "floorline-kernel:transpose"), math mode fp32 and layout ("nhwc", "" for the plain
-  // layout, or a conversion "src:nchw>nhwc").
-  CaseVariant variant;
-  std::string feeds;                  // a conversion: "layout:nhwc"
-  bool is_default = false;            // XNNPACK's one implementation of the config
-  std::optional<Disposition> status;  // nullopt: to be timed; unsupported when the plan decides
-  std::string reason;
-};
+// One planned case of the XNNPACK backend (kernels::LibraryCase, shared by the library backends).
+// The base case's variant with its algorithm (the operator, "convolution2d_nhwc_f32"; a
+// conversion "floorline-kernel:transpose"), math mode fp32 and layout ("nhwc", "" for the plain
+// layout, or a conversion "src:nchw>nhwc").
+using XnnpackCase = LibraryCase;
 
 // Every case of `base` (its problem, dtype and post-ops). XNNPACK offers one implementation per
 // configuration (it picks its micro-kernels for the CPU itself); NHWC cases come with their two

@@ -1,0 +1,82 @@
+// floorline/analyzer/runtime_layers.hpp — a real runtime against the bound, layer by layer (the
+// per-layer M; XSP's across-stack profiling).
+//
+// The reference runtime's profile (benchdb framework_layer_times: each runtime node with its
+// median time and the model's layers it computes, mapped by mp::read_onnxruntime_profile) is
+// set against the best cases: for each runtime node, its time against Σ t(v) over the cost-bearing
+// layers it computes (a fused node against the sum of its layers' best unfused cases; view
+// layers cost 0). A node faster than that sum is a **bound violation**: the runtime has an
+// implementation (or a fusion) that no measured case matches, which the validity rule of
+// DESIGN.md (S ≤ every runtime's latency) makes a bug to chase, not a finding. The nodes where the
+// runtime loses most (runtime − best, µs) say where the runtime leaves time on the table.
+// Nodes computing no layer (layout reorders) are runtime-only work; layers no node computes were
+// folded or removed by the runtime at load time.
+//
+// Which profile: of the rows for this model, batch and dtype on this kind of device (CPU: at the
+// measurements' thread count), the runtime, version and settings whose end-to-end latency
+// (framework_latencies) is fastest, i.e. the M of the report; without such a latency, the first.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "floorline/analyzer/analyzer.hpp"
+
+namespace floorline::analyzer {
+
+struct RuntimeNodeCompare {
+  int64_t order = 0;                     // execution order in the runtime
+  std::string node;                      // the runtime's node name
+  std::string op;                        // the runtime's op or kernel
+  std::vector<std::string> layers;       // every model layer it computes (view layers included)
+  std::vector<int> cost_layers;          // Layer::index of the cost-bearing ones among them
+  std::string kinds;                     // their kinds joined by '+' ("Conv+Relu"), "" when none
+  double runtime_us = 0;                 // median per run
+  std::optional<double> best_us;         // Σ t(v) of cost_layers; none when it has none or one is untimed
+  std::vector<std::string> best_cases;   // the cases of that sum (case names, in layer order)
+  std::optional<double> ratio() const {  // runtime / best
+    if (!best_us || *best_us <= 0) return std::nullopt;
+    return runtime_us / *best_us;
+  }
+  bool violation() const { return best_us && runtime_us < *best_us; }
+};
+
+struct RuntimeComparison {
+  std::string runtime, runtime_version, settings;
+  int64_t threads = 0;
+  std::vector<RuntimeNodeCompare> nodes;  // in execution order
+  double runtime_us = 0;                  // Σ over nodes
+  double compared_runtime_us = 0;         // Σ over nodes with a best_us
+  double compared_best_us = 0;            // Σ best_us over those nodes
+  double runtime_only_us = 0;             // Σ over nodes computing no layer (reorders)
+  int64_t layers_not_run = 0;             // cost-bearing layers no runtime node computes
+  std::vector<size_t> violations;  // indices into nodes: runtime < best, largest (best − runtime) first
+  std::vector<size_t> losses;      // indices into nodes: runtime > best, largest (runtime − best) first
+};
+
+// The comparison for one analyzed model, or none when no profile of it was imported
+// (costs.layer_times).
+std::optional<RuntimeComparison> compare_runtime_layers(const ModelBounds& bounds, const CostTable& costs);
+
+// The comparison with the profile of one runtime identity (runtime, version, settings, threads: a
+// framework_latencies row's), or none when that identity has no profile of this model, batch and
+// dtype. The validity check (validity.hpp) takes the layers responsible for a latency below S from it.
+std::optional<RuntimeComparison> compare_runtime_profile(const ModelBounds& bounds, const CostTable& costs,
+                                                         const std::string& runtime,
+                                                         const std::string& runtime_version,
+                                                         const std::string& settings, int64_t threads);
+
+// Report pieces (report.cpp and html.cpp call these for each model that has a comparison).
+// Table: a few lines, the top `top` violations and losses.
+std::string runtime_layers_table(const ModelBounds& bounds, const RuntimeComparison& c, size_t top);
+// JSON: the totals and every node ({"node", "op", "layers", "kinds", "runtime_us", "best_us",
+// "ratio", "best_cases", "violation"}), with "violations" and "losses" as node orders.
+nlohmann::json runtime_layers_json(const RuntimeComparison& c);
+// HTML: a <section> with the totals, every violation and the top losses, then every runtime node in
+// a <details> table.
+std::string runtime_layers_html(const ModelBounds& bounds, const RuntimeComparison& c);
+
+}  // namespace floorline::analyzer

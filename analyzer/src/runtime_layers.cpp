@@ -1,0 +1,278 @@
+// A real runtime against the bound, layer by layer (runtime_layers.hpp).
+#include "floorline/analyzer/runtime_layers.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "html_text.hpp"
+
+namespace floorline::analyzer {
+
+namespace {
+
+using Identity =
+    std::tuple<std::string, std::string, std::string, int64_t>;  // runtime, version, settings, threads
+
+Identity identity_of(const benchdb::FrameworkLayerTimeRow& r) {
+  return {r.runtime, r.runtime_version, r.settings, r.threads};
+}
+
+bool comparable(const CostTable& costs, int64_t threads) {
+  return costs.device_kind != "cpu" || threads <= 0 || threads == costs.threads;
+}
+
+std::string html_escape(const std::string& s) {
+  return html_text(s);
+}
+
+std::string us(double v) {
+  return v >= 1e4 ? fmt::format("{:.2f} ms", v / 1e3) : fmt::format("{:.1f} µs", v);
+}
+
+std::string opt_us(const std::optional<double>& v) {
+  return v ? us(*v) : std::string("–");
+}
+
+// "onednn/brg:avx512_core" from a case name: the library and implementation, the part a reader needs.
+std::string library_of(const std::string& case_name) {
+  const auto a = case_name.find('/');
+  if (a == std::string::npos) return case_name;
+  const auto b = case_name.find('/', a + 1);
+  return case_name.substr(0, b);
+}
+
+std::string libraries(const RuntimeNodeCompare& n) {
+  std::vector<std::string> out;
+  for (const auto& c : n.best_cases)
+    if (std::find(out.begin(), out.end(), library_of(c)) == out.end()) out.push_back(library_of(c));
+  std::string s;
+  for (const auto& l : out) s += (s.empty() ? "" : ", ") + l;
+  return s;
+}
+
+std::string layers_text(const RuntimeNodeCompare& n, size_t max = 4) {
+  std::string s;
+  for (size_t k = 0; k < n.layers.size() && k < max; ++k) s += (k ? ", " : "") + n.layers[k];
+  if (n.layers.size() > max) s += fmt::format(" (+{} more)", n.layers.size() - max);
+  return s;
+}
+
+}  // namespace
+
+namespace {
+
+using Profiles = std::map<Identity, std::vector<const benchdb::FrameworkLayerTimeRow*>>;
+
+// The profiles of this model, batch and dtype that compare with the measurements, by identity.
+Profiles profiles_of(const ModelBounds& b, const CostTable& costs) {
+  Profiles profiles;
+  for (const auto& r : costs.layer_times)
+    if (r.model_name == b.model && r.batch == b.batch && r.dtype == b.dtype && comparable(costs, r.threads))
+      profiles[identity_of(r)].push_back(&r);
+  return profiles;
+}
+
+RuntimeComparison compare_profile(const ModelBounds& b,
+                                  const std::vector<const benchdb::FrameworkLayerTimeRow*>* chosen);
+
+}  // namespace
+
+std::optional<RuntimeComparison> compare_runtime_layers(const ModelBounds& b, const CostTable& costs) {
+  // The profiles of this model: pick the identity whose end-to-end latency is M (the fastest).
+  const Profiles profiles = profiles_of(b, costs);
+  if (profiles.empty()) return std::nullopt;
+  const std::vector<const benchdb::FrameworkLayerTimeRow*>* chosen = &profiles.begin()->second;
+  std::optional<double> fastest;
+  for (const auto& f : costs.framework) {
+    if (f.model_name != b.model || f.batch != b.batch || f.dtype != b.dtype || !comparable(costs, f.threads))
+      continue;
+    const auto it = profiles.find({f.runtime, f.runtime_version, f.settings, f.threads});
+    if (it != profiles.end() && (!fastest || f.median_us < *fastest)) {
+      fastest = f.median_us;
+      chosen = &it->second;
+    }
+  }
+  return compare_profile(b, chosen);
+}
+
+std::optional<RuntimeComparison> compare_runtime_profile(const ModelBounds& b, const CostTable& costs,
+                                                         const std::string& runtime,
+                                                         const std::string& runtime_version,
+                                                         const std::string& settings, int64_t threads) {
+  const Profiles profiles = profiles_of(b, costs);
+  const auto it = profiles.find({runtime, runtime_version, settings, threads});
+  if (it == profiles.end()) return std::nullopt;
+  return compare_profile(b, &it->second);
+}
+
+namespace {
+
+RuntimeComparison compare_profile(const ModelBounds& b,
+                                  const std::vector<const benchdb::FrameworkLayerTimeRow*>* chosen) {
+  RuntimeComparison c;
+  const auto& first = *chosen->front();
+  std::tie(c.runtime, c.runtime_version, c.settings, c.threads) = identity_of(first);
+  std::unordered_map<std::string, const LayerCost*> by_name;
+  for (const auto& l : b.layers) by_name.emplace(l.name, &l);
+  std::set<int> computed;
+  auto rows = *chosen;
+  std::sort(rows.begin(), rows.end(), [](auto* x, auto* y) { return x->node_order < y->node_order; });
+  for (const auto* r : rows) {
+    RuntimeNodeCompare n;
+    n.order = r->node_order;
+    n.node = r->node_name;
+    n.op = r->op;
+    n.runtime_us = r->median_us;
+    const auto names = nlohmann::json::parse(r->layers, nullptr, false);
+    if (names.is_array())
+      for (const auto& x : names)
+        if (x.is_string()) n.layers.push_back(x.get<std::string>());
+    double best = 0;
+    bool timed = true;
+    for (const auto& name : n.layers) {
+      const auto it = by_name.find(name);
+      if (it == by_name.end()) continue;  // a view or host layer: costs 0
+      const LayerCost& l = *it->second;
+      n.cost_layers.push_back(l.index);
+      computed.insert(l.index);
+      n.kinds += (n.kinds.empty() ? "" : "+") + l.kind;
+      if (l.source == "none") timed = false;
+      best += l.us;
+      n.best_cases.push_back(l.best_case.empty() ? l.source : l.best_case);
+    }
+    if (!n.cost_layers.empty() && timed) n.best_us = best;
+    c.runtime_us += n.runtime_us;
+    if (n.layers.empty()) c.runtime_only_us += n.runtime_us;
+    if (n.best_us) {
+      c.compared_runtime_us += n.runtime_us;
+      c.compared_best_us += *n.best_us;
+    }
+    c.nodes.push_back(std::move(n));
+  }
+  for (const auto& l : b.layers)
+    if (!computed.count(l.index)) ++c.layers_not_run;
+  for (size_t k = 0; k < c.nodes.size(); ++k) {
+    const auto& n = c.nodes[k];
+    if (!n.best_us) continue;
+    if (n.runtime_us < *n.best_us) c.violations.push_back(k);
+    if (n.runtime_us > *n.best_us) c.losses.push_back(k);
+  }
+  std::stable_sort(c.violations.begin(), c.violations.end(), [&](size_t x, size_t y) {
+    return *c.nodes[x].best_us - c.nodes[x].runtime_us > *c.nodes[y].best_us - c.nodes[y].runtime_us;
+  });
+  std::stable_sort(c.losses.begin(), c.losses.end(), [&](size_t x, size_t y) {
+    return c.nodes[x].runtime_us - *c.nodes[x].best_us > c.nodes[y].runtime_us - *c.nodes[y].best_us;
+  });
+  return c;
+}
+
+}  // namespace
+
+std::string runtime_layers_table(const ModelBounds& b, const RuntimeComparison& c, size_t top) {
+  std::string out = fmt::format(
+      "  [runtime per layer] {} {} ({}, {} thread(s)): {} nodes, {:.1f} µs in nodes; where comparable {:.1f} "
+      "µs "
+      "vs best cases {:.1f} µs; {:.1f} µs runtime-only (reorders); {} layer(s) folded or removed\n",
+      c.runtime, c.runtime_version, c.settings, c.threads, c.nodes.size(), c.runtime_us,
+      c.compared_runtime_us, c.compared_best_us, c.runtime_only_us, c.layers_not_run);
+  (void)b;
+  auto line = [&](const RuntimeNodeCompare& n) {
+    return fmt::format("      {:>10.1f} µs vs {:>10.1f} µs ({:.2f}x)  {} [{}] {}: {}; best: {}\n",
+                       n.runtime_us, *n.best_us, *n.ratio(), n.node, n.op, n.kinds, layers_text(n),
+                       libraries(n));
+  };
+  out += fmt::format("    {} bound violation(s) (the runtime faster than the best cases){}\n",
+                     c.violations.size(), c.violations.empty() ? "" : ":");
+  for (size_t k = 0; k < c.violations.size() && k < top; ++k) out += line(c.nodes[c.violations[k]]);
+  if (!c.losses.empty()) out += "    where the runtime loses most:\n";
+  for (size_t k = 0; k < c.losses.size() && k < top; ++k) out += line(c.nodes[c.losses[k]]);
+  return out;
+}
+
+nlohmann::json runtime_layers_json(const RuntimeComparison& c) {
+  nlohmann::json nodes = nlohmann::json::array();
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  for (const auto& n : c.nodes)
+    nodes.push_back({{"order", n.order},
+                     {"node", n.node},
+                     {"op", n.op},
+                     {"layers", n.layers},
+                     {"kinds", n.kinds},
+                     {"runtime_us", n.runtime_us},
+                     {"best_us", opt(n.best_us)},
+                     {"ratio", opt(n.ratio())},
+                     {"best_cases", n.best_cases},
+                     {"violation", n.violation()}});
+  nlohmann::json v = nlohmann::json::array(), l = nlohmann::json::array();
+  for (auto k : c.violations) v.push_back(c.nodes[k].order);
+  for (auto k : c.losses) l.push_back(c.nodes[k].order);
+  return {{"runtime", c.runtime},
+          {"runtime_version", c.runtime_version},
+          {"settings", c.settings},
+          {"threads", c.threads},
+          {"runtime_us", c.runtime_us},
+          {"compared_runtime_us", c.compared_runtime_us},
+          {"compared_best_us", c.compared_best_us},
+          {"runtime_only_us", c.runtime_only_us},
+          {"layers_not_run", c.layers_not_run},
+          {"violations", v},
+          {"losses", l},
+          {"nodes", nodes}};
+}
+
+std::string runtime_layers_html(const ModelBounds& b, const RuntimeComparison& c) {
+  std::string s = fmt::format(
+      "<section class=\"runtime-layers\" id=\"runtime-{}-b{}\">\n<h3>{} (batch {}): {} {} per layer against "
+      "the "
+      "best cases</h3>\n<p>{} ({} thread(s)): {} runtime nodes, {} in nodes; where a node computes timed "
+      "layers, "
+      "{} against {} for their best cases ({}); {} in runtime-only nodes (layout reorders); {} layer(s) "
+      "folded "
+      "or removed by the runtime.</p>\n",
+      html_escape(b.model), b.batch, html_escape(b.model), b.batch, html_escape(c.runtime),
+      html_escape(c.runtime_version), html_escape(c.settings), c.threads, c.nodes.size(), us(c.runtime_us),
+      us(c.compared_runtime_us), us(c.compared_best_us),
+      c.compared_best_us > 0 ? fmt::format("{:.2f}x", c.compared_runtime_us / c.compared_best_us) : "–",
+      us(c.runtime_only_us), c.layers_not_run);
+  auto table = [&](const std::vector<size_t>& which, size_t max) {
+    std::string t =
+        "<table><tr><th>runtime node</th><th>runtime op</th><th>layers</th><th>kinds</th><th>runtime</th>"
+        "<th>best cases</th><th>runtime / best</th><th>best case library</th></tr>\n";
+    for (size_t k = 0; k < which.size() && k < max; ++k) {
+      const auto& n = c.nodes[which[k]];
+      t += fmt::format(
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></"
+          "tr>\n",
+          html_escape(n.node), html_escape(n.op), html_escape(layers_text(n)), html_escape(n.kinds),
+          us(n.runtime_us), opt_us(n.best_us), n.ratio() ? fmt::format("{:.2f}", *n.ratio()) : "–",
+          html_escape(libraries(n)));
+    }
+    return t + "</table>\n";
+  };
+  if (c.violations.empty()) {
+    s += "<p>No bound violation: no runtime node is faster than the best cases of its layers.</p>\n";
+  } else {
+    s += fmt::format(
+        "<p><b>{} bound violation(s)</b>: runtime nodes faster than the best measured cases of their layers "
+        "(an "
+        "implementation or fusion the benchmarks miss):</p>\n",
+        c.violations.size());
+    s += table(c.violations, c.violations.size());
+  }
+  if (!c.losses.empty()) {
+    s += "<p>Where the runtime loses most (runtime − best):</p>\n";
+    s += table(c.losses, 10);
+  }
+  std::vector<size_t> all(c.nodes.size());
+  for (size_t k = 0; k < all.size(); ++k) all[k] = k;
+  s += fmt::format("<details><summary>All {} runtime nodes</summary>\n{}</details>\n</section>\n",
+                   c.nodes.size(), table(all, all.size()));
+  return s;
+}
+
+}  // namespace floorline::analyzer

@@ -1,0 +1,130 @@
+// The measurement method's order, statistics and sentinel (measurement.hpp).
+#include "floorline/generator/measurement.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "floorline/common/statistics.hpp"
+
+namespace floorline::gen {
+
+std::vector<Visit> interleaved_order(size_t cases, int passes, size_t block) {
+  std::vector<Visit> out;
+  if (cases == 0 || passes <= 0) return out;
+  if (block == 0) block = cases;
+  out.reserve(cases * static_cast<size_t>(passes));
+  for (size_t first = 0; first < cases; first += block) {
+    const size_t last = std::min(cases, first + block);
+    for (int p = 0; p < passes; ++p)
+      for (size_t i = first; i < last; ++i) out.push_back({i, p});
+  }
+  return out;
+}
+
+CaseStatistics case_statistics(const std::vector<PassSamples>& passes) {
+  CaseStatistics s;
+  s.min_us = std::numeric_limits<double>::infinity();
+  bool any_clean = false;
+  for (const auto& p : passes) {
+    if (p.us.empty()) continue;
+    ++s.passes;
+    s.repetitions += p.us.size();
+    if (p.slowed)
+      ++s.slowed;
+    else
+      any_clean = true;
+    for (double v : p.us) s.min_us = std::min(s.min_us, v);
+  }
+  if (s.passes == 0) return CaseStatistics{};
+  // The best placement among the passes the sentinel did not find slowed (all, when every pass
+  // was): a slowed period says nothing about the kernel.
+  const Summary* best = nullptr;
+  std::vector<Summary> summaries;
+  summaries.reserve(passes.size());
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  for (const auto& p : passes) {
+    if (p.us.empty() || (any_clean && p.slowed)) continue;
+    summaries.push_back(summarize(p.us));
+    lo = std::min(lo, summaries.back().median);
+    hi = std::max(hi, summaries.back().median);
+  }
+  for (const auto& sm : summaries)
+    if (!best || sm.median < best->median) best = &sm;
+  s.median_us = best->median;
+  s.mean_us = best->mean;
+  s.stddev_us = best->stddev;
+  s.cv = best->mean > 0 ? best->stddev / best->mean : 0;
+  s.spread = lo > 0 ? hi / lo - 1 : 0;
+  std::vector<double> kept;
+  for (const auto& p : passes)
+    if (!(any_clean && p.slowed)) kept.insert(kept.end(), p.us.begin(), p.us.end());
+  std::sort(kept.begin(), kept.end());
+  kept.resize(std::max<size_t>(std::min<size_t>(2, kept.size()), (kept.size() + 1) / 2));
+  const Summary low = summarize(kept);
+  s.low_cv = low.n >= 2 && low.mean > 0 ? low.stddev / low.mean : 0;
+  return s;
+}
+
+std::string samples_json(const std::vector<PassSamples>& passes) {
+  std::string out = "[";
+  bool first_pass = true;
+  for (const auto& p : passes) {
+    if (p.us.empty()) continue;
+    out += first_pass ? "[" : ",[";
+    first_pass = false;
+    for (size_t i = 0; i < p.us.size(); ++i) out += fmt::format("{}{:.4g}", i ? "," : "", p.us[i]);
+    out += "]";
+  }
+  return out + "]";
+}
+
+bool SlowdownDetector::record(double seconds) {
+  ++readings_;
+  if (!(seconds > 0)) return false;
+  if (baseline_ <= 0 || seconds < baseline_) {
+    baseline_ = seconds;
+    return false;
+  }
+  const double ratio = seconds / baseline_;
+  worst_ = std::max(worst_, ratio);
+  if (ratio <= factor_) return false;
+  ++slowed_;
+  return true;
+}
+
+Sentinel::Sentinel() : n_(size_t{4} << 18) {  // 4 MiB of floats
+  data_ = std::make_unique<float[]>(n_);
+  // A fixed, normal-range pattern: no denormals, the same work in every process.
+  for (size_t i = 0; i < n_; ++i) data_[i] = 0.5f + static_cast<float>(i % 1021) / 2048.f;
+}
+
+double Sentinel::time() {
+  using clock = std::chrono::steady_clock;
+  double best = std::numeric_limits<double>::infinity();
+  for (int call = 0; call < 3; ++call) {
+    const auto t0 = clock::now();
+    // Four independent chains: memory and a little arithmetic, as the cases have.
+    float a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i + 3 < n_; i += 4) {
+      a = a * 0.999f + data_[i];
+      b = b * 0.999f + data_[i + 1];
+      c = c * 0.999f + data_[i + 2];
+      d = d * 0.999f + data_[i + 3];
+    }
+    sink_ = a + b + c + d;
+    best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  return best;
+}
+
+PlacementShift::PlacementShift(int pass) {
+  // Below the allocator's mmap threshold (it comes from the heap, where small buffers do) and not a
+  // multiple of the page size, so that addresses move within a page too.
+  if (pass > 0) spacer_.reset(new char[static_cast<size_t>(pass) * 4352 + 192]);
+}
+
+}  // namespace floorline::gen

@@ -1,0 +1,301 @@
+#!/usr/bin/env node
+// Floorline's reference runtime: times ONNX models end to end in ONNX Runtime (CPU) and, in a
+// separate pass, records ONNX Runtime's per-node profile. Writes the file that
+// `floorline db import --framework` reads, and one profile per model, batch and setting that
+// `floorline db import --framework-profile` reads.
+//
+//   node measure.js [options] MODEL.onnx...
+//     --batch 1,8          batch sizes (default 1)
+//     --threads N          intra-op threads, the benchmarks' thread count (default 1)
+//     --settings all,disabled
+//                          graph optimization levels to time (default both: "all" is what a user
+//                          gets, "disabled" runs the graph as exported, node by node)
+//     --min-time-ms 1000   timed runs go on until both this time and --min-runs are reached...
+//     --min-runs 10
+//     --max-time-ms 20000  ...or until this time has passed (after at least 3 runs)
+//     --warmup 3           untimed runs first (the first run allocates and packs weights)
+//     --profile-runs 5     runs of the profiling pass (its first run is left out by the importer)
+//     --profile-settings all
+//                          settings that get a profiling pass (default: the first of --settings)
+//     --no-profile         skip the profiling pass
+//     --names a,b          model names to record (default: each file's stem)
+//     --out FILE           the JSON written (default ort_latencies.json)
+//     --profile-dir DIR    where the profiles go (default: next to --out)
+//
+// Sessions: intra-op threads = --threads, inter-op threads 1, sequential execution, the CPU
+// execution provider, graph optimization level per setting. Inputs: fixed-seed values (floats
+// uniform in [-1, 1), integers and bools 0 or 1), the first dimension of each input set to the
+// batch size when it is symbolic (or when it is 1 and a larger batch is asked: Floorline
+// re-batches the same way); a model whose inputs have other symbolic dims, or a fixed batch dim
+// other than the one asked for, is skipped with a reason. Times are wall-clock per
+// session.run() (steady clock, process.hrtime), in microseconds.
+//
+// Output: {"framework_latencies": [rows], "profiles": [{model_name, batch, settings, file}],
+//          "skipped": [{model_name, batch, settings, reason}]}. A profile entry also names
+// the model file run ("model") and, for settings that optimize the graph, the optimized graph as
+// ONNX Runtime saved it ("graph": node names, ops, inputs and outputs; its weights are deleted):
+// the importer needs both to map each runtime node (fused ones included) to the model's nodes. Exit status 0 even when some
+// models are skipped or fail (they are listed); 2 on bad arguments or when onnxruntime-node is
+// not installed (`npm ci` here).
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+
+function usage(msg) {
+  process.stderr.write(`measure.js: ${msg}\n`);
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const o = {
+    batch: [1],
+    threads: 1,
+    settings: ['all', 'disabled'],
+    minTimeMs: 1000,
+    minRuns: 10,
+    maxTimeMs: 20000,
+    warmup: 3,
+    profileRuns: 5,
+    profile: true,
+    profileSettings: null,
+    names: null,
+    out: 'ort_latencies.json',
+    profileDir: null,
+    models: [],
+  };
+  for (let i = 0; i < argv.length; ++i) {
+    const a = argv[i];
+    const next = () => {
+      if (i + 1 >= argv.length) usage(`${a} needs a value`);
+      return argv[++i];
+    };
+    const int = (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0) usage(`${a} ${v}: not a non-negative integer`);
+      return n;
+    };
+    if (a === '--batch') o.batch = next().split(',').map(int);
+    else if (a === '--threads') o.threads = int(next());
+    else if (a === '--settings') o.settings = next().split(',');
+    else if (a === '--min-time-ms') o.minTimeMs = int(next());
+    else if (a === '--min-runs') o.minRuns = int(next());
+    else if (a === '--max-time-ms') o.maxTimeMs = int(next());
+    else if (a === '--warmup') o.warmup = int(next());
+    else if (a === '--profile-runs') o.profileRuns = int(next());
+    else if (a === '--no-profile') o.profile = false;
+    else if (a === '--profile-settings') o.profileSettings = next().split(',');
+    else if (a === '--names') o.names = next().split(',');
+    else if (a === '--out') o.out = next();
+    else if (a === '--profile-dir') o.profileDir = next();
+    else if (a.startsWith('--')) usage(`unknown option ${a}`);
+    else o.models.push(a);
+  }
+  if (o.models.length === 0) usage('no MODEL.onnx given');
+  if (o.names && o.names.length !== o.models.length) usage('--names must name every model');
+  for (const s of o.settings)
+    if (!['disabled', 'basic', 'extended', 'layout', 'all'].includes(s)) usage(`unknown setting ${s}`);
+  if (o.batch.some((b) => b < 1)) usage('batch sizes must be positive');
+  if (o.threads < 1) usage('--threads must be positive');
+  if (!o.profileSettings) o.profileSettings = o.settings.slice(0, 1);
+  if (!o.profileDir) o.profileDir = path.dirname(path.resolve(o.out));
+  return o;
+}
+
+// mulberry32: a small fixed-seed generator, the same values on every machine.
+function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// The feeds of a session at a batch size, or a reason why the model cannot take it.
+function makeFeeds(ort, session, batch) {
+  const feeds = {};
+  let k = 0;
+  for (const meta of session.inputMetadata) {
+    if (!meta.isTensor) return { reason: `input '${meta.name}' is not a tensor` };
+    const dims = meta.shape.map((d, i) => {
+      if (i === 0 && (typeof d === 'string' || d === 1 || d === -1)) return batch;
+      return d;
+    });
+    if (meta.shape.length > 0 && typeof meta.shape[0] === 'number' && meta.shape[0] > 1 && meta.shape[0] !== batch)
+      return { reason: `input '${meta.name}' has a fixed batch dim ${meta.shape[0]}` };
+    const sym = dims.find((d) => typeof d !== 'number' || d < 0);
+    if (sym !== undefined) return { reason: `input '${meta.name}' has a symbolic dim '${sym}' besides the batch` };
+    const n = dims.reduce((a, b) => a * b, 1);
+    const r = rng(1234 + 7919 * k++);
+    let data;
+    switch (meta.type) {
+      case 'float32':
+        data = Float32Array.from({ length: n }, () => 2 * r() - 1);
+        break;
+      case 'float64':
+        data = Float64Array.from({ length: n }, () => 2 * r() - 1);
+        break;
+      case 'int64':
+        data = BigInt64Array.from({ length: n }, () => BigInt(r() < 0.5 ? 0 : 1));
+        break;
+      case 'int32':
+        data = Int32Array.from({ length: n }, () => (r() < 0.5 ? 0 : 1));
+        break;
+      case 'bool':
+        data = Uint8Array.from({ length: n }, () => (r() < 0.5 ? 0 : 1));
+        break;
+      default:
+        return { reason: `input '${meta.name}' has type ${meta.type}, which the script does not generate` };
+    }
+    feeds[meta.name] = new ort.Tensor(meta.type, data, dims);
+  }
+  return { feeds };
+}
+
+function sessionOptions(threads, level, profilePrefix, optimizedPath) {
+  const o = {
+    executionProviders: ['cpu'],
+    intraOpNumThreads: threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: level,
+    logSeverityLevel: 3,
+  };
+  if (profilePrefix) {
+    o.enableProfiling = true;
+    o.profileFilePrefix = profilePrefix;
+  }
+  if (optimizedPath) {
+    // The weights go to a side file (deleted after): only the graph's structure is needed.
+    o.optimizedModelFilePath = optimizedPath;
+    o.extra = {
+      session: {
+        optimized_model_external_initializers_file_name: path.basename(optimizedPath) + '.data',
+        optimized_model_external_initializers_min_size_in_bytes: '64',
+      },
+    };
+  }
+  return o;
+}
+
+function stats(us) {
+  const s = [...us].sort((a, b) => a - b);
+  const n = s.length;
+  const median = n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+  const mean = s.reduce((a, b) => a + b, 0) / n;
+  const sd = Math.sqrt(s.reduce((a, b) => a + (b - mean) * (b - mean), 0) / Math.max(n - 1, 1));
+  return { median_us: median, min_us: s[0], max_us: s[n - 1], stddev_us: sd, repetitions: n };
+}
+
+async function timeRuns(session, feeds, o) {
+  for (let k = 0; k < o.warmup; ++k) await session.run(feeds);
+  const us = [];
+  const t0 = process.hrtime.bigint();
+  for (;;) {
+    const a = process.hrtime.bigint();
+    await session.run(feeds);
+    const b = process.hrtime.bigint();
+    us.push(Number(b - a) / 1e3);
+    const elapsedMs = Number(b - t0) / 1e6;
+    if (us.length >= o.minRuns && elapsedMs >= o.minTimeMs) break;
+    if (elapsedMs >= o.maxTimeMs && us.length >= Math.min(3, o.minRuns)) break;
+  }
+  return stats(us);
+}
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  let ort;
+  try {
+    ort = require('onnxruntime-node');
+  } catch (e) {
+    usage(`onnxruntime-node is not installed here (${__dirname}): run \`npm ci\` in it (scripts/install-deps does)`);
+  }
+  const version = require('onnxruntime-node/package.json').version;
+  fs.mkdirSync(o.profileDir, { recursive: true });
+  const result = { framework_latencies: [], profiles: [], skipped: [] };
+  const t_all = Date.now();
+  for (let m = 0; m < o.models.length; ++m) {
+    const file = o.models[m];
+    const name = o.names ? o.names[m] : path.basename(file, '.onnx');
+    for (const batch of o.batch) {
+      for (const level of o.settings) {
+        const settings = `graph_optimization=${level}`;
+        const t0 = Date.now();
+        try {
+          const session = await ort.InferenceSession.create(file, sessionOptions(o.threads, level));
+          const f = makeFeeds(ort, session, batch);
+          if (f.reason) {
+            result.skipped.push({ model_name: name, batch, settings, reason: f.reason });
+            process.stderr.write(`  ort ${name} b${batch} ${level}: skipped: ${f.reason}\n`);
+            await session.release();
+            break;
+          }
+          const s = await timeRuns(session, f.feeds, o);
+          await session.release();
+          result.framework_latencies.push({
+            model_name: name,
+            runtime: 'onnxruntime',
+            runtime_version: version,
+            device: 'cpu',
+            batch,
+            dtype: 'f32',
+            settings,
+            threads: o.threads,
+            ...s,
+          });
+          process.stderr.write(
+            `  ort ${name} b${batch} ${level}: median ${s.median_us.toFixed(1)} us over ${s.repetitions} runs ` +
+              `(${((Date.now() - t0) / 1000).toFixed(1)} s)\n`,
+          );
+          if (o.profile && o.profileSettings.includes(level)) {
+            const prefix = path.join(o.profileDir, `${name}_b${batch}_${level}`);
+            const graph = level === 'disabled' ? null : `${prefix}.optimized.onnx`;
+            const ps = await ort.InferenceSession.create(file, sessionOptions(o.threads, level, prefix, graph));
+            if (graph && fs.existsSync(graph + '.data')) fs.unlinkSync(graph + '.data');
+            for (let k = 0; k < o.profileRuns; ++k) await ps.run(f.feeds);
+            ps.endProfiling();
+            await ps.release();
+            // ONNX Runtime names the file PREFIX_<date>.json: keep the newest under a stable name.
+            const dir = path.dirname(prefix);
+            const base = path.basename(prefix) + '_';
+            const found = fs
+              .readdirSync(dir)
+              .filter((x) => x.startsWith(base) && x.endsWith('.json') && !x.endsWith('.profile.json'))
+              .map((x) => path.join(dir, x))
+              .sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs);
+            if (found.length > 0) {
+              const target = `${prefix}.profile.json`;
+              fs.renameSync(found[0], target);
+              for (const stale of found.slice(1)) fs.unlinkSync(stale);
+              result.profiles.push({
+                model_name: name,
+                batch,
+                settings,
+                threads: o.threads,
+                runtime_version: version,
+                profile: target,
+                graph: graph && fs.existsSync(graph) ? graph : null,
+                model: path.resolve(file),
+              });
+            }
+          }
+        } catch (e) {
+          const reason = String(e.message || e).split('\n')[0];
+          result.skipped.push({ model_name: name, batch, settings, reason });
+          process.stderr.write(`  ort ${name} b${batch} ${level}: failed: ${reason}\n`);
+        }
+      }
+    }
+  }
+  fs.writeFileSync(o.out, JSON.stringify(result, null, 1) + '\n');
+  process.stderr.write(
+    `onnxruntime ${version}: ${result.framework_latencies.length} latencies, ${result.profiles.length} profiles, ` +
+      `${result.skipped.length} skipped, ${((Date.now() - t_all) / 1000).toFixed(1)} s -> ${o.out}\n`,
+  );
+}
+
+main().catch((e) => usage(String(e.stack || e)));

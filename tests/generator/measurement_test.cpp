@@ -1,0 +1,145 @@
+// The measurement method (measurement.hpp): interleaving order, per-case statistics on real
+// repetitions, the sentinel's slowdown detection, and the runner re-measuring a slowed period.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/generator/measurement.hpp"
+#include "floorline/generator/runner.hpp"
+#include "kinds_model.hpp"
+
+namespace floorline::gen {
+namespace {
+
+TEST(Measurement, PassesAreInterleavedBlockByBlock) {
+  // 5 cases, 3 passes, blocks of 2: cases 0,1 in passes 0,1,2, then 2,3, then 4.
+  const std::vector<Visit> want = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {0, 2}, {1, 2}, {2, 0}, {3, 0},
+                                   {2, 1}, {3, 1}, {2, 2}, {3, 2}, {4, 0}, {4, 1}, {4, 2}};
+  EXPECT_EQ(interleaved_order(5, 3, 2), want);
+  // One block of all: every case once per pass, in plan order, pass after pass.
+  const auto all = interleaved_order(4, 2, 0);
+  ASSERT_EQ(all.size(), 8u);
+  for (size_t k = 0; k < all.size(); ++k) EXPECT_EQ(all[k], (Visit{k % 4, static_cast<int>(k / 4)}));
+  EXPECT_TRUE(interleaved_order(0, 3, 8).empty());
+  EXPECT_EQ(interleaved_order(3, 1, 8).size(), 3u);
+}
+
+// Repetition means (µs) of squeezenet1_1 cases timed by `floorline bench` on this project's loaded
+// 2-core machine, four passes each (issue 18): a neighbour taking the core makes repetitions
+// bimodal, 2.3x apart, within every pass.
+const std::vector<PassSamples> kBimodal = {{{106.8, 105.2, 243.6}, false},
+                                           {{104.4, 249.0, 106.8}, false},
+                                           {{109.3, 250.7, 105.8}, false},
+                                           {{105.8, 260.7, 105.8}, false}};
+
+TEST(Measurement, TheCaseTimeIsTheLowestRepetitionMeanAndTheMedianTheBestPlacements) {
+  const CaseStatistics s = case_statistics(kBimodal);
+  EXPECT_EQ(s.passes, 4);
+  EXPECT_EQ(s.repetitions, 12u);
+  EXPECT_EQ(s.slowed, 0);
+  EXPECT_DOUBLE_EQ(s.min_us, 104.4);
+  // The pass medians are 106.8, 106.8, 109.3 and 105.8: the last pass is the best placement.
+  EXPECT_DOUBLE_EQ(s.median_us, 105.8);
+  EXPECT_NEAR(s.spread, 109.3 / 105.8 - 1, 1e-12);
+  // The plain cv of the best pass is large (one repetition of three had the neighbour)...
+  EXPECT_GT(s.cv, 0.4);
+  // ...but the lowest half of the repetitions (104.4 .. 106.8) agree within 1%: not noisy.
+  EXPECT_LT(s.low_cv, 0.01);
+}
+
+TEST(Measurement, ASlowedPassIsLeftOutOfTheMedianButNotOfTheMinimum) {
+  // A 1x1 convolution of mobilenet_v2 (the issue's 157-167 µs case), a pass in a slowed period.
+  std::vector<PassSamples> p = {
+      {{163.0, 162.4, 164.1}, false}, {{151.2, 150.9, 170.2}, true}, {{157.3, 158.0, 157.6}, false}};
+  const CaseStatistics s = case_statistics(p);
+  EXPECT_EQ(s.slowed, 1);
+  EXPECT_DOUBLE_EQ(s.min_us, 150.9);     // slowness only adds time: the minimum stays
+  EXPECT_DOUBLE_EQ(s.median_us, 157.6);  // of the best pass not slowed
+  // Every pass slowed: they are all the case has.
+  for (auto& x : p) x.slowed = true;
+  EXPECT_DOUBLE_EQ(case_statistics(p).median_us, 151.2);
+  EXPECT_EQ(samples_json(p), "[[163,162.4,164.1],[151.2,150.9,170.2],[157.3,158,157.6]]");
+}
+
+TEST(Measurement, TheSentinelDetectsAnInjectedSlowdown) {
+  Sentinel sentinel;
+  SlowdownDetector d(1.15);
+  // Real sentinel readings set the baseline (the lowest of them): none is slowed against itself
+  // by more than the readings' own spread, which on any machine is far below 1.5x the lowest.
+  const double first = sentinel.time();
+  EXPECT_GT(first, 0);
+  EXPECT_FALSE(d.record(first));
+  const double base = std::min(first, sentinel.time());
+  d.record(base);
+  EXPECT_DOUBLE_EQ(d.baseline(), base);
+  // The injected slowdown: a period whose sentinel took twice the baseline.
+  EXPECT_TRUE(d.record(2 * base));
+  EXPECT_EQ(d.slowed_periods(), 1);
+  EXPECT_DOUBLE_EQ(d.worst_ratio(), 2.0);
+  EXPECT_FALSE(d.record(1.1 * base));  // within the factor
+  EXPECT_FALSE(d.record(0.5 * base));  // faster: a new baseline
+  EXPECT_DOUBLE_EQ(d.baseline(), 0.5 * base);
+  EXPECT_EQ(d.readings(), 5);
+}
+
+int64_t scalar(benchdb::Database& db, const std::string& sql) {
+  auto r = db.query(sql);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() && !r->rows.empty() ? std::get<int64_t>(r->rows[0][0]) : -1;
+}
+
+// The runner with an injected slowdown: the sentinel clock says the machine ran at half speed in
+// one period; the cases timed then are timed again (a fourth pass) and their rows say so.
+TEST(Measurement, TheRunnerTimesTheCasesOfASlowedPeriodAgain) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("floorline_method_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto models = mp::process_model_text(test::kKindsModel, "kinds.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  PlanOptions po;
+  po.max_impls = 1;
+  po.conversions = false;
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  Plan plan = make_plan(*models, backends, po);
+  // Six timed cases are enough: the others are left out of the plan.
+  std::vector<PlannedCase> kept;
+  for (auto& c : plan.cases)
+    if (!c.status && kept.size() < 6) kept.push_back(std::move(c));
+  plan.cases = std::move(kept);
+  ASSERT_EQ(plan.cases.size(), 6u);
+  {
+    auto db = benchdb::Database::open((dir / "m.db").string());
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    RunOptions ro;
+    ro.min_time = 0.0005;
+    ro.warmup_seconds = 0.0005;
+    ro.calibrate = false;
+    ro.noisy_cv = 10;          // only the sentinel decides re-measurements here
+    ro.sentinel_interval = 0;  // a reading before every visit
+    int reading = 0;
+    // Readings: one before the block, then one before each visit. The sixth, before the fifth
+    // case's first visit, says the period since the fifth reading (the fourth case's first visit)
+    // was slowed.
+    ro.sentinel_clock = [&reading] { return ++reading == 6 ? 2e-3 : 1e-3; };
+    auto s = run_plan(&*db, *models, plan, backends, ro);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(s->passed, 6);
+    EXPECT_EQ(s->sentinel_slowed, 1);
+    EXPECT_EQ(s->remeasured, 1);
+    EXPECT_EQ(scalar(*db,
+                     "SELECT count(*) FROM measurements WHERE slowed = 1 AND passes = 4 AND placements = 4 "
+                     "AND json_array_length(samples_us) = 4 AND repetitions = 12"),
+              1);
+    EXPECT_EQ(scalar(*db,
+                     "SELECT count(*) FROM measurements WHERE slowed = 0 AND passes = 3 AND "
+                     "json_array_length(samples_us) = 3 AND repetitions = 9 AND min_us <= median_us"),
+              5);
+    // Every repetition held at least min_iterations calls.
+    EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE iterations < repetitions * 2"), 0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace floorline::gen
