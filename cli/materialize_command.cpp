@@ -7,7 +7,7 @@
 
 #include "floorline/common/output.hpp"
 #include "floorline/model_processor/materialize.hpp"
-#include "floorline/model_processor/zoo.hpp"
+#include "validate.hpp"
 
 namespace floorline::cli {
 
@@ -22,7 +22,7 @@ struct MaterializeCmd {
 
 int run_materialize(const MaterializeCmd& o) {
   const bool color = use_color(stderr);
-  auto files = mp::find_models(o.models);
+  auto files = find_model_files(o.models);
   if (!files) {
     std::fprintf(stderr, "floorline materialize: %s\n", files.error().message.c_str());
     return 2;

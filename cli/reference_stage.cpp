@@ -7,14 +7,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "floorline/benchdb/framework_io.hpp"
+#include "floorline/common/input_file.hpp"
 #include "floorline/model_processor/materialize.hpp"
 #include "floorline/model_processor/runtime_profile.hpp"
 
@@ -55,8 +54,8 @@ bool on_path(const std::string& name) {
 }
 
 std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  auto text = read_input_file(p.string());
+  return text ? std::move(*text) : std::string();
 }
 
 }  // namespace
@@ -77,8 +76,9 @@ std::string reference_missing(const fs::path& dir) {
 }
 
 Result<ProfileImportSummary> import_framework_profiles(bd::Database& db, const std::string& path) {
-  const auto doc = nlohmann::json::parse(read_text(path), nullptr, false);
-  if (doc.is_discarded()) return make_error("{}: cannot read the file, or not valid JSON", path);
+  FL_ASSIGN_OR_RETURN(const std::string text, read_input_file(path));
+  const auto doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded()) return make_error("{}: not valid JSON", path);
   if (!doc.is_object() || !doc.contains("profiles") || !doc["profiles"].is_array())
     return make_error(
         "{}: expected an object with a \"profiles\" array (reference/onnxruntime/measure.js output)", path);

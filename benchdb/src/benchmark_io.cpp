@@ -13,9 +13,9 @@
 #include "database_impl.hpp"
 #include "floorline/benchdb/system.hpp"
 #include "floorline/common/benchmark_error.hpp"
+#include "floorline/common/input_file.hpp"
 #include "floorline/common/statistics.hpp"
 #include "floorline/model_processor/layer.hpp"
-#include "input_file.hpp"
 #include "schema_internal.hpp"
 
 namespace floorline::benchdb {

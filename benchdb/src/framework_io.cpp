@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "input_file.hpp"
+#include "floorline/common/input_file.hpp"
 
 namespace floorline::benchdb {
 

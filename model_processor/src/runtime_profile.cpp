@@ -4,8 +4,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -13,6 +12,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "floorline/common/input_file.hpp"
 
 namespace floorline::mp {
 
@@ -24,9 +25,8 @@ constexpr std::string_view kKernelSuffix = "_kernel_time";
 constexpr std::string_view kNchwcSuffix = "_nchwc";
 
 Result<onnx::GraphProto> read_graph(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("{}: cannot read the file", path.string());
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // 2 GiB: protobuf's own limit on one message.
+  FL_ASSIGN_OR_RETURN(const std::string bytes, read_input_file(path.string(), uint64_t{2} << 30));
   onnx::ModelProto m;
   if (!m.ParseFromString(bytes) || m.ir_version() <= 0 || !m.has_graph())
     return make_error("{}: not an ONNX model", path.string());
@@ -164,9 +164,8 @@ std::unordered_map<std::string, std::vector<int>> map_optimized(const ModelGraph
 Result<RuntimeProfile> read_onnxruntime_profile(const fs::path& profile, const fs::path& model,
                                                 const std::optional<fs::path>& optimized_graph) {
   const std::string where = profile.string();
-  std::ifstream in(profile, std::ios::binary);
-  if (!in) return make_error("{}: cannot read the file", where);
-  const auto doc = nlohmann::json::parse(in, nullptr, false);
+  FL_ASSIGN_OR_RETURN(const std::string text, read_input_file(where));
+  const auto doc = nlohmann::json::parse(text, nullptr, false);
   if (doc.is_discarded()) return make_error("{}: not valid JSON", where);
   if (!doc.is_array())
     return make_error("{}: not an ONNX Runtime profile (expected a JSON array of events)", where);

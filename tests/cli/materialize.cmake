@@ -26,3 +26,9 @@ run(1 ${FLOORLINE} materialize ${WORK_DIR}/copies/resnet18.onnx --out ${WORK_DIR
 if(NOT err MATCHES "copies/resnet18.onnx: nothing to materialize")
   message(FATAL_ERROR "materialize of a complete model:\n${err}")
 endif()
+# A folder with no model in it is a usage error, as for every command that takes models.
+file(MAKE_DIRECTORY ${WORK_DIR}/empty)
+run(2 ${FLOORLINE} materialize ${WORK_DIR}/empty --out ${WORK_DIR}/none)
+if(NOT err MATCHES "empty: no .onnx file in this folder")
+  message(FATAL_ERROR "materialize of an empty folder:\n${err}")
+endif()

@@ -150,6 +150,14 @@ TEST(RuntimeProfile, ErrorsNameTheFile) {
                                             kFixtures / "profiles.json", std::nullopt);
   ASSERT_FALSE(bad_model.ok());
   EXPECT_NE(bad_model.error().message.find("not an ONNX model"), std::string::npos);
+  // A device that never ends is refused before it is read, with the file named (not bad_alloc).
+  auto endless = read_onnxruntime_profile("/dev/zero", model, std::nullopt);
+  ASSERT_FALSE(endless.ok());
+  EXPECT_NE(endless.error().message.find("/dev/zero: not a regular file"), std::string::npos);
+  auto endless_model =
+      read_onnxruntime_profile(kFixtures / "resnet18_b1_all.profile.json", "/dev/zero", std::nullopt);
+  ASSERT_FALSE(endless_model.ok());
+  EXPECT_NE(endless_model.error().message.find("/dev/zero: not a regular file"), std::string::npos);
 }
 
 }  // namespace

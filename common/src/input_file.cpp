@@ -1,4 +1,4 @@
-#include "input_file.hpp"
+#include "floorline/common/input_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-namespace floorline::benchdb {
+namespace floorline {
 
 Result<std::string> read_input_file(const std::string& path, uint64_t max_bytes) {
   struct stat st {};
@@ -39,4 +39,4 @@ Result<std::string> read_input_file(const std::string& path, uint64_t max_bytes)
   return text;
 }
 
-}  // namespace floorline::benchdb
+}  // namespace floorline
