@@ -135,6 +135,29 @@ TEST(XnnpackKernels, ZooLayersMatchTheReference) {
                                     << ::testing::PrintToString(labels);
 }
 
+// regnet_y_400mf's squeeze-excitation convolutions read a 1×1-pixel input (x = 1x208x1x1,
+// w = 52x208x1x1, and the 440-channel one, with and without their Relu): these cases once threw
+// std::bad_alloc (the convolution builder read its weights through a reference a later operand's
+// allocation had left dangling). Every one builds and matches the reference.
+TEST(XnnpackKernels, OnePixelSqueezeExcitationConvolutionsMatchTheReference) {
+  REQUIRE_BUILT(FLOORLINE_TEST_XNNPACK, "xnnpack");
+  std::set<std::string> keys;
+  const auto labels = verify_cases(
+      *backend, zoo("regnet_y_400mf"),
+      [](const PlannedCase& c) {
+        const std::vector<int64_t>& x = c.spec.problem.inputs.at(0).shape;
+        return has_kind(c, {LayerKind::kConv}) && c.spec.feeds.empty() && x.size() == 4 && x[2] == 1 &&
+               x[3] == 1;
+      },
+      [&keys](const PlannedCase& c, const kernels::Kernel& k) {
+        keys.insert(c.spec.problem.key.substr(0, c.spec.problem.key.find("|pads")));
+        return xnnpack_label(c, k);
+      });
+  EXPECT_EQ(labels, (std::set<std::string>{"Conv", "Conv+Relu"}));
+  EXPECT_TRUE(keys.count("Conv|x=1x208x1x1|w=52x208x1x1|bias")) << ::testing::PrintToString(keys);
+  EXPECT_TRUE(keys.count("Conv|x=1x440x1x1|w=110x440x1x1|bias")) << ::testing::PrintToString(keys);
+}
+
 TEST(XnnpackPlan, Squeezenet11CasesAreNhwcWithTheirConversions) {
   REQUIRE_BUILT(FLOORLINE_TEST_XNNPACK, "xnnpack");
   const Plan plan = make_plan(zoo("squeezenet1_1"), {backend}, PlanOptions{});
