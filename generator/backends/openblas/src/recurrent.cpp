@@ -42,7 +42,9 @@ inline float rational_tanh(float x) {
 }
 
 // The activation in place over n values; σ(x) = (1 + tanh(x/2)) / 2 (2.4e-7 from 1/(1+e^-x) at most).
-void activate(Act a, float* v, int64_t n) {
+// Built for AVX-512, AVX2 and the baseline, chosen when the library loads (GCC function
+// multiversioning): the gate math of a step is then a few vector passes, as in ONNX Runtime's MLAS.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void activate(Act a, float* v, int64_t n) {
   switch (a) {
     case Act::kSigmoid:
       for (int64_t j = 0; j < n; ++j) v[j] = 0.5f + 0.5f * rational_tanh(0.5f * v[j]);
@@ -157,11 +159,15 @@ class RecurrentKernel final : public BlasKernel {
                  static_cast<int64_t>(sizeof(float));
     for (size_t k = 0; k < p_.outputs.size(); ++k) {
       const std::string& role = p_.outputs[k].role;
-      (role == "y" || role == "y0" ? y_ : role == "y1" ? yh_ : role == "y2" ? yc_ : other_) = static_cast<int>(k);
+      (role == "y" || role == "y0" ? y_
+       : role == "y1"              ? yh_
+       : role == "y2"              ? yc_
+                                   : other_) = static_cast<int>(k);
     }
     if (other_ >= 0) unsupported(fmt::format("output role {}", p_.outputs[other_].role));
-    impl_ = fmt::format("cblas_sgemm X·Wᵀ {}x{}x{} once, then {} steps × {} of cblas_sgemm H·Rᵀ {}x{}x{} and the gates",
-                        T_ * N_, D_ * GH, I_, T_, D_, N_, GH, H_);
+    impl_ = fmt::format(
+        "cblas_sgemm X·Wᵀ {}x{}x{} once, then {} steps × {} of cblas_sgemm H·Rᵀ {}x{}x{} and the gates",
+        T_ * N_, D_ * GH, I_, T_, D_, N_, GH, H_);
   }
 
   void run() override {
@@ -175,12 +181,14 @@ class RecurrentKernel final : public BlasKernel {
       float* c = lstm_ ? c_.data + d * N_ * H_ : nullptr;
       for (int64_t n = 0; n < N_; ++n) {
         if (h0_ >= 0)
-          std::memcpy(h + n * H_, in_[h0_].data + state_offset(d, n), sizeof(float) * static_cast<size_t>(H_));
+          std::memcpy(h + n * H_, in_[h0_].data + state_offset(d, n),
+                      sizeof(float) * static_cast<size_t>(H_));
         else
           std::fill_n(h + n * H_, H_, 0.f);
         if (!lstm_) continue;
         if (c0_ >= 0)
-          std::memcpy(c + n * H_, in_[c0_].data + state_offset(d, n), sizeof(float) * static_cast<size_t>(H_));
+          std::memcpy(c + n * H_, in_[c0_].data + state_offset(d, n),
+                      sizeof(float) * static_cast<size_t>(H_));
         else
           std::fill_n(c + n * H_, H_, 0.f);
       }
@@ -208,13 +216,16 @@ class RecurrentKernel final : public BlasKernel {
         }
         if (y_ >= 0)
           for (int64_t n = 0; n < N_; ++n)
-            std::memcpy(out_[y_].data + y_offset(t, d, n), h + n * H_, sizeof(float) * static_cast<size_t>(H_));
+            std::memcpy(out_[y_].data + y_offset(t, d, n), h + n * H_,
+                        sizeof(float) * static_cast<size_t>(H_));
       }
       for (int64_t n = 0; n < N_; ++n) {
         if (yh_ >= 0)
-          std::memcpy(out_[yh_].data + state_offset(d, n), h + n * H_, sizeof(float) * static_cast<size_t>(H_));
+          std::memcpy(out_[yh_].data + state_offset(d, n), h + n * H_,
+                      sizeof(float) * static_cast<size_t>(H_));
         if (yc_ >= 0 && lstm_)
-          std::memcpy(out_[yc_].data + state_offset(d, n), c + n * H_, sizeof(float) * static_cast<size_t>(H_));
+          std::memcpy(out_[yc_].data + state_offset(d, n), c + n * H_,
+                      sizeof(float) * static_cast<size_t>(H_));
       }
     }
   }
@@ -237,7 +248,8 @@ class RecurrentKernel final : public BlasKernel {
   // being [rows, H] row-major. cblas_sgemm at batch 1 too: OpenBLAS 0.3.21's SGEMM with M = 1 ran
   // lstm_lm's 35 steps of 1×1024×256 5-8% faster than cblas_sgemv on the same R (AMD EPYC,
   // Cooperlake kernels).
-  void recurrent_product(const float* h, const float* R, int64_t rows, float* y, int64_t ldy, float beta) const {
+  void recurrent_product(const float* h, const float* R, int64_t rows, float* y, int64_t ldy,
+                         float beta) const {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(N_), blas_int(rows), blas_int(H_), 1.f, h,
                 blas_int(H_), R, blas_int(H_), beta, y, blas_int(ldy));
   }
@@ -321,7 +333,8 @@ class RecurrentKernel final : public BlasKernel {
     }
   }
 
-  bool lstm_ = false, gru_ = false, batch_first_ = false, reverse_ = false, input_forget_ = false, lbr_ = false;
+  bool lstm_ = false, gru_ = false, batch_first_ = false, reverse_ = false, input_forget_ = false,
+       lbr_ = false;
   int64_t G_ = 1, T_ = 0, N_ = 0, I_ = 0, D_ = 1, H_ = 0;
   int xi_ = -1, wi_ = -1, ri_ = -1, bi_ = -1, pi_ = -1, h0_ = -1, c0_ = -1;
   int y_ = -1, yh_ = -1, yc_ = -1, other_ = -1;
