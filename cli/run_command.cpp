@@ -278,7 +278,9 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
   r->add_option("models", o->c.models, "ONNX files or folders (default: the embedded zoo, models/zoo)");
   r->add_option("--db", o->db, "Results database (default: OUT/floorline.db); an earlier run's is resumed");
   r->add_option("--backend", o->c.backend,
-                "auto (the GPU backend when a GPU is usable, else oneDNN) or a backend name");
+                "auto (the GPU backend when a GPU is usable, else every CPU backend that can run here: "
+                "oneDNN, XNNPACK, OpenBLAS as found at build time) or a comma-separated list: cuda, onednn, "
+                "xnnpack, openblas");
   r->add_option("--batch", o->c.batches, "Batch sizes, comma-separated (e.g. 1,8,32)")
       ->delimiter(',')
       ->check(int_in(1, kMaxBatch, "batch size"));

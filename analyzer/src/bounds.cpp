@@ -313,6 +313,11 @@ Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch
                          j.value("buffers_reused", int64_t{0}),
                          j.value("buffers", int64_t{0}) + j.value("buffers_reused", int64_t{0}));
   }
+  if (j.is_object() && j.contains("layer_times") && j["layer_times"].is_array())
+    for (const auto& l : j["layer_times"])
+      if (l.is_object())
+        r.layer_times.push_back(
+            {l.value("layer", ""), l.value("op", ""), l.value("replay_us", 0.0), l.value("case_us", 0.0)});
   return r;
 }
 
@@ -393,6 +398,7 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   b.replay_note = std::move(replay.note);
   b.replay_conversions_us = replay.conversions_us;
   b.replay_conversions = replay.conversions;
+  b.replay_layers = std::move(replay.layer_times);
   return b;
 }
 

@@ -82,6 +82,7 @@ struct Step {
   bool conversion = false;
   double alone_us = 0;
   const Backend* backend = nullptr;  // whose factory (or conversion) built the kernel
+  std::string layer, op;             // the layer's ONNX node name and op ("" for a conversion)
 };
 
 // A conversion between the ports of two cases, by the consumer's backend, else the producer's
@@ -257,7 +258,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           if (wired)
             converts.push_back({std::move(conv).value(),
                                 fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                true, 0, steps[layout.step].backend});
+                                true, 0, steps[layout.step].backend, "", ""});
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -308,7 +309,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       converted[key] = dest->data;
       steps.push_back({std::move(conv).value(),
                        fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0,
-                       own->first});
+                       own->first, "", ""});
       ++r.conversions;
     }
     if (adopted) {
@@ -322,7 +323,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++out;
       }
     }
-    steps.push_back({std::move(kernel), label, false, c->second.us, own->first});
+    steps.push_back({std::move(kernel), label, false, c->second.us, own->first, layer.name, layer.op_type});
     release(layer);
     r.cases_us += c->second.us;
     ++r.layers_replayed;
@@ -369,7 +370,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     for (size_t k = 0; k < steps.size(); ++k) {
       const double us = summarize(per_step[k]).min;
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
-      r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us});
+      r.steps.push_back(
+          {steps[k].label, steps[k].conversion, us, steps[k].alone_us, steps[k].layer, steps[k].op});
     }
   } catch (const std::exception& e) {
     return make_error("{} (batch {}): replay failed at {}: {}", model.name, model.batch,
@@ -392,7 +394,14 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
   row.stddev_us = r.stddev_us;
   row.repetitions = r.repetitions;
   row.measured_at = benchdb::utc_now();
-  // What the replay consisted of, for the analyzer (analyzer.hpp, ModelBounds::replay_*).
+  // What the replay consisted of, for the analyzer (analyzer.hpp, ModelBounds::replay_*), with each
+  // layer's time in the graph beside its case's time alone (the validity check names the layers
+  // faster in the graph than in S).
+  nlohmann::json layer_times = nlohmann::json::array();
+  for (const auto& s : r.steps)
+    if (!s.conversion)
+      layer_times.push_back(
+          {{"layer", s.layer}, {"op", s.op}, {"replay_us", s.in_graph_us}, {"case_us", s.alone_us}});
   row.makeup = nlohmann::json{{"layers", r.layers_replayed},
                               {"layers_us", r.layers_us},
                               {"cases_us", r.cases_us},
@@ -402,7 +411,8 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                               {"layers_missing", r.layers_missing},
                               {"operands_unwired", r.operands_unwired},
                               {"buffers", r.buffers},
-                              {"buffers_reused", r.buffers_reused}}
+                              {"buffers_reused", r.buffers_reused},
+                              {"layer_times", layer_times}}
                    .dump();
   return row;
 }

@@ -608,6 +608,74 @@ TEST(BoundCheck, LatenciesBelowSAreViolationsWithTheFasterRuntimeNodes) {
             "bound check: no framework latency or replay to compare with S (1 model/batch(es))");
 }
 
+// A replay below S names the layers whose time in the replayed graph is below their share of S
+// (their case's time alone), largest gap first; S = 10 + 20 + 5 + 7 = 42 µs, the replay 40 µs.
+TEST(BoundCheck, AReplayBelowSNamesTheLayersFasterInTheGraph) {
+  const auto m = process(kDiamond, "diamond");
+  TestDb t({m});
+  t.times(m, {{"Relu", 10}, {"Sigmoid", 20}, {"Tanh", 5}, {"Add", 7}});
+  auto times = [&](std::initializer_list<std::tuple<const char*, double, double>> l) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& [op, replay_us, case_us] : l)
+      a.push_back({{"layer", layer(m, op).name}, {"op", op}, {"replay_us", replay_us}, {"case_us", case_us}});
+    return a;
+  };
+  benchdb::ReplayRow rp;
+  rp.model_name = "diamond";
+  rp.system_id = t.system;
+  rp.median_us = 40;
+  rp.measured_at = "2026-11-23T10:00:00Z";
+  rp.makeup = nlohmann::json{{"layers", 4},
+                             {"conversions", 0},
+                             {"conversions_us", 0.0},
+                             {"layer_times", times({{"Relu", 6, 10},  // 4 below
+                                                    {"Sigmoid", 21, 20},
+                                                    {"Tanh", 4, 5},  // 1 below
+                                                    {"Add", 7, 7}})}}
+                  .dump();
+  TestDb::value(t.db.upsert_replay(rp));
+  auto report = build_report(t.db, {m}, std::nullopt);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  ASSERT_EQ(report->models[0].bound_check.violations.size(), 1u);
+  const BoundViolation& v = report->models[0].bound_check.violations[0];
+  EXPECT_TRUE(v.replay);
+  EXPECT_TRUE(v.profiled);
+  ASSERT_EQ(v.nodes.size(), 2u);
+  EXPECT_EQ(v.nodes[0].node, layer(m, "Relu").name);
+  EXPECT_EQ(v.nodes[0].layers, std::vector<std::string>{layer(m, "Relu").name});
+  EXPECT_EQ(v.nodes[0].op, "Relu");
+  EXPECT_EQ(v.nodes[0].kinds, "Relu");
+  EXPECT_DOUBLE_EQ(v.nodes[0].runtime_us, 6);
+  EXPECT_DOUBLE_EQ(v.nodes[0].best_us, 10);
+  ASSERT_EQ(v.nodes[0].best_cases.size(), 1u);
+  EXPECT_NE(v.nodes[0].best_cases[0].find("onednn/default"), std::string::npos);
+  EXPECT_EQ(v.nodes[1].node, layer(m, "Tanh").name);
+  EXPECT_DOUBLE_EQ(v.nodes_gap_us, 4 + 1);
+  const std::string table = format_table(*report, false, 3);
+  EXPECT_NE(table.find("6.0 µs vs best       10.0 µs (0.60x)  " + layer(m, "Relu").name + " [Relu] Relu"),
+            std::string::npos)
+      << table;
+  const auto json = nlohmann::json::parse(format_json(*report));
+  const auto& jv = json["bound_check"]["violations"][0];
+  EXPECT_EQ(jv["source"], "replay");
+  EXPECT_EQ(jv["nodes"].size(), 2u);
+  EXPECT_EQ(jv["nodes"][1]["runtime_us"], 4.0);
+  EXPECT_EQ(jv["nodes_gap_us"], 5.0);
+  EXPECT_NE(format_html(*report).find("<tr><td>" + layer(m, "Relu").name + "</td><td>Relu</td>"),
+            std::string::npos);
+
+  // A replay row without per-layer times (from before they were recorded) names none, and says so.
+  rp.makeup = R"({"layers":4,"conversions":0,"conversions_us":0})";
+  rp.measured_at = "2026-11-23T11:00:00Z";
+  TestDb::value(t.db.upsert_replay(rp));
+  auto old = build_report(t.db, {m}, std::nullopt);
+  ASSERT_TRUE(old.ok());
+  const BoundViolation& o = old->models[0].bound_check.violations.at(0);
+  EXPECT_FALSE(o.profiled);
+  EXPECT_TRUE(o.nodes.empty());
+  EXPECT_NE(format_table(*old, false, 3).find("the replay recorded no per-layer times"), std::string::npos);
+}
+
 // --- golden outputs ---------------------------------------------------------------------------
 
 std::string read(const std::filesystem::path& p) {

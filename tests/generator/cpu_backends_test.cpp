@@ -135,6 +135,29 @@ TEST(XnnpackKernels, ZooLayersMatchTheReference) {
                                     << ::testing::PrintToString(labels);
 }
 
+// regnet_y_400mf's squeeze-excitation convolutions read a 1×1-pixel input (x = 1x208x1x1,
+// w = 52x208x1x1, and the 440-channel one, with and without their Relu): these cases once threw
+// std::bad_alloc (the convolution builder read its weights through a reference a later operand's
+// allocation had left dangling). Every one builds and matches the reference.
+TEST(XnnpackKernels, OnePixelSqueezeExcitationConvolutionsMatchTheReference) {
+  REQUIRE_BUILT(FLOORLINE_TEST_XNNPACK, "xnnpack");
+  std::set<std::string> keys;
+  const auto labels = verify_cases(
+      *backend, zoo("regnet_y_400mf"),
+      [](const PlannedCase& c) {
+        const std::vector<int64_t>& x = c.spec.problem.inputs.at(0).shape;
+        return has_kind(c, {LayerKind::kConv}) && c.spec.feeds.empty() && x.size() == 4 && x[2] == 1 &&
+               x[3] == 1;
+      },
+      [&keys](const PlannedCase& c, const kernels::Kernel& k) {
+        keys.insert(c.spec.problem.key.substr(0, c.spec.problem.key.find("|pads")));
+        return xnnpack_label(c, k);
+      });
+  EXPECT_EQ(labels, (std::set<std::string>{"Conv", "Conv+Relu"}));
+  EXPECT_TRUE(keys.count("Conv|x=1x208x1x1|w=52x208x1x1|bias")) << ::testing::PrintToString(keys);
+  EXPECT_TRUE(keys.count("Conv|x=1x440x1x1|w=110x440x1x1|bias")) << ::testing::PrintToString(keys);
+}
+
 TEST(XnnpackPlan, Squeezenet11CasesAreNhwcWithTheirConversions) {
   REQUIRE_BUILT(FLOORLINE_TEST_XNNPACK, "xnnpack");
   const Plan plan = make_plan(zoo("squeezenet1_1"), {backend}, PlanOptions{});
@@ -201,6 +224,72 @@ TEST(OpenblasKernels, ZooLayersMatchTheReference) {
     labels.insert(l);
   EXPECT_EQ(labels, (std::set<std::string>{"Conv 1x1", "Conv im2col", "Conv grouped", "Gemm", "MatMul sgemm",
                                            "MatMul sgemm_loop"}));
+}
+
+// Recurrent layers as one input-projection GEMM over all time steps plus per-step recurrent
+// products and the gate math (the equivalent formulation ONNX Runtime runs): lstm_lm's two LSTM
+// layers and gru_kws's bidirectional GRU (linear_before_reset), against the reference.
+TEST(OpenblasKernels, RecurrentZooLayersMatchTheReference) {
+  REQUIRE_BUILT(FLOORLINE_TEST_OPENBLAS, "openblas");
+  std::set<std::string> labels, impls;
+  for (const char* m : {"lstm_lm", "gru_kws"})
+    for (const auto& l : verify_cases(
+             *backend, zoo(m),
+             [](const PlannedCase&c) {
+               return has_kind(c, {LayerKind::kLSTM, LayerKind::kGRU, LayerKind::kRNN});
+             },
+             [&impls](const PlannedCase&c, const kernels::Kernel&k) {
+               EXPECT_EQ(c.spec.variant.algorithm, "sgemm_standard");
+               EXPECT_TRUE(c.work.is_default);
+               impls.insert(k.implementation());
+               return openblas_label(c, k);
+             }))
+      labels.insert(l);
+  EXPECT_EQ(labels, (std::set<std::string>{"LSTM", "GRU"}));
+  // lstm_lm: width 256, 35 tokens, batch 1: one 35×1024×256 GEMM, then 35 products with R (1024×256).
+  EXPECT_TRUE(
+      impls.count("cblas_sgemm X·Wᵀ 35x1024x256 once, then 35 steps × 1 of cblas_sgemm H·Rᵀ 1x1024x256 "
+                  "and the gates"))
+      << ::testing::PrintToString(impls);
+}
+
+// Every form of the ONNX recurrent operators the formulation maps: initial states and Y_h/Y_c,
+// reverse and bidirectional, peepholes, GRU with and without linear_before_reset, RNN with Relu,
+// batch-first layout, batch 2 (per-step cblas_sgemm), clip and input_forget.
+TEST(OpenblasKernels, RecurrentFormsMatchTheReference) {
+  REQUIRE_BUILT(FLOORLINE_TEST_OPENBLAS, "openblas");
+  constexpr const char* kModel = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+rec (float[6,2,5] x, float[1,12,5] w, float[1,12,3] r, float[1,24] b, float[1,2,3] h0, float[1,2,3] c0,
+     float[2,12,5] w2, float[2,12,3] r2, float[2,24] b2, float[2,9] p2, float[2,2,3] h02,
+     float[1,9,5] gw, float[1,9,3] gr, float[1,18] gb, float[2,9,5] gw2, float[2,9,3] gr2, float[2,18] gb2,
+     float[1,3,5] rw, float[1,3,3] rr, float[1,6] rb, float[2,6,5] xb)
+    => (float y1, float yh1, float yc1, float y2, float y3, float yh3, float y4, float y5, float y6,
+        float y7, float y8, float y9, float y10)
+{
+  y1, yh1, yc1 = LSTM <hidden_size = 3> (x, w, r, b, , h0, c0)
+  y2 = LSTM <hidden_size = 3, direction = "reverse", clip = 0.5> (x, w, r)
+  y3, yh3 = LSTM <hidden_size = 3, direction = "bidirectional"> (x, w2, r2, b2, , h02, , p2)
+  y4 = GRU <hidden_size = 3, direction = "reverse"> (x, gw, gr, gb)
+  y5 = GRU <hidden_size = 3, linear_before_reset = 1, direction = "bidirectional"> (x, gw2, gr2, gb2)
+  y6 = RNN <hidden_size = 3> (x, rw, rr, rb)
+  y7 = RNN <hidden_size = 3, activations = ["Relu"]> (x, rw, rr, rb)
+  y8 = LSTM <hidden_size = 3, layout = 1> (xb, w, r, b)
+  y9 = GRU <hidden_size = 3, linear_before_reset = 1> (x, gw, gr)
+  y10 = LSTM <hidden_size = 3, input_forget = 1> (x, w, r, b)
+}
+)onnx";
+  auto m = mp::process_model_text(kModel, "rec.onnx", {});
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  int cases = 0;
+  const auto labels = verify_cases(
+      *backend, *m, [](const PlannedCase&) { return true; },
+      [&cases](const PlannedCase& c, const kernels::Kernel& k) {
+        ++cases;
+        return openblas_label(c, k);
+      });
+  EXPECT_EQ(labels, (std::set<std::string>{"LSTM", "GRU", "RNN"}));
+  EXPECT_EQ(cases, 10);
 }
 
 TEST(OpenblasPlan, MatMulWithTwoDWeightsIsOneGemmAndALoop) {

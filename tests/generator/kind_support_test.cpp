@@ -110,9 +110,10 @@ TEST(KindSupport, XnnpackAndOpenblasTablesSayWhatTheyMapAndWhy) {
     EXPECT_EQ(b->support(LayerKind::kConv).mapping, "im2col + cblas_sgemm per group (NCHW, 2-D)");
     EXPECT_TRUE(b->support(LayerKind::kMatMul).supported());
     EXPECT_EQ(b->support(LayerKind::kRelu).reason, "not mapped: OpenBLAS is a BLAS (matrix products only)");
+    EXPECT_TRUE(b->support(LayerKind::kLSTM).supported());  // input-projection GEMM + per-step products
     size_t mapped = 0;
     for (LayerKind k : compute_kinds()) mapped += b->support(k).supported() ? 1 : 0;
-    EXPECT_EQ(mapped, 3u);
+    EXPECT_EQ(mapped, 6u);  // Conv, Gemm, MatMul; LSTM, GRU, RNN
   }
 }
 

@@ -55,7 +55,10 @@ Result<std::vector<HostTensor>> recurrent(const Problem& p, const std::vector<Ho
                                              : std::vector<std::string>{"Tanh"};
   if (acts.empty())
     for (int64_t d = 0; d < D; ++d) acts.insert(acts.end(), one.begin(), one.end());
-  if (acts.size() == one.size() && D == 2) acts.insert(acts.end(), acts.begin(), acts.end());
+  if (acts.size() == one.size() && D == 2) {
+    const std::vector<std::string> first = acts;  // (inserting a vector's own range moves it first)
+    acts.insert(acts.end(), first.begin(), first.end());
+  }
   if (acts.size() == 2 * one.size() && D == 1) acts.resize(one.size());  // a list for two directions
   if (static_cast<int64_t>(acts.size()) != D * static_cast<int64_t>(one.size()))
     return make_error("{}: {} activations for {} direction(s)", p.op, acts.size(), D);

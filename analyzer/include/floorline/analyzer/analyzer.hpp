@@ -184,6 +184,14 @@ struct Branch {
   int64_t layers = 0;
 };
 
+// One layer of the replay: its time inside the replayed graph against its case's time alone.
+struct ReplayLayerTime {
+  std::string layer;     // ONNX node name
+  std::string op;        // ONNX op type
+  double replay_us = 0;  // lowest of the replay's profile passes, the call timed inside the graph (µs)
+  double case_us = 0;    // its chosen case's time alone: the layer's share of S (µs)
+};
+
 struct ModelBounds {
   std::string model;
   int64_t batch = 1;
@@ -202,7 +210,8 @@ struct ModelBounds {
   std::string replay_note;                      // how the replay was wired (layers, conversions, missing)
   std::optional<double> replay_conversions_us;  // time the replay spent in layout conversions
   int64_t replay_conversions = 0;
-  std::vector<FrameworkTime> framework;  // every imported framework latency
+  std::vector<ReplayLayerTime> replay_layers;  // per-layer replay times, when the replay recorded them
+  std::vector<FrameworkTime> framework;        // every imported framework latency
   std::vector<ReducedBound> reduced;
   std::vector<int> critical_path;  // Layer::index, source to sink (cost-bearing and view)
   std::vector<Branch> branches;    // off-critical-path work by fork, largest first

@@ -95,6 +95,7 @@ struct Replay {
   std::string note;                      // how it was wired (or the row's source text as is)
   std::optional<double> conversions_us;  // time spent in layout conversions, when recorded
   int64_t conversions = 0;
+  std::vector<ReplayLayerTime> layer_times;  // per replayed layer, when recorded (make-up layer_times)
 };
 // Not a bound: Floorline's replay of this model, batch and dtype on costs' system (costs.replays,
 // from the replays table). Its make-up is generator::replay_row's JSON, or plain text.

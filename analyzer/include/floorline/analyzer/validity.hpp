@@ -13,8 +13,11 @@
 // version, settings, threads), when one was imported (runtime_layers.hpp): every runtime node
 // faster than Σ t(v) of the layers it computes (a fused group against the sum of its layers' best
 // cases), largest gap first, with the runtime's op and the best cases (library/algorithm). A
-// framework without a profile (PyTorch) and the replay name no layers; the replay runs the best
-// cases themselves, so its violation says a case's time alone overstates its time in the graph.
+// framework without a profile (PyTorch) names no layers. The replay runs the best cases themselves,
+// so its violation says a case's time alone overstates its time in the graph: it names the layers
+// whose time in the replayed graph (ModelBounds::replay_layers, the replay's profile passes) is
+// below their share of S (their case's time alone), largest gap first, as ViolatingNodes whose
+// node is the layer, runtime_us its replay time and best_us its case's time.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +50,8 @@ struct BoundViolation {
   double latency_us = 0;  // the framework's median or the replay's (µs)
   double S_us = 0;
   bool S_complete = true;            // every layer of S has a time (ModelBounds::complete)
-  bool profiled = false;             // a per-layer profile of this identity was imported
+  bool profiled = false;             // a per-layer profile of this identity was imported (the replay:
+                                     // it recorded per-layer times)
   std::vector<ViolatingNode> nodes;  // largest best − runtime first; empty without a profile
   double nodes_gap_us = 0;           // Σ (best − runtime) over nodes
   double ratio() const { return S_us > 0 ? latency_us / S_us : 0; }

@@ -17,6 +17,10 @@ KindSupport openblas_support(LayerKind kind) {
           "cblas_sgemm (2-D weights: one GEMM over the flattened batch, or a loop); a loop of GEMMs when "
           "batched",
           {}};
+    case LayerKind::kLSTM:
+    case LayerKind::kGRU:
+    case LayerKind::kRNN:
+      return {"cblas_sgemm: X·Wᵀ of every time step in one GEMM, then per step H·Rᵀ and the gate math", {}};
     case LayerKind::kConvTranspose:
       return {{}, "not mapped: col2im deconvolution is not implemented over OpenBLAS"};
     case LayerKind::kBatchNormalization:
@@ -67,9 +71,6 @@ KindSupport openblas_support(LayerKind kind) {
     case LayerKind::kCumSum:
     case LayerKind::kArgMax:
     case LayerKind::kArgMin:
-    case LayerKind::kLSTM:
-    case LayerKind::kGRU:
-    case LayerKind::kRNN:
     case LayerKind::kSoftmax:
     case LayerKind::kLogSoftmax:
     case LayerKind::kMaxPool:
@@ -164,6 +165,14 @@ std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
       if (weights_2d) return {make("sgemm", true)};
       return {make("sgemm_loop", true)};
     }
+    case LayerKind::kLSTM:
+    case LayerKind::kGRU:
+    case LayerKind::kRNN:
+      // cuDNN's name for this formulation (CUDNN_RNN_ALGO_STANDARD): the input projection of all
+      // time steps as one GEMM, the recurrent products step by step.
+      if (p.input("sequence_lens"))
+        return {unsupported_case(base, "sequence_lens (per-sequence lengths) is not mapped")};
+      return {make("sgemm_standard", true)};
     default:
       break;
   }

@@ -61,20 +61,23 @@ void build_convolution(XnnKernel& k) {
   const auto pads = p.ints_attr("pads"), strides = p.ints_attr("strides"), dil = p.ints_attr("dil");
   const int64_t oc = w[0], gic = w[1], goc = oc / groups, kh = w[2], kw = w[3];
   const Clamp clamp = epilogue_clamp(p, false);
-  Tensor& in = k.add(k.in, x, true);
-  (void)in;
-  Tensor& weights = k.add_constant(w);
+  // Operands are read back through k.in by index, never through a reference that add() returned:
+  // the next add() may reallocate the vector (a reference kept across the bias's add() read freed
+  // memory, and on regnet_y_400mf's 1×1-pixel squeeze-excitation convolutions sized the packed
+  // weights from a garbage length: std::bad_alloc).
+  k.add(k.in, x, true);
+  k.add_constant(w);
   const bool has_bias = p.inputs.size() > 2;
   if (has_bias) k.add_constant(p.inputs[2].shape);
   k.add(k.out, y, true);
   // XNNPACK's weights: [groups][group output channels][kh][kw][group input channels].
-  std::vector<float> packed(weights.host.data.size());
+  const std::vector<float>& onnx_weights = k.in[1].host.data;
+  std::vector<float> packed(onnx_weights.size());
   for (int64_t o = 0; o < oc; ++o)
     for (int64_t i = 0; i < gic; ++i)
       for (int64_t r = 0; r < kh; ++r)
         for (int64_t s = 0; s < kw; ++s)
-          packed[sz(((o * kh + r) * kw + s) * gic + i)] =
-              weights.host.data[sz(((o * gic + i) * kh + r) * kw + s)];
+          packed[sz(((o * kh + r) * kw + s) * gic + i)] = onnx_weights[sz(((o * gic + i) * kh + r) * kw + s)];
   xnn_operator_t op = nullptr;
   check(xnn_create_convolution2d_nhwc_f32(
             u32(pads[0]), u32(pads[3]), u32(pads[2]), u32(pads[1]), u32(kh), u32(kw), u32(strides[0]),
@@ -114,8 +117,7 @@ void build_fully_connected(XnnKernel& k) {
   }
   const Clamp clamp = epilogue_clamp(p, !gemm);
   k.add(k.in, a, false);
-  Tensor& weights = k.add_constant(b);
-  (void)weights;
+  k.add_constant(b);
   const float* bias = nullptr;
   if (gemm && p.inputs.size() > 2) {
     const Shape& c = p.inputs[2].shape;

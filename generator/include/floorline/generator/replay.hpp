@@ -63,6 +63,8 @@ struct ReplayStep {
   bool conversion = false;
   double in_graph_us = 0;  // lowest over the profile passes
   double alone_us = 0;     // the case's own time as S takes it (0 for a conversion)
+  std::string layer;       // the layer's ONNX node name ("" for a conversion)
+  std::string op;          // its ONNX op type ("" for a conversion)
 };
 
 struct ReplayResult {
@@ -100,7 +102,9 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
 // The row that stores a replay (benchdb replays table): the system whose cases were replayed, the
 // run that did it (when there is one), the timing, and in `makeup` a JSON object of the replay's
 // make-up: layers, layers_us, cases_us, conversions, conversions_us, operands_shared,
-// layers_missing, operands_unwired, buffers, buffers_reused.
+// layers_missing, operands_unwired, buffers, buffers_reused, and layer_times: per replayed layer
+// {layer, op, replay_us (its lowest profile-pass time in the graph), case_us (its case's time, its
+// share of S)}, in pass order.
 benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::optional<int64_t> run_id,
                               const std::string& dtype);
 

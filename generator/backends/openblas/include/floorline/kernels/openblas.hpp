@@ -5,7 +5,11 @@
 // with 2-D weights as one GEMM over the flattened batch, and as a loop of GEMMs; batched operands
 // as a loop of GEMMs with NumPy broadcasting of the batch dimensions); Conv runs as im2col +
 // cblas_sgemm per group on NCHW (no layout change; the im2col copy is part of the timed call, and
-// a 1×1 stride-1 unpadded convolution needs none). f32 only. docs/BACKENDS.md has the mapping.
+// a 1×1 stride-1 unpadded convolution needs none). LSTM, GRU and RNN run as one input-projection
+// cblas_sgemm over every time step, then per step the recurrent product (cblas_sgemm) and the
+// gate math ("sgemm_standard"; shapes and gate order as ONNX stores them, [T, N, I] or
+// layout 1's [N, T, I]; its [T·N, D·G·H] projection and the states are the case's
+// workspace_bytes). f32 only. docs/BACKENDS.md has the mapping.
 #pragma once
 
 #include <memory>
@@ -24,12 +28,13 @@ KindSupport openblas_support(LayerKind kind);
 
 // One planned case of the OpenBLAS backend (kernels::LibraryCase, shared by the library backends).
 // The base case's variant with its algorithm: "sgemm" (one GEMM; MatMul: the batch flattened
-// into M), "sgemm_loop" (one GEMM per batch matrix), "im2col_sgemm"; math mode fp32, layout "".
+// into M), "sgemm_loop" (one GEMM per batch matrix), "im2col_sgemm", "sgemm_standard" (LSTM, GRU,
+// RNN); math mode fp32, layout "".
 using OpenblasCase = LibraryCase;
 
 // Every case of `base`. A problem OpenBLAS cannot run yields one case "none" with status
 // unsupported and the reason: other data types than f32, fused epilogues, 3-D convolutions,
-// MatMul with a 1-D operand.
+// MatMul with a 1-D operand, a recurrent layer with sequence_lens.
 std::vector<OpenblasCase> openblas_cases(const CaseSpec& base);
 
 // Builds an OpenBLAS case (a KernelFactory): tensors allocated and filled with random values,
