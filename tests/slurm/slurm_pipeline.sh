@@ -39,7 +39,7 @@ diagnose() {
   scontrol show job "$array" 2>&1
   scontrol show job "$merge" 2>&1
   echo "--- slurmctld.log, slurmd.log: jobs, requeues, launches, dependencies, errors"
-  grep -hE "JobId=($array|$merge)[_( ]|Requeu|requeue|[Ll]aunch|revoked|killed|[Dd]ependency|error" \
+  grep -hE "JobId=($array|$merge)[_( ]|\[[0-9]+\.batch\]|Requeu|requeue|[Ll]aunch|revoked|killed|non-startable|[Dd]ependency" \
     "$T/log/slurmctld.log" "$T/log/slurmd.log" 2>/dev/null | sort | tail -n 80
   echo "--- shard and merge logs"
   tail -n 8 "$results"/logs/*.log 2>/dev/null
