@@ -122,6 +122,21 @@ google::protobuf::ArenaOptions arena_options() {
   return o;
 }
 
+// The same, starting in a block that the thread keeps for the next arena of `slot` (one arena of a
+// slot alive at a time): a zoo's short-lived working copies reuse the same 8 MiB instead of
+// allocating, faulting in and freeing theirs for every model.
+enum class ArenaSlot { kInference, kFingerprint };
+google::protobuf::ArenaOptions reused_arena_options(ArenaSlot slot) {
+  constexpr size_t kSize = size_t{8} << 20;
+  thread_local std::unique_ptr<char[]> blocks[2];  // not zeroed: pages are touched as they are used
+  auto& block = blocks[static_cast<int>(slot)];
+  if (!block) block.reset(new char[kSize]);
+  auto o = arena_options();
+  o.initial_block = block.get();
+  o.initial_block_size = kSize;
+  return o;
+}
+
 // A parsed, validated model with its large initializer payloads dropped.
 struct Loaded {
   std::string name;
@@ -459,7 +474,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
   std::vector<bool> evaluated(node_count, false);
 
   // The working copies of the model live on one arena, freed at once at the end (as Loaded::model).
-  google::protobuf::Arena arena(arena_options());
+  google::protobuf::Arena arena(reused_arena_options(ArenaSlot::kInference));
   // The model at this batch size. Built again only for a second whole-graph round (rare): a copy of
   // a large graph costs about as much as ONNX's inference of it.
   auto batched = [&] {
@@ -932,7 +947,8 @@ std::vector<Result<Inference>> infer_all(const Loaded& L, const ProcessOptions& 
 Status submit_inference(const Loaded& L, const ProcessOptions& opts) {
   // One worker serves every model of the process (docs/SECURITY.md): the schema registry (all of
   // ONNX's ops) is built here before the first fork, so that no worker builds and discards it.
-  (void)onnx::OpSchemaRegistry::Instance();
+  // (Instance() alone does not build it: the first lookup does.)
+  (void)onnx::OpSchemaRegistry::Schema("Identity", 1, "");
   return inference_worker().submit(encode_request(L, opts, inference_batches(opts.batches)),
                                    IsolationLimits{opts.inference_timeout_s, opts.inference_memory_mib});
 }
@@ -1235,7 +1251,7 @@ class IrBuilder {
 // names, types and dims of initializers, but none of their values, so two exports of one
 // architecture with different random weights match, and any change to the work does not.
 std::string graph_fingerprint(const onnx::GraphProto& g) {
-  google::protobuf::Arena arena(arena_options());  // freed at once (Loaded::model)
+  google::protobuf::Arena arena(reused_arena_options(ArenaSlot::kFingerprint));  // freed at once
   onnx::GraphProto& copy = *google::protobuf::Arena::CreateMessage<onnx::GraphProto>(&arena);
   copy.CopyFrom(g);
   copy.clear_doc_string();
