@@ -860,7 +860,12 @@ std::string encode_request(const Loaded& L, const ProcessOptions& opts, const st
   encode_i64(opts.max_detections, out);
   encode_i64(static_cast<int64_t>(batches.size()), out);
   for (int64_t b : batches) encode_i64(b, out);
-  encode_string(L.model->SerializeAsString(), out);
+  // encode_string(model bytes), serialized in place: the length is written once they are known.
+  const size_t at = out.size();
+  encode_i64(0, out);
+  L.model->AppendToString(&out);
+  const auto size = static_cast<int64_t>(out.size() - at - 8);
+  std::memcpy(out.data() + at, &size, 8);
   return out;
 }
 
