@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/defs/parser.h>
@@ -112,13 +114,39 @@ bool default_domain(const std::string& d) {
   return d.empty() || d == "ai.onnx";
 }
 
+// Blocks of 64 KiB growing to 4 MiB: a few dozen allocations for the largest zoo graph.
+google::protobuf::ArenaOptions arena_options() {
+  google::protobuf::ArenaOptions o;
+  o.start_block_size = size_t{64} << 10;
+  o.max_block_size = size_t{4} << 20;
+  return o;
+}
+
+// The same, starting in a block that the thread keeps for the next arena of `slot` (one arena of a
+// slot alive at a time): a zoo's short-lived working copies reuse the same 8 MiB instead of
+// allocating, faulting in and freeing theirs for every model.
+enum class ArenaSlot { kInference, kFingerprint };
+google::protobuf::ArenaOptions reused_arena_options(ArenaSlot slot) {
+  constexpr size_t kSize = size_t{8} << 20;
+  thread_local std::unique_ptr<char[]> blocks[2];  // not zeroed: pages are touched as they are used
+  auto& block = blocks[static_cast<int>(slot)];
+  if (!block) block.reset(new char[kSize]);
+  auto o = arena_options();
+  o.initial_block = block.get();
+  o.initial_block_size = kSize;
+  return o;
+}
+
 // A parsed, validated model with its large initializer payloads dropped.
 struct Loaded {
   std::string name;
   std::filesystem::path path;
   // Where external data files may be read from (the model's folder), and how much was read.
   mutable ExternalDataScope external;
-  onnx::ModelProto model;
+  // The model lives on its own arena, freed at once with it: a large graph freed message by
+  // message (and glibc consolidating the freed chunks) cost about as much as parsing it.
+  std::unique_ptr<google::protobuf::Arena> arena = std::make_unique<google::protobuf::Arena>(arena_options());
+  onnx::ModelProto* model = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(arena.get());
   int64_t opset = 0;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers;
   std::vector<std::string> warnings;
@@ -317,7 +345,7 @@ int64_t tensor_numel(const onnx::TensorProto& t) {
 }
 
 Status validate_and_prepare(Loaded& L, int64_t max_elements) {
-  auto& m = L.model;
+  auto& m = *L.model;
   if (m.ir_version() <= 0)
     return make_error("not an ONNX model: ir_version is {} (empty or non-ONNX data parses as an empty model)",
                       m.ir_version());
@@ -389,13 +417,15 @@ Result<Loaded> load_file(const std::filesystem::path& path, const ProcessOptions
   L.external.dir = path.has_parent_path() ? path.parent_path().string() : ".";
   FL_ASSIGN_OR_RETURN(auto file, FileReader::open(path));
   if (file.size() == 0) return make_error("empty file");
-  // Weight payloads above 64 KiB are never read (shape constants are far smaller).
-  const auto skimmed = skim_model(file, size_t{64} << 10);
+  // Payloads above 32 KiB (4096 elements of 8 bytes) are never read: shape constants are far
+  // smaller, and an external tensor's value is read up to the same 4096 elements
+  // (validate_and_prepare). On the full-weight zoo this leaves 6 MB of payloads to copy, not 19.
+  const auto skimmed = skim_model(file, size_t{32} << 10);
   if (!skimmed)
     return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
   if (skimmed->size() > static_cast<size_t>(INT32_MAX))
     return make_error("model structure is {} bytes; protobuf messages are limited to 2 GiB", skimmed->size());
-  if (!L.model.ParseFromString(*skimmed))
+  if (!L.model->ParseFromString(*skimmed))
     return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
   FL_TRY(validate_and_prepare(L, opts.max_folded_elements));
   return L;
@@ -440,15 +470,19 @@ std::string clean_onnx_message(std::string msg) {
 Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOptions& opts) {
   Inference inf;
   inf.batch = batch;
-  const auto& graph = L.model.graph();
+  const auto& graph = L.model->graph();
   const int node_count = graph.node_size();
   inf.folded.assign(node_count, false);
   std::vector<bool> evaluated(node_count, false);
 
+  // The working copies of the model live on one arena, freed at once at the end (as Loaded::model).
+  google::protobuf::Arena arena(reused_arena_options(ArenaSlot::kInference));
   // The model at this batch size. Built again only for a second whole-graph round (rare): a copy of
   // a large graph costs about as much as ONNX's inference of it.
   auto batched = [&] {
-    onnx::ModelProto m = L.model;
+    onnx::ModelProto* copy = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
+    copy->CopyFrom(*L.model);
+    onnx::ModelProto& m = *copy;
     auto* bg = m.mutable_graph();
     for (auto& in : *bg->mutable_input()) {
       if (L.initializers.count(in.name())) continue;  // IR < 4 lists initializers as inputs
@@ -460,7 +494,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
     for (auto& out : *bg->mutable_output())
       if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
     bg->clear_value_info();
-    return m;
+    return copy;
   };
   for (const auto& t : graph.initializer()) inf.constant.insert(t.name());
 
@@ -481,11 +515,11 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
   };
 
   const auto* registry = onnx::OpSchemaRegistry::Instance();
-  onnx::ModelProto work = batched();
+  onnx::ModelProto* work = batched();
   int64_t folded_total = 0;
   for (int iteration = 0; iteration < 200; ++iteration) {
     try {
-      onnx::shape_inference::InferShapes(work, registry, onnx::ShapeInferenceOptions(false, 1, true));
+      onnx::shape_inference::InferShapes(*work, registry, onnx::ShapeInferenceOptions(false, 1, true));
     } catch (const std::bad_alloc&) {
       throw;  // the memory budget of the isolated child: reported by the parent
     } catch (const std::exception& e) {
@@ -495,32 +529,51 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
                           L.unreadable_external.front());
       return make_error("shape inference failed at batch {}: {}", batch, msg);
     }
-    FL_TRY(check_inferred_dims(graph, work.graph()));
+    FL_TRY(check_inferred_dims(graph, work->graph()));
     inf.shapes.clear();
-    collect_shapes(work.graph(), inf.shapes);
+    collect_shapes(work->graph(), inf.shapes);
 
     // One topological sweep: fold what is constant; for the rest run the node's own ONNX inference
     // function on the types known so far, so that a Shape further down folds in this same sweep
     // instead of waiting for another whole-graph round.
+    // The types ONNX's per-node functions see. An entry is made from inf.shapes when a node that is
+    // typed first reads it (most tensors are never read: see `typed` below), and replaced when the
+    // sweep types, folds or assumes the tensor.
     std::unordered_map<std::string, onnx::TypeProto> types;
     std::unordered_map<std::string, onnx::TypeProto*> type_ptrs;
     std::unordered_map<std::string, onnx::TensorProto> data;
     std::unordered_map<std::string, const onnx::TensorProto*> data_ptrs;
-    for (const auto& [name, info] : inf.shapes) {
-      if (info.dtype == DataType::kUndefined) continue;
+    auto type_of = [&](const std::string& name) -> const onnx::TypeProto* {
+      if (auto it = type_ptrs.find(name); it != type_ptrs.end()) return it->second;
+      auto s = inf.shapes.find(name);
+      if (s == inf.shapes.end() || s->second.dtype == DataType::kUndefined) return nullptr;
       auto& t = types[name];
       auto* tt = t.mutable_tensor_type();
-      tt->set_elem_type(static_cast<int32_t>(info.dtype));
-      if (info.shape) {
+      tt->set_elem_type(static_cast<int32_t>(s->second.dtype));
+      if (s->second.shape) {
         auto* shape = tt->mutable_shape();
-        for (int64_t d : *info.shape) {
+        for (int64_t d : *s->second.shape) {
           auto* dim = shape->add_dim();
           if (d >= 0) dim->set_dim_value(d);
         }
       }
       type_ptrs[name] = &t;
-    }
-    for (const auto& t : work.graph().initializer()) data_ptrs[t.name()] = &t;
+      return &t;
+    };
+    // Whether every output of the node already has a type and fully known dims: then the node's own
+    // inference function could only find them again (the whole-graph round typed it), and the sweep
+    // passes it by.
+    auto typed = [&](const onnx::NodeProto& n) {
+      for (const auto& name : n.output()) {
+        if (name.empty()) continue;
+        auto it = inf.shapes.find(name);
+        if (it == inf.shapes.end() || it->second.dtype == DataType::kUndefined || !it->second.shape ||
+            !shape_known(*it->second.shape))
+          return false;
+      }
+      return true;
+    };
+    for (const auto& t : work->graph().initializer()) data_ptrs[t.name()] = &t;
     auto set_shape = [&](const std::string& name, DataType dtype, const std::optional<Shape>& shape) {
       auto& slot = inf.shapes[name];
       slot.dtype = dtype;
@@ -561,6 +614,8 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
       // Types the node's outputs with ONNX's own inference function for this op, on the types
       // known so far.
       auto type_node = [&](const onnx::NodeProto& target) {
+        if (typed(target)) return;
+        for (const auto& name : target.input()) type_of(name);
         const auto* schema = registry->GetSchema(target.op_type(), static_cast<int>(L.opset), "");
         if (!schema || !schema->has_type_and_shape_inference_function()) {
           complete = false;
@@ -653,12 +708,13 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
           for (const auto& a : node.attribute()) {
             if (a.name() != branch || !a.has_g()) continue;
             for (int k = 0; k < node.output_size() && k < a.g().output_size(); ++k) {
-              auto it = types.find(a.g().output(k).name());
-              if (it == types.end() || node.output(k).empty()) continue;
-              types[node.output(k)] = it->second;
+              const onnx::TypeProto* branch_type = type_of(a.g().output(k).name());
+              if (!branch_type || node.output(k).empty()) continue;
+              const onnx::TypeProto copy = *branch_type;
+              types[node.output(k)] = copy;
               type_ptrs[node.output(k)] = &types[node.output(k)];
               ShapeInfo info;
-              read_type(it->second, info);
+              read_type(copy, info);
               if (info.shape) set_shape(node.output(k), info.dtype, info.shape);
             }
           }
@@ -739,7 +795,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
 
     // Feed the folded values back as initializers and infer again: shapes that hung on them resolve.
     work = batched();
-    auto* wg = work.mutable_graph();
+    auto* wg = work->mutable_graph();
     wg->clear_node();
     for (int idx = 0; idx < node_count; ++idx)
       if (!evaluated[idx]) *wg->add_node() = graph.node(idx);
@@ -804,7 +860,12 @@ std::string encode_request(const Loaded& L, const ProcessOptions& opts, const st
   encode_i64(opts.max_detections, out);
   encode_i64(static_cast<int64_t>(batches.size()), out);
   for (int64_t b : batches) encode_i64(b, out);
-  encode_string(L.model.SerializeAsString(), out);
+  // encode_string(model bytes), serialized in place: the length is written once they are known.
+  const size_t at = out.size();
+  encode_i64(0, out);
+  L.model->AppendToString(&out);
+  const auto size = static_cast<int64_t>(out.size() - at - 8);
+  std::memcpy(out.data() + at, &size, 8);
   return out;
 }
 
@@ -841,8 +902,8 @@ void serve_inference(std::string_view request, const std::function<bool(const st
     batches.push_back(*b);
   }
   auto model = in.string();
-  if (!model || !L.model.ParseFromString(*model)) return;
-  for (const auto& t : L.model.graph().initializer()) L.initializers[t.name()] = &t;
+  if (!model || !L.model->ParseFromString(*model)) return;
+  for (const auto& t : L.model->graph().initializer()) L.initializers[t.name()] = &t;
   for (int64_t b : batches) {
     std::string record;
     auto r = infer_at_batch(L, b, opts);
@@ -893,7 +954,8 @@ std::vector<Result<Inference>> infer_all(const Loaded& L, const ProcessOptions& 
 Status submit_inference(const Loaded& L, const ProcessOptions& opts) {
   // One worker serves every model of the process (docs/SECURITY.md): the schema registry (all of
   // ONNX's ops) is built here before the first fork, so that no worker builds and discards it.
-  (void)onnx::OpSchemaRegistry::Instance();
+  // (Instance() alone does not build it: the first lookup does.)
+  (void)onnx::OpSchemaRegistry::Schema("Identity", 1, "");
   return inference_worker().submit(encode_request(L, opts, inference_batches(opts.batches)),
                                    IsolationLimits{opts.inference_timeout_s, opts.inference_memory_mib});
 }
@@ -949,7 +1011,7 @@ std::vector<Result<Inference>> collect_inference(const ProcessOptions& opts) {
 
 // After re-batching, a tensor must either not depend on the batch or carry it in exactly one dim.
 Status check_rebatch(const Loaded& L, const Inference& ref, const Inference& inf) {
-  const auto& graph = L.model.graph();
+  const auto& graph = L.model->graph();
   for (int idx = 0; idx < graph.node_size(); ++idx) {
     if (inf.folded[idx] || ref.folded[idx]) continue;
     const auto& node = graph.node(idx);
@@ -986,7 +1048,7 @@ class IrBuilder {
   IrBuilder(const Loaded& L, const Inference& inf, ModelIR& ir) : L_(L), inf_(inf), ir_(ir) {}
 
   Status build() {
-    const auto& g = L_.model.graph();
+    const auto& g = L_.model->graph();
     FL_ASSIGN_OR_RETURN(auto order, topological_order(g));
     for (int idx : order) add_node(g.node(idx), idx, "", inf_.folded[idx]);
     if (overflow_) return *overflow_;
@@ -1196,7 +1258,9 @@ class IrBuilder {
 // names, types and dims of initializers, but none of their values, so two exports of one
 // architecture with different random weights match, and any change to the work does not.
 std::string graph_fingerprint(const onnx::GraphProto& g) {
-  onnx::GraphProto copy = g;
+  google::protobuf::Arena arena(reused_arena_options(ArenaSlot::kFingerprint));  // freed at once
+  onnx::GraphProto& copy = *google::protobuf::Arena::CreateMessage<onnx::GraphProto>(&arena);
+  copy.CopyFrom(g);
   copy.clear_doc_string();
   for (auto& t : *copy.mutable_initializer()) {
     t.clear_raw_data();
@@ -1248,7 +1312,7 @@ Result<std::vector<ModelIR>> build_models(const Loaded& L, const ProcessOptions&
     }
     return &inferred[k].value();
   };
-  const std::string fingerprint = graph_fingerprint(L.model.graph());
+  const std::string fingerprint = graph_fingerprint(L.model->graph());
   std::vector<ModelIR> out;
   for (int64_t b : opts.batches) {
     const auto tb = Clock::now();
@@ -1259,9 +1323,9 @@ Result<std::vector<ModelIR>> build_models(const Loaded& L, const ProcessOptions&
     ir.name = L.name;
     ir.path = L.path;
     ir.batch = b;
-    ir.ir_version = L.model.ir_version();
+    ir.ir_version = L.model->ir_version();
     ir.opset = L.opset;
-    ir.node_count = L.model.graph().node_size();
+    ir.node_count = L.model->graph().node_size();
     ir.fingerprint = fingerprint;
     ir.warnings = L.warnings;
     IrBuilder builder(L, *inf, ir);
@@ -1401,7 +1465,7 @@ Result<std::vector<ModelIR>> process_model_text(std::string_view text, std::stri
     L.name = std::string(name);
     L.path = std::string(name);
     const std::string copy(text);
-    auto status = onnx::OnnxParser::Parse(L.model, copy.c_str());
+    auto status = onnx::OnnxParser::Parse(*L.model, copy.c_str());
     if (!status.IsOK()) return make_error("{}: ONNX text does not parse: {}", name, status.ErrorMessage());
     auto st = validate_and_prepare(L, opts.max_folded_elements);
     if (!st) return safe_error(st.error().with_context(name));
