@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/openblas.hpp"
 #include "floorline/kernels/reference.hpp"
 
@@ -34,21 +35,15 @@ void fill_random(float* out, int64_t n, uint64_t seed) {
   }
 }
 
-// 64-byte aligned floats.
+// 64-byte aligned floats, zeroed; placed by the factory's PlacementScope (buffer.hpp).
 struct Buffer {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> own;
+  HostBuffer own;
   float* data = nullptr;  // own storage, or a buffer bound by replay
   int64_t elements = 0;
-  explicit Buffer(int64_t n = 0) : elements(n) {
-    const size_t bytes = (static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64;
-    own.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!own) throw KernelError(Disposition::kSkipped, fmt::format("cannot allocate {} bytes", bytes));
-    std::memset(own.get(), 0, bytes);
-    data = own.get();
-  }
+  explicit Buffer(int64_t n = 0)
+      : own((static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64),
+        data(static_cast<float*>(own.data())),
+        elements(n) {}
 };
 
 int blas_int(int64_t v) {
@@ -309,6 +304,7 @@ Result<std::unique_ptr<Kernel>> make_openblas_kernel(const CaseSpec& spec) {
     return make_error(Disposition::kUnsupported, "OpenBLAS has no fused epilogue");
   openblas_set_num_threads(g_threads.load());
   const std::string& alg = spec.variant.algorithm;
+  const PlacementScope placement(spec.placement);
   try {
     switch (spec.problem.kind) {
       case LayerKind::kConv:
