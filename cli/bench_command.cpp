@@ -463,6 +463,13 @@ void add_method_options(CLI::App* app, MethodCli& m) {
                   fmt::format("Cases per block of interleaved passes (0: all of a backend's; default {}); a "
                               "block's cases are written once its passes are done",
                               gen::RunOptions{}.pass_block));
+  app->add_option("--placements", m.placements,
+                  "Buffer placements per case (0: a new one for every pass and re-measurement, the "
+                  "default; N: pass i uses placement i mod N); the best placement is kept")
+      ->check(int_in(0, kMaxRepetitions, "placements"));
+  app->add_flag("--huge-pages,!--no-huge-pages", m.huge_pages,
+                "Put large host buffers on transparent huge pages where the system allows it "
+                "(madvise(MADV_HUGEPAGE); default on; recorded in runs.options as \"buffers\")");
   app->add_flag(
       "--sentinel,!--no-sentinel", m.sentinel,
       "Time a sentinel kernel between cases and time again the cases of a slowed period (default on)");
@@ -472,7 +479,9 @@ void set_method(gen::RunOptions& ro, gen::CostOptions& costs, const MethodCli& m
   if (m.passes) ro.passes = *m.passes;
   if (m.min_iterations) ro.min_iterations = *m.min_iterations;
   if (m.pass_block) ro.pass_block = *m.pass_block;
+  if (m.placements) ro.placements = *m.placements;
   ro.sentinel = m.sentinel;
+  ro.huge_pages = m.huge_pages;
   costs.passes = ro.passes;
   costs.min_iterations = ro.min_iterations;
 }

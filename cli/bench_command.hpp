@@ -82,7 +82,9 @@ struct MethodCli {
   std::optional<int> passes;
   std::optional<int> min_iterations;
   std::optional<size_t> pass_block;
+  std::optional<int> placements;
   bool sentinel = true;
+  bool huge_pages = true;
 };
 void add_method_options(CLI::App* app, MethodCli& m);
 // Applies `m` to ro and to the partition's cost model.

@@ -121,10 +121,4 @@ double Sentinel::time() {
   return best;
 }
 
-PlacementShift::PlacementShift(int pass) {
-  // Below the allocator's mmap threshold (it comes from the heap, where small buffers do) and not a
-  // multiple of the page size, so that addresses move within a page too.
-  if (pass > 0) spacer_.reset(new char[static_cast<size_t>(pass) * 4352 + 192]);
-}
-
 }  // namespace floorline::gen

@@ -21,6 +21,7 @@
 #include "floorline/benchdb/writer.hpp"
 #include "floorline/common/benchmark_error.hpp"
 #include "floorline/generator/measurement.hpp"
+#include "floorline/kernels/buffer.hpp"
 #include "floorline/model_processor/layer.hpp"
 
 namespace floorline::gen {
@@ -127,6 +128,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
                                   {"passes", passes},
                                   {"pass_block", options.pass_block},
                                   {"noisy_cv", options.noisy_cv},
+                                  {"placements", options.placements},
+                                  {"buffers", kernels::page_policy(options.huge_pages)},
                                   {"sentinel", options.sentinel},
                                   {"warmup_seconds", options.warmup_seconds},
                                   {"threads", options.threads},
@@ -267,8 +270,10 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       }
       if (std::chrono::duration<double>(clock::now() - last_reading).count() >= options.sentinel_interval)
         take_reading();
-      PlacementShift shift(pass);
-      auto built = factory(c.spec);
+      // The visit's buffer placement (kernels/buffer.hpp), built by the backend inside its scope.
+      kernels::CaseSpec spec = c.spec;
+      spec.placement = {options.placements > 0 ? pass % options.placements : pass, options.huge_pages};
+      auto built = factory(spec);
       if (!built) {
         t.error = built.error();
         t.done = true;
@@ -357,7 +362,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       m.stddev_us = st.repetitions >= 2 ? std::optional<double>(st.stddev_us) : std::nullopt;
       m.cv = st.repetitions >= 2 ? std::optional<double>(st.cv) : std::nullopt;
       m.passes = st.passes;
-      m.placements = st.passes;  // every pass is a fresh build
+      m.placements = options.placements > 0 ? std::min(st.passes, options.placements) : st.passes;
       m.slowed = st.slowed;
       m.noisy = st.low_cv > options.noisy_cv ? 1 : 0;
       m.samples_us = samples_json(t.passes);

@@ -5,6 +5,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/reference.hpp"
 #include "internal.hpp"
 
@@ -48,9 +49,9 @@ class OnednnKernel final : public Kernel {
       if (!used_[t]) continue;
       const auto& td = b_.tensors[t];
       const dims d = td.shape.empty() ? dims{1} : dims(td.shape.begin(), td.shape.end());
-      user_[t] = memory(memory::desc(d, dt::f32, plain_strides(d)), cpu_engine());
+      user_[t] = host_memory(memory::desc(d, dt::f32, plain_strides(d)));
       const dt tt = tensor_type(td);
-      dev_[t] = tt == dt::f32 ? user_[t] : memory(memory::desc(d, tt, plain_strides(d)), cpu_engine());
+      dev_[t] = tt == dt::f32 ? user_[t] : host_memory(memory::desc(d, tt, plain_strides(d)));
     }
     for (const auto& sd : b_.steps) {
       Step s;
@@ -66,7 +67,7 @@ class OnednnKernel final : public Kernel {
         const memory::desc want = sd.pd().query_md(dnnl::query::exec_arg_md, a.arg);
         memory m = view;
         if (want.get_size() != 0 && want != view.get_desc()) {
-          m = memory(want, cpu_engine());
+          m = host_memory(want);
           if (td.is_output)
             s.out_conversions.push_back({dnnl::reorder(m, view), {m, view}});
           else
@@ -83,7 +84,7 @@ class OnednnKernel final : public Kernel {
       }
       const memory::desc sp = sd.pd().scratchpad_desc();
       if (sp.get_size() > 0) {
-        s.scratchpad = memory(sp, cpu_engine());
+        s.scratchpad = host_memory(sp);
         s.args[DNNL_ARG_SCRATCHPAD] = s.scratchpad;
         workspace_ += static_cast<int64_t>(sp.get_size());
       }
@@ -91,7 +92,7 @@ class OnednnKernel final : public Kernel {
       for (int arg : {DNNL_ARG_WORKSPACE, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE}) {
         if (s.args.count(arg)) continue;
         const memory::desc md = sd.pd().query_md(dnnl::query::exec_arg_md, arg);
-        if (md.get_size() > 0) s.args[arg] = memory(md, cpu_engine());
+        if (md.get_size() > 0) s.args[arg] = host_memory(md);
       }
       steps_.push_back(std::move(s));
     }
@@ -233,6 +234,13 @@ class OnednnKernel final : public Kernel {
     strm.wait();
   }
 
+  // A memory object on a HostBuffer of this kernel (buffer.hpp: placed by the factory's
+  // PlacementScope, on huge pages where asked and allowed), instead of oneDNN's own allocation.
+  memory host_memory(const memory::desc& md) {
+    buffers_.emplace_back(md.get_size());
+    return memory(md, cpu_engine(), buffers_.back().data());
+  }
+
   dt tensor_type(const TensorDef& td) const { return td.type ? *td.type : td.f32_only ? dt::f32 : type_; }
 
   Problem problem_;
@@ -240,6 +248,7 @@ class OnednnKernel final : public Kernel {
   std::string impl_;
   dt type_;
   uint64_t seed_;
+  std::vector<HostBuffer> buffers_;  // declared before every memory object on them: freed last
   std::vector<memory> user_, dev_;
   std::vector<bool> used_;
   std::vector<Step> steps_;

@@ -280,6 +280,7 @@ KindSupport onednn_support(LayerKind kind) {
 }
 
 Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
+  const PlacementScope placement(spec.placement);
   const bool conversion = !spec.feeds.empty();
   const CaseSpec* main_spec = &spec;
   CaseSpec fed;

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/openblas.hpp"
 #include "floorline/kernels/reference.hpp"
 
@@ -36,11 +37,16 @@ inline void fill_random(float* out, int64_t n, uint64_t seed) {
   }
 }
 
-// 64-byte aligned floats.
+// 64-byte aligned floats, zeroed; placed by the factory's PlacementScope (buffer.hpp).
 struct Buffer {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
+  HostBuffer own;
+  float* data = nullptr;  // own storage, or a buffer bound by replay
+  int64_t elements = 0;
+  explicit Buffer(int64_t n = 0)
+      : own((static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64),
+        data(static_cast<float*>(own.data())),
+        elements(n) {}
+};
   std::unique_ptr<float, Free> own;
   float* data = nullptr;  // own storage, or a buffer bound by replay
   int64_t elements = 0;

@@ -205,6 +205,7 @@ Result<std::unique_ptr<Kernel>> make_openblas_kernel(const CaseSpec& spec) {
     return make_error(Disposition::kUnsupported, "OpenBLAS has no fused epilogue");
   openblas_set_num_threads(g_threads.load());
   const std::string& alg = spec.variant.algorithm;
+  const PlacementScope placement(spec.placement);
   try {
     switch (spec.problem.kind) {
       case LayerKind::kConv:

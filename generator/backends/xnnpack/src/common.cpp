@@ -6,6 +6,7 @@
 #include <limits>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -28,6 +29,51 @@ State& state() {
   static State s;
   return s;
 }
+
+// XNNPACK's allocator: its large aligned blocks (the packed weights of an operator) are HostBuffers,
+// so that they follow the build's placement and huge pages as the operands do; everything else is
+// the C library's, as XNNPACK's default allocator does.
+struct Blocks {
+  std::mutex mutex;
+  std::unordered_map<void*, HostBuffer> large;
+};
+Blocks& blocks() {
+  static Blocks* b = new Blocks;  // never destroyed: XNNPACK may free a block at exit
+  return *b;
+}
+void* xnn_alloc(void*, size_t size) {
+  return std::malloc(size);
+}
+void* xnn_realloc(void*, void* p, size_t size) {
+  return std::realloc(p, size);
+}
+void xnn_free(void*, void* p) {
+  std::free(p);
+}
+void* xnn_aligned_alloc(void*, size_t alignment, size_t size) {
+  if (size >= kHugePageMinBytes && alignment <= 64) {
+    try {
+      HostBuffer b(size);
+      void* p = b.data();
+      std::lock_guard<std::mutex> lock(blocks().mutex);
+      blocks().large.emplace(p, std::move(b));
+      return p;
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+  }
+  return std::aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+}
+void xnn_aligned_free(void*, void* p) {
+  if (!p) return;
+  {
+    std::lock_guard<std::mutex> lock(blocks().mutex);
+    if (blocks().large.erase(p)) return;
+  }
+  std::free(p);
+}
+const xnn_allocator kAllocator{nullptr,  xnn_alloc,         xnn_realloc,
+                               xnn_free, xnn_aligned_alloc, xnn_aligned_free};
 
 }  // namespace
 
@@ -84,9 +130,7 @@ void fill_random(float* out, int64_t n, Fill f, uint64_t seed) {
 Buffer::Buffer(int64_t n) : elements(n) {
   const size_t bytes =
       (static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + XNN_EXTRA_BYTES + 63) / 64 * 64;
-  data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-  if (!data) throw KernelError(Disposition::kSkipped, fmt::format("cannot allocate {} bytes", bytes));
-  std::memset(data.get(), 0, bytes);
+  mem = HostBuffer(bytes);  // zeroed; throws KernelError (skipped) when it cannot be had
 }
 
 namespace {
@@ -163,7 +207,7 @@ Tensor& XnnKernel::add(std::vector<Tensor>& list, const Shape& shape, bool nhwc,
   t.nhwc = nhwc;
   t.fill = fill;
   t.own = Buffer(elements(shape));
-  t.data = t.own.data.get();
+  t.data = t.own.get();
   fill_random(t.data, t.elements(), fill, 17 * (in.size() + 3 * out.size()) + 1);
   list.push_back(std::move(t));
   return list.back();
@@ -236,8 +280,8 @@ class TransposeKernel final : public Kernel {
         to_nhwc_(to_nhwc),
         own_src_(src ? 0 : elements(nchw)),
         own_dst_(dst ? 0 : elements(nchw)) {
-    src_ = src ? src : own_src_.data.get();
-    dst_ = dst ? dst : own_dst_.data.get();
+    src_ = src ? src : own_src_.get();
+    dst_ = dst ? dst : own_dst_.get();
     if (!src) fill_random(src_, elements(nchw), Fill::kUniform, 7);
   }
   void run() override {
@@ -346,7 +390,7 @@ std::string xnnpack_version() {
 }
 
 Status xnnpack_initialize() {
-  static const xnn_status s = xnn_initialize(nullptr);
+  static const xnn_status s = xnn_initialize(&xnnpack_detail::kAllocator);
   if (s != xnn_status_success) return make_error("xnn_initialize: {}", status_name(s));
   return {};
 }

@@ -12,6 +12,7 @@
 #include <pthreadpool.h>
 #include <xnnpack.h>
 
+#include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/reference.hpp"
 #include "floorline/kernels/xnnpack.hpp"
 
@@ -29,14 +30,13 @@ enum class Fill { kUniform, kPositive };
 void fill_random(float* out, int64_t n, Fill f, uint64_t seed);
 
 // 64-byte aligned floats with XNN_EXTRA_BYTES readable past the end (XNNPACK's micro-kernels may
-// read, never use, up to that many bytes beyond an input).
+// read, never use, up to that many bytes beyond an input), zeroed; placed by the factory's
+// PlacementScope (buffer.hpp).
 struct Buffer {
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> data;
+  HostBuffer mem;
   int64_t elements = 0;
   explicit Buffer(int64_t n = 0);
+  float* get() const { return static_cast<float*>(mem.data()); }
 };
 
 // y[c][r] = x[r][c] for `batch` matrices of rows × cols (NCHW → NHWC: rows C, cols H·W; NHWC →

@@ -5,8 +5,9 @@
 // On a shared machine a case's time depends on where its buffers land (physically indexed caches)
 // and on what the neighbours do at that moment, not only on sampling noise. So the runner times a
 // case in several interleaved passes (a round robin over a block of cases, so that a drift hits
-// every case of the block alike), each pass on a fresh build of the kernel (a new buffer
-// placement), and keeps the best placement; a small fixed kernel, the sentinel, is timed between
+// every case of the block alike), each pass on a fresh build of the kernel in a new buffer
+// placement (kernels/buffer.hpp: its buffers at other offsets, large ones on huge pages), and keeps
+// the best placement; a small fixed kernel, the sentinel, is timed between
 // cases to notice periods when the whole machine is slower, and the cases timed in such a period
 // are timed again.
 #pragma once
@@ -98,17 +99,6 @@ class Sentinel {
   std::unique_ptr<float[]> data_;
   size_t n_ = 0;
   volatile float sink_ = 0;
-};
-
-// Shifts where the next kernel's buffers land: while alive, it holds an allocation whose size
-// depends on the pass (none for pass 0), so that the allocator hands a rebuilt kernel other
-// addresses than the last build's (large buffers get fresh pages from the kernel anyway).
-class PlacementShift {
- public:
-  explicit PlacementShift(int pass);
-
- private:
-  std::unique_ptr<char[]> spacer_;
 };
 
 }  // namespace floorline::gen

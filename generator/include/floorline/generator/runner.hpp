@@ -2,15 +2,15 @@
 //
 // The measurement method (measurement.hpp, docs/ANALYZER.md "The per-case time"): the cases of a
 // backend are timed in blocks of pass_block cases; in each block, `passes` round-robin passes
-// visit every case in turn. A visit builds the kernel afresh (a new buffer placement; outside
-// timing), warms it up for warmup_seconds, chooses the iteration count so that one repetition
-// lasts at least min_time and holds at least min_iterations calls, and times `repetitions`
-// repetitions through Google Benchmark (RegisterBenchmark, manual timing: the same body as the
-// generated sources). Between visits (every sentinel_interval seconds) the sentinel kernel is
-// timed; the visits of a period it finds slowed are marked. After the block's passes, a case with
-// a slowed pass, or whose best placement's repetitions disagree (cv above noisy_cv), is timed once
-// more; still disagreeing, its row is flagged noisy. Then each case's row is written: min over
-// every repetition, median/mean/stddev/cv of the best placement, passes, placements, slowed
+// visit every case in turn. A visit builds the kernel afresh (outside timing) in its buffer
+// placement (kernels/buffer.hpp: buffer offsets by placement, large buffers on huge pages), warms it up for
+// warmup_seconds, chooses the iteration count so that one repetition lasts at least min_time and holds at
+// least min_iterations calls, and times `repetitions` repetitions through Google Benchmark
+// (RegisterBenchmark, manual timing: the same body as the generated sources). Between visits (every
+// sentinel_interval seconds) the sentinel kernel is timed; the visits of a period it finds slowed are marked.
+// After the block's passes, a case with a slowed pass, or whose best placement's repetitions disagree (cv
+// above noisy_cv), is timed once more; still disagreeing, its row is flagged noisy. Then each case's row is
+// written: min over every repetition, median/mean/stddev/cv of the best placement, passes, placements, slowed
 // passes, and every repetition mean (samples_us). Each case ends passed, skipped (reason),
 // unsupported or failed (error text); one failure never stops the run. Results are committed in
 // batches: an interrupted run keeps what it measured, and a rerun resumes (passed and unsupported
@@ -42,8 +42,14 @@ struct RunOptions {
   double min_time = 0.003;  // seconds per repetition, at least
   int min_iterations = 2;   // calls per repetition, at least (long cases)
   int repetitions = 3;      // per pass
-  int passes = 3;           // interleaved passes, each on a fresh build (buffer placement)
-  size_t pass_block = 64;   // cases per block of interleaved passes (0: all the backend's cases)
+  int passes = 3;           // interleaved passes, each on a fresh build of the kernel
+  // Buffer placements (kernels/buffer.hpp): visit j of a case (its passes, then a re-measurement)
+  // builds the kernel in placement j mod `placements`; 0 = placement j, a new one for every visit.
+  int placements = 0;
+  // Large host buffers on transparent huge pages where the system allows it (buffer.hpp); recorded
+  // in runs.options as "buffers" (kernels::page_policy).
+  bool huge_pages = true;
+  size_t pass_block = 64;  // cases per block of interleaved passes (0: all the backend's cases)
   // Above this low_cv (measurement.hpp: cv of the lowest half of the repetitions) a case is timed
   // once more, and flagged noisy when it still is.
   double noisy_cv = 0.05;

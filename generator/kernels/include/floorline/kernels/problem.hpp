@@ -27,6 +27,7 @@
 #include "floorline/common/case_id.hpp"
 #include "floorline/common/dtype.hpp"
 #include "floorline/common/layer_kind.hpp"
+#include "floorline/kernels/buffer.hpp"
 
 namespace floorline::kernels {
 
@@ -93,6 +94,10 @@ struct CaseSpec {
   // that case's): the converted formats are the ones its implementation asks for.
   std::string feeds;
   std::string name;  // the case name, case_name(id()), set by the planner
+  // Where the kernel's host buffers land (buffer.hpp): the runner sets one placement per pass and
+  // asks for huge pages; not part of the case's identity. Backends build inside a PlacementScope
+  // of it.
+  BufferPlacement placement;
 
   // The case's identity as text (common/case_id.hpp): the variant and the problem's key. A layout
   // conversion's `feeds` is not part of it.

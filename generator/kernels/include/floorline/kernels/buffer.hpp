@@ -1,0 +1,110 @@
+// floorline/kernels/buffer.hpp — where a built case's host buffers land: transparent huge pages and
+// buffer placements (shared/DESIGN.md, Measurement method; issue 18; docs/ANALYZER.md).
+//
+// A memory-bound case's time depends on where its buffers land in physically indexed caches. On
+// 4 KiB pages the physical frames are whatever the kernel hands out, so the same case lands
+// differently in every process (here: a Clip on 2.4 MB ranged 1.7× between processes, steady
+// within each). On a 2 MiB transparent huge page the low 21 address bits are the same virtually and
+// physically, so the cache sets a buffer maps to (L1, L2, and the L3 sets below 2 MiB) are set by
+// its offset within the page: the same in every process. The placement then is a choice of
+// offsets, one per buffer, that Floorline makes: placement p puts the k-th large buffer of a build
+// at offset_in_page(p, k), so that two placements differ (and two buffers of one build do not
+// alias at 4 KiB, which stalls loads behind stores on x86). The runner times a case in several
+// placements and keeps the best.
+//
+// Buffers of at least kHugePageMinBytes are mapped on their own, 2 MiB-aligned and advised
+// madvise(MADV_HUGEPAGE), when huge pages are asked for and /sys/kernel/mm/transparent_hugepage/
+// enabled says `always` or `madvise`; elsewhere (asked not to, `never`, no such file, madvise
+// failing) they get 4 KiB pages at the same in-page offset: a fallback, never an error. Smaller
+// buffers come from the heap, shifted by whole cache lines by placement.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace floorline::kernels {
+
+// How a build lays out its host buffers (CaseSpec::placement). The defaults are the plain
+// allocations of a framework: 4 KiB pages, placement 0.
+struct BufferPlacement {
+  int index = 0;            // the placement, 0-based (offset_in_page)
+  bool huge_pages = false;  // large buffers on transparent huge pages where the system allows it
+  bool operator==(const BufferPlacement&) const = default;
+};
+
+// Buffers below this size (bytes) come from the heap, never from their own huge page: 2 MiB of
+// memory and a 2 MiB clear at build time for a few cache lines would buy nothing.
+inline constexpr size_t kHugePageMinBytes = size_t{64} << 10;
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// The system's transparent huge page mode, from `path` (the kernel's sysfs file, whose selected
+// mode is bracketed: "always [madvise] never"): "always", "madvise", "never", or "" when the file is
+// missing or unreadable.
+std::string transparent_huge_pages(const std::string& path = "/sys/kernel/mm/transparent_hugepage/enabled");
+
+// Whether madvise(MADV_HUGEPAGE) can give a buffer huge pages here: the mode is always or madvise.
+bool huge_pages_allowed(const std::string& mode);
+
+// The page policy in effect for `placement` on this system, as recorded in runs.options
+// ("buffers"): "huge pages (madvise)" or "4 KiB pages (transparent huge pages: never | not
+// asked | unavailable)".
+std::string page_policy(bool huge_pages_asked, const std::string& mode = transparent_huge_pages());
+
+// The offset (bytes, a multiple of 64, below 128 KiB) of the k-th large buffer of a build in
+// placement p from the start of its (huge or 4 KiB) page run: distinct for every k < 64 in one
+// placement and for every p < 64 for one k, with no two buffers of a placement at the same offset
+// modulo 4 KiB.
+size_t offset_in_page(int placement, int k);
+
+// A zeroed host buffer of at least `bytes` bytes, 64-byte aligned, placed by the current placement
+// scope (below): the k-th allocation of at least kHugePageMinBytes in the scope goes to
+// offset_in_page(placement, k) of its own mapping; smaller ones to the heap. Throws
+// KernelError(Disposition::kSkipped) when the memory cannot be had.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  explicit HostBuffer(size_t bytes);
+  ~HostBuffer();
+  HostBuffer(HostBuffer&& o) noexcept;
+  HostBuffer& operator=(HostBuffer&& o) noexcept;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  // On its own mapping, 2 MiB-aligned and advised MADV_HUGEPAGE (the kernel may still give 4 KiB
+  // pages when it has no free huge page: madvise is a request).
+  bool huge() const { return huge_; }
+  bool mapped() const { return map_ != nullptr; }  // on its own mapping (large), not the heap
+  size_t offset() const { return offset_; }        // from the start of its mapping (mapped())
+
+ private:
+  void release();
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  void* map_ = nullptr;  // mmap region (large buffers) ...
+  size_t map_bytes_ = 0;
+  void* heap_ = nullptr;  // ... or heap block (small ones)
+  size_t offset_ = 0;
+  bool huge_ = false;
+};
+
+// While alive, the host buffers built on this thread follow `placement` (HostBuffer counts its
+// large buffers from 0). Nested scopes restore the outer one. A backend's factory opens one around
+// the build of a case, inside the plugin (each plugin has its own copy of this library). Outside
+// any scope: placement 0 on 4 KiB pages.
+class PlacementScope {
+ public:
+  explicit PlacementScope(BufferPlacement placement);
+  ~PlacementScope();
+  PlacementScope(const PlacementScope&) = delete;
+  PlacementScope& operator=(const PlacementScope&) = delete;
+
+ private:
+  BufferPlacement saved_;
+  int saved_count_ = 0;
+};
+
+}  // namespace floorline::kernels

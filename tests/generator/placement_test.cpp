@@ -1,0 +1,233 @@
+// Buffer placements and huge pages (kernels/buffer.hpp): the sysfs mode is read as the kernel
+// writes it, a forced fallback gives plain 4 KiB pages without an error, placements put a real zoo
+// layer's buffers at distinct offsets, and the runner keeps the best placement. Nothing here depends
+// on the host's transparent huge page setting: where a check needs huge pages it follows what the
+// host says.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "floorline/benchdb/database.hpp"
+#include "floorline/generator/runner.hpp"
+#include "floorline/kernels/buffer.hpp"
+#include "floorline/kernels/onednn.hpp"
+#include "floorline/model_processor/model.hpp"
+
+namespace floorline::gen {
+namespace {
+
+using kernels::BufferPlacement;
+using kernels::HostBuffer;
+using kernels::PlacementScope;
+
+struct TempDir {
+  std::filesystem::path dir;
+  TempDir() {
+    dir = std::filesystem::temp_directory_path() / ("floorline_placement_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+  }
+  ~TempDir() { std::filesystem::remove_all(dir); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  }
+};
+
+uintptr_t address(const void* p) {
+  return reinterpret_cast<uintptr_t>(p);
+}
+
+TEST(Placement, TheTransparentHugePageModeIsTheBracketedOne) {
+  TempDir tmp;
+  EXPECT_EQ(kernels::transparent_huge_pages(tmp.write("a", "always [madvise] never\n")), "madvise");
+  EXPECT_EQ(kernels::transparent_huge_pages(tmp.write("b", "[always] madvise never\n")), "always");
+  EXPECT_EQ(kernels::transparent_huge_pages(tmp.write("c", "always madvise [never]\n")), "never");
+  EXPECT_EQ(kernels::transparent_huge_pages(tmp.write("d", "garbage\n")), "");
+  EXPECT_EQ(kernels::transparent_huge_pages((tmp.dir / "missing").string()), "");
+  EXPECT_TRUE(kernels::huge_pages_allowed("always"));
+  EXPECT_TRUE(kernels::huge_pages_allowed("madvise"));
+  EXPECT_FALSE(kernels::huge_pages_allowed("never"));
+  EXPECT_FALSE(kernels::huge_pages_allowed(""));
+  EXPECT_EQ(kernels::page_policy(true, "madvise"), "huge pages (madvise)");
+  EXPECT_EQ(kernels::page_policy(true, "never"), "4 KiB pages (transparent huge pages: never)");
+  EXPECT_EQ(kernels::page_policy(true, ""), "4 KiB pages (transparent huge pages: unavailable)");
+  EXPECT_EQ(kernels::page_policy(false, "always"), "4 KiB pages (huge pages not asked)");
+}
+
+TEST(Placement, OffsetsDifferByBufferAndByPlacement) {
+  for (int p = 0; p < 8; ++p) {
+    std::set<size_t> in_page;
+    for (int k = 0; k < 16; ++k) {
+      const size_t o = kernels::offset_in_page(p, k);
+      EXPECT_EQ(o % 64, 0u);
+      EXPECT_LT(o, size_t{128} << 10);
+      in_page.insert(o % 4096);  // no two buffers of a placement alias at 4 KiB
+    }
+    EXPECT_EQ(in_page.size(), 16u) << "placement " << p;
+  }
+  for (int k = 0; k < 4; ++k) {
+    std::set<size_t> by_placement;
+    for (int p = 0; p < 16; ++p) by_placement.insert(kernels::offset_in_page(p, k));
+    EXPECT_EQ(by_placement.size(), 16u) << "buffer " << k;
+  }
+}
+
+// Asked not to (what a system without huge pages gets too): large buffers on 4 KiB pages at their
+// placement's offset, zeroed and writable; small ones from the heap. Never an error.
+TEST(Placement, TheFallbackGivesPlainPagesAtThePlacementsOffsets) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const PlacementScope scope(BufferPlacement{2, false});
+  HostBuffer large(3 << 20), second(kernels::kHugePageMinBytes), small(1000);
+  for (const HostBuffer* b : {&large, &second}) {
+    EXPECT_TRUE(b->mapped());
+    EXPECT_FALSE(b->huge());
+    EXPECT_EQ((address(b->data()) - b->offset()) % page, 0u);
+  }
+  EXPECT_EQ(large.offset(), kernels::offset_in_page(2, 0));
+  EXPECT_EQ(second.offset(), kernels::offset_in_page(2, 1));
+  EXPECT_FALSE(small.mapped());
+  EXPECT_EQ(address(small.data()) % 64, 0u);
+  const auto* bytes = static_cast<const unsigned char*>(large.data());
+  EXPECT_EQ(bytes[0], 0);
+  EXPECT_EQ(bytes[large.bytes() - 1], 0);
+  std::memset(large.data(), 0x5a, large.bytes());
+  EXPECT_EQ(bytes[large.bytes() / 2], 0x5a);
+  // Moved, the buffer keeps its memory; the moved-from one owns nothing.
+  void* data = large.data();
+  HostBuffer moved(std::move(large));
+  EXPECT_EQ(moved.data(), data);
+  EXPECT_EQ(large.data(), nullptr);
+}
+
+// Asked for: huge pages exactly where the host's mode allows them, and then 2 MiB-aligned.
+TEST(Placement, HugePagesWhereTheSystemAllowsThem) {
+  const bool allowed = kernels::huge_pages_allowed(kernels::transparent_huge_pages());
+  const PlacementScope scope(BufferPlacement{1, true});
+  HostBuffer b(5 << 20);
+  EXPECT_TRUE(b.mapped());
+  EXPECT_EQ(b.offset(), kernels::offset_in_page(1, 0));
+  if (!allowed) {
+    EXPECT_FALSE(b.huge());
+  }
+  if (b.huge()) {
+    EXPECT_EQ((address(b.data()) - b.offset()) % kernels::kHugePageBytes, 0u);
+  }
+  // Outside the scope: placement 0, 4 KiB pages, counted from the first buffer again.
+  {
+    const PlacementScope inner(BufferPlacement{});
+    HostBuffer plain(1 << 20);
+    EXPECT_FALSE(plain.huge());
+    EXPECT_EQ(plain.offset(), kernels::offset_in_page(0, 0));
+  }
+  HostBuffer next(1 << 20);  // the outer scope's count goes on
+  EXPECT_EQ(next.offset(), kernels::offset_in_page(1, 1));
+}
+
+std::vector<mp::ModelIR> zoo(const std::string& name) {
+  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx", {});
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
+}
+
+// The memory-bound case: mobilenet_v2's Clip on 1x96x112x112 or 1x96x56x56 (ReLU6 after
+// an expansion 1x1 convolution), built by the oneDNN factory in three placements: its input lands
+// at a distinct offset in each, the placement's offset for its first large buffer, and the kernels
+// still compute the layer (verify).
+TEST(Placement, PlacementsPutARealLayersBuffersAtDistinctOffsets) {
+  const Plan plan = make_plan(zoo("mobilenet_v2"), {find_backend("onednn")}, PlanOptions{});
+  const PlannedCase* clip = nullptr;
+  for (const auto& c : plan.cases)
+    if (!c.status && c.spec.problem.kind == LayerKind::kClip && c.spec.variant.fusion.empty() &&
+        c.spec.problem.inputs.at(0).shape == std::vector<int64_t>{1, 96, 56, 56})
+      clip = &c;
+  ASSERT_NE(clip, nullptr);
+  std::set<uintptr_t> offsets;
+  for (int p = 0; p < 3; ++p) {
+    kernels::CaseSpec spec = clip->spec;
+    spec.placement = {p, p == 2};
+    auto k = kernels::make_onednn_kernel(spec);
+    ASSERT_TRUE(k.ok()) << k.error().message;
+    const auto in = (*k)->port(false, 0);
+    ASSERT_TRUE(in.has_value());
+    EXPECT_EQ(address(in->data) % 4096, kernels::offset_in_page(p, 0) % 4096) << "placement " << p;
+    offsets.insert(address(in->data) % 4096);
+    const auto out = (*k)->port(true, 0);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_NE(address(out->data) % 4096, address(in->data) % 4096);  // no 4 KiB aliasing
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
+  }
+  EXPECT_EQ(offsets.size(), 3u);
+}
+
+int64_t scalar(benchdb::Database& db, const std::string& sql) {
+  auto r = db.query(sql);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() && !r->rows.empty() ? std::get<int64_t>(r->rows[0][0]) : -1;
+}
+
+std::string text(benchdb::Database& db, const std::string& sql) {
+  auto r = db.query(sql);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() && !r->rows.empty() ? std::get<std::string>(r->rows[0][0]) : "";
+}
+
+// squeezenet1_1's first cases timed by the runner in 3 passes over 2 placements, huge pages
+// refused: each row counts 2 placements, its time S takes is the lowest repetition of all passes,
+// and its median the lowest median of a pass (the best placement); the run records the policy.
+TEST(Placement, TheRunnerKeepsTheBestPlacementAndRecordsThePolicy) {
+  TempDir tmp;
+  const auto models = zoo("squeezenet1_1");
+  ASSERT_FALSE(models.empty());
+  PlanOptions po;
+  po.max_impls = 1;
+  po.conversions = false;
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  Plan plan = make_plan(models, backends, po);
+  std::vector<PlannedCase> kept;
+  for (auto& c : plan.cases)
+    if (!c.status && kept.size() < 5) kept.push_back(std::move(c));
+  plan.cases = std::move(kept);
+  ASSERT_EQ(plan.cases.size(), 5u);
+  auto db = benchdb::Database::open((tmp.dir / "p.db").string());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  RunOptions ro;
+  ro.min_time = 0.0005;
+  ro.warmup_seconds = 0.0005;
+  ro.calibrate = false;
+  ro.sentinel = false;  // no slowed pass: every pass is a candidate for the best placement
+  ro.noisy_cv = 10;     // no re-measurement: 3 passes of 3 repetitions each
+  ro.placements = 2;
+  ro.huge_pages = false;
+  auto s = run_plan(&*db, models, plan, backends, ro);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->passed, 5);
+  EXPECT_EQ(scalar(*db,
+                   "SELECT count(*) FROM measurements WHERE status = 'passed' AND passes = 3 AND "
+                   "placements = 2 AND repetitions = 9"),
+            5);
+  // samples_us holds 4 significant digits: compared within 1e-3.
+  EXPECT_EQ(scalar(*db,
+                   "SELECT count(*) FROM measurements m WHERE status = 'passed' AND abs(m.min_us - (SELECT "
+                   "min(r.value) FROM json_each(m.samples_us) p, json_each(p.value) r)) > 1e-3 * m.min_us"),
+            0);
+  // The median of a pass of 3 is its sum less its extremes; the row's is the lowest of them.
+  EXPECT_EQ(
+      scalar(*db,
+             "SELECT count(*) FROM measurements m WHERE status = 'passed' AND abs(m.median_us - (SELECT "
+             "min(med) FROM (SELECT (SELECT sum(r.value) - max(r.value) - min(r.value) FROM "
+             "json_each(p.value) r) AS med FROM json_each(m.samples_us) p))) > 1e-3 * m.median_us"),
+      0);
+  EXPECT_EQ(text(*db, "SELECT json_extract(options, '$.buffers') FROM runs"),
+            "4 KiB pages (huge pages not asked)");
+  EXPECT_EQ(scalar(*db, "SELECT json_extract(options, '$.placements') FROM runs"), 2);
+}
+
+}  // namespace
+}  // namespace floorline::gen
