@@ -47,17 +47,6 @@ struct Buffer {
         data(static_cast<float*>(own.data())),
         elements(n) {}
 };
-  std::unique_ptr<float, Free> own;
-  float* data = nullptr;  // own storage, or a buffer bound by replay
-  int64_t elements = 0;
-  explicit Buffer(int64_t n = 0) : elements(n) {
-    const size_t bytes = (static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64;
-    own.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!own) throw KernelError(Disposition::kSkipped, fmt::format("cannot allocate {} bytes", bytes));
-    std::memset(own.get(), 0, bytes);
-    data = own.get();
-  }
-};
 
 inline int blas_int(int64_t v) {
   if (v < 0 || v > INT32_MAX) unsupported(fmt::format("{} does not fit a 32-bit BLAS integer", v));
