@@ -27,6 +27,8 @@
   X(Or) X(Where) X(Sum)                                                                            \
   /* compute: element-wise and reductions added for issue 19 (h19a) */                             \
   X(GreaterOrEqual) X(LessOrEqual) X(Xor) X(Mean) X(CumSum) X(ArgMax) X(ArgMin)                    \
+  /* compute: detection heads (issue 19, h19): selection, gather, suppression */                 \
+  X(TopK) X(GatherND) X(NonZero) X(NonMaxSuppression)                                              \
   /* compute: softmax, pooling, reductions */                                                      \
   X(Softmax) X(LogSoftmax) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(GlobalMaxPool)         \
   X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd)                               \

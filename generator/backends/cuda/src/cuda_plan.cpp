@@ -522,6 +522,12 @@ CudaRow cuda_row(LayerKind k) {
     case K::kArgMax:
     case K::kArgMin:
       return {nullptr, {}, kNoKernel};
+    // --- issue 19 (h19): detection heads; cuDNN and cuBLAS have no top-k, gather-ND or NMS
+    case K::kTopK:
+    case K::kGatherND:
+    case K::kNonZero:
+    case K::kNonMaxSuppression:
+      return {nullptr, {}, kNoKernel};
     case K::kMean:
       return {nullptr,
               {},

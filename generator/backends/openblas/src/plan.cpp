@@ -67,6 +67,10 @@ KindSupport openblas_support(LayerKind kind) {
     case LayerKind::kCumSum:
     case LayerKind::kArgMax:
     case LayerKind::kArgMin:
+    case LayerKind::kTopK:  // issue 19 (h19)
+    case LayerKind::kGatherND:
+    case LayerKind::kNonZero:
+    case LayerKind::kNonMaxSuppression:
     case LayerKind::kLSTM:
     case LayerKind::kGRU:
     case LayerKind::kRNN:

@@ -113,6 +113,11 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kCumSum:
     case K::kArgMax:
     case K::kArgMin:
+    // --- issue 19 (h19): detection heads
+    case K::kTopK:
+    case K::kGatherND:
+    case K::kNonZero:
+    case K::kNonMaxSuppression:
     // ---
     case K::kLogSoftmax:
     case K::kReduceMean:
