@@ -69,7 +69,8 @@ TEST(DetectionReference, GatherNdAsTheOnnxExamples) {
   out = run_reference(p, {HostTensor{{2, 2}, {0, 1, 2, 3}}, HostTensor{{2, 2}, {-1, 0, 0, -1}}});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].data, (std::vector<float>{2, 1}));
-  EXPECT_FALSE(kernels::reference(p, {HostTensor{{2, 2}, {0, 1, 2, 3}}, HostTensor{{2, 2}, {2, 0, 0, 0}}}, {}).ok());
+  EXPECT_FALSE(
+      kernels::reference(p, {HostTensor{{2, 2}, {0, 1, 2, 3}}, HostTensor{{2, 2}, {2, 0, 0, 0}}}, {}).ok());
 }
 
 TEST(DetectionReference, NonZeroAsTheOnnxExample) {
@@ -84,18 +85,18 @@ TEST(DetectionReference, NonZeroAsTheOnnxExample) {
 TEST(DetectionReference, NonMaxSuppressionAsTheOnnxExamples) {
   // Operators.md NonMaxSuppression, nonmaxsuppression_suppress_by_IOU (max_output_boxes_per_class 3,
   // iou_threshold 0.5, score_threshold 0) -> [[0, 0, 3], [0, 0, 0], [0, 0, 5]].
-  const std::vector<float> corners = {0, 0,   1, 1,  0, 0.1f,  1, 1.1f,  0, -0.1f, 1, 0.9f,
-                                      0, 10,  1, 11, 0, 10.1f, 1, 11.1f, 0, 100,   1, 101};
+  const std::vector<float> corners = {0, 0,  1, 1,  0, 0.1f,  1, 1.1f,  0, -0.1f, 1, 0.9f,
+                                      0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100,   1, 101};
   const HostTensor scores{{1, 1, 6}, {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f}};
-  Problem p = problem(LayerKind::kNonMaxSuppression, {{"boxes", {1, 6, 4}}, {"scores", {1, 1, 6}}},
-                      {{"y", {3, 3}}});
+  Problem p =
+      problem(LayerKind::kNonMaxSuppression, {{"boxes", {1, 6, 4}}, {"scores", {1, 1, 6}}}, {{"y", {3, 3}}});
   p.ints = {{"max_output_boxes_per_class", {3}}, {"center_point_box", {0}}};
   p.floats = {{"iou_threshold", {0.5}}, {"score_threshold", {0.0}}};
   auto out = run_reference(p, {HostTensor{{1, 6, 4}, corners}, scores});
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].data, (std::vector<float>{0, 0, 3, 0, 0, 0, 0, 0, 5}));
   // nonmaxsuppression_center_point_box_format: the same boxes as [x_c, y_c, w, h].
-  const std::vector<float> centers = {0.5f, 0.5f, 1, 1, 0.5f, 0.6f,  1, 1, 0.5f, 0.4f,   1, 1,
+  const std::vector<float> centers = {0.5f, 0.5f,  1, 1, 0.5f, 0.6f,  1, 1, 0.5f, 0.4f,   1, 1,
                                       0.5f, 10.5f, 1, 1, 0.5f, 10.6f, 1, 1, 0.5f, 100.5f, 1, 1};
   p.ints["center_point_box"] = {1};
   out = run_reference(p, {HostTensor{{1, 6, 4}, centers}, scores});
@@ -174,8 +175,8 @@ TEST(DetectionKernels, EveryOwnKernelFormMatchesTheReference) {
   o.max_detections = 12;
   auto m = mp::process_model_text(kSmallModel, "small.onnx", o);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  const auto [verified, algorithms] = verify_ops(
-      *m, {"TopK", "GatherND", "NonZero", "NonMaxSuppression", "CumSum", "ArgMax", "ArgMin"});
+  const auto [verified, algorithms] =
+      verify_ops(*m, {"TopK", "GatherND", "NonZero", "NonMaxSuppression", "CumSum", "ArgMax", "ArgMin"});
   EXPECT_EQ(verified, (std::set<std::string>{"TopK", "GatherND", "NonZero", "NonMaxSuppression", "CumSum",
                                              "ArgMax", "ArgMin"}));
   EXPECT_TRUE(algorithms.count("floorline-kernel:cumsum"));
@@ -184,8 +185,8 @@ TEST(DetectionKernels, EveryOwnKernelFormMatchesTheReference) {
 
 TEST(DetectionKernels, AnUnrealisableSelectionIsUnsupportedWithItsReason) {
   // 12 selected boxes over 2 classes of 3 boxes each: at most 6 can survive.
-  Problem p = problem(LayerKind::kNonMaxSuppression, {{"boxes", {1, 3, 4}}, {"scores", {1, 2, 3}}},
-                      {{"y", {12, 3}}});
+  Problem p =
+      problem(LayerKind::kNonMaxSuppression, {{"boxes", {1, 3, 4}}, {"scores", {1, 2, 3}}}, {{"y", {12, 3}}});
   p.ints = {{"max_output_boxes_per_class", {100}}, {"center_point_box", {0}}};
   p.floats = {{"iou_threshold", {0.5}}};
   kernels::CaseSpec spec;

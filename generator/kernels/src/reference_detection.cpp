@@ -79,7 +79,7 @@ Result<std::vector<HostTensor>> gather_nd(const Problem& p, const std::vector<Ho
   int64_t batch = 1, slice = 1;
   for (int64_t d = 0; d < b; ++d) batch *= data.shape[static_cast<size_t>(d)];
   for (int64_t d = b + m; d < r; ++d) slice *= data.shape[static_cast<size_t>(d)];
-  const int64_t tuples = elements(idx.shape) / m;      // over every batch
+  const int64_t tuples = elements(idx.shape) / m;        // over every batch
   const int64_t per_batch = batch ? tuples / batch : 0;  // tuples in one batch
   const Shape ds = strides_of(data.shape);
   const int64_t data_batch_stride = b ? ds[static_cast<size_t>(b - 1)] : elements(data.shape);
@@ -92,7 +92,8 @@ Result<std::vector<HostTensor>> gather_nd(const Problem& p, const std::vector<Ho
       const int64_t dim = data.shape[static_cast<size_t>(b + j)];
       int64_t v = static_cast<int64_t>(idx.data[static_cast<size_t>(t * m + j)]);
       if (v < 0) v += dim;
-      if (v < 0 || v >= dim) return make_error("GatherND: index {} out of range for a dimension of {}", v, dim);
+      if (v < 0 || v >= dim)
+        return make_error("GatherND: index {} out of range for a dimension of {}", v, dim);
       off += v * ds[static_cast<size_t>(b + j)];
     }
     for (int64_t s = 0; s < slice; ++s)
@@ -151,7 +152,8 @@ Result<std::vector<HostTensor>> non_max_suppression(const Problem& p, const std:
     for (int64_t s = 0; s < ns; ++s) {
       const float* v = &boxes.data[static_cast<size_t>((b * ns + s) * 4)];
       if (center)
-        bx[static_cast<size_t>(s)] = {v[1] - v[3] / 2.0, v[0] - v[2] / 2.0, v[1] + v[3] / 2.0, v[0] + v[2] / 2.0};
+        bx[static_cast<size_t>(s)] = {v[1] - v[3] / 2.0, v[0] - v[2] / 2.0, v[1] + v[3] / 2.0,
+                                      v[0] + v[2] / 2.0};
       else
         bx[static_cast<size_t>(s)] = {std::min(v[0], v[2]), std::min(v[1], v[3]), std::max(v[0], v[2]),
                                       std::max(v[1], v[3])};
