@@ -66,7 +66,7 @@ class SegmentationOut(torch.nn.Module):
         return self.net(x)["out"]
 
 
-# --- issue 19 (h19a): recurrent models built from torch.nn, and MaxViT (Einsum attention).
+# --- issue 19: recurrent models built from torch.nn, and MaxViT (Einsum attention).
 class LstmLanguageModel(torch.nn.Module):
     """A word-level LSTM language model (the PyTorch word_language_model example's shape):
     embedding 10000 x 256, a 2-layer LSTM of 256 units, a linear decoder to the vocabulary."""
@@ -164,7 +164,7 @@ ZOO = {
     # --- quantized (QDQ) models (issue 19) ---
     "resnet18_qdq": ("torchvision.models.quantization.resnet18(weights=None, quantize=False), fused, "
                      "fbgemm post-training quantization calibrated on random images", resnet18_qdq, IMAGE),
-    # --- issue 19 (h19a)
+    # --- issue 19
     "maxvit_t": ("torchvision.models.maxvit_t(weights=None)", lambda: tvm.maxvit_t(weights=None), IMAGE),
     "lstm_lm": ("LstmLanguageModel(vocab=10000, width=256, layers=2) (torch.nn, models/export_zoo.py)",
                 LstmLanguageModel, (35,)),

@@ -159,6 +159,38 @@ int64_t recurrent_flops(const LayerConfig& c) {
   const int64_t step = add(gemm, mul(elementwise, mul(n, h)));
   return mul(mul(t, d), step);
 }
+// --- detection heads (issue 19). Comparisons count as FLOPs, as for ArgMax and MaxPool.
+int64_t ceil_log2(int64_t n) {
+  int64_t l = 0;
+  while (l < 62 && (int64_t{1} << l) < n) ++l;
+  return l;
+}
+// TopK: per slice along the axis (n elements, K kept), a selection that keeps the K best in a
+// heap: n · ⌈log₂ K⌉ comparisons (the ISO C++ bound of std::partial_sort, [partial.sort]: about
+// N · log(M)), at least one per element (K = 1 is ArgMax's n).
+int64_t topk_flops(const LayerConfig& c) {
+  const auto* x = arg(c, "x");
+  if (!x || c.outputs.empty()) return -1;
+  const int64_t axis = c.attr_int("axis", -1);
+  if (axis < 0 || axis >= static_cast<int64_t>(x->shape.size()) ||
+      c.outputs[0].shape.size() != x->shape.size())
+    return -1;
+  const int64_t k = c.outputs[0].shape[static_cast<size_t>(axis)];
+  if (k < 0) return -1;
+  return mul(numel(x->shape), std::max<int64_t>(1, ceil_log2(k)));
+}
+// NonMaxSuppression (ONNX greedy definition; torchvision's nms kernel does the same): per batch
+// and class, the S boxes' areas (3 FLOPs each: two subtractions, a product) and a sort of the S
+// scores (S · ⌈log₂ S⌉ comparisons); then each selected box is compared with at most the S
+// candidates: one IoU test is 13 (intersection: 2 max, 2 min, 2 subtractions, 2 clamps at 0, a
+// product; union: an add and a subtract; inter > t · union: a product and a compare). With B·C·S
+// the scores' elements and K the selected count (the output's rows): B·C·S·(⌈log₂ S⌉ + 3) + 13·K·S.
+int64_t nms_flops(const LayerConfig& c) {
+  const auto* s = arg(c, "scores");
+  if (!s || s->shape.size() != 3 || c.outputs.empty() || c.outputs[0].shape.empty()) return -1;
+  const int64_t boxes = s->shape[2], selected = c.outputs[0].shape[0];
+  return add(mul(numel(s->shape), add(ceil_log2(boxes), 3)), mul(13, mul(selected, boxes)));
+}
 int64_t global_pool_flops(const LayerConfig& c) {
   return add(arg_numel(c, "x"), c.kind == LayerKind::kGlobalAveragePool ? out_numel(c) : 0);
 }
@@ -482,6 +514,18 @@ void fix_cumsum(const NodeView&, LayerConfig& c) {
   order(c, {"axis", "exclusive", "reverse"});
 }
 
+// TopK: the axis normalized; K is a parameter input (read as the attribute "k" when constant).
+void fix_topk(const NodeView&, LayerConfig& c) {
+  normalize_axis_attr(c, "axis", -1);
+  order(c, {"k", "axis", "largest", "sorted"});
+}
+// NonZero and NonMaxSuppression: the output's size is the --max-detections assumption, so the
+// output shape is part of the key. NMS's three scalar inputs are parameters when constant.
+void fix_nms(const NodeView&, LayerConfig& c) {
+  c.key_includes_outputs = true;
+  order(c, {"max_output_boxes_per_class", "iou_threshold", "score_threshold", "center_point_box"});
+}
+
 // LSTM/GRU/RNN: the ONNX default activations are dropped from the key (an explicit list equal to
 // the defaults is the same work); any other list stays, and backends answer unsupported for it.
 // activation_alpha/beta only matter with non-default activations; clip stays when given.
@@ -563,7 +607,7 @@ const KindInfo kKinds[] = {
     {K::kOr, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kWhere, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kSum, kCompute, {}, {}, nullptr, sum_flops, io_bytes},
-    // --- issue 19 (h19a): comparisons, Xor, Mean, CumSum, ArgMax/ArgMin.
+    // --- issue 19: comparisons, Xor, Mean, CumSum, ArgMax/ArgMin.
     {K::kGreaterOrEqual, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kLessOrEqual, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kXor, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
@@ -571,6 +615,12 @@ const KindInfo kKinds[] = {
     {K::kCumSum, kCompute, {1}, {}, fix_cumsum, per_output<1>, io_bytes},
     {K::kArgMax, kCompute, {}, {}, fix_axis0, per_input<1>, io_bytes},
     {K::kArgMin, kCompute, {}, {}, fix_axis0, per_input<1>, io_bytes},
+    // --- issue 19: detection heads. GatherND reads only what it writes (as Gather);
+    // NonZero compares every element once.
+    {K::kTopK, kCompute, {1}, {}, fix_topk, topk_flops, io_bytes},
+    {K::kGatherND, kCompute, {}, {}, nullptr, zero, gather_bytes},
+    {K::kNonZero, kCompute, {}, {}, fix_outputs_in_key, per_input<1>, io_bytes},
+    {K::kNonMaxSuppression, kCompute, {2, 3, 4}, {}, fix_nms, nms_flops, io_bytes},
     // max, subtract, exp, sum, divide (LogSoftmax: log instead of divide, then subtract).
     {K::kSoftmax, kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
     {K::kLogSoftmax, kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
@@ -583,7 +633,7 @@ const KindInfo kKinds[] = {
     {K::kReduceMax, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
     {K::kReduceMin, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
     {K::kReduceProd, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
-    // --- issue 19 (h19a): recurrent layers; sequence_lens (slot 4) is data, kept as an operand.
+    // --- issue 19: recurrent layers; sequence_lens (slot 4) is data, kept as an operand.
     {K::kLSTM, kCompute, {}, {}, fix_recurrent, recurrent_flops, io_bytes},
     {K::kGRU, kCompute, {}, {}, fix_recurrent, recurrent_flops, io_bytes},
     {K::kRNN, kCompute, {}, {}, fix_recurrent, recurrent_flops, io_bytes},

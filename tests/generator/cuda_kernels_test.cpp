@@ -115,7 +115,7 @@ TEST(CudaKernelsGpu, MobileNetV3AndBertOpsMatchTheReference) {
   expect_clean(t);
 }
 
-// Issue 19 (h19a): lstm_lm's LSTMs and gru_kws's bidirectional GRUs on cudnnRNNForward.
+// Issue 19: lstm_lm's LSTMs and gru_kws's bidirectional GRUs on cudnnRNNForward.
 TEST(CudaKernelsGpu, RecurrentZooLayersMatchTheReference) {
   REQUIRE_GPU();
   auto models = zoo_model("lstm_lm");

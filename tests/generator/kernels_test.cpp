@@ -82,6 +82,8 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
                          "Resize",
                          "Split",
                          "Sum",
+                         "TopK",
+                         "GatherND",
                          "Conv+Relu",
                          "Conv+Add+Relu",
                          "Conv+Clip(-0.5,0.5)",

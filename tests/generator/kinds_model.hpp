@@ -16,7 +16,7 @@ kinds (float[1,8,10,10] x, float[16,8,3,3] w, float[16] b, float[8,4,3,3] wg, fl
         float o20, float o21, float o22, float o23, float o24, float o25, float o26, float o27, float o28,
         float o29, float o30, float o31, float o32, float o33, float o34, float o35, float o36, float o37,
         float o38, float o39, float o40, float o41, float o42, float o43, float o44, float o45, float o46a,
-        float o46b, float o47, float o48, float o49, float o50)
+        float o46b, float o47, float o48, float o49, float o50, float o51, int64 o51i, float o52)
 {
   c1 = Conv <pads = [1, 0, 2, 1], strides = [2, 1], dilations = [1, 2]> (x, w, b)
   o1 = Relu (c1)
@@ -88,6 +88,10 @@ kinds (float[1,8,10,10] x, float[16,8,3,3] w, float[16] b, float[8,4,3,3] wg, fl
   o48 = Resize <mode = "cubic"> (x, , sc)
   o49 = Sub (bc, x)
   o50 = Sum (x, x2, o15)
+  k3 = Constant <value = int64[1] {3}> ()
+  o51, o51i = TopK <axis = 1> (x, k3)
+  gi = Constant <value = int64[3,2] {0, 1, 0, 7, 0, 3}> ()
+  o52 = GatherND (x, gi)
 }
 )onnx";
 

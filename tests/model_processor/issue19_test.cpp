@@ -1,4 +1,4 @@
-// Issue 19 (h19a): recurrent layers, Einsum as MatMul, the new element-wise kinds and the
+// Issue 19: recurrent layers, Einsum as MatMul, the new element-wise kinds and the
 // opset-18 forms, on tiny ONNX-text models and the committed opset-18 fixture; values by hand.
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -165,6 +165,49 @@ TEST(SumCost, VariadicWithBroadcastOperand) {
   EXPECT_EQ(only(m[1], "Sum").flops, 2 * 256);
 }
 
+// --- detection heads (issue 19): docs/LAYERS.md's formulas by hand.
+TEST(DetectionCost, TopKGatherNdNonZeroAndNonMaxSuppression) {
+  // --max-detections 100 (the default) is more than NonZero's 6 elements and NMS's 5 boxes: their
+  // sizes bound the counts.
+  auto m = process_ok(
+      model_text("g (float[1,6] s, float[2,3,4] d, int64[2,2] i, float[1,5,4] boxes, float[1,1,5] scores)\n"
+                 "    => (v, ix, gnd, nz, sel) {\n"
+                 "  k = Constant <value = int64[1] {3}> ()\n"
+                 "  v, ix = TopK <axis = -1> (s, k)\n"
+                 "  gnd = GatherND (d, i)\n"
+                 "  nz = NonZero (s)\n"
+                 "  mo = Constant <value = int64[1] {10}> ()\n"
+                 "  iou = Constant <value = float[1] {0.5}> ()\n"
+                 "  sel = NonMaxSuppression (boxes, scores, mo, iou)\n}"));
+  ASSERT_EQ(m.size(), 1u);
+  // TopK: K = 3 kept of 6: n(x) · ⌈log₂ 3⌉ = 12; x 6 floats, values 3 floats, indices 3 int64.
+  const Layer& topk = only(m[0], "TopK");
+  EXPECT_EQ(topk.config.kind, LayerKind::kTopK);
+  EXPECT_EQ(topk.key, "TopK|x=1x6|k=3|axis=1|largest=1|sorted=1|f32");
+  EXPECT_EQ(topk.flops, 12);
+  EXPECT_EQ(topk.bytes, 6 * 4 + 3 * 4 + 3 * 8);
+  // GatherND: 2 tuples of 2 indices, each a row of 4: y [2, 4]; 2 · bytes(y) + bytes(indices).
+  const Layer& g = only(m[0], "GatherND");
+  EXPECT_EQ(g.config.kind, LayerKind::kGatherND);
+  EXPECT_EQ(g.key, "GatherND|x=2x3x4|indices=2x2:i64|batch_dims=0|f32");
+  EXPECT_EQ(g.flops, 0);
+  EXPECT_EQ(g.bytes, 2 * 8 * 4 + 4 * 8);
+  // NonZero: min(100, 6) = 6 selected: y [2, 6] int64; one comparison per element.
+  const Layer& nz = only(m[0], "NonZero");
+  EXPECT_EQ(nz.config.kind, LayerKind::kNonZero);
+  EXPECT_EQ(nz.key, "NonZero|x=1x6|y=2x6:i64|f32");
+  EXPECT_EQ(nz.flops, 6);
+  EXPECT_EQ(nz.bytes, 6 * 4 + 12 * 8);
+  // NMS: B·C·S = 5, ⌈log₂ 5⌉ = 3: 5 · (3 + 3) = 30, + 13 · K · S = 13 · 5 · 5 = 325; K = min(100, 5).
+  const Layer& nms = only(m[0], "NonMaxSuppression");
+  EXPECT_EQ(nms.config.kind, LayerKind::kNonMaxSuppression);
+  EXPECT_EQ(nms.key,
+            "NonMaxSuppression|boxes=1x5x4|scores=1x1x5|max_output_boxes_per_class=10|iou_threshold=0.5|"
+            "center_point_box=0|y=5x3:i64|f32");
+  EXPECT_EQ(nms.flops, 355);
+  EXPECT_EQ(nms.bytes, 20 * 4 + 5 * 4 + 15 * 8);
+}
+
 // --- quantization: Q → DQ → Conv (+ Relu) → Q → DQ with per-channel int8 weights and an int32 bias.
 TEST(QdqFusion, ConvBetweenQuantizeAndDequantizeIsOneInt8Layer) {
   auto m =

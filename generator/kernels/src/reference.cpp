@@ -721,7 +721,7 @@ ReferenceRow reference_row(LayerKind k) {
     case K::kGreater:
     case K::kPRelu:
       return {binary, {}};
-    // --- issue 19 (h19a)
+    // --- issue 19
     case K::kGreaterOrEqual:
     case K::kLessOrEqual:
     case K::kXor:
@@ -733,6 +733,14 @@ ReferenceRow reference_row(LayerKind k) {
     case K::kArgMax:
     case K::kArgMin:
       return {reference_detail::arg_extreme, {}};
+    case K::kTopK:  // issue 19: detection heads
+      return {reference_detail::topk, {}};
+    case K::kGatherND:
+      return {reference_detail::gather_nd, {}};
+    case K::kNonZero:
+      return {reference_detail::nonzero, {}};
+    case K::kNonMaxSuppression:
+      return {reference_detail::non_max_suppression, {}};
     case K::kLSTM:
     case K::kGRU:
     case K::kRNN:

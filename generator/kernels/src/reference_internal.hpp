@@ -20,4 +20,11 @@ Result<std::vector<HostTensor>> cumsum(const Problem& p, const std::vector<HostT
 Result<std::vector<HostTensor>> arg_extreme(const Problem& p, const std::vector<HostTensor>& in);
 Result<std::vector<HostTensor>> mean(const Problem& p, const std::vector<HostTensor>& in);
 
+// TopK (outputs Values, Indices), GatherND, NonZero and NonMaxSuppression
+// (reference_detection.cpp). NonZero and NonMaxSuppression return the count the data gives.
+Result<std::vector<HostTensor>> topk(const Problem& p, const std::vector<HostTensor>& in);
+Result<std::vector<HostTensor>> gather_nd(const Problem& p, const std::vector<HostTensor>& in);
+Result<std::vector<HostTensor>> nonzero(const Problem& p, const std::vector<HostTensor>& in);
+Result<std::vector<HostTensor>> non_max_suppression(const Problem& p, const std::vector<HostTensor>& in);
+
 }  // namespace floorline::kernels::reference_detail

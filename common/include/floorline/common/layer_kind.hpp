@@ -25,8 +25,10 @@
   /* compute: element-wise binary / ternary (NumPy broadcasting) */                                \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Max) X(Min) X(Mod) X(Equal) X(Less) X(Greater) X(And)       \
   X(Or) X(Where) X(Sum)                                                                            \
-  /* compute: element-wise and reductions added for issue 19 (h19a) */                             \
+  /* compute: element-wise and reductions added for issue 19 */                             \
   X(GreaterOrEqual) X(LessOrEqual) X(Xor) X(Mean) X(CumSum) X(ArgMax) X(ArgMin)                    \
+  /* compute: detection heads (issue 19): selection, gather, suppression */                 \
+  X(TopK) X(GatherND) X(NonZero) X(NonMaxSuppression)                                              \
   /* compute: softmax, pooling, reductions */                                                      \
   X(Softmax) X(LogSoftmax) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(GlobalMaxPool)         \
   X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd)                               \

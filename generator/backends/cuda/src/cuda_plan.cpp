@@ -421,7 +421,7 @@ void resize_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   else
     single(base, out, "floorline-kernel:resize");
 }
-// LSTM/GRU/RNN (issue 19, h19a): cudnnRNNForward; what cuDNN cannot run is said at planning time.
+// LSTM/GRU/RNN (issue 19): cudnnRNNForward; what cuDNN cannot run is said at planning time.
 void rnn_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
   if (p.int_attr("layout") != 0)
@@ -514,13 +514,19 @@ CudaRow cuda_row(LayerKind k) {
       return {nullptr,
               {},
               "not mapped: no variadic add kernel yet (a chain of binary adds would time N-1 passes)"};
-    // --- issue 19 (h19a)
+    // --- issue 19
     case K::kGreaterOrEqual:
     case K::kLessOrEqual:
     case K::kXor:
     case K::kCumSum:
     case K::kArgMax:
     case K::kArgMin:
+      return {nullptr, {}, kNoKernel};
+    // --- issue 19: detection heads; cuDNN and cuBLAS have no top-k, gather-ND or NMS
+    case K::kTopK:
+    case K::kGatherND:
+    case K::kNonZero:
+    case K::kNonMaxSuppression:
       return {nullptr, {}, kNoKernel};
     case K::kMean:
       return {nullptr,
@@ -541,7 +547,7 @@ CudaRow cuda_row(LayerKind k) {
     case K::kReduceMin:
     case K::kReduceProd:
       return {reduce_cases, "cudnnReduceTensor", {}};
-    case K::kLSTM:  // issue 19 (h19a)
+    case K::kLSTM:  // issue 19
     case K::kGRU:
     case K::kRNN:
       return {rnn_cases, "cudnnRNNForward (cudnnSetRNNDescriptor_v8)", {}};

@@ -219,7 +219,6 @@ void binary(Ctx& c, const std::string& variant);
 void sum(Ctx& c, const std::string& variant);
 void softmax(Ctx& c, const std::string& variant);  // softmax_reduce.cpp
 void reduce(Ctx& c, const std::string& variant);
-void arg_reduce(Ctx& c, const std::string& variant);
 void recurrent(Ctx& c, const std::string& variant);  // recurrent.cpp
 void pooling(Ctx& c, const std::string& variant);    // pooling.cpp
 void concat(Ctx& c, const std::string& variant);     // data_movement.cpp
@@ -238,6 +237,13 @@ void conv_int8(Ctx& c, const std::string& variant, const dnnl::convolution_forwa
                const dims& wdims);
 primitive_attr int8_attr(Ctx& c, std::vector<ArgDef>& args, int64_t channels, int channel_mask, int64_t k);
 void int8_operands(Ctx& c);
+
+// --- Floorline's own CPU kernels (floorline_kernels.cpp) ------------------------------------------
+// The name of the floorline-kernel that runs `kind` ("topk"), "" where there is none.
+std::string own_kernel_name(LayerKind kind);
+// The kernel of a case whose algorithm is "floorline-kernel:<name>": f32, no epilogue. Errors
+// coded unsupported where the shapes or the --max-detections count cannot be realised.
+Result<std::unique_ptr<Kernel>> make_own_kernel(const CaseSpec& spec, uint64_t seed);
 
 // --- memory formats and random data (common.cpp) -------------------------------------------------
 

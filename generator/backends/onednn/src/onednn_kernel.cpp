@@ -33,6 +33,8 @@ struct KindMapping {
 
 constexpr std::string_view kCopyProxy = "no oneDNN primitive: timed as a copy of its output";
 constexpr std::string_view kNoEltwise = "not mapped: oneDNN 2.6 has no element-wise algorithm for it";
+constexpr std::string_view kOwnKernel = "floorline-kernel";
+constexpr std::string_view kOwnReason = "no oneDNN primitive: Floorline's own kernel (plain C++, OpenMP)";
 constexpr std::string_view kNoBinary = "not mapped: oneDNN 2.6 has no binary algorithm for it";
 
 // The oneDNN kind table: for every kind, the primitive algorithms and builder, or why there are
@@ -110,7 +112,7 @@ KindMapping kind_mapping(LayerKind k) {
       return {{}, nullptr, kNoBinary, {}};
     case K::kSum:
       return {{"sum"}, sum, {}, {}};
-    // --- issue 19 (h19a)
+    // --- issue 19
     case K::kGreaterOrEqual:
     case K::kLessOrEqual:
       return {{"binary"}, binary, {}, {}};
@@ -118,15 +120,17 @@ KindMapping kind_mapping(LayerKind k) {
       return {{}, nullptr, kNoBinary, {}};
     case K::kMean:
       return {{"sum"}, sum, "the sum primitive with every scale 1/N", {}};
+    // No scan, arg-reduction, top-k, gather-ND or suppression primitive in oneDNN 2.6 (nor in
+    // XNNPACK or OpenBLAS): Floorline's own kernels (floorline_kernels.cpp), timed as oneDNN-backend
+    // cases and verified against the reference like every other.
     case K::kCumSum:
-      return {{"copy"}, copy_kind, kCopyProxy, {}};
     case K::kArgMax:
     case K::kArgMin:
-      return {
-          {"reduction"},
-          arg_reduce,
-          "no oneDNN arg-reduction: timed as the max/min reduction over the axis (same traffic, no index)",
-          {}};
+    case K::kTopK:  // issue 19: detection heads
+    case K::kGatherND:
+    case K::kNonZero:
+    case K::kNonMaxSuppression:
+      return {{std::string(kOwnKernel)}, nullptr, kOwnReason, {}};
     case K::kLSTM:
     case K::kGRU:
     case K::kRNN:
@@ -193,12 +197,18 @@ KindMapping kind_mapping(LayerKind k) {
   return {{}, nullptr, {}, {}};  // not a kind: an empty reason, which kind_support_test rejects
 }
 
+// A kind run by Floorline's own kernel rather than a oneDNN primitive.
+bool is_own(const KindMapping& m) {
+  return m.variants.size() == 1 && m.variants[0] == kOwnKernel;
+}
+
 const KindMapping& mapping_for(LayerKind k) {
   static const std::vector<KindMapping> kTable = [] {
     std::vector<KindMapping> t;
     for (LayerKind kind : kAllLayerKinds) {
       KindMapping m = kind_mapping(kind);
       m.mapping = fmt::format("{}", fmt::join(m.variants, ", "));
+      if (is_own(m)) m.mapping = fmt::format("{}:{}", kOwnKernel, own_kernel_name(kind));
       t.push_back(std::move(m));
     }
     return t;
@@ -276,7 +286,7 @@ uint64_t seed_of(const std::string& s) {
 
 KindSupport onednn_support(LayerKind kind) {
   const KindMapping& m = mapping_for(kind);
-  return m.build ? KindSupport{m.mapping, m.reason} : KindSupport{{}, m.reason};
+  return m.build || is_own(m) ? KindSupport{m.mapping, m.reason} : KindSupport{{}, m.reason};
 }
 
 Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
@@ -291,6 +301,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
     main_spec = &fed;
   }
   const auto [variant, impl_name] = split_algorithm(main_spec->variant.algorithm);
+  if (variant == kOwnKernel && !conversion) return make_own_kernel(spec, seed_of(spec.name));
   FL_ASSIGN_OR_RETURN(Build b, build(*main_spec, variant));
   try {
     if (b.iterate) {
@@ -353,6 +364,17 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
 Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec) {
   const Problem& p = spec.problem;
   const KindMapping& m = mapping_for(p.kind);
+  if (is_own(m)) {  // one case: our kernel, if it can be built for these shapes and this type
+    Implementation im;
+    im.impl_name = own_kernel_name(p.kind);
+    im.algorithm = algorithm_name(std::string(kOwnKernel), im.impl_name);
+    im.is_default = true;
+    CaseSpec own = spec;
+    own.variant.algorithm = im.algorithm;
+    FL_ASSIGN_OR_RETURN(auto k, make_own_kernel(own, 0));
+    (void)k;
+    return std::vector<Implementation>{im};
+  }
   if (!m.build) return make_error(Disposition::kUnsupported, "{}: {}", p.op, m.reason);
   std::vector<Implementation> out;
   std::optional<Error> first_error;

@@ -40,21 +40,4 @@ void reduce(Ctx& c, const std::string& variant) {
       d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), plain(kept)}}));
 }
 
-// ArgMax/ArgMin: oneDNN has no arg-reduction. The proxy reduces the axis with max/min: it reads
-// the input once and writes one value per output index, as the op does; the values are not the
-// op's indices, so the case is not verifiable.
-void arg_reduce(Ctx& c, const std::string& variant) {
-  require_no_post_ops(c);
-  const Shape& x = c.in_shape(0);
-  Shape kept = x;
-  kept.at(static_cast<size_t>(c.p.int_attr("axis"))) = 1;
-  const auto alg = c.p.kind == LayerKind::kArgMax ? algorithm::reduction_max : algorithm::reduction_min;
-  const View out = reshaped(dims(kept.begin(), kept.end()));
-  dnnl::reduction::desc d(alg, c.md(c.input(0), plain(x)), c.md(c.output(0), out), 0.f, 0.f);
-  c.b.algorithm = variant;
-  c.b.not_verifiable = fmt::format("{} is timed as a max/min reduction (no index output)", c.p.op);
-  c.b.steps.push_back(make_step<dnnl::reduction::primitive_desc>(
-      d, c.attr(false), {{DNNL_ARG_SRC, c.input(0), plain(x)}, {DNNL_ARG_DST, c.output(0), out}}));
-}
-
 }  // namespace floorline::kernels::onednn_detail

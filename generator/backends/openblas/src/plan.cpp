@@ -64,13 +64,17 @@ KindSupport openblas_support(LayerKind kind) {
     case LayerKind::kOr:
     case LayerKind::kWhere:
     case LayerKind::kSum:
-    case LayerKind::kGreaterOrEqual:  // issue 19 (h19a)
+    case LayerKind::kGreaterOrEqual:  // issue 19
     case LayerKind::kLessOrEqual:
     case LayerKind::kXor:
     case LayerKind::kMean:
     case LayerKind::kCumSum:
     case LayerKind::kArgMax:
     case LayerKind::kArgMin:
+    case LayerKind::kTopK:
+    case LayerKind::kGatherND:
+    case LayerKind::kNonZero:
+    case LayerKind::kNonMaxSuppression:
     case LayerKind::kSoftmax:
     case LayerKind::kLogSoftmax:
     case LayerKind::kMaxPool:

@@ -105,7 +105,7 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kOr:
     case K::kWhere:
     case K::kSum:
-    // --- issue 19 (h19a)
+    // --- issue 19
     case K::kGreaterOrEqual:
     case K::kLessOrEqual:
     case K::kXor:
@@ -113,6 +113,11 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kCumSum:
     case K::kArgMax:
     case K::kArgMin:
+    // --- issue 19: detection heads
+    case K::kTopK:
+    case K::kGatherND:
+    case K::kNonZero:
+    case K::kNonMaxSuppression:
     // ---
     case K::kLogSoftmax:
     case K::kReduceMean:
@@ -121,7 +126,7 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kReduceMin:
     case K::kReduceProd:
       return none(kNoOp);
-    case K::kLSTM:  // issue 19 (h19a)
+    case K::kLSTM:  // issue 19
     case K::kGRU:
     case K::kRNN:
       return none("not mapped: this XNNPACK snapshot has no recurrent operator");
