@@ -34,7 +34,9 @@
 //          "skipped": [{model_name, batch, settings, reason}]}. A profile entry also names
 // the model file run ("model") and, for settings that optimize the graph, the optimized graph as
 // ONNX Runtime saved it ("graph": node names, ops, inputs and outputs; its weights are deleted):
-// the importer needs both to map each runtime node (fused ones included) to the model's nodes. Exit status 0 even when some
+// the importer needs both to map each runtime node (fused ones included) to the model's nodes.
+// "profile" and "graph" are relative to the folder of --out (where the importer resolves them,
+// whatever the working directory), "model" is absolute. Exit status 0 even when some
 // models are skipped or fail (they are listed); 2 on bad arguments or when onnxruntime-node is
 // not installed (`npm ci` here).
 'use strict';
@@ -100,6 +102,11 @@ function parseArgs(argv) {
   if (!o.profileSettings) o.profileSettings = o.settings.slice(0, 1);
   if (!o.profileDir) o.profileDir = path.dirname(path.resolve(o.out));
   return o;
+}
+
+// A path as the importer reads it: relative to the folder of the output file `out`.
+function besideOut(out, p) {
+  return path.relative(path.dirname(path.resolve(out)), path.resolve(p));
 }
 
 // mulberry32: a small fixed-seed generator, the same values on every machine.
@@ -277,8 +284,8 @@ async function main() {
                 settings,
                 threads: o.threads,
                 runtime_version: version,
-                profile: target,
-                graph: graph && fs.existsSync(graph) ? graph : null,
+                profile: besideOut(o.out, target),
+                graph: graph && fs.existsSync(graph) ? besideOut(o.out, graph) : null,
                 model: path.resolve(file),
               });
             }
