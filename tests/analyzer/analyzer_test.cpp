@@ -17,6 +17,7 @@
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/writer.hpp"
 #include "floorline/model_processor/model.hpp"
+#include "floorline/model_processor/runtime_profile.hpp"
 
 namespace floorline::analyzer {
 namespace {
@@ -487,6 +488,132 @@ TEST(RuntimeLayers, FusedNodesAgainstTheSumOfTheirLayersViolationsAndLosses) {
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(plain->models[0].runtime_layers);
   EXPECT_FALSE(nlohmann::json::parse(format_json(*plain))["models"][0].contains("runtime_layers"));
+}
+
+// Fusion wins apart from violations, on the real ONNX Runtime profile of the zoo's ResNet-18
+// (tests/fixtures/ort: NCHWc convolutions computing their Relu and residual Add+Relu). Each case is
+// timed here relative to the real node's time: conv1+relu's unfused cases sum to 1.2x its runtime
+// node and a fused Conv+Relu case at 0.95x is measured, so the runtime only wins by fusing (F has
+// it); layer1.0's conv2+Add+Relu node beats both its unfused cases and a measured fused
+// Conv+Add+Relu case (a violation through the fused covering); the downsampling conv runs alone and
+// is faster than its one case (a violation, no fusion involved).
+TEST(RuntimeLayers, ResnetFusedNodesAreFusionWinsWhereAFusedCaseIsAsFast) {
+  const std::filesystem::path src = FLOORLINE_SOURCE_DIR;
+  auto processed = mp::process_model(src / "models/zoo/resnet18.onnx", {});
+  ASSERT_TRUE(processed.ok()) << processed.error().message;
+  const mp::ModelIR m = processed->front();
+  auto profile = mp::read_onnxruntime_profile(src / "tests/fixtures/ort/resnet18_b1_all.profile.json",
+                                              src / "models/zoo/resnet18.onnx",
+                                              src / "tests/fixtures/ort/resnet18_b1_all.optimized.onnx");
+  ASSERT_TRUE(profile.ok()) << profile.error().message;
+  TestDb t({m});
+  std::vector<benchdb::FrameworkLayerTimeRow> rows;
+  for (const auto& n : profile->nodes) {
+    benchdb::FrameworkLayerTimeRow r;
+    r.model_name = m.name;
+    r.runtime = "onnxruntime";
+    r.runtime_version = "1.30.0";
+    r.device = "cpu";
+    r.settings = "graph_optimization=all";
+    r.threads = 1;
+    r.node_order = static_cast<int64_t>(rows.size());
+    r.node_name = n.node;
+    r.op = n.op;
+    r.layers = nlohmann::json(n.layers).dump();
+    r.median_us = n.median_us;
+    r.min_us = n.min_us;
+    r.runs = n.runs;
+    r.measured_at = "2026-11-23T10:00:00Z";
+    rows.push_back(std::move(r));
+  }
+  TestDb::value(t.db.replace_framework_layer_times(rows));
+  auto runtime_us = [&](const std::string& node) {
+    for (const auto& n : profile->nodes)
+      if (n.node == node) return n.median_us;
+    throw std::runtime_error("no runtime node " + node);
+  };
+  auto key = [&](const std::string& name) {
+    for (const auto& l : m.layers)
+      if (l.name == name) return l.key;
+    throw std::runtime_error("no layer " + name);
+  };
+  const std::string conv1_node = "/relu/Relu_output_0_nchwc",
+                    block_node = "/layer1/layer1.0/conv2/Conv_output_0_nchwc",
+                    down_node = "/layer2/layer2.0/downsample/downsample.0/Conv_output_0_nchwc";
+  const double r1 = runtime_us(conv1_node), r2 = runtime_us(block_node), r3 = runtime_us(down_node);
+  ASSERT_GT(r1, 0);
+  t.time(key("/conv1/Conv"), "brg", 0.9 * r1, true);
+  t.time(key("/relu/Relu"), "eltwise", 0.3 * r1, true);
+  t.time(key("/conv1/Conv"), "brg", 0.95 * r1, false, "Relu");
+  // layer1.0 and layer1.1 share these configs: both blocks' nodes are costed alike.
+  t.time(key("/layer1/layer1.0/conv2/Conv"), "brg", 0.8 * r2, true);
+  t.time(key("/layer1/layer1.0/Add"), "binary", 0.2 * r2, true);
+  t.time(key("/layer1/layer1.0/relu_1/Relu"), "eltwise", 0.2 * r2, true);
+  t.time(key("/layer1/layer1.0/conv2/Conv"), "brg", 1.1 * r2, false, "Add+Relu");
+  t.time(key("/layer2/layer2.0/downsample/downsample.0/Conv"), "jit_1x1", 1.5 * r3, true);
+
+  auto report = build_report(t.db, {m}, std::nullopt);
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  ASSERT_TRUE(report->models[0].runtime_layers);
+  const RuntimeComparison& c = *report->models[0].runtime_layers;
+  auto at = [&](const std::string& node) -> size_t {
+    for (size_t k = 0; k < c.nodes.size(); ++k)
+      if (c.nodes[k].node == node) return k;
+    throw std::runtime_error("not compared: " + node);
+  };
+  const auto& conv1 = c.nodes[at(conv1_node)];
+  EXPECT_EQ(conv1.kinds, "Conv+Relu");
+  EXPECT_DOUBLE_EQ(*conv1.best_us, 1.2 * r1);
+  EXPECT_DOUBLE_EQ(*conv1.best_fused_us, 0.95 * r1);
+  EXPECT_EQ(conv1.fusions, (std::vector<std::string>{"Conv+Relu"}));
+  ASSERT_EQ(conv1.best_fused_cases.size(), 1u);  // the fused case once, for both layers
+  EXPECT_TRUE(conv1.below_unfused());
+  EXPECT_FALSE(conv1.violation());
+  EXPECT_TRUE(conv1.fusion_win());
+  const auto& block = c.nodes[at(block_node)];
+  EXPECT_EQ(block.kinds, "Conv+Add+Relu");
+  EXPECT_DOUBLE_EQ(*block.best_us, 1.2 * r2);
+  EXPECT_DOUBLE_EQ(*block.best_fused_us, 1.1 * r2);
+  EXPECT_EQ(block.fusions, (std::vector<std::string>{"Conv+Add+Relu"}));
+  EXPECT_TRUE(block.violation());
+  EXPECT_FALSE(block.fusion_win());
+  const auto& down = c.nodes[at(down_node)];
+  EXPECT_EQ(down.kinds, "Conv");
+  EXPECT_DOUBLE_EQ(*down.best_fused_us, *down.best_us);  // no fused case inside the node
+  EXPECT_TRUE(down.fusion_win() == false && down.violation());
+  EXPECT_TRUE(down.fusions.empty());
+  // Violations, largest (best_fused − runtime) first: the block (its fixture time is 0.83x its
+  // fused case's 1.1x) before the downsampling conv (0.67x); the fusion win in its own list.
+  // layer1.1's conv2 node has the same cases but ran 3.3x their unfused sum in the fixture: a loss.
+  EXPECT_EQ(c.violations, (std::vector<size_t>{at(block_node), at(down_node)}));
+  EXPECT_EQ(c.fusion_wins, (std::vector<size_t>{at(conv1_node)}));
+  const auto& block2 = c.nodes[at("/layer1/layer1.1/conv2/Conv_output_0_nchwc")];
+  EXPECT_DOUBLE_EQ(*block2.best_fused_us, 1.1 * r2);
+  EXPECT_FALSE(block2.below_unfused());
+
+  const std::string table = format_table(*report, false, 3);
+  EXPECT_NE(table.find("2 bound violation(s)"), std::string::npos) << table;
+  EXPECT_NE(table.find("1 of one layer, 1 fused below a measured fused case, 0 fused with none measured"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("1 fusion win(s)"), std::string::npos) << table;
+  EXPECT_NE(
+      table.find(conv1_node + " [Conv] Conv+Relu: /conv1/Conv, /relu/Relu; F fuses Conv+Relu (onednn/brg)"),
+      std::string::npos)
+      << table;
+  const auto json = nlohmann::json::parse(format_json(*report));
+  const auto& rl = json["models"][0]["runtime_layers"];
+  EXPECT_EQ(rl["fusion_wins"], nlohmann::json::array({c.nodes[at(conv1_node)].order}));
+  EXPECT_EQ(rl["violations"].size(), 2u);
+  const auto& j1 = rl["nodes"][at(conv1_node)];
+  EXPECT_EQ(j1["violation"], false);
+  EXPECT_EQ(j1["fusion_win"], true);
+  EXPECT_DOUBLE_EQ(j1["best_us"].get<double>(), 1.2 * r1);
+  EXPECT_DOUBLE_EQ(j1["best_fused_us"].get<double>(), 0.95 * r1);
+  EXPECT_EQ(j1["fusions"], nlohmann::json::array({"Conv+Relu"}));
+  const std::string html = format_html(*report);
+  EXPECT_NE(html.find("<b>2 bound violation(s)</b>"), std::string::npos);
+  EXPECT_NE(html.find("<b>1 fusion win(s)</b>"), std::string::npos);
 }
 
 // The validity check: every framework latency and the replay against S = 10 + 20 + 5 + 7 = 42 µs;
