@@ -652,9 +652,11 @@ std::string format_html(const Report& r) {
       // on their own, times stay on one line, and the name columns read left to right.
       ".runtime-layers table,.bound-violation table{display:block;overflow-x:auto;max-width:100%}\n"
       ".runtime-layers td,.runtime-layers th,.bound-violation td{white-space:nowrap}\n"
-      ".runtime-layers td:nth-child(3),.runtime-layers td:last-child,.bound-violation td:nth-child(3),"
-      ".bound-violation td:last-child{text-align:left;white-space:normal;"
-      "min-width:220px}\n</style></head><body>\n<h1>Floorline report</h1>\n";
+      ".runtime-layers td:nth-child(n+6){text-align:left}\n"
+      ".runtime-layers td:nth-child(8),.runtime-layers td:nth-child(9),.bound-violation td:nth-child(3),"
+      ".bound-violation td:last-child{text-align:left;white-space:normal;min-width:220px}\n"
+      // A confidence interval is one value: "9.71 ms–10.81 ms" on one line.
+      "#summary td{white-space:nowrap}\n</style></head><body>\n<h1>Floorline report</h1>\n";
   if (r.costs.system_id)
     s += fmt::format("<p>System {}: {}. Database <code>{}</code>.</p>\n", r.costs.system_id,
                      esc(r.costs.system), esc(r.database)) +

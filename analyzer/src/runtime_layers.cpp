@@ -369,21 +369,23 @@ std::string runtime_layers_html(const ModelBounds& b, const RuntimeComparison& c
       c.compared_best_fused_us > 0 ? fmt::format("{:.2f}x", c.compared_runtime_us / c.compared_best_fused_us)
                                    : "–",
       us(c.runtime_only_us), c.layers_not_run);
+  // The times first, so that they show without scrolling; the long names (layers, ONNX Runtime's node
+  // names of fused nodes) last.
   auto table = [&](const std::vector<size_t>& which, size_t max) {
     std::string t =
-        "<table><tr><th>runtime node</th><th>runtime op</th><th>layers</th><th>kinds</th><th>runtime</th>"
-        "<th>best unfused</th><th>best with fused cases</th><th>runtime / best</th><th>fused chains</th>"
-        "<th>best case library</th></tr>\n";
+        "<table><tr><th>kinds</th><th>runtime</th><th>best unfused</th><th>best with fused cases</th>"
+        "<th>runtime / best</th><th>best case library</th><th>runtime op</th><th>layers</th>"
+        "<th>runtime node</th><th>fused chains</th></tr>\n";
     for (size_t k = 0; k < which.size() && k < max; ++k) {
       const auto& n = c.nodes[which[k]];
       const auto ratio = n.fused_ratio();
       t += fmt::format(
           "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}"
           "</td><td>{}</td></tr>\n",
-          html_escape(n.node), html_escape(n.op), html_escape(layers_text(n)), html_escape(n.kinds),
-          us(n.runtime_us), opt_us(n.best_us), opt_us(n.best_fused_us),
-          ratio ? fmt::format("{:.2f}", *ratio) : "–", html_escape(joined(n.fusions)),
-          html_escape(libraries(n.best_fused_cases)));
+          html_escape(n.kinds), us(n.runtime_us), opt_us(n.best_us), opt_us(n.best_fused_us),
+          ratio ? fmt::format("{:.2f}", *ratio) : "–", html_escape(libraries(n.best_fused_cases)),
+          html_escape(n.op), html_escape(layers_text(n)), html_escape(n.node),
+          html_escape(joined(n.fusions)));
     }
     return t + "</table>\n";
   };
