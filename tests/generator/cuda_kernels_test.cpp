@@ -130,6 +130,22 @@ TEST(CudaKernelsGpu, RecurrentZooLayersMatchTheReference) {
   EXPECT_TRUE(lstm && gru) << "an LSTM and a GRU case verified";
 }
 
+// Issue 19: resnet18_qdq's int8 layers: its convolutions on cuDNN's int8 convolution (NHWC) and its
+// classifier Gemm on cuBLASLt's int8 matmul, each checked against the reference's symmetric int8
+// form (s8 operands, no zero points, the case's output scales); every planned int8 config verified.
+TEST(CudaKernelsGpu, QuantizedResnet18Int8CasesMatchTheReference) {
+  REQUIRE_GPU();
+  const Tally t = verify_plan(zoo_model("resnet18_qdq"), {DType::kInt8});
+  expect_clean(t);
+  int conv = 0, gemm = 0;
+  for (const auto& k : t.verified_configs) {
+    conv += k.rfind("Conv|", 0) == 0 ? 1 : 0;
+    gemm += k.rfind("Gemm|", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(conv, 14) << "every int8 convolution config but the first (3 input channels)";
+  EXPECT_EQ(gemm, 1);
+}
+
 // A case of the cuda backend in f32 (fp32 math) with this algorithm; the caller fills the problem.
 kernels::CaseSpec f32_case(const std::string& algorithm) {
   kernels::CaseSpec spec;

@@ -200,6 +200,106 @@ g (float[4,1,3] x, float[1,6,3] w, float[1,6,2] r, float[1,8,3] lw, float[1,8,2]
   EXPECT_NE(reason["LSTM"].find("forward only"), std::string::npos) << reason["LSTM"];
 }
 
+// Issue 19: resnet18_qdq's int8 layers on the CUDA backend, planned without a GPU. Its int8
+// convolutions (each with the bias of its folded BatchNorm) get cuDNN's int8 fused call in NHWC,
+// its classifier Gemm cuBLASLt's int8 algorithms; the first convolution (3 input channels) and the
+// int8 Add and pools are unsupported, with the reason.
+TEST(CudaPlan, QuantizedResnet18PlansCudnnAndCublasLtInt8Cases) {
+  const Plan plan = cuda_plan(zoo_model("resnet18_qdq"));
+  std::set<std::string> conv_planned, conv_unsupported, gemm_algorithms;
+  std::map<std::string, std::string> reason;  // op → the reason of an unsupported int8 case
+  int defaults = 0;
+  for (const auto& c : plan.cases) {
+    if (c.spec.variant.dtype != DType::kInt8) continue;
+    const auto& p = c.spec.problem;
+    if (c.status) {
+      EXPECT_EQ(*c.status, Disposition::kUnsupported) << c.spec.name;
+      reason[p.op] = c.reason;
+      if (p.op == "Conv") conv_unsupported.insert(p.key);
+      continue;
+    }
+    EXPECT_EQ(c.spec.variant.math_mode, MathMode::kInt8) << c.spec.name;
+    defaults += c.work.is_default ? 1 : 0;
+    if (p.op == "Conv") {
+      conv_planned.insert(p.key);
+      EXPECT_EQ(c.spec.variant.algorithm, "cudnn_conv_bias_act:IMPLICIT_PRECOMP_GEMM") << c.spec.name;
+      EXPECT_EQ(c.spec.variant.layout, "nhwc") << c.spec.name;
+      EXPECT_NE(p.key.find("qtypes=u8,i8>u8"), std::string::npos) << p.key;
+    } else {
+      EXPECT_EQ(p.op, "Gemm") << c.spec.name;
+      gemm_algorithms.insert(c.spec.variant.algorithm);
+    }
+  }
+  // 15 int8 convolution configs: conv1; in layer1 a 3×3 with its ReLU folded (output zero point 0)
+  // and one without; in layers 2 to 4 the strided 3×3, the 1×1 downsample, and the 3×3 with and
+  // without ReLU. All but conv1 are planned.
+  EXPECT_EQ(conv_planned.size(), 14u);
+  ASSERT_EQ(conv_unsupported.size(), 1u);
+  EXPECT_EQ(conv_unsupported.begin()->rfind("Conv|x=1x3x224x224|w=64x3x7x7", 0), 0u)
+      << *conv_unsupported.begin();
+  EXPECT_NE(reason["Conv"].find("multiples of 4 (C = 3, K = 64)"), std::string::npos) << reason["Conv"];
+  std::set<std::string> lt;
+  for (int k = 0; k < 8; ++k) lt.insert(fmt::format("cublaslt_matmul:{}", k));
+  EXPECT_EQ(gemm_algorithms, lt);  // K = 512, N = 1000: multiples of 4
+  EXPECT_EQ(defaults, 14 + 1);     // one per planned config
+  for (const std::string op : {"Add", "MaxPool", "GlobalAveragePool"})
+    EXPECT_NE(reason[op].find("no int8 form in the CUDA backend"), std::string::npos)
+        << op << ": " << reason[op];
+}
+
+// Issue 19: int8 requirements the zoo does not show, on QDQ layers written in ONNX text: a
+// convolution without bias gets every legacy algorithm, the heuristic's and Find's choices; one with
+// 6 output channels, and a MatMul with N = 10, are unsupported with the reason.
+TEST(CudaPlan, Int8CasesNeedChannelsAndGemmDimensionsInMultiplesOfFour) {
+  auto text = mp::process_model_text(R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,8,8,8] x, int8[8,8,3,3] w8, int8[6,8,1,1] w6, float[2,16] a, int8[16,10] b10) => (y8, y6, ym) {
+  s = Constant <value = float {0.02}> ()
+  z = Constant <value = uint8 {128}> ()
+  ws = Constant <value = float {0.1}> ()
+  wz = Constant <value = int8 {0}> ()
+  xq = QuantizeLinear (x, s, z)
+  xd = DequantizeLinear (xq, s, z)
+  w8d = DequantizeLinear (w8, ws, wz)
+  w6d = DequantizeLinear (w6, ws, wz)
+  c8 = Conv <pads = [1,1,1,1]> (xd, w8d)
+  c6 = Conv (xd, w6d)
+  q8 = QuantizeLinear (c8, s, z)
+  y8 = DequantizeLinear (q8, s, z)
+  q6 = QuantizeLinear (c6, s, z)
+  y6 = DequantizeLinear (q6, s, z)
+  aq = QuantizeLinear (a, s, z)
+  ad = DequantizeLinear (aq, s, z)
+  bd = DequantizeLinear (b10, ws, wz)
+  m = MatMul (ad, bd)
+  mq = QuantizeLinear (m, s, z)
+  ym = DequantizeLinear (mq, s, z)
+}
+)onnx",
+                                     "int8.onnx", {});
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  const Plan plan = cuda_plan(*text);
+  std::map<std::string, std::set<std::string>> algorithms;  // key → algorithms of timed int8 cases
+  std::map<std::string, std::string> reason;                // key → why not
+  for (const auto& c : plan.cases) {
+    if (c.spec.variant.dtype != DType::kInt8) continue;
+    if (c.status == Disposition::kUnsupported)
+      reason[c.spec.problem.key] = c.reason;
+    else if (!c.status)
+      algorithms[c.spec.problem.key].insert(c.spec.variant.algorithm);
+  }
+  std::set<std::string> conv8 = {"cudnn_conv:heuristic", "cudnn_conv:find"};
+  for (const auto& a : kernels::cudnn_conv_algorithms()) conv8.insert("cudnn_conv:" + a);
+  const std::string k8 = first_key(plan, "Conv", "w=8x8x3x3");
+  const std::string k6 = first_key(plan, "Conv", "w=6x8x1x1");
+  const std::string km = first_key(plan, "MatMul", "b=16x10");
+  EXPECT_EQ(algorithms[k8], conv8) << k8;
+  EXPECT_FALSE(algorithms.count(k6)) << k6;
+  EXPECT_NE(reason[k6].find("multiples of 4 (C = 8, K = 6)"), std::string::npos) << reason[k6];
+  EXPECT_FALSE(algorithms.count(km)) << km;
+  EXPECT_NE(reason[km].find("K and N in multiples of 4 (K = 16, N = 10)"), std::string::npos) << reason[km];
+}
+
 TEST(CudaPlan, OpsWithoutALibraryKernelRunOursLabelledAsSuch) {
   const Plan plan = cuda_plan(zoo_model("squeezenet1_1"));
   std::map<std::string, std::set<std::string>> algorithms;  // op → algorithms

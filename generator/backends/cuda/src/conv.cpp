@@ -13,13 +13,50 @@ cudnnConvolutionFwdAlgo_t conv_algo(const std::string& name) {
   if (it == all.end()) fail(fmt::format("unknown cuDNN convolution algorithm {}", name));
   return static_cast<cudnnConvolutionFwdAlgo_t>(it - all.begin());
 }
+
+}  // namespace
+
 std::string conv_algo_name(cudnnConvolutionFwdAlgo_t a) {
   const auto& all = cudnn_conv_algorithms();
   const auto i = static_cast<size_t>(a);
   return i < all.size() ? all[i] : fmt::format("algo {}", i);
 }
 
-}  // namespace
+ConvAlgorithm choose_conv_algorithm(Ctx& c, const TensorDesc& xd, const void* x, const FilterDesc& wd,
+                                    void* w, const ConvDesc& cd, const TensorDesc& yd, void* y) {
+  const std::string v = c.variant();
+  ConvAlgorithm r;
+  if (v == "heuristic") {
+    int returned = 0;
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    check(cudnnGetConvolutionForwardAlgorithm_v7(c.dev.cudnn, xd, wd, cd, yd,
+                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
+          "cudnnGetConvolutionForwardAlgorithm_v7");
+    if (returned < 1 || perf[0].status != CUDNN_STATUS_SUCCESS)
+      fail(Disposition::kUnsupported, "the heuristic offers no algorithm");
+    r.algo = perf[0].algo;
+    r.how = " (cudnnGetConvolutionForwardAlgorithm_v7's first)";
+  } else if (v == "find") {
+    const int64_t limit = std::min<int64_t>(workspace_limit(free_device_memory()), int64_t{1} << 30);
+    DeviceBuffer search(static_cast<size_t>(limit));  // freed once the search is done
+    void* ws = search.data;
+    int returned = 0;
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    check(cudnnFindConvolutionForwardAlgorithmEx(c.dev.cudnn, xd, x, wd, w, cd, yd, y,
+                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws,
+                                                 static_cast<size_t>(limit)),
+          "cudnnFindConvolutionForwardAlgorithmEx");
+    const auto* best =
+        std::find_if(perf, perf + returned, [](const auto& p) { return p.status == CUDNN_STATUS_SUCCESS; });
+    if (best == perf + returned)
+      fail(Disposition::kUnsupported, "cudnnFindConvolutionForwardAlgorithmEx found no algorithm");
+    r.algo = best->algo;
+    r.how = fmt::format(" (cudnnFindConvolutionForwardAlgorithmEx's fastest: {:.3f} ms)", best->time);
+  } else {
+    r.algo = conv_algo(v);
+  }
+  return r;
+}
 
 void conv(Ctx& c) {
   auto geo = conv_geometry(c.p);
@@ -99,38 +136,9 @@ void conv(Ctx& c) {
   }
 
   // The algorithm: named, the heuristic's first, or Find's fastest.
-  const std::string v = c.variant();
-  cudnnConvolutionFwdAlgo_t algo{};
-  std::string how;
-  if (v == "heuristic") {
-    int returned = 0;
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    check(cudnnGetConvolutionForwardAlgorithm_v7(c.dev.cudnn, xd, wd, cd, yd,
-                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf),
-          "cudnnGetConvolutionForwardAlgorithm_v7");
-    if (returned < 1 || perf[0].status != CUDNN_STATUS_SUCCESS)
-      fail(Disposition::kUnsupported, "the heuristic offers no algorithm");
-    algo = perf[0].algo;
-    how = " (cudnnGetConvolutionForwardAlgorithm_v7's first)";
-  } else if (v == "find") {
-    const int64_t limit = std::min<int64_t>(workspace_limit(free_device_memory()), int64_t{1} << 30);
-    DeviceBuffer search(static_cast<size_t>(limit));  // freed once the search is done
-    void* ws = search.data;
-    int returned = 0;
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    check(cudnnFindConvolutionForwardAlgorithmEx(c.dev.cudnn, xd, x_conv, wd, c.ptr(w), cd, yd, c.ptr(y),
-                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, ws,
-                                                 static_cast<size_t>(limit)),
-          "cudnnFindConvolutionForwardAlgorithmEx");
-    const auto* best =
-        std::find_if(perf, perf + returned, [](const auto& r) { return r.status == CUDNN_STATUS_SUCCESS; });
-    if (best == perf + returned)
-      fail(Disposition::kUnsupported, "cudnnFindConvolutionForwardAlgorithmEx found no algorithm");
-    algo = best->algo;
-    how = fmt::format(" (cudnnFindConvolutionForwardAlgorithmEx's fastest: {:.3f} ms)", best->time);
-  } else {
-    algo = conv_algo(v);
-  }
+  const ConvAlgorithm chosen = choose_conv_algorithm(c, xd, x_conv, wd, c.ptr(w), cd, yd, c.ptr(y));
+  const cudnnConvolutionFwdAlgo_t algo = chosen.algo;
+  const std::string& how = chosen.how;
   size_t ws_bytes = 0;
   check(cudnnGetConvolutionForwardWorkspaceSize(c.dev.cudnn, xd, wd, cd, yd, algo, &ws_bytes),
         "cudnnGetConvolutionForwardWorkspaceSize");

@@ -113,6 +113,8 @@ cudnnDataType_t cudnn_type(DType t) {
       return CUDNN_DATA_HALF;
     case DType::kBF16:
       return CUDNN_DATA_BFLOAT16;
+    case DType::kInt8:
+      return CUDNN_DATA_INT8;
     default:
       return CUDNN_DATA_FLOAT;
   }
@@ -123,6 +125,8 @@ cudaDataType_t cuda_type(DType t) {
       return CUDA_R_16F;
     case DType::kBF16:
       return CUDA_R_16BF;
+    case DType::kInt8:
+      return CUDA_R_8I;
     default:
       return CUDA_R_32F;
   }
@@ -219,7 +223,10 @@ bool g_cold = false;
 class CudaKernel final : public Kernel {
  public:
   CudaKernel(Problem problem, Build b, Context& ctx, uint64_t seed)
-      : problem_(std::move(problem)), b_(std::move(b)), ctx_(ctx), seed_(seed) {}
+      : problem_(b.reference_problem ? *b.reference_problem : std::move(problem)),
+        b_(std::move(b)),
+        ctx_(ctx),
+        seed_(seed) {}
 
   // Fresh random inputs (on the device), then the prefills.
   void initialise(uint64_t seed) {
@@ -232,14 +239,17 @@ class CudaKernel final : public Kernel {
               "fill");
         continue;
       }
-      const bool positive = x.fill == Fill::kPositive, small = x.fill == Fill::kSmall;
+      const bool positive = x.fill == Fill::kPositive, small = x.fill == Fill::kSmall,
+                 range = x.fill == Fill::kRange;
       check(device::fill_uniform(x.type, x.buf.data, x.count(),
-                                 positive ? 0.5f
-                                 : small  ? -0.0625f
-                                          : -1.f,
-                                 positive ? 1.f
-                                 : small  ? 0.125f
-                                          : 2.f,
+                                 range      ? x.lo
+                                 : positive ? 0.5f
+                                 : small    ? -0.0625f
+                                            : -1.f,
+                                 range      ? x.span
+                                 : positive ? 1.f
+                                 : small    ? 0.125f
+                                            : 2.f,
                                  seed + t, ctx_.stream),
             "fill");
     }
@@ -367,6 +377,12 @@ void build(Ctx& c) {
   const std::string& op = c.p.op;
   if (family == "cudnn_transform" && c.spec.variant.layout.find('>') != std::string::npos)
     return layout_conversion(c);
+  // int8 (issue 19): cuDNN's int8 convolutions and cuBLASLt's int8 GEMMs only (cuda_plan.cpp).
+  if (c.spec.variant.dtype == DType::kInt8) {
+    if (family == "cudnn_conv" || family == "cudnn_conv_bias_act") return conv_int8(c);
+    if (family == "cublaslt_matmul") return gemm_int8(c);
+    fail(Disposition::kUnsupported, fmt::format("the CUDA backend has no int8 form of {} for {}", a, op));
+  }
   if (family == "cudnn_conv" || family == "cudnn_conv_bias_act") return conv(c);
   if (family == "cublas_gemm" || family == "cublas_gemm_strided_batched" || family == "cublas_gemv" ||
       family == "cublaslt_matmul")

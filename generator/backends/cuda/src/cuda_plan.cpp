@@ -437,6 +437,106 @@ void layer_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   single(base, out, "floorline-kernel:layer_norm");
 }
 
+// --- int8 (issue 19) ---------------------------------------------------------------------------------
+// An int8 (QDQ) Conv: cuDNN's int8 convolution (int8.cpp), NHWC int8 activations and filter (the
+// layer's input is the previous int8 layer's NHWC output: no layout conversion is charged), int32
+// accumulation, one output scale, no zero points. cuDNN's INT8 configuration wants input and output
+// channels in multiples of 4; 3-D, grouped and asymmetrically padded int8 convolutions are not mapped.
+void int8_conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  auto g = conv_geometry(p);
+  if (!g) {
+    out.push_back(unsupported_case(base, g.error().message));
+    return;
+  }
+  std::string why;
+  if (g->x.size() != 4)
+    why = "cuDNN int8 convolutions are mapped in 2-D (NHWC) only";
+  else if (g->groups != 1)
+    why = fmt::format("grouped int8 convolutions (group = {}) are not mapped", g->groups);
+  else if (g->explicit_pad)
+    why = "asymmetric padding in int8 is not mapped (the explicit pad copy runs on f32, f16 and bf16)";
+  else if (g->x[1] % 4 != 0 || g->y[1] % 4 != 0)
+    why = fmt::format(
+        "cuDNN int8 convolutions (CUDNN_DATA_INT8, NHWC) need input and output channels in multiples of 4 "
+        "(C = {}, K = {})",
+        g->x[1], g->y[1]);
+  if (!why.empty()) {
+    out.push_back(unsupported_case(base, why));
+    return;
+  }
+  const MathMode mode = own_math_mode(base.variant.dtype);
+  if (p.input("bias")) {
+    // The bias through the fused call with the identity activation, which cuDNN runs with
+    // IMPLICIT_PRECOMP_GEMM only (its documentation).
+    CudaCase c = make(base, "cudnn_conv_bias_act:IMPLICIT_PRECOMP_GEMM", mode, "nhwc");
+    c.is_default = true;
+    out.push_back(c);
+    return;
+  }
+  CudaCase h = make(base, "cudnn_conv:heuristic", mode, "nhwc");
+  h.is_default = true;
+  out.push_back(h);
+  out.push_back(make(base, "cudnn_conv:find", mode, "nhwc"));
+  for (const auto& a : cudnn_conv_algorithms()) out.push_back(make(base, "cudnn_conv:" + a, mode, "nhwc"));
+}
+
+// An int8 Gemm/MatMul: cuBLASLt's int8 matmul (IMMA), the heuristic's first kLtAlgorithms, "TN" with
+// the weight held N×K (as a runtime lays out a constant weight), K and N in multiples of 4.
+void int8_gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  auto g = gemm_shape(p);
+  if (!g) {
+    out.push_back(unsupported_case(base, g.error().message));
+    return;
+  }
+  std::string why;
+  const Operand* c = p.kind == LayerKind::kGemm && p.inputs.size() > 2 ? &p.inputs[2] : nullptr;
+  if (g->batched)
+    why =
+        "int8 MatMul with batch dims on both operands is not mapped (cuBLASLt's int8 B is a weight held N×K)";
+  else if (p.kind == LayerKind::kGemm && p.int_attr("transA") != 0)
+    why = "int8 Gemm with transA is not mapped (cuBLASLt's int8 GEMM is TN: a is read M×K)";
+  else if (c && (c->shape.empty() || c->shape.back() != g->n || elements(c->shape) != g->n))
+    why = "an int8 Gemm's C other than a bias vector of N is not mapped";
+  else if (g->k % 4 != 0 || g->n % 4 != 0)
+    why = fmt::format("cuBLASLt int8 (IMMA) needs K and N in multiples of 4 (K = {}, N = {})", g->k, g->n);
+  if (!why.empty()) {
+    out.push_back(unsupported_case(base, why));
+    return;
+  }
+  const MathMode mode = own_math_mode(base.variant.dtype);
+  for (int k = 0; k < kLtAlgorithms; ++k) {
+    CudaCase lt = make(base, fmt::format("cublaslt_matmul:{}", k), mode);
+    lt.is_default = k == 0;
+    out.push_back(lt);
+  }
+}
+
+void int8_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
+  const Problem& p = base.problem;
+  const bool conv = p.kind == LayerKind::kConv;
+  const bool gemm = p.kind == LayerKind::kGemm || p.kind == LayerKind::kMatMul;
+  if (!conv && !gemm) {
+    out.push_back(unsupported_case(
+        base, fmt::format("{}: no int8 form in the CUDA backend (int8 Conv, Gemm and MatMul only)", p.op)));
+    return;
+  }
+  if (!quantization(p)) {
+    out.push_back(unsupported_case(
+        base, fmt::format("{}: unreadable quantization '{}'", p.op, p.string_attr("qtypes", ""))));
+    return;
+  }
+  if (!p.post_ops.empty()) {
+    out.push_back(unsupported_case(base, "Floorline fuses no epilogue into an int8 case"));
+    return;
+  }
+  if (conv)
+    int8_conv_cases(base, out);
+  else
+    int8_gemm_cases(base, out);
+}
+
 using Planner = void (*)(const CaseSpec&, std::vector<CudaCase>&);
 struct CudaRow {
   Planner plan = nullptr;
@@ -571,7 +671,11 @@ CudaRow cuda_row(LayerKind k) {
     /* quantization */
     case K::kQuantizeLinear:
     case K::kDequantizeLinear:
-      return {nullptr, {}, "not mapped: no int8 cases in the CUDA backend yet (oneDNN times int8)"};
+      return {
+          nullptr,
+          {},
+          "not mapped: no standalone QuantizeLinear/DequantizeLinear case (int8 Conv, Gemm and MatMul run on "
+          "cuDNN and cuBLASLt)"};
     case K::kReshape:
     case K::kFlatten:
     case K::kSqueeze:
@@ -620,10 +724,14 @@ std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
         out.push_back(unsupported_case(base, "a dimension is unknown"));
         return out;
       }
-  // --- quantization: int8 cases are oneDNN's for now (cuDNN int8 convolutions want NHWC with
-  // channels in multiples of 4, cuBLASLt int8 GEMMs column-major transposes: not planned yet).
+  // --- quantization: int8 Conv on cuDNN, int8 Gemm/MatMul on cuBLASLt; nothing else in int8.
   if (base.variant.dtype == DType::kInt8) {
-    out.push_back(unsupported_case(base, fmt::format("{}: no int8 cases in the CUDA backend yet", op)));
+    try {
+      int8_cases(base, out);
+    } catch (const MissingAttribute& e) {
+      out.clear();
+      out.push_back(unsupported_case(base, e.what()));
+    }
     return out;
   }
   const bool conv_or_gemm =

@@ -38,6 +38,11 @@ template <>
 __device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) {
   p[i] = __float2bfloat16(v);
 }
+// int8 data (the int8 cases' operands): whole numbers, rounded down and saturated.
+template <>
+__device__ __forceinline__ void store(int8_t* p, int64_t i, float v) {
+  p[i] = static_cast<int8_t>(fminf(fmaxf(floorf(v), -128.f), 127.f));
+}
 
 #define FL_GRID_LOOP(i, n)                                                               \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
@@ -56,7 +61,7 @@ cudaError_t dispatch(DType t, F&& f) {
     case DType::kBF16:
       f(static_cast<__nv_bfloat16*>(nullptr));
       break;
-    case DType::kInt8:  // no int8 cases are planned for the CUDA backend (cuda_plan.cpp)
+    case DType::kInt8:  // int8 cases fill their 8-bit operands (fill_uniform), no kernel of ours runs on them
       return cudaErrorNotSupported;
   }
   return cudaGetLastError();
@@ -318,6 +323,11 @@ int64_t product(const int64_t* d, int rank) {
 cudaError_t fill_uniform(DType t, void* data, int64_t n, float lo, float span, uint64_t seed,
                          cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  if (t == DType::kInt8) {
+    fill_uniform_kernel<int8_t>
+        <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<int8_t*>(data), n, lo, span, seed);
+    return cudaGetLastError();
+  }
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     fill_uniform_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, lo, span, seed);

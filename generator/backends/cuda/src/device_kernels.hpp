@@ -21,7 +21,7 @@ inline int64_t size_of(DType t) {
 constexpr int kMaxRank = 8;
 
 // Random inputs, generated on the device (a hash of the element index and the seed): uniform in
-// [lo, lo + span); indices uniform in [0, bound).
+// [lo, lo + span) (int8: rounded down to whole numbers and saturated); indices uniform in [0, bound).
 cudaError_t fill_uniform(DType t, void* data, int64_t n, float lo, float span, uint64_t seed,
                          cudaStream_t stream);
 cudaError_t fill_indices(int64_t* data, int64_t n, int64_t bound, uint64_t seed, cudaStream_t stream);

@@ -150,14 +150,6 @@ void cublas_gemm(Ctx& c) {
   });
 }
 
-template <class T, cublasStatus_t (*Destroy)(T)>
-struct LtObject {
-  T h = nullptr;
-  ~LtObject() {
-    if (h) Destroy(h);
-  }
-};
-
 void cublaslt_matmul(Ctx& c) {
   const GemmCall g = gemm_call(c);
   const auto epilogue = lt_epilogue_for(c.p);
@@ -229,6 +221,24 @@ void cublaslt_matmul(Ctx& c) {
   const auto lb = g.ta ? layout(static_cast<uint64_t>(g.m), static_cast<uint64_t>(g.k), g.m, g.stride_a)
                        : layout(static_cast<uint64_t>(g.k), static_cast<uint64_t>(g.m), g.k, g.stride_a);
   const auto ld = layout(static_cast<uint64_t>(g.n), static_cast<uint64_t>(g.m), g.n, g.m * g.n);
+  LtCall call;
+  call.desc = desc->h;
+  call.a = la;
+  call.b = lb;
+  call.c = ld;
+  call.d = ld;
+  call.a_ptr = c.ptr(b);
+  call.b_ptr = c.ptr(a);
+  call.d_ptr = c.ptr(y);
+  call.c_ptr = c_tensor >= 0 ? c.ptr(c_tensor) : call.d_ptr;
+  call.alpha = g.alpha;
+  call.beta = beta;
+  lt_matmul_step(c, call);
+}
+
+}  // namespace
+
+void lt_matmul_step(Ctx& c, const LtCall& call) {
   auto pref = std::make_shared<LtObject<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>>();
   c.b.keep.push_back(pref);
   check(cublasLtMatmulPreferenceCreate(&pref->h), "cublasLtMatmulPreferenceCreate");
@@ -241,8 +251,8 @@ void cublaslt_matmul(Ctx& c) {
         "MAX_WORKSPACE_BYTES");
   cublasLtMatmulHeuristicResult_t results[kLtAlgorithms] = {};
   int returned = 0;
-  check(cublasLtMatmulAlgoGetHeuristic(c.dev.lt, desc->h, la, lb, ld, ld, pref->h, kLtAlgorithms, results,
-                                       &returned),
+  check(cublasLtMatmulAlgoGetHeuristic(c.dev.lt, call.desc, call.a, call.b, call.c, call.d, pref->h,
+                                       kLtAlgorithms, results, &returned),
         "cublasLtMatmulAlgoGetHeuristic");
   const int index = std::stoi(c.variant());
   if (returned == 0) fail(Disposition::kUnsupported, "cublasLtMatmulAlgoGetHeuristic returned no algorithm");
@@ -254,21 +264,15 @@ void cublaslt_matmul(Ctx& c) {
   c.b.workspace = static_cast<int64_t>(r.workspaceSize);
   c.b.implementation =
       fmt::format("cublasLtMatmul heuristic #{} of {} (waves {:.2f})", index + 1, returned, r.wavesCount);
-  const void* ap = c.ptr(a);
-  const void* bp = c.ptr(b);
-  void* yp = c.ptr(y);
-  const void* cp = c_tensor >= 0 ? c.ptr(c_tensor) : yp;
-  const float alpha = g.alpha;
-  const auto dh = desc->h;
   const size_t ws_bytes = r.workspaceSize;
+  const LtCall k = call;
   c.b.steps.push_back([=](Context& d) {
-    check(cublasLtMatmul(d.lt, dh, &alpha, bp, la, ap, lb, &beta, cp, ld, yp, ld, &r.algo, ws, ws_bytes,
-                         d.stream),
+    const void* alpha = k.alpha_device ? k.alpha_device : &k.alpha;
+    check(cublasLtMatmul(d.lt, k.desc, alpha, k.a_ptr, k.a, k.b_ptr, k.b, &k.beta, k.c_ptr, k.c, k.d_ptr, k.d,
+                         &r.algo, ws, ws_bytes, d.stream),
           "cublasLtMatmul");
   });
 }
-
-}  // namespace
 
 void gemm(Ctx& c) {
   if (c.spec.variant.algorithm.rfind("cublaslt_matmul", 0) == 0)

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -96,7 +97,9 @@ Result<Context*> context();
 // --- tensors --------------------------------------------------------------------------------------
 
 // kSmall: uniform in [-1/16, 1/16) (recurrent weights; see the oneDNN backend's Fill::kSmall).
-enum class Fill { kUniform, kPositive, kNone, kSmall };
+// kRange: uniform in [Tensor::lo, Tensor::lo + Tensor::span) (int8 data: whole numbers, rounded
+// down and saturated to [-128, 127]; int8 cases' f32 biases).
+enum class Fill { kUniform, kPositive, kNone, kSmall, kRange };
 
 // Relative L2 error allowed against the f32 reference, by the math mode.
 double tolerance(MathMode m);
@@ -131,6 +134,7 @@ struct Tensor {
   bool is_output = false;
   bool is_index = false;  // int64 indices (Gather), random in [0, index_bound)
   int64_t index_bound = 1;
+  float lo = -1.f, span = 2.f;  // Fill::kRange
   DeviceBuffer buf;
   int64_t count() const { return elements(shape); }
   size_t bytes() const {
@@ -187,6 +191,9 @@ struct Build {
   int64_t workspace = 0;
   std::string not_verifiable;
   double tolerance = 1e-3;
+  // What the reference computes when it is not the case's problem: an int8 case's symmetric form
+  // (int8.cpp), with the tensors' shapes as the kernel holds them.
+  std::optional<Problem> reference_problem;
 };
 
 // --- building ---------------------------------------------------------------------------------------
@@ -253,8 +260,48 @@ void check_workspace(int64_t bytes);
 
 // --- builders, one per library call family -------------------------------------------------------------
 
-void conv(Ctx& c);        // conv.cpp
-void gemm(Ctx& c);        // gemm.cpp
+void conv(Ctx& c);  // conv.cpp
+struct ConvAlgorithm {
+  cudnnConvolutionFwdAlgo_t algo{};
+  std::string how;  // " (cudnnGetConvolutionForwardAlgorithm_v7's first)", ... or "" when named
+};
+// The case's algorithm (its variant): named, the heuristic's first, or Find's fastest (Find runs the
+// convolution on these buffers).
+ConvAlgorithm choose_conv_algorithm(Ctx& c, const TensorDesc& xd, const void* x, const FilterDesc& wd,
+                                    void* w, const ConvDesc& cd, const TensorDesc& yd, void* y);
+std::string conv_algo_name(cudnnConvolutionFwdAlgo_t a);
+void gemm(Ctx& c);  // gemm.cpp
+
+template <class T, cublasStatus_t (*Destroy)(T)>
+struct LtObject {
+  T h = nullptr;
+  LtObject() = default;
+  LtObject(const LtObject&) = delete;
+  LtObject& operator=(const LtObject&) = delete;
+  ~LtObject() {
+    if (h) Destroy(h);
+  }
+};
+// One cublasLtMatmul, D = alpha·op(A)·op(B) + beta·C, in cuBLASLt's (column-major) terms; the
+// descriptors and layouts are kept alive by the kernel (Build::keep).
+struct LtCall {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  const void* a_ptr = nullptr;
+  const void* b_ptr = nullptr;
+  const void* c_ptr = nullptr;
+  void* d_ptr = nullptr;
+  float alpha = 1, beta = 0;           // host scalars (scale type CUDA_R_32F)
+  const void* alpha_device = nullptr;  // instead of alpha: a device vector, one per row of D
+};
+// Asks cublasLtMatmulAlgoGetHeuristic for up to kLtAlgorithms algorithms, takes the one the case's
+// variant numbers (cublaslt_matmul:<index>), and adds the call as the kernel's step; sets the
+// implementation and the workspace. Unsupported when the heuristic returns none, skipped when it
+// returns fewer than the index.
+void lt_matmul_step(Ctx& c, const LtCall& call);
+// int8 (int8.cpp): cuDNN int8 convolutions (NHWC) and cuBLASLt int8 GEMMs (IMMA, TN).
+void conv_int8(Ctx& c);
+void gemm_int8(Ctx& c);
 void batch_norm(Ctx& c);  // cudnn_ops.cpp
 void activation(Ctx& c);
 void softmax(Ctx& c);
