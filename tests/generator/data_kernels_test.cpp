@@ -17,8 +17,7 @@ std::vector<mp::ModelIR> zoo_layers(const std::string& model, const std::set<std
   auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + model + ".onnx", {});
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   if (!r.ok()) return {};
-  for (auto& m : *r)
-    std::erase_if(m.layers, [&](const mp::Layer& l) { return !ops.count(l.op_type); });
+  for (auto& m : *r) std::erase_if(m.layers, [&](const mp::Layer& l) { return !ops.count(l.op_type); });
   return *r;
 }
 
@@ -61,7 +60,8 @@ TEST(DataKernels, SwinAndGooglenetConcatsAreCopiedChunksBesideOnednnConcat) {
       // The shifted-window roll: 53 + 3 rows along H, and 53 + 3 columns along W.
       const std::string h = "Concat|x0=1x53x56x96|x1=1x3x56x96|axis=1|f32";
       const std::string w = "Concat|x0=1x56x53x96|x1=1x56x3x96|axis=2|f32";
-      EXPECT_TRUE(s.keys_with_own.count(h) && s.keys_with_own.count(w)) << fmt::format("{}", fmt::join(s.keys_with_own, ", "));
+      EXPECT_TRUE(s.keys_with_own.count(h) && s.keys_with_own.count(w))
+          << fmt::format("{}", fmt::join(s.keys_with_own, ", "));
       EXPECT_TRUE(s.keys_with_onednn.count(h));  // beside oneDNN's, not instead
     }
     if (model == "googlenet") {
@@ -127,7 +127,8 @@ TEST(DataKernels, EveryAxisAndFormMatchesTheReference) {
     verified += s.ok();
   }
   EXPECT_EQ(own, (std::set<std::string>{"Concat floorline-kernel:concat", "Softmax floorline-kernel:softmax",
-                                        "LogSoftmax floorline-kernel:log_softmax", "Resize floorline-kernel:copy"}));
+                                        "LogSoftmax floorline-kernel:log_softmax",
+                                        "Resize floorline-kernel:copy"}));
   EXPECT_EQ(verified, 7);  // 3 concats, 2 softmaxes, 1 log-softmax, 1 identity resize
 }
 

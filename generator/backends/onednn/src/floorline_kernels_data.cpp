@@ -28,54 +28,79 @@ namespace {
 
 // --- softmax arithmetic, multiversioned -----------------------------------------------------------
 
-// e^x for x ≤ 88: x = n·ln2 + r with |r| ≤ ln2/2 (n rounded to nearest by the 1.5·2^23 shift, ln2
-// split in two so that n·ln2 is exact enough), e^r by its degree-6 Taylor polynomial (relative
-// error below 2e-7 on that range), 2^n built in the exponent bits. Below −87 it returns e^−87
-// (1.6e-38), not a denormal: after the max is subtracted such terms are negligible in the sum.
-// Straight-line float code with no call and no branch, so GCC vectorises the loops that use it.
-[[gnu::always_inline]] inline float exp_poly(float x) {
-  x = x < -87.f ? -87.f : (x > 88.f ? 88.f : x);
-  const float shifted = x * 1.44269504088896341f + 12582912.f;
-  const float n = shifted - 12582912.f;
-  float r = x - n * 0.693359375f;
+// e^−t for t ≥ 0 (t = max − x): −t = n·ln2 + r with |r| ≤ ln2/2 (n rounded to nearest by the
+// 1.5·2^23 shift, ln2 split in two so that n·ln2 is exact enough), e^r by its degree-6 Taylor
+// polynomial (relative error below 2e-7 on that range), 2^n built in the exponent bits. t is
+// clamped to 87 (e^−87 = 1.6e-38, still normal; +inf and NaN too) on its bits, an integer min
+// (non-negative floats order as their bits): a float compare would be control flow that GCC at -O2
+// does not if-convert, and the loop would stay scalar. So: straight-line code, no call, no branch.
+// Written once for a float and for 16 floats (GCC vector extensions: one zmm register in the
+// AVX-512 clone, two ymm in the AVX2 one, four xmm in the baseline). Always inlined, so the vector
+// ABI warning (-Wpsabi, off for this file) concerns no real call.
+typedef float F16 __attribute__((vector_size(64)));
+typedef int32_t I16 __attribute__((vector_size(64)));
+template <class F, class I>
+[[gnu::always_inline]] inline F exp_neg(F t) {
+  const I tb = std::bit_cast<I>(t);
+  const I limit = tb - tb + 0x42AE0000;  // 87.f
+  const F x = -std::bit_cast<F>(tb < limit ? tb : limit);
+  const F n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;
+  F r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
-  float p = 1.f / 720.f;
+  F p = r - r + 1.f / 720.f;
   p = p * r + 1.f / 120.f;
   p = p * r + 1.f / 24.f;
   p = p * r + 1.f / 6.f;
   p = p * r + 0.5f;
   p = p * r + 1.f;
   p = p * r + 1.f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) * (1 << 23);
-  return p * std::bit_cast<float>(bits);
+  I k;
+  if constexpr (sizeof(F) == sizeof(float))
+    k = static_cast<I>(n);
+  else
+    k = __builtin_convertvector(n, I);
+  return p * std::bit_cast<F>((k + 127) * (1 << 23));
+}
+[[gnu::always_inline]] inline F16 load16(const float* p) {
+  F16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
 #define FLOORLINE_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 
+// Rows: 16 lanes at a time, the lanes reduced at the end; the tail element by element.
 FLOORLINE_MULTIVERSION float row_max(const float* x, int64_t n) {
+  int64_t j = 0;
   float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  if (n >= 16) {
+    F16 acc = load16(x);
+    for (j = 16; j + 16 <= n; j += 16) {
+      const F16 v = load16(x + j);
+      acc = v > acc ? v : acc;
+    }
+    for (int l = 0; l < 16; ++l) m = acc[l] > m ? acc[l] : m;
+  }
+  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
   return m;
 }
 
-// y = e^(x − m); returns Σ y.
+// y = e^(x − m) (y null: not written); returns Σ e^(x − m).
 FLOORLINE_MULTIVERSION float exp_sum(const float* x, float m, float* y, int64_t n) {
+  F16 acc = {};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const F16 e = exp_neg<F16, I16>(m - load16(x + j));
+    if (y) std::memcpy(y + j, &e, sizeof e);
+    acc += e;
+  }
   float s = 0.f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) {
-    const float e = exp_poly(x[j] - m);
-    y[j] = e;
+  for (int l = 0; l < 16; ++l) s += acc[l];
+  for (; j < n; ++j) {
+    const float e = exp_neg<float, int32_t>(m - x[j]);
+    if (y) y[j] = e;
     s += e;
   }
-  return s;
-}
-
-// Σ e^(x − m), nothing written (LogSoftmax).
-FLOORLINE_MULTIVERSION float exp_sum_only(const float* x, float m, int64_t n) {
-  float s = 0.f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += exp_poly(x[j] - m);
   return s;
 }
 
@@ -94,10 +119,11 @@ FLOORLINE_MULTIVERSION void cols_max(const float* row, float* m, int64_t inner) 
 #pragma omp simd
   for (int64_t i = 0; i < inner; ++i) m[i] = row[i] > m[i] ? row[i] : m[i];
 }
-FLOORLINE_MULTIVERSION void cols_exp_sum(const float* row, const float* m, float* y, float* s, int64_t inner) {
+FLOORLINE_MULTIVERSION void cols_exp_sum(const float* row, const float* m, float* y, float* s,
+                                         int64_t inner) {
 #pragma omp simd
   for (int64_t i = 0; i < inner; ++i) {
-    const float e = exp_poly(row[i] - m[i]);
+    const float e = exp_neg<float, int32_t>(m[i] - row[i]);
     if (y) y[i] = e;
     s[i] += e;
   }
@@ -115,7 +141,7 @@ FLOORLINE_MULTIVERSION void cols_shift(const float* row, const float* c, float* 
 
 // --- the kernel -----------------------------------------------------------------------------------
 
-struct Piece {  // one memcpy
+struct Piece {                                             // one memcpy
   int64_t src = 0, offset = 0, dst_offset = 0, bytes = 0;  // input index, byte offsets, length
 };
 
@@ -123,7 +149,8 @@ constexpr int64_t kPieceBytes = 256 << 10;  // copies are split at this size for
 
 class DataKernel final : public Kernel {
  public:
-  DataKernel(Problem p, std::string name, uint64_t seed) : p_(std::move(p)), name_(std::move(name)), seed_(seed) {
+  DataKernel(Problem p, std::string name, uint64_t seed)
+      : p_(std::move(p)), name_(std::move(name)), seed_(seed) {
     for (const auto* list : {&p_.inputs, &p_.outputs})
       for (const auto& op : *list)
         if (std::any_of(op.shape.begin(), op.shape.end(), [](int64_t d) { return d < 0; }))
@@ -138,7 +165,8 @@ class DataKernel final : public Kernel {
     } else {
       plan_softmax();
     }
-    for (const auto& op : p_.inputs) in_.emplace_back(static_cast<size_t>(std::max<int64_t>(1, elements(op.shape))) * 4);
+    for (const auto& op : p_.inputs)
+      in_.emplace_back(static_cast<size_t>(std::max<int64_t>(1, elements(op.shape))) * 4);
     out_ = HostBuffer(static_cast<size_t>(std::max<int64_t>(1, elements(p_.outputs[0].shape))) * 4);
     fill(seed_);
   }
@@ -244,7 +272,8 @@ class DataKernel final : public Kernel {
     const int64_t n = static_cast<int64_t>(pieces_.size());
     auto one = [&](int64_t i) {
       const Piece& c = pieces_[static_cast<size_t>(i)];
-      std::memcpy(y + c.dst_offset, static_cast<const char*>(in_[static_cast<size_t>(c.src)].data()) + c.offset,
+      std::memcpy(y + c.dst_offset,
+                  static_cast<const char*>(in_[static_cast<size_t>(c.src)].data()) + c.offset,
                   static_cast<size_t>(c.bytes));
     };
     if (n == 1 || omp_get_max_threads() == 1) {  // no parallel region for one thread
@@ -266,7 +295,7 @@ class DataKernel final : public Kernel {
         float* yr = y + o * len;
         const float m = row_max(xr, len);
         if (log) {
-          shift(xr, m + std::log(exp_sum_only(xr, m, len)), yr, len);
+          shift(xr, m + std::log(exp_sum(xr, m, nullptr, len)), yr, len);
         } else {
           scale(yr, 1.f / exp_sum(xr, m, yr, len), len);
         }
@@ -286,9 +315,11 @@ class DataKernel final : public Kernel {
       std::copy(xs, xs + inner, m.begin());
       for (int64_t k = 1; k < len; ++k) cols_max(xs + k * inner, m.data(), inner);
       std::fill(s.begin(), s.end(), 0.f);
-      for (int64_t k = 0; k < len; ++k) cols_exp_sum(xs + k * inner, m.data(), log ? nullptr : ys + k * inner, s.data(), inner);
+      for (int64_t k = 0; k < len; ++k)
+        cols_exp_sum(xs + k * inner, m.data(), log ? nullptr : ys + k * inner, s.data(), inner);
       if (log) {
-        for (int64_t i = 0; i < inner; ++i) s[static_cast<size_t>(i)] = m[static_cast<size_t>(i)] + std::log(s[static_cast<size_t>(i)]);
+        for (int64_t i = 0; i < inner; ++i)
+          s[static_cast<size_t>(i)] = m[static_cast<size_t>(i)] + std::log(s[static_cast<size_t>(i)]);
         for (int64_t k = 0; k < len; ++k) cols_shift(xs + k * inner, s.data(), ys + k * inner, inner);
       } else {
         for (auto& v : s) v = 1.f / v;
@@ -312,9 +343,9 @@ class DataKernel final : public Kernel {
   uint64_t seed_;
   std::vector<HostBuffer> in_;
   HostBuffer out_;
-  std::vector<Piece> pieces_;                  // the copies (Concat, Resize), empty for softmax
-  int64_t outer_ = 1, len_ = 1, inner_ = 1;    // softmax
-  std::vector<float> m_, s_;                   // softmax scratch along a strided axis (one thread)
+  std::vector<Piece> pieces_;                // the copies (Concat, Resize), empty for softmax
+  int64_t outer_ = 1, len_ = 1, inner_ = 1;  // softmax
+  std::vector<float> m_, s_;                 // softmax scratch along a strided axis (one thread)
 };
 
 }  // namespace
