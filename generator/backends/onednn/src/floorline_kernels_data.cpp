@@ -67,6 +67,21 @@ template <class F, class I>
   return v;
 }
 
+// The 16 lanes reduced as a tree (depth 4, not a chain of 15 dependent operations per row).
+[[gnu::always_inline]] inline float lanes_sum(F16 v) {
+  float a[8];
+  for (int l = 0; l < 8; ++l) a[l] = v[l] + v[l + 8];
+  for (int l = 0; l < 4; ++l) a[l] += a[l + 4];
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
+[[gnu::always_inline]] inline float lanes_max(F16 v) {
+  float a[8];
+  for (int l = 0; l < 8; ++l) a[l] = v[l] > v[l + 8] ? v[l] : v[l + 8];
+  for (int l = 0; l < 4; ++l) a[l] = a[l] > a[l + 4] ? a[l] : a[l + 4];
+  const float b = a[0] > a[2] ? a[0] : a[2], c = a[1] > a[3] ? a[1] : a[3];
+  return b > c ? b : c;
+}
+
 #define FLOORLINE_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 
 // Rows: 16 lanes at a time, the lanes reduced at the end; the tail element by element.
@@ -79,7 +94,7 @@ FLOORLINE_MULTIVERSION float row_max(const float* x, int64_t n) {
       const F16 v = load16(x + j);
       acc = v > acc ? v : acc;
     }
-    for (int l = 0; l < 16; ++l) m = acc[l] > m ? acc[l] : m;
+    m = lanes_max(acc);
   }
   for (; j < n; ++j) m = x[j] > m ? x[j] : m;
   return m;
@@ -94,8 +109,7 @@ FLOORLINE_MULTIVERSION float exp_sum(const float* x, float m, float* y, int64_t 
     if (y) std::memcpy(y + j, &e, sizeof e);
     acc += e;
   }
-  float s = 0.f;
-  for (int l = 0; l < 16; ++l) s += acc[l];
+  float s = lanes_sum(acc);
   for (; j < n; ++j) {
     const float e = exp_neg<float, int32_t>(m - x[j]);
     if (y) y[j] = e;
