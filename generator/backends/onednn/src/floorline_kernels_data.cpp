@@ -85,23 +85,38 @@ template <class F, class I>
 #define FLOORLINE_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
 
 // Rows: 16 lanes at a time, the lanes reduced at the end; the tail element by element.
+// Rows of at least 16: the last n mod 16 elements run as one more vector, the row's last 16
+// (overlapping the previous block: the max does not mind, the sum keeps only the new lanes, the
+// overlapped outputs are written again with the same values); shorter rows element by element.
 FLOORLINE_MULTIVERSION float row_max(const float* x, int64_t n) {
-  int64_t j = 0;
-  float m = -INFINITY;
-  if (n >= 16) {
-    F16 acc = load16(x);
-    for (j = 16; j + 16 <= n; j += 16) {
-      const F16 v = load16(x + j);
-      acc = v > acc ? v : acc;
-    }
-    m = lanes_max(acc);
+  if (n < 16) {
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+    return m;
   }
-  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
-  return m;
+  F16 acc = load16(x);
+  for (int64_t j = 16; j + 16 <= n; j += 16) {
+    const F16 v = load16(x + j);
+    acc = v > acc ? v : acc;
+  }
+  if (n % 16) {
+    const F16 v = load16(x + n - 16);
+    acc = v > acc ? v : acc;
+  }
+  return lanes_max(acc);
 }
 
 // y = e^(x − m) (y null: not written); returns Σ e^(x − m).
 FLOORLINE_MULTIVERSION float exp_sum(const float* x, float m, float* y, int64_t n) {
+  if (n < 16) {
+    float s = 0.f;
+    for (int64_t j = 0; j < n; ++j) {
+      const float e = exp_neg<float, int32_t>(m - x[j]);
+      if (y) y[j] = e;
+      s += e;
+    }
+    return s;
+  }
   F16 acc = {};
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
@@ -109,13 +124,15 @@ FLOORLINE_MULTIVERSION float exp_sum(const float* x, float m, float* y, int64_t 
     if (y) std::memcpy(y + j, &e, sizeof e);
     acc += e;
   }
-  float s = lanes_sum(acc);
-  for (; j < n; ++j) {
-    const float e = exp_neg<float, int32_t>(m - x[j]);
-    if (y) y[j] = e;
-    s += e;
+  if (j < n) {
+    const F16 e = exp_neg<F16, I16>(m - load16(x + n - 16));
+    if (y) std::memcpy(y + n - 16, &e, sizeof e);
+    const I16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const I16 first_new = lane - lane + static_cast<int32_t>(16 - (n - j));
+    const F16 zero = {};
+    acc += lane >= first_new ? e : zero;
   }
-  return s;
+  return lanes_sum(acc);
 }
 
 FLOORLINE_MULTIVERSION void scale(float* y, float k, int64_t n) {
