@@ -244,6 +244,11 @@ std::string own_kernel_name(LayerKind kind);
 // The kernel of a case whose algorithm is "floorline-kernel:<name>": f32, no epilogue. Errors
 // coded unsupported where the shapes or the --max-detections count cannot be realised.
 Result<std::unique_ptr<Kernel>> make_own_kernel(const CaseSpec& spec, uint64_t seed);
+// Floorline's own kernels planned beside oneDNN's primitives (floorline_kernels_data.cpp): the
+// name for this layer ("concat", "softmax", "log_softmax", "copy" for a Resize whose output shape
+// equals its input's), "" where there is none; and the kernel, f32 and no epilogue.
+std::string data_kernel_name(const Problem& p);
+Result<std::unique_ptr<Kernel>> make_data_kernel(const CaseSpec& spec, uint64_t seed);
 
 // --- memory formats and random data (common.cpp) -------------------------------------------------
 

@@ -301,7 +301,9 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
     main_spec = &fed;
   }
   const auto [variant, impl_name] = split_algorithm(main_spec->variant.algorithm);
-  if (variant == kOwnKernel && !conversion) return make_own_kernel(spec, seed_of(spec.name));
+  if (variant == kOwnKernel && !conversion)  // ours: for a kind oneDNN lacks, or beside its primitive
+    return own_kernel_name(spec.problem.kind).empty() ? make_data_kernel(spec, seed_of(spec.name))
+                                                      : make_own_kernel(spec, seed_of(spec.name));
   FL_ASSIGN_OR_RETURN(Build b, build(*main_spec, variant));
   try {
     if (b.iterate) {
@@ -431,6 +433,18 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
   for (auto& im : out)
     if (!auto_impl.empty() && im.impl_name == auto_impl && !marked) marked = im.is_default = true;
   if (!marked) out[0].is_default = true;
+  // Beside oneDNN's: Floorline's own kernel where a plain formulation can beat the primitive
+  // (floorline_kernels_data.cpp), its own variant, so always timed; offered where it builds.
+  if (const std::string own = data_kernel_name(p); !own.empty()) {
+    CaseSpec s = spec;
+    s.variant.algorithm = algorithm_name(std::string(kOwnKernel), own);
+    if (make_data_kernel(s, 0).ok()) {
+      Implementation im;
+      im.impl_name = own;
+      im.algorithm = s.variant.algorithm;
+      out.push_back(std::move(im));
+    }
+  }
   return out;
 }
 

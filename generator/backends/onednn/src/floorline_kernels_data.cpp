@@ -1,0 +1,420 @@
+// Floorline's own CPU kernels for kinds oneDNN does have a primitive for, planned beside oneDNN's
+// cases (algorithm "floorline-kernel:<name>"), where a plain formulation beats the primitive as
+// runtimes do (ONNX Runtime's CPU kernels):
+//   concat       Concat on the plain layout: each input's contiguous chunks memcpy'd into the output
+//                (one chunk per input per outer index), as ONNX Runtime's Concat copies them.
+//   softmax      Softmax and LogSoftmax over any axis (outer × axis × inner): max, exp and sum, scale,
+//   log_softmax  vectorised (a range-reduced polynomial exp over float arrays, built for AVX-512,
+//                AVX2 and the baseline by GCC function multiversioning).
+//   copy         Resize whose output shape equals its input shape: the identity, one copy.
+// The buffers are host buffers of the case's placement; OpenMP over independent pieces when the
+// runtime has more than one thread. Verified against the reference: the copies exactly, softmax
+// within 1e-5 relative L2 (oneDNN's f32 cases are held to 1e-3).
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "internal.hpp"
+
+namespace floorline::kernels::onednn_detail {
+namespace {
+
+[[noreturn]] void data_unsupported(const std::string& why) {
+  throw KernelError(Disposition::kUnsupported, why);
+}
+
+// --- softmax arithmetic, multiversioned -----------------------------------------------------------
+
+// e^−t for t ≥ 0 (t = max − x): −t = n·ln2 + r with |r| ≤ ln2/2 (n rounded to nearest by the
+// 1.5·2^23 shift, ln2 split in two so that n·ln2 is exact enough), e^r by its degree-6 Taylor
+// polynomial (relative error below 2e-7 on that range), 2^n built in the exponent bits. t is
+// clamped to 87 (e^−87 = 1.6e-38, still normal; +inf and NaN too) on its bits, an integer min
+// (non-negative floats order as their bits): a float compare would be control flow that GCC at -O2
+// does not if-convert, and the loop would stay scalar. So: straight-line code, no call, no branch.
+// Written once for a float and for 16 floats (GCC vector extensions: one zmm register in the
+// AVX-512 clone, two ymm in the AVX2 one, four xmm in the baseline). Always inlined, so the vector
+// ABI warning (-Wpsabi, off for this file) concerns no real call.
+typedef float F16 __attribute__((vector_size(64)));
+typedef int32_t I16 __attribute__((vector_size(64)));
+template <class F, class I>
+[[gnu::always_inline]] inline F exp_neg(F t) {
+  const I tb = std::bit_cast<I>(t);
+  const I limit = tb - tb + 0x42AE0000;  // 87.f
+  const F x = -std::bit_cast<F>(tb < limit ? tb : limit);
+  const F n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;
+  F r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  F p = r - r + 1.f / 720.f;
+  p = p * r + 1.f / 120.f;
+  p = p * r + 1.f / 24.f;
+  p = p * r + 1.f / 6.f;
+  p = p * r + 0.5f;
+  p = p * r + 1.f;
+  p = p * r + 1.f;
+  I k;
+  if constexpr (sizeof(F) == sizeof(float))
+    k = static_cast<I>(n);
+  else
+    k = __builtin_convertvector(n, I);
+  return p * std::bit_cast<F>((k + 127) * (1 << 23));
+}
+[[gnu::always_inline]] inline F16 load16(const float* p) {
+  F16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The 16 lanes reduced as a tree (depth 4, not a chain of 15 dependent operations per row).
+[[gnu::always_inline]] inline float lanes_sum(F16 v) {
+  float a[8];
+  for (int l = 0; l < 8; ++l) a[l] = v[l] + v[l + 8];
+  for (int l = 0; l < 4; ++l) a[l] += a[l + 4];
+  return (a[0] + a[2]) + (a[1] + a[3]);
+}
+[[gnu::always_inline]] inline float lanes_max(F16 v) {
+  float a[8];
+  for (int l = 0; l < 8; ++l) a[l] = v[l] > v[l + 8] ? v[l] : v[l + 8];
+  for (int l = 0; l < 4; ++l) a[l] = a[l] > a[l + 4] ? a[l] : a[l + 4];
+  const float b = a[0] > a[2] ? a[0] : a[2], c = a[1] > a[3] ? a[1] : a[3];
+  return b > c ? b : c;
+}
+
+#define FLOORLINE_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+
+// Rows: 16 lanes at a time, the lanes reduced at the end; the tail element by element.
+// Rows of at least 16: the last n mod 16 elements run as one more vector, the row's last 16
+// (overlapping the previous block: the max does not mind, the sum keeps only the new lanes, the
+// overlapped outputs are written again with the same values); shorter rows element by element.
+FLOORLINE_MULTIVERSION float row_max(const float* x, int64_t n) {
+  if (n < 16) {
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+    return m;
+  }
+  F16 acc = load16(x);
+  for (int64_t j = 16; j + 16 <= n; j += 16) {
+    const F16 v = load16(x + j);
+    acc = v > acc ? v : acc;
+  }
+  if (n % 16) {
+    const F16 v = load16(x + n - 16);
+    acc = v > acc ? v : acc;
+  }
+  return lanes_max(acc);
+}
+
+// y = e^(x − m) (y null: not written); returns Σ e^(x − m).
+FLOORLINE_MULTIVERSION float exp_sum(const float* x, float m, float* y, int64_t n) {
+  if (n < 16) {
+    float s = 0.f;
+    for (int64_t j = 0; j < n; ++j) {
+      const float e = exp_neg<float, int32_t>(m - x[j]);
+      if (y) y[j] = e;
+      s += e;
+    }
+    return s;
+  }
+  F16 acc = {};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const F16 e = exp_neg<F16, I16>(m - load16(x + j));
+    if (y) std::memcpy(y + j, &e, sizeof e);
+    acc += e;
+  }
+  if (j < n) {
+    const F16 e = exp_neg<F16, I16>(m - load16(x + n - 16));
+    if (y) std::memcpy(y + n - 16, &e, sizeof e);
+    const I16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const I16 first_new = lane - lane + static_cast<int32_t>(16 - (n - j));
+    const F16 zero = {};
+    acc += lane >= first_new ? e : zero;
+  }
+  return lanes_sum(acc);
+}
+
+FLOORLINE_MULTIVERSION void scale(float* y, float k, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) y[j] *= k;
+}
+
+FLOORLINE_MULTIVERSION void shift(const float* x, float c, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) y[j] = x[j] - c;
+}
+
+// Softmax along a strided axis: rows of `inner` contiguous elements, reduced element-wise.
+FLOORLINE_MULTIVERSION void cols_max(const float* row, float* m, int64_t inner) {
+#pragma omp simd
+  for (int64_t i = 0; i < inner; ++i) m[i] = row[i] > m[i] ? row[i] : m[i];
+}
+FLOORLINE_MULTIVERSION void cols_exp_sum(const float* row, const float* m, float* y, float* s,
+                                         int64_t inner) {
+#pragma omp simd
+  for (int64_t i = 0; i < inner; ++i) {
+    const float e = exp_neg<float, int32_t>(m[i] - row[i]);
+    if (y) y[i] = e;
+    s[i] += e;
+  }
+}
+FLOORLINE_MULTIVERSION void cols_scale(float* y, const float* k, int64_t inner) {
+#pragma omp simd
+  for (int64_t i = 0; i < inner; ++i) y[i] *= k[i];
+}
+FLOORLINE_MULTIVERSION void cols_shift(const float* row, const float* c, float* y, int64_t inner) {
+#pragma omp simd
+  for (int64_t i = 0; i < inner; ++i) y[i] = row[i] - c[i];
+}
+
+#undef FLOORLINE_MULTIVERSION
+
+// --- the kernel -----------------------------------------------------------------------------------
+
+struct Piece {                                             // one memcpy
+  int64_t src = 0, offset = 0, dst_offset = 0, bytes = 0;  // input index, byte offsets, length
+};
+
+constexpr int64_t kPieceBytes = 256 << 10;  // copies are split at this size for the threads
+
+class DataKernel final : public Kernel {
+ public:
+  DataKernel(Problem p, std::string name, uint64_t seed)
+      : p_(std::move(p)), name_(std::move(name)), seed_(seed) {
+    for (const auto* list : {&p_.inputs, &p_.outputs})
+      for (const auto& op : *list)
+        if (std::any_of(op.shape.begin(), op.shape.end(), [](int64_t d) { return d < 0; }))
+          data_unsupported("a shape is unknown");
+    if (p_.outputs.size() != 1) data_unsupported(p_.op + ": one output expected");
+    if (p_.kind == LayerKind::kConcat) {
+      plan_concat();
+    } else if (p_.kind == LayerKind::kResize) {
+      if (p_.inputs.empty() || p_.inputs[0].shape != p_.outputs[0].shape)
+        data_unsupported("Resize: the identity copy runs only where the output shape equals the input's");
+      add_pieces(0, 0, 0, elements(p_.outputs[0].shape) * 4);
+    } else {
+      plan_softmax();
+    }
+    for (const auto& op : p_.inputs)
+      in_.emplace_back(static_cast<size_t>(std::max<int64_t>(1, elements(op.shape))) * 4);
+    out_ = HostBuffer(static_cast<size_t>(std::max<int64_t>(1, elements(p_.outputs[0].shape))) * 4);
+    fill(seed_);
+  }
+
+  std::string implementation() const override { return "floorline-kernel:" + name_; }
+  int64_t workspace_bytes() const override { return 0; }
+
+  void run() override {
+    if (!pieces_.empty())
+      copy();
+    else
+      softmax();
+  }
+
+  Status verify() override {
+    fill(seed_ + 7);
+    run();
+    std::vector<HostTensor> ins;
+    for (size_t k = 0; k < in_.size(); ++k) {
+      const float* v = static_cast<const float*>(in_[k].data());
+      ins.push_back({p_.inputs[k].shape, std::vector<float>(v, v + elements(p_.inputs[k].shape))});
+    }
+    FL_ASSIGN_OR_RETURN(auto ref, reference(p_, ins, {}));
+    if (ref.empty() || ref[0].shape != p_.outputs[0].shape)
+      return make_error("the reference's output is not of shape {}", fmt::join(p_.outputs[0].shape, "x"));
+    const float* y = static_cast<const float*>(out_.data());
+    if (pieces_.empty()) return compare_output(y, ref[0], 1e-5);
+    for (size_t e = 0; e < ref[0].data.size(); ++e)  // a copy: exactly
+      if (y[e] != ref[0].data[e])
+        return make_error("output element {}: {} vs the reference's {}", e, y[e], ref[0].data[e]);
+    return {};
+  }
+
+ private:
+  // Concat: per outer index (the dims before the axis), input k's chunk of shape[axis]·inner
+  // elements goes after the chunks of inputs 0..k−1.
+  void plan_concat() {
+    const Shape& ys = p_.outputs[0].shape;
+    const int64_t rank = static_cast<int64_t>(ys.size());
+    int64_t axis = p_.int_attr("axis");
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) data_unsupported(fmt::format("Concat: axis {} out of range", axis));
+    const int64_t outer = elements(Shape(ys.begin(), ys.begin() + axis));
+    const int64_t inner = elements(Shape(ys.begin() + axis + 1, ys.end()));
+    int64_t at = 0;
+    for (const auto& in : p_.inputs) {
+      if (static_cast<int64_t>(in.shape.size()) != rank) data_unsupported("Concat: inputs of another rank");
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis && in.shape[static_cast<size_t>(d)] != ys[static_cast<size_t>(d)])
+          data_unsupported("Concat: an input differs from the output off the axis");
+      at += in.shape[static_cast<size_t>(axis)];
+    }
+    if (at != ys[static_cast<size_t>(axis)]) data_unsupported("Concat: the inputs do not fill the output");
+    const int64_t out_chunk = ys[static_cast<size_t>(axis)] * inner * 4;
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t dst = o * out_chunk;
+      for (size_t k = 0; k < p_.inputs.size(); ++k) {
+        const int64_t chunk = p_.inputs[k].shape[static_cast<size_t>(axis)] * inner * 4;
+        add_pieces(static_cast<int64_t>(k), o * chunk, dst, chunk);
+        dst += chunk;
+      }
+    }
+  }
+  void add_pieces(int64_t src, int64_t offset, int64_t dst, int64_t bytes) {
+    for (int64_t b = 0; b < bytes; b += kPieceBytes)
+      pieces_.push_back({src, offset + b, dst + b, std::min(kPieceBytes, bytes - b)});
+    if (bytes == 0) pieces_.push_back({src, offset, dst, 0});  // (a copy case has one piece at least)
+  }
+
+  void plan_softmax() {
+    const Shape& xs = p_.inputs.at(0).shape;
+    if (xs != p_.outputs[0].shape) data_unsupported(p_.op + ": output shape differs from the input's");
+    const int64_t rank = static_cast<int64_t>(xs.size());
+    int64_t axis = p_.int_attr("axis");
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) data_unsupported(fmt::format("{}: axis {} out of range", p_.op, axis));
+    outer_ = elements(Shape(xs.begin(), xs.begin() + axis));
+    if (p_.int_attr("coerce_2d", 0) != 0) {  // opset < 13: over the flattened trailing dims
+      len_ = elements(Shape(xs.begin() + axis, xs.end()));
+      inner_ = 1;
+    } else {
+      len_ = xs[static_cast<size_t>(axis)];
+      inner_ = elements(Shape(xs.begin() + axis + 1, xs.end()));
+    }
+    if (len_ == 0) data_unsupported(p_.op + ": an empty axis");
+    m_.resize(static_cast<size_t>(inner_));
+    s_.resize(static_cast<size_t>(inner_));
+  }
+
+  void fill(uint64_t seed) {
+    for (size_t k = 0; k < in_.size(); ++k) {
+      float* v = static_cast<float*>(in_[k].data());
+      const int64_t n = elements(p_.inputs[k].shape);
+      fill_random(v, n, Fill::kUniform, seed + k);
+      // Softmax: logits in [−8, 8), as attention scores spread, so the exp sees a real range.
+      if (pieces_.empty())
+        for (int64_t e = 0; e < n; ++e) v[e] *= 8.f;
+    }
+  }
+
+  void copy() {
+    char* y = static_cast<char*>(out_.data());
+    const int64_t n = static_cast<int64_t>(pieces_.size());
+    auto one = [&](int64_t i) {
+      const Piece& c = pieces_[static_cast<size_t>(i)];
+      std::memcpy(y + c.dst_offset,
+                  static_cast<const char*>(in_[static_cast<size_t>(c.src)].data()) + c.offset,
+                  static_cast<size_t>(c.bytes));
+    };
+    if (n == 1 || omp_get_max_threads() == 1) {  // no parallel region for one thread
+      for (int64_t i = 0; i < n; ++i) one(i);
+      return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) one(i);
+  }
+
+  void softmax() {
+    const float* x = static_cast<const float*>(in_[0].data());
+    float* y = static_cast<float*>(out_.data());
+    const bool log = p_.kind == LayerKind::kLogSoftmax;
+    const int64_t len = len_, inner = inner_;
+    if (inner == 1) {  // rows of len contiguous elements
+      auto row = [&](int64_t o) {
+        const float* xr = x + o * len;
+        float* yr = y + o * len;
+        const float m = row_max(xr, len);
+        if (log) {
+          shift(xr, m + std::log(exp_sum(xr, m, nullptr, len)), yr, len);
+        } else {
+          scale(yr, 1.f / exp_sum(xr, m, yr, len), len);
+        }
+      };
+      if (omp_get_max_threads() == 1 || outer_ == 1) {
+        for (int64_t o = 0; o < outer_; ++o) row(o);
+        return;
+      }
+#pragma omp parallel for schedule(static)
+      for (int64_t o = 0; o < outer_; ++o) row(o);
+      return;
+    }
+    // Along a strided axis: per outer index, element-wise over rows of `inner`.
+    auto slab = [&](int64_t o, std::vector<float>& m, std::vector<float>& s) {
+      const float* xs = x + o * len * inner;
+      float* ys = y + o * len * inner;
+      std::copy(xs, xs + inner, m.begin());
+      for (int64_t k = 1; k < len; ++k) cols_max(xs + k * inner, m.data(), inner);
+      std::fill(s.begin(), s.end(), 0.f);
+      for (int64_t k = 0; k < len; ++k)
+        cols_exp_sum(xs + k * inner, m.data(), log ? nullptr : ys + k * inner, s.data(), inner);
+      if (log) {
+        for (int64_t i = 0; i < inner; ++i)
+          s[static_cast<size_t>(i)] = m[static_cast<size_t>(i)] + std::log(s[static_cast<size_t>(i)]);
+        for (int64_t k = 0; k < len; ++k) cols_shift(xs + k * inner, s.data(), ys + k * inner, inner);
+      } else {
+        for (auto& v : s) v = 1.f / v;
+        for (int64_t k = 0; k < len; ++k) cols_scale(ys + k * inner, s.data(), inner);
+      }
+    };
+    if (omp_get_max_threads() == 1 || outer_ == 1) {
+      for (int64_t o = 0; o < outer_; ++o) slab(o, m_, s_);
+      return;
+    }
+#pragma omp parallel
+    {
+      std::vector<float> m(static_cast<size_t>(inner)), s(m);
+#pragma omp for schedule(static)
+      for (int64_t o = 0; o < outer_; ++o) slab(o, m, s);
+    }
+  }
+
+  Problem p_;
+  std::string name_;
+  uint64_t seed_;
+  std::vector<HostBuffer> in_;
+  HostBuffer out_;
+  std::vector<Piece> pieces_;                // the copies (Concat, Resize), empty for softmax
+  int64_t outer_ = 1, len_ = 1, inner_ = 1;  // softmax
+  std::vector<float> m_, s_;                 // softmax scratch along a strided axis (one thread)
+};
+
+}  // namespace
+
+std::string data_kernel_name(const Problem& p) {
+  switch (p.kind) {
+    case LayerKind::kConcat:
+      return "concat";
+    case LayerKind::kSoftmax:
+      return "softmax";
+    case LayerKind::kLogSoftmax:
+      return "log_softmax";
+    case LayerKind::kResize:
+      // Only the identity: output shape equal to the input's (every scale 1).
+      return !p.inputs.empty() && !p.outputs.empty() && p.inputs[0].shape == p.outputs[0].shape ? "copy" : "";
+    default:
+      return "";
+  }
+}
+
+Result<std::unique_ptr<Kernel>> make_data_kernel(const CaseSpec& spec, uint64_t seed) {
+  const Problem& p = spec.problem;
+  const std::string name = data_kernel_name(p);
+  if (name.empty()) return make_error(Disposition::kUnsupported, "no floorline-kernel for this {}", p.op);
+  if (spec.variant.dtype != DType::kF32)
+    return make_error(Disposition::kUnsupported, "floorline-kernel:{} runs f32, not {}", name,
+                      dtype_name(spec.variant.dtype));
+  if (!p.post_ops.empty())
+    return make_error(Disposition::kUnsupported, "floorline-kernel:{} fuses no epilogue", name);
+  try {
+    return std::unique_ptr<Kernel>(std::make_unique<DataKernel>(p, name, seed));
+  } catch (const KernelError& e) {
+    return make_error(e.code, "{}", e.what());
+  } catch (const MissingAttribute& e) {
+    return make_error("{}", e.what());
+  } catch (const std::bad_alloc&) {
+    return make_error(Disposition::kSkipped, "out of memory allocating the tensors of {}", p.key);
+  }
+}
+
+}  // namespace floorline::kernels::onednn_detail

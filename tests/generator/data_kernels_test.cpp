@@ -1,0 +1,159 @@
+// Floorline's own kernels planned beside oneDNN's primitives (floorline-kernel:concat, :softmax,
+// :log_softmax, :copy for an identity Resize): planned for the real zoo layers where ONNX Runtime's
+// kernel beat every oneDNN implementation, and verified against the reference on them.
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "floorline/generator/plan.hpp"
+#include "floorline/kernels/onednn.hpp"
+
+namespace floorline::gen {
+namespace {
+
+// The model with only its layers of `ops` (planning the rest is not the point here).
+std::vector<mp::ModelIR> zoo_layers(const std::string& model, const std::set<std::string>& ops) {
+  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + model + ".onnx", {});
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  if (!r.ok()) return {};
+  for (auto& m : *r) std::erase_if(m.layers, [&](const mp::Layer& l) { return !ops.count(l.op_type); });
+  return *r;
+}
+
+struct Seen {
+  std::set<std::string> keys_with_own;  // layer keys with a planned floorline-kernel case
+  std::set<std::string> keys_with_onednn;
+  int verified = 0;
+};
+
+// Every planned oneDNN-backend case of the own kernel `algorithm`: built, verified, run again;
+// and which layer keys have it and which have a oneDNN primitive case beside it.
+Seen verify_own(const std::vector<mp::ModelIR>& models, const std::string& algorithm) {
+  const Plan plan = make_plan(models, {find_backend("onednn")}, PlanOptions{});
+  Seen seen;
+  for (const auto& c : plan.cases) {
+    if (c.status || !c.spec.feeds.empty() || c.spec.variant.dtype != DType::kF32) continue;
+    if (c.spec.variant.algorithm.rfind("floorline-kernel", 0) != 0) {
+      seen.keys_with_onednn.insert(c.spec.problem.key);
+      continue;
+    }
+    EXPECT_EQ(c.spec.variant.algorithm, algorithm) << c.spec.name;
+    seen.keys_with_own.insert(c.spec.problem.key);
+    auto k = kernels::make_onednn_kernel(c.spec);
+    EXPECT_TRUE(k.ok()) << c.spec.name << ": " << (k.ok() ? "" : k.error().message);
+    if (!k.ok()) continue;
+    EXPECT_EQ((*k)->implementation(), algorithm);
+    const Status s = (*k)->verify();
+    EXPECT_TRUE(s.ok()) << c.spec.name << ": " << (s.ok() ? "" : s.error().message);
+    (*k)->run();  // a timed call runs again on the same buffers
+    if (s.ok()) ++seen.verified;
+  }
+  return seen;
+}
+
+TEST(DataKernels, SwinAndGooglenetConcatsAreCopiedChunksBesideOnednnConcat) {
+  for (const std::string model : {"swin_t", "googlenet", "squeezenet1_1"}) {
+    const Seen s = verify_own(zoo_layers(model, {"Concat"}), "floorline-kernel:concat");
+    EXPECT_GE(s.verified, 1) << model;
+    if (model == "swin_t") {
+      // The shifted-window roll: 53 + 3 rows along H, and 53 + 3 columns along W.
+      const std::string h = "Concat|x0=1x53x56x96|x1=1x3x56x96|axis=1|f32";
+      const std::string w = "Concat|x0=1x56x53x96|x1=1x56x3x96|axis=2|f32";
+      EXPECT_TRUE(s.keys_with_own.count(h) && s.keys_with_own.count(w))
+          << fmt::format("{}", fmt::join(s.keys_with_own, ", "));
+      EXPECT_TRUE(s.keys_with_onednn.count(h));  // beside oneDNN's, not instead
+    }
+    if (model == "googlenet") {
+      EXPECT_TRUE(s.keys_with_own.count(
+          "Concat|x0=1x64x28x28|x1=1x128x28x28|x2=1x32x28x28|x3=1x32x28x28|axis=1|f32"));
+    }
+  }
+}
+
+TEST(DataKernels, BertAndVitSoftmaxMatchTheReference) {
+  const Seen bert = verify_own(zoo_layers("bert_base_encoder", {"Softmax"}), "floorline-kernel:softmax");
+  EXPECT_EQ(bert.keys_with_own, (std::set<std::string>{"Softmax|x=12x128x128|axis=2|f32"}));
+  EXPECT_EQ(bert.keys_with_onednn, bert.keys_with_own);
+  EXPECT_EQ(bert.verified, 1);
+  const Seen vit = verify_own(zoo_layers("vit_b_16", {"Softmax"}), "floorline-kernel:softmax");
+  EXPECT_GE(vit.verified, 1);
+  const Seen swin = verify_own(zoo_layers("swin_t", {"Softmax"}), "floorline-kernel:softmax");
+  EXPECT_TRUE(swin.keys_with_own.count("Softmax|x=64x3x49x49|axis=3|f32"));
+}
+
+TEST(DataKernels, SsdliteIdentityResizeIsACopy) {
+  const Seen s = verify_own(zoo_layers("ssdlite320_mobilenet_v3_large", {"Resize"}), "floorline-kernel:copy");
+  const std::string key =
+      "Resize|x=1x3x320x320|coordinate_transformation_mode=half_pixel|mode=linear|y=1x3x320x320|f32";
+  EXPECT_EQ(s.keys_with_own, (std::set<std::string>{key}));
+  EXPECT_TRUE(s.keys_with_onednn.count(key));
+  EXPECT_EQ(s.verified, 1);
+}
+
+constexpr const char* kForms = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,5,7] a, float[2,3,7] b, float[2,1,7] c, float[1,4,6,6] img)
+    => (float cat1, float cat2, float cat0, float sm1, float sm2, float lsm, float same, float up)
+{
+  cat1 = Concat <axis = 1> (a, b, c)
+  cat2 = Concat <axis = -1> (a, a)
+  cat0 = Concat <axis = 0> (a, a)
+  sm1 = Softmax <axis = 1> (a)
+  sm2 = Softmax <axis = -1> (a)
+  lsm = LogSoftmax <axis = 1> (a)
+  sc = Constant <value = float[4] {1, 1, 1, 1}> ()
+  same = Resize <mode = "nearest"> (img, , sc)
+  sc2 = Constant <value = float[4] {1, 1, 2, 2}> ()
+  up = Resize <mode = "nearest"> (img, , sc2)
+}
+)onnx";
+
+TEST(DataKernels, EveryAxisAndFormMatchesTheReference) {
+  auto m = mp::process_model_text(kForms, "forms.onnx", {});
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const Plan plan = make_plan(*m, {find_backend("onednn")}, PlanOptions{});
+  std::set<std::string> own;
+  int verified = 0;
+  for (const auto& c : plan.cases) {
+    if (c.status || c.spec.variant.algorithm.rfind("floorline-kernel", 0) != 0) continue;
+    own.insert(c.spec.problem.op + " " + c.spec.variant.algorithm);
+    EXPECT_FALSE(c.spec.problem.op == "Resize" && c.spec.problem.outputs[0].shape[2] == 12)
+        << "a real resize has no copy case";
+    auto k = kernels::make_onednn_kernel(c.spec);
+    ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+    const Status s = (*k)->verify();
+    EXPECT_TRUE(s.ok()) << c.spec.name << ": " << (s.ok() ? "" : s.error().message);
+    verified += s.ok();
+  }
+  EXPECT_EQ(own, (std::set<std::string>{"Concat floorline-kernel:concat", "Softmax floorline-kernel:softmax",
+                                        "LogSoftmax floorline-kernel:log_softmax",
+                                        "Resize floorline-kernel:copy"}));
+  EXPECT_EQ(verified, 7);  // 3 concats, 2 softmaxes, 1 log-softmax, 1 identity resize
+}
+
+TEST(DataKernels, OnlyF32AndTheIdentityResize) {
+  kernels::CaseSpec spec;
+  spec.problem.kind = LayerKind::kResize;
+  spec.problem.op = "Resize";
+  spec.problem.key = "Resize";
+  spec.problem.inputs = {{"x", {1, 3, 8, 8}}};
+  spec.problem.outputs = {{"y", {1, 3, 16, 16}}};
+  spec.problem.strings["mode"] = "nearest";
+  spec.variant.algorithm = "floorline-kernel:copy";
+  spec.variant.dtype = DType::kF32;
+  auto k = kernels::make_onednn_kernel(spec);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported);
+  spec.problem.outputs = {{"y", {1, 3, 8, 8}}};
+  k = kernels::make_onednn_kernel(spec);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_TRUE((*k)->verify().ok());
+  spec.variant.dtype = DType::kBF16;
+  k = kernels::make_onednn_kernel(spec);
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.error().message.find("runs f32, not bf16"), std::string::npos) << k.error().message;
+}
+
+}  // namespace
+}  // namespace floorline::gen
