@@ -244,6 +244,9 @@ std::string own_kernel_name(LayerKind kind);
 // The kernel of a case whose algorithm is "floorline-kernel:<name>": f32, no epilogue. Errors
 // coded unsupported where the shapes or the --max-detections count cannot be realised.
 Result<std::unique_ptr<Kernel>> make_own_kernel(const CaseSpec& spec, uint64_t seed);
+// RoiAlign, GridSample and ScatterElements (floorline_kernels_sampling.cpp); throws KernelError
+// (unsupported) for shapes or attributes it does not run.
+std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
 
 // --- memory formats and random data (common.cpp) -------------------------------------------------
 
