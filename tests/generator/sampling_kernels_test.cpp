@@ -225,7 +225,7 @@ TEST(SamplingKernels, DetectionHeadRoiAlignAndLevelMergeMatchTheReference) {
   for (const auto& l : (*m)[0].layers)
     if (l.config.op_type == "RoiAlign") {
       EXPECT_EQ(l.config.kind, LayerKind::kRoiAlign);
-      EXPECT_EQ(l.config.inputs[1].shape, (Shape{100, 4})) << l.name;  // the --max-detections boxes
+      EXPECT_EQ(l.config.inputs[1].shape, (kernels::Shape{100, 4})) << l.name;  // the --max-detections boxes
     }
   const auto [verified, algorithms] = verify_ops(*m, {"RoiAlign", "ScatterElements"});
   EXPECT_EQ(verified, (std::set<std::string>{"RoiAlign", "ScatterElements"}));

@@ -235,6 +235,43 @@ TEST(SamplingCost, RoiAlignBoxCountIsTheMaxDetectionsAssumption) {
   EXPECT_NE((*m)[0].assumption.find("--max-detections 37"), std::string::npos) << (*m)[0].assumption;
 }
 
+// torchvision's RPN filters its kept boxes by score with GreaterOrEqual, an ONNX function with no
+// inference function in ONNX 1.12: Floorline broadcasts its shape itself, so the count assumed for
+// the first NonZero reaches the second, and the boxes RoiAlign receives (the real
+// fasterrcnn_mobilenet_v3_large_320_fpn export lost 160 layers' shapes there).
+TEST(SamplingCost, ScoreFilterWithGreaterOrEqualKeepsTheAssumedCount) {
+  const std::string text = model_text(
+      "g (float[1,256,20,20] f, float[1000,4] boxes, float[1000] scores, int64[1000] levels) => (r) {\n"
+      "  lv = Constant <value = int64[1] {2}> ()\n"
+      "  hit = Equal (levels, lv)\n"
+      "  nz = NonZero (hit)\n"
+      "  ax0 = Constant <value = int64[1] {0}> ()\n"
+      "  idx = Squeeze (nz, ax0)\n"
+      "  sel = Gather <axis = 0> (boxes, idx)\n"
+      "  sc = Gather <axis = 0> (scores, idx)\n"
+      "  thr = Constant <value = float {0.05}> ()\n"
+      "  ok = GreaterOrEqual (sc, thr)\n"
+      "  nz2 = NonZero (ok)\n"
+      "  idx2 = Squeeze (nz2, ax0)\n"
+      "  rois = Gather <axis = 0> (sel, idx2)\n"
+      "  bsc = Gather <axis = 0> (sc, idx2)\n"
+      "  bi = Cast <to = 7> (bsc)\n"
+      "  r = RoiAlign <output_height = 7, output_width = 7, sampling_ratio = 2, spatial_scale = 0.0625>\n"
+      "      (f, rois, bi)\n}",
+      16);
+  ProcessOptions o;
+  o.max_detections = 37;
+  auto m = process_model_text(text, "filter.onnx", o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const Layer& ge = only((*m)[0], "GreaterOrEqual");
+  EXPECT_EQ(ge.config.outputs[0].shape, (Shape{37}));
+  EXPECT_EQ(ge.config.outputs[0].dtype, DataType::kBool);
+  const Layer& r = only((*m)[0], "RoiAlign");
+  EXPECT_TRUE(r.shapes_known);
+  EXPECT_EQ(r.config.inputs[1].shape, (Shape{37, 4}));
+  EXPECT_EQ(r.config.outputs[0].shape, (Shape{37, 256, 7, 7}));
+}
+
 TEST(Opset18Forms, ScatterElementsWithTheMaxAndMinReductionsIsAKind) {
   auto m =
       process_ok(model_text("g (float[4,6] d, int64[2,6] i, float[2,6] u) => (a, b) {\n"
