@@ -73,6 +73,12 @@ struct AxisSample {
   float wlo, whi;
 };
 
+// One RoiAlign sample point: its 4 neighbours' offsets in the plane and bilinear weights.
+struct Corners {
+  int64_t o[4];
+  float w[4];
+};
+
 enum class Red { kNone, kAdd, kMul, kMax, kMin };
 
 class SamplingKernel final : public Kernel {
@@ -275,6 +281,7 @@ class SamplingKernel final : public Kernel {
 #pragma omp parallel
     {
       std::vector<AxisSample> ys, xs;  // this thread's samples of its current roi
+      std::vector<Corners> pre;
 #pragma omp for schedule(static)
       for (int64_t t = 0; t < tasks; ++t) {
         const int64_t r = t / blocks, c0 = (t % blocks) * kBlock, c1 = std::min(ch, c0 + kBlock);
@@ -290,32 +297,41 @@ class SamplingKernel final : public Kernel {
         axis_samples(ys, y1, bh, oh, gh, h, w);
         axis_samples(xs, x1, bw, ow, gw, w, 1);
         const int64_t b = std::clamp<int64_t>(i2_[static_cast<size_t>(r)], 0, dims[0] - 1);
+        // The bins' samples in order, each with its 4 corner offsets and weights: the channels'
+        // loop reads them contiguously and only gathers, multiplies and adds.
+        const int64_t per_bin = gh * gw;
+        pre.resize(static_cast<size_t>(oh * ow * per_bin));
+        for (int64_t ph = 0; ph < oh; ++ph)
+          for (int64_t pw = 0; pw < ow; ++pw)
+            for (int64_t iy = 0; iy < gh; ++iy)
+              for (int64_t ix = 0; ix < gw; ++ix) {
+                const AxisSample& a = ys[static_cast<size_t>(ph * gh + iy)];
+                const AxisSample& q = xs[static_cast<size_t>(pw * gw + ix)];
+                pre[static_cast<size_t>(((ph * ow + pw) * gh + iy) * gw + ix)] = {
+                    {a.lo + q.lo, a.lo + q.hi, a.hi + q.lo, a.hi + q.hi},
+                    {a.wlo * q.wlo, a.wlo * q.whi, a.whi * q.wlo, a.whi * q.whi}};
+              }
         for (int64_t c = c0; c < c1; ++c) {
           const float* plane = x + (b * ch + c) * h * w;
           float* out = y + (r * ch + c) * oh * ow;
-          for (int64_t ph = 0; ph < oh; ++ph)
-            for (int64_t pw = 0; pw < ow; ++pw) {
-              float acc = 0.f;
-              bool first = true;
-              for (int64_t iy = 0; iy < gh; ++iy) {
-                const AxisSample& a = ys[static_cast<size_t>(ph * gh + iy)];
-                const float* row_lo = plane + a.lo;
-                const float* row_hi = plane + a.hi;
-                for (int64_t ix = 0; ix < gw; ++ix) {
-                  const AxisSample& q = xs[static_cast<size_t>(pw * gw + ix)];
-                  const float v1 = a.wlo * q.wlo * row_lo[q.lo], v2 = a.wlo * q.whi * row_lo[q.hi];
-                  const float v3 = a.whi * q.wlo * row_hi[q.lo], v4 = a.whi * q.whi * row_hi[q.hi];
-                  if (avg) {
-                    acc += v1 + v2 + v3 + v4;
-                  } else {
-                    const float v = std::max(std::max(v1, v2), std::max(v3, v4));
-                    acc = first ? v : std::max(acc, v);
-                    first = false;
-                  }
-                }
+          const Corners* k = pre.data();
+          for (int64_t bin = 0; bin < oh * ow; ++bin, k += per_bin) {
+            float acc = 0.f;
+            if (avg) {
+              for (int64_t e = 0; e < per_bin; ++e)
+                acc += k[e].w[0] * plane[k[e].o[0]] + k[e].w[1] * plane[k[e].o[1]] +
+                       k[e].w[2] * plane[k[e].o[2]] + k[e].w[3] * plane[k[e].o[3]];
+              out[bin] = acc * inv_count;
+            } else {
+              for (int64_t e = 0; e < per_bin; ++e) {
+                const float v =
+                    std::max(std::max(k[e].w[0] * plane[k[e].o[0]], k[e].w[1] * plane[k[e].o[1]]),
+                             std::max(k[e].w[2] * plane[k[e].o[2]], k[e].w[3] * plane[k[e].o[3]]));
+                acc = e == 0 ? v : std::max(acc, v);
               }
-              out[ph * ow + pw] = avg ? acc * inv_count : acc;
+              out[bin] = acc;
             }
+          }
         }
       }
     }
