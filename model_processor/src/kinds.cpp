@@ -191,6 +191,74 @@ int64_t nms_flops(const LayerConfig& c) {
   const int64_t boxes = s->shape[2], selected = c.outputs[0].shape[0];
   return add(mul(numel(s->shape), add(ceil_log2(boxes), 3)), mul(13, mul(selected, boxes)));
 }
+std::string str_or(const LayerConfig& c, std::string_view name, std::string fallback);  // (below)
+
+// --- sampling and scatter (issue 19). Per sample point, the bilinear interpolation's work on one
+// channel: 4 weight × value products, 3 adds (RoiAlign max mode: 3 maxes) and 1 accumulate = 8;
+// the sample's coordinates and weights (2 multiply-adds for y and x, then ly, lx, hy, hx and the 4
+// weight products = 10) are computed once per point and shared by every channel, as ONNX
+// Runtime's and torchvision's CPU kernels precompute them.
+//
+// RoiAlign (ONNX RoiAlign-16): y [R, C, oh, ow]; s = sampling_ratio² sample points per bin, or
+// with sampling_ratio 0 (adaptive: ⌈roi_h / oh⌉ × ⌈roi_w / ow⌉, which depends on the boxes) the
+// stated assumption s = 2 × 2 (docs/LAYERS.md; the kernels are fed boxes that realise it).
+// FLOPs: n(y) · (8 · s + 1) (+1: the average's divide) + 10 · R · oh · ow · s.
+int64_t roi_samples(const LayerConfig& c) {
+  const int64_t ratio = c.attr_int("sampling_ratio", 0);
+  return ratio > 0 ? mul(ratio, ratio) : 4;
+}
+int64_t roi_align_flops(const LayerConfig& c) {
+  if (c.outputs.empty() || c.outputs[0].shape.size() != 4) return -1;
+  const Shape& y = c.outputs[0].shape;
+  const int64_t s = roi_samples(c), points = mul(mul(y[0], mul(y[2], y[3])), s);
+  return add(mul(out_numel(c), add(mul(8, s), 1)), mul(10, points));
+}
+// RoiAlign reads at most the 4 neighbours of each sample point per channel, and X at most once.
+int64_t roi_align_bytes(const LayerConfig& c) {
+  const auto* x = arg(c, "x");
+  if (!x || c.outputs.empty()) return -1;
+  const int64_t reads = mul(mul(4, roi_samples(c)), mul(out_numel(c), dtype_size(x->dtype)));
+  int64_t b = reads < 0 ? -1 : std::min(tensor_bytes(*x), reads);
+  for (const auto& t : c.inputs)
+    if (&t != x) b = add(b, tensor_bytes(t));
+  return add(b, tensor_bytes(c.outputs[0]));
+}
+// GridSample (ONNX GridSample-16): y [N, C, Ho, Wo]. Per output element: bilinear 9 (two
+// products and an add per corner pair, then the same across rows: dy2·(dx2·p11 + dx1·p12) +
+// dy1·(dx2·p21 + dx1·p22)), bicubic 35 (4 rows of 4 taps: 4 products and 3 adds each, then the
+// same across the rows), nearest 0 (a copy). Per grid point, shared by the channels: the
+// denormalization of x and y (4), then bilinear floor and weights 6 (total 10), nearest rounding 2
+// (6), bicubic floor, fractions and 2 × 4 Keys coefficients of 6 each 52 (56).
+// FLOPs: n(y) · e + N · Ho · Wo · p. Padding's clamping or reflection is not counted.
+struct GridCost {
+  int64_t per_element, per_point, neighbours;
+};
+GridCost grid_cost(const LayerConfig& c) {
+  const std::string mode = str_or(c, "mode", "bilinear");
+  if (mode == "nearest") return {0, 6, 1};
+  if (mode == "bicubic") return {35, 56, 16};
+  return {9, 10, 4};
+}
+int64_t grid_sample_flops(const LayerConfig& c) {
+  if (c.outputs.empty() || c.outputs[0].shape.size() != 4) return -1;
+  const Shape& y = c.outputs[0].shape;
+  const GridCost g = grid_cost(c);
+  return add(mul(out_numel(c), g.per_element), mul(g.per_point, mul(y[0], mul(y[2], y[3]))));
+}
+// GridSample reads at most its neighbours per output element, and X at most once.
+int64_t grid_sample_bytes(const LayerConfig& c) {
+  const auto* x = arg(c, "x");
+  const auto* grid = arg(c, "grid");
+  if (!x || !grid || c.outputs.empty()) return -1;
+  const int64_t reads = mul(grid_cost(c).neighbours, mul(out_numel(c), dtype_size(x->dtype)));
+  const int64_t xb = reads < 0 ? -1 : std::min(tensor_bytes(*x), reads);
+  return add(add(xb, tensor_bytes(*grid)), tensor_bytes(c.outputs[0]));
+}
+// ScatterElements: a copy of data (no FLOPs) and one add, multiply, max or min per update element
+// with a reduction (opset 16/18); none is data movement.
+int64_t scatter_elements_flops(const LayerConfig& c) {
+  return str_or(c, "reduction", "none") == "none" ? 0 : arg_numel(c, "updates");
+}
 int64_t global_pool_flops(const LayerConfig& c) {
   return add(arg_numel(c, "x"), c.kind == LayerKind::kGlobalAveragePool ? out_numel(c) : 0);
 }
@@ -526,6 +594,24 @@ void fix_nms(const NodeView&, LayerConfig& c) {
   order(c, {"max_output_boxes_per_class", "iou_threshold", "score_threshold", "center_point_box"});
 }
 
+// RoiAlign: opset 10 has no coordinate_transformation_mode and behaves as output_half_pixel
+// (opset 16's name for it); opset 16's default is half_pixel, filled by the normalizer.
+void fix_roi_align(const NodeView&, LayerConfig& c) {
+  if (!c.find_attr("coordinate_transformation_mode"))
+    set(c, "coordinate_transformation_mode", std::string("output_half_pixel"));
+  order(c, {"mode", "output_height", "output_width", "sampling_ratio", "spatial_scale",
+            "coordinate_transformation_mode"});
+}
+// ScatterElements: the axis normalized; opsets 11 and 13 have no reduction (none).
+void fix_scatter_elements(const NodeView&, LayerConfig& c) {
+  normalize_axis_attr(c, "axis", 0);
+  if (!c.find_attr("reduction")) set(c, "reduction", std::string("none"));
+  order(c, {"axis", "reduction"});
+}
+void fix_grid_sample(const NodeView&, LayerConfig& c) {
+  order(c, {"mode", "padding_mode", "align_corners"});
+}
+
 // LSTM/GRU/RNN: the ONNX default activations are dropped from the key (an explicit list equal to
 // the defaults is the same work); any other list stays, and backends answer unsupported for it.
 // activation_alpha/beta only matter with non-default activations; clip stays when given.
@@ -621,6 +707,10 @@ const KindInfo kKinds[] = {
     {K::kGatherND, kCompute, {}, {}, nullptr, zero, gather_bytes},
     {K::kNonZero, kCompute, {}, {}, fix_outputs_in_key, per_input<1>, io_bytes},
     {K::kNonMaxSuppression, kCompute, {2, 3, 4}, {}, fix_nms, nms_flops, io_bytes},
+    // --- issue 19: sampling and scatter (detection heads, optical flow).
+    {K::kRoiAlign, kCompute, {}, {}, fix_roi_align, roi_align_flops, roi_align_bytes},
+    {K::kScatterElements, kCompute, {}, {}, fix_scatter_elements, scatter_elements_flops, io_bytes},
+    {K::kGridSample, kCompute, {}, {}, fix_grid_sample, grid_sample_flops, grid_sample_bytes},
     // max, subtract, exp, sum, divide (LogSoftmax: log instead of divide, then subtract).
     {K::kSoftmax, kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},
     {K::kLogSoftmax, kCompute, {}, {}, fix_softmax, per_output<5>, io_bytes},

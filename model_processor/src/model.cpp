@@ -105,6 +105,22 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// Comparisons that ONNX defines as functions (no inference function in ONNX 1.12).
+bool comparison_function(const std::string& op) {
+  return op == "GreaterOrEqual" || op == "LessOrEqual";
+}
+// NumPy broadcasting of two known shapes; nullopt when they do not broadcast.
+std::optional<Shape> broadcast_shapes(const Shape& a, const Shape& b) {
+  Shape out(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < out.size(); ++k) {
+    const int64_t x = k < out.size() - a.size() ? 1 : a[k - (out.size() - a.size())];
+    const int64_t y = k < out.size() - b.size() ? 1 : b[k - (out.size() - b.size())];
+    if (x != y && x != 1 && y != 1) return std::nullopt;
+    out[k] = x == 1 ? y : x;
+  }
+  return out;
+}
+
 // Ops whose output size depends on the input's values (ProcessOptions::max_detections).
 bool data_dependent(const std::string& op) {
   return op == "NonZero" || op == "NonMaxSuppression";
@@ -617,6 +633,31 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
         if (typed(target)) return;
         for (const auto& name : target.input()) type_of(name);
         const auto* schema = registry->GetSchema(target.op_type(), static_cast<int>(L.opset), "");
+        if (schema && !schema->has_type_and_shape_inference_function() &&
+            comparison_function(target.op_type()) && target.input_size() == 2 && target.output_size() == 1 &&
+            !target.output(0).empty()) {
+          // GreaterOrEqual/LessOrEqual (opset 12 and 16) are ONNX functions with no inference
+          // function of their own in ONNX 1.12: bool of the inputs' NumPy-broadcast shape. Without
+          // this rule a detection head's comparison on a --max-detections count loses its shape.
+          std::vector<Shape> shapes;
+          for (const auto& name : target.input()) {
+            auto it = inf.shapes.find(name);
+            if (it == inf.shapes.end() || !it->second.shape || !shape_known(*it->second.shape)) break;
+            shapes.push_back(*it->second.shape);
+          }
+          const auto out = shapes.size() == 2 ? broadcast_shapes(shapes[0], shapes[1]) : std::nullopt;
+          if (!out) {
+            complete = false;
+            return;
+          }
+          auto& t = types[target.output(0)];
+          t.Clear();
+          t.mutable_tensor_type()->set_elem_type(static_cast<int32_t>(DataType::kBool));
+          for (int64_t d : *out) t.mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+          type_ptrs[target.output(0)] = &t;
+          set_shape(target.output(0), DataType::kBool, *out);
+          return;
+        }
         if (!schema || !schema->has_type_and_shape_inference_function()) {
           complete = false;
           return;

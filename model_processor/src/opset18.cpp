@@ -110,6 +110,9 @@ std::set<int> rewrite_opset18(onnx::ModelProto& model, ExternalDataScope* extern
       drop_attr(n, "noop_with_empty_axes");
       read_as_17.insert(i);
       ++rewritten;
+    } else if (op == "ScatterElements") {
+      // Opset 18 adds the reductions max and min; the signature and the shapes are opset 16's.
+      read_as_17.insert(i);
     } else if (op == "Split") {
       if (attr(n, "num_outputs")) {
         drop_attr(n, "num_outputs");

@@ -23,7 +23,9 @@ namespace floorline::mp {
 // - Pad with a constant `axes` input and constant `pads` → pads over every axis (rank from the
 //   model's value_info, inputs or a first shape inference run);
 // - Resize with antialias = 0 and keep_aspect_ratio_policy = "stretch" (the opset-13 behaviour)
-//   → those attributes dropped; with `axes`, constant scales → scales over every axis.
+//   → those attributes dropped; with `axes`, constant scales → scales over every axis;
+// - ScatterElements as it is (opset 18 adds the reductions max and min, which the layer kind
+//   reads; shapes as in opset 16).
 // Returns the indices of the top-level nodes of those ops that now read correctly as opset 17
 // (rewritten, or already in a form both opsets read alike); nodes of those ops not listed stay
 // Unsupported, as before. `external` reads constant values stored as external data.

@@ -463,11 +463,11 @@ TEST(CudaPlan, BinaryOpsGetOpTensorAddTensorForPerChannelBiasAndOurs) {
   EXPECT_EQ(div[0].variant.algorithm, "floorline-kernel:binary");
   EXPECT_TRUE(div[0].is_default);
   spec.problem.kind = LayerKind::kUnsupported;
-  spec.problem.op = "RoiAlign";
+  spec.problem.op = "Hardmax";
   const auto none = kernels::cuda_cases(spec);
   ASSERT_EQ(none.size(), 1u);
   EXPECT_EQ(none[0].status, Disposition::kUnsupported);
-  EXPECT_NE(none[0].reason.find("RoiAlign"), std::string::npos);
+  EXPECT_NE(none[0].reason.find("Hardmax"), std::string::npos);
   // A data type no backend measures cannot reach a CaseSpec: the command line's --dtype is parsed
   // against common/dtype.hpp's table.
   EXPECT_EQ(parse_dtype("f64"), std::nullopt);

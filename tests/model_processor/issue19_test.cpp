@@ -127,5 +127,169 @@ TEST(Opset18Forms, FixtureFromTheOnnxHelperReadsWithFloorlinesOwnRules) {
   EXPECT_TRUE(has_warning(m, "opset-18 form"));
 }
 
+// --- RoiAlign, ScatterElements, GridSample, GatherND with batch_dims: docs/LAYERS.md's formulas by
+// hand, on the shapes of torchvision's Faster R-CNN box head (MultiScaleRoIAlign: 256 channels,
+// 7 × 7, sampling_ratio 2, the stride-16 level of a 320-pixel image; its ONNX merge of the levels
+// is a ScatterElements along axis 0) and RAFT's correlation lookup (bilinear, zeros, align_corners).
+TEST(SamplingCost, RoiAlignScatterElementsGridSampleAndBatchedGatherNd) {
+  auto m = process_ok(model_text(
+      "g (float[1,256,20,20] f, float[8,4] rois, int64[8] bi, float[8,256,7,7] base, int64[3,256,7,7] si,\n"
+      "   float[3,256,7,7] su, float[2,1,16,32] corr, float[2,9,9,2] grid, float[2,3,4] d, int64[2,1] gi)\n"
+      "    => (r, s, sa, gs, gnd) {\n"
+      "  r = RoiAlign <output_height = 7, output_width = 7, sampling_ratio = 2, spatial_scale = 0.0625,\n"
+      "                coordinate_transformation_mode = \"output_half_pixel\"> (f, rois, bi)\n"
+      "  s = ScatterElements <axis = -4> (base, si, su)\n"
+      "  sa = ScatterElements <axis = 0, reduction = \"add\"> (base, si, su)\n"
+      "  gs = GridSample <align_corners = 1> (corr, grid)\n"
+      "  gnd = GatherND <batch_dims = 1> (d, gi)\n}",
+      16));
+  ASSERT_EQ(m.size(), 1u);
+  for (const auto& l : m[0].layers) EXPECT_NE(l.config.kind, LayerKind::kUnsupported) << l.name;
+  // RoiAlign: y [8, 256, 7, 7] = 100352 elements, s = 2² = 4: 100352 · 33 + 10 · 8·49·4 = 3327296.
+  // Bytes: X once (409600 < the 4 · 4 · 100352 · 4 neighbour reads), rois 128, indices 64, y 401408.
+  const Layer& r = only(m[0], "RoiAlign");
+  EXPECT_EQ(r.config.kind, LayerKind::kRoiAlign);
+  EXPECT_EQ(r.key,
+            "RoiAlign|x=1x256x20x20|rois=8x4|batch_indices=8:i64|mode=avg|output_height=7|output_width=7|"
+            "sampling_ratio=2|spatial_scale=0.0625|coordinate_transformation_mode=output_half_pixel|f32");
+  EXPECT_EQ(r.config.outputs[0].shape, (Shape{8, 256, 7, 7}));
+  EXPECT_EQ(r.flops, 3327296);
+  EXPECT_EQ(r.bytes, 409600 + 128 + 64 + 401408);
+  // ScatterElements: a copy (0 FLOPs), one add per update with reduction add (3 · 256 · 49).
+  std::vector<const Layer*> scatters;
+  for (const auto& l : m[0].layers)
+    if (l.config.op_type == "ScatterElements") scatters.push_back(&l);
+  ASSERT_EQ(scatters.size(), 2u);
+  EXPECT_EQ(scatters[0]->config.kind, LayerKind::kScatterElements);
+  EXPECT_EQ(scatters[0]->key,
+            "ScatterElements|x=8x256x7x7|indices=3x256x7x7:i64|updates=3x256x7x7|axis=0|"
+            "reduction=none|f32");
+  EXPECT_EQ(scatters[0]->flops, 0);
+  EXPECT_EQ(scatters[0]->bytes, 401408 + 301056 + 150528 + 401408);
+  EXPECT_EQ(scatters[1]->flops, 3 * 256 * 49);
+  // GridSample: y [2, 1, 9, 9] = 162; bilinear 9 per element + 10 per point: 1458 + 1620 = 3078.
+  // Bytes: the 4 neighbours per element (2592 < X's 4096), grid 1296, y 648.
+  const Layer& gs = only(m[0], "GridSample");
+  EXPECT_EQ(gs.config.kind, LayerKind::kGridSample);
+  EXPECT_EQ(gs.key,
+            "GridSample|x=2x1x16x32|grid=2x9x9x2|mode=bilinear|padding_mode=zeros|align_corners=1|f32");
+  EXPECT_EQ(gs.flops, 3078);
+  EXPECT_EQ(gs.bytes, 2592 + 1296 + 648);
+  // GatherND batch_dims 1: y [2, 4]; 2 · 32 + 16 bytes, as Gather.
+  const Layer& g = only(m[0], "GatherND");
+  EXPECT_EQ(g.config.outputs[0].shape, (Shape{2, 4}));
+  EXPECT_EQ(g.key, "GatherND|x=2x3x4|indices=2x1:i64|batch_dims=1|f32");
+  EXPECT_EQ(g.bytes, 80);
+}
+
+TEST(SamplingCost, AdaptiveRoiAlignOfOpset10AssumesTwoByTwoSamples) {
+  // Opset 10 has no coordinate_transformation_mode: output_half_pixel. sampling_ratio 0: s = 4
+  // (docs/LAYERS.md). y [4, 8, 14, 14] = 6272: 6272 · 33 + 10 · 4·196·4 = 238336. Max mode: the same.
+  auto m = process_ok(
+      model_text("g (float[2,8,32,32] f, float[4,4] rois, int64[4] bi) => (r) {\n"
+                 "  r = RoiAlign <mode = \"max\", output_height = 14, output_width = 14> (f, rois, bi)\n}",
+                 10));
+  ASSERT_EQ(m.size(), 1u);
+  const Layer& r = only(m[0], "RoiAlign");
+  EXPECT_EQ(r.key,
+            "RoiAlign|x=2x8x32x32|rois=4x4|batch_indices=4:i64|mode=max|output_height=14|output_width=14|"
+            "sampling_ratio=0|spatial_scale=1|coordinate_transformation_mode=output_half_pixel|f32");
+  EXPECT_EQ(r.flops, 238336);
+}
+
+// The boxes of one FPN level, as torchvision's MultiScaleRoIAlign exports them: the proposals whose
+// level matches (Equal → NonZero → Gather), their batch column cast to indices. The box count is
+// data-dependent: it is the --max-detections assumption, in RoiAlign's rois and output.
+TEST(SamplingCost, RoiAlignBoxCountIsTheMaxDetectionsAssumption) {
+  const std::string text = model_text(
+      "g (float[1,256,20,20] f, float[1000,5] proposals, int64[1000] levels) => (r) {\n"
+      "  lv = Constant <value = int64[1] {2}> ()\n"
+      "  hit = Equal (levels, lv)\n"
+      "  nz = NonZero (hit)\n"
+      "  ax0 = Constant <value = int64[1] {0}> ()\n"
+      "  idx = Squeeze (nz, ax0)\n"
+      "  sel = Gather <axis = 0> (proposals, idx)\n"
+      "  s0 = Constant <value = int64[1] {0}> ()\n"
+      "  s1 = Constant <value = int64[1] {1}> ()\n"
+      "  s5 = Constant <value = int64[1] {5}> ()\n"
+      "  ax1 = Constant <value = int64[1] {1}> ()\n"
+      "  col = Slice (sel, s0, s1, ax1)\n"
+      "  colv = Squeeze (col, ax1)\n"
+      "  bi = Cast <to = 7> (colv)\n"
+      "  rois = Slice (sel, s1, s5, ax1)\n"
+      "  r = RoiAlign <output_height = 7, output_width = 7, sampling_ratio = 2, spatial_scale = 0.0625>\n"
+      "      (f, rois, bi)\n}",
+      16);
+  ProcessOptions o;
+  o.max_detections = 37;
+  auto m = process_model_text(text, "level.onnx", o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  ASSERT_EQ(m->size(), 1u);
+  const Layer& r = only((*m)[0], "RoiAlign");
+  EXPECT_EQ(r.config.kind, LayerKind::kRoiAlign);
+  EXPECT_TRUE(r.shapes_known);
+  ASSERT_EQ(r.config.inputs.size(), 3u);
+  EXPECT_EQ(r.config.inputs[1].shape, (Shape{37, 4}));
+  EXPECT_EQ(r.config.inputs[2].shape, (Shape{37}));
+  EXPECT_EQ(r.config.outputs[0].shape, (Shape{37, 256, 7, 7}));
+  EXPECT_NE((*m)[0].assumption.find("--max-detections 37"), std::string::npos) << (*m)[0].assumption;
+}
+
+// torchvision's RPN filters its kept boxes by score with GreaterOrEqual, an ONNX function with no
+// inference function in ONNX 1.12: Floorline broadcasts its shape itself, so the count assumed for
+// the first NonZero reaches the second, and the boxes RoiAlign receives (the real
+// fasterrcnn_mobilenet_v3_large_320_fpn export lost 160 layers' shapes there).
+TEST(SamplingCost, ScoreFilterWithGreaterOrEqualKeepsTheAssumedCount) {
+  const std::string text = model_text(
+      "g (float[1,256,20,20] f, float[1000,4] boxes, float[1000] scores, int64[1000] levels) => (r) {\n"
+      "  lv = Constant <value = int64[1] {2}> ()\n"
+      "  hit = Equal (levels, lv)\n"
+      "  nz = NonZero (hit)\n"
+      "  ax0 = Constant <value = int64[1] {0}> ()\n"
+      "  idx = Squeeze (nz, ax0)\n"
+      "  sel = Gather <axis = 0> (boxes, idx)\n"
+      "  sc = Gather <axis = 0> (scores, idx)\n"
+      "  thr = Constant <value = float {0.05}> ()\n"
+      "  ok = GreaterOrEqual (sc, thr)\n"
+      "  nz2 = NonZero (ok)\n"
+      "  idx2 = Squeeze (nz2, ax0)\n"
+      "  rois = Gather <axis = 0> (sel, idx2)\n"
+      "  bsc = Gather <axis = 0> (sc, idx2)\n"
+      "  bi = Cast <to = 7> (bsc)\n"
+      "  r = RoiAlign <output_height = 7, output_width = 7, sampling_ratio = 2, spatial_scale = 0.0625>\n"
+      "      (f, rois, bi)\n}",
+      16);
+  ProcessOptions o;
+  o.max_detections = 37;
+  auto m = process_model_text(text, "filter.onnx", o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const Layer& ge = only((*m)[0], "GreaterOrEqual");
+  EXPECT_EQ(ge.config.outputs[0].shape, (Shape{37}));
+  EXPECT_EQ(ge.config.outputs[0].dtype, DataType::kBool);
+  const Layer& r = only((*m)[0], "RoiAlign");
+  EXPECT_TRUE(r.shapes_known);
+  EXPECT_EQ(r.config.inputs[1].shape, (Shape{37, 4}));
+  EXPECT_EQ(r.config.outputs[0].shape, (Shape{37, 256, 7, 7}));
+}
+
+TEST(Opset18Forms, ScatterElementsWithTheMaxAndMinReductionsIsAKind) {
+  auto m =
+      process_ok(model_text("g (float[4,6] d, int64[2,6] i, float[2,6] u) => (a, b) {\n"
+                            "  a = ScatterElements <axis = 0, reduction = \"max\"> (d, i, u)\n"
+                            "  b = ScatterElements <axis = 1, reduction = \"min\"> (d, i, u)\n}",
+                            18));
+  ASSERT_EQ(m.size(), 1u);
+  int seen = 0;
+  for (const auto& l : m[0].layers) {
+    if (l.config.op_type != "ScatterElements") continue;
+    ++seen;
+    EXPECT_EQ(l.config.kind, LayerKind::kScatterElements) << l.name;
+    EXPECT_EQ(l.config.outputs[0].shape, (Shape{4, 6}));
+    EXPECT_EQ(l.flops, 12);  // one max (min) per update
+  }
+  EXPECT_EQ(seen, 2);
+  EXPECT_FALSE(has_warning(m[0], "no Floorline layer kind"));
+}
+
 }  // namespace
 }  // namespace floorline::mp::test

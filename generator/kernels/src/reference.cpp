@@ -741,6 +741,12 @@ ReferenceRow reference_row(LayerKind k) {
       return {reference_detail::nonzero, {}};
     case K::kNonMaxSuppression:
       return {reference_detail::non_max_suppression, {}};
+    case K::kRoiAlign:  // issue 19: sampling and scatter
+      return {reference_detail::roi_align, {}};
+    case K::kScatterElements:
+      return {reference_detail::scatter_elements, {}};
+    case K::kGridSample:
+      return {reference_detail::grid_sample, {}};
     case K::kLSTM:
     case K::kGRU:
     case K::kRNN:

@@ -27,4 +27,9 @@ Result<std::vector<HostTensor>> gather_nd(const Problem& p, const std::vector<Ho
 Result<std::vector<HostTensor>> nonzero(const Problem& p, const std::vector<HostTensor>& in);
 Result<std::vector<HostTensor>> non_max_suppression(const Problem& p, const std::vector<HostTensor>& in);
 
+// RoiAlign, GridSample and ScatterElements (reference_sampling.cpp).
+Result<std::vector<HostTensor>> roi_align(const Problem& p, const std::vector<HostTensor>& in);
+Result<std::vector<HostTensor>> grid_sample(const Problem& p, const std::vector<HostTensor>& in);
+Result<std::vector<HostTensor>> scatter_elements(const Problem& p, const std::vector<HostTensor>& in);
+
 }  // namespace floorline::kernels::reference_detail

@@ -29,6 +29,8 @@
   X(GreaterOrEqual) X(LessOrEqual) X(Xor) X(Mean) X(CumSum) X(ArgMax) X(ArgMin)                    \
   /* compute: detection heads (issue 19): selection, gather, suppression */                 \
   X(TopK) X(GatherND) X(NonZero) X(NonMaxSuppression)                                              \
+  /* compute: sampling and scatter (issue 19): detection heads, optical flow */                    \
+  X(RoiAlign) X(ScatterElements) X(GridSample)                                                     \
   /* compute: softmax, pooling, reductions */                                                      \
   X(Softmax) X(LogSoftmax) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(GlobalMaxPool)         \
   X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd)                               \

@@ -627,6 +627,9 @@ CudaRow cuda_row(LayerKind k) {
     case K::kGatherND:
     case K::kNonZero:
     case K::kNonMaxSuppression:
+    case K::kRoiAlign:  // issue 19: no roi-align, grid-sample or scatter in cuDNN/cuBLAS
+    case K::kScatterElements:
+    case K::kGridSample:
       return {nullptr, {}, kNoKernel};
     case K::kMean:
       return {nullptr,

@@ -1,6 +1,7 @@
 // Floorline's own CPU kernels (algorithm "floorline-kernel:<name>"), for kinds that neither oneDNN
 // 2.6 nor XNNPACK nor OpenBLAS has a primitive for: TopK, GatherND, NonZero, NonMaxSuppression,
-// CumSum, ArgMax and ArgMin (issue 19). Plain C++ over plain row-major buffers, OpenMP over the
+// CumSum, ArgMax and ArgMin (issue 19); RoiAlign, GridSample and ScatterElements are in
+// floorline_kernels_sampling.cpp. Plain C++ over plain row-major buffers, OpenMP over the
 // independent slices (the threads oneDNN's OpenMP runtime is set to), f32 data and int64 indices
 // as ONNX Runtime holds them. They are oneDNN-backend cases because that backend is the CPU one
 // that times every kind it can; their implementation name says they are ours.
@@ -196,9 +197,17 @@ class OwnKernel final : public Kernel {
         if (in_.size() < 2 || in_[1].shape.empty()) own_unsupported("GatherND: no indices");
         const int64_t b = p_.int_attr("batch_dims"), m = in_[1].shape.back();
         const int64_t r = static_cast<int64_t>(in_[0].shape.size());
-        if (b != 0 || m < 1 || m > r)
+        const int64_t q = static_cast<int64_t>(in_[1].shape.size());
+        if (b < 0 || b >= std::min(r, q) || m < 1 || b + m > r)
           own_unsupported(
-              fmt::format("GatherND: batch_dims {} with tuples of {} (the kernel runs batch_dims 0)", b, m));
+              fmt::format("GatherND: batch_dims {} with tuples of {} in data of rank {}", b, m, r));
+        for (int64_t d = 0; d < b; ++d)
+          if (in_[1].shape[static_cast<size_t>(d)] != in_[0].shape[static_cast<size_t>(d)])
+            own_unsupported("GatherND: the batch dimensions of data and indices differ");
+        int64_t slice = 1;
+        for (int64_t d = b + m; d < r; ++d) slice *= in_[0].shape[static_cast<size_t>(d)];
+        if (out_[0].size() != in_[1].size() / m * slice)
+          own_unsupported("GatherND: the output has not tuples × slice elements");
         break;
       }
       case LayerKind::kNonZero:
@@ -221,9 +230,9 @@ class OwnKernel final : public Kernel {
     for (auto& b : in_)
       for (auto& v : b.f) v = uniform(s);
     if (p_.kind == LayerKind::kGatherND) {  // valid index tuples
-      const int64_t m = in_[1].shape.back();
+      const int64_t m = in_[1].shape.back(), b = p_.int_attr("batch_dims");
       for (size_t e = 0; e < in_[1].i.size(); ++e) {
-        const int64_t dim = in_[0].shape[e % static_cast<size_t>(m)];
+        const int64_t dim = in_[0].shape[static_cast<size_t>(b) + e % static_cast<size_t>(m)];
         in_[1].i[e] = dim > 0 ? static_cast<int64_t>(next(s) % static_cast<uint64_t>(dim)) : 0;
       }
     } else if (p_.kind == LayerKind::kNonZero) {
@@ -318,24 +327,31 @@ class OwnKernel final : public Kernel {
     }
   }
 
-  // GatherND (batch_dims 0): one contiguous slice copied per index tuple.
+  // GatherND: one contiguous slice copied per index tuple; with batch_dims b, the tuples of batch
+  // position k (the first b dimensions, shared by data and indices) index data's k-th block.
   void gather_nd() {
     const Shape& ds = in_[0].shape;
     const Shape st = strides_of(ds);
+    const int64_t b = p_.int_attr("batch_dims");
     const int64_t m = in_[1].shape.back(), tuples = in_[1].size() / m;
-    const int64_t slice = m < static_cast<int64_t>(ds.size()) ? st[static_cast<size_t>(m - 1)] : 1;
+    const int64_t last = b + m;  // the first dimension of the slice
+    const int64_t slice = last < static_cast<int64_t>(ds.size()) ? st[static_cast<size_t>(last - 1)] : 1;
+    int64_t batch = 1;
+    for (int64_t d = 0; d < b; ++d) batch *= ds[static_cast<size_t>(d)];
+    const int64_t per_batch = batch ? tuples / batch : 0;
+    const int64_t batch_stride = b ? st[static_cast<size_t>(b - 1)] : 0;
     const float* data = in_[0].f.data();
     const int64_t* idx = in_[1].i.data();
     float* y = out_[0].f.data();
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < tuples; ++t) {
-      int64_t off = 0;
+      int64_t off = per_batch ? t / per_batch * batch_stride : 0;
       for (int64_t j = 0; j < m; ++j) {
         int64_t v = idx[t * m + j];
-        const int64_t dim = ds[static_cast<size_t>(j)];
+        const int64_t dim = ds[static_cast<size_t>(b + j)];
         if (v < 0) v += dim;
         v = std::clamp<int64_t>(v, 0, dim - 1);  // (the generated indices are valid)
-        off += v * st[static_cast<size_t>(j)];
+        off += v * st[static_cast<size_t>(b + j)];
       }
       std::memcpy(y + t * slice, data + off, static_cast<size_t>(slice) * sizeof(float));
     }
@@ -538,6 +554,12 @@ std::string own_kernel_name(LayerKind kind) {
     case LayerKind::kArgMax:
     case LayerKind::kArgMin:
       return "arg_reduce";
+    case LayerKind::kRoiAlign:
+      return "roi_align";
+    case LayerKind::kGridSample:
+      return "grid_sample";
+    case LayerKind::kScatterElements:
+      return "scatter_elements";
     default:
       return "";
   }
@@ -553,6 +575,9 @@ Result<std::unique_ptr<Kernel>> make_own_kernel(const CaseSpec& spec, uint64_t s
   if (!p.post_ops.empty())
     return make_error(Disposition::kUnsupported, "floorline-kernel:{} fuses no epilogue", name);
   try {
+    if (p.kind == LayerKind::kRoiAlign || p.kind == LayerKind::kGridSample ||
+        p.kind == LayerKind::kScatterElements)
+      return make_sampling_kernel(p, name, seed);
     return std::unique_ptr<Kernel>(std::make_unique<OwnKernel>(p, name, seed));
   } catch (const KernelError& e) {
     return make_error(e.code, "{}", e.what());

@@ -249,6 +249,9 @@ Result<std::unique_ptr<Kernel>> make_own_kernel(const CaseSpec& spec, uint64_t s
 // equals its input's), "" where there is none; and the kernel, f32 and no epilogue.
 std::string data_kernel_name(const Problem& p);
 Result<std::unique_ptr<Kernel>> make_data_kernel(const CaseSpec& spec, uint64_t seed);
+// RoiAlign, GridSample and ScatterElements (floorline_kernels_sampling.cpp); throws KernelError
+// (unsupported) for shapes or attributes it does not run.
+std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
 
 // --- memory formats and random data (common.cpp) -------------------------------------------------
 

@@ -130,6 +130,9 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kGatherND:
     case K::kNonZero:
     case K::kNonMaxSuppression:
+    case K::kRoiAlign:  // issue 19: sampling and scatter
+    case K::kScatterElements:
+    case K::kGridSample:
       return {{std::string(kOwnKernel)}, nullptr, kOwnReason, {}};
     case K::kLSTM:
     case K::kGRU:

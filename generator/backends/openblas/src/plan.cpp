@@ -75,6 +75,9 @@ KindSupport openblas_support(LayerKind kind) {
     case LayerKind::kGatherND:
     case LayerKind::kNonZero:
     case LayerKind::kNonMaxSuppression:
+    case LayerKind::kRoiAlign:
+    case LayerKind::kScatterElements:
+    case LayerKind::kGridSample:
     case LayerKind::kSoftmax:
     case LayerKind::kLogSoftmax:
     case LayerKind::kMaxPool:

@@ -118,6 +118,9 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kGatherND:
     case K::kNonZero:
     case K::kNonMaxSuppression:
+    case K::kRoiAlign:
+    case K::kScatterElements:
+    case K::kGridSample:
     // ---
     case K::kLogSoftmax:
     case K::kReduceMean:
