@@ -29,9 +29,10 @@ std::string conv_text(uint32_t seed, int stride) {
     return s;
   };
   const std::string w = values(64 * 64 * 9), b = values(64);
-  return model_text(fmt::format("g (float[N,64,8,8] x) => (y) <float[64,64,3,3] w = {{{}}}, float[64] b = {{{}}}> {{\n"
-                                "  y = Conv <pads = [1, 1, 1, 1], strides = [{}, {}]> (x, w, b)\n}}",
-                                w, b, stride, stride));
+  return model_text(
+      fmt::format("g (float[N,64,8,8] x) => (y) <float[64,64,3,3] w = {{{}}}, float[64] b = {{{}}}> {{\n"
+                  "  y = Conv <pads = [1, 1, 1, 1], strides = [{}, {}]> (x, w, b)\n}}",
+                  w, b, stride, stride));
 }
 
 // The fingerprint of the model in `text`, written to a file and loaded from it.
