@@ -124,12 +124,15 @@ google::protobuf::ArenaOptions arena_options() {
   return o;
 }
 
-// The same, starting in a block that the thread keeps for its next inference arena (one alive at a
-// time): a zoo's short-lived working copies reuse the same 8 MiB instead of allocating, faulting in
-// and freeing theirs for every model.
-google::protobuf::ArenaOptions reused_arena_options() {
+// The same, starting in a block that the thread keeps for the next arena of `slot` (one arena of a
+// slot alive at a time): the worker's short-lived request models and working copies reuse the same
+// 8 MiB from model to model instead of allocating, faulting in and freeing theirs (glibc
+// consolidating its free lists at each large free) for every model.
+enum class ArenaSlot { kInference, kRequest };
+google::protobuf::ArenaOptions reused_arena_options(ArenaSlot slot) {
   constexpr size_t kSize = size_t{8} << 20;
-  thread_local std::unique_ptr<char[]> block;  // not zeroed: pages are touched as they are used
+  thread_local std::unique_ptr<char[]> blocks[2];  // not zeroed: pages are touched as they are used
+  auto& block = blocks[static_cast<int>(slot)];
   if (!block) block.reset(new char[kSize]);
   auto o = arena_options();
   o.initial_block = block.get();
@@ -139,14 +142,19 @@ google::protobuf::ArenaOptions reused_arena_options() {
 
 // A parsed, validated model with its large initializer payloads dropped.
 struct Loaded {
+  Loaded() : Loaded(arena_options()) {}
+  explicit Loaded(const google::protobuf::ArenaOptions& options)
+      : arena(std::make_unique<google::protobuf::Arena>(options)),
+        model(google::protobuf::Arena::CreateMessage<onnx::ModelProto>(arena.get())) {}
+
   std::string name;
   std::filesystem::path path;
   // Where external data files may be read from (the model's folder), and how much was read.
   mutable ExternalDataScope external;
   // The model lives on its own arena, freed at once with it: a large graph freed message by
   // message (and glibc consolidating the freed chunks) cost about as much as parsing it.
-  std::unique_ptr<google::protobuf::Arena> arena = std::make_unique<google::protobuf::Arena>(arena_options());
-  onnx::ModelProto* model = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(arena.get());
+  std::unique_ptr<google::protobuf::Arena> arena;
+  onnx::ModelProto* model;
   int64_t opset = 0;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers;
   std::vector<std::string> warnings;
@@ -476,7 +484,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
   std::vector<bool> evaluated(node_count, false);
 
   // The working copies of the model live on one arena, freed at once at the end (as Loaded::model).
-  google::protobuf::Arena arena(reused_arena_options());
+  google::protobuf::Arena arena(reused_arena_options(ArenaSlot::kInference));
   // The model at this batch size. Built again only for a second whole-graph round (rare): a copy of
   // a large graph costs about as much as ONNX's inference of it.
   auto batched = [&] {
@@ -874,7 +882,7 @@ std::string encode_request(const Loaded& L, const ProcessOptions& opts, const st
 // result).
 void serve_inference(std::string_view request, const std::function<bool(const std::string&)>& send) {
   WireReader in(request);
-  Loaded L;
+  Loaded L(reused_arena_options(ArenaSlot::kRequest));
   ProcessOptions opts;
   std::vector<int64_t> batches;
   auto name = in.string(), path = in.string(), dir = in.string();
@@ -901,8 +909,10 @@ void serve_inference(std::string_view request, const std::function<bool(const st
     if (!b) return;
     batches.push_back(*b);
   }
-  auto model = in.string();
-  if (!model || !L.model->ParseFromString(*model)) return;
+  auto model = in.bytes();
+  if (!model || model->size() > static_cast<size_t>(INT32_MAX) ||
+      !L.model->ParseFromArray(model->data(), static_cast<int>(model->size())))
+    return;
   for (const auto& t : L.model->graph().initializer()) L.initializers[t.name()] = &t;
   for (int64_t b : batches) {
     std::string record;
