@@ -62,9 +62,15 @@ std::optional<int64_t> WireReader::i64() {
 }
 
 std::optional<std::string> WireReader::string() {
+  auto s = bytes();
+  if (!s) return std::nullopt;
+  return std::string(*s);
+}
+
+std::optional<std::string_view> WireReader::bytes() {
   auto n = i64();
   if (!n || *n < 0 || static_cast<uint64_t>(*n) > in_.size()) return std::nullopt;
-  std::string s(in_.substr(0, static_cast<size_t>(*n)));
+  std::string_view s = in_.substr(0, static_cast<size_t>(*n));
   in_.remove_prefix(static_cast<size_t>(*n));
   return s;
 }

@@ -43,6 +43,7 @@ class WireReader {
   bool done() const { return in_.empty(); }
   std::optional<int64_t> i64();
   std::optional<std::string> string();
+  std::optional<std::string_view> bytes();  // what string() reads, in place (valid while the input is)
   std::optional<Inference> inference();
 
  private:

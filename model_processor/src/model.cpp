@@ -13,6 +13,8 @@
 #include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <onnx/defs/parser.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
@@ -139,9 +141,10 @@ google::protobuf::ArenaOptions arena_options() {
 }
 
 // The same, starting in a block that the thread keeps for the next arena of `slot` (one arena of a
-// slot alive at a time): a zoo's short-lived working copies reuse the same 8 MiB instead of
-// allocating, faulting in and freeing theirs for every model.
-enum class ArenaSlot { kInference, kFingerprint };
+// slot alive at a time): the worker's short-lived request models and working copies reuse the same
+// 8 MiB from model to model instead of allocating, faulting in and freeing theirs (glibc
+// consolidating its free lists at each large free) for every model.
+enum class ArenaSlot { kInference, kRequest };
 google::protobuf::ArenaOptions reused_arena_options(ArenaSlot slot) {
   constexpr size_t kSize = size_t{8} << 20;
   thread_local std::unique_ptr<char[]> blocks[2];  // not zeroed: pages are touched as they are used
@@ -155,14 +158,19 @@ google::protobuf::ArenaOptions reused_arena_options(ArenaSlot slot) {
 
 // A parsed, validated model with its large initializer payloads dropped.
 struct Loaded {
+  Loaded() : Loaded(arena_options()) {}
+  explicit Loaded(const google::protobuf::ArenaOptions& options)
+      : arena(std::make_unique<google::protobuf::Arena>(options)),
+        model(google::protobuf::Arena::CreateMessage<onnx::ModelProto>(arena.get())) {}
+
   std::string name;
   std::filesystem::path path;
   // Where external data files may be read from (the model's folder), and how much was read.
   mutable ExternalDataScope external;
   // The model lives on its own arena, freed at once with it: a large graph freed message by
   // message (and glibc consolidating the freed chunks) cost about as much as parsing it.
-  std::unique_ptr<google::protobuf::Arena> arena = std::make_unique<google::protobuf::Arena>(arena_options());
-  onnx::ModelProto* model = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(arena.get());
+  std::unique_ptr<google::protobuf::Arena> arena;
+  onnx::ModelProto* model;
   int64_t opset = 0;
   std::unordered_map<std::string, const onnx::TensorProto*> initializers;
   std::vector<std::string> warnings;
@@ -915,7 +923,7 @@ std::string encode_request(const Loaded& L, const ProcessOptions& opts, const st
 // result).
 void serve_inference(std::string_view request, const std::function<bool(const std::string&)>& send) {
   WireReader in(request);
-  Loaded L;
+  Loaded L(reused_arena_options(ArenaSlot::kRequest));
   ProcessOptions opts;
   std::vector<int64_t> batches;
   auto name = in.string(), path = in.string(), dir = in.string();
@@ -942,8 +950,10 @@ void serve_inference(std::string_view request, const std::function<bool(const st
     if (!b) return;
     batches.push_back(*b);
   }
-  auto model = in.string();
-  if (!model || !L.model->ParseFromString(*model)) return;
+  auto model = in.bytes();
+  if (!model || model->size() > static_cast<size_t>(INT32_MAX) ||
+      !L.model->ParseFromArray(model->data(), static_cast<int>(model->size())))
+    return;
   for (const auto& t : L.model->graph().initializer()) L.initializers[t.name()] = &t;
   for (int64_t b : batches) {
     std::string record;
@@ -1295,31 +1305,54 @@ class IrBuilder {
   std::optional<Error> overflow_;  // the first layer whose cost does not fit int64
 };
 
+// `m` as field `number` of the message being written: tag, length, bytes, as the enclosing message's
+// own serializer writes a sub-message.
+void write_message_field(google::protobuf::io::CodedOutputStream& out, int number,
+                         const google::protobuf::MessageLite& m) {
+  using Wire = google::protobuf::internal::WireFormatLite;
+  const size_t size = m.ByteSizeLong();  // caches the sizes SerializeWithCachedSizes needs
+  out.WriteTag(Wire::MakeTag(number, Wire::WIRETYPE_LENGTH_DELIMITED));
+  out.WriteVarint32(static_cast<uint32_t>(size));
+  m.SerializeWithCachedSizes(&out);
+}
+
 // A hash of the graph's structure: nodes (with their attributes), graph inputs/outputs, and the
 // names, types and dims of initializers, but none of their values, so two exports of one
 // architecture with different random weights match, and any change to the work does not.
+// The value is stored in databases (models are matched by name and fingerprint): it is FNV-1a of
+// the deterministic serialization of the graph with its doc_string and every initializer's payload,
+// external_data and doc_string cleared. The graph is written here field by field in field-number
+// order (GraphProto: node 1, name 2, initializer 5, input 11, output 12, value_info 13,
+// quantization_annotation 14, sparse_initializer 15, then unknown fields), which gives those bytes
+// without copying the graph.
 std::string graph_fingerprint(const onnx::GraphProto& g) {
-  google::protobuf::Arena arena(reused_arena_options(ArenaSlot::kFingerprint));  // freed at once
-  onnx::GraphProto& copy = *google::protobuf::Arena::CreateMessage<onnx::GraphProto>(&arena);
-  copy.CopyFrom(g);
-  copy.clear_doc_string();
-  for (auto& t : *copy.mutable_initializer()) {
-    t.clear_raw_data();
-    t.clear_float_data();
-    t.clear_int32_data();
-    t.clear_int64_data();
-    t.clear_double_data();
-    t.clear_uint64_data();
-    t.clear_string_data();
-    t.clear_external_data();
-    t.clear_doc_string();
-  }
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream sos(&bytes);
     google::protobuf::io::CodedOutputStream cos(&sos);
     cos.SetSerializationDeterministic(true);
-    copy.SerializeToCodedStream(&cos);
+    for (const auto& n : g.node()) write_message_field(cos, 1, n);
+    if (g.has_name()) google::protobuf::internal::WireFormatLite::WriteString(2, g.name(), &cos);
+    // An initializer as the fields it keeps without its payload: dims 1, data_type 2, segment 3,
+    // name 8, data_location 14 and unknown fields.
+    onnx::TensorProto bare;
+    for (const auto& t : g.initializer()) {
+      bare.Clear();
+      *bare.mutable_dims() = t.dims();
+      if (t.has_data_type()) bare.set_data_type(t.data_type());
+      if (t.has_segment()) *bare.mutable_segment() = t.segment();
+      if (t.has_name()) bare.set_name(t.name());
+      if (t.has_data_location()) bare.set_data_location(t.data_location());
+      if (!t.unknown_fields().empty()) bare.mutable_unknown_fields()->MergeFrom(t.unknown_fields());
+      write_message_field(cos, 5, bare);
+    }
+    for (const auto& v : g.input()) write_message_field(cos, 11, v);
+    for (const auto& v : g.output()) write_message_field(cos, 12, v);
+    for (const auto& v : g.value_info()) write_message_field(cos, 13, v);
+    for (const auto& a : g.quantization_annotation()) write_message_field(cos, 14, a);
+    for (const auto& s : g.sparse_initializer()) write_message_field(cos, 15, s);
+    if (!g.unknown_fields().empty())
+      google::protobuf::internal::WireFormat::SerializeUnknownFields(g.unknown_fields(), &cos);
   }
   return key_hash_hex(bytes);
 }

@@ -39,6 +39,14 @@ void make_view(Layer& l) {
   l.bytes = 0;
 }
 
+// A Cast to the type its input already has moves no data.
+void same_type_casts_as_views(ModelIR& ir) {
+  for (auto& l : ir.layers)
+    if (l.config.kind == K::kCast && l.cost == CostClass::kCompute && !l.config.inputs.empty() &&
+        !l.config.outputs.empty() && l.config.inputs[0].dtype == l.config.outputs[0].dtype)
+      make_view(l);
+}
+
 class Fuser {
  public:
   Fuser(ModelIR& ir, const ValueLookup& value_of, const std::unordered_set<std::string>& outputs)
@@ -52,10 +60,6 @@ class Fuser {
   }
 
   int run() {
-    for (auto& l : ir_.layers)
-      if (l.config.kind == K::kCast && l.cost == CostClass::kCompute && !l.config.inputs.empty() &&
-          !l.config.outputs.empty() && l.config.inputs[0].dtype == l.config.outputs[0].dtype)
-        make_view(l);
     drop_qdq_around_views();
     int fused = 0;
     std::unordered_set<int> int8_layers;
@@ -204,6 +208,12 @@ class Fuser {
 }  // namespace
 
 int fuse_qdq(ModelIR& ir, const ValueLookup& value_of, const std::unordered_set<std::string>& graph_outputs) {
+  same_type_casts_as_views(ir);
+  // Every fusion starts from a DequantizeLinear: a model without one (most) needs no producer and
+  // consumer maps.
+  if (std::none_of(ir.layers.begin(), ir.layers.end(),
+                   [](const Layer& l) { return l.config.kind == K::kDequantizeLinear; }))
+    return 0;
   return Fuser(ir, value_of, graph_outputs).run();
 }
 

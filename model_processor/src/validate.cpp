@@ -206,11 +206,11 @@ Status validate_graph_impl(const onnx::GraphProto& g, bool main) {
   const int n = g.node_size();
   for (int i = 0; i < n; ++i) {
     const auto& node = g.node(i);
-    const std::string label = node_label(node, static_cast<size_t>(i));
     for (const auto& out : node.output()) {
       if (out.empty()) continue;
       auto [it, fresh] = producer.emplace(out, i);
       if (fresh) continue;
+      const std::string label = node_label(node, static_cast<size_t>(i));
       if (it->second < 0)
         return make_error("node {} ({}) output '{}' overwrites a graph input or initializer of that name",
                           label, node.op_type(), out);

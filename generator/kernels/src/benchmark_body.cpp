@@ -17,6 +17,16 @@ double Kernel::timed_run() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+LibraryCase unsupported_case(const CaseSpec& base, MathMode math_mode, std::string reason) {
+  LibraryCase c;
+  c.variant = base.variant;
+  c.variant.algorithm = "none";
+  c.variant.math_mode = math_mode;
+  c.status = Disposition::kUnsupported;
+  c.reason = std::move(reason);
+  return c;
+}
+
 double warm_up(Kernel& kernel, double seconds) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();

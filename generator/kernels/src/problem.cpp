@@ -7,9 +7,19 @@
 namespace floorline::kernels {
 
 const Operand* Problem::input(const std::string& role) const {
-  for (const auto& o : inputs)
-    if (o.role == role) return &o;
-  return nullptr;
+  const int k = input_index(role);
+  return k < 0 ? nullptr : &inputs[static_cast<size_t>(k)];
+}
+int Problem::input_index(const std::string& role) const {
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (inputs[k].role == role) return static_cast<int>(k);
+  return -1;
+}
+int Problem::output_index(std::initializer_list<const char*> roles) const {
+  for (size_t k = 0; k < outputs.size(); ++k)
+    for (const char* r : roles)
+      if (outputs[k].role == r) return static_cast<int>(k);
+  return -1;
 }
 int64_t Problem::int_attr(const std::string& name, int64_t fallback) const {
   auto it = ints.find(name);

@@ -20,24 +20,12 @@ using RnnDesc = Desc<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestro
 using RnnDataDesc =
     Desc<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
 
-int role_index(const Ctx& c, const std::string& role) {
-  for (size_t k = 0; k < c.p.inputs.size(); ++k)
-    if (c.p.inputs[k].role == role) return static_cast<int>(k);
-  return -1;
-}
-int output_index(const Ctx& c, std::initializer_list<const char*> roles) {
-  for (size_t k = 0; k < c.p.outputs.size(); ++k)
-    for (const char* r : roles)
-      if (c.p.outputs[k].role == r) return c.output(k);
-  return -1;
-}
-
 }  // namespace
 
 void rnn(Ctx& c) {
   const LayerKind kind = c.p.kind;
   const bool lstm = kind == LayerKind::kLSTM, gru = kind == LayerKind::kGRU;
-  const int xi = role_index(c, "x"), wi = role_index(c, "w"), ri = role_index(c, "r");
+  const int xi = c.p.input_index("x"), wi = c.p.input_index("w"), ri = c.p.input_index("r");
   if (xi < 0 || wi < 0 || ri < 0) fail(Disposition::kUnsupported, c.p.op + " needs X, W and R");
   const Shape &xs = c.in_shape(static_cast<size_t>(xi)), &rs = c.in_shape(static_cast<size_t>(ri));
   if (xs.size() != 3 || rs.size() != 3) fail(Disposition::kUnsupported, "X and R must be 3-D");
@@ -45,7 +33,7 @@ void rnn(Ctx& c) {
   const std::string direction = c.p.string_attr("direction");
   if (direction == "reverse") fail(Disposition::kUnsupported, "cuDNN runs one direction forward only");
   if (c.p.floats.count("clip")) fail(Disposition::kUnsupported, "a cell clip (cuDNN has none)");
-  if (lstm && (c.p.int_attr("input_forget") != 0 || role_index(c, "p") >= 0))
+  if (lstm && (c.p.int_attr("input_forget") != 0 || c.p.input_index("p") >= 0))
     fail(Disposition::kUnsupported, "input_forget and peepholes are not mapped");
   if (gru && c.p.int_attr("linear_before_reset") == 0)
     fail(Disposition::kUnsupported,
@@ -104,7 +92,7 @@ void rnn(Ctx& c) {
                                      : gru ? std::vector<int>{1, 0, 2}
                                            : std::vector<int>{0};
   const size_t esize = static_cast<size_t>(device::size_of(c.type));
-  const int bi = role_index(c, "b");
+  const int bi = c.p.input_index("b");
   c.b.tensors[static_cast<size_t>(wi)].fill = Fill::kSmall;
   c.b.tensors[static_cast<size_t>(ri)].fill = Fill::kSmall;
   void* wp = c.ptr(c.input(static_cast<size_t>(wi)));
@@ -148,10 +136,11 @@ void rnn(Ctx& c) {
   });
 
   void* xp = c.ptr(c.input(static_cast<size_t>(xi)));
-  const int h0 = role_index(c, "initial_h"), c0 = role_index(c, "initial_c");
+  const int h0 = c.p.input_index("initial_h"), c0 = c.p.input_index("initial_c");
   void* hx = h0 >= 0 ? c.ptr(c.input(static_cast<size_t>(h0))) : nullptr;
   void* cx = lstm && c0 >= 0 ? c.ptr(c.input(static_cast<size_t>(c0))) : nullptr;
-  const int y = output_index(c, {"y", "y0"}), yh = output_index(c, {"y1"}), yc = output_index(c, {"y2"});
+  const int y = c.output_with_role({"y", "y0"}), yh = c.output_with_role({"y1"}),
+            yc = c.output_with_role({"y2"});
   void* hy = yh >= 0 ? c.ptr(yh) : nullptr;
   void* cy = lstm && yc >= 0 ? c.ptr(yc) : nullptr;
   // Y itself for one direction; cuDNN's [T, N, 2H] buffer for two (then laid out as ONNX's).

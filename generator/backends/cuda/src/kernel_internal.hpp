@@ -216,6 +216,11 @@ struct Ctx {
     return static_cast<int>(k);
   }
   int output(size_t k = 0) const { return static_cast<int>(p.inputs.size() + k); }
+  // The tensor of the first output with one of `roles` (Problem::output_index); -1 when there is none.
+  int output_with_role(std::initializer_list<const char*> roles) const {
+    const int k = p.output_index(roles);
+    return k < 0 ? -1 : output(static_cast<size_t>(k));
+  }
   // The tensor's device buffer, allocated on first use (set its type and layout before).
   void* ptr(int t) {
     Tensor& x = b.tensors.at(static_cast<size_t>(t));

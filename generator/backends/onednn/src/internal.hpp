@@ -122,6 +122,11 @@ struct Ctx {
     if (k >= p.outputs.size()) unsupported(fmt::format("{} has no output {}", p.op, k));
     return static_cast<int>(p.inputs.size() + k);
   }
+  // The tensor of the first output with one of `roles` (Problem::output_index); -1 when there is none.
+  int output_with_role(std::initializer_list<const char*> roles) const {
+    const int k = p.output_index(roles);
+    return k < 0 ? -1 : output(static_cast<size_t>(k));
+  }
   const Shape& in_shape(size_t k) const { return p.inputs.at(static_cast<size_t>(input(k))).shape; }
   const Shape& out_shape(size_t k = 0) const {
     return p.outputs.at(static_cast<size_t>(output(k)) - p.inputs.size()).shape;

@@ -18,18 +18,6 @@
 namespace floorline::kernels::onednn_detail {
 namespace {
 
-int role_index(const Ctx& c, const std::string& role) {
-  for (size_t k = 0; k < c.p.inputs.size(); ++k)
-    if (c.p.inputs[k].role == role) return static_cast<int>(k);
-  return -1;
-}
-int output_index(const Ctx& c, std::initializer_list<const char*> roles) {
-  for (size_t k = 0; k < c.p.outputs.size(); ++k)
-    for (const char* r : roles)
-      if (c.p.outputs[k].role == r) return c.output(k);
-  return -1;
-}
-
 // A state tensor (ONNX [D, N, H], layout 1: [N, D, H]) as oneDNN's ldnc [1, D, N, H].
 View state_view(int64_t D, int64_t N, int64_t H, bool batch_first) {
   if (!batch_first) return reshaped({1, D, N, H});
@@ -49,7 +37,7 @@ void recurrent(Ctx& c, const std::string& variant) {
   const LayerKind kind = c.p.kind;
   const bool lstm = kind == LayerKind::kLSTM, gru = kind == LayerKind::kGRU;
   const int64_t G = lstm ? 4 : gru ? 3 : 1;
-  const int xi = role_index(c, "x"), wi = role_index(c, "w"), ri = role_index(c, "r");
+  const int xi = c.p.input_index("x"), wi = c.p.input_index("w"), ri = c.p.input_index("r");
   if (xi < 0 || wi < 0 || ri < 0) unsupported(fmt::format("{} needs X, W and R", c.p.op));
   const Shape &xs = c.in_shape(xi), &rs = c.in_shape(ri);
   if (xs.size() != 3 || rs.size() != 3) unsupported("X and R must be 3-D");
@@ -108,7 +96,7 @@ void recurrent(Ctx& c, const std::string& variant) {
   const int64_t Gb = lbr ? 4 : G;
   const int bias = c.extra({1, D, Gb, H});
   c.set_f32_only(bias);
-  const int bi = role_index(c, "b");
+  const int bi = c.p.input_index("b");
   if (bi < 0) {
     const View all = reshaped({D * Gb * H});
     dnnl::eltwise_forward::desc zero(kInference, algorithm::eltwise_linear, c.md(bias, all), 0.f, 0.f);
@@ -141,7 +129,7 @@ void recurrent(Ctx& c, const std::string& variant) {
 
   // Peepholes (LSTM P [D, 3H], ONNX i, o, f; oneDNN [1, D, 3, H] i, f, o), copied once.
   int peep = -1;
-  if (const int pi = role_index(c, "p"); lstm && pi >= 0) {
+  if (const int pi = c.p.input_index("p"); lstm && pi >= 0) {
     peep = c.extra({1, D, 3, H});
     const int src = c.input(static_cast<size_t>(pi));
     const int64_t pperm[3] = {0, 2, 1};
@@ -161,20 +149,20 @@ void recurrent(Ctx& c, const std::string& variant) {
   args.push_back({DNNL_ARG_SRC_LAYER, c.input(static_cast<size_t>(xi)), x_view});
   const View sv = state_view(D, N, H, batch_first);
   memory::desc src_iter, src_iter_c, dst_iter, dst_iter_c;
-  if (const int h0 = role_index(c, "initial_h"); h0 >= 0) {
+  if (const int h0 = c.p.input_index("initial_h"); h0 >= 0) {
     src_iter = c.md(c.input(static_cast<size_t>(h0)), sv);
     args.push_back({DNNL_ARG_SRC_ITER, c.input(static_cast<size_t>(h0)), sv});
   }
-  if (const int c0 = role_index(c, "initial_c"); lstm && c0 >= 0) {
+  if (const int c0 = c.p.input_index("initial_c"); lstm && c0 >= 0) {
     c.set_f32_only(c.input(static_cast<size_t>(c0)));
     src_iter_c = c.md(c.input(static_cast<size_t>(c0)), sv);
     args.push_back({DNNL_ARG_SRC_ITER_C, c.input(static_cast<size_t>(c0)), sv});
   }
-  if (const int yh = output_index(c, {"y1"}); yh >= 0) {
+  if (const int yh = c.output_with_role({"y1"}); yh >= 0) {
     dst_iter = c.md(yh, sv);
     args.push_back({DNNL_ARG_DST_ITER, yh, sv});
   }
-  if (const int yc = output_index(c, {"y2"}); lstm && yc >= 0) {
+  if (const int yc = c.output_with_role({"y2"}); lstm && yc >= 0) {
     c.set_f32_only(yc);
     dst_iter_c = c.md(yc, sv);
     args.push_back({DNNL_ARG_DST_ITER_C, yc, sv});
@@ -203,7 +191,7 @@ void recurrent(Ctx& c, const std::string& variant) {
     args.push_back({c_missing ? DNNL_ARG_DST_ITER_C : DNNL_ARG_DST_ITER, z, zv});
   }
   // dst_layer: Y itself (one direction), else a [T, N, D·H] buffer (bidirectional, or Y not used).
-  const int y = output_index(c, {"y", "y0"});
+  const int y = c.output_with_role({"y", "y0"});
   int dst = y;
   View dst_view = batch_first ? View{{T, N, H}, {D * H, T * D * H, 1}, 0} : reshaped({T, N, H});
   if (y < 0 || D == 2) {

@@ -121,29 +121,16 @@ KindSupport openblas_support(LayerKind kind) {
   return {{}, "not mapped"};
 }
 
-namespace {
-
-OpenblasCase unsupported_case(const CaseSpec& base, std::string reason) {
-  OpenblasCase c;
-  c.variant = base.variant;
-  c.variant.algorithm = "none";
-  c.variant.math_mode = MathMode::kFp32;
-  c.status = Disposition::kUnsupported;
-  c.reason = std::move(reason);
-  return c;
-}
-
-}  // namespace
-
 std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
   const Problem& p = base.problem;
   const KindSupport s = openblas_support(p.kind);
-  if (!s.supported()) return {unsupported_case(base, std::string(s.reason))};
+  if (!s.supported()) return {unsupported_case(base, MathMode::kFp32, std::string(s.reason))};
   if (base.variant.dtype != DType::kF32)
-    return {
-        unsupported_case(base, fmt::format("cblas_sgemm is f32, not {}", dtype_name(base.variant.dtype)))};
+    return {unsupported_case(base, MathMode::kFp32,
+                             fmt::format("cblas_sgemm is f32, not {}", dtype_name(base.variant.dtype)))};
   if (!p.post_ops.empty())
-    return {unsupported_case(base, "OpenBLAS has no fused epilogue (a separate pass is the unfused case)")};
+    return {unsupported_case(base, MathMode::kFp32,
+                             "OpenBLAS has no fused epilogue (a separate pass is the unfused case)")};
   auto make = [&](const char* algorithm, bool is_default) {
     OpenblasCase c;
     c.variant = base.variant;
@@ -156,8 +143,9 @@ std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
   switch (p.kind) {
     case LayerKind::kConv:
       if (p.inputs.at(0).shape.size() != 4)
-        return {unsupported_case(base, fmt::format("im2col is mapped for 2-D convolutions, not {}-D",
-                                                   p.inputs.at(0).shape.size() - 2))};
+        return {unsupported_case(
+            base, MathMode::kFp32,
+            fmt::format("im2col is mapped for 2-D convolutions, not {}-D", p.inputs.at(0).shape.size() - 2))};
       return {make("im2col_sgemm", true)};
     case LayerKind::kGemm:
       return {make("sgemm", true)};
@@ -165,7 +153,7 @@ std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
       const Shape& a = p.inputs.at(0).shape;
       const Shape& b = p.inputs.at(1).shape;
       if (a.size() < 2 || b.size() < 2)
-        return {unsupported_case(base, "MatMul with a 1-D operand is not mapped")};
+        return {unsupported_case(base, MathMode::kFp32, "MatMul with a 1-D operand is not mapped")};
       const bool weights_2d = elements(Shape(b.begin(), b.end() - 2)) == 1;
       const bool batched_a = elements(Shape(a.begin(), a.end() - 2)) > 1;
       if (weights_2d && batched_a) return {make("sgemm", true), make("sgemm_loop", false)};
@@ -178,12 +166,13 @@ std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
       // cuDNN's name for this formulation (CUDNN_RNN_ALGO_STANDARD): the input projection of all
       // time steps as one GEMM, the recurrent products step by step.
       if (p.input("sequence_lens"))
-        return {unsupported_case(base, "sequence_lens (per-sequence lengths) is not mapped")};
+        return {
+            unsupported_case(base, MathMode::kFp32, "sequence_lens (per-sequence lengths) is not mapped")};
       return {make("sgemm_standard", true)};
     default:
       break;
   }
-  return {unsupported_case(base, std::string(s.reason))};
+  return {unsupported_case(base, MathMode::kFp32, std::string(s.reason))};
 }
 
 }  // namespace floorline::kernels

@@ -70,12 +70,6 @@ Act act_of(const std::string& name) {
   unsupported(fmt::format("activation {} (mapped: Sigmoid, Tanh, Relu)", name));
 }
 
-int role_index(const Problem& p, const std::string& role) {
-  for (size_t k = 0; k < p.inputs.size(); ++k)
-    if (p.inputs[k].role == role) return static_cast<int>(k);
-  return -1;
-}
-
 class RecurrentKernel final : public BlasKernel {
  public:
   explicit RecurrentKernel(Problem p) : BlasKernel(std::move(p)) {
@@ -83,15 +77,15 @@ class RecurrentKernel final : public BlasKernel {
     lstm_ = kind == LayerKind::kLSTM;
     gru_ = kind == LayerKind::kGRU;
     G_ = lstm_ ? 4 : gru_ ? 3 : 1;
-    xi_ = role_index(p_, "x");
-    wi_ = role_index(p_, "w");
-    ri_ = role_index(p_, "r");
-    bi_ = role_index(p_, "b");
-    pi_ = lstm_ ? role_index(p_, "p") : -1;
-    h0_ = role_index(p_, "initial_h");
-    c0_ = lstm_ ? role_index(p_, "initial_c") : -1;
+    xi_ = p_.input_index("x");
+    wi_ = p_.input_index("w");
+    ri_ = p_.input_index("r");
+    bi_ = p_.input_index("b");
+    pi_ = lstm_ ? p_.input_index("p") : -1;
+    h0_ = p_.input_index("initial_h");
+    c0_ = lstm_ ? p_.input_index("initial_c") : -1;
     if (xi_ < 0 || wi_ < 0 || ri_ < 0) unsupported(fmt::format("{} needs X, W and R", p_.op));
-    if (role_index(p_, "sequence_lens") >= 0)
+    if (p_.input_index("sequence_lens") >= 0)
       unsupported("sequence_lens (per-sequence lengths) is not mapped: every sequence runs T steps");
     const Shape &xs = p_.inputs[xi_].shape, &rs = p_.inputs[ri_].shape;
     if (xs.size() != 3 || rs.size() != 3) unsupported("X and R must be 3-D");

@@ -167,16 +167,6 @@ XnnRow xnnpack_row(LayerKind k) {
   return none("not mapped");
 }
 
-XnnpackCase unsupported_case(const CaseSpec& base, std::string reason) {
-  XnnpackCase c;
-  c.variant = base.variant;
-  c.variant.algorithm = "none";
-  c.variant.math_mode = MathMode::kFp32;
-  c.status = Disposition::kUnsupported;
-  c.reason = std::move(reason);
-  return c;
-}
-
 // Why XNNPACK cannot run `p` as planned ("" when it can); what only the operator's create call can
 // decide is found when the case is built.
 std::string plan_limit(const Problem& p) {
@@ -235,11 +225,13 @@ KindSupport xnnpack_support(LayerKind kind) {
 std::vector<XnnpackCase> xnnpack_cases(const CaseSpec& base) {
   const Problem& p = base.problem;
   const XnnRow row = xnnpack_row(p.kind);
-  if (row.mapping.empty()) return {unsupported_case(base, std::string(row.reason))};
+  if (row.mapping.empty()) return {unsupported_case(base, MathMode::kFp32, std::string(row.reason))};
   if (base.variant.dtype != DType::kF32)
     return {unsupported_case(
-        base, fmt::format("XNNPACK's operators are mapped for f32, not {}", dtype_name(base.variant.dtype)))};
-  if (const std::string why = plan_limit(p); !why.empty()) return {unsupported_case(base, why)};
+        base, MathMode::kFp32,
+        fmt::format("XNNPACK's operators are mapped for f32, not {}", dtype_name(base.variant.dtype)))};
+  if (const std::string why = plan_limit(p); !why.empty())
+    return {unsupported_case(base, MathMode::kFp32, why)};
   std::vector<XnnpackCase> out;
   XnnpackCase c;
   c.variant = base.variant;

@@ -135,6 +135,10 @@ struct LibraryCase {
   std::string reason;                 // why, when status is set
 };
 
+// The one case of `base` that a library's plan cannot run: algorithm "none" in `math_mode`, status
+// unsupported, and why.
+LibraryCase unsupported_case(const CaseSpec& base, MathMode math_mode, std::string reason);
+
 // Registers the case with Google Benchmark under spec.name, with manual timing. The body: builds
 // the kernel with `factory` on first use unless `prebuilt` is given (a build error, or an exception
 // while timing, becomes SkipWithError(benchmark_error_text(error)), so reporters see its code), warms

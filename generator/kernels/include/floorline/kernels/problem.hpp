@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -65,6 +66,10 @@ struct Problem {
   std::vector<PostOp> post_ops;                       // fused epilogue, in order; empty for an unfused case
 
   const Operand* input(const std::string& role) const;
+  // The position of the first input with `role`, or of the first output with one of `roles`; -1
+  // when there is none.
+  int input_index(const std::string& role) const;
+  int output_index(std::initializer_list<const char*> roles) const;
   int64_t int_attr(const std::string& name, int64_t fallback) const;
   std::vector<int64_t> ints_attr(const std::string& name) const;
   double float_attr(const std::string& name, double fallback) const;
