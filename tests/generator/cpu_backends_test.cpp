@@ -246,9 +246,10 @@ TEST(OpenblasKernels, RecurrentZooLayersMatchTheReference) {
              }))
       labels.insert(l);
   EXPECT_EQ(labels, (std::set<std::string>{"LSTM", "GRU"}));
-  // lstm_lm: width 256, 35 tokens, batch 1: one 35×1024×256 GEMM, then 35 products with R (1024×256).
+  // lstm_lm: width 256, 35 tokens, batch 1: one 35×1024×256 GEMM, then 35 products with R (1024×256), as GEMV
+  // at batch 1.
   EXPECT_TRUE(
-      impls.count("cblas_sgemm X·Wᵀ 35x1024x256 once, then 35 steps × 1 of cblas_sgemm H·Rᵀ 1x1024x256 "
+      impls.count("cblas_sgemm X·Wᵀ 35x1024x256 once, then 35 steps × 1 of cblas_sgemv H·Rᵀ 1x1024x256 "
                   "and the gates"))
       << ::testing::PrintToString(impls);
 }

@@ -159,9 +159,9 @@ class RecurrentKernel final : public BlasKernel {
                                    : other_) = static_cast<int>(k);
     }
     if (other_ >= 0) unsupported(fmt::format("output role {}", p_.outputs[other_].role));
-    impl_ = fmt::format(
-        "cblas_sgemm X·Wᵀ {}x{}x{} once, then {} steps × {} of cblas_sgemm H·Rᵀ {}x{}x{} and the gates",
-        T_ * N_, D_ * GH, I_, T_, D_, N_, GH, H_);
+    impl_ =
+        fmt::format("cblas_sgemm X·Wᵀ {}x{}x{} once, then {} steps × {} of {} H·Rᵀ {}x{}x{} and the gates",
+                    T_ * N_, D_ * GH, I_, T_, D_, N_ == 1 ? "cblas_sgemv" : "cblas_sgemm", N_, GH, H_);
   }
 
   void run() override {
@@ -239,11 +239,16 @@ class RecurrentKernel final : public BlasKernel {
   }
 
   // y[n][0..rows) = beta · y[n] + h[n]·R[0..rows)ᵀ for the N batch rows (y's rows ldy apart), R
-  // being [rows, H] row-major. cblas_sgemm at batch 1 too: OpenBLAS 0.3.21's SGEMM with M = 1 ran
-  // lstm_lm's 35 steps of 1×1024×256 5-8% faster than cblas_sgemv on the same R (AMD EPYC,
-  // Cooperlake kernels).
+  // being [rows, H] row-major. At batch 1, cblas_sgemv: OpenBLAS 0.3.21's SGEMM with M = 1 took
+  // 2.3 ms for lstm_lm's 35 steps of 1×1024×256 where SGEMV took 0.30-0.55 ms (AMD EPYC with
+  // AVX-512, 2026-11-23; an earlier host had SGEMM 5-8% ahead, so the gap is the host's kernels').
   void recurrent_product(const float* h, const float* R, int64_t rows, float* y, int64_t ldy,
                          float beta) const {
+    if (N_ == 1) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(rows), blas_int(H_), 1.f, R, blas_int(H_), h, 1, beta,
+                  y, 1);
+      return;
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(N_), blas_int(rows), blas_int(H_), 1.f, h,
                 blas_int(H_), R, blas_int(H_), beta, y, blas_int(ldy));
   }
