@@ -17,17 +17,27 @@ int64_t elements(const Shape& s) {
   return std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>());
 }
 
+Shape strides_of(const Shape& s) {
+  Shape st(s.size(), 1);
+  for (int64_t k = static_cast<int64_t>(s.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * s[k + 1];
+  return st;
+}
+
+AxisSplit split_at_axis(const Shape& s, int64_t axis) {
+  AxisSplit a;
+  for (int64_t k = 0; k < static_cast<int64_t>(s.size()); ++k) {
+    if (k < axis) a.outer *= s[k];
+    if (k == axis) a.n = s[k];
+    if (k > axis) a.inner *= s[k];
+  }
+  return a;
+}
+
 namespace {
 
 // Epsilon of the normalizations. ONNX's epsilon does not change the work, so it is not part of the
 // canonical key; kernels and references both use the ONNX default.
 constexpr double kEps = 1e-5;
-
-Shape strides_of(const Shape& s) {
-  Shape st(s.size(), 1);
-  for (int k = static_cast<int>(s.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * s[k + 1];
-  return st;
-}
 
 // Multi-index iteration over a shape.
 bool next_index(Shape& idx, const Shape& shape) {

@@ -10,12 +10,6 @@
 namespace floorline::kernels::reference_detail {
 namespace {
 
-Shape strides_of(const Shape& s) {
-  Shape st(s.size(), 1);
-  for (int64_t k = static_cast<int64_t>(s.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * s[k + 1];
-  return st;
-}
-
 // A parameter that is an attribute when the model holds it as a constant and an operand (a
 // one-element tensor) when it is computed at run time; `fallback` when it is neither (the ONNX
 // default of an omitted optional input).

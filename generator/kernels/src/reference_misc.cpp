@@ -4,23 +4,6 @@
 #include "reference_internal.hpp"
 
 namespace floorline::kernels::reference_detail {
-namespace {
-
-// The tensor as (outer, axis, inner) around `axis`.
-struct Around {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-Around around(const Shape& s, int64_t axis) {
-  Around a;
-  for (int64_t k = 0; k < static_cast<int64_t>(s.size()); ++k) {
-    if (k < axis) a.outer *= s[k];
-    if (k == axis) a.n = s[k];
-    if (k > axis) a.inner *= s[k];
-  }
-  return a;
-}
-
-}  // namespace
 
 Result<std::vector<HostTensor>> cumsum(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& x = in.at(0);
@@ -28,7 +11,7 @@ Result<std::vector<HostTensor>> cumsum(const Problem& p, const std::vector<HostT
   const bool exclusive = p.int_attr("exclusive") != 0, reverse = p.int_attr("reverse") != 0;
   if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size()))
     return make_error("CumSum: axis out of range");
-  const Around a = around(x.shape, axis);
+  const AxisSplit a = split_at_axis(x.shape, axis);
   HostTensor y{x.shape, std::vector<float>(x.data.size(), 0.f)};
   for (int64_t o = 0; o < a.outer; ++o)
     for (int64_t i = 0; i < a.inner; ++i) {
@@ -52,7 +35,7 @@ Result<std::vector<HostTensor>> arg_extreme(const Problem& p, const std::vector<
   const bool last = p.int_attr("select_last_index") != 0, is_max = p.kind == LayerKind::kArgMax;
   if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size()))
     return make_error("{}: axis out of range", p.op);
-  const Around a = around(x.shape, axis);
+  const AxisSplit a = split_at_axis(x.shape, axis);
   HostTensor y{p.outputs.at(0).shape, std::vector<float>(static_cast<size_t>(a.outer * a.inner), 0.f)};
   for (int64_t o = 0; o < a.outer; ++o)
     for (int64_t i = 0; i < a.inner; ++i) {

@@ -10,12 +10,6 @@
 namespace floorline::kernels::reference_detail {
 namespace {
 
-Shape strides_of(const Shape& s) {
-  Shape st(s.size(), 1);
-  for (int64_t k = static_cast<int64_t>(s.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * s[k + 1];
-  return st;
-}
-
 // Reflects x into [lo, hi] by folding it at the borders as many times as needed (GridSample's
 // reflection padding).
 double reflect(double x, double lo, double hi) {

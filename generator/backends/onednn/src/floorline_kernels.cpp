@@ -21,40 +21,6 @@
 namespace floorline::kernels::onednn_detail {
 namespace {
 
-[[noreturn]] void own_unsupported(const std::string& why) {
-  throw KernelError(Disposition::kUnsupported, why);
-}
-
-uint64_t next(uint64_t& s) {
-  s ^= s >> 12;
-  s ^= s << 25;
-  s ^= s >> 27;
-  return s * 0x2545F4914F6CDD1Dull;
-}
-// Uniform in [-1, 1).
-float uniform(uint64_t& s) {
-  return -1.f + 2.f * static_cast<float>(next(s) >> 40) * (1.f / static_cast<float>(1 << 24));
-}
-
-Shape strides_of(const Shape& s) {
-  Shape st(s.size(), 1);
-  for (int64_t k = static_cast<int64_t>(s.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * s[k + 1];
-  return st;
-}
-
-struct Around {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-Around around(const Shape& s, int64_t axis) {
-  Around a;
-  for (int64_t k = 0; k < static_cast<int64_t>(s.size()); ++k) {
-    if (k < axis) a.outer *= s[k];
-    if (k == axis) a.n = s[k];
-    if (k > axis) a.inner *= s[k];
-  }
-  return a;
-}
-
 // A tensor: floats, or int64 (indices).
 struct Buf {
   Shape shape;
@@ -228,12 +194,12 @@ class OwnKernel final : public Kernel {
   void fill(uint64_t seed) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
     for (auto& b : in_)
-      for (auto& v : b.f) v = uniform(s);
+      for (auto& v : b.f) v = random_uniform(s);
     if (p_.kind == LayerKind::kGatherND) {  // valid index tuples
       const int64_t m = in_[1].shape.back(), b = p_.int_attr("batch_dims");
       for (size_t e = 0; e < in_[1].i.size(); ++e) {
         const int64_t dim = in_[0].shape[static_cast<size_t>(b) + e % static_cast<size_t>(m)];
-        in_[1].i[e] = dim > 0 ? static_cast<int64_t>(next(s) % static_cast<uint64_t>(dim)) : 0;
+        in_[1].i[e] = dim > 0 ? static_cast<int64_t>(xorshift_next(s) % static_cast<uint64_t>(dim)) : 0;
       }
     } else if (p_.kind == LayerKind::kNonZero) {
       fill_nonzero(s);
@@ -248,9 +214,10 @@ class OwnKernel final : public Kernel {
     if (count > n) own_unsupported(fmt::format("NonZero: {} selected of {} elements", count, n));
     std::fill(x.begin(), x.end(), 0.f);
     if (count == 0) return;
-    const int64_t step = n / count, offset = static_cast<int64_t>(next(s) % static_cast<uint64_t>(step));
+    const int64_t step = n / count,
+                  offset = static_cast<int64_t>(xorshift_next(s) % static_cast<uint64_t>(step));
     for (int64_t c = 0; c < count; ++c)
-      x[static_cast<size_t>(c * step + offset)] = 1.f + 0.5f * (uniform(s) + 1.f);
+      x[static_cast<size_t>(c * step + offset)] = 1.f + 0.5f * (random_uniform(s) + 1.f);
   }
   // B·C classes each select count / (B·C) boxes: box j of a batch belongs to cluster j mod m, the
   // boxes of a cluster are the same unit square (IoU 1 > iou_threshold: suppressed by its first),
@@ -290,14 +257,14 @@ class OwnKernel final : public Kernel {
         }
       }
     for (auto& v : in_[1].f)
-      v = static_cast<float>(std::max(score_t, 0.0)) + 0.01f + 0.49f * (uniform(s) + 1.f);
+      v = static_cast<float>(std::max(score_t, 0.0)) + 0.01f + 0.49f * (random_uniform(s) + 1.f);
   }
 
   // --- the kernels --------------------------------------------------------------------------------
   // TopK: per slice, nth_element then a sort of the K kept, on (value, index) with the operator's
   // order (best first, lower index first among equals): O(n + K log K) per slice.
   void topk() {
-    const Around a = around(in_[0].shape, axis());
+    const AxisSplit a = split_at_axis(in_[0].shape, axis());
     const int64_t k = out_[0].shape[static_cast<size_t>(axis())];
     const bool largest = p_.int_attr("largest") != 0;
     const float* x = in_[0].f.data();
@@ -482,7 +449,7 @@ class OwnKernel final : public Kernel {
   // CumSum: along the axis, row by row (each row of `inner` contiguous elements added to the
   // previous row's sums), slices of the outer dimension in parallel.
   void cumsum() {
-    const Around a = around(in_[0].shape, axis());
+    const AxisSplit a = split_at_axis(in_[0].shape, axis());
     const bool exclusive = p_.int_attr("exclusive") != 0, reverse = p_.int_attr("reverse") != 0;
     const float* x = in_[0].f.data();
     float* y = out_[0].f.data();
@@ -506,7 +473,7 @@ class OwnKernel final : public Kernel {
 
   // ArgMax/ArgMin: row by row along the axis, the best value and its index per inner element.
   void arg_extreme() {
-    const Around a = around(in_[0].shape, axis());
+    const AxisSplit a = split_at_axis(in_[0].shape, axis());
     const bool last = p_.int_attr("select_last_index") != 0, is_max = p_.kind == LayerKind::kArgMax;
     const float* x = in_[0].f.data();
     int64_t* y = out_[0].i.data();
@@ -569,22 +536,29 @@ Result<std::unique_ptr<Kernel>> make_own_kernel(const CaseSpec& spec, uint64_t s
   const Problem& p = spec.problem;
   const std::string name = own_kernel_name(p.kind);
   if (name.empty()) return make_error(Disposition::kUnsupported, "no floorline-kernel for {}", p.op);
-  if (spec.variant.dtype != DType::kF32)
-    return make_error(Disposition::kUnsupported, "floorline-kernel:{} runs f32, not {}", name,
-                      dtype_name(spec.variant.dtype));
-  if (!p.post_ops.empty())
-    return make_error(Disposition::kUnsupported, "floorline-kernel:{} fuses no epilogue", name);
-  try {
+  return own_kernel_or_error(spec, name, [&]() -> std::unique_ptr<Kernel> {
     if (p.kind == LayerKind::kRoiAlign || p.kind == LayerKind::kGridSample ||
         p.kind == LayerKind::kScatterElements)
       return make_sampling_kernel(p, name, seed);
-    return std::unique_ptr<Kernel>(std::make_unique<OwnKernel>(p, name, seed));
+    return std::make_unique<OwnKernel>(p, name, seed);
+  });
+}
+
+Result<std::unique_ptr<Kernel>> own_kernel_or_error(const CaseSpec& spec, const std::string& name,
+                                                    const std::function<std::unique_ptr<Kernel>()>& build) {
+  if (spec.variant.dtype != DType::kF32)
+    return make_error(Disposition::kUnsupported, "floorline-kernel:{} runs f32, not {}", name,
+                      dtype_name(spec.variant.dtype));
+  if (!spec.problem.post_ops.empty())
+    return make_error(Disposition::kUnsupported, "floorline-kernel:{} fuses no epilogue", name);
+  try {
+    return build();
   } catch (const KernelError& e) {
     return make_error(e.code, "{}", e.what());
   } catch (const MissingAttribute& e) {
     return make_error("{}", e.what());
   } catch (const std::bad_alloc&) {
-    return make_error(Disposition::kSkipped, "out of memory allocating the tensors of {}", p.key);
+    return make_error(Disposition::kSkipped, "out of memory allocating the tensors of {}", spec.problem.key);
   }
 }
 

@@ -22,10 +22,6 @@
 namespace floorline::kernels::onednn_detail {
 namespace {
 
-[[noreturn]] void data_unsupported(const std::string& why) {
-  throw KernelError(Disposition::kUnsupported, why);
-}
-
 // --- softmax arithmetic, multiversioned -----------------------------------------------------------
 
 // e^−t for t ≥ 0 (t = max − x): −t = n·ln2 + r with |r| ≤ ln2/2 (n rounded to nearest by the
@@ -185,13 +181,13 @@ class DataKernel final : public Kernel {
     for (const auto* list : {&p_.inputs, &p_.outputs})
       for (const auto& op : *list)
         if (std::any_of(op.shape.begin(), op.shape.end(), [](int64_t d) { return d < 0; }))
-          data_unsupported("a shape is unknown");
-    if (p_.outputs.size() != 1) data_unsupported(p_.op + ": one output expected");
+          own_unsupported("a shape is unknown");
+    if (p_.outputs.size() != 1) own_unsupported(p_.op + ": one output expected");
     if (p_.kind == LayerKind::kConcat) {
       plan_concat();
     } else if (p_.kind == LayerKind::kResize) {
       if (p_.inputs.empty() || p_.inputs[0].shape != p_.outputs[0].shape)
-        data_unsupported("Resize: the identity copy runs only where the output shape equals the input's");
+        own_unsupported("Resize: the identity copy runs only where the output shape equals the input's");
       add_pieces(0, 0, 0, elements(p_.outputs[0].shape) * 4);
     } else {
       plan_softmax();
@@ -239,18 +235,18 @@ class DataKernel final : public Kernel {
     const int64_t rank = static_cast<int64_t>(ys.size());
     int64_t axis = p_.int_attr("axis");
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) data_unsupported(fmt::format("Concat: axis {} out of range", axis));
+    if (axis < 0 || axis >= rank) own_unsupported(fmt::format("Concat: axis {} out of range", axis));
     const int64_t outer = elements(Shape(ys.begin(), ys.begin() + axis));
     const int64_t inner = elements(Shape(ys.begin() + axis + 1, ys.end()));
     int64_t at = 0;
     for (const auto& in : p_.inputs) {
-      if (static_cast<int64_t>(in.shape.size()) != rank) data_unsupported("Concat: inputs of another rank");
+      if (static_cast<int64_t>(in.shape.size()) != rank) own_unsupported("Concat: inputs of another rank");
       for (int64_t d = 0; d < rank; ++d)
         if (d != axis && in.shape[static_cast<size_t>(d)] != ys[static_cast<size_t>(d)])
-          data_unsupported("Concat: an input differs from the output off the axis");
+          own_unsupported("Concat: an input differs from the output off the axis");
       at += in.shape[static_cast<size_t>(axis)];
     }
-    if (at != ys[static_cast<size_t>(axis)]) data_unsupported("Concat: the inputs do not fill the output");
+    if (at != ys[static_cast<size_t>(axis)]) own_unsupported("Concat: the inputs do not fill the output");
     const int64_t out_chunk = ys[static_cast<size_t>(axis)] * inner * 4;
     for (int64_t o = 0; o < outer; ++o) {
       int64_t dst = o * out_chunk;
@@ -269,11 +265,11 @@ class DataKernel final : public Kernel {
 
   void plan_softmax() {
     const Shape& xs = p_.inputs.at(0).shape;
-    if (xs != p_.outputs[0].shape) data_unsupported(p_.op + ": output shape differs from the input's");
+    if (xs != p_.outputs[0].shape) own_unsupported(p_.op + ": output shape differs from the input's");
     const int64_t rank = static_cast<int64_t>(xs.size());
     int64_t axis = p_.int_attr("axis");
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) data_unsupported(fmt::format("{}: axis {} out of range", p_.op, axis));
+    if (axis < 0 || axis >= rank) own_unsupported(fmt::format("{}: axis {} out of range", p_.op, axis));
     outer_ = elements(Shape(xs.begin(), xs.begin() + axis));
     if (p_.int_attr("coerce_2d", 0) != 0) {  // opset < 13: over the flattened trailing dims
       len_ = elements(Shape(xs.begin() + axis, xs.end()));
@@ -282,7 +278,7 @@ class DataKernel final : public Kernel {
       len_ = xs[static_cast<size_t>(axis)];
       inner_ = elements(Shape(xs.begin() + axis + 1, xs.end()));
     }
-    if (len_ == 0) data_unsupported(p_.op + ": an empty axis");
+    if (len_ == 0) own_unsupported(p_.op + ": an empty axis");
     m_.resize(static_cast<size_t>(inner_));
     s_.resize(static_cast<size_t>(inner_));
   }
@@ -401,20 +397,8 @@ Result<std::unique_ptr<Kernel>> make_data_kernel(const CaseSpec& spec, uint64_t 
   const Problem& p = spec.problem;
   const std::string name = data_kernel_name(p);
   if (name.empty()) return make_error(Disposition::kUnsupported, "no floorline-kernel for this {}", p.op);
-  if (spec.variant.dtype != DType::kF32)
-    return make_error(Disposition::kUnsupported, "floorline-kernel:{} runs f32, not {}", name,
-                      dtype_name(spec.variant.dtype));
-  if (!p.post_ops.empty())
-    return make_error(Disposition::kUnsupported, "floorline-kernel:{} fuses no epilogue", name);
-  try {
-    return std::unique_ptr<Kernel>(std::make_unique<DataKernel>(p, name, seed));
-  } catch (const KernelError& e) {
-    return make_error(e.code, "{}", e.what());
-  } catch (const MissingAttribute& e) {
-    return make_error("{}", e.what());
-  } catch (const std::bad_alloc&) {
-    return make_error(Disposition::kSkipped, "out of memory allocating the tensors of {}", p.key);
-  }
+  return own_kernel_or_error(
+      spec, name, [&] { return std::unique_ptr<Kernel>(std::make_unique<DataKernel>(p, name, seed)); });
 }
 
 }  // namespace floorline::kernels::onednn_detail

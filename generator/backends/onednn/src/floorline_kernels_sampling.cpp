@@ -19,24 +19,6 @@
 namespace floorline::kernels::onednn_detail {
 namespace {
 
-[[noreturn]] void unsupported(const std::string& why) {
-  throw KernelError(Disposition::kUnsupported, why);
-}
-
-uint64_t next(uint64_t& s) {
-  s ^= s >> 12;
-  s ^= s << 25;
-  s ^= s >> 27;
-  return s * 0x2545F4914F6CDD1Dull;
-}
-// Uniform in [0, 1).
-float unit(uint64_t& s) {
-  return static_cast<float>(next(s) >> 40) * (1.f / static_cast<float>(1 << 24));
-}
-float uniform(uint64_t& s) {  // [-1, 1)
-  return -1.f + 2.f * unit(s);
-}
-
 // Reflects x into [lo, hi] (GridSample's reflection padding), as the reference does.
 float reflect(float x, float lo, float hi) {
   const float range = hi - lo;
@@ -103,7 +85,7 @@ class SamplingKernel final : public Kernel {
         prepare_scatter();
         break;
       default:
-        unsupported(fmt::format("no floorline-kernel for {}", p_.op));
+        own_unsupported(fmt::format("no floorline-kernel for {}", p_.op));
     }
     fill(seed_);
   }
@@ -159,62 +141,64 @@ class SamplingKernel final : public Kernel {
   // bounds).
   void check() const {
     const size_t want = p_.kind == LayerKind::kGridSample ? 2 : 3;
-    if (p_.inputs.size() != want || p_.outputs.size() != 1) unsupported(p_.op + ": unexpected operands");
+    if (p_.inputs.size() != want || p_.outputs.size() != 1) own_unsupported(p_.op + ": unexpected operands");
     for (const auto* list : {&p_.inputs, &p_.outputs})
       for (const auto& o : *list)
         if (std::any_of(o.shape.begin(), o.shape.end(), [](int64_t d) { return d < 0; }))
-          unsupported("a shape is unknown");
+          own_unsupported("a shape is unknown");
     const Shape& x = p_.inputs[0].shape;
     const Shape& y = p_.outputs[0].shape;
     if (p_.kind == LayerKind::kRoiAlign) {
       const Shape& rois = p_.inputs[1].shape;
       if (x.size() != 4 || rois.size() != 2 || rois[1] != 4 || elements(p_.inputs[2].shape) != rois[0] ||
           y != Shape{rois[0], x[1], p_.int_attr("output_height"), p_.int_attr("output_width")})
-        unsupported("RoiAlign: X [N, C, H, W], rois [R, 4], batch_indices [R] and y [R, C, oh, ow] expected");
+        own_unsupported(
+            "RoiAlign: X [N, C, H, W], rois [R, 4], batch_indices [R] and y [R, C, oh, ow] expected");
       if (p_.int_attr("sampling_ratio") < 0 || x[0] < 1 || x[2] < 1 || x[3] < 1 ||
           !(p_.float_attr("spatial_scale") > 0))
-        unsupported("RoiAlign: a negative sampling_ratio, an empty image or a scale not above 0");
+        own_unsupported("RoiAlign: a negative sampling_ratio, an empty image or a scale not above 0");
       const std::string mode = p_.string_attr("mode"), ctm = p_.string_attr("coordinate_transformation_mode");
       if ((mode != "avg" && mode != "max") || (ctm != "half_pixel" && ctm != "output_half_pixel"))
-        unsupported(fmt::format("RoiAlign: mode {}, coordinate_transformation_mode {}", mode, ctm));
+        own_unsupported(fmt::format("RoiAlign: mode {}, coordinate_transformation_mode {}", mode, ctm));
     } else if (p_.kind == LayerKind::kGridSample) {
       const Shape& g = p_.inputs[1].shape;
       if (x.size() != 4 || g.size() != 4 || g[3] != 2 || g[0] != x[0] || y != Shape{x[0], x[1], g[1], g[2]})
-        unsupported("GridSample: X [N, C, H, W], grid [N, Ho, Wo, 2] and y [N, C, Ho, Wo] expected (4-D)");
+        own_unsupported(
+            "GridSample: X [N, C, H, W], grid [N, Ho, Wo, 2] and y [N, C, Ho, Wo] expected (4-D)");
       if (x[2] < 1 || x[3] < 1 || x[2] * x[3] > (int64_t{1} << 31) - 1)
-        unsupported("GridSample: an image of 0 or more than 2³¹ pixels");
+        own_unsupported("GridSample: an image of 0 or more than 2³¹ pixels");
       const std::string mode = p_.string_attr("mode"), pad = p_.string_attr("padding_mode");
       if ((mode != "bilinear" && mode != "nearest" && mode != "bicubic") ||
           (pad != "zeros" && pad != "border" && pad != "reflection"))
-        unsupported(fmt::format("GridSample: mode {}, padding_mode {} (opset 16's)", mode, pad));
+        own_unsupported(fmt::format("GridSample: mode {}, padding_mode {} (opset 16's)", mode, pad));
     } else {
       const Shape& idx = p_.inputs[1].shape;
       const int64_t axis = p_.int_attr("axis");
       if (idx.size() != x.size() || p_.inputs[2].shape != idx || y != x || axis < 0 ||
           axis >= static_cast<int64_t>(x.size()))
-        unsupported("ScatterElements: indices and updates of data's rank and one shape expected");
+        own_unsupported("ScatterElements: indices and updates of data's rank and one shape expected");
       for (size_t d = 0; d < x.size(); ++d)
         if (static_cast<int64_t>(d) == axis ? x[d] < 1 && idx[d] > 0 : idx[d] > x[d])
-          unsupported("ScatterElements: updates exceed data");
+          own_unsupported("ScatterElements: updates exceed data");
       const std::string r = p_.string_attr("reduction");
       if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
-        unsupported("ScatterElements: reduction " + r);
+        own_unsupported("ScatterElements: reduction " + r);
     }
   }
 
   // --- inputs ---------------------------------------------------------------------------------
   void fill(uint64_t seed) {
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-    for (auto& v : x_) v = uniform(s);
+    for (auto& v : x_) v = random_uniform(s);
     if (p_.kind == LayerKind::kRoiAlign) {
       fill_rois(s);
     } else if (p_.kind == LayerKind::kGridSample) {
-      for (auto& v : f1_) v = uniform(s);
+      for (auto& v : f1_) v = random_uniform(s);
     } else {
       const int64_t len = p_.inputs[0].shape[static_cast<size_t>(p_.int_attr("axis"))];
       for (auto& v : i1_)
-        v = static_cast<int64_t>(next(s) % static_cast<uint64_t>(std::max<int64_t>(len, 1)));
-      for (auto& v : f2_) v = uniform(s);
+        v = static_cast<int64_t>(xorshift_next(s) % static_cast<uint64_t>(std::max<int64_t>(len, 1)));
+      for (auto& v : f2_) v = random_uniform(s);
     }
   }
   // Boxes inside the image (the feature map's extent divided by spatial_scale), in the images of
@@ -229,13 +213,14 @@ class SamplingKernel final : public Kernel {
     const auto scale = static_cast<float>(p_.float_attr("spatial_scale"));
     auto extent = [&](int64_t map, int64_t bins) {
       const auto m = static_cast<float>(map), b = static_cast<float>(bins);
-      if (adaptive && 2 * bins <= map) return b * (1.05f + 0.9f * unit(s));
-      return 1.f + (m - 1.f) * unit(s);
+      if (adaptive && 2 * bins <= map) return b * (1.05f + 0.9f * random_unit(s));
+      return 1.f + (m - 1.f) * random_unit(s);
     };
     for (size_t r = 0; r < i2_.size(); ++r) {
-      i2_[r] = static_cast<int64_t>(next(s) % static_cast<uint64_t>(n));
+      i2_[r] = static_cast<int64_t>(xorshift_next(s) % static_cast<uint64_t>(n));
       const float eh = extent(h, oh), ew = extent(w, ow);
-      const float y1 = (static_cast<float>(h) - eh) * unit(s), x1 = (static_cast<float>(w) - ew) * unit(s);
+      const float y1 = (static_cast<float>(h) - eh) * random_unit(s),
+                  x1 = (static_cast<float>(w) - ew) * random_unit(s);
       float* box = &f1_[r * 4];
       box[0] = x1 / scale, box[1] = y1 / scale, box[2] = (x1 + ew) / scale, box[3] = (y1 + eh) / scale;
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -244,6 +245,29 @@ primitive_attr int8_attr(Ctx& c, std::vector<ArgDef>& args, int64_t channels, in
 void int8_operands(Ctx& c);
 
 // --- Floorline's own CPU kernels (floorline_kernels.cpp) ------------------------------------------
+// What floorline_kernels*.cpp share. A shape or attribute the kernel does not run, thrown while
+// building; the factory reports it as an unsupported case.
+[[noreturn]] inline void own_unsupported(const std::string& why) {
+  throw KernelError(Disposition::kUnsupported, why);
+}
+// Their inputs' generator: xorshift64* (Vigna 2016), `s` advanced in place; the same values in
+// every process for a seed.
+inline uint64_t xorshift_next(uint64_t& s) {
+  s ^= s >> 12;
+  s ^= s << 25;
+  s ^= s >> 27;
+  return s * 0x2545F4914F6CDD1Dull;
+}
+inline float random_unit(uint64_t& s) {  // [0, 1)
+  return static_cast<float>(xorshift_next(s) >> 40) * (1.f / static_cast<float>(1 << 24));
+}
+inline float random_uniform(uint64_t& s) {  // [-1, 1)
+  return -1.f + 2.f * random_unit(s);
+}
+// A floorline-kernel's factory around `build`: f32 and no epilogue, or an unsupported error; what
+// `build` throws (KernelError, MissingAttribute, std::bad_alloc) becomes the case's error.
+Result<std::unique_ptr<Kernel>> own_kernel_or_error(const CaseSpec& spec, const std::string& name,
+                                                    const std::function<std::unique_ptr<Kernel>()>& build);
 // The name of the floorline-kernel that runs `kind` ("topk"), "" where there is none.
 std::string own_kernel_name(LayerKind kind);
 // The kernel of a case whose algorithm is "floorline-kernel:<name>": f32, no epilogue. Errors

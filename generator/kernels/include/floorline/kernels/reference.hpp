@@ -20,6 +20,14 @@ struct HostTensor {
 };
 
 int64_t elements(const Shape& s);
+// Row-major (C-order) strides of `s`, in elements.
+Shape strides_of(const Shape& s);
+// `s` as (outer, n, inner) around `axis`: the product of the dims before it, its own, and the
+// product of those after it.
+struct AxisSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+AxisSplit split_at_axis(const Shape& s, int64_t axis);
 
 // The element-wise function of an ONNX unary kind, as the ONNX operator documentation defines it.
 // `alpha`/`beta` as in PostOp (Pow: beta is the exponent). NaN for a kind that is not one.
