@@ -172,6 +172,9 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
                  p.peak == "flops" ? fmt::format("{:.1f} GFLOP/s", p.value_per_s / 1e9).c_str()
                                    : fmt::format("{:.1f} GB/s", p.value_per_s / 1e9).c_str(),
                  p.method.c_str());
+  if (r.placement_searched)
+    std::fprintf(stderr, "%lld short case(s) whose placements disagreed got %lld further placement(s)\n",
+                 static_cast<long long>(r.placement_searched), static_cast<long long>(r.placement_visits));
   if (r.remeasured || r.noisy)
     std::fprintf(stderr,
                  "%lld case(s) timed again (slowed period or disagreeing repetitions), %lld still noisy\n",
@@ -467,6 +470,14 @@ void add_method_options(CLI::App* app, MethodCli& m) {
                   "Buffer placements per case (0: a new one for every pass and re-measurement, the "
                   "default; N: pass i uses placement i mod N); the best placement is kept")
       ->check(int_in(0, kMaxRepetitions, "placements"));
+  app->add_option(
+         "--max-placements", m.max_placements,
+         fmt::format("Visits at most for a short case (call under {:.0f} µs) whose placements disagree "
+                     "(second best more than {:.0f}% above the best): further placements until its best "
+                     "is reached twice (default {}; the --passes value turns it off)",
+                     gen::RunOptions{}.placement_search_below_us, gen::RunOptions{}.placement_tolerance * 100,
+                     gen::RunOptions{}.max_placements))
+      ->check(int_in(1, kMaxRepetitions, "placements"));
   app->add_flag("--huge-pages,!--no-huge-pages", m.huge_pages,
                 "Put large host buffers on transparent huge pages where the system allows it "
                 "(madvise(MADV_HUGEPAGE); default on; recorded in runs.options as \"buffers\")");
@@ -480,6 +491,7 @@ void set_method(gen::RunOptions& ro, gen::CostOptions& costs, const MethodCli& m
   if (m.min_iterations) ro.min_iterations = *m.min_iterations;
   if (m.pass_block) ro.pass_block = *m.pass_block;
   if (m.placements) ro.placements = *m.placements;
+  if (m.max_placements) ro.max_placements = *m.max_placements;
   ro.sentinel = m.sentinel;
   ro.huge_pages = m.huge_pages;
   costs.passes = ro.passes;

@@ -83,6 +83,7 @@ struct MethodCli {
   std::optional<int> min_iterations;
   std::optional<size_t> pass_block;
   std::optional<int> placements;
+  std::optional<int> max_placements;
   bool sentinel = true;
   bool huge_pages = true;
 };

@@ -54,6 +54,8 @@ CaseStatistics case_statistics(const std::vector<PassSamples>& passes) {
   }
   for (const auto& sm : summaries)
     if (!best || sm.median < best->median) best = &sm;
+  for (const auto& sm : summaries)
+    if (&sm != best && (s.runner_up_us == 0 || sm.median < s.runner_up_us)) s.runner_up_us = sm.median;
   s.median_us = best->median;
   s.mean_us = best->mean;
   s.stddev_us = best->stddev;

@@ -129,6 +129,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
                                   {"pass_block", options.pass_block},
                                   {"noisy_cv", options.noisy_cv},
                                   {"placements", options.placements},
+                                  {"max_placements", options.max_placements},
+                                  {"placement_tolerance", options.placement_tolerance},
                                   {"buffers", kernels::page_policy(options.huge_pages)},
                                   {"sentinel", options.sentinel},
                                   {"warmup_seconds", options.warmup_seconds},
@@ -386,6 +388,30 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         FL_TRY(visit(*timed[first + v.index], v.pass, t));
       }
       take_reading();  // the period after the last reading
+      // Further placements, round-robin over the short cases whose best placement was not reached
+      // twice (RunOptions::max_placements): drifts hit them alike, as in the passes.
+      auto wants_placement = [&](const Timing& t) {
+        if (t.done || t.passes.empty() || static_cast<int>(t.passes.size()) >= options.max_placements)
+          return false;
+        const CaseStatistics st = case_statistics(t.passes);
+        return st.median_us < options.placement_search_below_us && st.runner_up_us > 0 &&
+               st.runner_up_us > st.median_us * (1 + options.placement_tolerance);
+      };
+      std::vector<bool> searched(block.size(), false);
+      for (bool any = true; any && !g_interrupted;) {
+        any = false;
+        for (size_t i = 0; i < block.size() && !g_interrupted; ++i) {
+          Timing& t = block[i];
+          if (!wants_placement(t)) continue;
+          any = true;
+          if (!searched[i]) ++sum.placement_searched;
+          searched[i] = true;
+          ++sum.placement_visits;
+          ++total_visits;
+          FL_TRY(visit(*timed[first + i], static_cast<int>(t.passes.size()), t));
+        }
+        if (any) take_reading();
+      }
       // Once more, the cases timed in a slowed period or whose best placement's repetitions
       // disagree; a case still disagreeing after that is flagged noisy in its row. Interrupted,
       // the block's cases are written with the passes they have (their rows say how many), and

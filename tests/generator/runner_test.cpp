@@ -53,8 +53,8 @@ TEST(Runner, StoresEveryCaseAndResumes) {
 
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements"), static_cast<int64_t>(plan.cases.size()));
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE status='passed'"), s->passed);
-  // Passed rows carry statistics over the repetitions (3 per pass, 3 passes or a fourth to
-  // re-measure, each with at least min_iterations calls), the passes' samples, and the counters.
+  // Passed rows carry statistics over the repetitions (3 per pass, 3 passes, more for further placements or
+  // to re-measure, each with at least min_iterations calls), the passes' samples, and the counters.
   EXPECT_EQ(
       scalar(
           *db,

@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -22,6 +25,34 @@ thread_local int t_large_count = 0;  // large buffers allocated in the current s
 
 size_t round_up(size_t v, size_t to) {
   return (v + to - 1) / to * to;
+}
+
+// Released mappings, kept mapped (retired) until their total passes kRetiredBytes, then unmapped
+// oldest first (buffer.hpp). Never destroyed: a buffer may be released during static destruction.
+struct Retired {
+  std::mutex mutex;
+  std::deque<std::pair<void*, size_t>> maps;
+  size_t bytes = 0;
+};
+Retired& retired() {
+  static auto* r = new Retired;
+  return *r;
+}
+
+void retire(void* map, size_t bytes) {
+  if (bytes > kRetiredBytes) {
+    munmap(map, bytes);
+    return;
+  }
+  Retired& r = retired();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.maps.emplace_back(map, bytes);
+  r.bytes += bytes;
+  while (r.bytes > kRetiredBytes) {
+    munmap(r.maps.front().first, r.maps.front().second);
+    r.bytes -= r.maps.front().second;
+    r.maps.pop_front();
+  }
 }
 
 // The system's mode, read once per process (per copy of this library).
@@ -103,7 +134,7 @@ HostBuffer::~HostBuffer() {
 }
 
 void HostBuffer::release() {
-  if (map_) munmap(map_, map_bytes_);
+  if (map_) retire(map_, map_bytes_);
   std::free(heap_);
   map_ = heap_ = data_ = nullptr;
   map_bytes_ = bytes_ = offset_ = 0;

@@ -49,6 +49,9 @@ struct CaseStatistics {
   int passes = 0;
   int slowed = 0;     // passes the sentinel found slowed
   double spread = 0;  // max / min − 1 of the medians of the passes not slowed (placements and drift)
+  // The second-lowest median of the passes not slowed (0 with one such pass): whether the best
+  // placement's time was reached twice (the runner's further placements stop when it is close).
+  double runner_up_us = 0;
   // cv of the lowest half (rounded up, at least two) of the repetition means of the passes not
   // slowed: whether the repetitions the per-case time rests on agree. On a shared machine a
   // neighbour taking the core makes repetitions bimodal (here: 2.3x apart) and the plain cv high

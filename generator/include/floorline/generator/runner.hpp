@@ -8,13 +8,14 @@
 // least min_iterations calls, and times `repetitions` repetitions through Google Benchmark
 // (RegisterBenchmark, manual timing: the same body as the generated sources). Between visits (every
 // sentinel_interval seconds) the sentinel kernel is timed; the visits of a period it finds slowed are marked.
-// After the block's passes, a case with a slowed pass, or whose best placement's repetitions disagree (cv
-// above noisy_cv), is timed once more; still disagreeing, its row is flagged noisy. Then each case's row is
-// written: min over every repetition, median/mean/stddev/cv of the best placement, passes, placements, slowed
-// passes, and every repetition mean (samples_us). Each case ends passed, skipped (reason),
-// unsupported or failed (error text); one failure never stops the run. Results are committed in
-// batches: an interrupted run keeps what it measured, and a rerun resumes (passed and unsupported
-// cases are not measured again). SIGINT and SIGTERM stop the run between visits, after a final
+// After the block's passes, the short cases whose placements disagree get further placements, round-robin,
+// until their best is reached twice or max_placements; then a case with a slowed pass, or whose best
+// placement's repetitions disagree (cv above noisy_cv), is timed once more; still disagreeing, its row is
+// flagged noisy. Then each case's row is written: min over every repetition, median/mean/stddev/cv of the
+// best placement, passes, placements, slowed passes, and every repetition mean (samples_us). Each case ends
+// passed, skipped (reason), unsupported or failed (error text); one failure never stops the run. Results are
+// committed in batches: an interrupted run keeps what it measured, and a rerun resumes (passed and
+// unsupported cases are not measured again). SIGINT and SIGTERM stop the run between visits, after a final
 // commit: the cases of the unfinished block are written with the passes they had (their `passes`
 // says how many; no re-measurement), and those not timed yet are left to the rerun.
 #pragma once
@@ -49,6 +50,15 @@ struct RunOptions {
   // Large host buffers on transparent huge pages where the system allows it (buffer.hpp); recorded
   // in runs.options as "buffers" (kernels::page_policy).
   bool huge_pages = true;
+  // More placements for the short cases whose placements disagree: after the block's passes, a case
+  // whose call takes under placement_search_below_us and whose second-best placement's median is
+  // more than placement_tolerance above its best gets another placement (another visit, on other
+  // physical frames: buffer.hpp) in round-robin rounds over such cases, until its best is reached
+  // twice or it has had max_placements visits. A memory-bound case's time depends on where its
+  // buffers land; its lowest time over one or three placements does not repeat between processes.
+  int max_placements = 8;
+  double placement_tolerance = 0.03;
+  double placement_search_below_us = 1000;
   size_t pass_block = 64;  // cases per block of interleaved passes (0: all the backend's cases)
   // Above this low_cv (measurement.hpp: cv of the lowest half of the repetitions) a case is timed
   // once more, and flagged noisy when it still is.
@@ -88,11 +98,13 @@ struct RunSummary {
   double timed_seconds = 0;      // Σ iterations × per-call time over the passed cases
   int64_t run_id = 0;
   int64_t system_id = 0;
-  std::vector<Peak> peaks;        // measured in this run (calibrate)
-  std::string calibration_error;  // why a calibration failed ("" when none did); the cases still ran
-  bool interrupted = false;       // stopped by SIGINT/SIGTERM; what was measured is committed
-  int64_t remeasured = 0;         // cases timed once more (slowed period or noisy repetitions)
-  int64_t noisy = 0;              // passed cases whose repetitions still disagreed (flagged)
+  std::vector<Peak> peaks;         // measured in this run (calibrate)
+  std::string calibration_error;   // why a calibration failed ("" when none did); the cases still ran
+  bool interrupted = false;        // stopped by SIGINT/SIGTERM; what was measured is committed
+  int64_t remeasured = 0;          // cases timed once more (slowed period or noisy repetitions)
+  int64_t placement_searched = 0;  // cases given placements beyond the passes (max_placements)
+  int64_t placement_visits = 0;    // the visits those took
+  int64_t noisy = 0;               // passed cases whose repetitions still disagreed (flagged)
   int sentinel_readings = 0;
   int sentinel_slowed = 0;    // periods the sentinel found slowed
   double sentinel_worst = 1;  // highest sentinel time over its lowest

@@ -6,11 +6,16 @@
 // differently in every process (here: a Clip on 2.4 MB ranged 1.7× between processes, steady
 // within each). On a 2 MiB transparent huge page the low 21 address bits are the same virtually and
 // physically, so the cache sets a buffer maps to (L1, L2, and the L3 sets below 2 MiB) are set by
-// its offset within the page: the same in every process. The placement then is a choice of
-// offsets, one per buffer, that Floorline makes: placement p puts the k-th large buffer of a build
-// at offset_in_page(p, k), so that two placements differ (and two buffers of one build do not
-// alias at 4 KiB, which stalls loads behind stores on x86). The runner times a case in several
-// placements and keeps the best.
+// its offset within the page. The placement is a choice of offsets, one per buffer, that Floorline
+// makes: placement p puts the k-th large buffer of a build at offset_in_page(p, k), so that two
+// placements differ (and two buffers of one build do not alias at 4 KiB, which stalls loads behind
+// stores on x86). In a virtual machine that is not the whole story: the host may back a guest's
+// huge page with 4 KiB frames of its own, so which frames a buffer gets still matters. Released
+// large buffers are therefore kept mapped for a while (kRetiredBytes), so that the next builds get
+// other frames: the runner times a case in several placements, on different frames, and keeps the
+// best. (Measured on a 2-core EPYC VM: a ReLU on 2 × 401 KB took 3.16–3.36 µs in every placement
+// of a process when each build reused the last one's frames, 3.14–5.75 µs across placements on
+// fresh frames, and the best of eight was within 5% in six processes of six.)
 //
 // Buffers of at least kHugePageMinBytes are mapped on their own, 2 MiB-aligned and advised
 // madvise(MADV_HUGEPAGE), when huge pages are asked for and /sys/kernel/mm/transparent_hugepage/
@@ -38,6 +43,12 @@ struct BufferPlacement {
 // memory and a 2 MiB clear at build time for a few cache lines would buy nothing.
 inline constexpr size_t kHugePageMinBytes = size_t{64} << 10;
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// Large buffers, once released, stay mapped until the released ones total more than this (bytes);
+// then the oldest are unmapped. The kernel hands a new mapping the frames it freed last, so without
+// this every build of a process would reuse the same few physical pages, and placements would
+// differ only by their offsets.
+inline constexpr size_t kRetiredBytes = size_t{64} << 20;
 
 // The system's transparent huge page mode, from `path` (the kernel's sysfs file, whose selected
 // mode is bracketed: "always [madvise] never"): "always", "madvise", "never", or "" when the file is
