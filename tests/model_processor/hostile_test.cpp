@@ -6,6 +6,8 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <new>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -396,6 +398,19 @@ TEST_F(Hostile, OneWorkerServesEveryModelUntilOneCrashesIt) {
   }
   EXPECT_EQ(got, want);
   EXPECT_EQ(want[1], "1 " + crasher.string() + ": ONNX shape inference crashed (SIGSEGV)");
+}
+
+// The worker reports a model over its memory cap by catching std::bad_alloc: the executables'
+// operator new must throw it where memory runs out (mimalloc's own would abort the process:
+// common/src/allocator.cpp).
+TEST(Allocator, OperatorNewThrowsWhenMemoryRunsOut) {
+  volatile size_t huge = size_t{1} << 62;
+  EXPECT_THROW(
+      {
+        std::unique_ptr<char[]> p(new char[huge]);
+        p[0] = 1;
+      },
+      std::bad_alloc);
 }
 
 TEST_F(Hostile, ShapeInferenceMemoryAndTimeLimits) {
