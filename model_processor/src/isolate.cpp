@@ -176,6 +176,11 @@ Status IsolatedWorker::start(const IsolationLimits& limits) {
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
     return make_error("cannot create a socket pair: {}", std::strerror(errno));
+  // Room in the socket for a whole answer where the system allows it (net.core.wmem_max caps it;
+  // best effort): a worker whose answer for one batch size does not fit waits until the parent
+  // collects, instead of inferring the next batch size meanwhile.
+  const int room = 4 << 20;
+  for (int fd : fds) ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -209,6 +214,24 @@ void IsolatedWorker::stop(bool kill_it) {
 Result<IsolatedRun> IsolatedWorker::call(const std::string& request, const IsolationLimits& limits) {
   FL_TRY(submit(request, limits));
   return collect();
+}
+
+bool IsolatedWorker::needs_fork(const IsolationLimits& limits) {
+  if (pid_ >= 0 && !busy_) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      ::close(fd_);
+      pid_ = -1;
+      fd_ = -1;
+    }
+  }
+  return pid_ < 0 || memory_mib_ != limits.memory_mib;
+}
+
+Status IsolatedWorker::prepare(const IsolationLimits& limits) {
+  if (busy_ || !needs_fork(limits)) return {};
+  if (pid_ >= 0) stop(true);
+  return start(limits);
 }
 
 Status IsolatedWorker::submit(const std::string& request, const IsolationLimits& limits) {

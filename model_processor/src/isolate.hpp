@@ -54,6 +54,15 @@ class IsolatedWorker {
   Status submit(const std::string& request, const IsolationLimits& limits);
   Result<IsolatedRun> collect();
 
+  // Whether the next submit() with `limits` forks a worker: none is running (a worker that ended
+  // between requests is reaped here), or `limits` changes the memory cap. A caller with other
+  // threads keeps them out of libraries while it forks: the child has only the forking thread, and
+  // any lock another thread held stays held there.
+  bool needs_fork(const IsolationLimits& limits);
+  // Forks the worker that the next submit() with `limits` would, now (a caller forks before it
+  // starts other threads). Errors: as submit's.
+  Status prepare(const IsolationLimits& limits);
+
   // Forks of workers so far (for tests: one per zoo unless a model crashed one).
   int forks() const { return forks_; }
 

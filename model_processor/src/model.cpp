@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -175,7 +177,8 @@ struct Loaded {
   std::unordered_map<std::string, const onnx::TensorProto*> initializers;
   std::vector<std::string> warnings;
   std::vector<std::string> unreadable_external;  // why small external tensors could not be read
-  std::set<int> read_as_17;  // top-level nodes of an opset >= 18 model read as opset 17 (opset18.hpp)
+  std::set<int> read_as_17;    // top-level nodes of an opset >= 18 model read as opset 17 (opset18.hpp)
+  size_t structure_bytes = 0;  // of the file, without the payloads that were passed over
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -451,6 +454,7 @@ Result<Loaded> load_file(const std::filesystem::path& path, const ProcessOptions
     return make_error("model structure is {} bytes; protobuf messages are limited to 2 GiB", skimmed->size());
   if (!L.model->ParseFromString(*skimmed))
     return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
+  L.structure_bytes = skimmed->size();
   FL_TRY(validate_and_prepare(L, opts.max_folded_elements));
   return L;
 }
@@ -978,10 +982,15 @@ IsolatedWorker& inference_worker() {
   return worker;
 }
 
+IsolationLimits isolation_limits(const ProcessOptions& opts) {
+  return IsolationLimits{opts.inference_timeout_s, opts.inference_memory_mib};
+}
+
 // Shape inference at every batch size, stopping at the first error (the last element then holds
 // it). In the worker process unless options.isolate is false.
 Status submit_inference(const Loaded& L, const ProcessOptions& opts);
 std::vector<Result<Inference>> collect_inference(const ProcessOptions& opts);
+std::vector<Result<Inference>> decode_inference(const Result<IsolatedRun>& run, const ProcessOptions& opts);
 
 std::vector<Result<Inference>> infer_all(const Loaded& L, const ProcessOptions& opts) {
   const auto batches = inference_batches(opts.batches);
@@ -1001,6 +1010,10 @@ std::vector<Result<Inference>> infer_all(const Loaded& L, const ProcessOptions& 
   return collect_inference(opts);
 }
 
+std::vector<Result<Inference>> collect_inference(const ProcessOptions& opts) {
+  return decode_inference(inference_worker().collect(), opts);
+}
+
 // Sends the model's inference to the worker; the caller holds worker_mutex() until it collects.
 Status submit_inference(const Loaded& L, const ProcessOptions& opts) {
   // One worker serves every model of the process (docs/SECURITY.md): the schema registry (all of
@@ -1008,14 +1021,13 @@ Status submit_inference(const Loaded& L, const ProcessOptions& opts) {
   // (Instance() alone does not build it: the first lookup does.)
   (void)onnx::OpSchemaRegistry::Schema("Identity", 1, "");
   return inference_worker().submit(encode_request(L, opts, inference_batches(opts.batches)),
-                                   IsolationLimits{opts.inference_timeout_s, opts.inference_memory_mib});
+                                   isolation_limits(opts));
 }
 
-// The worker's answer to submit_inference, as infer_all returns it.
-std::vector<Result<Inference>> collect_inference(const ProcessOptions& opts) {
+// The worker's answer to a request, as infer_all returns it.
+std::vector<Result<Inference>> decode_inference(const Result<IsolatedRun>& run, const ProcessOptions& opts) {
   const auto batches = inference_batches(opts.batches);
   std::vector<Result<Inference>> out;
-  auto run = inference_worker().collect();
   if (!run) {
     out.push_back(run.error());
     return out;
@@ -1489,46 +1501,183 @@ void process_models(const std::vector<std::filesystem::path>& paths, const Proce
       return safe_error(make_error("{}: {}", ctx, clean_onnx_message(e.what())));
     }
   };
+  // Three streams of work: a reader thread loads and checks the models ahead, the worker process
+  // infers one model's shapes, and this thread hands the worker the next model and builds the
+  // layers of the one it collected. A model's layers can only be built after its inference, so on
+  // a zoo whose time goes mostly to a few large models (swin_t, maxvit_t, ssdlite) the order
+  // matters: the worker gets the largest model read so far (most nodes) next, and this thread builds
+  // one large model while the worker infers the next. Results are handed to `done` in file order.
+  // The reader stays at most kAheadBytes of model structure (payloads are not read) ahead.
+  constexpr size_t kAheadBytes = size_t{16} << 20;
+  struct Read {
+    size_t index;
+    Result<Loaded> loaded;
+    double load_ms = 0;
+    size_t bytes = 0;
+    int nodes = 0;
+  };
+  std::mutex queue_mutex;
+  std::condition_variable queue_changed;
+  std::vector<Read> queue;  // read and not yet handed to the worker
+  size_t queued_bytes = 0;
+  bool read_all = false, stopping = false;
+  // Held by the reader except while it waits for room, and by this thread while it forks a worker:
+  // no other thread may be inside a library then (IsolatedWorker::needs_fork).
+  std::mutex fork_mutex;
+  // The schema registry is built before the reader starts (models of opset 18 and newer run ONNX's
+  // inference while they are read) and before the worker is forked, which is done before the reader
+  // starts (a failure to fork is reported by the first submit).
+  std::lock_guard<std::mutex> lock(worker_mutex());
+  (void)onnx::OpSchemaRegistry::Schema("Identity", 1, "");
+  if (!paths.empty()) (void)inference_worker().prepare(isolation_limits(opts));
+  std::thread reader([&] {
+    for (size_t i = 0; i < paths.size(); ++i) {
+      {
+        std::unique_lock<std::mutex> lk(queue_mutex);
+        queue_changed.wait(lk, [&] { return stopping || queue.empty() || queued_bytes < kAheadBytes; });
+        if (stopping) return;
+      }
+      std::lock_guard<std::mutex> quiet(fork_mutex);
+      const auto t0 = Clock::now();
+      std::optional<Result<Loaded>> r;
+      try {
+        r = guarded(paths[i], [&]() -> Result<Loaded> {
+          FL_ASSIGN_OR_RETURN(auto L, load_file(paths[i], opts));
+          FL_TRY(check_options(opts));
+          return L;
+        });
+      } catch (...) {
+        r = Result<Loaded>(
+            make_error("{}: unexpected error while loading the model", to_valid_utf8(paths[i].string())));
+      }
+      Read read{i, std::move(*r), ms_since(t0)};
+      if (read.loaded) {
+        read.bytes = read.loaded.value().structure_bytes;
+        read.nodes = read.loaded.value().model->graph().node_size();
+      }
+      {
+        std::lock_guard<std::mutex> lk(queue_mutex);
+        queued_bytes += read.bytes;
+        queue.push_back(std::move(read));
+      }
+      queue_changed.notify_all();
+    }
+    {
+      std::lock_guard<std::mutex> lk(queue_mutex);
+      read_all = true;
+    }
+    queue_changed.notify_all();
+  });
+  // The reader ends with this function, also when `done` throws.
+  struct Join {
+    std::thread& t;
+    std::mutex& m;
+    std::condition_variable& cv;
+    bool& stopping;
+    ~Join() {
+      {
+        std::lock_guard<std::mutex> lk(m);
+        stopping = true;
+      }
+      cv.notify_all();
+      t.join();
+    }
+  } join{reader, queue_mutex, queue_changed, stopping};
+  // The read model with the most nodes (the first read among equals); nullopt once every model has
+  // been taken, or, unless `wait`, when none is read yet.
+  auto take_largest = [&](bool wait) -> std::optional<Read> {
+    std::unique_lock<std::mutex> lk(queue_mutex);
+    if (wait) queue_changed.wait(lk, [&] { return !queue.empty() || read_all; });
+    if (queue.empty()) return std::nullopt;
+    auto it = std::max_element(queue.begin(), queue.end(),
+                               [](const Read& a, const Read& b) { return a.nodes < b.nodes; });
+    Read r = std::move(*it);
+    queue.erase(it);
+    queued_bytes -= r.bytes;
+    lk.unlock();
+    queue_changed.notify_all();
+    return r;
+  };
+
+  std::map<size_t, Result<std::vector<ModelIR>>> finished;  // not yet handed to `done`
+  size_t next_done = 0;
+  auto deliver = [&] {
+    for (auto it = finished.find(next_done); it != finished.end(); it = finished.find(next_done)) {
+      auto result = std::move(it->second);
+      finished.erase(it);
+      done(next_done++, std::move(result));
+    }
+  };
+  // A model's process_ms counts its loading, its inference from submission to collection, and
+  // the building of its layers; not the time it waited to be taken.
   struct InFlight {
     size_t index;
     Loaded L;
-    Clock::time_point t0;
+    double load_ms;
+    Clock::time_point submitted;
   };
   std::optional<InFlight> flight;  // the model the worker is inferring
-  std::lock_guard<std::mutex> lock(worker_mutex());
-  for (size_t i = 0; i <= paths.size(); ++i) {
-    // Read and check model i while the worker infers model i-1; then hand the worker model i and
-    // build model i-1's layers while it works: a zoo takes about the longer of the two halves.
-    std::optional<Result<Loaded>> next;
-    const auto t0 = Clock::now();
-    if (i < paths.size())
-      next = guarded(paths[i], [&]() -> Result<Loaded> {
-        FL_ASSIGN_OR_RETURN(auto L, load_file(paths[i], opts));
-        FL_TRY(check_options(opts));
-        return L;
+  // The next model for the worker with its request, encoded while the worker works: the largest
+  // model read so far. Models that failed to load, or to be encoded, are finished.
+  struct Prepared {
+    Read read;
+    std::string request;
+  };
+  std::optional<Prepared> prepared;
+  const auto batches = inference_batches(opts.batches);
+  auto prepare_next = [&](bool wait) {
+    while (!prepared) {
+      auto next = take_largest(wait);
+      if (!next) return;
+      const size_t i = next->index;
+      if (!next->loaded) {
+        finished.emplace(i, Result<std::vector<ModelIR>>(next->loaded.error()));
+        continue;
+      }
+      std::string request;
+      auto st = guarded(paths[i], [&]() -> Status {
+        request = encode_request(next->loaded.value(), opts, batches);
+        return {};
       });
-    std::vector<Result<Inference>> inferred;
-    if (flight) inferred = collect_inference(opts);
-    std::optional<Result<std::vector<ModelIR>>> failed_next;
-    std::optional<InFlight> submitted;
-    if (next && *next) {
-      Loaded& L = next->value();
-      auto st = guarded(paths[i], [&]() -> Status { return submit_inference(L, opts); });
       if (st)
-        submitted = InFlight{i, std::move(L), t0};
+        prepared = Prepared{std::move(*next), std::move(request)};
       else
-        failed_next = Result<std::vector<ModelIR>>(st.error());
-    } else if (next) {
-      failed_next = Result<std::vector<ModelIR>>(next->error());
+        finished.emplace(i, Result<std::vector<ModelIR>>(st.error()));
     }
-    if (flight) {
-      done(flight->index, guarded(paths[flight->index], [&] {
-             return build_models(flight->L, opts, inferred, ms_since(flight->t0));
-           }));
+  };
+  auto submit_next = [&] {
+    while (!flight) {
+      prepare_next(true);
+      if (!prepared) return;
+      Prepared p = std::move(*prepared);
+      prepared.reset();
+      const size_t i = p.read.index;
+      std::unique_lock<std::mutex> quiet;
+      if (inference_worker().needs_fork(isolation_limits(opts)))
+        quiet = std::unique_lock<std::mutex>(fork_mutex);
+      const auto at = Clock::now();
+      auto st = guarded(
+          paths[i], [&]() -> Status { return inference_worker().submit(p.request, isolation_limits(opts)); });
+      if (st)
+        flight = InFlight{i, std::move(p.read.loaded.value()), p.read.load_ms, at};
+      else
+        finished.emplace(i, Result<std::vector<ModelIR>>(st.error()));
     }
-    if (failed_next) done(i, std::move(*failed_next));
-    flight = std::move(submitted);
+  };
+  submit_next();
+  while (flight) {
+    prepare_next(false);
+    const auto run = inference_worker().collect();
+    InFlight mine = std::move(*flight);
+    flight.reset();
+    const double setup_ms = mine.load_ms + ms_since(mine.submitted);
+    submit_next();  // before this thread decodes the answer and builds the layers
+    const auto inferred = decode_inference(run, opts);
+    finished.emplace(mine.index, guarded(paths[mine.index],
+                                         [&] { return build_models(mine.L, opts, inferred, setup_ms); }));
+    deliver();
   }
+  deliver();
 }
 
 Result<std::vector<ModelIR>> process_model_text(std::string_view text, std::string_view name,

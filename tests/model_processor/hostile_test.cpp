@@ -6,6 +6,8 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <new>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -381,14 +383,23 @@ TEST_F(Hostile, OneWorkerServesEveryModelUntilOneCrashesIt) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(inference_worker_forks(), forks + 1);
 
-  // Pipelined (the next model is read while the worker infers the previous one): results in order,
-  // the crash still that model's error, the same layers as one at a time.
-  const std::vector<fs::path> paths = {zoo / "alexnet.onnx", crasher, dir_ / "missing.onnx",
-                                       zoo / "resnet18.onnx"};
+  // Pipelined (the next models are read ahead while the worker infers one): results in order, each
+  // crash still that model's error (the second one while the reader is still reading ahead: the
+  // worker is forked again), the same layers as one at a time.
+  const std::vector<fs::path> paths = {zoo / "alexnet.onnx",
+                                       crasher,
+                                       dir_ / "missing.onnx",
+                                       zoo / "resnet18.onnx",
+                                       crasher,
+                                       zoo / "squeezenet1_1.onnx",
+                                       zoo / "mobilenet_v2.onnx",
+                                       zoo / "alexnet.onnx"};
   std::vector<std::string> got;
+  const int before = inference_worker_forks();
   process_models(paths, ProcessOptions{}, [&](size_t k, Result<std::vector<ModelIR>> m) {
     got.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
   });
+  EXPECT_EQ(inference_worker_forks(), before + 2);  // one new worker after each crash
   std::vector<std::string> want;
   for (size_t k = 0; k < paths.size(); ++k) {
     auto m = process_model(paths[k], ProcessOptions{});
@@ -396,6 +407,20 @@ TEST_F(Hostile, OneWorkerServesEveryModelUntilOneCrashesIt) {
   }
   EXPECT_EQ(got, want);
   EXPECT_EQ(want[1], "1 " + crasher.string() + ": ONNX shape inference crashed (SIGSEGV)");
+  EXPECT_EQ(want[4], "4 " + crasher.string() + ": ONNX shape inference crashed (SIGSEGV)");
+}
+
+// The worker reports a model over its memory cap by catching std::bad_alloc: the executables'
+// operator new must throw it where memory runs out (mimalloc's own would abort the process:
+// common/src/allocator.cpp).
+TEST(Allocator, OperatorNewThrowsWhenMemoryRunsOut) {
+  volatile size_t huge = size_t{1} << 62;
+  EXPECT_THROW(
+      {
+        std::unique_ptr<char[]> p(new char[huge]);
+        p[0] = 1;
+      },
+      std::bad_alloc);
 }
 
 TEST_F(Hostile, ShapeInferenceMemoryAndTimeLimits) {

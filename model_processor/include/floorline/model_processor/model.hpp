@@ -89,9 +89,10 @@ Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, co
 int inference_worker_forks();
 
 // process_model on each of `paths`, calling done(k, result of paths[k]) in order. With
-// options.isolate the worker infers one model's shapes while this process reads and checks the next
-// one and builds the layers of the previous one, so a zoo takes about the longer of the two halves
-// rather than their sum. `done` runs on the calling thread.
+// options.isolate the worker infers one model's shapes while a thread of this process reads and
+// checks the next ones and the calling thread builds the layers of the model inferred before; the
+// worker gets the largest model read so far first, so that large models overlap each other. `done`
+// runs on the calling thread, in the order of `paths`.
 void process_models(const std::vector<std::filesystem::path>& paths, const ProcessOptions& options,
                     const std::function<void(size_t, Result<std::vector<ModelIR>>)>& done);
 
