@@ -982,6 +982,13 @@ IsolatedWorker& inference_worker() {
   return worker;
 }
 
+// One worker serves every model of the process (docs/SECURITY.md): the schema registry (all of
+// ONNX's ops) is built before the first fork, so that no worker builds and discards it.
+// (Instance() alone does not build it: the first lookup does.)
+void build_schema_registry() {
+  (void)onnx::OpSchemaRegistry::Schema("Identity", 1, "");
+}
+
 IsolationLimits isolation_limits(const ProcessOptions& opts) {
   return IsolationLimits{opts.inference_timeout_s, opts.inference_memory_mib};
 }
@@ -1016,10 +1023,7 @@ std::vector<Result<Inference>> collect_inference(const ProcessOptions& opts) {
 
 // Sends the model's inference to the worker; the caller holds worker_mutex() until it collects.
 Status submit_inference(const Loaded& L, const ProcessOptions& opts) {
-  // One worker serves every model of the process (docs/SECURITY.md): the schema registry (all of
-  // ONNX's ops) is built here before the first fork, so that no worker builds and discards it.
-  // (Instance() alone does not build it: the first lookup does.)
-  (void)onnx::OpSchemaRegistry::Schema("Identity", 1, "");
+  build_schema_registry();
   return inference_worker().submit(encode_request(L, opts, inference_batches(opts.batches)),
                                    isolation_limits(opts));
 }
@@ -1528,7 +1532,7 @@ void process_models(const std::vector<std::filesystem::path>& paths, const Proce
   // inference while they are read) and before the worker is forked, which is done before the reader
   // starts (a failure to fork is reported by the first submit).
   std::lock_guard<std::mutex> lock(worker_mutex());
-  (void)onnx::OpSchemaRegistry::Schema("Identity", 1, "");
+  build_schema_registry();
   if (!paths.empty()) (void)inference_worker().prepare(isolation_limits(opts));
   std::thread reader([&] {
     for (size_t i = 0; i < paths.size(); ++i) {

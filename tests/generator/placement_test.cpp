@@ -168,6 +168,21 @@ TEST(Placement, PlacementsPutARealLayersBuffersAtDistinctOffsets) {
   EXPECT_EQ(offsets.size(), 3u);
 }
 
+// The plan of `models` (one implementation per algorithm, no conversions) cut to its first `n` cases
+// to time.
+Plan first_timed_cases(const std::vector<mp::ModelIR>& models, const std::vector<const Backend*>& backends,
+                       size_t n) {
+  PlanOptions po;
+  po.max_impls = 1;
+  po.conversions = false;
+  Plan plan = make_plan(models, backends, po);
+  std::vector<PlannedCase> kept;
+  for (auto& c : plan.cases)
+    if (!c.status && kept.size() < n) kept.push_back(std::move(c));
+  plan.cases = std::move(kept);
+  return plan;
+}
+
 int64_t scalar(benchdb::Database& db, const std::string& sql) {
   auto r = db.query(sql);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
@@ -187,15 +202,8 @@ TEST(Placement, TheRunnerKeepsTheBestPlacementAndRecordsThePolicy) {
   TempDir tmp;
   const auto models = zoo("squeezenet1_1");
   ASSERT_FALSE(models.empty());
-  PlanOptions po;
-  po.max_impls = 1;
-  po.conversions = false;
   const std::vector<const Backend*> backends = {find_backend("onednn")};
-  Plan plan = make_plan(models, backends, po);
-  std::vector<PlannedCase> kept;
-  for (auto& c : plan.cases)
-    if (!c.status && kept.size() < 5) kept.push_back(std::move(c));
-  plan.cases = std::move(kept);
+  const Plan plan = first_timed_cases(models, backends, 5);
   ASSERT_EQ(plan.cases.size(), 5u);
   auto db = benchdb::Database::open((tmp.dir / "p.db").string());
   ASSERT_TRUE(db.ok()) << db.error().message;
@@ -267,15 +275,8 @@ TEST(Placement, ShortCasesWhosePlacementsDisagreeGetFurtherPlacements) {
   TempDir tmp;
   const auto models = zoo("squeezenet1_1");
   ASSERT_FALSE(models.empty());
-  PlanOptions po;
-  po.max_impls = 1;
-  po.conversions = false;
   const std::vector<const Backend*> backends = {find_backend("onednn")};
-  Plan plan = make_plan(models, backends, po);
-  std::vector<PlannedCase> kept;
-  for (auto& c : plan.cases)
-    if (!c.status && kept.size() < 4) kept.push_back(std::move(c));
-  plan.cases = std::move(kept);
+  const Plan plan = first_timed_cases(models, backends, 4);
   ASSERT_EQ(plan.cases.size(), 4u);
   auto run = [&](const std::string& name, double tolerance, double below_us) {
     auto db = benchdb::Database::open((tmp.dir / name).string());

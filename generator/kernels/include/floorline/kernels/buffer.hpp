@@ -47,7 +47,8 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // Large buffers, once released, stay mapped until the released ones total more than this (bytes);
 // then the oldest are unmapped. The kernel hands a new mapping the frames it freed last, so without
 // this every build of a process would reuse the same few physical pages, and placements would
-// differ only by their offsets.
+// differ only by their offsets. The limit holds per copy of this library (each backend plugin has
+// its own).
 inline constexpr size_t kRetiredBytes = size_t{64} << 20;
 
 // The system's transparent huge page mode, from `path` (the kernel's sysfs file, whose selected
