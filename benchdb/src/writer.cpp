@@ -1,7 +1,9 @@
 #include "floorline/benchdb/writer.hpp"
 
 #include <ctime>
+#include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "database_impl.hpp"
@@ -67,10 +69,13 @@ struct Candidate {
 Status MeasurementWriter::flush() {
   if (pending_.empty()) return {};
   Impl& d = db_.impl();
-  // Supersede the current measurement unless it is final and this is not a forced re-measurement.
+  // Supersede the current measurement unless it is final and this is not a forced re-measurement
+  // (keep_lower: nor a passed one at least as low as the new row's ?4).
   static const std::string supersede =
       "UPDATE measurements SET superseded = 1 WHERE system_id = ?1 AND case_id = ?2 AND superseded = 0 "
-      "AND (?3 OR status NOT IN ('passed', 'unsupported')) RETURNING status";
+      "AND (?3 OR status NOT IN ('passed', 'unsupported')) "
+      "AND (?4 IS NULL OR status <> 'passed' OR coalesce(min_us, median_us) IS NULL "
+      "OR coalesce(min_us, median_us) > ?4) RETURNING status";
   static const std::string insert = insert_sql(measurements_table(), "ON CONFLICT DO NOTHING");
   static const std::string case_group =
       "SELECT config_id, dtype, math_mode, fusion, layout FROM cases WHERE id = ?1";
@@ -105,6 +110,15 @@ Status MeasurementWriter::flush() {
         FL_TRY(up->bind(1, row.system_id));
         FL_TRY(up->bind(2, row.case_id));
         FL_TRY(up->bind(3, int64_t{options_.force ? 1 : 0}));
+        // keep_lower: the new row's time; a row without one (failed, skipped) is above every time,
+        // so that it never replaces a passed measurement.
+        if (options_.keep_lower) {
+          const bool passed = row.status == disposition_name(Disposition::kPassed);
+          const std::optional<double> t = row.min_us ? row.min_us : row.median_us;
+          FL_TRY(up->bind(4, passed && t ? *t : std::numeric_limits<double>::max()));
+        } else {
+          FL_TRY(up->bind_null(4));
+        }
         FL_ASSIGN_OR_RETURN(const bool superseded, up->step());
         if (superseded) {
           const bool was_passed = up->column_text(0) == disposition_name(Disposition::kPassed);

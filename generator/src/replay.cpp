@@ -83,6 +83,7 @@ struct Step {
   double alone_us = 0;
   const Backend* backend = nullptr;  // whose factory (or conversion) built the kernel
   std::string layer, op;             // the layer's ONNX node name and op ("" for a conversion)
+  std::string key;                   // the layer's config key ("" for a conversion)
 };
 
 // A conversion between the ports of two cases, by the consumer's backend, else the producer's
@@ -258,7 +259,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           if (wired)
             converts.push_back({std::move(conv).value(),
                                 fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                true, 0, steps[layout.step].backend, "", ""});
+                                true, 0, steps[layout.step].backend, "", "", ""});
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -309,7 +310,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       converted[key] = dest->data;
       steps.push_back({std::move(conv).value(),
                        fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0,
-                       own->first, "", ""});
+                       own->first, "", "", ""});
       ++r.conversions;
     }
     if (adopted) {
@@ -323,7 +324,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++out;
       }
     }
-    steps.push_back({std::move(kernel), label, false, c->second.us, own->first, layer.name, layer.op_type});
+    steps.push_back(
+        {std::move(kernel), label, false, c->second.us, own->first, layer.name, layer.op_type, layer.key});
     release(layer);
     r.cases_us += c->second.us;
     ++r.layers_replayed;
@@ -370,8 +372,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     for (size_t k = 0; k < steps.size(); ++k) {
       const double us = summarize(per_step[k]).min;
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
-      r.steps.push_back(
-          {steps[k].label, steps[k].conversion, us, steps[k].alone_us, steps[k].layer, steps[k].op});
+      r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us, steps[k].layer,
+                         steps[k].op, steps[k].key});
     }
   } catch (const std::exception& e) {
     return make_error("{} (batch {}): replay failed at {}: {}", model.name, model.batch,
@@ -415,6 +417,118 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                               {"layer_times", layer_times}}
                    .dump();
   return row;
+}
+
+std::vector<std::string> cases_to_retime(const ReplayResult& r,
+                                         const std::map<std::string, ChosenCase>& chosen, double below) {
+  std::vector<std::string> beaten, all;
+  if (r.cases_us <= 0 || r.ratio() >= below) return beaten;
+  std::set<std::string> seen_beaten, seen_all;
+  for (const auto& s : r.steps) {
+    if (s.conversion) continue;
+    auto c = chosen.find(s.key);
+    if (c == chosen.end()) continue;
+    const std::string& name = c->second.spec.name;
+    if (seen_all.insert(name).second) all.push_back(name);
+    if (s.in_graph_us < s.alone_us && seen_beaten.insert(name).second) beaten.push_back(name);
+  }
+  return beaten.empty() ? all : beaten;
+}
+
+void rebase(ReplayResult& r, const std::map<std::string, ChosenCase>& chosen) {
+  r.cases_us = 0;
+  for (auto& s : r.steps) {
+    if (s.conversion) continue;
+    if (auto c = chosen.find(s.key); c != chosen.end()) s.alone_us = c->second.us;
+    r.cases_us += s.alone_us;
+  }
+}
+
+Result<RetimeResult> retime_cases(benchdb::Database& db, const mp::ModelIR& model, const Plan& plan,
+                                  const std::vector<std::string>& names,
+                                  const std::vector<const Backend*>& backends, RunOptions options,
+                                  int64_t system_id, DType dtype, std::map<std::string, ChosenCase>& chosen,
+                                  ReplayResult& r) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RetimeResult out;
+  out.cases_us_before = r.cases_us;
+  const std::set<std::string> wanted(names.begin(), names.end());
+  Plan sub;
+  std::set<std::string> keys, backend_names;
+  for (const auto& c : plan.cases)
+    if (wanted.count(c.spec.name) && !c.status) {
+      sub.cases.push_back(c);
+      keys.insert(c.spec.problem.key);
+      backend_names.insert(c.spec.variant.backend);
+    }
+  if (sub.cases.size() != wanted.size())
+    return make_error("{} (batch {}): {} case(s) to time again are not timed cases of the plan", model.name,
+                      model.batch, wanted.size() - sub.cases.size());
+  for (const auto& u : plan.configs)
+    if (keys.count(u.key)) sub.configs.push_back(u);
+  std::vector<const Backend*> used;
+  for (const Backend* b : backends)
+    if (backend_names.erase(b->name())) used.push_back(b);
+  if (!backend_names.empty())
+    return make_error("{} (batch {}): no backend {} to time its cases again", model.name, model.batch,
+                      *backend_names.begin());
+  sub.backends.assign(plan.backends.begin(), plan.backends.end());
+  options.force = true;
+  options.keep_lower = true;
+  options.calibrate = false;
+  options.progress = Progress::kNone;
+  options.command = options.command.empty()
+                        ? fmt::format("re-timing after the replay of {} (batch {})", model.name, model.batch)
+                        : fmt::format("{} (re-timing after the replay of {}, batch {})", options.command,
+                                      model.name, model.batch);
+  FL_ASSIGN_OR_RETURN(out.run, run_plan(&db, {model}, sub, used, options));
+  out.cases = static_cast<int>(sub.cases.size());
+  FL_ASSIGN_OR_RETURN(auto fresh, best_cases(db, system_id, plan, dtype));
+  std::set<std::string> replayed;
+  for (const auto& s : r.steps)
+    if (!s.conversion) replayed.insert(s.key);
+  for (const auto& key : replayed) {
+    auto a = chosen.find(key), b = fresh.find(key);
+    if (a != chosen.end() && b != fresh.end() && b->second.us < a->second.us) ++out.lowered;
+  }
+  chosen = std::move(fresh);
+  rebase(r, chosen);
+  out.cases_us_after = r.cases_us;
+  out.seconds = seconds_since(t0);
+  return out;
+}
+
+Result<RetimeResult> retime_after_replay(benchdb::Database& db, const mp::ModelIR& model, const Plan& plan,
+                                         const std::vector<const Backend*>& backends,
+                                         const RunOptions& options, int64_t system_id, DType dtype,
+                                         std::map<std::string, ChosenCase>& chosen, ReplayResult& r,
+                                         double below, int max_rounds) {
+  RetimeResult out;
+  out.cases_us_before = out.cases_us_after = r.cases_us;
+  std::map<std::string, double> first;  // the replayed configs' times before any round
+  for (const auto& s : r.steps)
+    if (!s.conversion) first.emplace(s.key, s.alone_us);
+  for (int round = 0; round < max_rounds; ++round) {
+    // After the first round, only while the replay is still below S and some layer still beats
+    // its case.
+    const auto names = cases_to_retime(r, chosen, round == 0 ? below : 1.0);
+    if (names.empty()) break;
+    if (round > 0 && std::none_of(r.steps.begin(), r.steps.end(), [](const ReplayStep& s) {
+          return !s.conversion && s.in_graph_us < s.alone_us;
+        }))
+      break;
+    FL_ASSIGN_OR_RETURN(RetimeResult one,
+                        retime_cases(db, model, plan, names, backends, options, system_id, dtype, chosen, r));
+    ++out.rounds;
+    out.cases += one.cases;
+    out.seconds += one.seconds;
+    out.cases_us_after = one.cases_us_after;
+    out.run = one.run;
+    if (one.run.interrupted) break;
+  }
+  for (const auto& [key, us] : first)
+    if (auto c = chosen.find(key); c != chosen.end() && c->second.us < us) ++out.lowered;
+  return out;
 }
 
 }  // namespace floorline::gen

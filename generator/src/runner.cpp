@@ -138,6 +138,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
                                   {"backend", names_of_kind(backend->device_kind())},
                                   {"verify", options.verify},
                                   {"cold", options.cold}};
+      if (options.keep_lower) options_json["keep_lower"] = true;  // a re-timing (replay.hpp)
       if (!options.shard.empty()) options_json["shard"] = options.shard;
       if (!options.shard_costs.empty()) options_json["shard_costs"] = options.shard_costs;
       run.options = options_json.dump();
@@ -188,6 +189,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     sum.run_id = run_id;
     benchdb::WriterOptions wopts;
     wopts.force = options.force;
+    wopts.keep_lower = options.keep_lower;
     std::optional<benchdb::MeasurementWriter> writer;
     if (!options.dry_run) writer.emplace(db, system_id, run_id, wopts);
     // An outcome decided without timing: planned, or the coded error of a build or verification.

@@ -59,6 +59,51 @@ TEST(Writer, BatchesCommitAndBestCaseIsTheFastest) {
   expect_best_consistent(f.db);
 }
 
+// keep_lower (the re-timing after a replay, generator/replay.hpp): a forced re-measurement replaces
+// a passed row only when its time is lower; a failed re-measurement never replaces a passed row,
+// and replaces a failed one.
+TEST(Writer, KeepLowerReplacesAPassedRowOnlyWithALowerTime) {
+  Fixture f;
+  {
+    MeasurementWriter w(f.db, f.sys, f.run());
+    ASSERT_OK(w.add(passed(f.cases[0], 50.0)));
+    ASSERT_OK(w.add(passed(f.cases[1], 60.0)));
+    MeasurementRow failed;
+    failed.case_id = f.cases[2];
+    failed.status = "failed";
+    failed.reason = "out of memory";
+    ASSERT_OK(w.add(failed));
+    ASSERT_OK(w.flush());
+  }
+  {
+    MeasurementWriter w(f.db, f.sys, f.run(), {.force = true, .keep_lower = true});
+    ASSERT_OK(w.add(passed(f.cases[0], 45.0)));  // lower: replaces
+    ASSERT_OK(w.add(passed(f.cases[1], 61.0)));  // higher: the 60 µs row stays
+    MeasurementRow failed;
+    failed.case_id = f.cases[1];
+    failed.status = "failed";
+    failed.reason = "cannot build";
+    ASSERT_OK(w.add(failed));                    // failed: never replaces a passed row
+    ASSERT_OK(w.add(passed(f.cases[2], 70.0)));  // the failed row yields to any passed one
+    ASSERT_OK(w.flush());
+    EXPECT_EQ(w.committed(), 2);
+    EXPECT_EQ(w.skipped_existing(), 2);
+  }
+  auto current = [&](int64_t c) {
+    auto q = must(
+        f.db.query("SELECT status, min_us FROM measurements WHERE case_id = ?1 AND superseded = 0", {c}));
+    EXPECT_EQ(q.rows.size(), 1u);
+    return std::make_pair(value_text(q.rows.at(0)[0]), std::get<double>(q.rows.at(0)[1]));
+  };
+  EXPECT_EQ(current(f.cases[0]), std::make_pair(std::string("passed"), 45.0));
+  EXPECT_EQ(current(f.cases[1]), std::make_pair(std::string("passed"), 60.0));
+  EXPECT_EQ(current(f.cases[2]), std::make_pair(std::string("passed"), 70.0));
+  // cases 0 and 1 are config 1's impl0 and impl1: its best is now the re-timed 45 µs.
+  EXPECT_DOUBLE_EQ(
+      std::get<double>(must(f.db.query("SELECT min(min_us) FROM best_measurements")).rows.at(0)[0]), 45.0);
+  expect_best_consistent(f.db);
+}
+
 // A config's best case is the one with the lowest repetition mean (min_us), not the lowest median.
 // The first case's repetitions are those of a squeezenet1_1 case timed on a loaded 2-core machine
 // (issue 18: a neighbour on the core makes them bimodal, 2.4x apart); the second is a steady case

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -141,6 +142,134 @@ TEST(Replay, AModelIsReplayedFromItsBestCasesWithEveryActivationWired) {
   const auto stored = db->upsert_replay(row);
   ASSERT_TRUE(stored.ok()) << stored.error().message;
   EXPECT_EQ(*stored, 1);
+}
+
+// A case measured while the machine was slower (here: its rows made 4x slower in the database, as a
+// sustained slowdown over all its passes would) runs faster in the graph than alone; it is the one
+// timed again after the replay, the lower time is kept, and S over the replayed layers comes down.
+TEST(Replay, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
+  TempDir tmp;
+  auto models = mp::process_model_text(kResidual, "residual.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  PlanOptions po;
+  po.max_impls = 2;
+  const Plan plan = make_plan(*models, backends, po);
+  auto db = benchdb::Database::open((tmp.dir / "r.db").string());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  RunOptions ro;
+  ro.min_time = 0.0005;
+  ro.repetitions = 3;
+  ro.warmup_seconds = 0.0005;
+  ro.calibrate = false;
+  auto run = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  ASSERT_EQ(run->failed, 0);
+  const mp::ModelIR& model = models->front();
+  std::string conv_key;
+  for (const auto& l : model.layers)
+    if (l.op_type == "Conv") conv_key = l.key;
+  ASSERT_FALSE(conv_key.empty());
+  auto measured = best_cases(*db, run->system_id, plan, DType::kF32);
+  ASSERT_TRUE(measured.ok()) << measured.error().message;
+  const double conv_us = measured->at(conv_key).us;
+  ASSERT_GT(conv_us, 0);
+  // Every measurement of the Conv config, and its best, 4x slower.
+  for (const char* sql :
+       {"UPDATE measurements SET min_us = min_us * 4, median_us = median_us * 4 WHERE case_id IN "
+        "(SELECT c.id FROM cases c JOIN layer_configs lc ON lc.id = c.config_id WHERE lc.key = ?1)",
+        "UPDATE best_measurements SET min_us = min_us * 4, median_us = median_us * 4 WHERE config_id = "
+        "(SELECT id FROM layer_configs WHERE key = ?1)"})
+    ASSERT_TRUE(db->query(sql, {conv_key}).ok());
+  auto chosen = best_cases(*db, run->system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+  ASSERT_DOUBLE_EQ(chosen->at(conv_key).us, 4 * conv_us);
+  const std::string conv_case = chosen->at(conv_key).spec.name;
+
+  ReplayOptions opts;
+  opts.repetitions = 3;
+  opts.min_time = 0.001;
+  opts.warmup_seconds = 0.001;
+  auto r = replay_model(model, *chosen, *backends[0], opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  // Nothing to do when replay / S is at least `below`.
+  EXPECT_TRUE(cases_to_retime(*r, *chosen, 0).empty());
+  const auto names = cases_to_retime(*r, *chosen, 1e9);
+  ASSERT_FALSE(names.empty());
+  EXPECT_NE(std::find(names.begin(), names.end(), conv_case), names.end());
+  for (const auto& name : names) {  // each one a case some layer ran faster in the graph
+    bool beaten = false;
+    for (const auto& st : r->steps)
+      beaten |= !st.conversion && chosen->at(st.key).spec.name == name && st.in_graph_us < st.alone_us;
+    EXPECT_TRUE(beaten) << name;
+  }
+  const auto untouched = db->query("SELECT count(*) FROM measurements WHERE superseded = 1");
+  ASSERT_TRUE(untouched.ok());
+  EXPECT_EQ(std::get<int64_t>(untouched->rows.at(0)[0]), 0);
+
+  const double before = r->cases_us;
+  auto rt = retime_cases(*db, model, plan, names, backends, ro, run->system_id, DType::kF32, *chosen, *r);
+  ASSERT_TRUE(rt.ok()) << rt.error().message;
+  EXPECT_EQ(rt->cases, static_cast<int>(names.size()));
+  EXPECT_EQ(rt->run.passed, static_cast<int64_t>(names.size()));
+  EXPECT_GE(rt->lowered, 1);
+  EXPECT_DOUBLE_EQ(rt->cases_us_before, before);
+  EXPECT_DOUBLE_EQ(rt->cases_us_after, r->cases_us);
+  // The Conv's time is its own again (well under the 4x), and S over the layers follows `chosen`.
+  EXPECT_LT(chosen->at(conv_key).us, 2 * conv_us);
+  EXPECT_LT(r->cases_us, before);
+  double s = 0;
+  for (const auto& l : model.layers)
+    if (l.cost_bearing()) s += chosen->at(l.key).us;
+  EXPECT_DOUBLE_EQ(r->cases_us, s);
+  for (const auto& st : r->steps) {
+    if (!st.conversion) {
+      EXPECT_DOUBLE_EQ(st.alone_us, chosen->at(st.key).us) << st.label;
+    }
+  }
+  // The slowed Conv row was superseded by the lower one; a case not named was not measured again.
+  auto rows = db->query(
+      "SELECT c.name, m.superseded FROM measurements m JOIN cases c ON c.id = m.case_id ORDER BY m.id");
+  ASSERT_TRUE(rows.ok());
+  int conv_rows = 0, superseded = 0;
+  for (const auto& row : rows->rows) {
+    const auto& name = std::get<std::string>(row[0]);
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      EXPECT_EQ(std::get<int64_t>(row[1]), 0) << name;
+    } else {
+      superseded += static_cast<int>(std::get<int64_t>(row[1]));
+    }
+    conv_rows += name == conv_case;
+  }
+  EXPECT_EQ(conv_rows, 2);
+  EXPECT_GE(superseded, 1);
+  // Timed again, a case never gets slower: the lower measurement stays.
+  const double after = chosen->at(conv_key).us;
+  auto again =
+      retime_cases(*db, model, plan, {conv_case}, backends, ro, run->system_id, DType::kF32, *chosen, *r);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_LE(chosen->at(conv_key).us, after);
+  // What `floorline run` calls: nothing below `below` 0; up to 3 rounds when asked at any ratio.
+  const auto rows_before = db->query("SELECT count(*) FROM measurements");
+  auto none =
+      retime_after_replay(*db, model, plan, backends, ro, run->system_id, DType::kF32, *chosen, *r, 0);
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_EQ(none->rounds, 0);
+  EXPECT_EQ(none->cases, 0);
+  EXPECT_EQ(db->query("SELECT count(*) FROM measurements")->rows, rows_before->rows);
+  auto asked =
+      retime_after_replay(*db, model, plan, backends, ro, run->system_id, DType::kF32, *chosen, *r, 1e9);
+  ASSERT_TRUE(asked.ok()) << asked.error().message;
+  EXPECT_GE(asked->rounds, 1);
+  EXPECT_LE(asked->rounds, 3);
+  EXPECT_DOUBLE_EQ(asked->cases_us_after, r->cases_us);
+  EXPECT_LE(asked->cases_us_after, asked->cases_us_before);
+  // A name that is not a timed case of the plan is an error, before anything is timed.
+  auto bad = retime_cases(*db, model, plan, {"no such case"}, backends, ro, run->system_id, DType::kF32,
+                          *chosen, *r);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message,
+            "residual.onnx (batch 1): 1 case(s) to time again are not timed cases of the plan");
 }
 
 TEST(Replay, NoMeasuredCaseIsAnError) {

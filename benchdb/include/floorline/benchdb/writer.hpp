@@ -6,7 +6,10 @@
 // most one current measurement per system: by default (resume) a case whose current measurement
 // passed or is unsupported is left alone (the new row is not written and `skipped_existing`
 // counts it); failed and skipped cases are measured again and the old row is marked superseded.
-// With `force`, every new measurement supersedes the current one. Nothing is deleted.
+// With `force`, every new measurement supersedes the current one; with `keep_lower` as well, a
+// passed measurement is superseded only by one whose min_us (median_us where it has none) is lower,
+// and the other new row is not written (a re-measurement that keeps the lower of the two, as the
+// runner's best placement does). Nothing is deleted.
 #pragma once
 
 #include <chrono>
@@ -22,6 +25,7 @@ struct WriterOptions {
   int batch_rows = 1000;
   double batch_seconds = 1.0;
   bool force = false;
+  bool keep_lower = false;  // with force: a passed measurement yields only to a lower min_us
 };
 
 class MeasurementWriter {

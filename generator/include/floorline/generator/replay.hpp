@@ -20,6 +20,14 @@
 // sides of replay / S are the same statistic, so the ratio compares kernels, not luck. The median
 // is kept too. Then `profile_passes` passes time every step on its own (lowest of them), to show
 // where replay and S differ.
+//
+// Re-timing after a replay (docs/ANALYZER.md "When the replay beats S"): S adds each case's lowest
+// repetition mean; a replay below S (or close to it) means some cases were measured while the
+// machine was slower than it is now: a slowdown sustained over all of a case's passes, which the
+// sentinel cannot see (it compares the machine with itself during the same run). Those cases are
+// timed again right after the replay, with the run's method, and the lower of the two measurements
+// is kept (benchdb WriterOptions::keep_lower): S can only go down, and only to a time the same
+// kernel achieved alone.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +40,7 @@
 #include "floorline/common/result.hpp"
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/plan.hpp"
+#include "floorline/generator/runner.hpp"
 #include "floorline/model_processor/model.hpp"
 
 namespace floorline::gen {
@@ -65,6 +74,7 @@ struct ReplayStep {
   double alone_us = 0;     // the case's own time as S takes it (0 for a conversion)
   std::string layer;       // the layer's ONNX node name ("" for a conversion)
   std::string op;          // its ONNX op type ("" for a conversion)
+  std::string key;         // its config key, as in the chosen cases ("" for a conversion)
 };
 
 struct ReplayResult {
@@ -107,5 +117,46 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
 // share of S)}, in pass order.
 benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::optional<int64_t> run_id,
                               const std::string& dtype);
+
+// The cases to time again after replay `r`: none when r.ratio() is at least `below` (or r has no
+// S); else the chosen cases of the layers that ran faster in the graph than alone (in_graph_us below
+// alone_us), or, when no single layer did, the chosen case of every replayed layer. Case names,
+// each once, in pass order.
+std::vector<std::string> cases_to_retime(const ReplayResult& r,
+                                         const std::map<std::string, ChosenCase>& chosen, double below);
+
+// Sets each layer step's alone_us, and cases_us, from `chosen` (after a re-timing). A step whose
+// key `chosen` lacks keeps its time.
+void rebase(ReplayResult& r, const std::map<std::string, ChosenCase>& chosen);
+
+struct RetimeResult {
+  int rounds = 0;                                  // re-timings (retime_after_replay: up to max_rounds)
+  int cases = 0;                                   // cases timed again (over all rounds)
+  int lowered = 0;                                 // replayed configs whose chosen time went down
+  double cases_us_before = 0, cases_us_after = 0;  // S over the replayed layers (µs)
+  double seconds = 0;                              // wall time of the re-timing
+  RunSummary run;                                  // the re-timing's own run
+};
+
+// Times the cases named `names` (of `plan`, `model`'s) again on their backends (of `backends`) with
+// `options` (forced, keeping the lower measurement; no calibration, no progress line), then reloads
+// `chosen` (best_cases of `dtype` on `system_id`) and rebases `r` on it. Error when a name is not a
+// case of `plan` or its backend is not in `backends`, or when the run fails as a whole; a case
+// that fails keeps its earlier measurement.
+Result<RetimeResult> retime_cases(benchdb::Database& db, const mp::ModelIR& model, const Plan& plan,
+                                  const std::vector<std::string>& names,
+                                  const std::vector<const Backend*>& backends, RunOptions options,
+                                  int64_t system_id, DType dtype, std::map<std::string, ChosenCase>& chosen,
+                                  ReplayResult& r);
+
+// What `floorline run` does after a model's replay: when cases_to_retime(r, chosen, below) names
+// any, they are timed again (retime_cases); while the replay is still below S (ratio under 1) and
+// some layer still runs faster in the graph than alone, again, up to `max_rounds` re-timings in all
+// (each keeps the lower time, as a further placement does). rounds = 0 when nothing was re-timed.
+Result<RetimeResult> retime_after_replay(benchdb::Database& db, const mp::ModelIR& model, const Plan& plan,
+                                         const std::vector<const Backend*>& backends,
+                                         const RunOptions& options, int64_t system_id, DType dtype,
+                                         std::map<std::string, ChosenCase>& chosen, ReplayResult& r,
+                                         double below, int max_rounds = 3);
 
 }  // namespace floorline::gen

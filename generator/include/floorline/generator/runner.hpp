@@ -70,8 +70,11 @@ struct RunOptions {
   // Tests inject a slowed machine here: called instead of timing the sentinel, it returns the
   // sentinel's time in seconds. Unset: the real sentinel (measurement.hpp).
   std::function<double()> sentinel_clock;
-  int threads = 1;       // CPU threads (recorded in the system row)
-  bool force = false;    // measure again even what is already measured (default: resume)
+  int threads = 1;     // CPU threads (recorded in the system row)
+  bool force = false;  // measure again even what is already measured (default: resume)
+  // With force: a passed case's new measurement replaces the current one only when its min_us is
+  // lower (benchdb WriterOptions::keep_lower; the re-timing after a replay, replay.hpp).
+  bool keep_lower = false;
   bool dry_run = false;  // everything but timing: build and verify nothing, write nothing
   bool verify = false;   // check each case against the plain reference before timing
   std::string command;   // the command line, for the runs table
