@@ -84,15 +84,21 @@ struct ProcessOptions {
 Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, const ProcessOptions& options);
 
 // Worker processes forked for shape inference so far in this process (ProcessOptions::isolate):
-// one serves every model, and a new one is forked only after a model crashed it, ran it out of time
-// or memory, or changed inference_memory_mib. For tests and diagnostics.
+// one serves every model (process_models adds a second per call: inference_worker_count), and a new one is
+// forked only after a model crashed it, ran it out of time or memory, or changed inference_memory_mib. For
+// tests and diagnostics.
 int inference_worker_forks();
 
+// How many worker processes process_models infers with for `models` models: two where there are
+// several models and at least two hardware threads (the second is that call's own, forked once per
+// call), else one.
+int inference_worker_count(size_t models);
+
 // process_model on each of `paths`, calling done(k, result of paths[k]) in order. With
-// options.isolate the worker infers one model's shapes while a thread of this process reads and
-// checks the next ones and the calling thread builds the layers of the model inferred before; the
-// worker gets the largest model read so far first, so that large models overlap each other. `done`
-// runs on the calling thread, in the order of `paths`.
+// options.isolate the workers (inference_worker_count) each infer one model's shapes while a thread
+// of this process reads and checks the next ones and the calling thread builds the layers of the
+// model inferred before; an idle worker gets the largest model read so far first, so that large
+// models overlap each other. `done` runs on the calling thread, in the order of `paths`.
 void process_models(const std::vector<std::filesystem::path>& paths, const ProcessOptions& options,
                     const std::function<void(size_t, Result<std::vector<ModelIR>>)>& done);
 
