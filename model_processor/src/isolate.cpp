@@ -197,6 +197,7 @@ IsolatedWorker::~IsolatedWorker() {
 }
 
 Status IsolatedWorker::start(const IsolationLimits& limits) {
+  reap();
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
     return make_error("cannot create a socket pair: {}", std::strerror(errno));
@@ -230,7 +231,23 @@ Status IsolatedWorker::start(const IsolationLimits& limits) {
   return {};
 }
 
+void IsolatedWorker::release() {
+  if (pid_ < 0 || busy_) return;
+  reap();
+  close_end(fd_);
+  released_ = pid_;
+  pid_ = -1;
+  fd_ = -1;
+}
+
+void IsolatedWorker::reap() {
+  if (released_ < 0) return;
+  wait_child(released_);
+  released_ = -1;
+}
+
 void IsolatedWorker::stop(bool kill_it) {
+  reap();
   if (pid_ < 0) return;
   // Closing our end is the worker's signal to exit; a worker that may be busy is killed.
   if (kill_it) ::kill(pid_, SIGKILL);

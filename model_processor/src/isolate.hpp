@@ -69,14 +69,21 @@ class IsolatedWorker {
   // starts other threads). Errors: as submit's.
   Status prepare(const IsolationLimits& limits);
 
+  // Lets the worker go when no request is waiting: closes this end of its socket (the worker exits
+  // on its own, tearing its address space down while the caller goes on) and leaves reaping it to
+  // the next start or to the destructor. The next submit forks a new worker.
+  void release();
+
   // Forks of workers so far (for tests: one per zoo unless a model crashed one).
   int forks() const { return forks_; }
 
  private:
   Status start(const IsolationLimits& limits);
   void stop(bool kill_it);
+  void reap();  // waits for a released worker
   Handler handler_;
   pid_t pid_ = -1;
+  pid_t released_ = -1;  // a released worker not yet reaped
   int fd_ = -1;
   int64_t memory_mib_ = 0;
   std::chrono::steady_clock::time_point deadline_;  // of the request submitted last

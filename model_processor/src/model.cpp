@@ -1707,6 +1707,12 @@ void process_models(const std::vector<std::filesystem::path>& paths, const Proce
     flights[k].reset();
     const double setup_ms = mine.load_ms + ms_since(mine.submitted);
     submit_next();  // before this thread decodes the answer and builds the layers
+    // No model left for it: the idle worker exits now, beside the building of the last layers,
+    // instead of at the end of this call or of the process.
+    if (!flights[k] && !prepared) {
+      std::lock_guard<std::mutex> lk(queue_mutex);
+      if (read_all && queue.empty()) workers[k]->release();
+    }
     const auto inferred = decode_inference(run, opts);
     finished.emplace(mine.index, guarded(paths[mine.index],
                                          [&] { return build_models(mine.L, opts, inferred, setup_ms); }));
