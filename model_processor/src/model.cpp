@@ -24,6 +24,7 @@
 
 // After onnx/defs/parser.h: <sys/mman.h> defines MAP_TYPE, a name the ONNX parser uses.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1460,7 +1461,12 @@ int inference_worker_forks() {
 
 int inference_worker_count(size_t models) {
   if (models < 2) return 1;
-  return std::thread::hardware_concurrency() >= 2 ? 2 : 1;
+  // The CPUs this process may run on (taskset, a container's cpuset), else the machine's.
+  int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+  return cpus >= 2 ? 2 : 1;
 }
 
 int64_t ModelIR::total_flops() const {

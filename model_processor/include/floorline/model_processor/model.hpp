@@ -90,8 +90,8 @@ Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, co
 int inference_worker_forks();
 
 // How many worker processes process_models infers with for `models` models: two where there are
-// several models and at least two hardware threads (the second is that call's own, forked once per
-// call), else one.
+// several models and the process may run on at least two CPUs (sched_getaffinity) (the second is that call's
+// own, forked once per call), else one.
 int inference_worker_count(size_t models);
 
 // process_model on each of `paths`, calling done(k, result of paths[k]) in order. With
