@@ -1459,14 +1459,15 @@ int inference_worker_forks() {
   return inference_worker().forks() + g_extra_forks;
 }
 
-int inference_worker_count(size_t models) {
+int inference_worker_count(size_t models, const ProcessOptions& opts) {
   if (models < 2) return 1;
+  if (opts.inference_workers > 0) return std::min(opts.inference_workers, 2);
   // The CPUs this process may run on (taskset, a container's cpuset), else the machine's.
   int cpus = static_cast<int>(std::thread::hardware_concurrency());
   cpu_set_t set;
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
-  return cpus >= 2 ? 2 : 1;
+  return cpus >= 4 ? 2 : 1;
 }
 
 int64_t ModelIR::total_flops() const {
@@ -1547,15 +1548,15 @@ void process_models(const std::vector<std::filesystem::path>& paths, const Proce
   // starts (a failure to fork is reported by the first submit).
   std::lock_guard<std::mutex> lock(worker_mutex());
   build_schema_registry();
-  // The process's worker, and where there are several models and hardware threads a second one,
-  // this call's own (forked once per call, ended with it): ONNX's inference of two models at once.
+  // The process's worker, and where inference_worker_count says so a second one, this call's own
+  // (forked once per call, ended with it): ONNX's inference of two models at once.
   IsolatedWorker extra(serve_inference);
   struct ExtraForks {
     IsolatedWorker& w;
     ~ExtraForks() { g_extra_forks += w.forks(); }
   } count_extra{extra};
   std::vector<IsolatedWorker*> workers = {&inference_worker()};
-  if (inference_worker_count(paths.size()) > 1) workers.push_back(&extra);
+  if (inference_worker_count(paths.size(), opts) > 1) workers.push_back(&extra);
   for (auto* w : workers) (void)w->prepare(isolation_limits(opts));
   std::thread reader([&] {
     for (size_t i = 0; i < paths.size(); ++i) {
