@@ -456,6 +456,35 @@ TEST_F(Hostile, ShapeInferenceMemoryAndTimeLimits) {
   EXPECT_EQ(error_of("time.onnx", m, o), "shape inference did not finish in 1e-06 s");
 }
 
+TEST_F(Hostile, TwoWorkersKeepTheLimitsPerModel) {
+  // With two workers at once, each model still gets its own time limit and its own error, in the
+  // order of the paths; the models after them still get workers.
+  const fs::path zoo = fs::path(FLOORLINE_SOURCE_DIR) / "models/zoo";
+  const std::vector<fs::path> paths = {zoo / "alexnet.onnx", zoo / "resnet18.onnx",
+                                       zoo / "squeezenet1_1.onnx"};
+  ProcessOptions o;
+  o.inference_workers = 2;
+  o.inference_timeout_s = 1e-6;
+  std::vector<std::string> got;
+  process_models(paths, o, [&](size_t k, Result<std::vector<ModelIR>> m) {
+    got.push_back(fmt::format("{} {}", k, m ? "ok" : m.error().message));
+  });
+  ASSERT_EQ(got.size(), paths.size());
+  for (size_t k = 0; k < paths.size(); ++k)
+    EXPECT_EQ(got[k], fmt::format("{} {}: shape inference did not finish in 1e-06 s", k, paths[k].string()));
+  o.inference_timeout_s = 60;
+  got.clear();
+  process_models(paths, o, [&](size_t k, Result<std::vector<ModelIR>> m) {
+    got.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
+  });
+  std::vector<std::string> want;
+  for (size_t k = 0; k < paths.size(); ++k) {
+    auto m = process_model(paths[k], ProcessOptions{});
+    want.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
+  }
+  EXPECT_EQ(got, want);
+}
+
 TEST_F(Hostile, InProcessInferenceGivesTheSameResults) {
   ProcessOptions iso, in;
   in.isolate = false;
