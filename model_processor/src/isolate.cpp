@@ -9,10 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <vector>
 
 namespace floorline::mp {
 namespace {
@@ -154,6 +157,27 @@ int ms_left(Clock::time_point deadline) {
   return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 1000)));
 }
 
+// The parent's ends of the sockets of every running worker. A worker forked while another runs
+// inherits a copy of the other's end and closes it first thing: otherwise that copy would keep the
+// other worker from seeing the parent close its end (its signal to exit), and stop() would wait for
+// it forever.
+std::mutex& ends_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<int>& parent_ends() {
+  static std::vector<int> ends;
+  return ends;
+}
+void close_end(int fd) {
+  {
+    std::lock_guard<std::mutex> lock(ends_mutex());
+    auto& ends = parent_ends();
+    ends.erase(std::remove(ends.begin(), ends.end(), fd), ends.end());
+  }
+  ::close(fd);
+}
+
 int wait_child(pid_t pid) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
@@ -169,10 +193,11 @@ std::string signal_name(int sig) {
 }
 
 IsolatedWorker::~IsolatedWorker() {
-  stop(false);
+  stop(busy_);
 }
 
 Status IsolatedWorker::start(const IsolationLimits& limits) {
+  reap();
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
     return make_error("cannot create a socket pair: {}", std::strerror(errno));
@@ -182,6 +207,8 @@ Status IsolatedWorker::start(const IsolationLimits& limits) {
   const int room = 4 << 20;
   for (int fd : fds) ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &room, sizeof room);
   const pid_t parent = ::getpid();
+  std::unique_lock<std::mutex> lock(ends_mutex());
+  const std::vector<int> others = parent_ends();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
@@ -191,8 +218,11 @@ Status IsolatedWorker::start(const IsolationLimits& limits) {
   }
   if (pid == 0) {
     ::close(fds[0]);
+    for (int fd : others) ::close(fd);
     run_worker(fds[1], handler_, limits, parent);
   }
+  parent_ends().push_back(fds[0]);
+  lock.unlock();
   ::close(fds[1]);
   pid_ = pid;
   fd_ = fds[0];
@@ -201,11 +231,27 @@ Status IsolatedWorker::start(const IsolationLimits& limits) {
   return {};
 }
 
+void IsolatedWorker::release() {
+  if (pid_ < 0 || busy_) return;
+  reap();
+  close_end(fd_);
+  released_ = pid_;
+  pid_ = -1;
+  fd_ = -1;
+}
+
+void IsolatedWorker::reap() {
+  if (released_ < 0) return;
+  wait_child(released_);
+  released_ = -1;
+}
+
 void IsolatedWorker::stop(bool kill_it) {
+  reap();
   if (pid_ < 0) return;
   // Closing our end is the worker's signal to exit; a worker that may be busy is killed.
   if (kill_it) ::kill(pid_, SIGKILL);
-  ::close(fd_);
+  close_end(fd_);
   wait_child(pid_);
   pid_ = -1;
   fd_ = -1;
@@ -220,7 +266,7 @@ bool IsolatedWorker::needs_fork(const IsolationLimits& limits) {
   if (pid_ >= 0 && !busy_) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      ::close(fd_);
+      close_end(fd_);
       pid_ = -1;
       fd_ = -1;
     }
@@ -248,6 +294,25 @@ Status IsolatedWorker::submit(const std::string& request, const IsolationLimits&
   deadline_ = deadline_after(limits.timeout_s);
   busy_ = true;
   return {};
+}
+
+size_t IsolatedWorker::wait_any(const std::vector<IsolatedWorker*>& workers) {
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.clear();
+    auto first = Clock::time_point::max();
+    for (size_t k = 0; k < workers.size(); ++k) {
+      const IsolatedWorker& w = *workers[k];
+      if (w.pid_ < 0 || !w.busy_ || Clock::now() >= w.deadline_) return k;  // collect() says why
+      fds.push_back(pollfd{w.fd_, POLLIN, 0});
+      first = std::min(first, w.deadline_);
+    }
+    if (fds.empty()) return 0;
+    const int r = ::poll(fds.data(), fds.size(), ms_left(first));
+    if (r < 0 && errno != EINTR) return 0;
+    for (size_t k = 0; r > 0 && k < fds.size(); ++k)
+      if (fds[k].revents != 0) return k;
+  }
 }
 
 Result<IsolatedRun> IsolatedWorker::collect() {
@@ -297,7 +362,7 @@ Result<IsolatedRun> IsolatedWorker::collect() {
   }
   // The worker is gone, out of time, or its end of the socket failed: its end decides the request's.
   if (!eof) ::kill(pid_, SIGKILL);
-  ::close(fd_);
+  close_end(fd_);
   const int status = wait_child(pid_);
   pid_ = -1;
   fd_ = -1;

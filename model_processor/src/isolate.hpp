@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "floorline/common/result.hpp"
 
@@ -33,7 +34,8 @@ struct IsolatedRun {
 // request gets that end, and the next request starts a new worker. The memory cap (RLIMIT_AS) is
 // on what the worker adds to what it inherited when it was forked; a worker whose address space
 // has grown past half of the cap after a request exits after answering, so that a model never
-// inherits most of its budget used by an earlier one. Not thread-safe: one caller at a time.
+// inherits most of its budget used by an earlier one. Several workers may run at once (each its
+// own process). Not thread-safe: one caller at a time per worker.
 class IsolatedWorker {
  public:
   // Runs in the worker for each request: `send` writes one chunk of the answer to the parent
@@ -53,6 +55,10 @@ class IsolatedWorker {
   // request (its time limit starts now), collect waits for the answer. One request at a time.
   Status submit(const std::string& request, const IsolationLimits& limits);
   Result<IsolatedRun> collect();
+  // The index of the first of `workers` (each with a request submitted) whose collect() would not
+  // wait long: its answer has begun to arrive, it is gone, or it is out of time. For a caller that
+  // keeps several workers busy at once.
+  static size_t wait_any(const std::vector<IsolatedWorker*>& workers);
 
   // Whether the next submit() with `limits` forks a worker: none is running (a worker that ended
   // between requests is reaped here), or `limits` changes the memory cap. A caller with other
@@ -63,14 +69,21 @@ class IsolatedWorker {
   // starts other threads). Errors: as submit's.
   Status prepare(const IsolationLimits& limits);
 
+  // Lets the worker go when no request is waiting: closes this end of its socket (the worker exits
+  // on its own, tearing its address space down while the caller goes on) and leaves reaping it to
+  // the next start or to the destructor. The next submit forks a new worker.
+  void release();
+
   // Forks of workers so far (for tests: one per zoo unless a model crashed one).
   int forks() const { return forks_; }
 
  private:
   Status start(const IsolationLimits& limits);
   void stop(bool kill_it);
+  void reap();  // waits for a released worker
   Handler handler_;
   pid_t pid_ = -1;
+  pid_t released_ = -1;  // a released worker not yet reaped
   int fd_ = -1;
   int64_t memory_mib_ = 0;
   std::chrono::steady_clock::time_point deadline_;  // of the request submitted last

@@ -24,6 +24,7 @@
 
 // After onnx/defs/parser.h: <sys/mman.h> defines MAP_TYPE, a name the ONNX parser uses.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -981,6 +982,8 @@ IsolatedWorker& inference_worker() {
   static IsolatedWorker worker(serve_inference);
   return worker;
 }
+// Forks of the second workers of process_models calls so far (guarded by worker_mutex()).
+int g_extra_forks = 0;
 
 // One worker serves every model of the process (docs/SECURITY.md): the schema registry (all of
 // ONNX's ops) is built before the first fork, so that no worker builds and discards it.
@@ -1453,7 +1456,18 @@ Error safe_error(Error e) {
 
 int inference_worker_forks() {
   std::lock_guard<std::mutex> lock(worker_mutex());
-  return inference_worker().forks();
+  return inference_worker().forks() + g_extra_forks;
+}
+
+int inference_worker_count(size_t models, const ProcessOptions& opts) {
+  if (models < 2) return 1;
+  if (opts.inference_workers > 0) return std::min(opts.inference_workers, 2);
+  // The CPUs this process may run on (taskset, a container's cpuset), else the machine's.
+  int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+  return cpus >= 4 ? 2 : 1;
 }
 
 int64_t ModelIR::total_flops() const {
@@ -1505,12 +1519,13 @@ void process_models(const std::vector<std::filesystem::path>& paths, const Proce
       return safe_error(make_error("{}: {}", ctx, clean_onnx_message(e.what())));
     }
   };
-  // Three streams of work: a reader thread loads and checks the models ahead, the worker process
-  // infers one model's shapes, and this thread hands the worker the next model and builds the
+  // Three streams of work: a reader thread loads and checks the models ahead, each worker process
+  // infers one model's shapes, and this thread hands an idle worker the next model and builds the
   // layers of the one it collected. A model's layers can only be built after its inference, so on
   // a zoo whose time goes mostly to a few large models (swin_t, maxvit_t, ssdlite) the order
-  // matters: the worker gets the largest model read so far (most nodes) next, and this thread builds
-  // one large model while the worker infers the next. Results are handed to `done` in file order.
+  // matters: an idle worker gets the largest model read so far (most nodes) next, and this thread
+  // builds one large model while the workers infer others. Results are handed to `done` in file
+  // order.
   // The reader stays at most kAheadBytes of model structure (payloads are not read) ahead.
   constexpr size_t kAheadBytes = size_t{16} << 20;
   struct Read {
@@ -1533,7 +1548,16 @@ void process_models(const std::vector<std::filesystem::path>& paths, const Proce
   // starts (a failure to fork is reported by the first submit).
   std::lock_guard<std::mutex> lock(worker_mutex());
   build_schema_registry();
-  if (!paths.empty()) (void)inference_worker().prepare(isolation_limits(opts));
+  // The process's worker, and where inference_worker_count says so a second one, this call's own
+  // (forked once per call, ended with it): ONNX's inference of two models at once.
+  IsolatedWorker extra(serve_inference);
+  struct ExtraForks {
+    IsolatedWorker& w;
+    ~ExtraForks() { g_extra_forks += w.forks(); }
+  } count_extra{extra};
+  std::vector<IsolatedWorker*> workers = {&inference_worker()};
+  if (inference_worker_count(paths.size(), opts) > 1) workers.push_back(&extra);
+  for (auto* w : workers) (void)w->prepare(isolation_limits(opts));
   std::thread reader([&] {
     for (size_t i = 0; i < paths.size(); ++i) {
       {
@@ -1620,8 +1644,8 @@ void process_models(const std::vector<std::filesystem::path>& paths, const Proce
     double load_ms;
     Clock::time_point submitted;
   };
-  std::optional<InFlight> flight;  // the model the worker is inferring
-  // The next model for the worker with its request, encoded while the worker works: the largest
+  std::vector<std::optional<InFlight>> flights(workers.size());  // the model each worker is inferring
+  // The next model for a worker with its request, encoded while the workers work: the largest
   // model read so far. Models that failed to load, or to be encoded, are finished.
   struct Prepared {
     Read read;
@@ -1649,33 +1673,53 @@ void process_models(const std::vector<std::filesystem::path>& paths, const Proce
         finished.emplace(i, Result<std::vector<ModelIR>>(st.error()));
     }
   };
+  // Gives every idle worker a model, while there are models.
   auto submit_next = [&] {
-    while (!flight) {
-      prepare_next(true);
-      if (!prepared) return;
-      Prepared p = std::move(*prepared);
-      prepared.reset();
-      const size_t i = p.read.index;
-      std::unique_lock<std::mutex> quiet;
-      if (inference_worker().needs_fork(isolation_limits(opts)))
-        quiet = std::unique_lock<std::mutex>(fork_mutex);
-      const auto at = Clock::now();
-      auto st = guarded(
-          paths[i], [&]() -> Status { return inference_worker().submit(p.request, isolation_limits(opts)); });
-      if (st)
-        flight = InFlight{i, std::move(p.read.loaded.value()), p.read.load_ms, at};
-      else
-        finished.emplace(i, Result<std::vector<ModelIR>>(st.error()));
+    for (size_t k = 0; k < workers.size(); ++k) {
+      IsolatedWorker& worker = *workers[k];
+      while (!flights[k]) {
+        prepare_next(true);
+        if (!prepared) return;
+        Prepared p = std::move(*prepared);
+        prepared.reset();
+        const size_t i = p.read.index;
+        std::unique_lock<std::mutex> quiet;
+        if (worker.needs_fork(isolation_limits(opts))) quiet = std::unique_lock<std::mutex>(fork_mutex);
+        const auto at = Clock::now();
+        auto st =
+            guarded(paths[i], [&]() -> Status { return worker.submit(p.request, isolation_limits(opts)); });
+        if (st)
+          flights[k] = InFlight{i, std::move(p.read.loaded.value()), p.read.load_ms, at};
+        else
+          finished.emplace(i, Result<std::vector<ModelIR>>(st.error()));
+      }
     }
   };
   submit_next();
-  while (flight) {
+  std::vector<IsolatedWorker*> busy;
+  std::vector<size_t> busy_index;
+  for (;;) {
+    busy.clear();
+    busy_index.clear();
+    for (size_t k = 0; k < workers.size(); ++k)
+      if (flights[k]) {
+        busy.push_back(workers[k]);
+        busy_index.push_back(k);
+      }
+    if (busy.empty()) break;
     prepare_next(false);
-    const auto run = inference_worker().collect();
-    InFlight mine = std::move(*flight);
-    flight.reset();
+    const size_t k = busy_index[busy.size() == 1 ? 0 : IsolatedWorker::wait_any(busy)];
+    const auto run = workers[k]->collect();
+    InFlight mine = std::move(*flights[k]);
+    flights[k].reset();
     const double setup_ms = mine.load_ms + ms_since(mine.submitted);
     submit_next();  // before this thread decodes the answer and builds the layers
+    // No model left for it: the idle worker exits now, beside the building of the last layers,
+    // instead of at the end of this call or of the process.
+    if (!flights[k] && !prepared) {
+      std::lock_guard<std::mutex> lk(queue_mutex);
+      if (read_all && queue.empty()) workers[k]->release();
+    }
     const auto inferred = decode_inference(run, opts);
     finished.emplace(mine.index, guarded(paths[mine.index],
                                          [&] { return build_models(mine.L, opts, inferred, setup_ms); }));

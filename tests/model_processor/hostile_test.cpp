@@ -383,7 +383,7 @@ TEST_F(Hostile, OneWorkerServesEveryModelUntilOneCrashesIt) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(inference_worker_forks(), forks + 1);
 
-  // Pipelined (the next models are read ahead while the worker infers one): results in order, each
+  // Pipelined (the next models are read ahead while the workers infer): results in order, each
   // crash still that model's error (the second one while the reader is still reading ahead: the
   // worker is forked again), the same layers as one at a time.
   const std::vector<fs::path> paths = {zoo / "alexnet.onnx",
@@ -395,11 +395,29 @@ TEST_F(Hostile, OneWorkerServesEveryModelUntilOneCrashesIt) {
                                        zoo / "mobilenet_v2.onnx",
                                        zoo / "alexnet.onnx"};
   std::vector<std::string> got;
-  const int before = inference_worker_forks();
-  process_models(paths, ProcessOptions{}, [&](size_t k, Result<std::vector<ModelIR>> m) {
+  int before = inference_worker_forks();
+  ProcessOptions one;
+  one.inference_workers = 1;
+  ASSERT_EQ(inference_worker_count(paths.size(), one), 1);
+  process_models(paths, one, [&](size_t k, Result<std::vector<ModelIR>> m) {
     got.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
   });
   EXPECT_EQ(inference_worker_forks(), before + 2);  // one new worker after each crash
+  // Two workers at once (as on a machine with four CPUs or more): the same results, in order.
+  ProcessOptions two;
+  two.inference_workers = 2;
+  ASSERT_EQ(inference_worker_count(paths.size(), two), 2);
+  std::vector<std::string> got_two;
+  before = inference_worker_forks();
+  process_models(paths, two, [&](size_t k, Result<std::vector<ModelIR>> m) {
+    got_two.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
+  });
+  // The process's worker again (the call before let it go once no model was left) and the second
+  // worker; a crashed worker is forked again only if a model is still left for it, which depends on
+  // which worker answered first: 0 to 2 more.
+  EXPECT_GE(inference_worker_forks(), before + 2);
+  EXPECT_LE(inference_worker_forks(), before + 2 + 2);
+  EXPECT_EQ(got_two, got);
   std::vector<std::string> want;
   for (size_t k = 0; k < paths.size(); ++k) {
     auto m = process_model(paths[k], ProcessOptions{});
@@ -436,6 +454,35 @@ TEST_F(Hostile, ShapeInferenceMemoryAndTimeLimits) {
   o.inference_memory_mib = 768;
   o.inference_timeout_s = 1e-6;
   EXPECT_EQ(error_of("time.onnx", m, o), "shape inference did not finish in 1e-06 s");
+}
+
+TEST_F(Hostile, TwoWorkersKeepTheLimitsPerModel) {
+  // With two workers at once, each model still gets its own time limit and its own error, in the
+  // order of the paths; the models after them still get workers.
+  const fs::path zoo = fs::path(FLOORLINE_SOURCE_DIR) / "models/zoo";
+  const std::vector<fs::path> paths = {zoo / "alexnet.onnx", zoo / "resnet18.onnx",
+                                       zoo / "squeezenet1_1.onnx"};
+  ProcessOptions o;
+  o.inference_workers = 2;
+  o.inference_timeout_s = 1e-6;
+  std::vector<std::string> got;
+  process_models(paths, o, [&](size_t k, Result<std::vector<ModelIR>> m) {
+    got.push_back(fmt::format("{} {}", k, m ? "ok" : m.error().message));
+  });
+  ASSERT_EQ(got.size(), paths.size());
+  for (size_t k = 0; k < paths.size(); ++k)
+    EXPECT_EQ(got[k], fmt::format("{} {}: shape inference did not finish in 1e-06 s", k, paths[k].string()));
+  o.inference_timeout_s = 60;
+  got.clear();
+  process_models(paths, o, [&](size_t k, Result<std::vector<ModelIR>> m) {
+    got.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
+  });
+  std::vector<std::string> want;
+  for (size_t k = 0; k < paths.size(); ++k) {
+    auto m = process_model(paths[k], ProcessOptions{});
+    want.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
+  }
+  EXPECT_EQ(got, want);
 }
 
 TEST_F(Hostile, InProcessInferenceGivesTheSameResults) {

@@ -70,6 +70,9 @@ struct ProcessOptions {
   int64_t max_detections = 100;
   double inference_timeout_s = 60;
   int64_t inference_memory_mib = 768;
+  // Worker processes process_models keeps busy at once (1 or 2; 0: inference_worker_count's
+  // choice). Each has the limits above and the same containment.
+  int inference_workers = 0;
 };
 
 // Process one .onnx file at every requested batch size. Results are in the order of
@@ -84,15 +87,24 @@ struct ProcessOptions {
 Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, const ProcessOptions& options);
 
 // Worker processes forked for shape inference so far in this process (ProcessOptions::isolate):
-// one serves every model, and a new one is forked only after a model crashed it, ran it out of time
-// or memory, or changed inference_memory_mib. For tests and diagnostics.
+// one serves every model (process_models may add a second per call: inference_worker_count), and a
+// new one is forked only after a model crashed it, ran it out of time or memory, or changed
+// inference_memory_mib. For tests and diagnostics.
 int inference_worker_forks();
 
+// How many worker processes process_models infers with for `models` models: options'
+// inference_workers where set; else two where there are several models and the process may run on
+// at least four CPUs (sched_getaffinity: room for this thread and the reader beside two workers),
+// else one. A second worker is the call's own, forked once per call. On the 2-CPU machine it was
+// measured on, a second worker made `floorline layers` no faster and cost 15% more CPU (the thread
+// that builds the layers and the reader compete with it); with another process busy, it was slower.
+int inference_worker_count(size_t models, const ProcessOptions& options);
+
 // process_model on each of `paths`, calling done(k, result of paths[k]) in order. With
-// options.isolate the worker infers one model's shapes while a thread of this process reads and
-// checks the next ones and the calling thread builds the layers of the model inferred before; the
-// worker gets the largest model read so far first, so that large models overlap each other. `done`
-// runs on the calling thread, in the order of `paths`.
+// options.isolate the workers (inference_worker_count) each infer one model's shapes while a thread
+// of this process reads and checks the next ones and the calling thread builds the layers of the
+// model inferred before; an idle worker gets the largest model read so far first, so that large
+// models overlap each other. `done` runs on the calling thread, in the order of `paths`.
 void process_models(const std::vector<std::filesystem::path>& paths, const ProcessOptions& options,
                     const std::function<void(size_t, Result<std::vector<ModelIR>>)>& done);
 
