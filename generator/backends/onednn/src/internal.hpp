@@ -282,6 +282,12 @@ Result<std::unique_ptr<Kernel>> make_data_kernel(const CaseSpec& spec, uint64_t 
 // (unsupported) for shapes or attributes it does not run.
 std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
 
+// LSTM, GRU and RNN in the standard formulation on oneDNN matmul (recurrent_matmul.cpp), planned
+// beside the RNN primitive: its algorithm name ("matmul_standard") for this layer, "" where it
+// does not run it (not recurrent, sequence_lens); and the kernel, f32 and no epilogue.
+std::string recurrent_matmul_name(const Problem& p);
+Result<std::unique_ptr<Kernel>> make_recurrent_matmul(const CaseSpec& spec);
+
 // --- memory formats and random data (common.cpp) -------------------------------------------------
 
 std::string format_name(const memory::desc& md);
