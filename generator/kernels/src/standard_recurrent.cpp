@@ -42,7 +42,7 @@ inline float rational_tanh(float x) {
 // Built for AVX-512, AVX2 and the baseline, chosen when the library loads (GCC function
 // multiversioning): the gate math of a step is then a few vector passes, as in ONNX Runtime's MLAS.
 __attribute__((target_clones("avx512f", "avx2", "default"))) void activate(GateActivation a, float* v,
-                                                                             int64_t n) {
+                                                                           int64_t n) {
   switch (a) {
     case GateActivation::kSigmoid:
       for (int64_t j = 0; j < n; ++j) v[j] = 0.5f + 0.5f * rational_tanh(0.5f * v[j]);
@@ -74,7 +74,8 @@ StandardRecurrent::StandardRecurrent(Problem p) : PlainKernel(std::move(p)) {
   const LayerKind kind = p_.kind;
   lstm_ = kind == LayerKind::kLSTM;
   gru_ = kind == LayerKind::kGRU;
-  if (!lstm_ && !gru_ && kind != LayerKind::kRNN) unsupported(fmt::format("{} is not a recurrent layer", p_.op));
+  if (!lstm_ && !gru_ && kind != LayerKind::kRNN)
+    unsupported(fmt::format("{} is not a recurrent layer", p_.op));
   G_ = lstm_ ? 4 : gru_ ? 3 : 1;
   xi_ = p_.input_index("x");
   wi_ = p_.input_index("w");
@@ -144,8 +145,8 @@ StandardRecurrent::StandardRecurrent(Problem p) : PlainKernel(std::move(p)) {
       }
   }
   xw_ = PlainBuffer(T_ * N_ * D_ * GH);
-  hr_ = PlainBuffer(gru_ ? N_ * GH : 0);
-  rh_ = PlainBuffer(gru_ && !lbr_ ? N_ * H_ : 0);
+  hr_ = PlainBuffer(D_ * N_ * GH);
+  rh_ = PlainBuffer(gru_ && !lbr_ ? D_ * N_ * H_ : 0);
   h_ = PlainBuffer(D_ * N_ * H_);
   c_ = PlainBuffer(lstm_ ? D_ * N_ * H_ : 0);
   workspace_ = (xw_.elements + hr_.elements + rh_.elements + h_.elements + c_.elements) *
@@ -158,31 +159,26 @@ StandardRecurrent::StandardRecurrent(Problem p) : PlainKernel(std::move(p)) {
                                  : other_) = static_cast<int>(k);
   }
   if (other_ >= 0) unsupported(fmt::format("output role {}", p_.outputs[other_].role));
-  // The products, per direction in run()'s order. The gates of a step's batch rows lie in xw_, the
-  // rows (T or 1) · D·G·H apart.
-  const int64_t ldg = (batch_first_ ? T_ : 1) * D_ * GH;
-  for (int64_t d = 0; d < D_; ++d) {
-    if (!gru_) {
-      products_.push_back({d, 0, GH, ldg, true});
-      continue;
-    }
-    products_.push_back({d, 0, lbr_ ? GH : 2 * H_, GH, false});
-    if (!lbr_) products_.push_back({d, 2 * H_, H_, GH, false});
+  // The products of a step, in run()'s order.
+  if (!gru_) {
+    products_.push_back({0, GH});
+  } else {
+    products_.push_back({0, lbr_ ? GH : 2 * H_});
+    if (!lbr_) products_.push_back({2 * H_, H_});
   }
 }
 
 std::string StandardRecurrent::describe(const std::string& projection, const std::string& product) const {
-  return fmt::format("{} X·Wᵀ {}x{}x{} once, then {} steps × {} of {} H·Rᵀ {}x{}x{} and the gates", projection,
-                     T_ * N_, D_ * G_ * H_, I_, T_, D_, product, N_, G_ * H_, H_);
+  return fmt::format("{} X·Wᵀ {}x{}x{} once, then {} steps × {} of {} H·Rᵀ {}x{}x{} and the gates",
+                     projection, T_ * N_, D_ * G_ * H_, I_, T_, D_, product, N_, G_ * H_, H_);
 }
 
+// The directions run in lockstep (forward at t, backward at T-1-t), so that a step's recurrent
+// products of both directions are one call.
 void StandardRecurrent::run() {
-  const int64_t GH = G_ * H_, DGH = D_ * GH;
+  const int64_t GH = G_ * H_;
   project(in_[xi_].data, xw_.data);
-  const size_t per_direction = products_.size() / static_cast<size_t>(D_);
   for (int64_t d = 0; d < D_; ++d) {
-    const bool reverse = reverse_ || d == 1;
-    const size_t first = static_cast<size_t>(d) * per_direction;
     float* h = h_.data + d * N_ * H_;
     float* c = lstm_ ? c_.data + d * N_ * H_ : nullptr;
     for (int64_t n = 0; n < N_; ++n) {
@@ -196,54 +192,56 @@ void StandardRecurrent::run() {
       else
         std::fill_n(c + n * H_, H_, 0.f);
     }
-    for (int64_t step = 0; step < T_; ++step) {
-      const int64_t t = reverse ? T_ - 1 - step : step;
-      // The gates of (t, n = 0) and the stride between batch rows, inside xw_.
-      float* gates = xw_.data + xw_row(t, 0) * DGH + d * GH;
-      const int64_t ldg = (batch_first_ ? T_ : 1) * DGH;
-      if (lstm_) {
-        multiply(first, h, gates);
-        for (int64_t n = 0; n < N_; ++n) lstm_cell(d, gates + n * ldg, h + n * H_, c + n * H_);
-      } else if (gru_) {
-        gru_step(d, h, gates, ldg);
-      } else {
-        multiply(first, h, gates);
+  }
+  int64_t t[2] = {0, 0};  // this step's time index per direction
+  for (int64_t step = 0; step < T_; ++step) {
+    for (int64_t d = 0; d < D_; ++d) t[d] = reverse_ || d == 1 ? T_ - 1 - step : step;
+    if (gru_) {
+      gru_step(t);
+    } else {
+      multiply(0, h_.data, hr_.data);
+      for (int64_t d = 0; d < D_; ++d)
         for (int64_t n = 0; n < N_; ++n) {
-          float* g = gates + n * ldg;
+          float* g = gates(t[d], d) + n * ldg();
+          const float* hr = hr_.data + (d * N_ + n) * GH;
+          float* h = h_.data + (d * N_ + n) * H_;
+          if (lstm_) {
+            lstm_cell(d, g, hr, h, c_.data + (d * N_ + n) * H_);
+            continue;
+          }
           const float* b = bias_.data + d * GH;
-          for (int64_t j = 0; j < H_; ++j) g[j] += b[j];
+          for (int64_t j = 0; j < H_; ++j) g[j] += hr[j] + b[j];
           clip(g, H_, clip_);
           activate(acts_[d], g, H_);
-          std::memcpy(h + n * H_, g, sizeof(float) * static_cast<size_t>(H_));
+          std::memcpy(h, g, sizeof(float) * static_cast<size_t>(H_));
         }
-      }
-      if (y_ >= 0)
-        for (int64_t n = 0; n < N_; ++n)
-          std::memcpy(out_[y_].data + y_offset(t, d, n), h + n * H_, sizeof(float) * static_cast<size_t>(H_));
     }
+    if (y_ >= 0)
+      for (int64_t d = 0; d < D_; ++d)
+        for (int64_t n = 0; n < N_; ++n)
+          std::memcpy(out_[y_].data + y_offset(t[d], d, n), h_.data + (d * N_ + n) * H_,
+                      sizeof(float) * static_cast<size_t>(H_));
+  }
+  for (int64_t d = 0; d < D_; ++d)
     for (int64_t n = 0; n < N_; ++n) {
       if (yh_ >= 0)
-        std::memcpy(out_[yh_].data + state_offset(d, n), h + n * H_, sizeof(float) * static_cast<size_t>(H_));
+        std::memcpy(out_[yh_].data + state_offset(d, n), h_.data + (d * N_ + n) * H_,
+                    sizeof(float) * static_cast<size_t>(H_));
       if (yc_ >= 0 && lstm_)
-        std::memcpy(out_[yc_].data + state_offset(d, n), c + n * H_, sizeof(float) * static_cast<size_t>(H_));
+        std::memcpy(out_[yc_].data + state_offset(d, n), c_.data + (d * N_ + n) * H_,
+                    sizeof(float) * static_cast<size_t>(H_));
     }
-  }
 }
 
-// One LSTM cell on one batch row: g holds X·Wᵀ + H·Rᵀ of the gates i, o, f, c; h and c are
+// One LSTM cell on one batch row: g holds X·Wᵀ and hr H·Rᵀ of the gates i, o, f, c; h and c are
 // updated in place (ONNX: Ct = ft ⊙ Ct-1 + it ⊙ ct, Ht = ot ⊙ h(Ct), with peepholes P i, o, f).
-void StandardRecurrent::lstm_cell(int64_t d, float* g, float* h, float* c) const {
+void StandardRecurrent::lstm_cell(int64_t d, float* g, const float* hr, float* h, float* c) const {
   const int64_t H = H_;
   float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
   const float* b = bias_.data + d * 4 * H;
   const GateActivation f = acts_[d * 3], gact = acts_[d * 3 + 1], hact = acts_[d * 3 + 2];
   const float* P = pi_ >= 0 ? in_[pi_].data + d * 3 * H : nullptr;
-  for (int64_t j = 0; j < H; ++j) {
-    gi[j] += b[j];
-    gf[j] += b[2 * H + j];
-    gc[j] += b[3 * H + j];
-    go[j] += b[H + j];
-  }
+  for (int64_t j = 0; j < 4 * H; ++j) g[j] += hr[j] + b[j];
   if (P)
     for (int64_t j = 0; j < H; ++j) {
       gi[j] += P[j] * c[j];
@@ -270,44 +268,43 @@ void StandardRecurrent::lstm_cell(int64_t d, float* g, float* h, float* c) const
   for (int64_t j = 0; j < H; ++j) h[j] *= go[j];
 }
 
-// One GRU step over the batch (gates z, r, h). linear_before_reset: ht = g(Xh + Wbh + rt ⊙ (H·Rhᵀ +
-// Rbh)), one recurrent product of the three gates; otherwise ht = g(Xh + (rt ⊙ H)·Rhᵀ + Wbh + Rbh),
-// the product of z and r first, then that of h on rt ⊙ H.
-void StandardRecurrent::gru_step(int64_t d, float* h, float* gates, int64_t ldg) {
+// One GRU step over the batch and the directions (gates z, r, h; direction d at time t[d]).
+// linear_before_reset: ht = g(Xh + Wbh + rt ⊙ (H·Rhᵀ + Rbh)), one recurrent product of the three
+// gates; otherwise ht = g(Xh + (rt ⊙ H)·Rhᵀ + Wbh + Rbh), the product of z and r first, then that of
+// h on rt ⊙ H.
+void StandardRecurrent::gru_step(const int64_t* t) {
   const int64_t H = H_, GH = 3 * H;
-  const float* b = bias_.data + d * GH;
-  const GateActivation f = acts_[d * 2], gact = acts_[d * 2 + 1];
-  const size_t first = static_cast<size_t>(d) * (lbr_ ? 1 : 2);
-  multiply(first, h, hr_.data);
-  for (int64_t n = 0; n < N_; ++n) {
-    float* g = gates + n * ldg;
-    const float* hr = hr_.data + n * GH;
-    for (int64_t j = 0; j < 2 * H; ++j) g[j] += hr[j] + b[j];
-    clip(g, 2 * H, clip_);
-    activate(f, g, 2 * H);  // zt, rt
-  }
-  if (!lbr_) {
+  multiply(0, h_.data, hr_.data);
+  for (int64_t d = 0; d < D_; ++d)
     for (int64_t n = 0; n < N_; ++n) {
-      const float* r = gates + n * ldg + H;
-      for (int64_t j = 0; j < H; ++j) rh_.data[n * H + j] = r[j] * h[n * H + j];
+      float* g = gates(t[d], d) + n * ldg();
+      const float* hr = hr_.data + (d * N_ + n) * GH;
+      const float* b = bias_.data + d * GH;
+      for (int64_t j = 0; j < 2 * H; ++j) g[j] += hr[j] + b[j];
+      clip(g, 2 * H, clip_);
+      activate(acts_[d * 2], g, 2 * H);  // zt, rt
+      if (!lbr_)
+        for (int64_t j = 0; j < H; ++j)
+          rh_.data[(d * N_ + n) * H + j] = g[H + j] * h_.data[(d * N_ + n) * H + j];
     }
-    multiply(first + 1, rh_.data, hr_.data + 2 * H);
-  }
-  for (int64_t n = 0; n < N_; ++n) {
-    float* g = gates + n * ldg;
-    const float *z = g, *r = g + H, *hr = hr_.data + n * GH + 2 * H;
-    float* gh = g + 2 * H;
-    if (lbr_) {
-      const float* rb = rbh_.data + d * H;
-      for (int64_t j = 0; j < H; ++j) gh[j] += b[2 * H + j] + r[j] * (hr[j] + rb[j]);
-    } else {
-      for (int64_t j = 0; j < H; ++j) gh[j] += b[2 * H + j] + hr[j];
+  if (!lbr_) multiply(1, rh_.data, hr_.data + 2 * H);
+  for (int64_t d = 0; d < D_; ++d)
+    for (int64_t n = 0; n < N_; ++n) {
+      float* g = gates(t[d], d) + n * ldg();
+      const float *z = g, *r = g + H, *hr = hr_.data + (d * N_ + n) * GH + 2 * H;
+      const float* b = bias_.data + d * GH;
+      float* gh = g + 2 * H;
+      if (lbr_) {
+        const float* rb = rbh_.data + d * H;
+        for (int64_t j = 0; j < H; ++j) gh[j] += b[2 * H + j] + r[j] * (hr[j] + rb[j]);
+      } else {
+        for (int64_t j = 0; j < H; ++j) gh[j] += b[2 * H + j] + hr[j];
+      }
+      clip(gh, H, clip_);
+      activate(acts_[d * 2 + 1], gh, H);
+      float* hn = h_.data + (d * N_ + n) * H;
+      for (int64_t j = 0; j < H; ++j) hn[j] = (1.f - z[j]) * gh[j] + z[j] * hn[j];
     }
-    clip(gh, H, clip_);
-    activate(gact, gh, H);
-    float* hn = h + n * H;
-    for (int64_t j = 0; j < H; ++j) hn[j] = (1.f - z[j]) * gh[j] + z[j] * hn[j];
-  }
 }
 
 }  // namespace floorline::kernels

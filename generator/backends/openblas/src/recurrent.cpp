@@ -26,15 +26,19 @@ class RecurrentKernel final : public StandardRecurrent {
   // had SGEMM 5-8% ahead, so the gap is the host's kernels').
   void multiply(size_t k, const float* h, float* y) override {
     const Product& pr = products()[k];
-    const float* R = recurrent_weights(pr.d) + pr.row0 * H_;
-    const float beta = pr.accumulate ? 1.f : 0.f;
-    if (N_ == 1) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(pr.rows), blas_int(H_), 1.f, R, blas_int(H_), h, 1,
-                  beta, y, 1);
-      return;
+    const int64_t GH = G_ * H_;
+    for (int64_t d = 0; d < D_; ++d) {
+      const float* R = recurrent_weights(d) + pr.row0 * H_;
+      const float* hd = h + d * N_ * H_;
+      float* yd = y + d * N_ * GH;
+      if (N_ == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(pr.rows), blas_int(H_), 1.f, R, blas_int(H_), hd, 1,
+                    0.f, yd, 1);
+        continue;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(N_), blas_int(pr.rows), blas_int(H_), 1.f,
+                  hd, blas_int(H_), R, blas_int(H_), 0.f, yd, blas_int(GH));
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(N_), blas_int(pr.rows), blas_int(H_), 1.f,
-                h, blas_int(H_), R, blas_int(H_), beta, y, blas_int(pr.ldy));
   }
 };
 

@@ -29,21 +29,21 @@ class StandardRecurrent : public PlainKernel {
   explicit StandardRecurrent(Problem p);
   void run() final;
 
-  // One recurrent product of a step: y (N rows, ldy apart) = h [N, H] · R_d[row0, row0 + rows)ᵀ,
-  // added to y (accumulate) or written; R_d [G·H, H] row-major is direction d's recurrent weights.
+  // One recurrent product of a step, for every direction at once (the directions run in lockstep):
+  // y[d] (N rows, G·H apart) = h[d] [N, H] · R_d[row0, row0 + rows)ᵀ for d < D, h being [D, N, H] and
+  // y [D, N, G·H] (from its first column), R_d [G·H, H] row-major direction d's recurrent weights.
   struct Product {
-    int64_t d = 0, row0 = 0, rows = 0, ldy = 0;
-    bool accumulate = false;
+    int64_t row0 = 0, rows = 0;
   };
 
  protected:
-  // The products run() asks multiply() for, by index: per direction, LSTM and RNN one (all gates,
-  // accumulated onto the step's projection); GRU one of z and r (all three gates with
-  // linear_before_reset), and without linear_before_reset one of the h gate on rt ⊙ H.
+  // The products run() asks multiply() for, by index: LSTM and RNN one (all gates); GRU one of z and
+  // r (all three gates with linear_before_reset), and without linear_before_reset one of the h gate
+  // on rt ⊙ H.
   const std::vector<Product>& products() const { return products_; }
   // X·Wᵀ of every (t, n) row and both directions: xw [T·N, D·G·H] = x [T·N, I] · W [D·G·H, I]ᵀ.
   virtual void project(const float* x, float* xw) = 0;
-  // products()[k] on this step's h, into y.
+  // products()[k] on this step's h, into y (written, not accumulated).
   virtual void multiply(size_t k, const float* h, float* y) = 0;
 
   // Direction d's recurrent weights R_d [G·H, H] (constant: a backend may pack them once).
@@ -68,8 +68,11 @@ class StandardRecurrent : public PlainKernel {
     return (batch_first_ ? (n * T_ + t) * D_ + d : (t * D_ + d) * N_ + n) * H_;
   }
   static GateActivation act_of(const std::string& name);
-  void lstm_cell(int64_t d, float* g, float* h, float* c) const;
-  void gru_step(int64_t d, float* h, float* gates, int64_t ldg);
+  // The gates of (t, n = 0) of direction d inside xw_ (batch rows ldg() apart).
+  float* gates(int64_t t, int64_t d) const { return xw_.data + xw_row(t, 0) * D_ * G_ * H_ + d * G_ * H_; }
+  int64_t ldg() const { return (batch_first_ ? T_ : 1) * D_ * G_ * H_; }
+  void lstm_cell(int64_t d, float* g, const float* hr, float* h, float* c) const;
+  void gru_step(const int64_t* t);
 
   bool lstm_ = false, gru_ = false, batch_first_ = false, reverse_ = false, input_forget_ = false,
        lbr_ = false;
