@@ -212,6 +212,9 @@ const KindMapping& mapping_for(LayerKind k) {
       KindMapping m = kind_mapping(kind);
       m.mapping = fmt::format("{}", fmt::join(m.variants, ", "));
       if (is_own(m)) m.mapping = fmt::format("{}:{}", kOwnKernel, own_kernel_name(kind));
+      // Beside the RNN primitive: the standard formulation on matmul (recurrent_matmul.cpp).
+      if (kind == LayerKind::kLSTM || kind == LayerKind::kGRU || kind == LayerKind::kRNN)
+        m.mapping += ", matmul_standard, matmul_standard_batched";
       t.push_back(std::move(m));
     }
     return t;
