@@ -62,6 +62,8 @@ TEST(KindSupport, TablesSayWhatTheyMapAndWhy) {
   EXPECT_EQ(kernels::onednn_support(LayerKind::kConv).mapping,
             "convolution_direct, convolution_winograd, matmul");
   EXPECT_EQ(kernels::onednn_support(LayerKind::kMatMul).mapping, "matmul, matmul_flat");
+  EXPECT_EQ(kernels::onednn_support(LayerKind::kLSTM).mapping,
+            "rnn, matmul_standard, matmul_standard_batched");
   const auto gather = kernels::onednn_support(LayerKind::kGather);
   EXPECT_TRUE(gather.supported());
   EXPECT_EQ(gather.reason, "no oneDNN primitive: timed as a copy of its output");

@@ -282,6 +282,14 @@ Result<std::unique_ptr<Kernel>> make_data_kernel(const CaseSpec& spec, uint64_t 
 // (unsupported) for shapes or attributes it does not run.
 std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
 
+// LSTM, GRU and RNN in the standard formulation on oneDNN matmul (recurrent_matmul.cpp), planned
+// beside the RNN primitive: whether a variant ("matmul_standard", "matmul_standard_batched") is
+// one of it; the kernel of a case (its impl_index-th per-step product, checked against impl_name);
+// and every implementation it offers for the layer (error coded unsupported where none).
+bool is_recurrent_matmul(const std::string& variant);
+Result<std::unique_ptr<Kernel>> make_recurrent_matmul(const CaseSpec& spec, const std::string& variant);
+Result<std::vector<Implementation>> recurrent_matmul_implementations(const CaseSpec& spec);
+
 // --- memory formats and random data (common.cpp) -------------------------------------------------
 
 std::string format_name(const memory::desc& md);

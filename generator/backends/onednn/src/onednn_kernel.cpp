@@ -212,6 +212,9 @@ const KindMapping& mapping_for(LayerKind k) {
       KindMapping m = kind_mapping(kind);
       m.mapping = fmt::format("{}", fmt::join(m.variants, ", "));
       if (is_own(m)) m.mapping = fmt::format("{}:{}", kOwnKernel, own_kernel_name(kind));
+      // Beside the RNN primitive: the standard formulation on matmul (recurrent_matmul.cpp).
+      if (kind == LayerKind::kLSTM || kind == LayerKind::kGRU || kind == LayerKind::kRNN)
+        m.mapping += ", matmul_standard, matmul_standard_batched";
       t.push_back(std::move(m));
     }
     return t;
@@ -307,6 +310,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
   if (variant == kOwnKernel && !conversion)  // ours: for a kind oneDNN lacks, or beside its primitive
     return own_kernel_name(spec.problem.kind).empty() ? make_data_kernel(spec, seed_of(spec.name))
                                                       : make_own_kernel(spec, seed_of(spec.name));
+  if (!conversion && is_recurrent_matmul(variant)) return make_recurrent_matmul(spec, variant);
   FL_ASSIGN_OR_RETURN(Build b, build(*main_spec, variant));
   try {
     if (b.iterate) {
@@ -430,12 +434,26 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
       if (!first_error) first_error = make_error("oneDNN: {}", e.what());
     }
   }
+  // Beside the RNN primitive: the standard formulation on matmul primitives (recurrent_matmul.cpp),
+  // where it builds; oneDNN's own choice stays the RNN primitive's where it maps the layer.
+  std::vector<Implementation> standard;
+  if (p.kind == LayerKind::kLSTM || p.kind == LayerKind::kGRU || p.kind == LayerKind::kRNN) {
+    if (auto r = recurrent_matmul_implementations(spec); r.ok())
+      standard = std::move(*r);
+    else if (!first_error)
+      first_error = r.error();
+  }
+  if (out.empty() && !standard.empty()) {
+    standard[0].is_default = true;
+    return standard;
+  }
   if (out.empty())
     return first_error ? *first_error : make_error(Disposition::kUnsupported, "no implementation");
   bool marked = false;
   for (auto& im : out)
     if (!auto_impl.empty() && im.impl_name == auto_impl && !marked) marked = im.is_default = true;
   if (!marked) out[0].is_default = true;
+  out.insert(out.end(), standard.begin(), standard.end());
   // Beside oneDNN's: Floorline's own kernel where a plain formulation can beat the primitive
   // (floorline_kernels_data.cpp), its own variant, so always timed; offered where it builds.
   if (const std::string own = data_kernel_name(p); !own.empty()) {

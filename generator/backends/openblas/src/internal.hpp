@@ -1,5 +1,5 @@
-// The OpenBLAS kernels' shared parts: aligned buffers, random fills, one row-major GEMM call and
-// the kernel base class (tensors per operand, verification against the reference, replay ports).
+// The OpenBLAS kernels' shared parts: one row-major GEMM call; the kernel base class (tensors per
+// operand, verification against the reference, replay ports) is the kernel API's PlainKernel.
 #pragma once
 
 #include <cblas.h>
@@ -15,8 +15,8 @@
 
 #include <fmt/format.h>
 
-#include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/openblas.hpp"
+#include "floorline/kernels/plain_kernel.hpp"
 #include "floorline/kernels/reference.hpp"
 
 namespace floorline::kernels::openblas_detail {
@@ -25,28 +25,8 @@ namespace floorline::kernels::openblas_detail {
   throw KernelError(Disposition::kUnsupported, why);
 }
 
-// xorshift64*: [-1, 1), different per seed.
-inline void fill_random(float* out, int64_t n, uint64_t seed) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-  for (int64_t i = 0; i < n; ++i) {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    out[i] = -1.f + 2.f * static_cast<float>((s * 0x2545F4914F6CDD1Dull) >> 40) *
-                        (1.f / static_cast<float>(1 << 24));
-  }
-}
-
-// 64-byte aligned floats, zeroed; placed by the factory's PlacementScope (buffer.hpp).
-struct Buffer {
-  HostBuffer own;
-  float* data = nullptr;  // own storage, or a buffer bound by replay
-  int64_t elements = 0;
-  explicit Buffer(int64_t n = 0)
-      : own((static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64),
-        data(static_cast<float*>(own.data())),
-        elements(n) {}
-};
+// Plain f32 buffers and the kernel base over them (floorline/kernels/plain_kernel.hpp).
+using Buffer = PlainBuffer;
 
 inline int blas_int(int64_t v) {
   if (v < 0 || v > INT32_MAX) unsupported(fmt::format("{} does not fit a 32-bit BLAS integer", v));
@@ -65,59 +45,7 @@ struct Gemm {
   }
 };
 
-class BlasKernel : public Kernel {
- public:
-  explicit BlasKernel(Problem p) : p_(std::move(p)) {
-    for (const auto& op : p_.inputs) in_.emplace_back(elements(op.shape));
-    for (const auto& op : p_.outputs) out_.emplace_back(elements(op.shape));
-    for (size_t k = 0; k < in_.size(); ++k) fill_random(in_[k].data, in_[k].elements, 11 * k + 3);
-  }
-  std::string implementation() const override { return impl_; }
-  int64_t workspace_bytes() const override { return workspace_; }
-  Status verify() override {
-    try {
-      std::vector<HostTensor> inputs;
-      for (size_t k = 0; k < in_.size(); ++k) {
-        if (!is_port(k)) {  // constants keep the values the case was built with
-          inputs.push_back(
-              {p_.inputs[k].shape, std::vector<float>(in_[k].data, in_[k].data + in_[k].elements)});
-          continue;
-        }
-        fill_random(in_[k].data, in_[k].elements, 1000 + k);
-        inputs.push_back(
-            {p_.inputs[k].shape, std::vector<float>(in_[k].data, in_[k].data + in_[k].elements)});
-      }
-      run();
-      auto expected = reference(p_, inputs, {});
-      if (!expected) return expected.error();
-      for (size_t k = 0; k < out_.size() && k < expected->size(); ++k)
-        FL_TRY(compare_output(out_[k].data, (*expected)[k], 1e-3));
-      return {};
-    } catch (const std::exception& e) {
-      return error_of(e);
-    }
-  }
-  std::optional<Port> port(bool output, size_t k) const override {
-    const auto& list = output ? out_ : in_;
-    if (k >= list.size() || (!output && !is_port(k))) return std::nullopt;
-    return Port{list[k].data, list[k].elements * static_cast<int64_t>(sizeof(float)), "plain"};
-  }
-  Status bind(bool output, size_t k, void* data) override {
-    auto& list = output ? out_ : in_;
-    if (k >= list.size() || (!output && !is_port(k)))
-      return make_error("{} {} of this case cannot be wired to another case", output ? "output" : "input", k);
-    list[k].data = static_cast<float*>(data);
-    return {};
-  }
-
- protected:
-  // Constants (a convolution's weights and bias) are not wired by replay.
-  virtual bool is_port(size_t k) const { return k < in_.size(); }
-  Problem p_;
-  std::vector<Buffer> in_, out_;
-  std::string impl_;
-  int64_t workspace_ = 0;
-};
+using BlasKernel = PlainKernel;
 
 // LSTM, GRU and RNN as one input-projection GEMM over all time steps, then per step the recurrent
 // product and the gate math (recurrent.cpp). Throws KernelError (unsupported) for what it does not map.

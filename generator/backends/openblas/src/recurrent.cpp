@@ -1,345 +1,45 @@
-// LSTM, GRU and RNN over OpenBLAS: the formulation CPU runtimes use (ONNX Runtime's DeepCPU LSTM and
-// GRU, cuDNN's CUDNN_RNN_ALGO_STANDARD): the input projection X·Wᵀ of every time step (and both
-// directions) as one cblas_sgemm, then per time step the recurrent product H(t-1)·Rᵀ (cblas_sgemm,
-// M = the batch) and the gate math. Equations, gate order and storage are the
-// ONNX operator documentation's (LSTM i, o, f, c; GRU z, r, h), as in the reference
-// (generator/kernels/src/reference_recurrent.cpp).
-//
-// Done once when the case is built, outside the timed call (frameworks do it when they load the
-// weights): the bias sum Wb + Rb per gate (GRU with linear_before_reset keeps Rb of the h gate apart,
-// it is scaled by r). sequence_lens is not mapped (per-sequence lengths break the one recurrent
-// product per step over the whole batch).
-#include <cmath>
-#include <sstream>
-
+// LSTM, GRU and RNN over OpenBLAS: the standard formulation (floorline/kernels/standard_recurrent.hpp,
+// the skeleton and gate math both CPU backends share) with its two products as OpenBLAS calls: the
+// input projection X·Wᵀ of every time step (and both directions) as one cblas_sgemm, the recurrent
+// product H(t-1)·Rᵀ of a step as cblas_sgemm with M = the batch (cblas_sgemv at batch 1).
+#include "floorline/kernels/standard_recurrent.hpp"
 #include "internal.hpp"
 
 namespace floorline::kernels::openblas_detail {
 namespace {
 
-enum class Act { kSigmoid, kTanh, kRelu };
-
-// tanh(x) as x·p(x²)/q(x²) on x clamped to ±7.905 (where the float result is ±1): Eigen's
-// generic_fast_tanh_float (Eigen/src/Core/MathFunctionsImpl.h), the rational form ONNX Runtime's MLAS
-// uses too; 4.2e-7 from std::tanh at most. A branch-free loop the compiler vectorizes.
-inline float rational_tanh(float x) {
-  constexpr float kClamp = 7.90531110763549805f;
-  x = x < -kClamp ? -kClamp : x;
-  x = x > kClamp ? kClamp : x;
-  const float x2 = x * x;
-  float p = -2.76076847742355e-16f;
-  p = p * x2 + 2.00018790482477e-13f;
-  p = p * x2 - 8.60467152213735e-11f;
-  p = p * x2 + 5.12229709037114e-08f;
-  p = p * x2 + 1.48572235717979e-05f;
-  p = p * x2 + 6.37261928875436e-04f;
-  p = p * x2 + 4.89352455891786e-03f;
-  float q = 1.19825839466702e-06f;
-  q = q * x2 + 1.18534705686654e-04f;
-  q = q * x2 + 2.26843463243900e-03f;
-  q = q * x2 + 4.89352518554385e-03f;
-  return x * p / q;
-}
-
-// The activation in place over n values; σ(x) = (1 + tanh(x/2)) / 2 (2.4e-7 from 1/(1+e^-x) at most).
-// Built for AVX-512, AVX2 and the baseline, chosen when the library loads (GCC function
-// multiversioning): the gate math of a step is then a few vector passes, as in ONNX Runtime's MLAS.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void activate(Act a, float* v, int64_t n) {
-  switch (a) {
-    case Act::kSigmoid:
-      for (int64_t j = 0; j < n; ++j) v[j] = 0.5f + 0.5f * rational_tanh(0.5f * v[j]);
-      return;
-    case Act::kTanh:
-      for (int64_t j = 0; j < n; ++j) v[j] = rational_tanh(v[j]);
-      return;
-    case Act::kRelu:
-      for (int64_t j = 0; j < n; ++j) v[j] = v[j] > 0.f ? v[j] : 0.f;
-      return;
-  }
-}
-
-void clip(float* v, int64_t n, float c) {
-  if (c <= 0) return;
-  for (int64_t j = 0; j < n; ++j) v[j] = v[j] < -c ? -c : (v[j] > c ? c : v[j]);
-}
-
-Act act_of(const std::string& name) {
-  if (name == "Sigmoid") return Act::kSigmoid;
-  if (name == "Tanh") return Act::kTanh;
-  if (name == "Relu") return Act::kRelu;
-  unsupported(fmt::format("activation {} (mapped: Sigmoid, Tanh, Relu)", name));
-}
-
-class RecurrentKernel final : public BlasKernel {
+class RecurrentKernel final : public StandardRecurrent {
  public:
-  explicit RecurrentKernel(Problem p) : BlasKernel(std::move(p)) {
-    const LayerKind kind = p_.kind;
-    lstm_ = kind == LayerKind::kLSTM;
-    gru_ = kind == LayerKind::kGRU;
-    G_ = lstm_ ? 4 : gru_ ? 3 : 1;
-    xi_ = p_.input_index("x");
-    wi_ = p_.input_index("w");
-    ri_ = p_.input_index("r");
-    bi_ = p_.input_index("b");
-    pi_ = lstm_ ? p_.input_index("p") : -1;
-    h0_ = p_.input_index("initial_h");
-    c0_ = lstm_ ? p_.input_index("initial_c") : -1;
-    if (xi_ < 0 || wi_ < 0 || ri_ < 0) unsupported(fmt::format("{} needs X, W and R", p_.op));
-    if (p_.input_index("sequence_lens") >= 0)
-      unsupported("sequence_lens (per-sequence lengths) is not mapped: every sequence runs T steps");
-    const Shape &xs = p_.inputs[xi_].shape, &rs = p_.inputs[ri_].shape;
-    if (xs.size() != 3 || rs.size() != 3) unsupported("X and R must be 3-D");
-    batch_first_ = p_.int_attr("layout") != 0;
-    T_ = batch_first_ ? xs[1] : xs[0];
-    N_ = batch_first_ ? xs[0] : xs[1];
-    I_ = xs[2];
-    D_ = rs[0];
-    H_ = rs[2];
-    const std::string direction = p_.string_attr("direction");
-    if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
-      unsupported("direction " + direction);
-    if ((direction == "bidirectional") != (D_ == 2)) unsupported("direction and R's first dim disagree");
-    reverse_ = direction == "reverse";
-    clip_ = static_cast<float>(p_.float_attr("clip", 0.0));
-    input_forget_ = lstm_ && p_.int_attr("input_forget") != 0;
-    lbr_ = gru_ && p_.int_attr("linear_before_reset") != 0;
-    // Activations, per direction (a list for one direction serves both).
-    std::vector<std::string> names;
-    {
-      std::stringstream ss(p_.string_attr("activations", ""));
-      std::string item;
-      while (std::getline(ss, item, ',')) names.push_back(item);
-    }
-    const std::vector<std::string> one = lstm_  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
-                                         : gru_ ? std::vector<std::string>{"Sigmoid", "Tanh"}
-                                                : std::vector<std::string>{"Tanh"};
-    if (names.empty()) names = one;
-    if (names.size() == one.size() && D_ == 2) {
-      const std::vector<std::string> first = names;  // (inserting a vector's own range moves it first)
-      names.insert(names.end(), first.begin(), first.end());
-    }
-    if (names.size() == 2 * one.size() && D_ == 1) names.resize(one.size());
-    if (static_cast<int64_t>(names.size()) != D_ * static_cast<int64_t>(one.size()))
-      unsupported(fmt::format("{} activations for {} direction(s)", names.size(), D_));
-    for (const auto& n : names) acts_.push_back(act_of(n));
-
-    // Weights as PyTorch initializes them, U(-1/√H, 1/√H): gates neither saturated nor flat, so
-    // verify() compares values that depend on every term.
-    const float scale = 1.f / std::sqrt(static_cast<float>(H_));
-    for (int k : {wi_, ri_, bi_, pi_})
-      if (k >= 0)
-        for (int64_t e = 0; e < in_[k].elements; ++e) in_[k].data[e] *= scale;
-    // Bias per direction and gate, summed once: Wb + Rb (GRU linear_before_reset: Wb alone for the
-    // h gate, its Rb in rbh_).
-    const int64_t GH = G_ * H_;
-    bias_ = Buffer(D_ * GH);
-    rbh_ = Buffer(lbr_ ? D_ * H_ : 0);
-    if (bi_ >= 0) {
-      const float* b = in_[bi_].data;
-      for (int64_t d = 0; d < D_; ++d)
-        for (int64_t g = 0; g < GH; ++g) {
-          const float wb = b[d * 2 * GH + g], rb = b[d * 2 * GH + GH + g];
-          const bool apart = lbr_ && g >= 2 * H_;
-          bias_.data[d * GH + g] = apart ? wb : wb + rb;
-          if (apart) rbh_.data[d * H_ + g - 2 * H_] = rb;
-        }
-    }
-    xw_ = Buffer(T_ * N_ * D_ * GH);
-    hr_ = Buffer(gru_ ? N_ * GH : 0);
-    rh_ = Buffer(gru_ && !lbr_ ? N_ * H_ : 0);
-    h_ = Buffer(D_ * N_ * H_);
-    c_ = Buffer(lstm_ ? D_ * N_ * H_ : 0);
-    workspace_ = (xw_.elements + hr_.elements + rh_.elements + h_.elements + c_.elements) *
-                 static_cast<int64_t>(sizeof(float));
-    for (size_t k = 0; k < p_.outputs.size(); ++k) {
-      const std::string& role = p_.outputs[k].role;
-      (role == "y" || role == "y0" ? y_
-       : role == "y1"              ? yh_
-       : role == "y2"              ? yc_
-                                   : other_) = static_cast<int>(k);
-    }
-    if (other_ >= 0) unsupported(fmt::format("output role {}", p_.outputs[other_].role));
-    impl_ =
-        fmt::format("cblas_sgemm X·Wᵀ {}x{}x{} once, then {} steps × {} of {} H·Rᵀ {}x{}x{} and the gates",
-                    T_ * N_, D_ * GH, I_, T_, D_, N_ == 1 ? "cblas_sgemv" : "cblas_sgemm", N_, GH, H_);
-  }
-
-  void run() override {
-    const int64_t GH = G_ * H_, DGH = D_ * GH;
-    // X·Wᵀ for every (t, n) row and both directions: [rows, D·G·H], W being [D·G·H, I].
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T_ * N_), blas_int(DGH), blas_int(I_), 1.f,
-                in_[xi_].data, blas_int(I_), in_[wi_].data, blas_int(I_), 0.f, xw_.data, blas_int(DGH));
-    for (int64_t d = 0; d < D_; ++d) {
-      const bool reverse = reverse_ || d == 1;
-      float* h = h_.data + d * N_ * H_;
-      float* c = lstm_ ? c_.data + d * N_ * H_ : nullptr;
-      for (int64_t n = 0; n < N_; ++n) {
-        if (h0_ >= 0)
-          std::memcpy(h + n * H_, in_[h0_].data + state_offset(d, n),
-                      sizeof(float) * static_cast<size_t>(H_));
-        else
-          std::fill_n(h + n * H_, H_, 0.f);
-        if (!lstm_) continue;
-        if (c0_ >= 0)
-          std::memcpy(c + n * H_, in_[c0_].data + state_offset(d, n),
-                      sizeof(float) * static_cast<size_t>(H_));
-        else
-          std::fill_n(c + n * H_, H_, 0.f);
-      }
-      const float* R = in_[ri_].data + d * GH * H_;
-      for (int64_t step = 0; step < T_; ++step) {
-        const int64_t t = reverse ? T_ - 1 - step : step;
-        // The gates of (t, n = 0) and the stride between batch rows, inside xw_.
-        float* gates = xw_.data + xw_row(t, 0) * DGH + d * GH;
-        const int64_t ldg = (batch_first_ ? T_ : 1) * DGH;
-        if (lstm_) {
-          recurrent_product(h, R, GH, gates, ldg, 1.f);
-          for (int64_t n = 0; n < N_; ++n) lstm_cell(d, gates + n * ldg, h + n * H_, c + n * H_);
-        } else if (gru_) {
-          gru_step(d, R, h, gates, ldg);
-        } else {
-          recurrent_product(h, R, GH, gates, ldg, 1.f);
-          for (int64_t n = 0; n < N_; ++n) {
-            float* g = gates + n * ldg;
-            const float* b = bias_.data + d * GH;
-            for (int64_t j = 0; j < H_; ++j) g[j] += b[j];
-            clip(g, H_, clip_);
-            activate(acts_[d], g, H_);
-            std::memcpy(h + n * H_, g, sizeof(float) * static_cast<size_t>(H_));
-          }
-        }
-        if (y_ >= 0)
-          for (int64_t n = 0; n < N_; ++n)
-            std::memcpy(out_[y_].data + y_offset(t, d, n), h + n * H_,
-                        sizeof(float) * static_cast<size_t>(H_));
-      }
-      for (int64_t n = 0; n < N_; ++n) {
-        if (yh_ >= 0)
-          std::memcpy(out_[yh_].data + state_offset(d, n), h + n * H_,
-                      sizeof(float) * static_cast<size_t>(H_));
-        if (yc_ >= 0 && lstm_)
-          std::memcpy(out_[yc_].data + state_offset(d, n), c + n * H_,
-                      sizeof(float) * static_cast<size_t>(H_));
-      }
-    }
+  explicit RecurrentKernel(Problem p) : StandardRecurrent(std::move(p)) {
+    impl_ = describe("cblas_sgemm", N_ == 1 ? "cblas_sgemv" : "cblas_sgemm");
   }
 
  private:
-  bool is_port(size_t k) const override {
-    const int i = static_cast<int>(k);
-    return i == xi_ || i == h0_ || i == c0_;
-  }
-  // Row of (t, n) in X (and xw_): layout 0 [T, N, ·], layout 1 [N, T, ·].
-  int64_t xw_row(int64_t t, int64_t n) const { return batch_first_ ? n * T_ + t : t * N_ + n; }
-  // Offset of (d, n) in initial_h/initial_c/Y_h/Y_c: layout 0 [D, N, H], layout 1 [N, D, H].
-  int64_t state_offset(int64_t d, int64_t n) const { return (batch_first_ ? n * D_ + d : d * N_ + n) * H_; }
-  // Offset of (t, d, n) in Y: layout 0 [T, D, N, H], layout 1 [N, T, D, H].
-  int64_t y_offset(int64_t t, int64_t d, int64_t n) const {
-    return (batch_first_ ? (n * T_ + t) * D_ + d : (t * D_ + d) * N_ + n) * H_;
+  void project(const float* x, float* xw) override {
+    const int64_t DGH = D_ * G_ * H_;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T_ * N_), blas_int(DGH), blas_int(I_), 1.f,
+                x, blas_int(I_), input_weights(), blas_int(I_), 0.f, xw, blas_int(DGH));
   }
 
-  // y[n][0..rows) = beta · y[n] + h[n]·R[0..rows)ᵀ for the N batch rows (y's rows ldy apart), R
-  // being [rows, H] row-major. At batch 1, cblas_sgemv: OpenBLAS 0.3.21's SGEMM with M = 1 took
-  // 2.3 ms for lstm_lm's 35 steps of 1×1024×256 where SGEMV took 0.30-0.55 ms (AMD EPYC with
-  // AVX-512, 2026-11-23; an earlier host had SGEMM 5-8% ahead, so the gap is the host's kernels').
-  void recurrent_product(const float* h, const float* R, int64_t rows, float* y, int64_t ldy,
-                         float beta) const {
-    if (N_ == 1) {
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(rows), blas_int(H_), 1.f, R, blas_int(H_), h, 1, beta,
-                  y, 1);
-      return;
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(N_), blas_int(rows), blas_int(H_), 1.f, h,
-                blas_int(H_), R, blas_int(H_), beta, y, blas_int(ldy));
-  }
-
-  // One LSTM cell on one batch row: g holds X·Wᵀ + H·Rᵀ of the gates i, o, f, c; h and c are
-  // updated in place (ONNX: Ct = ft ⊙ Ct-1 + it ⊙ ct, Ht = ot ⊙ h(Ct), with peepholes P i, o, f).
-  void lstm_cell(int64_t d, float* g, float* h, float* c) const {
-    const int64_t H = H_;
-    float *gi = g, *go = g + H, *gf = g + 2 * H, *gc = g + 3 * H;
-    const float* b = bias_.data + d * 4 * H;
-    const Act f = acts_[d * 3], gact = acts_[d * 3 + 1], hact = acts_[d * 3 + 2];
-    const float* P = pi_ >= 0 ? in_[pi_].data + d * 3 * H : nullptr;
-    for (int64_t j = 0; j < H; ++j) {
-      gi[j] += b[j];
-      gf[j] += b[2 * H + j];
-      gc[j] += b[3 * H + j];
-      go[j] += b[H + j];
-    }
-    if (P)
-      for (int64_t j = 0; j < H; ++j) {
-        gi[j] += P[j] * c[j];
-        gf[j] += P[2 * H + j] * c[j];
+  // At batch 1, cblas_sgemv: OpenBLAS 0.3.21's SGEMM with M = 1 took 2.3 ms for lstm_lm's 35 steps
+  // of 1×1024×256 where SGEMV took 0.30-0.55 ms (AMD EPYC with AVX-512, 2026-11-23; an earlier host
+  // had SGEMM 5-8% ahead, so the gap is the host's kernels').
+  void multiply(size_t k, const float* h, float* y) override {
+    const Product& pr = products()[k];
+    const int64_t GH = G_ * H_;
+    for (int64_t d = 0; d < D_; ++d) {
+      const float* R = recurrent_weights(d) + pr.row0 * H_;
+      const float* hd = h + d * N_ * H_;
+      float* yd = y + d * N_ * GH;
+      if (N_ == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, blas_int(pr.rows), blas_int(H_), 1.f, R, blas_int(H_), hd, 1,
+                    0.f, yd, 1);
+        continue;
       }
-    clip(gi, H, clip_);
-    clip(gc, H, clip_);
-    activate(f, gi, H);
-    if (input_forget_) {
-      for (int64_t j = 0; j < H; ++j) gf[j] = 1.f - gi[j];
-    } else {
-      clip(gf, H, clip_);
-      activate(f, gf, H);
-    }
-    activate(gact, gc, H);
-    for (int64_t j = 0; j < H; ++j) c[j] = gf[j] * c[j] + gi[j] * gc[j];
-    if (P)
-      for (int64_t j = 0; j < H; ++j) go[j] += P[H + j] * c[j];
-    clip(go, H, clip_);
-    activate(f, go, H);
-    // h(Ct) into h, then ⊙ ot.
-    std::memcpy(h, c, sizeof(float) * static_cast<size_t>(H));
-    activate(hact, h, H);
-    for (int64_t j = 0; j < H; ++j) h[j] *= go[j];
-  }
-
-  // One GRU step over the batch (gates z, r, h). linear_before_reset: ht = g(Xh + Wbh + rt ⊙ (H·Rhᵀ +
-  // Rbh)), one recurrent product of the three gates; otherwise ht = g(Xh + (rt ⊙ H)·Rhᵀ + Wbh + Rbh),
-  // the product of z and r first, then that of h on rt ⊙ H.
-  void gru_step(int64_t d, const float* R, float* h, float* gates, int64_t ldg) {
-    const int64_t H = H_, GH = 3 * H;
-    const float* b = bias_.data + d * GH;
-    const Act f = acts_[d * 2], gact = acts_[d * 2 + 1];
-    recurrent_product(h, R, lbr_ ? GH : 2 * H, hr_.data, GH, 0.f);
-    for (int64_t n = 0; n < N_; ++n) {
-      float* g = gates + n * ldg;
-      const float* hr = hr_.data + n * GH;
-      for (int64_t j = 0; j < 2 * H; ++j) g[j] += hr[j] + b[j];
-      clip(g, 2 * H, clip_);
-      activate(f, g, 2 * H);  // zt, rt
-    }
-    if (!lbr_) {
-      for (int64_t n = 0; n < N_; ++n) {
-        const float* r = gates + n * ldg + H;
-        for (int64_t j = 0; j < H; ++j) rh_.data[n * H + j] = r[j] * h[n * H + j];
-      }
-      recurrent_product(rh_.data, R + 2 * H * H, H, hr_.data + 2 * H, GH, 0.f);
-    }
-    for (int64_t n = 0; n < N_; ++n) {
-      float* g = gates + n * ldg;
-      const float *z = g, *r = g + H, *hr = hr_.data + n * GH + 2 * H;
-      float* gh = g + 2 * H;
-      if (lbr_) {
-        const float* rb = rbh_.data + d * H;
-        for (int64_t j = 0; j < H; ++j) gh[j] += b[2 * H + j] + r[j] * (hr[j] + rb[j]);
-      } else {
-        for (int64_t j = 0; j < H; ++j) gh[j] += b[2 * H + j] + hr[j];
-      }
-      clip(gh, H, clip_);
-      activate(gact, gh, H);
-      float* hn = h + n * H;
-      for (int64_t j = 0; j < H; ++j) hn[j] = (1.f - z[j]) * gh[j] + z[j] * hn[j];
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(N_), blas_int(pr.rows), blas_int(H_), 1.f,
+                  hd, blas_int(H_), R, blas_int(H_), 0.f, yd, blas_int(GH));
     }
   }
-
-  bool lstm_ = false, gru_ = false, batch_first_ = false, reverse_ = false, input_forget_ = false,
-       lbr_ = false;
-  int64_t G_ = 1, T_ = 0, N_ = 0, I_ = 0, D_ = 1, H_ = 0;
-  int xi_ = -1, wi_ = -1, ri_ = -1, bi_ = -1, pi_ = -1, h0_ = -1, c0_ = -1;
-  int y_ = -1, yh_ = -1, yc_ = -1, other_ = -1;
-  float clip_ = 0;
-  std::vector<Act> acts_;
-  Buffer bias_, rbh_, xw_, hr_, rh_, h_, c_;
 };
 
 }  // namespace
