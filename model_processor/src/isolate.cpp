@@ -161,13 +161,16 @@ int ms_left(Clock::time_point deadline) {
 // inherits a copy of the other's end and closes it first thing: otherwise that copy would keep the
 // other worker from seeing the parent close its end (its signal to exit), and stop() would wait for
 // it forever.
+// Both outlive every worker: a worker held in a static (model.cpp's inference_worker) is destroyed
+// at exit, after statics constructed later than it, and its stop() still closes its end here. So
+// they are never destroyed.
 std::mutex& ends_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 std::vector<int>& parent_ends() {
-  static std::vector<int> ends;
-  return ends;
+  static auto* ends = new std::vector<int>;
+  return *ends;
 }
 void close_end(int fd) {
   {
