@@ -61,7 +61,7 @@ TEST(Writer, BatchesCommitAndBestCaseIsTheFastest) {
 
 // keep_lower (the re-timing after a replay, generator/replay.hpp): a forced re-measurement replaces
 // a passed row only when its time is lower; a failed re-measurement never replaces a passed row,
-// and replaces a failed one.
+// and a failed row yields to a passed one.
 TEST(Writer, KeepLowerReplacesAPassedRowOnlyWithALowerTime) {
   Fixture f;
   {

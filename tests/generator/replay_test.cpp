@@ -249,8 +249,10 @@ TEST(Replay, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
       retime_cases(*db, model, plan, {conv_case}, backends, ro, run->system_id, DType::kF32, *chosen, *r);
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_LE(chosen->at(conv_key).us, after);
-  // What `floorline run` calls: nothing below `below` 0; up to 3 rounds when asked at any ratio.
+  // What `floorline run` calls: nothing below `below` 0; when asked at any ratio, a round exactly
+  // when cases_to_retime names cases, at most 3.
   const auto rows_before = db->query("SELECT count(*) FROM measurements");
+  const bool expect_round = !cases_to_retime(*r, *chosen, 1e9).empty();
   auto none =
       retime_after_replay(*db, model, plan, backends, ro, run->system_id, DType::kF32, *chosen, *r, 0);
   ASSERT_TRUE(none.ok()) << none.error().message;
@@ -260,7 +262,7 @@ TEST(Replay, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
   auto asked =
       retime_after_replay(*db, model, plan, backends, ro, run->system_id, DType::kF32, *chosen, *r, 1e9);
   ASSERT_TRUE(asked.ok()) << asked.error().message;
-  EXPECT_GE(asked->rounds, 1);
+  EXPECT_EQ(asked->rounds > 0, expect_round);
   EXPECT_LE(asked->rounds, 3);
   EXPECT_DOUBLE_EQ(asked->cases_us_after, r->cases_us);
   EXPECT_LE(asked->cases_us_after, asked->cases_us_before);
@@ -270,6 +272,43 @@ TEST(Replay, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message,
             "residual.onnx (batch 1): 1 case(s) to time again are not timed cases of the plan");
+}
+
+// Which cases the re-timing names, on a replay made by hand: the beaten layers' cases; every
+// layer's only when none is beaten and the replay is below S itself; none at or above `below`.
+TEST(Replay, TheCasesToRetimeAreTheBeatenOnesOrAllBelowS) {
+  std::map<std::string, ChosenCase> chosen;
+  for (const char* k : {"a", "b", "c"}) chosen[k].spec.name = std::string("case-") + k;
+  ReplayResult r;
+  auto step = [](const char* key, double in_graph, double alone) {
+    ReplayStep s;
+    s.key = key;
+    s.in_graph_us = in_graph;
+    s.alone_us = alone;
+    return s;
+  };
+  ReplayStep conversion;
+  conversion.conversion = true;
+  conversion.in_graph_us = 1;
+  r.steps = {step("a", 10, 12), conversion, step("b", 30, 25), step("a", 11, 12), step("c", 5, 5)};
+  r.cases_us = 12 + 25 + 12 + 5;  // 54
+  r.min_us = 56;                  // replay / S = 1.04
+  EXPECT_EQ(cases_to_retime(r, chosen, 1.05), std::vector<std::string>{"case-a"});
+  EXPECT_TRUE(cases_to_retime(r, chosen, 1.03).empty());
+  // No layer beaten: nothing above S, every case below it.
+  r.steps = {step("a", 12, 12), step("b", 30, 25), step("c", 6, 5)};
+  r.cases_us = 42;
+  r.min_us = 43;
+  EXPECT_TRUE(cases_to_retime(r, chosen, 1.05).empty());
+  r.min_us = 41;
+  EXPECT_EQ(cases_to_retime(r, chosen, 1.05), (std::vector<std::string>{"case-a", "case-b", "case-c"}));
+  // rebase: each layer's time from `chosen`, and S over them.
+  chosen["b"].us = 20;
+  chosen["a"].us = 12;
+  chosen["c"].us = 5;
+  rebase(r, chosen);
+  EXPECT_DOUBLE_EQ(r.cases_us, 37);
+  EXPECT_DOUBLE_EQ(r.steps[1].alone_us, 20);
 }
 
 TEST(Replay, NoMeasuredCaseIsAnError) {

@@ -120,8 +120,8 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
 
 // The cases to time again after replay `r`: none when r.ratio() is at least `below` (or r has no
 // S); else the chosen cases of the layers that ran faster in the graph than alone (in_graph_us below
-// alone_us), or, when no single layer did, the chosen case of every replayed layer. Case names,
-// each once, in pass order.
+// alone_us), or, when no single layer did and the replay is below S itself (ratio under 1), the
+// chosen case of every replayed layer. Case names, each once, in pass order.
 std::vector<std::string> cases_to_retime(const ReplayResult& r,
                                          const std::map<std::string, ChosenCase>& chosen, double below);
 
