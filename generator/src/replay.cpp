@@ -430,7 +430,7 @@ std::vector<std::string> cases_to_retime(const ReplayResult& r,
     if (c == chosen.end()) continue;
     const std::string& name = c->second.spec.name;
     if (seen_all.insert(name).second) all.push_back(name);
-    if (s.in_graph_us < s.alone_us && seen_beaten.insert(name).second) beaten.push_back(name);
+    if (s.beaten() && seen_beaten.insert(name).second) beaten.push_back(name);
   }
   // Every case only where the replay is below S itself: within `below` above S is replay's usual
   // range for large models, which alone points to no slowed measurement.
@@ -516,9 +516,8 @@ Result<RetimeResult> retime_after_replay(benchdb::Database& db, const mp::ModelI
     // its case.
     const auto names = cases_to_retime(r, chosen, round == 0 ? below : 1.0);
     if (names.empty()) break;
-    if (round > 0 && std::none_of(r.steps.begin(), r.steps.end(), [](const ReplayStep& s) {
-          return !s.conversion && s.in_graph_us < s.alone_us;
-        }))
+    if (round > 0 &&
+        std::none_of(r.steps.begin(), r.steps.end(), [](const ReplayStep& s) { return s.beaten(); }))
       break;
     FL_ASSIGN_OR_RETURN(RetimeResult one,
                         retime_cases(db, model, plan, names, backends, options, system_id, dtype, chosen, r));

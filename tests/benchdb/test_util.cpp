@@ -74,6 +74,14 @@ MeasurementRow passed(int64_t case_id, double median_us) {
   return m;
 }
 
+MeasurementRow failed(int64_t case_id, const std::string& reason) {
+  MeasurementRow m;
+  m.case_id = case_id;
+  m.status = "failed";
+  m.reason = reason;
+  return m;
+}
+
 int64_t scalar(Database& db, const std::string& sql, const std::vector<SqlValue>& params) {
   auto r = db.query(sql, params);
   if (!r) {

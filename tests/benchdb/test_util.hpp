@@ -46,6 +46,8 @@ SystemRow test_system(const std::string& name);
 std::vector<int64_t> seed_cases(Database& db, int configs, int cases_per_config);
 // A passed measurement of `case_id` with the given median.
 MeasurementRow passed(int64_t case_id, double median_us);
+// A failed measurement of `case_id` with the given reason.
+MeasurementRow failed(int64_t case_id, const std::string& reason);
 int64_t scalar(Database& db, const std::string& sql, const std::vector<SqlValue>& params = {});
 
 // Path of the helper executable (tests/benchdb/writer_helper.cpp).

@@ -68,23 +68,15 @@ TEST(Writer, KeepLowerReplacesAPassedRowOnlyWithALowerTime) {
     MeasurementWriter w(f.db, f.sys, f.run());
     ASSERT_OK(w.add(passed(f.cases[0], 50.0)));
     ASSERT_OK(w.add(passed(f.cases[1], 60.0)));
-    MeasurementRow failed;
-    failed.case_id = f.cases[2];
-    failed.status = "failed";
-    failed.reason = "out of memory";
-    ASSERT_OK(w.add(failed));
+    ASSERT_OK(w.add(failed(f.cases[2], "out of memory")));
     ASSERT_OK(w.flush());
   }
   {
     MeasurementWriter w(f.db, f.sys, f.run(), {.force = true, .keep_lower = true});
-    ASSERT_OK(w.add(passed(f.cases[0], 45.0)));  // lower: replaces
-    ASSERT_OK(w.add(passed(f.cases[1], 61.0)));  // higher: the 60 µs row stays
-    MeasurementRow failed;
-    failed.case_id = f.cases[1];
-    failed.status = "failed";
-    failed.reason = "cannot build";
-    ASSERT_OK(w.add(failed));                    // failed: never replaces a passed row
-    ASSERT_OK(w.add(passed(f.cases[2], 70.0)));  // the failed row yields to any passed one
+    ASSERT_OK(w.add(passed(f.cases[0], 45.0)));            // lower: replaces
+    ASSERT_OK(w.add(passed(f.cases[1], 61.0)));            // higher: the 60 µs row stays
+    ASSERT_OK(w.add(failed(f.cases[1], "cannot build")));  // failed: never replaces a passed row
+    ASSERT_OK(w.add(passed(f.cases[2], 70.0)));            // the failed row yields to any passed one
     ASSERT_OK(w.flush());
     EXPECT_EQ(w.committed(), 2);
     EXPECT_EQ(w.skipped_existing(), 2);
@@ -161,11 +153,7 @@ TEST(Writer, ResumeKeepsFinalResultsAndRetriesFailures) {
   {
     MeasurementWriter w(f.db, f.sys, f.run());
     ASSERT_OK(w.add(passed(f.cases[0], 50.0)));
-    MeasurementRow failed;
-    failed.case_id = f.cases[1];
-    failed.status = "failed";
-    failed.reason = "out of memory";
-    ASSERT_OK(w.add(failed));
+    ASSERT_OK(w.add(failed(f.cases[1], "out of memory")));
     ASSERT_OK(w.flush());
   }
   auto settled = must(f.db.settled_cases(f.sys));
@@ -216,11 +204,7 @@ TEST(Writer, ForceSupersedesAndBestFollowsTheCurrentRows) {
     for (int k = 0; k < 8; ++k) {
       const int64_t c = f.cases[rng() % f.cases.size()];
       if (rng() % 4 == 0) {
-        MeasurementRow m;
-        m.case_id = c;
-        m.status = "failed";
-        m.reason = "injected";
-        ASSERT_OK(w.add(m));
+        ASSERT_OK(w.add(failed(c, "injected")));
       } else {
         ASSERT_OK(w.add(passed(c, 1.0 + static_cast<double>(rng() % 100))));
       }

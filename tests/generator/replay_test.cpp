@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -82,33 +83,51 @@ TEST(Replay, ABoundInputReadsWhatTheProducerWrote) {
   EXPECT_FALSE((*tanh)->bind(false, 1, out->data).ok());  // Tanh has one input
 }
 
-TEST(Replay, AModelIsReplayedFromItsBestCasesWithEveryActivationWired) {
+// kResidual benched on oneDNN (2 implementations per config, short repetitions) into a fresh
+// database: what the whole-model replay tests start from.
+class BenchedResidual : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = mp::process_model_text(kResidual, "residual.onnx", {});
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    models = std::move(m).value();
+    PlanOptions po;
+    po.max_impls = 2;
+    plan = make_plan(models, backends, po);
+    auto opened = benchdb::Database::open((tmp.dir / "r.db").string());
+    ASSERT_TRUE(opened.ok()) << opened.error().message;
+    db.emplace(std::move(opened).value());
+    ro.min_time = 0.0005;
+    ro.repetitions = 3;
+    ro.warmup_seconds = 0.0005;
+    ro.calibrate = false;
+    auto r = run_plan(&*db, models, plan, backends, ro);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_EQ(r->failed, 0);
+    run = *r;
+  }
+  static ReplayOptions quick_replay() {
+    ReplayOptions opts;
+    opts.repetitions = 3;
+    opts.min_time = 0.001;
+    opts.warmup_seconds = 0.001;
+    return opts;
+  }
   TempDir tmp;
-  auto models = mp::process_model_text(kResidual, "residual.onnx", {});
-  ASSERT_TRUE(models.ok()) << models.error().message;
+  std::vector<mp::ModelIR> models;
   const std::vector<const Backend*> backends = {find_backend("onednn")};
-  PlanOptions po;
-  po.max_impls = 2;
-  const Plan plan = make_plan(*models, backends, po);
-  auto db = benchdb::Database::open((tmp.dir / "r.db").string());
-  ASSERT_TRUE(db.ok()) << db.error().message;
+  Plan plan;
+  std::optional<benchdb::Database> db;
   RunOptions ro;
-  ro.min_time = 0.0005;
-  ro.repetitions = 3;
-  ro.warmup_seconds = 0.0005;
-  ro.calibrate = false;
-  auto run = run_plan(&*db, *models, plan, backends, ro);
-  ASSERT_TRUE(run.ok()) << run.error().message;
-  ASSERT_EQ(run->failed, 0);
+  RunSummary run;
+};
 
-  auto chosen = best_cases(*db, run->system_id, plan, DType::kF32);
+TEST_F(BenchedResidual, AModelIsReplayedFromItsBestCasesWithEveryActivationWired) {
+  auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
   ASSERT_TRUE(chosen.ok()) << chosen.error().message;
   EXPECT_EQ(chosen->size(), 4u);  // two Conv configs are one (same shapes), Relu, Add, Sigmoid
-  ReplayOptions opts;
-  opts.repetitions = 3;
-  opts.min_time = 0.001;
-  opts.warmup_seconds = 0.001;
-  auto r = replay_model(models->front(), *chosen, *backends[0], opts);
+  const ReplayOptions opts = quick_replay();
+  auto r = replay_model(models.front(), *chosen, *backends[0], opts);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->layers_replayed, 5);  // Conv, Relu, Conv, Add, Sigmoid (Flatten is a view)
   EXPECT_EQ(r->layers_missing, 0);
@@ -122,7 +141,7 @@ TEST(Replay, AModelIsReplayedFromItsBestCasesWithEveryActivationWired) {
   EXPECT_EQ(r->buffers + r->buffers_reused, 5);  // one output per layer
   // cases_us is S over the replayed layers: the chosen cases' times, the conv twice.
   double s = 0;
-  for (const auto& l : models->front().layers)
+  for (const auto& l : models.front().layers)
     if (l.cost_bearing()) s += chosen->at(l.key).us;
   EXPECT_DOUBLE_EQ(r->cases_us, s);
   EXPECT_GT(r->median_us, 0);
@@ -133,9 +152,9 @@ TEST(Replay, AModelIsReplayedFromItsBestCasesWithEveryActivationWired) {
   for (const auto& st : r->steps) in_graph += st.in_graph_us;
   EXPECT_DOUBLE_EQ(in_graph, r->layers_us + r->conversions_us);
 
-  const auto row = replay_row(*r, run->system_id, run->run_id, "f32");
-  EXPECT_EQ(row.system_id, run->system_id);
-  EXPECT_EQ(row.run_id, run->run_id);
+  const auto row = replay_row(*r, run.system_id, run.run_id, "f32");
+  EXPECT_EQ(row.system_id, run.system_id);
+  EXPECT_EQ(row.run_id, run.run_id);
   EXPECT_EQ(row.model_name, r->model);
   EXPECT_DOUBLE_EQ(row.median_us, r->median_us);
   EXPECT_EQ(nlohmann::json::parse(row.makeup).at("conversions").get<int>(), r->conversions);
@@ -147,30 +166,13 @@ TEST(Replay, AModelIsReplayedFromItsBestCasesWithEveryActivationWired) {
 // A case measured while the machine was slower (here: its rows made 4x slower in the database, as a
 // sustained slowdown over all its passes would) runs faster in the graph than alone; it is the one
 // timed again after the replay, the lower time is kept, and S over the replayed layers comes down.
-TEST(Replay, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
-  TempDir tmp;
-  auto models = mp::process_model_text(kResidual, "residual.onnx", {});
-  ASSERT_TRUE(models.ok()) << models.error().message;
-  const std::vector<const Backend*> backends = {find_backend("onednn")};
-  PlanOptions po;
-  po.max_impls = 2;
-  const Plan plan = make_plan(*models, backends, po);
-  auto db = benchdb::Database::open((tmp.dir / "r.db").string());
-  ASSERT_TRUE(db.ok()) << db.error().message;
-  RunOptions ro;
-  ro.min_time = 0.0005;
-  ro.repetitions = 3;
-  ro.warmup_seconds = 0.0005;
-  ro.calibrate = false;
-  auto run = run_plan(&*db, *models, plan, backends, ro);
-  ASSERT_TRUE(run.ok()) << run.error().message;
-  ASSERT_EQ(run->failed, 0);
-  const mp::ModelIR& model = models->front();
+TEST_F(BenchedResidual, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
+  const mp::ModelIR& model = models.front();
   std::string conv_key;
   for (const auto& l : model.layers)
     if (l.op_type == "Conv") conv_key = l.key;
   ASSERT_FALSE(conv_key.empty());
-  auto measured = best_cases(*db, run->system_id, plan, DType::kF32);
+  auto measured = best_cases(*db, run.system_id, plan, DType::kF32);
   ASSERT_TRUE(measured.ok()) << measured.error().message;
   const double conv_us = measured->at(conv_key).us;
   ASSERT_GT(conv_us, 0);
@@ -181,15 +183,12 @@ TEST(Replay, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
         "UPDATE best_measurements SET min_us = min_us * 4, median_us = median_us * 4 WHERE config_id = "
         "(SELECT id FROM layer_configs WHERE key = ?1)"})
     ASSERT_TRUE(db->query(sql, {conv_key}).ok());
-  auto chosen = best_cases(*db, run->system_id, plan, DType::kF32);
+  auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
   ASSERT_TRUE(chosen.ok()) << chosen.error().message;
   ASSERT_DOUBLE_EQ(chosen->at(conv_key).us, 4 * conv_us);
   const std::string conv_case = chosen->at(conv_key).spec.name;
 
-  ReplayOptions opts;
-  opts.repetitions = 3;
-  opts.min_time = 0.001;
-  opts.warmup_seconds = 0.001;
+  const ReplayOptions opts = quick_replay();
   auto r = replay_model(model, *chosen, *backends[0], opts);
   ASSERT_TRUE(r.ok()) << r.error().message;
   // Nothing to do when replay / S is at least `below`.
@@ -199,8 +198,7 @@ TEST(Replay, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
   EXPECT_NE(std::find(names.begin(), names.end(), conv_case), names.end());
   for (const auto& name : names) {  // each one a case some layer ran faster in the graph
     bool beaten = false;
-    for (const auto& st : r->steps)
-      beaten |= !st.conversion && chosen->at(st.key).spec.name == name && st.in_graph_us < st.alone_us;
+    for (const auto& st : r->steps) beaten |= st.beaten() && chosen->at(st.key).spec.name == name;
     EXPECT_TRUE(beaten) << name;
   }
   const auto untouched = db->query("SELECT count(*) FROM measurements WHERE superseded = 1");
@@ -208,7 +206,7 @@ TEST(Replay, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
   EXPECT_EQ(std::get<int64_t>(untouched->rows.at(0)[0]), 0);
 
   const double before = r->cases_us;
-  auto rt = retime_cases(*db, model, plan, names, backends, ro, run->system_id, DType::kF32, *chosen, *r);
+  auto rt = retime_cases(*db, model, plan, names, backends, ro, run.system_id, DType::kF32, *chosen, *r);
   ASSERT_TRUE(rt.ok()) << rt.error().message;
   EXPECT_EQ(rt->cases, static_cast<int>(names.size()));
   EXPECT_EQ(rt->run.passed, static_cast<int64_t>(names.size()));
@@ -246,29 +244,28 @@ TEST(Replay, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
   // Timed again, a case never gets slower: the lower measurement stays.
   const double after = chosen->at(conv_key).us;
   auto again =
-      retime_cases(*db, model, plan, {conv_case}, backends, ro, run->system_id, DType::kF32, *chosen, *r);
+      retime_cases(*db, model, plan, {conv_case}, backends, ro, run.system_id, DType::kF32, *chosen, *r);
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_LE(chosen->at(conv_key).us, after);
   // What `floorline run` calls: nothing below `below` 0; when asked at any ratio, a round exactly
   // when cases_to_retime names cases, at most 3.
   const auto rows_before = db->query("SELECT count(*) FROM measurements");
   const bool expect_round = !cases_to_retime(*r, *chosen, 1e9).empty();
-  auto none =
-      retime_after_replay(*db, model, plan, backends, ro, run->system_id, DType::kF32, *chosen, *r, 0);
+  auto none = retime_after_replay(*db, model, plan, backends, ro, run.system_id, DType::kF32, *chosen, *r, 0);
   ASSERT_TRUE(none.ok()) << none.error().message;
   EXPECT_EQ(none->rounds, 0);
   EXPECT_EQ(none->cases, 0);
   EXPECT_EQ(db->query("SELECT count(*) FROM measurements")->rows, rows_before->rows);
   auto asked =
-      retime_after_replay(*db, model, plan, backends, ro, run->system_id, DType::kF32, *chosen, *r, 1e9);
+      retime_after_replay(*db, model, plan, backends, ro, run.system_id, DType::kF32, *chosen, *r, 1e9);
   ASSERT_TRUE(asked.ok()) << asked.error().message;
   EXPECT_EQ(asked->rounds > 0, expect_round);
   EXPECT_LE(asked->rounds, 3);
   EXPECT_DOUBLE_EQ(asked->cases_us_after, r->cases_us);
   EXPECT_LE(asked->cases_us_after, asked->cases_us_before);
   // A name that is not a timed case of the plan is an error, before anything is timed.
-  auto bad = retime_cases(*db, model, plan, {"no such case"}, backends, ro, run->system_id, DType::kF32,
-                          *chosen, *r);
+  auto bad =
+      retime_cases(*db, model, plan, {"no such case"}, backends, ro, run.system_id, DType::kF32, *chosen, *r);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message,
             "residual.onnx (batch 1): 1 case(s) to time again are not timed cases of the plan");

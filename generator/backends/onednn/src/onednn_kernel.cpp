@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "floorline/kernels/standard_recurrent.hpp"
 #include "kernel.hpp"
 
 namespace floorline::kernels {
@@ -213,8 +214,7 @@ const KindMapping& mapping_for(LayerKind k) {
       m.mapping = fmt::format("{}", fmt::join(m.variants, ", "));
       if (is_own(m)) m.mapping = fmt::format("{}:{}", kOwnKernel, own_kernel_name(kind));
       // Beside the RNN primitive: the standard formulation on matmul (recurrent_matmul.cpp).
-      if (kind == LayerKind::kLSTM || kind == LayerKind::kGRU || kind == LayerKind::kRNN)
-        m.mapping += ", matmul_standard, matmul_standard_batched";
+      if (standard_recurrent_kind(kind)) m.mapping += ", matmul_standard, matmul_standard_batched";
       t.push_back(std::move(m));
     }
     return t;
@@ -437,7 +437,7 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
   // Beside the RNN primitive: the standard formulation on matmul primitives (recurrent_matmul.cpp),
   // where it builds; oneDNN's own choice stays the RNN primitive's where it maps the layer.
   std::vector<Implementation> standard;
-  if (p.kind == LayerKind::kLSTM || p.kind == LayerKind::kGRU || p.kind == LayerKind::kRNN) {
+  if (standard_recurrent_kind(p.kind)) {
     if (auto r = recurrent_matmul_implementations(spec); r.ok())
       standard = std::move(*r);
     else if (!first_error)

@@ -117,8 +117,7 @@ class MatmulRecurrent final : public StandardRecurrent {
 };
 
 bool recurrent(const Problem& p) {
-  return (p.kind == LayerKind::kLSTM || p.kind == LayerKind::kGRU || p.kind == LayerKind::kRNN) &&
-         p.input_index("sequence_lens") < 0;
+  return standard_recurrent_kind(p.kind) && p.input_index("sequence_lens") < 0;
 }
 
 // The kernel, or the error (coded unsupported where it does not run the case).

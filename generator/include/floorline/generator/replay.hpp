@@ -75,6 +75,9 @@ struct ReplayStep {
   std::string layer;       // the layer's ONNX node name ("" for a conversion)
   std::string op;          // its ONNX op type ("" for a conversion)
   std::string key;         // its config key, as in the chosen cases ("" for a conversion)
+  // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
+  // re-timing).
+  bool beaten() const { return !conversion && in_graph_us < alone_us; }
 };
 
 struct ReplayResult {

@@ -21,6 +21,11 @@
 
 namespace floorline::kernels {
 
+// The kinds the skeleton runs: LSTM, GRU and RNN.
+inline bool standard_recurrent_kind(LayerKind k) {
+  return k == LayerKind::kLSTM || k == LayerKind::kGRU || k == LayerKind::kRNN;
+}
+
 // The gate activations mapped (ONNX names Sigmoid, Tanh, Relu).
 enum class GateActivation { kSigmoid, kTanh, kRelu };
 
