@@ -1459,6 +1459,11 @@ int inference_worker_forks() {
   return inference_worker().forks() + g_extra_forks;
 }
 
+int second_inference_worker_forks() {
+  std::lock_guard<std::mutex> lock(worker_mutex());
+  return g_extra_forks;
+}
+
 int inference_worker_count(size_t models, const ProcessOptions& opts) {
   if (models < 2) return 1;
   if (opts.inference_workers > 0) return std::min(opts.inference_workers, 2);

@@ -396,19 +396,22 @@ TEST_F(Hostile, OneWorkerServesEveryModelUntilOneCrashesIt) {
                                        zoo / "alexnet.onnx"};
   std::vector<std::string> got;
   int before = inference_worker_forks();
+  int second_before = second_inference_worker_forks();
   ProcessOptions one;
   one.inference_workers = 1;
   ASSERT_EQ(inference_worker_count(paths.size(), one), 1);
   process_models(paths, one, [&](size_t k, Result<std::vector<ModelIR>> m) {
     got.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
   });
-  EXPECT_EQ(inference_worker_forks(), before + 2);  // one new worker after each crash
+  EXPECT_EQ(inference_worker_forks(), before + 2);            // one new worker after each crash
+  EXPECT_EQ(second_inference_worker_forks(), second_before);  // no second worker
   // Two workers at once (as on a machine with four CPUs or more): the same results, in order.
   ProcessOptions two;
   two.inference_workers = 2;
   ASSERT_EQ(inference_worker_count(paths.size(), two), 2);
   std::vector<std::string> got_two;
   before = inference_worker_forks();
+  second_before = second_inference_worker_forks();
   process_models(paths, two, [&](size_t k, Result<std::vector<ModelIR>> m) {
     got_two.push_back(fmt::format("{} {}", k, m ? std::to_string((*m)[0].total_flops()) : m.error().message));
   });
@@ -417,6 +420,7 @@ TEST_F(Hostile, OneWorkerServesEveryModelUntilOneCrashesIt) {
   // which worker answered first: 0 to 2 more.
   EXPECT_GE(inference_worker_forks(), before + 2);
   EXPECT_LE(inference_worker_forks(), before + 2 + 2);
+  EXPECT_GE(second_inference_worker_forks(), second_before + 1);  // the second worker did run
   EXPECT_EQ(got_two, got);
   std::vector<std::string> want;
   for (size_t k = 0; k < paths.size(); ++k) {
@@ -466,9 +470,11 @@ TEST_F(Hostile, TwoWorkersKeepTheLimitsPerModel) {
   o.inference_workers = 2;
   o.inference_timeout_s = 1e-6;
   std::vector<std::string> got;
+  const int second_before = second_inference_worker_forks();
   process_models(paths, o, [&](size_t k, Result<std::vector<ModelIR>> m) {
     got.push_back(fmt::format("{} {}", k, m ? "ok" : m.error().message));
   });
+  EXPECT_GE(second_inference_worker_forks(), second_before + 1);  // a second worker took models
   ASSERT_EQ(got.size(), paths.size());
   for (size_t k = 0; k < paths.size(); ++k)
     EXPECT_EQ(got[k], fmt::format("{} {}: shape inference did not finish in 1e-06 s", k, paths[k].string()));

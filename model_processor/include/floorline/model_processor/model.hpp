@@ -91,6 +91,8 @@ Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, co
 // new one is forked only after a model crashed it, ran it out of time or memory, or changed
 // inference_memory_mib. For tests and diagnostics.
 int inference_worker_forks();
+// Of those, the forks of process_models' second workers (0 while every call used one worker).
+int second_inference_worker_forks();
 
 // How many worker processes process_models infers with for `models` models: options'
 // inference_workers where set; else two where there are several models and the process may run on
