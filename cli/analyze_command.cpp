@@ -26,6 +26,8 @@ struct AnalyzeCmd {
   bool layers = false;
   size_t top = 3;
   bool fail_on_violation = false;  // exit kExitBoundViolation when a latency is below S
+  std::optional<int64_t> threads;  // the system of this thread count (CPU)
+  bool threads_exact = false;      // no thread budget: the system's own cases only
 };
 
 int run_analyze(const AnalyzeCmd& o) {
@@ -68,6 +70,8 @@ int run_analyze(const AnalyzeCmd& o) {
   }
   analyzer::AnalyzeOptions aopts;
   aopts.dtype = o.dtype;
+  aopts.thread_budget = !o.threads_exact;
+  aopts.threads = o.threads;
   auto report = analyzer::build_report(*db, models, o.system, aopts);
   if (!report) {
     std::fprintf(stderr, "floorline analyze: %s\n", report.error().message.c_str());
@@ -108,6 +112,13 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
   a->add_option("--system", o->system,
                 "System id (floorline db info); default: the one with the most measurements of these models")
       ->check(int_in(1, INT64_MAX, "system id"));
+  a->add_option(
+       "--threads", o->threads,
+       "The system measured at this many CPU threads (default: the one with the most measurements); "
+       "S takes each layer's fastest over its host's systems of at most that many (the thread budget)")
+      ->check(int_in(1, 1024, "threads"));
+  a->add_flag("--threads-exact", o->threads_exact,
+              "Every layer at the system's own thread count (no thread budget)");
   a->add_option("--batch", o->batches, "Batch sizes, comma-separated")
       ->delimiter(',')
       ->check(int_in(1, kMaxBatch, "batch size"));

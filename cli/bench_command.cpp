@@ -158,6 +158,24 @@ void set_shard(gen::RunOptions& ro, const CommonOptions& o) {
   ro.shard_costs = o.shard_costs;
 }
 
+Result<std::vector<gen::RunSummary>> bench_thread_budget(benchdb::Database* db, const Loaded& l,
+                                                         const gen::RunOptions& ro, bool exact, bool dry_run,
+                                                         bool verify) {
+  const auto counts = gen::budget_thread_counts(ro.threads, exact);
+  std::vector<gen::RunSummary> out;
+  for (const int t : counts) {
+    gen::RunOptions at = ro;
+    at.threads = t;
+    if (counts.size() > 1) std::fprintf(stderr, "thread budget %d: timing at %d thread(s)\n", ro.threads, t);
+    FL_ASSIGN_OR_RETURN(gen::RunSummary r, gen::run_plan(db, l.models, l.plan, l.backends, at));
+    print_bench_summary(r, l.plan_seconds, dry_run, verify);
+    const bool interrupted = r.interrupted;
+    out.push_back(std::move(r));
+    if (interrupted) break;
+  }
+  return out;
+}
+
 void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry_run, bool verify) {
   std::fprintf(stderr,
                "%s%lld passed, %lld skipped, %lld unsupported, %lld failed, %lld already measured%s\n"
@@ -212,6 +230,7 @@ struct BenchCmd {
   int repetitions = gen::RunOptions{}.repetitions;
   double warmup = gen::RunOptions{}.warmup_seconds;
   int threads = 1;
+  bool threads_exact = false;
   bool resume = true;
   bool force = false;
   bool dry_run = false;
@@ -438,16 +457,20 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
   set_progress(ro, o.quiet);
   ro.calibrate = !o.no_calibrate;
   ro.cold = o.cold;
-  auto r = gen::run_plan(db ? &*db : nullptr, l->models, l->plan, l->backends, ro);
-  if (!r) {
-    std::fprintf(stderr, "floorline bench: %s\n", r.error().message.c_str());
+  auto runs = bench_thread_budget(db ? &*db : nullptr, *l, ro, o.threads_exact, o.dry_run, o.verify);
+  if (!runs) {
+    std::fprintf(stderr, "floorline bench: %s\n", runs.error().message.c_str());
     return 2;
   }
-  print_bench_summary(*r, l->plan_seconds, o.dry_run, o.verify);
-  if (!o.dry_run)
-    std::fprintf(stderr, "results in %s (run %lld)\n", o.db.c_str(), static_cast<long long>(r->run_id));
-  if (r->interrupted) return 130;
-  return l->failures || r->failed ? 1 : 0;
+  bool failed = false;
+  for (const auto& r : *runs) {
+    if (!o.dry_run)
+      std::fprintf(stderr, "results in %s (run %lld, %d thread(s))\n", o.db.c_str(),
+                   static_cast<long long>(r.run_id), r.threads);
+    if (r.interrupted) return 130;
+    failed = failed || r.failed;
+  }
+  return l->failures || failed ? 1 : 0;
 }
 
 }  // namespace
@@ -544,8 +567,12 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
   add_method_options(b, bench->method);
   b->add_option("--warmup", bench->warmup, "Warm-up seconds per case and pass before timing")
       ->check(real_in(0, kMaxSecondsPerCase, "seconds"));
-  b->add_option("--threads", bench->threads, "CPU threads (recorded with the results)")
+  b->add_option("--threads", bench->threads,
+                "CPU threads available (a thread budget): every case is timed at 1, the powers of two below "
+                "N, and N threads, each count its own system; S at N takes each layer's fastest")
       ->check(int_in(1, max_threads(), "threads: at most 4 x the hardware threads, 1024 at most"));
+  b->add_flag("--threads-exact", bench->threads_exact,
+              "Time at exactly --threads threads (one system), not at every count of the budget");
   b->add_flag(
       "--resume,!--no-resume", bench->resume,
       "Skip cases already passed or unsupported on this system (default); --no-resume measures again");

@@ -91,6 +91,14 @@ void add_method_options(CLI::App* app, MethodCli& m);
 // Applies `m` to ro and to the partition's cost model.
 void set_method(gen::RunOptions& ro, gen::CostOptions& costs, const MethodCli& m);
 
+// Times the plan at every thread count of the budget (gen::budget_thread_counts(ro.threads, exact)),
+// one gen::run_plan per count into its own system, each summary printed (print_bench_summary) under
+// a line naming the count when there are several. Returns the summaries in count order (the last at
+// ro.threads); stops after an interrupted count. Error: the first run_plan error.
+Result<std::vector<gen::RunSummary>> bench_thread_budget(benchdb::Database* db, const Loaded& l,
+                                                         const gen::RunOptions& ro, bool exact, bool dry_run,
+                                                         bool verify);
+
 // `command_line` is recorded with each run (runs.command).
 void add_bench_commands(CLI::App& app, int& exit_code, const std::string& command_line);
 

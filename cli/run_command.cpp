@@ -44,6 +44,7 @@ struct RunCmd {
   std::string out = "floorline-out";
   bool quick = false;
   int threads = 1;
+  bool threads_exact = false;
   std::optional<int> repetitions;
   std::optional<double> min_time;
   bool replay = true;
@@ -159,14 +160,23 @@ int run_main(RunCmd o, const std::string& command_line) {
   ro.command = command_line;
   set_shard(ro, o.c);
   set_progress(ro, o.quiet);
-  std::fprintf(stderr,
-               "[2/4] bench into %s (%d pass(es) x %d repetitions of %g s and %d calls at least per case, "
-               "%d thread(s))\n",
-               o.db.c_str(), ro.passes, repetitions, min_time, ro.min_iterations, o.threads);
-  auto bench = gen::run_plan(&db, l.models, l.plan, l.backends, ro);
-  if (!bench) return fail(bench.error().message);
-  print_bench_summary(*bench, l.plan_seconds, false, false);
-  if (bench->interrupted) return 130;
+  std::fprintf(
+      stderr,
+      "[2/4] bench into %s (%d pass(es) x %d repetitions of %g s and %d calls at least per case, "
+      "at %s thread(s))\n",
+      o.db.c_str(), ro.passes, repetitions, min_time, ro.min_iterations,
+      fmt::format("{}", fmt::join(gen::budget_thread_counts(o.threads, o.threads_exact), ", ")).c_str());
+  auto budget = bench_thread_budget(&db, l, ro, o.threads_exact, false, false);
+  if (!budget) return fail(budget.error().message);
+  if (budget->back().interrupted) return 130;
+  // The run's own system is the last count's (o.threads); what any count measured is new work.
+  gen::RunSummary* bench = &budget->back();
+  int64_t passed_in_budget = 0;
+  bool failed_in_budget = false;
+  for (const auto& r : *budget) {
+    passed_in_budget += r.passed;
+    failed_in_budget = failed_in_budget || r.failed;
+  }
   if (!o.c.shard.empty()) {
     // A shard holds some cases of each model: the replay and the bounds need all of them.
     std::fprintf(stderr,
@@ -174,7 +184,7 @@ int run_main(RunCmd o, const std::string& command_line) {
                  "(`floorline db merge`), then `floorline db coverage` and `floorline analyze` the result\n"
                  "floorline run: shard %s done in %.1f s; database: %s\n",
                  o.c.shard.c_str(), seconds_since(t_start), o.db.c_str());
-    return l.failures || bench->failed ? 1 : 0;
+    return l.failures || failed_in_budget ? 1 : 0;
   }
 
   // 3. replay: each model's best cases wired as its graph, timed as one pass
@@ -182,7 +192,7 @@ int run_main(RunCmd o, const std::string& command_line) {
   int replay_failures = 0;
   if (o.replay && !l.backends.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto chosen = gen::best_cases(db, system_id, l.plan, DType::kF32);
+    auto chosen = gen::best_cases(db, system_id, l.plan, DType::kF32, !o.threads_exact);
     auto done = replayed(db, system_id);
     if (!chosen) return fail(chosen.error().message);
     if (!done) return fail(done.error().message);
@@ -197,7 +207,7 @@ int run_main(RunCmd o, const std::string& command_line) {
     double retime_seconds = 0;
     for (const auto& m : l.models) {
       // Nothing new measured: an earlier replay of this model still stands.
-      if (bench->passed == 0 && done->count({m.name, m.batch})) {
+      if (passed_in_budget == 0 && done->count({m.name, m.batch})) {
         ++kept;
         continue;
       }
@@ -285,7 +295,9 @@ int run_main(RunCmd o, const std::string& command_line) {
 
   // 4. analyze
   const auto t_analyze = std::chrono::steady_clock::now();
-  auto report = analyzer::build_report(db, l.models, system_id, {});
+  analyzer::AnalyzeOptions analyze_options;
+  analyze_options.thread_budget = !o.threads_exact;
+  auto report = analyzer::build_report(db, l.models, system_id, analyze_options);
   if (!report) return fail(report.error().message);
   const std::string json_path = (fs::path(o.out) / "report.json").string();
   const std::string html_path = (fs::path(o.out) / "report.html").string();
@@ -303,7 +315,7 @@ int run_main(RunCmd o, const std::string& command_line) {
   // The validity check's line ends the run's output: a violation is a finding, and fails the run
   // only when asked.
   std::fprintf(stdout, "%s\n", output::terminal_safe(analyzer::validity_line(*report)).c_str());
-  if (l.failures || bench->failed || replay_failures) return 1;
+  if (l.failures || failed_in_budget || replay_failures) return 1;
   return o.fail_on_violation && analyzer::validity_summary(*report).violations > 0 ? kExitBoundViolation : 0;
 }
 
@@ -331,8 +343,13 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       "--quick", o->quick,
       "A first look: 1 pass of 2 repetitions, at most 2 implementations per config (the batch sizes stay "
       "--batch's, default 1)");
-  r->add_option("--threads", o->threads, "CPU threads for the benchmarks and the replay")
+  r->add_option("--threads", o->threads,
+                "CPU threads available (a thread budget): cases are timed at 1, the powers of two below N, "
+                "and N threads, and S, the replay and the reference runtime use N threads at most, each "
+                "layer at its fastest count")
       ->check(int_in(1, max_threads(), "threads: at most 4 x the hardware threads, 1024 at most"));
+  r->add_flag("--threads-exact", o->threads_exact,
+              "Exactly --threads threads for every layer (one system), not the budget's fastest count");
   r->add_option("--repetitions", o->repetitions, "Repetitions per case and pass (default 3; --quick 2)")
       ->check(int_in(1, kMaxRepetitions, "repetitions"));
   r->add_option("--min-time", o->min_time, "Seconds per repetition, at least (default 0.003; --quick 0.002)")

@@ -5,6 +5,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "floorline/common/statistics.hpp"
@@ -115,7 +116,7 @@ void add_method(CaseTime& t, const std::vector<benchdb::SqlValue>& v, size_t at)
 }  // namespace
 
 Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
-                              std::optional<int64_t> requested) {
+                              std::optional<int64_t> requested, std::optional<int64_t> threads) {
   if (requested) {
     FL_ASSIGN_OR_RETURN(const auto r, db.query("SELECT count(*) FROM systems WHERE id = ?1", {*requested}));
     if (integer(r.rows.at(0).at(0)) == 0)
@@ -128,11 +129,14 @@ Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::Model
       if (l.cost_bearing()) keys.insert(l.key);
   std::map<int64_t, int64_t> hits;
   FL_TRY(db.for_each(
-      "SELECT b.system_id, lc.key FROM best_measurements b JOIN layer_configs lc ON lc.id = b.config_id", {},
-      [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-        if (keys.count(text(v[1]))) ++hits[integer(v[0])];
+      "SELECT b.system_id, lc.key, s.threads FROM best_measurements b JOIN layer_configs lc ON lc.id = "
+      "b.config_id JOIN systems s ON s.id = b.system_id",
+      {}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+        if (keys.count(text(v[1])) && (!threads || integer(v[2]) == *threads)) ++hits[integer(v[0])];
         return Status{};
       }));
+  if (hits.empty() && threads)
+    return make_error("{}: no measurement of any layer of these models at {} thread(s)", db.path(), *threads);
   if (hits.empty())
     return make_error("{}: no measurement of any layer of these models (run floorline bench on them first)",
                       db.path());
@@ -142,7 +146,10 @@ Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::Model
   return best;
 }
 
-Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
+namespace {
+
+// One system's own costs (load_costs without the thread budget).
+Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id) {
   CostTable t;
   t.system_id = system_id;
   FL_ASSIGN_OR_RETURN(const auto sys, db.query("SELECT device_kind, device_name, libraries, threads "
@@ -239,6 +246,45 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id) {
             t.layer_times.push_back(std::move(r));
           return Status{};
         }));
+  for (auto* cases : {&t.best, &t.heuristic})
+    for (auto& [k, c] : *cases) c.threads = t.threads, c.system_id = system_id;
+  for (auto& [k, list] : t.conversions)
+    for (auto& c : list) c.threads = t.threads, c.system_id = system_id;
+  t.budget = {{system_id, t.threads}};
+  return t;
+}
+
+}  // namespace
+
+Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id, bool thread_budget) {
+  FL_ASSIGN_OR_RETURN(CostTable t, load_system_costs(db, system_id));
+  if (!thread_budget || t.device_kind != "cpu") return t;
+  FL_ASSIGN_OR_RETURN(const auto budget, db.thread_budget(system_id));
+  for (const auto& other : budget) {
+    if (other.system_id == system_id) continue;
+    FL_ASSIGN_OR_RETURN(const CostTable o, load_system_costs(db, other.system_id));
+    t.budget.push_back(other);
+    // A configuration's best case and the conversions it needs come from one system: the
+    // conversion cases of the other thread count feed other kernels.
+    for (const auto& [k, c] : o.best) {
+      auto [it, fresh] = t.best.try_emplace(k, c);
+      if (!fresh && c.us < it->second.us) it->second = c;
+      if (fresh || it->second.system_id == other.system_id) t.modes.emplace(std::get<1>(k), std::get<2>(k));
+    }
+    for (const auto& [k, list] : o.conversions) {
+      auto& mine = t.conversions[k];
+      mine.insert(mine.end(), list.begin(), list.end());
+    }
+  }
+  std::sort(
+      t.budget.begin(), t.budget.end(),
+      [](const benchdb::BudgetSystem& a, const benchdb::BudgetSystem& b) { return a.threads < b.threads; });
+  if (t.budget.size() > 1) {
+    std::vector<int64_t> counts;
+    for (const auto& b : t.budget) counts.push_back(b.threads);
+    t.system += fmt::format("; thread budget {}: each layer's fastest case at {} thread(s)", t.threads,
+                            fmt::join(counts, ", "));
+  }
   return t;
 }
 

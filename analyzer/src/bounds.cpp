@@ -100,6 +100,7 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
       c.us = it->second.us;
       c.best_case = it->second.name;
       c.algorithm = it->second.id.algorithm;
+      c.threads = it->second.threads;
       c.passes = it->second.passes;
       c.placements = it->second.placements;
       c.noisy = it->second.noisy;
@@ -110,7 +111,8 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
       if (cv == costs.conversions.end() && !it->second.id.layout.empty())
         cv = costs.conversions.find({l.key, dtype, mode, "layout:" + it->second.id.layout});
       if (cv != costs.conversions.end())
-        for (const auto& x : cv->second) c.conversion_us += x.us;
+        for (const auto& x : cv->second)
+          if (x.system_id == it->second.system_id) c.conversion_us += x.us;  // same thread count
     } else if (c.roofline_us) {
       c.source = "roofline";
       c.us = *c.roofline_us;

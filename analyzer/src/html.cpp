@@ -728,7 +728,10 @@ std::string format_html(const Report& r) {
           esc(l.name), esc(l.kind),
           l.source == "none" ? "–" : us_text(l.us) + (l.source == "roofline" ? " (roofline)" : ""),
           b.S > 0 ? 100.0 * l.us / b.S : 0.0, opt_us(l.heuristic_us), opt_us(l.roofline_us),
-          l.on_critical_path ? "yes" : "", esc(l.algorithm));
+          l.on_critical_path ? "yes" : "",
+          esc(l.algorithm) + (r.costs.budget.size() > 1 && l.threads > 0
+                                  ? fmt::format(" ({} thread{})", l.threads, l.threads == 1 ? "" : "s")
+                                  : std::string()));
     s += "</table></details>\n";
   }
   s += runtime_layers_section(r);

@@ -123,6 +123,8 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"roofline_flops", [](const L& r) { return int_cell(r.layer->roofline_flops); }},
       {"bytes", [](const L& r) { return int_cell(r.layer->bytes); }},
       {"algorithm", [](const L& r) { return text_cell(r.layer->algorithm); }},
+      // The thread count of the best case (the thread budget: at most the system's threads).
+      {"threads", [](const L& r) { return int_cell(r.layer->threads); }},
       {"key", [](const L& r) { return text_cell(r.layer->key); }},
   };
 }
@@ -255,8 +257,8 @@ Result<Report> build_report(benchdb::Database& db, const std::vector<mp::ModelIR
                             std::optional<int64_t> system, const AnalyzeOptions& options) {
   Report r;
   r.database = db.path();
-  FL_ASSIGN_OR_RETURN(const int64_t id, choose_system(db, models, system));
-  FL_ASSIGN_OR_RETURN(r.costs, load_costs(db, id));
+  FL_ASSIGN_OR_RETURN(const int64_t id, choose_system(db, models, system, options.threads));
+  FL_ASSIGN_OR_RETURN(r.costs, load_costs(db, id, options.thread_budget));
   raise_peaks(r.costs, models, options.dtype);
   // quantization: a quantized model's int8 layers are costed against the int8 peaks (bounds.hpp)
   if (options.dtype != "int8") raise_peaks(r.costs, models, "int8");
@@ -383,6 +385,10 @@ std::string format_json(const Report& r) {
                        {"calibrated_per_s", r.costs.calibrated_peaks.at(k)}});
     j["system"]["peaks"] = peaks;
     j["system"]["peak_notes"] = r.costs.peak_notes;
+    nlohmann::json budget = nlohmann::json::array();
+    for (const auto& b : r.costs.budget)
+      budget.push_back({{"system_id", b.system_id}, {"threads", b.threads}});
+    j["system"]["thread_budget"] = budget;
   }
   const auto mf = model_fields(r);
   const auto lf = layer_fields();

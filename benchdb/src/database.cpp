@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -616,6 +618,25 @@ Status Database::upsert_system_peak(const SystemPeakRow& row) {
   FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
   FL_TRY(impl_->bind_all(*s, row_values(system_peaks_table(), row)));
   return s->run();
+}
+
+Result<std::vector<BudgetSystem>> Database::thread_budget(int64_t system_id) {
+  std::vector<SystemRow> systems;
+  FL_TRY(for_each_row<SystemRow>(*this, systems_table(), "", {}, [&](SystemRow& r) -> Status {
+    systems.push_back(std::move(r));
+    return Status{};
+  }));
+  const auto self =
+      std::find_if(systems.begin(), systems.end(), [&](const SystemRow& r) { return r.id == system_id; });
+  if (self == systems.end()) return make_error("{}: no system {}", path(), system_id);
+  const std::string host = host_fingerprint(*self);
+  std::vector<BudgetSystem> out;
+  for (const auto& r : systems)
+    if (r.threads <= self->threads && host_fingerprint(r) == host) out.push_back({r.id, r.threads});
+  std::sort(out.begin(), out.end(), [](const BudgetSystem& a, const BudgetSystem& b) {
+    return std::tie(a.threads, a.system_id) < std::tie(b.threads, b.system_id);
+  });
+  return out;
 }
 
 Result<std::unordered_set<int64_t>> Database::settled_cases(int64_t system_id) {

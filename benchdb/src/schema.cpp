@@ -349,6 +349,11 @@ std::string system_fingerprint(const SystemRow& s) {
   return mp::key_hash_hex(text);
 }
 
+std::string host_fingerprint(SystemRow s) {
+  s.threads = 0;
+  return system_fingerprint(s);
+}
+
 std::string string_map_json(const std::map<std::string, std::string>& m) {
   nlohmann::json j = nlohmann::json::object();  // keys in order, as in std::map
   for (const auto& [k, v] : m)

@@ -29,6 +29,8 @@ struct BackendEntry {
   // libgomp before this plugin.
   const char* env_name;
   const char* env_value;
+  const char* env2_name = nullptr;  // a second variable, where the library needs one
+  const char* env2_value = nullptr;
 };
 
 // The registry's order is the order of `floorline system` and of choose_backend's preference among
@@ -38,8 +40,12 @@ constexpr auto kBackends = std::to_array<BackendEntry>({
     {"cuda", "gpu", "libfloorline-backend-cuda.so", nullptr, nullptr},
     {"onednn", "cpu", "libfloorline-backend-onednn.so", "OMP_WAIT_POLICY", "passive"},
     {"xnnpack", "cpu", "libfloorline-backend-xnnpack.so", nullptr, nullptr},
-    // OpenBLAS's pthread build starts its threads when it loads: one thread until set_threads.
-    {"openblas", "cpu", "libfloorline-backend-openblas.so", "OPENBLAS_NUM_THREADS", "1"},
+    // OpenBLAS's pthread build starts its threads when it loads: one thread until set_threads. Its
+    // idle workers spin for 2^28 cycles (about 0.1 s) after each call, taking the cores the next
+    // library's threads need in a model (docs/MEASUREMENT.md, "Threads of several libraries"):
+    // 2^4 cycles, the least it allows, puts them to sleep at once.
+    {"openblas", "cpu", "libfloorline-backend-openblas.so", "OPENBLAS_NUM_THREADS", "1",
+     "OPENBLAS_THREAD_TIMEOUT", "4"},
 });
 
 // Stands in for a backend whose plugin could not be loaded: named as in the registry, never
@@ -129,6 +135,7 @@ Result<std::string> load_plugin(const BackendEntry& entry, std::unique_ptr<Backe
                       searched.empty() ? "no directory" : searched);
   }
   if (entry.env_name) setenv(entry.env_name, entry.env_value, /*overwrite=*/0);
+  if (entry.env2_name) setenv(entry.env2_name, entry.env2_value, /*overwrite=*/0);
   // RTLD_NOW: a missing vendor symbol is reported here, not at the first call; RTLD_LOCAL: two
   // plugins never see each other's symbols.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -20,7 +20,16 @@
 namespace floorline::gen {
 
 Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id,
-                                                     const Plan& plan, DType dtype) {
+                                                     const Plan& plan, DType dtype, bool thread_budget) {
+  std::vector<benchdb::BudgetSystem> systems;
+  if (thread_budget) {
+    FL_ASSIGN_OR_RETURN(systems, db.thread_budget(system_id));
+  } else {
+    FL_ASSIGN_OR_RETURN(const auto r, db.query("SELECT threads FROM systems WHERE id = ?1", {system_id}));
+    if (r.rows.empty()) return make_error("{}: no system {}", db.path(), system_id);
+    const auto* t = std::get_if<int64_t>(&r.rows[0][0]);
+    systems.push_back({system_id, t ? *t : 1});
+  }
   std::unordered_map<std::string, const PlannedCase*> by_name;
   for (const auto& c : plan.cases) by_name.emplace(c.spec.name, &c);
   // A quantized config (QDQ) runs its int8 case whatever `dtype` is (as the analyzer costs it).
@@ -28,23 +37,28 @@ Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int6
   for (const auto& u : plan.configs)
     if (mp::quantized_config(u.config)) quantized.insert(u.key);
   std::map<std::string, ChosenCase> out;
-  for (const DType d : {dtype, DType::kInt8}) {
-    if (d == DType::kInt8 && (dtype == DType::kInt8 || quantized.empty())) break;
-    const std::string type(dtype_name(d)), math(math_mode_name(own_math_mode(d)));
-    FL_TRY(
-        db.for_each("SELECT lc.key, c.name, coalesce(b.min_us, b.median_us) FROM best_measurements b "
-                    "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
-                    "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion = ''",
-                    {system_id, type, math},
-                    [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-                      const std::string key = std::get<std::string>(v[0]);
-                      if ((quantized.count(key) > 0) != (d == DType::kInt8) && dtype != DType::kInt8)
+  for (const auto& system : systems)
+    for (const DType d : {dtype, DType::kInt8}) {
+      if (d == DType::kInt8 && (dtype == DType::kInt8 || quantized.empty())) break;
+      const std::string type(dtype_name(d)), math(math_mode_name(own_math_mode(d)));
+      FL_TRY(
+          db.for_each("SELECT lc.key, c.name, coalesce(b.min_us, b.median_us) FROM best_measurements b "
+                      "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
+                      "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion = ''",
+                      {system.system_id, type, math},
+                      [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+                        const std::string key = std::get<std::string>(v[0]);
+                        if ((quantized.count(key) > 0) != (d == DType::kInt8) && dtype != DType::kInt8)
+                          return Status{};
+                        auto it = by_name.find(std::get<std::string>(v[1]));
+                        if (it == by_name.end()) return Status{};
+                        const double us = std::get<double>(v[2]);
+                        // Ties go to the fewer threads (systems come by thread count ascending).
+                        if (auto have = out.find(key); have == out.end() || us < have->second.us)
+                          out[key] = {it->second->spec, us, static_cast<int>(system.threads)};
                         return Status{};
-                      auto it = by_name.find(std::get<std::string>(v[1]));
-                      if (it != by_name.end()) out[key] = {it->second->spec, std::get<double>(v[2])};
-                      return Status{};
-                    }));
-  }
+                      }));
+    }
   return out;
 }
 
@@ -84,6 +98,7 @@ struct Step {
   const Backend* backend = nullptr;  // whose factory (or conversion) built the kernel
   std::string layer, op;             // the layer's ONNX node name and op ("" for a conversion)
   std::string key;                   // the layer's config key ("" for a conversion)
+  int threads = 1;                   // the backend's thread count while it runs (its case's)
 };
 
 // A conversion between the ports of two cases, by the consumer's backend, else the producer's
@@ -211,6 +226,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       ++r.layers_missing;
       continue;
     }
+    // The case runs at the thread count it was timed at (the thread budget), built so too: a
+    // oneDNN primitive fixes its thread partition when it is created.
+    const int threads = c->second.threads > 0 ? c->second.threads : options.threads;
+    own->first->set_threads(threads);
     auto built = own->second(c->second.spec);
     if (!built) {
       ++r.layers_missing;
@@ -259,7 +278,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           if (wired)
             converts.push_back({std::move(conv).value(),
                                 fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                true, 0, steps[layout.step].backend, "", "", ""});
+                                true, 0, steps[layout.step].backend, "", "", "", threads});
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -310,7 +329,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       converted[key] = dest->data;
       steps.push_back({std::move(conv).value(),
                        fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0,
-                       own->first, "", "", ""});
+                       own->first, "", "", "", threads});
       ++r.conversions;
     }
     if (adopted) {
@@ -324,8 +343,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++out;
       }
     }
-    steps.push_back(
-        {std::move(kernel), label, false, c->second.us, own->first, layer.name, layer.op_type, layer.key});
+    steps.push_back({std::move(kernel), label, false, c->second.us, own->first, layer.name, layer.op_type,
+                     layer.key, threads});
     release(layer);
     r.cases_us += c->second.us;
     ++r.layers_replayed;
@@ -336,8 +355,19 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     return make_error("{} (batch {}): no layer has a measured case to replay", model.name, model.batch);
 
   size_t failing = 0;
+  // Before a step, its backend is set to the step's thread count where its last step ran at another
+  // (a layer of the thread budget timed fastest at fewer threads than the run has).
+  std::unordered_map<const Backend*, int> threads_now;
+  auto run_step = [&](Step& s) {
+    int& now = threads_now[s.backend];
+    if (now != s.threads) {
+      s.backend->set_threads(s.threads);
+      now = s.threads;
+    }
+    s.kernel->run();
+  };
   auto pass = [&] {
-    for (failing = 0; failing < steps.size(); ++failing) steps[failing].kernel->run();
+    for (failing = 0; failing < steps.size(); ++failing) run_step(steps[failing]);
   };
   try {
     const auto w0 = std::chrono::steady_clock::now();
@@ -366,14 +396,14 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     for (int p = 0; p < std::max(1, options.profile_passes); ++p)
       for (failing = 0; failing < steps.size(); ++failing) {
         const auto t0 = std::chrono::steady_clock::now();
-        steps[failing].kernel->run();
+        run_step(steps[failing]);
         per_step[failing].push_back(seconds_since(t0) * 1e6);
       }
     for (size_t k = 0; k < steps.size(); ++k) {
       const double us = summarize(per_step[k]).min;
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
       r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us, steps[k].layer,
-                         steps[k].op, steps[k].key});
+                         steps[k].op, steps[k].key, steps[k].threads});
     }
   } catch (const std::exception& e) {
     return make_error("{} (batch {}): replay failed at {}: {}", model.name, model.batch,
@@ -402,8 +432,11 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
   nlohmann::json layer_times = nlohmann::json::array();
   for (const auto& s : r.steps)
     if (!s.conversion)
-      layer_times.push_back(
-          {{"layer", s.layer}, {"op", s.op}, {"replay_us", s.in_graph_us}, {"case_us", s.alone_us}});
+      layer_times.push_back({{"layer", s.layer},
+                             {"op", s.op},
+                             {"replay_us", s.in_graph_us},
+                             {"case_us", s.alone_us},
+                             {"threads", s.threads}});
   row.makeup = nlohmann::json{{"layers", r.layers_replayed},
                               {"layers_us", r.layers_us},
                               {"cases_us", r.cases_us},
@@ -484,7 +517,25 @@ Result<RetimeResult> retime_cases(benchdb::Database& db, const mp::ModelIR& mode
                         ? fmt::format("re-timing after the replay of {} (batch {})", model.name, model.batch)
                         : fmt::format("{} (re-timing after the replay of {}, batch {})", options.command,
                                       model.name, model.batch);
-  FL_ASSIGN_OR_RETURN(out.run, run_plan(&db, {model}, sub, used, options));
+  // Each case is timed again at the thread count it won at (its system within the thread budget).
+  std::map<std::string, int> threads_of;
+  for (const auto& [key, c] : chosen) threads_of[c.spec.name] = c.threads > 0 ? c.threads : options.threads;
+  std::map<int, Plan> by_threads;
+  for (const auto& c : sub.cases) {
+    const auto t = threads_of.find(c.spec.name);
+    Plan& p = by_threads[t == threads_of.end() ? options.threads : t->second];
+    p.cases.push_back(c);
+  }
+  for (auto& [threads, p] : by_threads) {
+    p.configs = sub.configs;
+    p.backends = sub.backends;
+    RunOptions at = options;
+    at.threads = threads;
+    FL_ASSIGN_OR_RETURN(RunSummary one, run_plan(&db, {model}, p, used, at));
+    const bool interrupted = one.interrupted;
+    out.run = std::move(one);
+    if (interrupted) break;
+  }
   out.cases = static_cast<int>(sub.cases.size());
   FL_ASSIGN_OR_RETURN(auto fresh, best_cases(db, system_id, plan, dtype));
   std::set<std::string> replayed;

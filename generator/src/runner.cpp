@@ -58,9 +58,19 @@ std::string duration(double s) {
 
 }  // namespace
 
+std::vector<int> budget_thread_counts(int threads, bool exact) {
+  threads = std::max(1, threads);
+  if (exact) return {threads};
+  std::vector<int> counts;
+  for (int t = 1; t < threads; t *= 2) counts.push_back(t);
+  counts.push_back(threads);
+  return counts;
+}
+
 Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelIR>& models, const Plan& plan,
                             const std::vector<const Backend*>& backends, const RunOptions& options) {
   RunSummary sum;
+  sum.threads = options.threads;
   if (!dbp && !options.dry_run) return make_error("no database to write to");
   benchdb::Database& db = *dbp;  // only used when not a dry run
   // Every backend must be able to run here (a dry run builds kernels too), before anything is written.

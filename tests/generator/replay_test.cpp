@@ -163,6 +163,37 @@ TEST_F(BenchedResidual, AModelIsReplayedFromItsBestCasesWithEveryActivationWired
   EXPECT_EQ(*stored, 1);
 }
 
+// The thread budget: kResidual timed at 1 and 2 threads (two systems of one host). Each config's
+// chosen case is the faster of its two counts, with that count; the replay runs each layer at it.
+TEST_F(BenchedResidual, EachLayerIsReplayedAtTheThreadCountItsCaseWonAt) {
+  RunOptions two = ro;
+  two.threads = 2;
+  auto r2 = run_plan(&*db, models, plan, backends, two);
+  ASSERT_TRUE(r2.ok()) << r2.error().message;
+  ASSERT_NE(r2->system_id, run.system_id);
+  auto one = best_cases(*db, run.system_id, plan, DType::kF32);
+  auto exact = best_cases(*db, r2->system_id, plan, DType::kF32, false);
+  auto budget = best_cases(*db, r2->system_id, plan, DType::kF32);
+  ASSERT_TRUE(one.ok() && exact.ok() && budget.ok());
+  ASSERT_EQ(budget->size(), one->size());
+  for (const auto& [key, c] : *budget) {
+    const double fastest = std::min(one->at(key).us, exact->at(key).us);
+    EXPECT_DOUBLE_EQ(c.us, fastest) << key;
+    EXPECT_EQ(c.threads, one->at(key).us <= exact->at(key).us ? 1 : 2) << key;
+    EXPECT_EQ(one->at(key).threads, 1);
+    EXPECT_EQ(exact->at(key).threads, 2);
+  }
+  ReplayOptions opts = quick_replay();
+  opts.threads = 2;
+  auto r = replay_model(models.front(), *budget, *backends[0], opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->layers_replayed, 5);
+  for (const auto& st : r->steps)
+    if (!st.conversion) EXPECT_EQ(st.threads, budget->at(st.key).threads) << st.label;
+  const auto makeup = nlohmann::json::parse(replay_row(*r, r2->system_id, r2->run_id, "f32").makeup);
+  for (const auto& l : makeup.at("layer_times")) EXPECT_GE(l.at("threads").get<int>(), 1);
+}
+
 // A case measured while the machine was slower (here: its rows made 4x slower in the database, as a
 // sustained slowdown over all its passes would) runs faster in the graph than alone; it is the one
 // timed again after the replay, the lower time is kept, and S over the replayed layers comes down.

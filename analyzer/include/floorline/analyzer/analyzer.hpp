@@ -62,6 +62,10 @@ struct CaseTime {
   std::vector<double> samples;
   int64_t passes = 1, placements = 1, slowed = 0, noisy = 0;
   double spread = 0;
+  // The thread count it was measured at (its system's), and that system: within a thread budget
+  // (load_costs) the fastest case of a configuration may come from a system of fewer threads.
+  int64_t threads = 1;
+  int64_t system_id = 0;
 };
 
 // A confidence interval (µs) of a bound (confidence_intervals).
@@ -84,7 +88,10 @@ struct CostTable {
   std::string system;       // "AMD EPYC (cpu, onednn 2.6.3, 1 thread)": device, libraries, threads
   std::string device_kind;  // "cpu" or "gpu"
   std::string device_name;
-  int64_t threads = 1;  // CPU threads of the measurements (framework latencies must match)
+  int64_t threads = 1;  // CPU threads of the system (framework latencies must match)
+  // The systems whose cases `best` and `conversions` take (Database::thread_budget): this system
+  // and, within its thread budget, the same host measured at fewer threads. One entry when exact.
+  std::vector<benchdb::BudgetSystem> budget;
   // (key, dtype, math_mode, fusion) → fastest passed case (benchdb best_measurements).
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> best;
   // (key, dtype, math_mode, fusion) → the library's own first choice, when it passed.
@@ -109,10 +116,20 @@ struct CostTable {
 // The system to analyze: `requested` when given (error if absent); otherwise, of the systems with
 // measurements of these models' configs, the one with the most best cases (ties: the newest).
 // Error when the database has no measurement of any of them.
+// With `threads`, only the systems measured at that thread count are candidates (error when none
+// has a measurement of these models).
 Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
-                              std::optional<int64_t> requested);
+                              std::optional<int64_t> requested,
+                              std::optional<int64_t> threads = std::nullopt);
 
-Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id);
+// The costs of `system_id`. Thread budget (docs/ANALYZER.md "Thread budget"): a system of T threads
+// means T threads available, and a runtime may run a small layer on fewer; so with `thread_budget`
+// each configuration's best case (and the layout conversions it needs) is the fastest over the
+// systems of the same host (benchdb::host_fingerprint) measured at T threads or fewer, and
+// CaseTime::threads says which count won. Everything else (the library defaults of H, the peaks,
+// replays, framework latencies, the method summary) is the system's own. Without `thread_budget`,
+// the system's own cases only (`--threads-exact`).
+Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id, bool thread_budget = true);
 
 // The FLOPs the roofline counts: a Conv's multiply-adds that read inside the input (taps on padding
 // are not work a library must do: DeepLabV3's dilated ASPP convs have 4x fewer); every other layer's
@@ -137,6 +154,7 @@ struct LayerCost {
   double us = 0;          // t(v); 0 when source is "none"
   std::string best_case;  // case name of t(v) ("" unless measured)
   std::string algorithm;
+  int64_t threads = 0;  // the thread count t(v) was measured at (0 unless measured)
   // The best case's measurement (measured layers): passes, placements, spread of the passes'
   // medians (max / min − 1), and 1 when its repetitions stayed noisy.
   int64_t passes = 0, placements = 0, noisy = 0;
@@ -226,6 +244,8 @@ struct ModelBounds {
 
 struct AnalyzeOptions {
   std::string dtype = "f32";
+  bool thread_budget = true;  // load_costs: each layer's fastest over the thread counts up to the system's
+  std::optional<int64_t> threads;  // choose_system: among the systems of this thread count only
 };
 
 // Every bound of `model` (one batch) on costs' system in options.dtype: layer_costs, then S, H, R,

@@ -59,6 +59,12 @@ struct DeadRun {
   std::string started_at;
 };
 
+// One system of a thread budget (Database::thread_budget).
+struct BudgetSystem {
+  int64_t system_id = 0;
+  int64_t threads = 1;
+};
+
 class Database {
  public:
   static Result<Database> open(const std::filesystem::path& path, const OpenOptions& options = {});
@@ -117,6 +123,10 @@ class Database {
   // current row already says the same.
   Result<std::unordered_map<int64_t, std::pair<std::string, std::string>>> current_outcomes(
       int64_t system_id);
+
+  // The thread budget of a system: the systems of its host (host_fingerprint) measured with at
+  // most its thread count, itself included, by thread count ascending. Error for an unknown id.
+  Result<std::vector<BudgetSystem>> thread_budget(int64_t system_id);
 
   // --- reading --------------------------------------------------------------------------------
   // A query with bound parameters (?1, ?2 ... or ?). Use read_only connections for untrusted SQL.

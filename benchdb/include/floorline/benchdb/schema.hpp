@@ -370,6 +370,10 @@ using floorline::parse_case_name;
 
 // The identity fingerprint of a system (16 hex digits) from its identity columns.
 std::string system_fingerprint(const SystemRow& s);
+// The fingerprint of the stack without its thread count: equal for the systems that are one
+// machine and library stack measured at different thread counts (the thread budget: a bound for
+// T threads takes each layer's fastest case over that host's systems of at most T threads).
+std::string host_fingerprint(SystemRow s);
 
 // A string map as a JSON object ({"cudnn":"9.19.0"}, keys sorted, entries with an empty value
 // left out: an unknown version is no version; equal maps give equal text), and back: the entries

@@ -2,8 +2,10 @@
 // the layout conversions (planned cases and replay's).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
@@ -23,7 +25,11 @@ namespace {
 struct State {
   std::mutex mutex;
   int threads = 1;
-  pthreadpool_t pool = nullptr;
+  pthreadpool_t pool = nullptr;  // the pool of `threads` (none for one thread: the caller runs)
+  // Every pool made, by thread count, kept to the end of the process: a kernel set up with one pool
+  // may run while another count is current (replay switches counts between steps), and switching
+  // back must not start new threads.
+  std::map<int, pthreadpool_t> pools;
 };
 State& state() {
   static State s;
@@ -79,6 +85,14 @@ const xnn_allocator kAllocator{nullptr,  xnn_alloc,         xnn_realloc,
 
 pthreadpool_t pool() {
   return state().pool;
+}
+
+uint32_t operator_flags() {
+  static const bool spin = [] {
+    const char* v = std::getenv("FLOORLINE_SPIN_WORKERS");
+    return v && *v && std::string(v) != "0";
+  }();
+  return spin ? 0 : XNN_FLAG_YIELD_WORKERS;
 }
 
 const char* status_name(xnn_status s) {
@@ -160,7 +174,8 @@ void transpose_tile(void* context, size_t index) {
 void transpose(const float* x, float* y, int64_t batch, int64_t rows, int64_t cols) {
   TransposeTask t{x, y, rows, cols, (rows + kTile - 1) / kTile, (cols + kTile - 1) / kTile};
   pthreadpool_parallelize_1d(pool(), transpose_tile, &t,
-                             static_cast<size_t>(batch * t.row_tiles * t.col_tiles), 0);
+                             static_cast<size_t>(batch * t.row_tiles * t.col_tiles),
+                             operator_flags() ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
 }
 
 std::string nhwc_port_layout(const Shape& nchw) {
@@ -400,8 +415,9 @@ void set_xnnpack_threads(int threads) {
   std::lock_guard<std::mutex> lock(s.mutex);
   threads = std::max(1, threads);
   if (threads == s.threads) return;
-  if (s.pool) pthreadpool_destroy(s.pool);
-  s.pool = threads > 1 ? pthreadpool_create(static_cast<size_t>(threads)) : nullptr;
+  if (threads > 1 && !s.pools.count(threads))
+    s.pools[threads] = pthreadpool_create(static_cast<size_t>(threads));
+  s.pool = threads > 1 ? s.pools[threads] : nullptr;
   s.threads = threads;
 }
 

@@ -43,6 +43,14 @@ struct Buffer {
 // NCHW: rows H·W, cols C), in 32 × 32 tiles, parallel over the pool.
 void transpose(const float* x, float* y, int64_t batch, int64_t rows, int64_t cols);
 
+// The flags every operator is created with: its pool's workers go to sleep as soon as its call
+// ends (XNN_FLAG_YIELD_WORKERS; pthreadpool's yield), instead of spinning for the next call. A
+// model chains cases of several libraries, each with threads of its own (oneDNN's OpenMP,
+// OpenBLAS's): the spinning workers of one take the cores the next one's threads need (measured in
+// docs/MEASUREMENT.md, "Threads of several libraries"). FLOORLINE_SPIN_WORKERS=1 in the environment
+// keeps pthreadpool's spinning, to measure the difference.
+uint32_t operator_flags();
+
 // "nhwc f32 1x64x56x56" (the dims in ONNX order): a port holding an NCHW tensor as NHWC.
 std::string nhwc_port_layout(const Shape& nchw);
 
@@ -64,7 +72,7 @@ using OperatorPtr = std::unique_ptr<xnn_operator, xnn_status (*)(xnn_operator_t)
 class XnnKernel final : public Kernel {
  public:
   explicit XnnKernel(Problem p) : p_(std::move(p)) {}
-  void run() override { check(xnn_run_operator(op_.get(), pool()), "xnn_run_operator"); }
+  void run() override { check(xnn_run_operator(op_.get(), pool_), "xnn_run_operator"); }
   std::string implementation() const override { return impl_; }
   int64_t workspace_bytes() const override { return 0; }  // XNNPACK allocates none per call
   Status verify() override;
@@ -76,6 +84,9 @@ class XnnKernel final : public Kernel {
   std::vector<Tensor> in, out;
   std::vector<HostTensor> extras;  // what the fused epilogue reads, for the reference (MatMul bias)
   OperatorPtr op_{nullptr, xnn_delete_operator};
+  // The pool of the thread count current when the case was built: it is set up and runs on it
+  // whatever count is current later (replay runs each case at the count it was timed at).
+  pthreadpool_t pool_ = pool();
   std::function<xnn_status()> setup;  // xnn_setup_* with the current pointers
   std::string impl_;
 

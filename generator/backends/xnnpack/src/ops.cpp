@@ -79,15 +79,16 @@ void build_convolution(XnnKernel& k) {
         for (int64_t s = 0; s < kw; ++s)
           packed[sz(((o * kh + r) * kw + s) * gic + i)] = onnx_weights[sz(((o * gic + i) * kh + r) * kw + s)];
   xnn_operator_t op = nullptr;
-  check(xnn_create_convolution2d_nhwc_f32(
-            u32(pads[0]), u32(pads[3]), u32(pads[2]), u32(pads[1]), u32(kh), u32(kw), u32(strides[0]),
-            u32(strides[1]), u32(dil[0]), u32(dil[1]), u32(groups), sz(gic), sz(goc), sz(x[1]), sz(oc),
-            packed.data(), has_bias ? k.in[2].host.data.data() : nullptr, clamp.min, clamp.max, 0, &op),
+  check(xnn_create_convolution2d_nhwc_f32(u32(pads[0]), u32(pads[3]), u32(pads[2]), u32(pads[1]), u32(kh),
+                                          u32(kw), u32(strides[0]), u32(strides[1]), u32(dil[0]), u32(dil[1]),
+                                          u32(groups), sz(gic), sz(goc), sz(x[1]), sz(oc), packed.data(),
+                                          has_bias ? k.in[2].host.data.data() : nullptr, clamp.min, clamp.max,
+                                          operator_flags(), &op),
         "xnn_create_convolution2d_nhwc_f32", true);
   k.op_.reset(op);
   k.setup = [&k, n = x[0], h = x[2], wd = x[3]] {
     return xnn_setup_convolution2d_nhwc_f32(k.op_.get(), sz(n), sz(h), sz(wd), k.in[0].data, k.out[0].data,
-                                            pool());
+                                            k.pool_);
   };
   k.impl_ = groups > 1 && gic == 1 && goc == 1 ? "convolution2d_nhwc_f32 (depthwise)"
             : groups > 1                       ? "convolution2d_nhwc_f32 (grouped)"
@@ -136,13 +137,13 @@ void build_fully_connected(XnnKernel& k) {
   }
   k.add(k.out, y, false);
   xnn_operator_t op = nullptr;
-  check(xnn_create_fully_connected_nc_f32(sz(kdim), sz(n), sz(kdim), sz(n), k.in[1].host.data.data(), bias,
-                                          clamp.min, clamp.max, transpose_b ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0,
-                                          &op),
+  check(xnn_create_fully_connected_nc_f32(
+            sz(kdim), sz(n), sz(kdim), sz(n), k.in[1].host.data.data(), bias, clamp.min, clamp.max,
+            (transpose_b ? XNN_FLAG_TRANSPOSE_WEIGHTS : 0) | operator_flags(), &op),
         "xnn_create_fully_connected_nc_f32", true);
   k.op_.reset(op);
   k.setup = [&k, rows] {
-    return xnn_setup_fully_connected_nc_f32(k.op_.get(), sz(rows), k.in[0].data, k.out[0].data, pool());
+    return xnn_setup_fully_connected_nc_f32(k.op_.get(), sz(rows), k.in[0].data, k.out[0].data, k.pool_);
   };
   k.impl_ = "fully_connected_nc_f32";
 }
@@ -158,12 +159,12 @@ void build_pooling(XnnKernel& k) {
   if (p.kind == LayerKind::kGlobalAveragePool) {
     // NHWC [N, H·W, C] → [N, C]: the NCHW [N, C, 1, 1] output needs no conversion.
     k.add(k.out, y, false);
-    check(xnn_create_global_average_pooling_nwc_f32(sz(c), sz(c), sz(c), -kInf, kInf, 0, &op),
+    check(xnn_create_global_average_pooling_nwc_f32(sz(c), sz(c), sz(c), -kInf, kInf, operator_flags(), &op),
           "xnn_create_global_average_pooling_nwc_f32", true);
     k.op_.reset(op);
     k.setup = [&k, n, hw = h * w] {
       return xnn_setup_global_average_pooling_nwc_f32(k.op_.get(), sz(n), sz(hw), k.in[0].data, k.out[0].data,
-                                                      pool());
+                                                      k.pool_);
     };
     k.impl_ = "global_average_pooling_nwc_f32";
     return;
@@ -176,15 +177,15 @@ void build_pooling(XnnKernel& k) {
   const int64_t bottom = end_pad(h, y[2], kernel[0], strides[0], dil[0], pads[0]);
   const int64_t right = end_pad(w, y[3], kernel[1], strides[1], dil[1], pads[1]);
   if (is_max) {
-    check(
-        xnn_create_max_pooling2d_nhwc_f32(u32(pads[0]), u32(right), u32(bottom), u32(pads[1]), u32(kernel[0]),
-                                          u32(kernel[1]), u32(strides[0]), u32(strides[1]), u32(dil[0]),
-                                          u32(dil[1]), sz(c), sz(c), sz(c), -kInf, kInf, 0, &op),
-        "xnn_create_max_pooling2d_nhwc_f32", true);
+    check(xnn_create_max_pooling2d_nhwc_f32(u32(pads[0]), u32(right), u32(bottom), u32(pads[1]),
+                                            u32(kernel[0]), u32(kernel[1]), u32(strides[0]), u32(strides[1]),
+                                            u32(dil[0]), u32(dil[1]), sz(c), sz(c), sz(c), -kInf, kInf,
+                                            operator_flags(), &op),
+          "xnn_create_max_pooling2d_nhwc_f32", true);
     k.op_.reset(op);
     k.setup = [&k, n, h, w] {
       return xnn_setup_max_pooling2d_nhwc_f32(k.op_.get(), sz(n), sz(h), sz(w), k.in[0].data, k.out[0].data,
-                                              pool());
+                                              k.pool_);
     };
     k.impl_ = "max_pooling2d_nhwc_f32";
     return;
@@ -194,14 +195,14 @@ void build_pooling(XnnKernel& k) {
   const bool padded = pads[0] || pads[1] || bottom || right;
   if (p.int_attr("count_include_pad") != 0 && padded)
     unsupported("XNNPACK's average pooling excludes padding (count_include_pad = 0)");
-  check(xnn_create_average_pooling2d_nhwc_f32(u32(pads[0]), u32(right), u32(bottom), u32(pads[1]),
-                                              u32(kernel[0]), u32(kernel[1]), u32(strides[0]),
-                                              u32(strides[1]), sz(c), sz(c), sz(c), -kInf, kInf, 0, &op),
+  check(xnn_create_average_pooling2d_nhwc_f32(
+            u32(pads[0]), u32(right), u32(bottom), u32(pads[1]), u32(kernel[0]), u32(kernel[1]),
+            u32(strides[0]), u32(strides[1]), sz(c), sz(c), sz(c), -kInf, kInf, operator_flags(), &op),
         "xnn_create_average_pooling2d_nhwc_f32", true);
   k.op_.reset(op);
   k.setup = [&k, n, h, w] {
     return xnn_setup_average_pooling2d_nhwc_f32(k.op_.get(), sz(n), sz(h), sz(w), k.in[0].data, k.out[0].data,
-                                                pool());
+                                                k.pool_);
   };
   k.impl_ = "average_pooling2d_nhwc_f32";
 }
@@ -238,66 +239,68 @@ void build_unary(XnnKernel& k) {
         hi = std::isfinite(mx) ? static_cast<float>(mx) : kInf;
       }
       call = "xnn_create_clamp_nc_f32";
-      check(xnn_create_clamp_nc_f32(c, c, c, lo, hi, 0, &op), call, true);
+      check(xnn_create_clamp_nc_f32(c, c, c, lo, hi, operator_flags(), &op), call, true);
       setup = xnn_setup_clamp_nc_f32;
       break;
     }
     case LayerKind::kLeakyRelu:
       call = "xnn_create_leaky_relu_nc_f32";
-      check(xnn_create_leaky_relu_nc_f32(c, c, c, static_cast<float>(p.float_attr("alpha")), 0, &op), call,
-            true);
+      check(xnn_create_leaky_relu_nc_f32(c, c, c, static_cast<float>(p.float_attr("alpha")), operator_flags(),
+                                         &op),
+            call, true);
       setup = xnn_setup_leaky_relu_nc_f32;
       break;
     case LayerKind::kElu:
       call = "xnn_create_elu_nc_f32";
-      check(xnn_create_elu_nc_f32(c, c, c, static_cast<float>(p.float_attr("alpha")), 0, &op), call, true);
+      check(xnn_create_elu_nc_f32(c, c, c, static_cast<float>(p.float_attr("alpha")), operator_flags(), &op),
+            call, true);
       setup = xnn_setup_elu_nc_f32;
       break;
     case LayerKind::kSigmoid:
       call = "xnn_create_sigmoid_nc_f32";
-      check(xnn_create_sigmoid_nc_f32(c, c, c, 0, &op), call, true);
+      check(xnn_create_sigmoid_nc_f32(c, c, c, operator_flags(), &op), call, true);
       setup = xnn_setup_sigmoid_nc_f32;
       break;
     case LayerKind::kHardSwish:
       call = "xnn_create_hardswish_nc_f32";
-      check(xnn_create_hardswish_nc_f32(c, c, c, 0, &op), call, true);
+      check(xnn_create_hardswish_nc_f32(c, c, c, operator_flags(), &op), call, true);
       setup = xnn_setup_hardswish_nc_f32;
       break;
     case LayerKind::kAbs:
       call = "xnn_create_abs_nc_f32";
-      check(xnn_create_abs_nc_f32(c, c, c, 0, &op), call, true);
+      check(xnn_create_abs_nc_f32(c, c, c, operator_flags(), &op), call, true);
       setup = xnn_setup_abs_nc_f32;
       break;
     case LayerKind::kNeg:
       call = "xnn_create_negate_nc_f32";
-      check(xnn_create_negate_nc_f32(c, c, c, 0, &op), call, true);
+      check(xnn_create_negate_nc_f32(c, c, c, operator_flags(), &op), call, true);
       setup = xnn_setup_negate_nc_f32;
       break;
     case LayerKind::kSqrt:
       call = "xnn_create_square_root_nc_f32";
-      check(xnn_create_square_root_nc_f32(c, c, c, 0, &op), call, true);
+      check(xnn_create_square_root_nc_f32(c, c, c, operator_flags(), &op), call, true);
       setup = xnn_setup_square_root_nc_f32;
       break;
     case LayerKind::kFloor:
       call = "xnn_create_floor_nc_f32";
-      check(xnn_create_floor_nc_f32(c, c, c, 0, &op), call, true);
+      check(xnn_create_floor_nc_f32(c, c, c, operator_flags(), &op), call, true);
       setup = xnn_setup_floor_nc_f32;
       break;
     case LayerKind::kCeil:
       call = "xnn_create_ceiling_nc_f32";
-      check(xnn_create_ceiling_nc_f32(c, c, c, 0, &op), call, true);
+      check(xnn_create_ceiling_nc_f32(c, c, c, operator_flags(), &op), call, true);
       setup = xnn_setup_ceiling_nc_f32;
       break;
     case LayerKind::kSoftmax:
       call = "xnn_create_softmax_nc_f32";
-      check(xnn_create_softmax_nc_f32(c, c, c, 0, &op), call, true);
+      check(xnn_create_softmax_nc_f32(c, c, c, operator_flags(), &op), call, true);
       setup = xnn_setup_softmax_nc_f32;
       break;
     default:
       unsupported(fmt::format("{} is not an XNNPACK unary operator", p.op));
   }
   k.op_.reset(op);
-  k.setup = [&k, setup, rows] { return setup(k.op_.get(), sz(rows), k.in[0].data, k.out[0].data, pool()); };
+  k.setup = [&k, setup, rows] { return setup(k.op_.get(), sz(rows), k.in[0].data, k.out[0].data, k.pool_); };
   k.impl_ = std::string(call).substr(std::string("xnn_create_").size());
 }
 
@@ -316,32 +319,32 @@ void build_binary(XnnKernel& k) {
   switch (p.kind) {
     case LayerKind::kAdd:
       call = "xnn_create_add_nd_f32";
-      check(xnn_create_add_nd_f32(-kInf, kInf, 0, &op), call, true);
+      check(xnn_create_add_nd_f32(-kInf, kInf, operator_flags(), &op), call, true);
       setup = xnn_setup_add_nd_f32;
       break;
     case LayerKind::kSub:
       call = "xnn_create_subtract_nd_f32";
-      check(xnn_create_subtract_nd_f32(-kInf, kInf, 0, &op), call, true);
+      check(xnn_create_subtract_nd_f32(-kInf, kInf, operator_flags(), &op), call, true);
       setup = xnn_setup_subtract_nd_f32;
       break;
     case LayerKind::kMul:
       call = "xnn_create_multiply_nd_f32";
-      check(xnn_create_multiply_nd_f32(-kInf, kInf, 0, &op), call, true);
+      check(xnn_create_multiply_nd_f32(-kInf, kInf, operator_flags(), &op), call, true);
       setup = xnn_setup_multiply_nd_f32;
       break;
     case LayerKind::kDiv:
       call = "xnn_create_divide_nd_f32";
-      check(xnn_create_divide_nd_f32(-kInf, kInf, 0, &op), call, true);
+      check(xnn_create_divide_nd_f32(-kInf, kInf, operator_flags(), &op), call, true);
       setup = xnn_setup_divide_nd_f32;
       break;
     case LayerKind::kMax:
       call = "xnn_create_maximum_nd_f32";
-      check(xnn_create_maximum_nd_f32(0, &op), call, true);
+      check(xnn_create_maximum_nd_f32(operator_flags(), &op), call, true);
       setup = xnn_setup_maximum_nd_f32;
       break;
     case LayerKind::kMin:
       call = "xnn_create_minimum_nd_f32";
-      check(xnn_create_minimum_nd_f32(0, &op), call, true);
+      check(xnn_create_minimum_nd_f32(operator_flags(), &op), call, true);
       setup = xnn_setup_minimum_nd_f32;
       break;
     default:
@@ -351,7 +354,7 @@ void build_binary(XnnKernel& k) {
   std::vector<size_t> sa(a.begin(), a.end()), sb(b.begin(), b.end());
   k.setup = [&k, setup, sa, sb] {
     return setup(k.op_.get(), sa.size(), sa.data(), sb.size(), sb.data(), k.in[0].data, k.in[1].data,
-                 k.out[0].data, pool());
+                 k.out[0].data, k.pool_);
   };
   k.impl_ = std::string(call).substr(std::string("xnn_create_").size());
 }

@@ -50,13 +50,17 @@ namespace floorline::gen {
 struct ChosenCase {
   kernels::CaseSpec spec;
   double us = 0;
+  int threads = 1;  // the thread count it was timed at (its system's): replay runs it at that count
 };
 
 // Config key → the config's best passed unfused case of `dtype` (in its own math mode: strict
 // fp32 for f32) on `system_id`, from best_measurements, with its spec from `plan` (matched by case name;
 // a best case the plan no longer has is left out).
+// With `thread_budget`, the fastest over the systems of the thread budget of `system_id`
+// (Database::thread_budget: the same host at fewer threads), as the analyzer's S takes it.
 Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id,
-                                                     const Plan& plan, DType dtype);
+                                                     const Plan& plan, DType dtype,
+                                                     bool thread_budget = true);
 
 struct ReplayOptions {
   int repetitions = 5;
@@ -75,6 +79,7 @@ struct ReplayStep {
   std::string layer;       // the layer's ONNX node name ("" for a conversion)
   std::string op;          // its ONNX op type ("" for a conversion)
   std::string key;         // its config key, as in the chosen cases ("" for a conversion)
+  int threads = 1;         // the thread count it ran at (its case's, within the thread budget)
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }

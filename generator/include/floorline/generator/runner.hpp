@@ -101,6 +101,7 @@ struct RunSummary {
   double timed_seconds = 0;      // Σ iterations × per-call time over the passed cases
   int64_t run_id = 0;
   int64_t system_id = 0;
+  int threads = 1;                 // the thread count of the run (RunOptions::threads)
   std::vector<Peak> peaks;         // measured in this run (calibrate)
   std::string calibration_error;   // why a calibration failed ("" when none did); the cases still ran
   bool interrupted = false;        // stopped by SIGINT/SIGTERM; what was measured is committed
@@ -131,6 +132,12 @@ struct RunSummary {
   }
   double efficiency() const { return wall_seconds > 0 ? timed_seconds / wall_seconds : 0; }
 };
+
+// The thread counts a budget of `threads` is timed at (docs/ANALYZER.md "Thread budget"): "T threads"
+// means T threads available, and a runtime may run a small layer on fewer, so each configuration is
+// timed at 1, every power of two below T, and T; S at T takes each layer's fastest of them. With
+// `exact`, T alone. Ascending; T >= 1.
+std::vector<int> budget_thread_counts(int threads, bool exact = false);
 
 // Records the models (configs, layers) and the plan's cases, then times the cases of each
 // backend. `db` may be null for a dry run. Error, before anything is written, when a backend cannot

@@ -1,0 +1,153 @@
+// The thread budget (docs/ANALYZER.md "Thread budget"): S at T threads takes each layer's fastest
+// case over the systems of the same host timed at T threads or fewer, on recorded times in a test
+// database with hand-computed sums; a system of another host never contributes; --threads-exact
+// keeps the system's own cases.
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "floorline/analyzer/analyzer.hpp"
+#include "floorline/benchdb/database.hpp"
+#include "floorline/benchdb/writer.hpp"
+#include "floorline/generator/runner.hpp"
+#include "floorline/model_processor/model.hpp"
+
+namespace floorline::analyzer {
+namespace {
+
+// x → Relu → Sigmoid → Tanh: three configs.
+constexpr const char* kChain = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+budget_chain (float[1,4096] x) => (float y) {
+  a = Relu (x)
+  b = Sigmoid (a)
+  y = Tanh (b)
+}
+)onnx";
+
+template <class T>
+T value(Result<T> r) {
+  if (!r) throw std::runtime_error(r.error().message);
+  return std::move(r).value();
+}
+void check(const Status& s) {
+  if (!s) throw std::runtime_error(s.error().message);
+}
+
+struct BudgetDb {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("floorline_budget_" + std::to_string(::getpid()));
+  std::optional<benchdb::Database> db;
+  mp::ModelIR model;
+  std::map<std::string, std::string> key_of;  // op → config key
+
+  BudgetDb() {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    db.emplace(value(benchdb::Database::open(dir / "b.db")));
+    auto r = mp::process_model_text(kChain, "budget_chain", {});
+    model = value(std::move(r)).front();
+    check(db->record_models({model}));
+    for (const auto& l : model.layers) key_of[l.op_type] = l.key;
+  }
+  ~BudgetDb() { std::filesystem::remove_all(dir); }
+
+  int64_t system(int64_t threads, const std::string& cpu = "Test CPU") {
+    benchdb::SystemRow s;
+    s.device_kind = "cpu";
+    s.device_name = s.cpu_model = cpu;
+    s.threads = threads;
+    s.libraries = {{"onednn", "2.6.3"}};
+    s.floorline_version = "test";
+    return value(db->upsert_system(s));
+  }
+  // One passed case of `op`'s config on `system`, the library's default.
+  void time(int64_t system, const std::string& op, double us) {
+    benchdb::RunRow run;
+    run.system_id = system;
+    const int64_t run_id = value(db->begin_run(run));
+    auto q = value(db->query("SELECT id FROM layer_configs WHERE key = ?1", {key_of.at(op)}));
+    benchdb::CaseRow c;
+    c.config_id = std::get<int64_t>(q.rows.at(0).at(0));
+    c.identity = {"onednn", "eltwise:jit", "f32", "fp32", "", "", key_of.at(op)};
+    benchdb::MeasurementRow m;
+    m.case_id = value(db->upsert_case(c));
+    m.status = "passed";
+    m.is_default = 1;
+    m.iterations = 10;
+    m.repetitions = 1;
+    m.min_us = m.median_us = m.mean_us = us;
+    benchdb::MeasurementWriter w(*db, system, run_id);
+    check(w.add(std::move(m)));
+    check(w.flush());
+  }
+  const LayerCost& layer(const ModelBounds& b, const std::string& kind) {
+    for (const auto& l : b.layers)
+      if (l.kind == kind) return l;
+    throw std::runtime_error("no " + kind);
+  }
+};
+
+TEST(ThreadBudget, CountsAreOneThePowersOfTwoBelowAndTheBudget) {
+  EXPECT_EQ(gen::budget_thread_counts(1), (std::vector<int>{1}));
+  EXPECT_EQ(gen::budget_thread_counts(2), (std::vector<int>{1, 2}));
+  EXPECT_EQ(gen::budget_thread_counts(6), (std::vector<int>{1, 2, 4, 6}));
+  EXPECT_EQ(gen::budget_thread_counts(8), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(gen::budget_thread_counts(8, true), (std::vector<int>{8}));
+  EXPECT_EQ(gen::budget_thread_counts(0), (std::vector<int>{1}));
+}
+
+TEST(ThreadBudget, EachLayerTakesItsFastestCountUpToTheBudgetOnItsOwnHost) {
+  BudgetDb t;
+  const int64_t one = t.system(1), two = t.system(2), four = t.system(4);
+  const int64_t other_host = t.system(1, "Other CPU");
+  // Relu scales (10 → 6), Sigmoid loses to the fork/join (20 → 25), Tanh only timed at 2 threads
+  // there (and 40 at one thread). At 4 threads everything is slower than at 2.
+  t.time(one, "Relu", 10);
+  t.time(one, "Sigmoid", 20);
+  t.time(one, "Tanh", 40);
+  t.time(two, "Relu", 6);
+  t.time(two, "Sigmoid", 25);
+  t.time(two, "Tanh", 30);
+  t.time(four, "Relu", 7);
+  t.time(four, "Sigmoid", 27);
+  t.time(four, "Tanh", 31);
+  t.time(other_host, "Relu", 1);  // another machine: never part of this host's budget
+
+  const auto budget = value(t.db->thread_budget(two));
+  ASSERT_EQ(budget.size(), 2u);
+  EXPECT_EQ(budget[0].system_id, one);
+  EXPECT_EQ(budget[0].threads, 1);
+  EXPECT_EQ(budget[1].system_id, two);
+  EXPECT_EQ(value(t.db->thread_budget(four)).size(), 3u);
+  EXPECT_EQ(value(t.db->thread_budget(other_host)).size(), 1u);
+  EXPECT_FALSE(t.db->thread_budget(9999).ok());
+
+  const auto s1 = analyze_model(t.model, value(load_costs(*t.db, one)));
+  const auto s2 = analyze_model(t.model, value(load_costs(*t.db, two)));
+  const auto s4 = analyze_model(t.model, value(load_costs(*t.db, four)));
+  const auto exact2 = analyze_model(t.model, value(load_costs(*t.db, two, false)));
+  EXPECT_DOUBLE_EQ(s1.S, 70);      // 10 + 20 + 40
+  EXPECT_DOUBLE_EQ(s2.S, 56);      // 6 (2 threads) + 20 (1 thread) + 30 (2 threads)
+  EXPECT_DOUBLE_EQ(s4.S, 56);      // nothing at 4 threads beats 1 or 2
+  EXPECT_DOUBLE_EQ(exact2.S, 61);  // 6 + 25 + 30: every layer forced onto 2 threads
+  EXPECT_LE(s2.S, s1.S);
+  EXPECT_LE(s4.S, s2.S);
+  EXPECT_EQ(t.layer(s2, "Relu").threads, 2);
+  EXPECT_EQ(t.layer(s2, "Sigmoid").threads, 1);
+  EXPECT_EQ(t.layer(s2, "Tanh").threads, 2);
+  EXPECT_EQ(t.layer(exact2, "Sigmoid").threads, 2);
+  // H is what a framework gets by default at the system's own count: the defaults at 2 threads.
+  EXPECT_DOUBLE_EQ(s2.H, 61);
+  // The system line says what the budget took.
+  EXPECT_NE(value(load_costs(*t.db, two)).system.find("thread budget 2"), std::string::npos);
+  EXPECT_EQ(value(load_costs(*t.db, two, false)).system.find("thread budget"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace floorline::analyzer
