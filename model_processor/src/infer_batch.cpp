@@ -57,6 +57,67 @@ void collect_shapes(const onnx::GraphProto& g, ShapeMap& out) {
     }
 }
 
+// The model at batch size `batch`, on `arena`: graph inputs take the batch as their first dim, and
+// outputs and value_info lose the shapes ONNX is to infer again.
+onnx::ModelProto* batched_model(const Loaded& L, int64_t batch, google::protobuf::Arena& arena) {
+  onnx::ModelProto* copy = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
+  copy->CopyFrom(*L.model);
+  onnx::ModelProto& m = *copy;
+  auto* bg = m.mutable_graph();
+  for (auto& in : *bg->mutable_input()) {
+    if (L.initializers.count(in.name())) continue;  // IR < 4 lists initializers as inputs
+    auto* tt = in.mutable_type()->mutable_tensor_type();
+    if (!tt->has_shape() || tt->shape().dim_size() == 0) continue;
+    auto* d0 = tt->mutable_shape()->mutable_dim(0);
+    if (d0->has_dim_param() || !d0->has_dim_value() || d0->dim_value() == 1) d0->set_dim_value(batch);
+  }
+  for (auto& out : *bg->mutable_output())
+    if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
+  bg->clear_value_info();
+  return copy;
+}
+
+// Replaces the nodes of `work` (a fresh batched copy) by those not evaluated, and adds the evaluated
+// nodes' outputs as initializers holding their folded values.
+void feed_back_folded(const onnx::GraphProto& graph, const std::vector<bool>& evaluated, Inference& inf,
+                      onnx::ModelProto& work) {
+  const int node_count = graph.node_size();
+  auto* wg = work.mutable_graph();
+  wg->clear_node();
+  for (int idx = 0; idx < node_count; ++idx)
+    if (!evaluated[idx]) *wg->add_node() = graph.node(idx);
+  for (int idx = 0; idx < node_count; ++idx)
+    if (evaluated[idx])
+      for (const auto& name : graph.node(idx).output())
+        *wg->add_initializer() = to_tensor_proto(inf.values[name], name);
+}
+
+// Folded outputs that ONNX typed only through initializers keep their dims from the values.
+void shapes_from_values(Inference& inf) {
+  for (const auto& [name, v] : inf.values) {
+    auto& slot = inf.shapes[name];
+    slot.dtype = v.dtype;
+    slot.shape = v.dims;
+  }
+}
+
+// ONNX 1.12 takes a literal Reshape target as given; the element counts must still agree.
+Status check_reshape_counts(const onnx::GraphProto& graph, const Inference& inf) {
+  for (int idx = 0; idx < graph.node_size(); ++idx) {
+    const auto& node = graph.node(idx);
+    if (node.op_type() != "Reshape" || inf.folded[idx] || node.input_size() < 1) continue;
+    auto in = inf.shapes.find(node.input(0)), out = inf.shapes.find(node.output(0));
+    if (in == inf.shapes.end() || out == inf.shapes.end() || !in->second.shape || !out->second.shape)
+      continue;
+    const int64_t a = numel(*in->second.shape), b = numel(*out->second.shape);
+    if (a >= 0 && b >= 0 && a != b)
+      return make_error("node {} (Reshape) reshapes {} ({} elements) to {} ({} elements)",
+                        node_label(node, idx), shape_string(*in->second.shape), a,
+                        shape_string(*out->second.shape), b);
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOptions& opts) {
@@ -71,23 +132,7 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
   google::protobuf::Arena arena(reused_arena_options(ArenaSlot::kInference));
   // The model at this batch size. Built again only for a second whole-graph round (rare): a copy of
   // a large graph costs about as much as ONNX's inference of it.
-  auto batched = [&] {
-    onnx::ModelProto* copy = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
-    copy->CopyFrom(*L.model);
-    onnx::ModelProto& m = *copy;
-    auto* bg = m.mutable_graph();
-    for (auto& in : *bg->mutable_input()) {
-      if (L.initializers.count(in.name())) continue;  // IR < 4 lists initializers as inputs
-      auto* tt = in.mutable_type()->mutable_tensor_type();
-      if (!tt->has_shape() || tt->shape().dim_size() == 0) continue;
-      auto* d0 = tt->mutable_shape()->mutable_dim(0);
-      if (d0->has_dim_param() || !d0->has_dim_value() || d0->dim_value() == 1) d0->set_dim_value(batch);
-    }
-    for (auto& out : *bg->mutable_output())
-      if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
-    bg->clear_value_info();
-    return copy;
-  };
+  auto batched = [&] { return batched_model(L, batch, arena); };
   for (const auto& t : graph.initializer()) inf.constant.insert(t.name());
 
   std::unordered_map<std::string, ConstTensor> init_values;  // lazily read initializer values
@@ -412,34 +457,10 @@ Result<Inference> infer_at_batch(const Loaded& L, int64_t batch, const ProcessOp
 
     // Feed the folded values back as initializers and infer again: shapes that hung on them resolve.
     work = batched();
-    auto* wg = work->mutable_graph();
-    wg->clear_node();
-    for (int idx = 0; idx < node_count; ++idx)
-      if (!evaluated[idx]) *wg->add_node() = graph.node(idx);
-    for (int idx = 0; idx < node_count; ++idx)
-      if (evaluated[idx])
-        for (const auto& name : graph.node(idx).output())
-          *wg->add_initializer() = to_tensor_proto(inf.values[name], name);
+    feed_back_folded(graph, evaluated, inf, *work);
   }
-  // Folded outputs that ONNX typed only through initializers keep their dims from the values.
-  for (const auto& [name, v] : inf.values) {
-    auto& slot = inf.shapes[name];
-    slot.dtype = v.dtype;
-    slot.shape = v.dims;
-  }
-  // ONNX 1.12 takes a literal Reshape target as given; the element counts must still agree.
-  for (int idx = 0; idx < node_count; ++idx) {
-    const auto& node = graph.node(idx);
-    if (node.op_type() != "Reshape" || inf.folded[idx] || node.input_size() < 1) continue;
-    auto in = inf.shapes.find(node.input(0)), out = inf.shapes.find(node.output(0));
-    if (in == inf.shapes.end() || out == inf.shapes.end() || !in->second.shape || !out->second.shape)
-      continue;
-    const int64_t a = numel(*in->second.shape), b = numel(*out->second.shape);
-    if (a >= 0 && b >= 0 && a != b)
-      return make_error("node {} (Reshape) reshapes {} ({} elements) to {} ({} elements)",
-                        node_label(node, idx), shape_string(*in->second.shape), a,
-                        shape_string(*out->second.shape), b);
-  }
+  shapes_from_values(inf);
+  FL_TRY(check_reshape_counts(graph, inf));
   FL_TRY(check_conv_channels(graph, inf.shapes));
   return inf;
 }
