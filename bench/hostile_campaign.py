@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Hostile-input campaign (issue 22): mutated copies of zoo models through `floorline layers`.
+"""Hostile-input campaign: mutated copies of zoo models through `floorline layers`.
 
     /usr/bin/python3 bench/hostile_campaign.py --floorline build/bin/floorline [--count 10000]
         [--jobs 2] [--seed 1] [--timeout 120] [--keep DIR] [--zoo models/zoo]

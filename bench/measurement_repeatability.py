@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The measurement method's own benchmark (issue 18): do two back-to-back runs agree?
+"""The measurement method's own benchmark: do two back-to-back runs agree?
 
 Runs `floorline bench` twice on the same models into two fresh databases (batch 1, 1 thread by
 default: resnet18, mobilenet_v2, squeezenet1_1 from models/zoo), then compares them case by case:

@@ -1,5 +1,5 @@
-// Model-processor throughput on a zoo of ONNX files (issue: load + shape inference + IR + dedup
-// must take no more than the time `cat` takes to read the same bytes, page cache warm: issue 21).
+// Model-processor throughput on a zoo of ONNX files (the target: load + shape inference + IR +
+// dedup take no more than the time `cat` takes to read the same bytes, page cache warm).
 //
 //   bench_model_processor DIR [--repeat N] [--batch B]
 //

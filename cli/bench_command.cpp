@@ -581,7 +581,7 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
   b->add_flag("--dry-run", bench->dry_run, "Plan and build every case, time nothing, write nothing");
   b->add_flag("--cold", bench->cold, "Flush the GPU's L2 cache before each timed call (cuda)");
   b->add_flag("--verify", bench->verify,
-              "Check each case against a plain reference computation before timing");
+              "Check each case against the oracle (plain loops of the ONNX semantics) before timing");
   b->add_flag("--no-calibrate", bench->no_calibrate,
               "Do not measure the roofline peaks (a large MatMul and a large copy) the database lacks for "
               "this system");

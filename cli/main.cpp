@@ -1,4 +1,4 @@
-// floorline: the executable only wires the stages together (shared/DESIGN.md).
+// floorline: the executable only wires the stages together (docs/ARCHITECTURE.md).
 #include <cstdio>
 #include <exception>
 #include <new>

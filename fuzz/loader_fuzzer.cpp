@@ -1,4 +1,4 @@
-// libFuzzer target for the model loader (issue 22): bytes → a file → process_model at batches 1
+// libFuzzer target for the model loader: bytes → a file → process_model at batches 1
 // and 8, as `floorline layers` runs it. Beyond "does not crash" it checks what the loader promises:
 // an error is one line that starts with the file's path and is valid UTF-8; a success has valid
 // UTF-8 names and keys and no negative FLOPs or bytes. docs/SECURITY.md says how to run it longer.

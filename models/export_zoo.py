@@ -31,7 +31,7 @@ from torchvision.models import detection as tvd
 OPSET = 17
 
 
-# --- quantized (QDQ) models (issue 19) -------------------------------------------------------------
+# --- quantized (QDQ) models -------------------------------------------------------------
 def resnet18_qdq():
     """torchvision's quantizable ResNet-18, eager-mode post-training quantization (fbgemm qconfig:
     u8 activations with zero points, s8 weights with per-channel scales), calibrated on random
@@ -66,7 +66,7 @@ class SegmentationOut(torch.nn.Module):
         return self.net(x)["out"]
 
 
-# --- issue 19: recurrent models built from torch.nn, and MaxViT (Einsum attention).
+# --- recurrent models built from torch.nn, and MaxViT (Einsum attention).
 class LstmLanguageModel(torch.nn.Module):
     """A word-level LSTM language model (the PyTorch word_language_model example's shape):
     embedding 10000 x 256, a 2-layer LSTM of 256 units, a linear decoder to the vocabulary."""
@@ -161,10 +161,10 @@ ZOO = {
         "torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, "
         "dim_feedforward=3072, activation='gelu', batch_first=True), num_layers=12)",
         bert_base_encoder, (128, 768)),
-    # --- quantized (QDQ) models (issue 19) ---
+    # --- quantized (QDQ) models ---
     "resnet18_qdq": ("torchvision.models.quantization.resnet18(weights=None, quantize=False), fused, "
                      "fbgemm post-training quantization calibrated on random images", resnet18_qdq, IMAGE),
-    # --- issue 19
+    # --- Einsum attention and recurrent models
     "maxvit_t": ("torchvision.models.maxvit_t(weights=None)", lambda: tvm.maxvit_t(weights=None), IMAGE),
     "lstm_lm": ("LstmLanguageModel(vocab=10000, width=256, layers=2) (torch.nn, models/export_zoo.py)",
                 LstmLanguageModel, (35,)),
@@ -192,7 +192,7 @@ def constants_to_initializers(model):
     graph.node.extend(keep)
 
 
-# --- detection (issue 19): data-dependent output sizes (NonZero, NonMaxSuppression, TopK) -----------
+# --- detection: data-dependent output sizes (NonZero, NonMaxSuppression, TopK) -----------
 class DetectionOut(torch.nn.Module):
     """torchvision detection models take a list of images and return a list of dicts: export one
     image's boxes, scores and labels. Traced at batch 1 (the per-image loop is unrolled), so the

@@ -302,7 +302,7 @@ Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch
   const auto it = costs.replays.find({model, batch, dtype});
   if (it == costs.replays.end()) return r;
   const benchdb::ReplayRow& row = it->second;
-  // The lowest repetition mean, the statistic S takes of each case (docs/ANALYZER.md).
+  // The lowest repetition mean, the statistic S takes of each case (docs/MEASUREMENT.md).
   r.us = row.min_us.value_or(row.median_us);
   // generator::replay_row's make-up (a row moved from schema 3 may hold plain text).
   const auto j = nlohmann::json::parse(row.makeup, nullptr, false);

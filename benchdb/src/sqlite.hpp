@@ -1,5 +1,5 @@
 // A thin RAII layer over the SQLite C API: every statement is prepared and bound, never built
-// from values (STYLE.md: SQL only through prepared statements). Errors carry the SQLite message
+// from values (SQL only through prepared statements). Errors carry the SQLite message
 // and the SQL text's first words, so a failure names the call that failed.
 #pragma once
 

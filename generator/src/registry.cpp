@@ -25,7 +25,7 @@ struct BackendEntry {
   const char* plugin;       // the plugin's file name
   // Set (unless the user set it) before the plugin is loaded: a runtime it links may read it only
   // when it loads. oneDNN's OpenMP (libgomp) spins idle threads by default, which ruins timings on
-  // a shared machine (shared/DESIGN.md, measurement method); nothing else in the executable loads
+  // a shared machine (docs/MEASUREMENT.md); nothing else in the executable loads
   // libgomp before this plugin.
   const char* env_name;
   const char* env_value;

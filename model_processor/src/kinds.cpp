@@ -159,7 +159,7 @@ int64_t recurrent_flops(const LayerConfig& c) {
   const int64_t step = add(gemm, mul(elementwise, mul(n, h)));
   return mul(mul(t, d), step);
 }
-// --- detection heads (issue 19). Comparisons count as FLOPs, as for ArgMax and MaxPool.
+// --- detection heads. Comparisons count as FLOPs, as for ArgMax and MaxPool.
 int64_t ceil_log2(int64_t n) {
   int64_t l = 0;
   while (l < 62 && (int64_t{1} << l) < n) ++l;
@@ -193,7 +193,7 @@ int64_t nms_flops(const LayerConfig& c) {
 }
 std::string str_or(const LayerConfig& c, std::string_view name, std::string fallback);  // (below)
 
-// --- sampling and scatter (issue 19). Per sample point, the bilinear interpolation's work on one
+// --- sampling and scatter. Per sample point, the bilinear interpolation's work on one
 // channel: 4 weight × value products, 3 adds (RoiAlign max mode: 3 maxes) and 1 accumulate = 8;
 // the sample's coordinates and weights (2 multiply-adds for y and x, then ly, lx, hy, hx and the 4
 // weight products = 10) are computed once per point and shared by every channel, as ONNX
@@ -693,7 +693,7 @@ const KindInfo kKinds[] = {
     {K::kOr, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kWhere, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kSum, kCompute, {}, {}, nullptr, sum_flops, io_bytes},
-    // --- issue 19: comparisons, Xor, Mean, CumSum, ArgMax/ArgMin.
+    // --- comparisons, Xor, Mean, CumSum, ArgMax/ArgMin.
     {K::kGreaterOrEqual, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kLessOrEqual, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kXor, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
@@ -701,13 +701,13 @@ const KindInfo kKinds[] = {
     {K::kCumSum, kCompute, {1}, {}, fix_cumsum, per_output<1>, io_bytes},
     {K::kArgMax, kCompute, {}, {}, fix_axis0, per_input<1>, io_bytes},
     {K::kArgMin, kCompute, {}, {}, fix_axis0, per_input<1>, io_bytes},
-    // --- issue 19: detection heads. GatherND reads only what it writes (as Gather);
+    // --- detection heads. GatherND reads only what it writes (as Gather);
     // NonZero compares every element once.
     {K::kTopK, kCompute, {1}, {}, fix_topk, topk_flops, io_bytes},
     {K::kGatherND, kCompute, {}, {}, nullptr, zero, gather_bytes},
     {K::kNonZero, kCompute, {}, {}, fix_outputs_in_key, per_input<1>, io_bytes},
     {K::kNonMaxSuppression, kCompute, {2, 3, 4}, {}, fix_nms, nms_flops, io_bytes},
-    // --- issue 19: sampling and scatter (detection heads, optical flow).
+    // --- sampling and scatter (detection heads, optical flow).
     {K::kRoiAlign, kCompute, {}, {}, fix_roi_align, roi_align_flops, roi_align_bytes},
     {K::kScatterElements, kCompute, {}, {}, fix_scatter_elements, scatter_elements_flops, io_bytes},
     {K::kGridSample, kCompute, {}, {}, fix_grid_sample, grid_sample_flops, grid_sample_bytes},
@@ -723,7 +723,7 @@ const KindInfo kKinds[] = {
     {K::kReduceMax, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
     {K::kReduceMin, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
     {K::kReduceProd, kCompute, {1}, {}, fix_reduce, reduce_flops, io_bytes},
-    // --- issue 19: recurrent layers; sequence_lens (slot 4) is data, kept as an operand.
+    // --- recurrent layers; sequence_lens (slot 4) is data, kept as an operand.
     {K::kLSTM, kCompute, {}, {}, fix_recurrent, recurrent_flops, io_bytes},
     {K::kGRU, kCompute, {}, {}, fix_recurrent, recurrent_flops, io_bytes},
     {K::kRNN, kCompute, {}, {}, fix_recurrent, recurrent_flops, io_bytes},

@@ -850,7 +850,7 @@ Report golden_report() {
 
 // The per-case time S takes is the lowest repetition mean, and the intervals come from the
 // repetitions. The samples are repetition means (µs) of three cases `floorline bench` timed on the
-// project's loaded 2-core machine (issue 18), one array per pass: a neighbour on the core makes
+// project's loaded 2-core machine, one array per pass: a neighbour on the core makes
 // some repetitions, and one whole pass of the second, 2.3x slower.
 TEST(Bounds, SIsTheSumOfLowestRepetitionMeansWithABootstrapInterval) {
   const auto m = process(kChain, "chain");

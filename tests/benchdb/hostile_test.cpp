@@ -1,4 +1,4 @@
-// Hostile input on the database side (issue 22): read-only opens that create, upgrade and change
+// Hostile input on the database side: read-only opens that create, upgrade and change
 // nothing; SQL with more than one statement; queries that would return without bound; imports of
 // devices, FIFOs and oversized files.
 #include <sys/stat.h>

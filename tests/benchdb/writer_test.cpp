@@ -98,7 +98,7 @@ TEST(Writer, KeepLowerReplacesAPassedRowOnlyWithALowerTime) {
 
 // A config's best case is the one with the lowest repetition mean (min_us), not the lowest median.
 // The first case's repetitions are those of a squeezenet1_1 case timed on a loaded 2-core machine
-// (issue 18: a neighbour on the core makes them bimodal, 2.4x apart); the second is a steady case
+// (a neighbour on the core makes them bimodal, 2.4x apart); the second is a steady case
 // slower than the first's fast mode.
 TEST(Writer, BestCaseIsChosenByItsLowestRepetitionMean) {
   Fixture f;

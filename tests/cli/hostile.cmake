@@ -1,4 +1,4 @@
-# Hostile command lines (issue 22) on real zoo models and real databases: usage errors exit 2 with
+# Hostile command lines on real zoo models and real databases: usage errors exit 2 with
 # one line naming the option and the accepted range; --out never overwrites an input; every write
 # is checked (/dev/full); an empty folder is an error; the read commands create, upgrade and change
 # no file; a failed merge leaves nothing behind; db query refuses several statements and caps rows;

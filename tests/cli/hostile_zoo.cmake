@@ -1,6 +1,6 @@
 # A zoo holding a model that crashes ONNX 1.12's shape inference (SIGSEGV) between two good ones:
 # the crash is contained in its worker process, the good models are all reported, the crasher's
-# error is one line naming it, and the exit status is non-zero (issue 22).
+# error is one line naming it, and the exit status is non-zero.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 file(COPY ${SOURCE_DIR}/models/zoo/resnet18.onnx ${SOURCE_DIR}/models/zoo/alexnet.onnx DESTINATION ${WORK_DIR})

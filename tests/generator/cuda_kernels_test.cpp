@@ -115,7 +115,7 @@ TEST(CudaKernelsGpu, MobileNetV3AndBertOpsMatchTheReference) {
   expect_clean(t);
 }
 
-// Issue 19: lstm_lm's LSTMs and gru_kws's bidirectional GRUs on cudnnRNNForward.
+// lstm_lm's LSTMs and gru_kws's bidirectional GRUs on cudnnRNNForward.
 TEST(CudaKernelsGpu, RecurrentZooLayersMatchTheReference) {
   REQUIRE_GPU();
   auto models = zoo_model("lstm_lm");
@@ -130,7 +130,7 @@ TEST(CudaKernelsGpu, RecurrentZooLayersMatchTheReference) {
   EXPECT_TRUE(lstm && gru) << "an LSTM and a GRU case verified";
 }
 
-// Issue 19: resnet18_qdq's int8 layers: its convolutions on cuDNN's int8 convolution (NHWC) and its
+// resnet18_qdq's int8 layers: its convolutions on cuDNN's int8 convolution (NHWC) and its
 // classifier Gemm on cuBLASLt's int8 matmul, each checked against the reference's symmetric int8
 // form (s8 operands, no zero points, the case's output scales); every planned int8 config verified.
 TEST(CudaKernelsGpu, QuantizedResnet18Int8CasesMatchTheReference) {

@@ -173,7 +173,7 @@ TEST(CudaPlan, BertMatMulsAreBatchedOrFoldedAndEpiloguesFuseTheBias) {
   EXPECT_GT(bias_fused, 0);
 }
 
-// Issue 19: the zoo's recurrent layers run on cudnnRNNForward; what cuDNN cannot run says why.
+// The zoo's recurrent layers run on cudnnRNNForward; what cuDNN cannot run says why.
 TEST(CudaPlan, RecurrentLayersRunOnCudnnRnnOrSayWhyNot) {
   auto models = zoo_model("lstm_lm");
   for (auto& m : zoo_model("gru_kws")) models.push_back(std::move(m));
@@ -200,7 +200,7 @@ g (float[4,1,3] x, float[1,6,3] w, float[1,6,2] r, float[1,8,3] lw, float[1,8,2]
   EXPECT_NE(reason["LSTM"].find("forward only"), std::string::npos) << reason["LSTM"];
 }
 
-// Issue 19: resnet18_qdq's int8 layers on the CUDA backend, planned without a GPU. Its int8
+// resnet18_qdq's int8 layers on the CUDA backend, planned without a GPU. Its int8
 // convolutions (each with the bias of its folded BatchNorm) get cuDNN's int8 fused call in NHWC,
 // its classifier Gemm cuBLASLt's int8 algorithms; the first convolution (3 input channels) and the
 // int8 Add and pools are unsupported, with the reason.
@@ -247,7 +247,7 @@ TEST(CudaPlan, QuantizedResnet18PlansCudnnAndCublasLtInt8Cases) {
         << op << ": " << reason[op];
 }
 
-// Issue 19: int8 requirements the zoo does not show, on QDQ layers written in ONNX text: a
+// Int8 requirements the zoo does not show, on QDQ layers written in ONNX text: a
 // convolution without bias gets every legacy algorithm, the heuristic's and Find's choices; one with
 // 6 output channels, and a MatMul with N = 10, are unsupported with the reason.
 TEST(CudaPlan, Int8CasesNeedChannelsAndGemmDimensionsInMultiplesOfFour) {

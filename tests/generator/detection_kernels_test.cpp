@@ -1,5 +1,5 @@
-// Issue 19: the detection-head kinds (TopK, GatherND, NonZero, NonMaxSuppression). Their
-// reference against the worked examples of the ONNX operator documentation (onnx/docs/
+// The detection-head kinds (TopK, GatherND, NonZero, NonMaxSuppression). Their
+// oracle against the worked examples of the ONNX operator documentation (onnx/docs/
 // Operators.md, the examples under each operator), and Floorline's own CPU kernels
 // (floorline-kernel:*, oneDNN backend) against the reference on ssdlite320_mobilenet_v3_large's
 // real layers, with inputs that realise the --max-detections count.

@@ -26,7 +26,7 @@ TEST(Measurement, PassesAreInterleavedBlockByBlock) {
 }
 
 // Repetition means (µs) of squeezenet1_1 cases timed by `floorline bench` on this project's loaded
-// 2-core machine, four passes each (issue 18): a neighbour taking the core makes repetitions
+// 2-core machine, four passes each: a neighbour taking the core makes repetitions
 // bimodal, 2.3x apart, within every pass.
 const std::vector<PassSamples> kBimodal = {{{106.8, 105.2, 243.6}, false},
                                            {{104.4, 249.0, 106.8}, false},

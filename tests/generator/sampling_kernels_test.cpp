@@ -1,4 +1,4 @@
-// Issue 19: RoiAlign, GridSample and ScatterElements, and GatherND with batch_dims. Their reference
+// RoiAlign, GridSample and ScatterElements, and GatherND with batch_dims. Their oracle
 // against values worked out by hand (bilinear sampling of a linear ramp is exact; an identity grid
 // reproduces the image; the ScatterElements examples of the ONNX operator documentation), then
 // Floorline's own CPU kernels (floorline-kernel:*, oneDNN backend) against the reference on the

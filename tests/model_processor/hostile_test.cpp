@@ -1,4 +1,4 @@
-// Hostile input (issue 22): each case that crashed, hung, leaked or was wrongly accepted, built
+// Hostile input: each case that crashed, hung, leaked or was wrongly accepted, built
 // here, gives its exact one-line error naming the file (and the node), and the process survives.
 #include <sys/stat.h>
 #include <unistd.h>

@@ -165,7 +165,7 @@ TEST(SumCost, VariadicWithBroadcastOperand) {
   EXPECT_EQ(only(m[1], "Sum").flops, 2 * 256);
 }
 
-// --- detection heads (issue 19): docs/LAYERS.md's formulas by hand.
+// --- detection heads: docs/LAYERS.md's formulas by hand.
 TEST(DetectionCost, TopKGatherNdNonZeroAndNonMaxSuppression) {
   // --max-detections 100 (the default) is more than NonZero's 6 elements and NMS's 5 boxes: their
   // sizes bound the counts.

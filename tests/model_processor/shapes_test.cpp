@@ -177,7 +177,7 @@ TEST(LayerIr, CustomDomainOpIsUnsupported) {
 
 TEST(LayerIr, KnownOpWithoutAKindKeepsItsShapes) {
   auto m = process_ok(model_text(
-      "g (float[N,10] x) => (y) {\n  y = Hardmax <axis = 1> (x)\n}"));  // (TopK is a kind since issue 19)
+      "g (float[N,10] x) => (y) {\n  y = Hardmax <axis = 1> (x)\n}"));  // (TopK is a kind of its own)
   const Layer& l = only(m[0], "Hardmax");
   EXPECT_EQ(l.cost, CostClass::kUnsupported);
   EXPECT_TRUE(l.shapes_known);
@@ -190,7 +190,7 @@ TEST(LayerIr, NewerOpsetWarnsAndNamesRedefinedOps) {
   ASSERT_EQ(m.size(), 1u);
   EXPECT_TRUE(any_warning(m[0], "opset 18 is newer than ONNX 1.12 knows"));
   EXPECT_EQ(only(m[0], "Relu").cost, CostClass::kCompute);
-  // Issue 19: the opset-18 forms with an exact opset-17 equivalent are read (opset18.hpp); a
+  // The opset-18 forms with an exact opset-17 equivalent are read (opset18.hpp); a
   // run-time axes input has none, so that ReduceMean stays Unsupported and is named.
   auto r = process_ok(model_text(
       "g (float[N,4] x, int64[1] axes) => (y) {\n  y = ReduceMean <keepdims = 1> (x, axes)\n}", 18));

@@ -43,7 +43,7 @@ std::string summary(const std::vector<ModelIR>& models) {
   return out;
 }
 
-// The detection model's ops that have no layer kind yet (issue 19): kept as Unsupported, with
+// The detection model's ops that have no layer kind yet: kept as Unsupported, with
 // their shapes known; any other op without a kind is a regression.
 TEST(Zoo, EveryModelAtBatch1And8MatchesTheGoldenSummary) {
   const fs::path src(FLOORLINE_SOURCE_DIR);
@@ -57,7 +57,7 @@ TEST(Zoo, EveryModelAtBatch1And8MatchesTheGoldenSummary) {
     auto r = process_model(f, opts);
     ASSERT_TRUE(r.ok()) << r.error().message;
     for (auto& m : *r) {
-      // (ssdlite's detection head is kinds since issue 19: no op is left without one)
+      // (ssdlite's detection head has kinds: no op is left without one)
       for (const auto& w : m.warnings) ADD_FAILURE() << f << ": unexpected warning: " << w;
       if (m.name == "ssdlite320_mobilenet_v3_large")  // its detection head rests on --max-detections
         EXPECT_NE(m.assumption.find("--max-detections 100: 181 NonZero/NonMaxSuppression"), std::string::npos)

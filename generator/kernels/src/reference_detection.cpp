@@ -1,4 +1,4 @@
-// Reference TopK, GatherND, NonZero and NonMaxSuppression (issue 19, the detection heads), as the
+// The oracle's TopK, GatherND, NonZero and NonMaxSuppression (the detection heads), as the
 // ONNX operator documentation (onnx/docs/Operators.md) defines them: plain loops, no shortcuts.
 // Integer outputs (indices) are written as floats, as every reference tensor is.
 #include <algorithm>

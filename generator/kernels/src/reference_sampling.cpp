@@ -1,4 +1,4 @@
-// Reference RoiAlign, GridSample and ScatterElements (issue 19: detection heads, optical flow), as
+// The oracle's RoiAlign, GridSample and ScatterElements (detection heads, optical flow), as
 // the ONNX operator documentation (onnx/docs/Operators.md) defines them, in plain loops and double
 // arithmetic. Where the text leaves a detail open, the choice of ONNX Runtime's CPU kernels (the
 // runtime the operator tests are written against) is followed and named below.

@@ -1,5 +1,5 @@
 // floorline/analyzer/analyzer.hpp — lower-bound latencies of a model from its layer IR and the
-// results database, per model × batch × dtype × system (DESIGN.md, Bounds).
+// results database, per model × batch × dtype × system (docs/ANALYZER.md, Bounds).
 //
 // All times are microseconds of one inference of the whole batch. For each cost-bearing layer
 // instance v, t(v) is the fastest current passed case of v's config on the system in the base
@@ -51,7 +51,7 @@ namespace floorline::analyzer {
 // One measured case, as the analyzer uses it.
 struct CaseTime {
   // Per-call time as S takes it: the lowest repetition mean (min_us; the median for rows without
-  // one), docs/ANALYZER.md "The per-case time".
+  // one), docs/MEASUREMENT.md.
   double us = 0;
   int64_t case_id = 0;
   CaseId id;         // the case's identity (common/case_id.hpp)

@@ -1,5 +1,5 @@
-// floorline/analyzer/bounds.hpp — the bounds of one model, one function each (DESIGN.md, Bounds;
-// docs/ANALYZER.md). analyze_model (analyzer.hpp) composes them; each can be called alone on a
+// floorline/analyzer/bounds.hpp — the bounds of one model, one function each (docs/ANALYZER.md,
+// Bounds). analyze_model (analyzer.hpp) composes them; each can be called alone on a
 // hand-made layer table.
 //
 // Times are µs of one inference of the whole batch. `dtype` is the base data type ("f32"); its
@@ -35,7 +35,7 @@ std::string layer_dtype(const mp::Layer& layer, const std::string& base_dtype);
 std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs,
                                    const std::string& dtype);
 
-// S = Σ t(v) over every cost-bearing layer instance (DESIGN.md: sequential lower bound).
+// S = Σ t(v) over every cost-bearing layer instance (docs/ANALYZER.md: sequential bound).
 double sequential_bound(const std::vector<LayerCost>& layers);
 
 // H = Σ over the layers of the library default's time (oneDNN's first implementation for format

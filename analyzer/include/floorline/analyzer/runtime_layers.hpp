@@ -11,7 +11,7 @@
 //     F looked up) lies inside the node: its fused case replaces its layers' t(v). ≤ best_us;
 //     = best_us when no measured fused case fits inside the node.
 // A node faster than best_fused_us is a **bound violation**: the runtime has an implementation
-// (or a fusion) that no measured case matches, which the validity rule of DESIGN.md (S ≤ every
+// (or a fusion) that no measured case matches, which the validity rule (docs/ARCHITECTURE.md) (S ≤ every
 // runtime's latency) makes a bug to chase, not a finding. A node faster than best_us but not than
 // best_fused_us is a **fusion win**: the runtime fuses those layers and Floorline's measured fused
 // case is as fast or faster; F already accounts for it. Both lower S's claim for that node, only

@@ -10,7 +10,7 @@
 // The same figures for each reference runtime, from its imported end-to-end latencies (M at each
 // batch, framework_latencies): a runtime is one (runtime, version, settings, threads), so ONNX
 // Runtime with graph optimizations on and off are two series. A runtime whose throughput exceeds
-// the bound's at some batch breaks the validity rule (DESIGN.md, Bounds): S is then not a lower
+// the bound's at some batch breaks the validity rule (docs/ARCHITECTURE.md, Glossary): S is then not a lower
 // bound there, and the per-layer comparison must say which layer we miss.
 #pragma once
 

@@ -1,8 +1,8 @@
 // floorline/analyzer/validity.hpp — the validity check: S must be a lower bound.
 //
-// DESIGN.md's validity rule: S (the sum of the fastest measured case of every layer) is below what
-// any real execution of the model achieves on the same system. Each analyzed model × batch × dtype
-// is checked against every imported framework latency of it that compares with the measurements
+// The validity rule (docs/ARCHITECTURE.md): S (the sum of the fastest measured case of every layer) is below
+// what any real execution of the model achieves on the same system. Each analyzed model × batch × dtype is
+// checked against every imported framework latency of it that compares with the measurements
 // (framework_latencies: ONNX Runtime with graph optimizations on and off, PyTorch, ...; on a CPU at
 // the measurements' thread count, as for M) and against its replay (the best cases run as the
 // graph, generator/replay.hpp). A latency strictly below S is a **bound violation**: a finding

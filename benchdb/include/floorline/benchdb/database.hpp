@@ -1,7 +1,7 @@
 // floorline/benchdb/database.hpp — open, upgrade and write a Floorline results database.
 //
-// One SQLite file holds every measurement with the stack it was made on (shared/DESIGN.md,
-// Database; docs/DATABASE.md). Opening to write (the default):
+// One SQLite file holds every measurement with the stack it was made on (docs/DATABASE.md).
+// Opening to write (the default):
 //   - a missing or empty file is created at the current schema (kSchemaVersion);
 //   - an older Floorline file is upgraded in one transaction (its data kept);
 //   - a newer one, a non-SQLite or truncated file, or another application's SQLite file is

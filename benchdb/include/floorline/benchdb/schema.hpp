@@ -4,7 +4,7 @@
 // the schema version that introduced it, and the struct member it maps to). That one list drives
 // the CREATE TABLE and ALTER TABLE statements (migrations), the INSERT statements, the
 // fingerprint of content-matched rows, and the CSV header and JSON keys of `floorline db` output,
-// so none of these can disagree (STYLE.md, Outputs).
+// so none of these can disagree (docs/DATABASE.md).
 //
 // Every table is STRICT and has an `id INTEGER PRIMARY KEY`. Times are microseconds (`_us`),
 // sizes bytes, timestamps ISO-8601 UTC text ("2026-11-21T10:00:00Z"), JSON columns are checked
@@ -41,7 +41,7 @@ namespace floorline::benchdb {
 //   7  measurements.passes, placements, slowed, noisy, samples_us (the measurement method:
 //      interleaved passes, buffer placements, the sentinel, the repetition means themselves);
 //      best_measurements.min_us, by which a config's best case is now chosen (S takes the lowest
-//      repetition mean, docs/ANALYZER.md); best_measurements is rebuilt on upgrade
+//      repetition mean, docs/MEASUREMENT.md); best_measurements is rebuilt on upgrade
 inline constexpr int kSchemaVersion = 7;
 // PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
 inline constexpr int32_t kApplicationId = 0x464c524c;

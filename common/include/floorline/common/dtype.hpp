@@ -12,7 +12,7 @@
 //   f16   f16 storage and Tensor Core math
 //   bf16  bf16 storage (and, on oneDNN, bf16 math)
 //   int8  quantized: 8-bit integer activations (u8 or s8, with zero points) and s8 weights, s32
-//         accumulation, f32 scales (oneDNN int8 primitives; a QDQ model's fused layers, issue 19).
+//         accumulation, f32 scales (oneDNN int8 primitives; a QDQ model's fused layers).
 //         Which 8-bit type each operand has is the config's (the key's `qtypes`); a float config
 //         planned in int8 (`--dtype int8`) takes u8 activations and per-channel s8 weights.
 // The f16 mode is spelled as its type, like bf16 (the planners, calibration and analyzer derive a

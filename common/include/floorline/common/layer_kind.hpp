@@ -25,11 +25,11 @@
   /* compute: element-wise binary / ternary (NumPy broadcasting) */                                \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Max) X(Min) X(Mod) X(Equal) X(Less) X(Greater) X(And)       \
   X(Or) X(Where) X(Sum)                                                                            \
-  /* compute: element-wise and reductions added for issue 19 */                             \
+  /* compute: comparisons, Xor, Mean, CumSum, arg-reductions */                             \
   X(GreaterOrEqual) X(LessOrEqual) X(Xor) X(Mean) X(CumSum) X(ArgMax) X(ArgMin)                    \
-  /* compute: detection heads (issue 19): selection, gather, suppression */                 \
+  /* compute: detection heads: selection, gather, suppression */                 \
   X(TopK) X(GatherND) X(NonZero) X(NonMaxSuppression)                                              \
-  /* compute: sampling and scatter (issue 19): detection heads, optical flow */                    \
+  /* compute: sampling and scatter: detection heads, optical flow */                    \
   X(RoiAlign) X(ScatterElements) X(GridSample)                                                     \
   /* compute: softmax, pooling, reductions */                                                      \
   X(Softmax) X(LogSoftmax) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(GlobalMaxPool)         \

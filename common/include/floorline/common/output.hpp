@@ -1,6 +1,6 @@
 // floorline/common/output.hpp — output helpers for the executable and the analyzer's reports: one
 // field list per row type drives the table columns, the CSV header and the JSON keys, so the three
-// cannot disagree (STYLE.md, Outputs).
+// cannot disagree.
 #pragma once
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// CUDA int8 builders (issue 19): an int8 (QDQ) Conv on cuDNN's int8 convolution and an int8 Gemm or
+// CUDA int8 builders: an int8 (QDQ) Conv on cuDNN's int8 convolution and an int8 Gemm or
 // MatMul on cuBLASLt's int8 matmul (IMMA), both s8 × s8 with int32 accumulation and an s8 output
 // scaled by f32 factors. Against the layer's quantization (problem.hpp; the oneDNN int8 cases'
 //   y = saturate(round(scale · (Σ (x − x_zp)·w + bias)) + y_zp)):

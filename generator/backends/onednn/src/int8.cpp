@@ -1,4 +1,4 @@
-// oneDNN int8 builders (issue 19): QuantizeLinear/DequantizeLinear as reorders with scales and zero
+// oneDNN int8 builders: QuantizeLinear/DequantizeLinear as reorders with scales and zero
 // points, and what the int8 forms of Conv, Gemm/MatMul, Add and pooling share: 8-bit operand types,
 // output scales and zero points given at run time (DNNL_RUNTIME_*_VAL, as a runtime whose scales
 // are known only when the model is loaded), oneDNN 2.x semantics:

@@ -1,9 +1,9 @@
 // floorline/generator/calibration.hpp — the measured peaks behind the roofline bound.
 //
 // The roofline (speed-of-light) bound R = Σ max(FLOPs / peak FLOP/s, bytes / peak bytes/s) needs
-// the peaks a system actually reaches, not its data-sheet numbers (DESIGN.md, Bounds). They are
-// measured once per system, backend and data type with two calibration cases run through the
-// backend's own kernels, using the library's first-choice implementation:
+// the peaks a system actually reaches, not its data-sheet numbers (docs/ANALYZER.md, Roofline details). They
+// are measured once per system, backend and data type with two calibration cases run through the backend's
+// own kernels, using the library's first-choice implementation:
 //   flops: a square MatMul n×n · n×n, 2·n³ FLOPs per call (n = 2048 on a CPU, 8192 on a GPU);
 //   bytes: identity Transposes (plain copies), bytes read plus bytes written, of 2^15 elements (CPU;
 //          2^20 on a GPU), which stay in cache, and of 2^25 (2^28) elements, far beyond any cache;

@@ -1,6 +1,6 @@
 // floorline/generator/measurement.hpp — the measurement method's parts that are not timing itself:
 // the order cases are timed in, the statistics of a case's repetitions, and the sentinel that
-// tells a slowed machine from a slow kernel (shared/DESIGN.md, Measurement method; issue 18).
+// tells a slowed machine from a slow kernel (docs/MEASUREMENT.md).
 //
 // On a shared machine a case's time depends on where its buffers land (physically indexed caches)
 // and on what the neighbours do at that moment, not only on sampling noise. So the runner times a
@@ -59,8 +59,8 @@ struct CaseStatistics {
   double low_cv = 0;
 };
 
-// Statistics of one case (docs/ANALYZER.md, "The per-case time"). `passes` must hold at least one
-// pass with at least one repetition; passes with none are ignored.
+// Statistics of one case (docs/MEASUREMENT.md, "What a measurement row stores"). `passes` must hold at least
+// one pass with at least one repetition; passes with none are ignored.
 CaseStatistics case_statistics(const std::vector<PassSamples>& passes);
 
 // The repetition means as stored in measurements.samples_us: one JSON array per pass, in timing

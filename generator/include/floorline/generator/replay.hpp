@@ -16,12 +16,12 @@
 // Timing: warm-up passes for warmup_seconds (at least one), then `repetitions` repetitions of
 // enough whole passes to last min_time each; a repetition's time is its mean pass time (µs, steady
 // clock; each kernel's run() waits for completion). The replay's time compared with S is the
-// lowest repetition mean (min_us), the statistic S takes of each case (docs/ANALYZER.md): the two
+// lowest repetition mean (min_us), the statistic S takes of each case (docs/MEASUREMENT.md): the two
 // sides of replay / S are the same statistic, so the ratio compares kernels, not luck. The median
 // is kept too. Then `profile_passes` passes time every step on its own (lowest of them), to show
 // where replay and S differ.
 //
-// Re-timing after a replay (docs/ANALYZER.md "When the replay beats S"): S adds each case's lowest
+// Re-timing after a replay (docs/MEASUREMENT.md, "Re-timing after the replay"): S adds each case's lowest
 // repetition mean; a replay below S (or close to it) means some cases were measured while the
 // machine was slower than it is now: a slowdown sustained over all of a case's passes, which the
 // sentinel cannot see (it compares the machine with itself during the same run). Those cases are

@@ -1,6 +1,6 @@
 // floorline/generator/runner.hpp — time a plan with Google Benchmark and store every result.
 //
-// The measurement method (measurement.hpp, docs/ANALYZER.md "The per-case time"): the cases of a
+// The measurement method (measurement.hpp, docs/MEASUREMENT.md): the cases of a
 // backend are timed in blocks of pass_block cases; in each block, `passes` round-robin passes
 // visit every case in turn. A visit builds the kernel afresh (outside timing) in its buffer
 // placement (kernels/buffer.hpp: buffer offsets by placement, large buffers on huge pages), warms it up for

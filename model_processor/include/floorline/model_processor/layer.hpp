@@ -1,6 +1,6 @@
 // floorline/model_processor/layer.hpp — the layer IR: kinds, configurations, layers.
 //
-// Vocabulary (shared/DESIGN.md): a Layer is an ONNX node with everything resolved; its
+// Vocabulary (docs/ARCHITECTURE.md, Glossary): a Layer is an ONNX node with everything resolved; its
 // LayerConfig is the work it does independent of where it sits in a graph. Two layers whose
 // configs have equal canonical keys do identical work.
 //

@@ -1,5 +1,5 @@
 // floorline/kernels/buffer.hpp — where a built case's host buffers land: transparent huge pages and
-// buffer placements (shared/DESIGN.md, Measurement method; issue 18; docs/ANALYZER.md).
+// buffer placements (docs/MEASUREMENT.md).
 //
 // A memory-bound case's time depends on where its buffers land in physically indexed caches. On
 // 4 KiB pages the physical frames are whatever the kernel hands out, so the same case lands

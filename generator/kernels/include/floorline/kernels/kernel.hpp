@@ -5,7 +5,7 @@
 // bench`) and the standalone folders of `floorline generate` both register cases through
 // register_case() below, with the same backend kernel factory.
 //
-// Timing discipline (shared/DESIGN.md, Measurement method): descriptor creation, implementation
+// Timing discipline (docs/MEASUREMENT.md): descriptor creation, implementation
 // selection, memory allocation, random initialisation and layout conversion of the inputs all
 // happen when the kernel is built, outside the timed region; each timed call is the library call
 // plus a wait for completion, timed by the steady clock (CPU) or events (GPU); warm-up calls come

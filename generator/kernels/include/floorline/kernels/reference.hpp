@@ -1,4 +1,4 @@
-// floorline/kernels/reference.hpp — plain reference computations of each layer kind's ONNX
+// floorline/kernels/reference.hpp — the oracle: plain-loop computations of each layer kind's ONNX
 // semantics, which every backend's Kernel::verify() compares its output with.
 #pragma once
 

@@ -1,4 +1,5 @@
-// Issue 19: recurrent layers, Einsum as MatMul, the new element-wise kinds and the
+// Costs and shapes of recurrent layers (LSTM, GRU, RNN), Einsum read as MatMul, the comparison,
+// Mean, CumSum and ArgMax kinds, the sampling kinds (RoiAlign, GridSample, ScatterElements) and the
 // opset-18 forms, on tiny ONNX-text models and the committed opset-18 fixture; values by hand.
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// Issue 19: the oneDNN cases of the new kinds (recurrent layers in every direction and form,
-// comparisons, Mean, CumSum, ArgMax) and of real zoo layers (lstm_lm's LSTMs, gru_kws's
-// bidirectional GRUs, maxvit_t's Einsum attention read as MatMul) against the plain reference.
+// The oneDNN cases of recurrent layers in every direction and form (with the comparisons, Mean,
+// CumSum and ArgMax of the same model) and of real zoo layers (lstm_lm's LSTMs, gru_kws's
+// bidirectional GRUs, maxvit_t's Einsum attention read as MatMul), verified against the oracle.
 #include <set>
 #include <string>
 
@@ -78,7 +78,7 @@ TEST(OnednnRecurrent, EveryFormMatchesTheReference) {
   auto m = mp::process_model_text(kRecurrentModel, "rec.onnx", {});
   ASSERT_TRUE(m.ok()) << m.error().message;
   const Verified v = verify_all(*m);
-  // CumSum and ArgMax run Floorline's own kernels (issue 19): verified, no longer proxies.
+  // CumSum and ArgMax run Floorline's own kernels: verified, not proxies.
   EXPECT_EQ(v.ops, (std::set<std::string>{"LSTM", "GRU", "RNN", "GreaterOrEqual", "LessOrEqual", "Mean",
                                           "CumSum", "ArgMax"}));
   EXPECT_TRUE(v.proxies.empty());
