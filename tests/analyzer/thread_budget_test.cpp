@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "floorline/analyzer/analyzer.hpp"
+#include "floorline/analyzer/report.hpp"
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/writer.hpp"
 #include "floorline/generator/runner.hpp"
@@ -46,14 +47,29 @@ struct BudgetDb {
   mp::ModelIR model;
   std::map<std::string, std::string> key_of;  // op → config key
 
-  BudgetDb() {
+  explicit BudgetDb(int64_t batch = 1) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     db.emplace(value(benchdb::Database::open(dir / "b.db")));
-    auto r = mp::process_model_text(kChain, "budget_chain", {});
+    mp::ProcessOptions po;
+    po.batches = {batch};
+    auto r = mp::process_model_text(kChain, "budget_chain", po);
     model = value(std::move(r)).front();
     check(db->record_models({model}));
     for (const auto& l : model.layers) key_of[l.op_type] = l.key;
+  }
+  // ONNX Runtime's latency of the model at its batch and `threads` intra-op threads.
+  void runtime(int64_t threads, double us) {
+    benchdb::FrameworkLatencyRow fw;
+    fw.model_name = model.name;
+    fw.runtime = "onnxruntime";
+    fw.runtime_version = "1.30.0";
+    fw.device = "cpu";
+    fw.settings = "graph_optimization=all";
+    fw.batch = model.batch;
+    fw.threads = threads;
+    fw.median_us = us;
+    value(db->upsert_framework_latency(fw));
   }
   ~BudgetDb() { std::filesystem::remove_all(dir); }
 
@@ -147,6 +163,48 @@ TEST(ThreadBudget, EachLayerTakesItsFastestCountUpToTheBudgetOnItsOwnHost) {
   // The system line says what the budget took.
   EXPECT_NE(value(load_costs(*t.db, two)).system.find("thread budget 2"), std::string::npos);
   EXPECT_EQ(value(load_costs(*t.db, two, false)).system.find("thread budget"), std::string::npos);
+}
+
+// The bound check at a batch above 1 and a budget of 2 threads: S at 2 threads (the budget's) is
+// checked against the runtime's latency at 2 threads, S at 1 against the latency at 1.
+TEST(ThreadBudget, TheBoundCheckComparesEachThreadCountAtItsBatch) {
+  BudgetDb t(8);
+  ASSERT_EQ(t.model.batch, 8);
+  const int64_t one = t.system(1), two = t.system(2);
+  t.time(one, "Relu", 80);
+  t.time(one, "Sigmoid", 160);
+  t.time(one, "Tanh", 320);
+  t.time(two, "Relu", 45);
+  t.time(two, "Sigmoid", 170);
+  t.time(two, "Tanh", 200);
+  t.runtime(1, 600);  // above S_1 = 560: holds
+  t.runtime(2, 400);  // below S_2 = 45 + 160 + 200 = 405: a violation at 2 threads
+  AnalyzeOptions at2;
+  at2.threads = 2;
+  auto r2 = build_report(*t.db, {t.model}, std::nullopt, at2);
+  ASSERT_TRUE(r2.ok()) << r2.error().message;
+  ASSERT_EQ(r2->models.size(), 1u);
+  EXPECT_EQ(r2->costs.system_id, two);
+  EXPECT_DOUBLE_EQ(r2->models[0].bounds.S, 405);
+  const BoundCheck& c2 = r2->models[0].bound_check;
+  EXPECT_EQ(c2.latencies, 1);  // the 1-thread latency is not comparable with S at 2 threads
+  ASSERT_EQ(c2.violations.size(), 1u);
+  EXPECT_EQ(c2.violations[0].batch, 8);
+  EXPECT_EQ(c2.violations[0].threads, 2);
+  EXPECT_DOUBLE_EQ(c2.violations[0].S_us, 405);
+  EXPECT_DOUBLE_EQ(c2.violations[0].latency_us, 400);
+
+  AnalyzeOptions at1;
+  at1.threads = 1;
+  auto r1 = build_report(*t.db, {t.model}, std::nullopt, at1);
+  ASSERT_TRUE(r1.ok()) << r1.error().message;
+  EXPECT_EQ(r1->costs.system_id, one);
+  EXPECT_DOUBLE_EQ(r1->models[0].bounds.S, 560);
+  EXPECT_EQ(r1->models[0].bound_check.latencies, 1);
+  EXPECT_TRUE(r1->models[0].bound_check.violations.empty());
+  AnalyzeOptions at4;
+  at4.threads = 4;
+  EXPECT_FALSE(build_report(*t.db, {t.model}, std::nullopt, at4).ok());  // nothing measured at 4 threads
 }
 
 }  // namespace

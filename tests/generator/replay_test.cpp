@@ -4,10 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <optional>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -337,6 +340,68 @@ TEST(Replay, TheCasesToRetimeAreTheBeatenOnesOrAllBelowS) {
   rebase(r, chosen);
   EXPECT_DOUBLE_EQ(r.cases_us, 37);
   EXPECT_DOUBLE_EQ(r.steps[1].alone_us, 20);
+}
+
+// The pools of two libraries in one chain (docs/MEASUREMENT.md, "Threads of several libraries"):
+// an XNNPACK Sigmoid then a oneDNN Tanh, each on 2 threads, replayed as a graph, take no more than
+// their times alone × 1.2. With XNNPACK's workers spinning after each call, oneDNN's second thread
+// waits for a core and the chain ran several times slower. Timed, so ctest runs it alone
+// (ReplayTiming is excluded from the parallel runs: tests/CMakeLists.txt).
+TEST(ReplayTiming, ATwoLibraryChainAtTwoThreadsCostsItsPartsAlone) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one hardware thread: no pool to share";
+  const Backend* onednn = find_backend("onednn");
+  const Backend* xnnpack = find_backend("xnnpack");
+  if (!xnnpack || !xnnpack->available().ok()) GTEST_SKIP() << "XNNPACK is not built here";
+  constexpr const char* kChain = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+chain (float[1,64,112,112] x) => (float y)
+{
+  s = Sigmoid (x)
+  y = Tanh (s)
+}
+)onnx";
+  auto models = mp::process_model_text(kChain, "chain.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const Plan plan = make_plan(*models, {onednn, xnnpack}, {});
+  auto pick = [&](const std::string& op, const std::string& backend) -> const PlannedCase* {
+    for (const auto& c : plan.cases)
+      if (c.spec.problem.op == op && c.spec.variant.backend == backend && !c.status &&
+          c.spec.variant.fusion.empty() && c.spec.feeds.empty())
+        return &c;
+    return nullptr;
+  };
+  const PlannedCase* sigmoid = pick("Sigmoid", "xnnpack");
+  const PlannedCase* tanh = pick("Tanh", "onednn");
+  ASSERT_TRUE(sigmoid && tanh);
+  // Each case alone at 2 threads: the lowest mean of 5 repetitions of 50 calls.
+  auto alone = [](const Backend* b, const kernels::CaseSpec& spec) {
+    b->set_threads(2);
+    auto k = b->factory()(spec);
+    if (!k) throw std::runtime_error(k.error().message);
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 50; ++i) (*k)->run();
+      best =
+          std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 50);
+    }
+    return best * 1e6;
+  };
+  const double sigmoid_us = alone(xnnpack, sigmoid->spec), tanh_us = alone(onednn, tanh->spec);
+  std::map<std::string, ChosenCase> chosen;
+  chosen[sigmoid->spec.problem.key] = {sigmoid->spec, sigmoid_us, 2};
+  chosen[tanh->spec.problem.key] = {tanh->spec, tanh_us, 2};
+  ReplayOptions opts;
+  opts.threads = 2;
+  opts.repetitions = 5;
+  opts.min_time = 0.02;
+  auto r = replay_model(models->front(), chosen, *onednn, opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->layers_replayed, 2);
+  EXPECT_EQ(r->conversions, 0);
+  EXPECT_EQ(r->operands_shared, 1);  // the Tanh reads the Sigmoid's output where XNNPACK wrote it
+  EXPECT_LE(r->min_us, 1.2 * (sigmoid_us + tanh_us))
+      << "Sigmoid alone " << sigmoid_us << " us, Tanh alone " << tanh_us << " us";
 }
 
 TEST(Replay, NoMeasuredCaseIsAnError) {
