@@ -11,10 +11,14 @@
 namespace floorline::gen {
 namespace {
 
-std::vector<mp::ModelIR> resnet18() {
-  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/resnet18.onnx", {});
+std::vector<mp::ModelIR> zoo_model(const std::string& name) {
+  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx", {});
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
+}
+
+std::vector<mp::ModelIR> resnet18() {
+  return zoo_model("resnet18");
 }
 
 TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
@@ -167,9 +171,7 @@ TEST(Plan, PolicyOnCandidates) {
 // implementation exists, and every conversion feeding a timed case of the plan.
 TEST(Plan, EveryCpuBackendHonoursThePolicy) {
   std::vector<mp::ModelIR> models = resnet18();
-  for (auto& m :
-       mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/mobilenet_v2.onnx", {}).value())
-    models.push_back(std::move(m));
+  for (auto& m : zoo_model("mobilenet_v2")) models.push_back(std::move(m));
   for (const std::string name : {"onednn", "xnnpack", "openblas"}) {
     const Backend* backend = find_backend(name);
     ASSERT_NE(backend, nullptr) << name;
@@ -210,9 +212,9 @@ TEST(Plan, EveryCpuBackendHonoursThePolicy) {
       }
       for (const auto& c : plan.cases) {
         if (c.reference && c.status == Disposition::kSkipped) {
-          EXPECT_TRUE(real_timed[{c.spec.problem.key, c.spec.variant.fusion,
-                                  std::string(math_mode_name(c.spec.variant.math_mode))}])
-              << c.spec.name;
+          const Config k{c.spec.problem.key, c.spec.variant.fusion,
+                         std::string(math_mode_name(c.spec.variant.math_mode))};
+          EXPECT_TRUE(real_timed[k]) << c.spec.name;
         }
         if (!c.conversion) continue;
         EXPECT_FALSE(c.status) << c.spec.name;
