@@ -29,7 +29,7 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, D
     PlanOptions opts;
     opts.max_impls = 1;
     opts.conversions = false;
-    const auto cases = backend.cases_for(base, opts);
+    const auto cases = plan_cases(base, backend.candidates(base), opts);
     auto it = std::find_if(cases.begin(), cases.end(), [](const PlannedCase& c) { return !c.status; });
     if (it == cases.end())
       return make_error("{} calibration: {} offers no implementation of {} in {}{}", peak, backend.name(),

@@ -83,7 +83,8 @@ std::string registration(const PlannedCase& c, const Backend& b) {
       enumerator(s.variant.dtype), enumerator(s.variant.math_mode));
   if (!s.variant.layout.empty()) out += fmt::format("    s.variant.layout = {};\n", quoted(s.variant.layout));
   if (!s.variant.fusion.empty()) out += fmt::format("    s.variant.fusion = {};\n", quoted(s.variant.fusion));
-  if (!s.feeds.empty()) out += fmt::format("    s.feeds = {};\n", quoted(s.feeds));
+  if (!s.feeds.empty())
+    out += fmt::format("    s.feeds = {{{}, {}}};\n", quoted(s.feeds.algorithm), quoted(s.feeds.layout));
   out += fmt::format("    s.problem.kind = floorline::LayerKind::k{};\n", kind_name(p.kind));
   out += fmt::format("    s.problem.op = {};\n    s.problem.key = {};\n", quoted(p.op), quoted(p.key));
   out += fmt::format("    s.problem.inputs = {};\n", operands(p.inputs));

@@ -1,7 +1,10 @@
 // The planner: unique configs × backends × data types → cases (backend enumerates implementations).
 #include "floorline/generator/plan.hpp"
 
+#include <algorithm>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "floorline/benchdb/schema.hpp"
 
@@ -39,7 +42,122 @@ PlannedCase unmapped_case(const kernels::CaseSpec& base, const kernels::KindSupp
   return pc;
 }
 
+// The planned case of one candidate: its variant, implementation and feeds on a copy of `base`,
+// its work, and its params (the library, oneDNN's implementation and formats, the feeds).
+PlannedCase planned(const kernels::CaseSpec& base, const kernels::LibraryCase& c) {
+  PlannedCase pc;
+  pc.spec = base;
+  pc.spec.variant = c.variant;
+  pc.spec.impl_index = c.impl_index;
+  pc.spec.impl_name = c.impl_name;
+  pc.spec.feeds = c.feeds;
+  pc.status = c.status;
+  pc.reason = c.reason;
+  pc.work.is_default = c.is_default;
+  pc.group = c.group;
+  pc.reference = c.reference;
+  pc.library = c.library;
+  pc.conversion = c.conversion;
+  if (c.conversion) pc.work = conversion_work(base, *c.conversion);
+  nlohmann::json params = nlohmann::json::object();
+  if (!c.library.empty()) params["library"] = c.library;
+  if (!c.impl_name.empty() && !c.conversion) {
+    params["impl_index"] = c.impl_index;
+    params["impl_name"] = c.impl_name;
+  }
+  if (!c.formats.empty()) params["formats"] = c.formats;
+  if (!c.feeds.empty())
+    params["feeds"] = c.feeds.algorithm.empty() ? "layout:" + c.feeds.layout : c.feeds.algorithm;
+  pc.params = params.dump();
+  return pc;
+}
+
 }  // namespace
+
+kernels::Work conversion_work(const kernels::CaseSpec& base, const LayoutConversion& conversion) {
+  const auto& shape =
+      conversion.tensor == "dst" ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  kernels::Work w;
+  w.bytes = 2 * n * element_size(base.variant.dtype);
+  w.flops = 0;
+  return w;
+}
+
+std::vector<PlannedCase> plan_cases(const kernels::CaseSpec& base,
+                                    const std::vector<kernels::LibraryCase>& candidates,
+                                    const PlanOptions& options) {
+  using kernels::LibraryCase;
+  std::vector<PlannedCase> out;
+  const bool fused = !base.problem.post_ops.empty();
+  std::vector<MathMode> modes;
+  for (const auto& c : candidates)
+    if (std::find(modes.begin(), modes.end(), c.variant.math_mode) == modes.end())
+      modes.push_back(c.variant.math_mode);
+  std::vector<bool> conversion_planned(candidates.size(), false);
+  for (const MathMode mode : modes) {
+    // The policy's order: defaults, the first of every other variant, the rest.
+    std::vector<size_t> ordered;
+    std::vector<bool> first_of_variant;
+    std::vector<std::pair<std::string, std::string>> seen;  // (group, layout)
+    auto in_mode = [&](size_t i) {
+      return candidates[i].variant.math_mode == mode && !candidates[i].conversion;
+    };
+    auto variant_of = [&](size_t i) { return std::pair{candidates[i].group, candidates[i].variant.layout}; };
+    auto take = [&](size_t i, bool first) {
+      ordered.push_back(i);
+      first_of_variant.push_back(first);
+      if (first) seen.push_back(variant_of(i));
+    };
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (in_mode(i) && !candidates[i].status && candidates[i].is_default)
+        take(i, std::find(seen.begin(), seen.end(), variant_of(i)) == seen.end());
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (in_mode(i) && !candidates[i].status && !candidates[i].is_default && !candidates[i].reference &&
+          std::find(seen.begin(), seen.end(), variant_of(i)) == seen.end())
+        take(i, true);
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (in_mode(i) && std::find(ordered.begin(), ordered.end(), i) == ordered.end()) take(i, false);
+    // A reference implementation is skipped only where a real one exists: a config that only the
+    // reference implements is still timed, so that every config has a measurement.
+    const bool only_reference = std::all_of(ordered.begin(), ordered.end(), [&](size_t i) {
+      return candidates[i].status || candidates[i].reference;
+    });
+    int timed = 0;
+    for (size_t k = 0; k < ordered.size(); ++k) {
+      const LibraryCase& c = candidates[ordered[k]];
+      if (c.status) {  // the backend knows it cannot run
+        out.push_back(planned(base, c));
+        continue;
+      }
+      // A fused variant is timed with the first implementation of each variant only.
+      if (fused && !first_of_variant[k]) continue;
+      PlannedCase pc = planned(base, c);
+      if (c.reference && !options.include_reference && !only_reference) {
+        pc.status = Disposition::kSkipped;
+        pc.reason = "reference implementation (plain loops); --include-ref times it";
+      } else if (options.max_impls > 0 && timed >= options.max_impls && !first_of_variant[k]) {
+        pc.status = Disposition::kSkipped;
+        pc.reason = fmt::format("beyond --max-impls {}; --all-impls times it", options.max_impls);
+      } else {
+        ++timed;
+      }
+      const bool timed_case = !pc.status;
+      out.push_back(std::move(pc));
+      if (!timed_case || !options.conversions || fused) continue;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        const LibraryCase& conv = candidates[i];
+        if (!conv.conversion || conversion_planned[i] || conv.variant.math_mode != mode ||
+            !conv.feeds.feeds(c.variant.algorithm, c.variant.layout))
+          continue;
+        conversion_planned[i] = true;
+        out.push_back(planned(base, conv));
+      }
+    }
+  }
+  return out;
+}
 
 benchdb::CaseRow case_row(const PlannedCase& c) {
   benchdb::CaseRow row;
@@ -73,13 +191,14 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
           plan.cases.push_back(std::move(pc));
           continue;
         }
-        std::vector<PlannedCase> cases = backend->cases_for(base, options);
+        std::vector<PlannedCase> cases = plan_cases(base, backend->candidates(base), options);
         if (auto it = patterns.find(u.key); it != patterns.end() && dtype != DType::kInt8)  // int8: unfused
           for (const auto& pattern : it->second) {
             kernels::CaseSpec fused = base;
             fused.problem.post_ops = pattern.post_ops;
             fused.variant.fusion = pattern.name;
-            for (auto& c : backend->cases_for(fused, options)) cases.push_back(std::move(c));
+            for (auto& c : plan_cases(fused, backend->candidates(fused), options))
+              cases.push_back(std::move(c));
           }
         std::set<std::string> names;
         for (auto& c : cases) {

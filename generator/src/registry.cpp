@@ -60,9 +60,7 @@ class UnloadedBackend final : public Backend {
   kernels::KindSupport support(LayerKind) const override {
     return {{}, "not mapped: the backend's plugin could not be loaded (`floorline system` says why)"};
   }
-  std::vector<PlannedCase> cases_for(const kernels::CaseSpec&, const PlanOptions&) const override {
-    return {};
-  }
+  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec&) const override { return {}; }
   kernels::KernelFactory factory() const override {
     return [why = why_, name = name()](const kernels::CaseSpec&) -> Result<std::unique_ptr<kernels::Kernel>> {
       return why.with_context(name);

@@ -13,8 +13,8 @@ class MismatchedBackend final : public floorline::gen::Backend {
   floorline::Status available() const override { return {}; }
   void describe(floorline::benchdb::SystemRow&) const override {}
   floorline::kernels::KindSupport support(floorline::LayerKind) const override { return {}; }
-  std::vector<floorline::gen::PlannedCase> cases_for(const floorline::kernels::CaseSpec&,
-                                                     const floorline::gen::PlanOptions&) const override {
+  std::vector<floorline::kernels::LibraryCase> candidates(
+      const floorline::kernels::CaseSpec&) const override {
     return {};
   }
   floorline::kernels::KernelFactory factory() const override { return {}; }

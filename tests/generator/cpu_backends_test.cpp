@@ -179,7 +179,7 @@ TEST(XnnpackPlan, Squeezenet11CasesAreNhwcWithTheirConversions) {
   }
   // The conversions feed every NHWC case of their config; [N, C, 1, 1] needs none back.
   EXPECT_EQ(by_name["xnnpack/floorline-kernel:transpose/f32/fp32.src:nchw>nhwc/" + pool]->spec.feeds,
-            "layout:nhwc");
+            (CaseFeeds{"", "nhwc"}));
   EXPECT_FALSE(by_name.count("xnnpack/floorline-kernel:transpose/f32/fp32.dst:nhwc>nchw/" + gap));
   EXPECT_TRUE(by_name["xnnpack/max_pooling2d_nhwc_f32/f32/fp32.nhwc/" + pool]->work.is_default);
   // What it does not map is planned as unsupported with the table's reason, never dropped.

@@ -43,6 +43,7 @@ struct Tally {
 Tally verify_plan(const std::vector<mp::ModelIR>& models, const std::vector<DType>& dtypes) {
   PlanOptions o;
   o.dtypes = dtypes;
+  o.max_impls = 0;  // every algorithm the plan offers
   const Plan plan = make_plan(models, {find_backend("cuda")}, o);
   Tally t;
   for (const auto& c : plan.cases) {

@@ -28,11 +28,14 @@ std::vector<mp::ModelIR> zoo_model(const std::string& name, int64_t batch = 1) {
   return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
 }
 
-Plan cuda_plan(const std::vector<mp::ModelIR>& models, std::vector<DType> dtypes = {DType::kF32}) {
+// The plan with every implementation (--all-impls, max_impls 0) unless `max_impls` says otherwise.
+Plan cuda_plan(const std::vector<mp::ModelIR>& models, std::vector<DType> dtypes = {DType::kF32},
+               int max_impls = 0) {
   const Backend* cuda = find_backend("cuda");
   EXPECT_NE(cuda, nullptr) << "this build has no CUDA backend";
   PlanOptions o;
   o.dtypes = std::move(dtypes);
+  o.max_impls = max_impls;
   return cuda ? make_plan(models, {cuda}, o) : Plan{};
 }
 
@@ -97,16 +100,77 @@ TEST(CudaPlan, Resnet18ConvGetsEveryLegacyAlgorithmInEachMathModeAndLayout) {
   for (const std::string conv : {"src:nchw>nhwc", "dst:nhwc>nchw"}) {
     auto it = cases.find({"cudnn_transform", "tf32", conv});
     ASSERT_NE(it, cases.end()) << conv;
-    EXPECT_EQ(it->second->spec.feeds, "layout:nhwc");
+    EXPECT_EQ(it->second->spec.feeds, (CaseFeeds{"", "nhwc"}));
+    ASSERT_TRUE(it->second->conversion.has_value());
+    EXPECT_EQ(conversion_layout(*it->second->conversion), conv);
     EXPECT_EQ(it->second->work.flops, 0);
     EXPECT_EQ(it->second->work.bytes, 2 * 64 * 56 * 56 * 4);
   }
   EXPECT_EQ(cases.size(), 3u * 11u + 2u);
-  // ResNet's basic block fuses Conv → Relu and Conv → Add → Relu: ReLU with every algorithm.
+  // ResNet's basic block fuses Conv → Relu and Conv → Add → Relu: cuDNN fuses ReLU with every
+  // algorithm, and a fused variant is planned with the first of each variant only (the planner's
+  // policy for every backend), in each math mode and layout.
   for (const std::string fusion : {"Relu", "Add+Relu"}) {
     const auto fused = cases_of(plan, key, fusion);
-    ASSERT_EQ(fused.size(), 3u * 8u) << fusion;
-    for (const auto& [k, c] : fused) EXPECT_EQ(std::get<0>(k).rfind("cudnn_conv_bias_act:", 0), 0u);
+    ASSERT_EQ(fused.size(), 3u) << fusion;
+    for (const auto& [k, c] : fused) {
+      EXPECT_EQ(std::get<0>(k), "cudnn_conv_bias_act:IMPLICIT_GEMM");
+      EXPECT_EQ(c->status, std::nullopt);
+    }
+  }
+}
+
+// `floorline plan --backend cuda --max-impls N` on the zoo: per config, data type and math mode,
+// at most N cases timed beyond the first of each variant (algorithm family and layout), every
+// variant's first timed, the rest planned as skipped; NHWC's conversions beside a timed NHWC case.
+TEST(CudaPlan, ZooRespectsMaxImpls) {
+  std::vector<mp::ModelIR> models;
+  for (const std::string name : {"resnet18", "bert_base_encoder", "squeezenet1_1"})
+    for (auto& m : zoo_model(name)) models.push_back(std::move(m));
+  for (const int cap : {1, 3}) {
+    const Plan plan = cuda_plan(models, {DType::kF32}, cap);
+    const Plan all = cuda_plan(models, {DType::kF32}, 0);
+    using Config = std::tuple<std::string, std::string, std::string>;  // key, fusion, math mode
+    std::map<Config, int> timed, skipped;
+    std::map<Config, std::set<std::pair<std::string, std::string>>> variants, timed_variants;
+    for (const auto& c : plan.cases) {
+      if (c.conversion) continue;
+      const Config k{c.spec.problem.key, c.spec.variant.fusion,
+                     std::string(math_mode_name(c.spec.variant.math_mode))};
+      if (c.status == Disposition::kSkipped) {
+        ++skipped[k];
+        EXPECT_NE(c.reason.find("--max-impls"), std::string::npos) << c.reason;
+      }
+      if (c.status) continue;
+      ++timed[k];
+      timed_variants[k].insert({c.group, c.spec.variant.layout});
+    }
+    for (const auto& c : all.cases)
+      if (!c.conversion && !c.status)
+        variants[{c.spec.problem.key, c.spec.variant.fusion,
+                  std::string(math_mode_name(c.spec.variant.math_mode))}]
+            .insert({c.group, c.spec.variant.layout});
+    int capped = 0;
+    for (const auto& [k, n] : timed) {
+      EXPECT_EQ(timed_variants[k], variants[k]) << "every variant's first is timed: " << std::get<0>(k);
+      EXPECT_LE(n, std::max<int>(cap, static_cast<int>(timed_variants[k].size()))) << std::get<0>(k);
+      if (skipped[k] > 0) ++capped;
+    }
+    EXPECT_GT(capped, 0) << "the cap skips cases of some config";
+    // The Conv of ResNet's first basic block: 11 NCHW algorithms per math mode and 11 NHWC in tf32
+    // uncapped; capped, the heuristic (the default) and the first of cudnn_conv_bias_act in each,
+    // and the NHWC heuristic with its two conversions.
+    const std::string key = first_key(plan, "Conv", "x=1x64x56x56|w=64x64x3x3");
+    int conv_timed = 0, conv_conversions = 0;
+    for (const auto& c : plan.cases)
+      if (c.spec.problem.key == key && c.spec.variant.fusion.empty()) {
+        if (c.conversion)
+          ++conv_conversions;
+        else if (!c.status)
+          ++conv_timed;
+      }
+    EXPECT_EQ(conv_timed, cap == 1 ? 2 + 4 : 3 + 4) << cap;
+    EXPECT_EQ(conv_conversions, 2);
   }
 }
 

@@ -11,10 +11,14 @@
 namespace floorline::gen {
 namespace {
 
-std::vector<mp::ModelIR> resnet18() {
-  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/resnet18.onnx", {});
+std::vector<mp::ModelIR> zoo_model(const std::string& name) {
+  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx", {});
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
+}
+
+std::vector<mp::ModelIR> resnet18() {
+  return zoo_model("resnet18");
 }
 
 TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
@@ -42,14 +46,14 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
     EXPECT_TRUE(names.insert(c.spec.name).second) << "duplicate " << c.spec.name;
     if (!c.spec.feeds.empty()) continue;
     const auto k = std::make_pair(c.spec.problem.key, c.spec.variant.fusion);
-    const std::string variant = c.spec.variant.algorithm.substr(0, c.spec.variant.algorithm.find(':'));
-    if (c.spec.impl_name.rfind("ref", 0) != 0) offered_variants[k].insert(variant);
+    const std::string variant = c.group;
+    if (!c.reference) offered_variants[k].insert(variant);
     if (!c.status) {
       ++timed_per_config[k];
       timed_variants[k].insert(variant);
     }
     if (c.work.is_default) ++defaults_per_config[k];
-    if (c.spec.impl_name.rfind("ref", 0) == 0 && timed_per_config[k] > 0) {
+    if (c.reference && timed_per_config[k] > 0) {
       EXPECT_EQ(c.status, Disposition::kSkipped);
     }
     EXPECT_GT(c.work.flops + c.work.bytes, 0) << c.spec.name;
@@ -72,7 +76,8 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
     if (!c.spec.feeds.empty()) {
       ++conversions;
       EXPECT_EQ(c.spec.variant.algorithm, "reorder");
-      EXPECT_NE(c.spec.variant.layout.find('>'), std::string::npos);
+      ASSERT_TRUE(c.conversion.has_value()) << c.spec.name;
+      EXPECT_EQ(conversion_layout(*c.conversion), c.spec.variant.layout);
     }
   }
   EXPECT_TRUE(fusions.count("Conv+Relu"));
@@ -97,6 +102,130 @@ TEST(Plan, AllImplsAndReferenceFlagsWidenThePlan) {
   EXPECT_GT(timed(b), timed(a));
   for (const auto& c : b.cases)
     EXPECT_TRUE(!c.status || c.status == Disposition::kUnsupported) << c.spec.name;
+}
+
+// The policy on hand-made candidates: defaults first, every variant's first timed whatever the
+// cap, the cap on the rest, references skipped unless alone or asked for, a fused base with the
+// first of each variant only, and a conversion beside the timed case it feeds.
+TEST(Plan, PolicyOnCandidates) {
+  kernels::CaseSpec base;
+  base.problem.kind = LayerKind::kConv;
+  base.problem.inputs = {{"x", {1, 8, 4, 4}}};
+  base.problem.outputs = {{"y", {1, 8, 4, 4}}};
+  base.variant.backend = "test";
+  auto make = [&](std::string group, std::string impl, bool is_default = false, bool reference = false) {
+    kernels::LibraryCase c;
+    c.variant = base.variant;
+    c.variant.algorithm = group + ":" + impl;
+    c.group = std::move(group);
+    c.is_default = is_default;
+    c.reference = reference;
+    return c;
+  };
+  const std::vector<kernels::LibraryCase> candidates = {
+      make("direct", "ref", false, true),
+      make("direct", "a"),
+      make("direct", "b"),
+      make("direct", "c", true),
+      kernels::conversion_case(base, "reorder", MathMode::kFp32, {"src", "abcd", "aBcd8b"}, {"direct:b", ""},
+                               ""),
+      make("winograd", "a"),
+  };
+  auto outcome = [](const std::vector<PlannedCase>& cases) {
+    std::vector<std::string> out;
+    for (const auto& c : cases)
+      out.push_back(c.spec.variant.algorithm + (c.conversion ? "." + c.spec.variant.layout : "") +
+                    (c.status ? " skipped" : ""));
+    return out;
+  };
+  PlanOptions o;
+  o.max_impls = 2;
+  EXPECT_EQ(outcome(plan_cases(base, candidates, o)),
+            (std::vector<std::string>{"direct:c", "winograd:a", "direct:ref skipped", "direct:a skipped",
+                                      "direct:b skipped"}));
+  o.max_impls = 4;
+  EXPECT_EQ(outcome(plan_cases(base, candidates, o)),
+            (std::vector<std::string>{"direct:c", "winograd:a", "direct:ref skipped", "direct:a", "direct:b",
+                                      "reorder.src:abcd>aBcd8b"}));
+  o.include_reference = true;
+  o.conversions = false;
+  EXPECT_EQ(
+      outcome(plan_cases(base, candidates, o)),
+      (std::vector<std::string>{"direct:c", "winograd:a", "direct:ref", "direct:a", "direct:b skipped"}));
+  // The conversion's work is the tensor it converts, read and written.
+  const auto planned = plan_cases(base, candidates, PlanOptions{.max_impls = 0});
+  EXPECT_EQ(planned.back().work.bytes, 2 * 8 * 4 * 4 * 4);
+  EXPECT_EQ(planned.back().spec.feeds, (CaseFeeds{"direct:b", ""}));
+  // Fused: the first of each variant only, no conversions.
+  kernels::CaseSpec fused = base;
+  fused.problem.post_ops = {{"Relu"}};
+  EXPECT_EQ(outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 0})),
+            (std::vector<std::string>{"direct:c", "winograd:a"}));
+  // Only a reference: timed, so that the config has a measurement.
+  EXPECT_EQ(outcome(plan_cases(base, {make("direct", "ref", true, true)}, PlanOptions{})),
+            (std::vector<std::string>{"direct:ref"}));
+}
+
+// The same policy for every CPU backend, on real models: per config, data type and math mode, each
+// variant's first timed, at most --max-impls beyond them, references skipped where a real
+// implementation exists, and every conversion feeding a timed case of the plan.
+TEST(Plan, EveryCpuBackendHonoursThePolicy) {
+  std::vector<mp::ModelIR> models = resnet18();
+  for (auto& m : zoo_model("mobilenet_v2")) models.push_back(std::move(m));
+  for (const std::string name : {"onednn", "xnnpack", "openblas"}) {
+    const Backend* backend = find_backend(name);
+    ASSERT_NE(backend, nullptr) << name;
+    if (!backend->available().ok()) {
+      ADD_FAILURE() << name << " is not available: " << backend->available().error().message;
+      continue;
+    }
+    for (const int cap : {1, 2}) {
+      PlanOptions o;
+      o.max_impls = cap;
+      const Plan plan = make_plan(models, {backend}, o);
+      using Config = std::tuple<std::string, std::string, std::string>;  // key, fusion, math mode
+      std::map<Config, int> timed;
+      std::map<Config, std::set<std::pair<std::string, std::string>>> offered, timed_variants;
+      std::map<Config, bool> real_timed;
+      std::set<std::tuple<std::string, std::string, std::string>> timed_cases;  // key, algorithm, layout
+      int timed_total = 0;
+      for (const auto& c : plan.cases) {
+        EXPECT_EQ(c.spec.variant.backend, name);
+        if (c.conversion) continue;
+        const Config k{c.spec.problem.key, c.spec.variant.fusion,
+                       std::string(math_mode_name(c.spec.variant.math_mode))};
+        if (c.status == Disposition::kUnsupported || c.status == Disposition::kFailed) continue;
+        if (!c.reference) offered[k].insert({c.group, c.spec.variant.layout});
+        if (c.status) continue;
+        ++timed[k];
+        ++timed_total;
+        if (!c.reference) real_timed[k] = true;
+        timed_variants[k].insert({c.group, c.spec.variant.layout});
+        timed_cases.insert({c.spec.problem.key, c.spec.variant.algorithm, c.spec.variant.layout});
+      }
+      EXPECT_GT(timed_total, 0) << name;
+      for (const auto& [k, n] : timed) {
+        for (const auto& v : offered[k])
+          EXPECT_TRUE(timed_variants[k].count(v)) << name << " " << std::get<0>(k) << " " << v.first;
+        EXPECT_LE(n, std::max<int>(cap, static_cast<int>(timed_variants[k].size())))
+            << name << " " << std::get<0>(k);
+      }
+      for (const auto& c : plan.cases) {
+        if (c.reference && c.status == Disposition::kSkipped) {
+          const Config k{c.spec.problem.key, c.spec.variant.fusion,
+                         std::string(math_mode_name(c.spec.variant.math_mode))};
+          EXPECT_TRUE(real_timed[k]) << c.spec.name;
+        }
+        if (!c.conversion) continue;
+        EXPECT_FALSE(c.status) << c.spec.name;
+        EXPECT_FALSE(c.spec.feeds.empty()) << c.spec.name;
+        const bool fed = std::any_of(timed_cases.begin(), timed_cases.end(), [&](const auto& t) {
+          return std::get<0>(t) == c.spec.problem.key && c.spec.feeds.feeds(std::get<1>(t), std::get<2>(t));
+        });
+        EXPECT_TRUE(fed) << name << " " << c.spec.name;
+      }
+    }
+  }
 }
 
 TEST(Plan, BackendSelection) {

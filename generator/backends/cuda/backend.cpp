@@ -36,9 +36,8 @@ class CudaBackend final : public Backend {
   std::string device_uuid() const override { return kernels::cuda_device_info().uuid; }
 
   kernels::KindSupport support(LayerKind kind) const override { return kernels::cuda_support(kind); }
-  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
-                                     const PlanOptions& options) const override {
-    return planned_cases(base, options, kernels::cuda_cases(base), "");
+  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
+    return kernels::cuda_cases(base);
   }
 
   kernels::KernelFactory factory() const override { return kernels::make_cuda_kernel; }

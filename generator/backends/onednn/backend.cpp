@@ -1,12 +1,7 @@
 // The oneDNN backend: plans every implementation oneDNN offers, builds kernels with the oneDNN
 // kernel library. Registered in generator/src/registry.cpp;
 // built as the plugin libfloorline-backend-onednn.so (floorline/generator/plugin.hpp).
-#include <algorithm>
-
-#include <nlohmann/json.hpp>
-
 #include "floorline/generator/backend.hpp"
-#include "floorline/generator/plan.hpp"
 #include "floorline/generator/plugin.hpp"
 #include "floorline/kernels/onednn.hpp"
 
@@ -27,94 +22,36 @@ class OnednnBackend final : public Backend {
   }
 
   kernels::KindSupport support(LayerKind kind) const override { return kernels::onednn_support(kind); }
-  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
-                                     const PlanOptions& options) const override {
-    std::vector<PlannedCase> out;
+  // Every implementation oneDNN offers, in its order (its first choice marked), each followed by
+  // the activation reorders it needs (feeding that implementation: its formats are the ones the
+  // reorder produces).
+  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
     auto impls = kernels::onednn_implementations(base);
     if (!impls) {
-      PlannedCase pc;
-      pc.spec = base;
-      pc.spec.variant.algorithm = "none";
-      pc.status =
-          impls.error().code == Disposition::kUnsupported ? Disposition::kUnsupported : Disposition::kFailed;
-      pc.reason = impls.error().message;
-      out.push_back(std::move(pc));
-      return out;
+      kernels::LibraryCase c = kernels::unsupported_case(base, base.variant.math_mode, impls.error().message);
+      if (impls.error().code != Disposition::kUnsupported) c.status = Disposition::kFailed;
+      return {c};
     }
-    // oneDNN's first choice first, then the first implementation of every other variant (each
-    // formulation and activation layout: a 1x1 convolution as a matmul, pooling on the blocked
-    // layout), then the rest in next_impl() order. Every variant's first is timed whatever the
-    // --max-impls cap: a formulation left untimed can leave S above what a runtime achieves.
-    auto variant_of = [](const kernels::Implementation& im) {
-      return im.algorithm.substr(0, im.algorithm.find(':'));
-    };
-    std::vector<kernels::Implementation> ordered;
-    std::vector<bool> first_of_variant;
-    std::vector<std::string> seen;
-    for (const auto& im : *impls)
-      if (im.is_default) {
-        ordered.push_back(im);
-        first_of_variant.push_back(true);
-        seen.push_back(variant_of(im));
+    std::vector<kernels::LibraryCase> out;
+    for (const auto& im : *impls) {
+      kernels::LibraryCase c;
+      c.variant = base.variant;
+      c.variant.algorithm = im.algorithm;
+      c.group = im.variant;
+      c.reference = im.reference;
+      c.library = im.variant == "floorline-kernel" ? "floorline-kernel" : "onednn";
+      c.is_default = im.is_default;
+      c.impl_index = im.impl_index;
+      c.impl_name = im.impl_name;
+      c.formats = im.layout;
+      out.push_back(c);
+      for (const auto& conv : im.conversions) {
+        kernels::LibraryCase cc = kernels::conversion_case(base, "reorder", base.variant.math_mode, conv,
+                                                           CaseFeeds{im.algorithm, ""}, "onednn");
+        cc.impl_index = im.impl_index;
+        cc.impl_name = im.impl_name;
+        out.push_back(std::move(cc));
       }
-    for (const auto& im : *impls)
-      if (!im.is_default && !im.reference &&
-          std::find(seen.begin(), seen.end(), variant_of(im)) == seen.end()) {
-        ordered.push_back(im);
-        first_of_variant.push_back(true);
-        seen.push_back(variant_of(im));
-      }
-    for (const auto& im : *impls)
-      if (std::none_of(ordered.begin(), ordered.end(), [&](const kernels::Implementation& o) {
-            return o.algorithm == im.algorithm && o.impl_index == im.impl_index;
-          })) {
-        ordered.push_back(im);
-        first_of_variant.push_back(false);
-      }
-    const bool fused = !base.problem.post_ops.empty();
-    // A reference implementation is skipped only where a real one exists: a config that only the
-    // reference implements is still timed, so that every config has a measurement.
-    const bool only_reference = std::all_of(ordered.begin(), ordered.end(),
-                                            [](const kernels::Implementation& im) { return im.reference; });
-    int timed = 0;
-    for (size_t i = 0; i < ordered.size(); ++i) {
-      // A fused variant is timed with the first implementation of each algorithm only.
-      if (fused && !first_of_variant[i]) continue;
-      const auto& im = ordered[i];
-      PlannedCase pc;
-      pc.spec = base;
-      pc.spec.variant.algorithm = im.algorithm;
-      pc.spec.impl_index = im.impl_index;
-      pc.spec.impl_name = im.impl_name;
-      pc.work.is_default = im.is_default;
-      nlohmann::json params = {{"impl_index", im.impl_index}, {"impl_name", im.impl_name}};
-      if (!im.layout.empty()) params["formats"] = im.layout;
-      if (!im.conversions.empty()) params["conversions"] = im.conversions;
-      if (im.reference && !options.include_reference && !only_reference) {
-        pc.status = Disposition::kSkipped;
-        pc.reason = "reference implementation (plain loops); --include-ref times it";
-      } else if (options.max_impls > 0 && timed >= options.max_impls && !first_of_variant[i]) {
-        pc.status = Disposition::kSkipped;
-        pc.reason = fmt::format("beyond --max-impls {}; --all-impls times it", options.max_impls);
-      } else {
-        ++timed;
-      }
-      pc.params = params.dump();
-      const bool timed_case = !pc.status;
-      out.push_back(pc);
-      if (timed_case && options.conversions && !fused)
-        for (const auto& conv : im.conversions) {
-          PlannedCase cc;
-          cc.spec = base;
-          cc.spec.variant.algorithm = "reorder";
-          cc.spec.variant.layout = conv;
-          cc.spec.feeds = im.algorithm;
-          cc.spec.impl_index = im.impl_index;
-          cc.spec.impl_name = im.impl_name;
-          cc.params = nlohmann::json{{"feeds", im.algorithm}, {"conversion", conv}}.dump();
-          cc.work = conversion_work(base, conv);
-          out.push_back(std::move(cc));
-        }
     }
     return out;
   }

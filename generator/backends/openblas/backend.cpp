@@ -23,9 +23,8 @@ class OpenblasBackend final : public Backend {
   }
 
   kernels::KindSupport support(LayerKind kind) const override { return kernels::openblas_support(kind); }
-  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
-                                     const PlanOptions& options) const override {
-    return planned_cases(base, options, kernels::openblas_cases(base), "openblas");
+  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
+    return kernels::openblas_cases(base);
   }
 
   kernels::KernelFactory factory() const override { return kernels::make_openblas_kernel; }

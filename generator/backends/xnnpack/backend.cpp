@@ -21,9 +21,8 @@ class XnnpackBackend final : public Backend {
   }
 
   kernels::KindSupport support(LayerKind kind) const override { return kernels::xnnpack_support(kind); }
-  std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
-                                     const PlanOptions& options) const override {
-    return planned_cases(base, options, kernels::xnnpack_cases(base), "xnnpack");
+  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
+    return kernels::xnnpack_cases(base);
   }
 
   kernels::KernelFactory factory() const override { return kernels::make_xnnpack_kernel; }

@@ -27,6 +27,20 @@ LibraryCase unsupported_case(const CaseSpec& base, MathMode math_mode, std::stri
   return c;
 }
 
+LibraryCase conversion_case(const CaseSpec& base, std::string algorithm, MathMode math_mode,
+                            LayoutConversion conversion, CaseFeeds feeds, std::string library) {
+  LibraryCase c;
+  c.variant = base.variant;
+  c.variant.algorithm = std::move(algorithm);
+  c.variant.math_mode = math_mode;
+  c.variant.layout = conversion_layout(conversion);
+  c.group = c.variant.algorithm;
+  c.library = std::move(library);
+  c.conversion = std::move(conversion);
+  c.feeds = std::move(feeds);
+  return c;
+}
+
 double warm_up(Kernel& kernel, double seconds) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();

@@ -120,4 +120,51 @@ inline std::optional<CaseVariant> case_variant(const CaseId& id) {
   return CaseVariant{id.backend, id.algorithm, *dtype, *mode, id.layout, id.fusion};
 }
 
+// A layout-conversion case (a reorder, a transpose) converts one activation tensor of its
+// configuration between two layouts: `tensor` is "src" (the layer's input, converted before the
+// case it feeds) or "dst" (its output, converted after). Its text form is the case's layout,
+// "src:abcd>aBcd16b": conversion_layout() writes it and parse_conversion() is the one place that
+// reads it.
+struct LayoutConversion {
+  std::string tensor;  // "src" or "dst"
+  std::string from;    // "abcd", "nchw"
+  std::string to;      // "aBcd16b", "nhwc"
+
+  bool operator==(const LayoutConversion&) const = default;
+};
+
+inline std::string conversion_layout(const LayoutConversion& c) {
+  return c.tensor + ":" + c.from + ">" + c.to;
+}
+
+// The conversion a case's layout names; nullopt for any other layout ("", "nhwc", oneDNN's
+// formats) and for text without a tensor, a source and a destination.
+inline std::optional<LayoutConversion> parse_conversion(std::string_view layout) {
+  const auto colon = layout.find(':');
+  const auto arrow = layout.find('>');
+  if (colon == std::string_view::npos || arrow == std::string_view::npos || colon == 0 || arrow < colon + 2 ||
+      arrow + 1 == layout.size())
+    return std::nullopt;
+  return LayoutConversion{std::string(layout.substr(0, colon)),
+                          std::string(layout.substr(colon + 1, arrow - colon - 1)),
+                          std::string(layout.substr(arrow + 1))};
+}
+
+// The cases of one configuration, data type and math mode that a conversion case feeds: those
+// with `algorithm` (oneDNN: the implementation asking for the blocked layout), or, with an empty
+// algorithm, every case in `layout` (XNNPACK and CUDA: every NHWC case). Empty for a case that is
+// not a conversion.
+struct CaseFeeds {
+  std::string algorithm;
+  std::string layout;
+
+  bool empty() const { return algorithm.empty() && layout.empty(); }
+  bool operator==(const CaseFeeds&) const = default;
+  // Whether a case of `algorithm` in `case_layout` is one of those fed.
+  bool feeds(std::string_view case_algorithm, std::string_view case_layout) const {
+    if (empty()) return false;
+    return algorithm.empty() ? case_layout == layout : case_algorithm == algorithm && case_layout == layout;
+  }
+};
+
 }  // namespace floorline

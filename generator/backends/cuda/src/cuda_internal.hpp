@@ -1,5 +1,5 @@
-// Shared by the CUDA backend's plan (cuda_plan.cpp) and kernels (cuda_kernel.cpp): the mappings
-// from ONNX ops and post-ops to library operations, decided without a device.
+// Shared by the CUDA backend's plan (cuda_plan.cpp) and kernels (cuda_kernel.cpp), defined in
+// cuda_mapping.cpp: the mappings from ONNX ops and post-ops to library operations, decided without a device.
 #pragma once
 
 #include <optional>

@@ -11,86 +11,31 @@
 
 namespace floorline::kernels {
 
-const std::vector<std::string>& cudnn_conv_algorithms() {
-  static const std::vector<std::string> kAlgorithms = {
-      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
-      "WINOGRAD",      "WINOGRAD_NONFUSED"};
-  return kAlgorithms;
-}
-
-int64_t workspace_limit(int64_t free_bytes) {
-  constexpr int64_t kReserve = int64_t{256} << 20;
-  return std::max<int64_t>(0, free_bytes - free_bytes / 20 - kReserve);
-}
-
-Result<ConvGeometry> conv_geometry(const Problem& p) {
-  const Operand* x = p.input("x");
-  const Operand* w = p.input("w");
-  if (!x || !w || p.outputs.empty())
-    return make_error(Disposition::kUnsupported, "{} needs x, w and y", p.op);
-  const Shape& xs = x->shape;
-  const Shape& ws = w->shape;
-  const Shape& ys = p.outputs[0].shape;
-  const size_t n = xs.size() < 2 ? 0 : xs.size() - 2;
-  if (n < 1 || n > 3 || ws.size() != xs.size() || ys.size() != xs.size())
-    return make_error(Disposition::kUnsupported, "cuDNN convolutions are 1-D to 3-D (x is rank {})",
-                      xs.size());
-  auto attr = [&](const std::string& name, int64_t fallback, size_t count) {
-    auto v = p.ints_attr(name);
-    if (v.size() < count) v.resize(count, fallback);
-    return v;
-  };
-  const auto pads = attr("pads", 0, 2 * n), strides = attr("strides", 1, n), dil = attr("dil", 1, n);
-  for (auto v : xs)
-    if (v > INT_MAX) return make_error(Disposition::kUnsupported, "a dimension over 2^31 ({})", v);
-  for (size_t k = 0; k < n; ++k)
-    if (pads[k] < 0 || pads[k + n] < 0)
-      return make_error(Disposition::kUnsupported, "negative convolution padding");
-  ConvGeometry g;
-  g.groups = static_cast<int>(p.int_attr("group"));
-  const bool one_d = n == 1;
-  g.spatial = one_d ? 2 : static_cast<int>(n);
-  auto dims = [&](const Shape& s) {
-    std::vector<int> d(s.begin(), s.end());
-    if (one_d) d.insert(d.begin() + 2, 1);  // N C W → N C 1 W
-    return d;
-  };
-  g.x = dims(xs);
-  g.w = dims(ws);
-  g.y = dims(ys);
-  std::vector<int64_t> begin(pads.begin(), pads.begin() + static_cast<long>(n)),
-      end(pads.begin() + static_cast<long>(n), pads.end());
-  std::vector<int64_t> st(strides.begin(), strides.end()), dl(dil.begin(), dil.end());
-  if (one_d) {
-    begin.insert(begin.begin(), 0);
-    end.insert(end.begin(), 0);
-    st.insert(st.begin(), 1);
-    dl.insert(dl.begin(), 1);
-  }
-  g.explicit_pad = begin != end;
-  for (int k = 0; k < g.spatial; ++k) {
-    g.strides.push_back(static_cast<int>(st[k]));
-    g.dilations.push_back(static_cast<int>(dl[k]));
-    g.pads.push_back(g.explicit_pad ? 0 : static_cast<int>(begin[k]));
-  }
-  if (g.explicit_pad) {
-    g.x_unpadded = std::vector<int64_t>(g.x.begin(), g.x.end());
-    g.pad_begin = begin;
-    for (int k = 0; k < g.spatial; ++k) g.x[2 + k] += static_cast<int>(begin[k] + end[k]);
-  }
-  return g;
-}
-
 namespace {
 
-// A case of `base`: its variant with the algorithm, math mode and layout chosen.
-CudaCase make(const CaseSpec& base, std::string algorithm, MathMode mode, std::string layout = "") {
+// The library a CUDA algorithm group calls: "cudnn_conv" → cuDNN, "cublaslt_matmul" → cuBLASLt.
+std::string library_of(const std::string& group) {
+  if (group.rfind("cudnn", 0) == 0) return "cudnn";
+  if (group.rfind("cublaslt", 0) == 0) return "cublaslt";
+  if (group.rfind("cublas", 0) == 0) return "cublas";
+  return "floorline-kernel";
+}
+
+// A case of `base`: its variant with the algorithm "<group>[:<detail>]", math mode and layout
+// chosen.
+CudaCase make(const CaseSpec& base, std::string group, const std::string& detail, MathMode mode,
+              std::string layout = "") {
   CudaCase c;
   c.variant = base.variant;
-  c.variant.algorithm = std::move(algorithm);
+  c.variant.algorithm = detail.empty() ? group : group + ":" + detail;
   c.variant.math_mode = mode;
   c.variant.layout = std::move(layout);
+  c.library = library_of(group);
+  c.group = std::move(group);
   return c;
+}
+CudaCase make(const CaseSpec& base, std::string group, MathMode mode, std::string layout = "") {
+  return make(base, std::move(group), "", mode, std::move(layout));
 }
 
 CudaCase unsupported_case(const CaseSpec& base, std::string why) {
@@ -133,29 +78,28 @@ void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
       // NHWC where it changes the algorithm set: with Tensor Core math (tf32, f16, bf16).
       if (!layout.empty() && mode == MathMode::kFp32) continue;
       if (!fused) {
-        CudaCase h = make(base, "cudnn_conv:heuristic" + pad_suffix, mode, layout);
+        CudaCase h = make(base, "cudnn_conv", "heuristic" + pad_suffix, mode, layout);
         h.is_default = layout.empty();  // a framework's default: NCHW, the heuristic's first choice
         out.push_back(h);
-        out.push_back(make(base, "cudnn_conv:find" + pad_suffix, mode, layout));
+        out.push_back(make(base, "cudnn_conv", "find" + pad_suffix, mode, layout));
         for (const auto& a : cudnn_conv_algorithms())
-          out.push_back(make(base, "cudnn_conv:" + a + pad_suffix, mode, layout));
+          out.push_back(make(base, "cudnn_conv", a + pad_suffix, mode, layout));
         // Conv with its bias through the fused call and the identity activation, which cuDNN runs
         // with IMPLICIT_PRECOMP_GEMM only (its documentation): one more way to compute the layer.
         if (bias)
-          out.push_back(make(base, "cudnn_conv_bias_act:IMPLICIT_PRECOMP_GEMM" + pad_suffix, mode, layout));
+          out.push_back(
+              make(base, "cudnn_conv_bias_act", "IMPLICIT_PRECOMP_GEMM" + pad_suffix, mode, layout));
       } else {
         // y = act(conv(x) + z + bias): every algorithm with ReLU; identity (a residual Add alone)
         // with IMPLICIT_PRECOMP_GEMM only.
         for (const auto& a : cudnn_conv_algorithms())
           if (relu || a == "IMPLICIT_PRECOMP_GEMM")
-            out.push_back(make(base, "cudnn_conv_bias_act:" + a + pad_suffix, mode, layout));
+            out.push_back(make(base, "cudnn_conv_bias_act", a + pad_suffix, mode, layout));
       }
       if (!layout.empty() && !fused) {
-        for (const std::string conv : {"src:nchw>nhwc", "dst:nhwc>nchw"}) {
-          CudaCase c = make(base, "cudnn_transform", mode, conv);
-          c.feeds = "layout:" + layout;
-          out.push_back(c);
-        }
+        for (const LayoutConversion& conv :
+             {LayoutConversion{"src", "nchw", "nhwc"}, LayoutConversion{"dst", "nhwc", "nchw"}})
+          out.push_back(conversion_case(base, "cudnn_transform", mode, conv, CaseFeeds{"", layout}, "cudnn"));
       }
     }
 }
@@ -231,7 +175,7 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
       }
     }
     for (int k = 0; k < kLtAlgorithms; ++k) {
-      CudaCase lt = make(base, fmt::format("cublaslt_matmul:{}", k), mode);
+      CudaCase lt = make(base, "cublaslt_matmul", std::to_string(k), mode);
       if (c && c->shape.size() == 2 && c->shape != p.outputs[0].shape) {
         lt.status = Disposition::kUnsupported;
         lt.reason = "a Gemm C broadcast along M is not a cuBLASLt bias (a vector of N) nor a full matrix";
@@ -265,7 +209,7 @@ void unary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     }
     out.push_back(c);
   }
-  CudaCase own = make(base, "floorline-kernel:eltwise", mode);
+  CudaCase own = make(base, "floorline-kernel", "eltwise", mode);
   own.is_default = !kCudnn.count(p.kind) || out.back().status == Disposition::kUnsupported;
   out.push_back(own);
 }
@@ -310,7 +254,7 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
         elements(padded) == y[1] && padded[1] == y[1])
       out.push_back(make(base, "cudnn_add_tensor", mode));
   }
-  CudaCase own = make(base, "floorline-kernel:binary", mode);
+  CudaCase own = make(base, "floorline-kernel", "binary", mode);
   own.is_default = first;
   out.push_back(own);
 }
@@ -351,15 +295,16 @@ void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     out.push_back(c);
   }
   if (global) out.push_back(make(base, "cudnn_reduce", mode));
-  CudaCase own = make(base, "floorline-kernel:pooling", mode);
+  CudaCase own = make(base, "floorline-kernel", "pooling", mode);
   own.is_default = !why_not.empty();
   out.push_back(own);
 }
 
 // A case per algorithm for kinds that map onto one library call (or one kernel of ours).
-void single(const CaseSpec& base, std::vector<CudaCase>& out, std::string algorithm,
-            std::string layout = "") {
-  CudaCase c = make(base, std::move(algorithm), math_modes(base.variant.dtype, false)[0], std::move(layout));
+void single(const CaseSpec& base, std::vector<CudaCase>& out, std::string group,
+            const std::string& detail = "", std::string layout = "") {
+  CudaCase c =
+      make(base, std::move(group), detail, math_modes(base.variant.dtype, false)[0], std::move(layout));
   c.is_default = out.empty();
   out.push_back(c);
 }
@@ -371,7 +316,7 @@ void batch_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
         unsupported_case(base, "BatchNormalization needs scale, B, mean and var and a 3-D to 5-D x"));
   } else {
     single(base, out, "cudnn_batchnorm_inference");
-    single(base, out, "cudnn_batchnorm_inference", "nhwc");
+    single(base, out, "cudnn_batchnorm_inference", "", "nhwc");
   }
 }
 void lrn_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
@@ -393,22 +338,22 @@ void reduce_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
 }
 void transpose_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   if (base.problem.inputs[0].shape.size() <= 8) single(base, out, "cudnn_transform");
-  single(base, out, "floorline-kernel:copy");
+  single(base, out, "floorline-kernel", "copy");
 }
 void copy_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
-  single(base, out, "floorline-kernel:copy");
+  single(base, out, "floorline-kernel", "copy");
 }
 void pad_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   if (base.problem.string_attr("mode") != "constant")
     out.push_back(unsupported_case(base, "Pad modes other than constant"));
   else
-    single(base, out, "floorline-kernel:copy");
+    single(base, out, "floorline-kernel", "copy");
 }
 void gather_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   if (base.problem.inputs.size() < 2)
     out.push_back(unsupported_case(base, "Gather needs its indices"));
   else
-    single(base, out, "floorline-kernel:gather");
+    single(base, out, "floorline-kernel", "gather");
 }
 void resize_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
@@ -419,7 +364,7 @@ void resize_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     out.push_back(unsupported_case(
         base, "Resize other than nearest or linear over the spatial dims of a 3-D to 5-D tensor"));
   else
-    single(base, out, "floorline-kernel:resize");
+    single(base, out, "floorline-kernel", "resize");
 }
 // LSTM/GRU/RNN (issue 19): cudnnRNNForward; what cuDNN cannot run is said at planning time.
 void rnn_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
@@ -434,7 +379,7 @@ void rnn_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     single(base, out, "cudnn_rnn");
 }
 void layer_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
-  single(base, out, "floorline-kernel:layer_norm");
+  single(base, out, "floorline-kernel", "layer_norm");
 }
 
 // --- int8 (issue 19) ---------------------------------------------------------------------------------
@@ -469,16 +414,16 @@ void int8_conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   if (p.input("bias")) {
     // The bias through the fused call with the identity activation, which cuDNN runs with
     // IMPLICIT_PRECOMP_GEMM only (its documentation).
-    CudaCase c = make(base, "cudnn_conv_bias_act:IMPLICIT_PRECOMP_GEMM", mode, "nhwc");
+    CudaCase c = make(base, "cudnn_conv_bias_act", "IMPLICIT_PRECOMP_GEMM", mode, "nhwc");
     c.is_default = true;
     out.push_back(c);
     return;
   }
-  CudaCase h = make(base, "cudnn_conv:heuristic", mode, "nhwc");
+  CudaCase h = make(base, "cudnn_conv", "heuristic", mode, "nhwc");
   h.is_default = true;
   out.push_back(h);
-  out.push_back(make(base, "cudnn_conv:find", mode, "nhwc"));
-  for (const auto& a : cudnn_conv_algorithms()) out.push_back(make(base, "cudnn_conv:" + a, mode, "nhwc"));
+  out.push_back(make(base, "cudnn_conv", "find", mode, "nhwc"));
+  for (const auto& a : cudnn_conv_algorithms()) out.push_back(make(base, "cudnn_conv", a, mode, "nhwc"));
 }
 
 // An int8 Gemm/MatMul: cuBLASLt's int8 matmul (IMMA), the heuristic's first kLtAlgorithms, "TN" with
@@ -507,7 +452,7 @@ void int8_gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   }
   const MathMode mode = own_math_mode(base.variant.dtype);
   for (int k = 0; k < kLtAlgorithms; ++k) {
-    CudaCase lt = make(base, fmt::format("cublaslt_matmul:{}", k), mode);
+    CudaCase lt = make(base, "cublaslt_matmul", std::to_string(k), mode);
     lt.is_default = k == 0;
     out.push_back(lt);
   }
@@ -751,124 +696,6 @@ std::vector<CudaCase> cuda_cases(const CaseSpec& base) {
     out.push_back(unsupported_case(base, e.what()));
   }
   return out;
-}
-
-}  // namespace floorline::kernels
-
-namespace floorline::kernels {
-
-std::optional<LtEpilogue> lt_epilogue_for(const Problem& p) {
-  LtEpilogue e;
-  const bool gemm_c = p.kind == LayerKind::kGemm && p.inputs.size() > 2;
-  const bool gemm_vector_c = gemm_c && p.inputs[2].shape.size() <= 1;
-  const bool gemm_matrix_c = gemm_c && p.inputs[2].shape.size() == 2;
-  e.bias = gemm_vector_c;
-  size_t k = 0;
-  const auto& ops = p.post_ops;
-  if (k < ops.size() && ops[k].op == "Add") {
-    if (gemm_matrix_c) return std::nullopt;  // C and the residual would both be a matrix
-    e.residual = true;
-    ++k;
-  }
-  if (k < ops.size() && ops[k].op == "BiasAdd") {
-    if (e.bias) return std::nullopt;
-    e.bias = true;
-    ++k;
-  }
-  if (k < ops.size() && (ops[k].op == "Relu" || ops[k].op == "Gelu")) {
-    e.activation = ops[k].op;
-    ++k;
-  }
-  if (k != ops.size()) return std::nullopt;
-  return e;
-}
-
-std::optional<device::UnaryOp> unary_op_for(LayerKind kind) {
-  using K = LayerKind;
-  using U = device::UnaryOp;
-  switch (kind) {
-    case K::kRelu:
-      return U::kRelu;
-    case K::kLeakyRelu:
-      return U::kLeakyRelu;
-    case K::kElu:
-      return U::kElu;
-    case K::kSelu:
-      return U::kSelu;
-    case K::kClip:
-      return U::kClip;
-    case K::kSigmoid:
-      return U::kSigmoid;
-    case K::kTanh:
-      return U::kTanh;
-    case K::kHardSigmoid:
-      return U::kHardSigmoid;
-    case K::kHardSwish:
-      return U::kHardSwish;
-    case K::kSoftplus:
-      return U::kSoftplus;
-    case K::kErf:
-      return U::kErf;
-    case K::kExp:
-      return U::kExp;
-    case K::kLog:
-      return U::kLog;
-    case K::kSqrt:
-      return U::kSqrt;
-    case K::kReciprocal:
-      return U::kReciprocal;
-    case K::kNeg:
-      return U::kNeg;
-    case K::kAbs:
-      return U::kAbs;
-    case K::kPow:
-      return U::kPow;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::optional<device::BinaryOp> binary_op_for(LayerKind kind) {
-  using K = LayerKind;
-  using B = device::BinaryOp;
-  switch (kind) {
-    case K::kAdd:
-      return B::kAdd;
-    case K::kSub:
-      return B::kSub;
-    case K::kMul:
-      return B::kMul;
-    case K::kDiv:
-      return B::kDiv;
-    case K::kMax:
-      return B::kMax;
-    case K::kMin:
-      return B::kMin;
-    case K::kPRelu:
-      return B::kPRelu;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::optional<ReduceOp> reduce_op_for(LayerKind kind) {
-  using K = LayerKind;
-  switch (kind) {
-    case K::kReduceSum:
-      return ReduceOp::kSum;
-    case K::kReduceMean:
-    case K::kGlobalAveragePool:
-      return ReduceOp::kMean;
-    case K::kReduceMax:
-    case K::kGlobalMaxPool:
-      return ReduceOp::kMax;
-    case K::kReduceMin:
-      return ReduceOp::kMin;
-    case K::kReduceProd:
-      return ReduceOp::kProd;
-    default:
-      return std::nullopt;
-  }
 }
 
 }  // namespace floorline::kernels

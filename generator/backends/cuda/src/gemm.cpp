@@ -38,17 +38,22 @@ GemmCall gemm_call(const Ctx& c) {
   g.m = a[a.size() - 2];
   g.k = a.back();
   g.n = b.back();
+  const Shape& y = c.out_shape();
   const int64_t a_batch = elements(Shape(a.begin(), a.end() - 2)),
-                b_batch = elements(Shape(b.begin(), b.end() - 2));
+                b_batch = elements(Shape(b.begin(), b.end() - 2)),
+                y_batch = elements(Shape(y.begin(), y.end() - 2));
   if (b_batch == 1) {
     g.m *= a_batch;  // a's batch dims fold into M
     return g;
   }
-  g.batch = b_batch;
+  // The batch is the output's, as the plan has it (cuda_plan.cpp gemm_shape): a [3,1,M,K] times
+  // b [3,K,N] has 3 batches in each operand but 9 products ([3,3,M,N]), which strided-batched GEMM
+  // cannot express.
+  if ((a_batch != 1 && a_batch != y_batch) || b_batch != y_batch)
+    fail(Disposition::kUnsupported, "MatMul broadcasting other than a whole operand");
+  g.batch = y_batch;
   g.stride_b = g.k * g.n;
   g.stride_a = a_batch == 1 ? 0 : g.m * g.k;
-  if (a_batch != 1 && a_batch != b_batch)
-    fail(Disposition::kUnsupported, "MatMul broadcasting other than a whole operand");
   return g;
 }
 

@@ -302,8 +302,8 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
   CaseSpec fed;
   if (conversion) {  // a layout conversion: build the case it feeds to learn the formats
     fed = spec;
-    fed.variant.algorithm = spec.feeds;
-    fed.feeds.clear();
+    fed.variant.algorithm = spec.feeds.algorithm;
+    fed.feeds = {};
     main_spec = &fed;
   }
   const auto [variant, impl_name] = split_algorithm(main_spec->variant.algorithm);
@@ -325,8 +325,10 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
                         main_spec->impl_index, variant, impl, main_spec->impl_name);
     const dt type = data_type(spec.variant.dtype);
     if (conversion) {
-      // spec.variant.layout is "<tensor>:<from>><to>"; the tensor is src or dst of the fed primitive.
-      const std::string tensor = spec.variant.layout.substr(0, spec.variant.layout.find(':'));
+      // The tensor converted is src or dst of the fed primitive.
+      const auto converted = parse_conversion(spec.variant.layout);
+      if (!converted) return make_error("{} is not a layout conversion", spec.variant.layout);
+      const std::string tensor = converted->tensor;
       const int arg = tensor == "dst" ? DNNL_ARG_DST : DNNL_ARG_SRC;
       const memory::desc want = b.steps[0].pd().query_md(dnnl::query::exec_arg_md, arg);
       const ArgDef* a = nullptr;
@@ -370,6 +372,10 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
   }
 }
 
+bool is_reference_implementation(const std::string& impl_name) {
+  return impl_name.rfind("ref", 0) == 0 || impl_name.find("_ref") != std::string::npos;
+}
+
 Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec) {
   const Problem& p = spec.problem;
   const KindMapping& m = mapping_for(p.kind);
@@ -377,6 +383,7 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
     Implementation im;
     im.impl_name = own_kernel_name(p.kind);
     im.algorithm = algorithm_name(std::string(kOwnKernel), im.impl_name);
+    im.variant = kOwnKernel;
     im.is_default = true;
     CaseSpec own = spec;
     own.variant.algorithm = im.algorithm;
@@ -405,9 +412,9 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
         Implementation im;
         im.impl_name = st0.pd().impl_info_str();
         im.algorithm = algorithm_name(variant, im.impl_name);
+        im.variant = variant;
         im.impl_index = index;
-        // "ref:any", "bnorm_ref:any": plain-loop implementations
-        im.reference = im.impl_name.rfind("ref", 0) == 0 || im.impl_name.find("_ref") != std::string::npos;
+        im.reference = is_reference_implementation(im.impl_name);
         if (p.kind == LayerKind::kConv || p.kind == LayerKind::kConvTranspose || p.kind == LayerKind::kGemm ||
             p.kind == LayerKind::kMatMul || !layout_suffix(variant).empty()) {
           std::vector<std::string> parts;
@@ -423,7 +430,7 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
             parts.push_back(fmt::format("{}:{}", name, format_name(got)));
             // Weights are packed once by any framework; activations are converted on every call.
             if (a.arg != DNNL_ARG_WEIGHTS && got != view)
-              im.conversions.push_back(fmt::format("{}:{}>{}", name, format_name(view), format_name(got)));
+              im.conversions.push_back(LayoutConversion{name, format_name(view), format_name(got)});
           }
           im.layout = fmt::format("{}", fmt::join(parts, " "));
         }
@@ -463,6 +470,7 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
       Implementation im;
       im.impl_name = own;
       im.algorithm = s.variant.algorithm;
+      im.variant = kOwnKernel;
       out.push_back(std::move(im));
     }
   }

@@ -174,8 +174,9 @@ Result<std::vector<Implementation>> recurrent_matmul_implementations(const CaseS
       Implementation im;
       im.impl_name = (*k)->step_impl();
       im.algorithm = fmt::format("{}:{}", variant, im.impl_name);
+      im.variant = std::string(variant);
       im.impl_index = index;
-      im.reference = im.impl_name.rfind("ref", 0) == 0;
+      im.reference = is_reference_implementation(im.impl_name);
       out.push_back(std::move(im));
     }
   }

@@ -137,6 +137,8 @@ std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
     c.variant.algorithm = algorithm;
     c.variant.math_mode = MathMode::kFp32;
     c.variant.layout = "";
+    c.group = algorithm;
+    c.library = "openblas";
     c.is_default = is_default;
     return c;
   };

@@ -238,20 +238,18 @@ std::vector<XnnpackCase> xnnpack_cases(const CaseSpec& base) {
   c.variant.algorithm = std::string(row.algorithm);
   c.variant.math_mode = MathMode::kFp32;
   c.variant.layout = row.nhwc ? "nhwc" : "";
+  c.group = c.variant.algorithm;
+  c.library = "xnnpack";
   c.is_default = true;
   out.push_back(c);
   if (row.nhwc && p.post_ops.empty()) {
     const Shape& x = p.inputs.at(0).shape;
     const Shape& y = p.outputs.at(0).shape;
-    for (const auto& [conv, shape] :
-         {std::pair{std::string("src:nchw>nhwc"), x}, std::pair{std::string("dst:nhwc>nchw"), y}}) {
+    for (const auto& [conv, shape] : {std::pair{LayoutConversion{"src", "nchw", "nhwc"}, x},
+                                      std::pair{LayoutConversion{"dst", "nhwc", "nchw"}, y}}) {
       if (!transposes(shape)) continue;
-      XnnpackCase t;
-      t.variant = c.variant;
-      t.variant.algorithm = "floorline-kernel:transpose";
-      t.variant.layout = conv;
-      t.feeds = "layout:nhwc";
-      out.push_back(t);
+      out.push_back(conversion_case(base, "floorline-kernel:transpose", MathMode::kFp32, conv,
+                                    CaseFeeds{"", "nhwc"}, "floorline-kernel"));
     }
   }
   return out;

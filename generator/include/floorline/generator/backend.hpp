@@ -19,9 +19,6 @@
 
 namespace floorline::gen {
 
-struct PlanOptions;
-struct PlannedCase;
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -35,10 +32,11 @@ class Backend {
   // kernels::cuda_support): a mapping, or why there is none. No device needed. The planner gives a
   // kind with no mapping one "unsupported" case with that reason and does not call cases_for().
   virtual kernels::KindSupport support(LayerKind kind) const = 0;
-  // Every case of one problem in one data type (spec.variant.dtype set by the caller; spec.name is set by
-  // the planner). A problem the backend cannot run yields one case with status "unsupported".
-  virtual std::vector<PlannedCase> cases_for(const kernels::CaseSpec& base,
-                                             const PlanOptions& options) const = 0;
+  // Every candidate case of one problem in one data type (spec.variant.dtype set by the caller), in
+  // the backend's order of preference, with its layout conversions: what the library offers. What
+  // is timed is the planner's policy (gen::plan_cases), the same for every backend. A problem the
+  // backend cannot run yields one candidate with status "unsupported".
+  virtual std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const = 0;
   // Builds kernels for cases of this backend.
   virtual kernels::KernelFactory factory() const = 0;
   // Replay: a kernel converting the tensor at from.data, laid out as from's port, into the layout of

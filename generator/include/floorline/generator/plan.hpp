@@ -11,8 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "floorline/benchdb/schema.hpp"
 #include "floorline/generator/backend.hpp"
 #include "floorline/kernels/kernel.hpp"
@@ -25,12 +23,12 @@ namespace floorline::gen {
 
 struct PlanOptions {
   std::vector<DType> dtypes = {DType::kF32};
-  // Implementations timed per config, data type and backend (oneDNN's first choice first, then
-  // next_impl() order); the rest are planned as skipped. 0 = all. A backend whose configurations
-  // have several algorithms or layouts (variants) times the first implementation of each beyond
-  // the cap (the oneDNN backend does).
+  // Implementations timed per config, data type, math mode and backend (the library's first choice
+  // first, then the backend's order); the rest are planned as skipped. 0 = all. The first
+  // implementation of each variant (formulation or algorithm family, and layout) is timed beyond
+  // the cap (plan_cases). The same for every backend.
   int max_impls = 3;
-  bool include_reference = false;  // time "ref:" implementations too (plain loops: slow)
+  bool include_reference = false;  // time reference implementations (oneDNN's "ref:", plain loops: slow)
   bool fusion = true;              // plan the fused variants (post-ops) the models contain
   bool conversions = true;         // plan the layout conversions blocked-format implementations need
 };
@@ -41,57 +39,37 @@ struct PlannedCase {
   std::optional<Disposition>
       status;  // nullopt = to be timed; skipped, unsupported (or failed) when planning decided
   std::string reason;
-  std::string params = "{}";  // JSON for cases.params: impl, formats, conversions, proxy notes
+  std::string params = "{}";  // JSON for cases.params: library, impl, formats, proxy notes
+  // The candidate's typed facts (kernels::LibraryCase): its variant group, whether it is a
+  // reference implementation, the library, and for a conversion case what it converts (the cases
+  // it feeds are spec.feeds).
+  std::string group;
+  bool reference = false;
+  std::string library;
+  std::optional<LayoutConversion> conversion;
 };
 
-// The work of a layout-conversion case of `base` (layout "src:<from>><to>" or "dst:..."): it reads
-// and writes one activation tensor (the layer's input, or its output for "dst:"), and computes
-// nothing (bytes > 0 keeps the planner from filling in the layer's FLOPs). Inline: the backend
-// plugins call it and link no generator code.
-inline kernels::Work conversion_work(const kernels::CaseSpec& base, const std::string& conversion) {
-  const auto& shape =
-      conversion.rfind("dst", 0) == 0 ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  kernels::Work w;
-  w.bytes = 2 * n * element_size(base.variant.dtype);
-  w.flops = 0;
-  return w;
-}
+// The work of a layout-conversion case of `base`: it reads and writes one activation tensor (the
+// layer's input, or its output for a "dst" conversion), and computes nothing (bytes > 0 keeps the
+// planner from filling in the layer's FLOPs).
+kernels::Work conversion_work(const kernels::CaseSpec& base, const LayoutConversion& conversion);
 
-// The planned cases of a kernel library's list for `base` (a library backend's cases_for): each
-// LibraryCase's variant, feeds, default flag and disposition on a copy of `base`. Layout
-// conversions are left out when options.conversions is off, and carry conversion_work(). params
-// names the library: "floorline-kernel" for conversions and for algorithms of ours
-// ("floorline-kernel:concat"), `library` otherwise (left out when empty), and the feeds of a
-// conversion. Inline: the backend plugins call it and link no generator code.
-inline std::vector<PlannedCase> planned_cases(const kernels::CaseSpec& base, const PlanOptions& options,
-                                              const std::vector<kernels::LibraryCase>& cases,
-                                              const std::string& library) {
-  std::vector<PlannedCase> out;
-  out.reserve(cases.size());
-  for (const auto& c : cases) {
-    const bool conversion = c.variant.layout.find('>') != std::string::npos;
-    if (conversion && !options.conversions) continue;
-    PlannedCase pc;
-    pc.spec = base;
-    pc.spec.variant = c.variant;
-    pc.spec.feeds = c.feeds;
-    pc.work.is_default = c.is_default;
-    if (conversion) pc.work = conversion_work(base, c.variant.layout);
-    pc.status = c.status;
-    pc.reason = c.reason;
-    nlohmann::json params = nlohmann::json::object();
-    if (conversion || c.variant.algorithm.rfind("floorline-kernel", 0) == 0)
-      params["library"] = "floorline-kernel";
-    else if (!library.empty())
-      params["library"] = library;
-    if (!c.feeds.empty()) params["feeds"] = c.feeds;
-    pc.params = params.dump();
-    out.push_back(std::move(pc));
-  }
-  return out;
-}
+// The planning policy, one for every backend: the planned cases of `base` from the backend's
+// candidates (Backend::candidates, in its order). Per math mode:
+//  - the library's defaults come first, then the first candidate of every other variant (variant
+//    group and layout; reference implementations are no variant's first), then the rest in the
+//    backend's order;
+//  - every variant's first is timed, and at most options.max_impls candidates in all (0: no cap),
+//    the rest are planned as skipped;
+//  - reference implementations are skipped unless options.include_reference, or unless they are
+//    all there is (every config keeps a measurement);
+//  - a fused base (post-ops) plans the first of each variant only;
+//  - a conversion is planned after the first timed case it feeds, unfused, with
+//    options.conversions; each once.
+// A candidate whose status the backend set is planned as it is. spec.name is left to make_plan.
+std::vector<PlannedCase> plan_cases(const kernels::CaseSpec& base,
+                                    const std::vector<kernels::LibraryCase>& candidates,
+                                    const PlanOptions& options);
 
 // The case's row for the database (config_id left 0): its identity (spec.id(); upsert_case sets its key
 // again from the config) and params.

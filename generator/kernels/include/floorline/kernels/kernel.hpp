@@ -121,19 +121,39 @@ struct Work {
   bool is_default = false;  // the case is the library's own first choice
 };
 
-// One case a kernel library's plan offers for a base case (cuda_cases(), xnnpack_cases(),
-// openblas_cases()): the base's variant with what the library chose, and whether it is to be
-// timed. gen::planned_cases() turns a list of them into the generator's planned cases.
+// One candidate case a backend offers for a base case (Backend::candidates, cuda_cases(),
+// xnnpack_cases(), openblas_cases()), in the backend's order of preference: the base's variant with
+// what the library chose, and the typed facts the planner's policy reads (gen::plan_cases: the
+// --max-impls cap, the reference policy, first-of-variant). A backend offers; it never decides
+// what is timed, except a candidate it already knows it cannot run (status set).
 struct LibraryCase {
   // The base case's variant with the library's algorithm, math mode and layout ("" for the plain
-  // layout, "nhwc", or a layout conversion "src:nchw>nhwc"); each backend's header says what its
-  // algorithms are called.
+  // layout, "nhwc", or for a conversion conversion_layout(*conversion)); each backend's header
+  // says what its algorithms are called.
   CaseVariant variant;
-  std::string feeds;                  // a layout conversion: the cases it feeds ("layout:nhwc")
-  bool is_default = false;            // what a framework gets by default from this library
-  std::optional<Disposition> status;  // nullopt: to be timed; unsupported or skipped when the plan decides
+  // The variant group: the formulation or algorithm family ("convolution_direct", "cudnn_conv",
+  // "cublaslt_matmul"). The first candidate of each group (in each layout) is timed whatever the
+  // --max-impls cap: a formulation left untimed can leave S above what a runtime achieves.
+  std::string group;
+  bool reference = false;   // a plain-loop implementation (oneDNN's "ref:"), timed only where asked or alone
+  std::string library;      // whose code runs: "onednn", "cudnn", "xnnpack", "floorline-kernel", ...
+  bool is_default = false;  // what a framework gets by default from this library
+  // For backends that enumerate implementations (CaseSpec::impl_index, impl_name).
+  int impl_index = 0;
+  std::string impl_name;
+  std::string formats;  // the memory formats the implementation chose (oneDNN), for the case's params
+  // A layout conversion: the tensor and layouts converted, and the cases it feeds. The planner
+  // plans it only next to a timed case it feeds, and not at all without --conversions.
+  std::optional<LayoutConversion> conversion;
+  CaseFeeds feeds;
+  std::optional<Disposition> status;  // nullopt: a candidate; unsupported or skipped when the backend knows
   std::string reason;                 // why, when status is set
 };
+
+// A conversion candidate of `base`: `algorithm` converting `conversion`, feeding `feeds`, in the
+// base's data type and `math_mode`.
+LibraryCase conversion_case(const CaseSpec& base, std::string algorithm, MathMode math_mode,
+                            LayoutConversion conversion, CaseFeeds feeds, std::string library);
 
 // The one case of `base` that a library's plan cannot run: algorithm "none" in `math_mode`, status
 // unsupported, and why.

@@ -95,9 +95,9 @@ struct CaseSpec {
   // there is skipped. Unused (0, "") where the algorithm alone names the implementation (cuDNN).
   int impl_index = 0;
   std::string impl_name;
-  // A layout conversion names the case it feeds (that case's algorithm; impl_index/impl_name are
-  // that case's): the converted formats are the ones its implementation asks for.
-  std::string feeds;
+  // A layout conversion names the cases it feeds (oneDNN: that case's algorithm, and impl_index/
+  // impl_name are that case's: the converted formats are the ones its implementation asks for).
+  CaseFeeds feeds;
   std::string name;  // the case name, case_name(id()), set by the planner
   // Where the kernel's host buffers land (buffer.hpp): the runner sets one placement per pass and
   // asks for huge pages; not part of the case's identity. Backends build inside a PlacementScope

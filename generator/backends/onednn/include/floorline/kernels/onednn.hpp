@@ -39,16 +39,21 @@ Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from, cons
 
 // One implementation oneDNN offers for a case (next_impl() order).
 struct Implementation {
-  std::string algorithm;    // "convolution_direct:brg:avx512_core"
+  std::string algorithm;    // "convolution_direct:brg:avx512_core": "<variant>:<impl_name>"
+  std::string variant;      // the primitive algorithm, Floorline's formulation: "convolution_direct"
   std::string impl_name;    // "brg:avx512_core"
   int impl_index = 0;       // position in next_impl() order for its primitive algorithm
   bool is_default = false;  // oneDNN's own first choice (convolution_auto's, for Conv)
-  bool reference = false;   // a "ref:" implementation (plain loops)
+  bool reference = false;   // a plain-loop implementation (is_reference_implementation)
   std::string layout;       // formats it chose, "src:aBcd16b wei:ABcd16b16a dst:aBcd16b"
-  // Activation conversions it needs from and to the plain layout ("src:abcd>aBcd16b"); weights
+  // Activation conversions it needs from and to the plain layout ({src, abcd, aBcd16b}); weights
   // are packed once by any framework and are not listed.
-  std::vector<std::string> conversions;
+  std::vector<LayoutConversion> conversions;
 };
+
+// Whether oneDNN's implementation `impl_name` (impl_info_str()) is a plain-loop reference one:
+// "ref:any", "bnorm_ref:any", "ref_gemm:any".
+bool is_reference_implementation(const std::string& impl_name);
 
 // Every implementation oneDNN offers for `spec` (its algorithm and impl fields are ignored), for
 // each primitive algorithm Floorline asks for: Conv convolution_direct and convolution_winograd,
