@@ -313,7 +313,11 @@ Tolerance verify_tolerance(const Problem& p, DType storage, MathMode math, FastA
       break;
     case AccuracyClass::kInterpolating: {
       const Shape& x = input_shape(p, 0);
-      const int64_t extent = x.size() > 2 ? *std::max_element(x.begin() + 2, x.end()) : 1;
+      int64_t extent = x.size() > 2 ? *std::max_element(x.begin() + 2, x.end()) : 1;
+      // RoiAlign's boxes are in the image's coordinates, 1/spatial_scale times the map's.
+      const double scale = p.kind == LayerKind::kRoiAlign ? p.float_attr("spatial_scale", 1.0) : 1.0;
+      if (scale > 0 && scale < 1)
+        extent = static_cast<int64_t>(std::ceil(static_cast<double>(extent) / scale));
       ulps = kAccumulatingUlps + kSqrtKMargin * std::sqrt(static_cast<double>(k)) +
              kPositionUlps * static_cast<double>(extent);
       t.rule = where + fmt::format(" K={} E={}: ({:g}+{:g}·√K+{:g}·E)·2^-24", k, extent, kAccumulatingUlps,

@@ -77,7 +77,8 @@ Result<std::vector<HostTensor>> reference(const Problem& p, const std::vector<Ho
 //                   parts (softmax's exp, LSTM's gates).
 //   interpolating   (16 + 8·√K + 4·E) u (Resize, GridSample, RoiAlign; K: the taps): a sample
 //                   position computed in f32 from coordinates up to E, the input's largest spatial
-//                   dimension, is off by about E·u pixels, times the data's slope per pixel.
+//                   dimension (RoiAlign: over spatial_scale, its boxes are in the image's
+//                   coordinates), is off by about E·u pixels, times the data's slope per pixel.
 // plus, for a math mode that rounds the products' inputs (tf32: 2^-11), 8 times that unit
 // roundoff (the error of a product of two rounded inputs, independent of K), and for an output
 // stored in f16 or bf16, 4 times its unit roundoff (2^-11, 2^-8): the output's own rounding and
