@@ -156,15 +156,22 @@ TEST(Reference, MatchesHandComputedValues) {
 
 TEST(Reference, ComparisonRejectsWrongOutputs) {
   // verify() is only as good as this check: a close output passes, a wrong one or a NaN does not.
+  // Tanh: 16 ulps of |want| plus 16 ulps of the RMS (2.74): 6.4e-6 at the last element.
+  kernels::Problem tanh;
+  tanh.kind = LayerKind::kTanh;
+  tanh.op = "Tanh";
+  const kernels::Tolerance tol = kernels::verify_tolerance(tanh);
   const kernels::HostTensor expected{{4}, {1.f, -2.f, 3.f, -4.f}};
-  const std::vector<float> close = {1.f, -2.f, 3.f, -4.0001f};
+  const std::vector<float> close = {1.f, -2.f, 3.f, -4.000002f};
+  const std::vector<float> off = {1.f, -2.f, 3.f, -4.00001f};
   const std::vector<float> wrong = {1.f, -2.f, 3.f, 4.f};
   const std::vector<float> nan = {1.f, std::nanf(""), 3.f, -4.f};
-  EXPECT_TRUE(kernels::compare_output(close.data(), expected, 1e-3).ok());
-  const Status w = kernels::compare_output(wrong.data(), expected, 1e-3);
+  EXPECT_TRUE(kernels::compare_output(close.data(), expected, tol).ok());
+  EXPECT_FALSE(kernels::compare_output(off.data(), expected, tol).ok());
+  const Status w = kernels::compare_output(wrong.data(), expected, tol);
   ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.error().message.find("element 3"), std::string::npos) << w.error().message;
-  EXPECT_FALSE(kernels::compare_output(nan.data(), expected, 1e-3).ok());
+  EXPECT_NE(w.error().message.find("element 3 [3]"), std::string::npos) << w.error().message;
+  EXPECT_FALSE(kernels::compare_output(nan.data(), expected, tol).ok());
 }
 
 // A kernel whose library call fails on the third call.

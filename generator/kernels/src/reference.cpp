@@ -916,25 +916,6 @@ KindSupport reference_support(LayerKind kind) {
   return row.fn ? KindSupport{"plain loops", {}} : KindSupport{{}, row.reason};
 }
 
-Status compare_output(const float* got, const HostTensor& expected, double tolerance) {
-  double err = 0, norm = 0, worst_diff = -1;
-  int64_t worst = 0;
-  for (int64_t i = 0; i < elements(expected.shape); ++i) {
-    const double d = static_cast<double>(got[i]) - expected.data[i];
-    err += d * d;
-    norm += static_cast<double>(expected.data[i]) * expected.data[i];
-    const double ad = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::abs(d);
-    if (ad > worst_diff) {
-      worst_diff = ad;
-      worst = i;
-    }
-  }
-  const double rel = std::sqrt(err / std::max(norm, 1e-30));
-  if (rel <= tolerance) return {};  // false for NaN
-  return make_error("differs from the reference: relative L2 error {:.3g} > {:g} (element {}: {} vs {})", rel,
-                    tolerance, worst, got[worst], expected.data[worst]);
-}
-
 namespace {
 
 // An int8 Conv/Gemm/MatMul (`qtypes`, with_quantization): extras are the output scales (one per

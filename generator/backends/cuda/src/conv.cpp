@@ -14,6 +14,20 @@ cudnnConvolutionFwdAlgo_t conv_algo(const std::string& name) {
   return static_cast<cudnnConvolutionFwdAlgo_t>(it - all.begin());
 }
 
+// The algorithms whose transforms amplify the rounding error (verify relaxes them, reference.hpp).
+FastAlgorithm fast_algorithm(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+      return FastAlgorithm::kWinograd;
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+      return FastAlgorithm::kFft;
+    default:  // the GEMM forms and DIRECT: the direct sum's order changes, not its error
+      return FastAlgorithm::kNone;
+  }
+}
+
 }  // namespace
 
 std::string conv_algo_name(cudnnConvolutionFwdAlgo_t a) {
@@ -139,6 +153,7 @@ void conv(Ctx& c) {
   const ConvAlgorithm chosen = choose_conv_algorithm(c, xd, x_conv, wd, c.ptr(w), cd, yd, c.ptr(y));
   const cudnnConvolutionFwdAlgo_t algo = chosen.algo;
   const std::string& how = chosen.how;
+  c.b.fast_algorithm = fast_algorithm(algo);
   size_t ws_bytes = 0;
   check(cudnnGetConvolutionForwardWorkspaceSize(c.dev.cudnn, xd, wd, cd, yd, algo, &ws_bytes),
         "cudnnGetConvolutionForwardWorkspaceSize");

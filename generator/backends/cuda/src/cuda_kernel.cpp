@@ -90,23 +90,6 @@ void check(cublasStatus_t s, const char* what) {
 
 // --- tensors --------------------------------------------------------------------------------------
 
-// Relative L2 error allowed against the f32 reference, by the precision of the arithmetic.
-double tolerance(MathMode m) {
-  switch (m) {
-    case MathMode::kFp32:
-      return 1e-3;
-    case MathMode::kTf32:
-      return 5e-3;
-    case MathMode::kF16:
-      return 1e-2;
-    case MathMode::kBF16:
-      return 3e-2;
-    case MathMode::kInt8:  // one quantization step in ~100
-      return 1e-2;
-  }
-  return 3e-2;
-}
-
 cudnnDataType_t cudnn_type(DType t) {
   switch (t) {
     case DType::kF16:
@@ -289,9 +272,10 @@ class CudaKernel final : public Kernel {
         (t < b_.n_inputs ? ins : extras).push_back(HostTensor{x.shape, download(x)});
       }
       FL_ASSIGN_OR_RETURN(auto ref, cached_reference(ins, extras));
+      const Tolerance tolerance = verify_tolerance(problem_, b_.storage, b_.math, b_.fast_algorithm);
       for (size_t k = 0; k < b_.n_outputs && k < ref.size(); ++k) {
         const auto got = download(b_.tensors[b_.n_inputs + k]);
-        if (auto st = compare_output(got.data(), ref[k], b_.tolerance); !st)
+        if (auto st = compare_output(got.data(), ref[k], tolerance); !st)
           return st.error().with_context(fmt::format("output {}", k));
       }
       return {};
@@ -442,7 +426,8 @@ Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
     }
     c.b.n_inputs = spec.problem.inputs.size();
     c.b.n_outputs = spec.problem.outputs.size();
-    c.b.tolerance = tolerance(spec.variant.math_mode);
+    c.b.storage = spec.variant.dtype;
+    c.b.math = spec.variant.math_mode;
     build(c);
     for (size_t t = 0; t < c.b.tensors.size(); ++t) c.ptr(static_cast<int>(t));
     // One seed per config, data type and layout: every algorithm of a config reads the same inputs.

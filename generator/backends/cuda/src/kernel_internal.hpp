@@ -101,8 +101,6 @@ Result<Context*> context();
 // down and saturated to [-128, 127]; int8 cases' f32 biases).
 enum class Fill { kUniform, kPositive, kNone, kSmall, kRange };
 
-// Relative L2 error allowed against the f32 reference, by the math mode.
-double tolerance(MathMode m);
 cudnnDataType_t cudnn_type(DType t);
 cudaDataType_t cuda_type(DType t);
 
@@ -190,7 +188,11 @@ struct Build {
   std::string implementation;
   int64_t workspace = 0;
   std::string not_verifiable;
-  double tolerance = 1e-3;
+  // What verify() derives the per-element tolerance from (verify_tolerance, reference.hpp): the
+  // storage type, the math mode, and a Winograd or FFT algorithm where cuDNN runs one.
+  DType storage = DType::kF32;
+  MathMode math = MathMode::kFp32;
+  FastAlgorithm fast_algorithm = FastAlgorithm::kNone;
   // What the reference computes when it is not the case's problem: an int8 case's symmetric form
   // (int8.cpp), with the tensors' shapes as the kernel holds them.
   std::optional<Problem> reference_problem;

@@ -134,6 +134,7 @@ void conv(Ctx& c, const std::string& variant) {
   const algorithm alg = variant == "convolution_winograd" ? algorithm::convolution_winograd
                         : variant == "convolution_auto"   ? algorithm::convolution_auto
                                                           : algorithm::convolution_direct;
+  if (alg == algorithm::convolution_winograd) c.b.fast_algorithm = FastAlgorithm::kWinograd;
   dnnl::convolution_forward::desc d =
       has_bias ? dnnl::convolution_forward::desc(kInference, alg, src, wei, bias, dst, strides, dil, pl, pr)
                : dnnl::convolution_forward::desc(kInference, alg, src, wei, dst, strides, dil, pl, pr);

@@ -78,7 +78,7 @@ class OwnKernel final : public Kernel {
   }
 
   // The outputs on fresh inputs against the reference: integer outputs (indices) and gathered
-  // values exactly; CumSum's sums (f32 here, double there) within 1e-5 relative L2.
+  // values exactly; CumSum's sums (f32 here, double there) per element (verify_tolerance, reference.hpp).
   Status verify() override {
     fill(seed_ + 7);
     run();
@@ -95,7 +95,7 @@ class OwnKernel final : public Kernel {
         return make_error("output {}: the reference's shape {} differs from {}", k,
                           fmt::join(ref[k].shape, "x"), fmt::join(got.shape, "x"));
       if (p_.kind == LayerKind::kCumSum) {
-        if (auto st = compare_output(got.data.data(), ref[k], 1e-5); !st)
+        if (auto st = compare_output(got.data.data(), ref[k], verify_tolerance(p_)); !st)
           return st.error().with_context(fmt::format("output {}", k));
         continue;
       }

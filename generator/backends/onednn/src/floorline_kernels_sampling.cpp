@@ -103,8 +103,8 @@ class SamplingKernel final : public Kernel {
   }
 
   // The output on fresh inputs against the reference: ScatterElements exactly (the same f32
-  // operations in the same order), the interpolations within 1e-4 relative L2: f32 sample
-  // positions here, double there, and on a 200-pixel map an f32 position is off by ~1e-5 pixel.
+  // operations in the same order), the interpolations per element (verify_tolerance's interpolating class):
+  // f32 sample positions here, double there, and on a 200-pixel map an f32 position is off by ~1e-5 pixel.
   Status verify() override {
     fill(seed_ + 7);
     run();
@@ -129,7 +129,8 @@ class SamplingKernel final : public Kernel {
     if (ref[0].shape != p_.outputs[0].shape)
       return make_error("the reference's shape {} differs from {}", fmt::join(ref[0].shape, "x"),
                         fmt::join(p_.outputs[0].shape, "x"));
-    if (p_.kind != LayerKind::kScatterElements) return compare_output(y_.data(), ref[0], 1e-4);
+    if (p_.kind != LayerKind::kScatterElements)
+      return compare_output(y_.data(), ref[0], verify_tolerance(p_));
     for (size_t e = 0; e < y_.size(); ++e)
       if (y_[e] != ref[0].data[e])
         return make_error("element {}: {} vs the reference's {}", e, y_[e], ref[0].data[e]);

@@ -101,6 +101,8 @@ struct Build {
   std::vector<StepDef> steps;  // step 0's implementation is the one chosen by impl_index
   bool iterate = true;         // step 0 offers alternatives via next_impl()
   std::string not_verifiable;  // why the output is not the layer's (a proxy), "" otherwise
+  // A Winograd convolution: verify() relaxes its tolerance (reference.hpp).
+  FastAlgorithm fast_algorithm = FastAlgorithm::kNone;
 };
 
 // Thrown by builders for problems Floorline's mapping or oneDNN cannot express.

@@ -183,7 +183,11 @@ class OnednnKernel final : public Kernel {
       (t < b_.n_inputs ? ins : extras).push_back(std::move(h));
     }
     FL_ASSIGN_OR_RETURN(auto ref, reference(problem_, ins, extras));
-    const double tol = type_ == dt::f32 ? 1e-3 : 3e-2;
+    const DType storage = type_ == dt::f32    ? DType::kF32
+                          : type_ == dt::bf16 ? DType::kBF16
+                          : type_ == dt::f16  ? DType::kF16
+                                              : DType::kInt8;
+    const Tolerance tol = verify_tolerance(problem_, storage, own_math_mode(storage), b_.fast_algorithm);
     for (size_t k = 0; k < b_.n_outputs; ++k) {
       const size_t t = b_.n_inputs + k;
       if (!used_[t] || k >= ref.size()) continue;

@@ -255,7 +255,7 @@ Status XnnKernel::verify() {
     if (!expected) return expected.error();
     for (size_t k = 0; k < out.size() && k < expected->size(); ++k) {
       const auto got = load(out[k]);
-      FL_TRY(compare_output(got.data(), (*expected)[k], 1e-3));
+      FL_TRY(compare_output(got.data(), (*expected)[k], verify_tolerance(p_)));
     }
     return {};
   } catch (const std::exception& e) {

@@ -78,7 +78,8 @@ class Kernel {
   virtual int64_t workspace_bytes() const = 0;
   // Runs the case once on fresh random inputs and compares every output with the plain reference
   // computation of the layer's ONNX semantics (reference.hpp) after conversion to f32 plain layout.
-  // Error: the relative L2 error exceeds the tolerance (1e-3 for f32, 3e-2 for bf16), or, with code
+  // Error: an element differs beyond its tolerance (compare_output with verify_tolerance: per element,
+  // from the kind, its accumulation length, the data type and math mode), or, with code
   // Disposition::kNotVerifiable, the case is a proxy whose result is not the layer's.
   virtual Status verify() = 0;
 
