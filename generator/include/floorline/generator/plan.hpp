@@ -62,8 +62,8 @@ inline kernels::Work conversion_work(const kernels::CaseSpec& base, const std::s
 // The planned cases of a kernel library's list for `base` (a library backend's cases_for): each
 // LibraryCase's variant, feeds, default flag and disposition on a copy of `base`. Layout
 // conversions are left out when options.conversions is off, and carry conversion_work(). params
-// names the library: "floorline-kernel" for conversions and for algorithms of ours
-// ("floorline-kernel:concat"), `library` otherwise (left out when empty), and the feeds of a
+// names the library: "floorline" for conversions and for kernels of ours (is_own_kernel,
+// common/case_id.hpp), `library` otherwise (left out when empty), and the feeds of a
 // conversion. Inline: the backend plugins call it and link no generator code.
 inline std::vector<PlannedCase> planned_cases(const kernels::CaseSpec& base, const PlanOptions& options,
                                               const std::vector<kernels::LibraryCase>& cases,
@@ -82,8 +82,8 @@ inline std::vector<PlannedCase> planned_cases(const kernels::CaseSpec& base, con
     pc.status = c.status;
     pc.reason = c.reason;
     nlohmann::json params = nlohmann::json::object();
-    if (conversion || c.variant.algorithm.rfind("floorline-kernel", 0) == 0)
-      params["library"] = "floorline-kernel";
+    if (conversion || is_own_kernel(c.variant))
+      params["library"] = std::string(kOwnBackend);
     else if (!library.empty())
       params["library"] = library;
     if (!c.feeds.empty()) params["feeds"] = c.feeds;
