@@ -77,9 +77,9 @@ Result<Loaded> plan_models(const CommonOptions& o) {
 }
 
 void add_plan_options(CLI::App* cmd, CommonOptions& o) {
-  cmd->add_option(
-      "--backend", o.backend,
-      "auto (every backend that can run here) or a comma-separated list: cuda, onednn, xnnpack, openblas");
+  cmd->add_option("--backend", o.backend,
+                  "auto (every backend that can run here) or a comma-separated list: cuda, onednn, "
+                  "floorline, xnnpack, openblas");
   cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")
       ->delimiter(',')
       ->check(int_in(1, kMaxBatch, "batch size"));

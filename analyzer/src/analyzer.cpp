@@ -216,7 +216,14 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id) {
       "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
       "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL",
       id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-        if (!benchdb::is_conversion_layout(text(v[8]))) return Status{};
+        if (!benchdb::is_conversion_layout(text(v[8]))) {
+          // S_vendor's best: the fastest passed case of a vendor library (best_measurements' rule).
+          CaseTime c = case_time(v);
+          if (is_own_kernel(c.id)) return Status{};
+          auto [it, fresh] = t.best_vendor.try_emplace({text(v[0]), text(v[1]), text(v[2]), text(v[3])}, c);
+          if (!fresh && c.us < it->second.us) it->second = std::move(c);
+          return Status{};
+        }
         t.conversions[{text(v[0]), text(v[1]), text(v[2]), text(v[9])}].push_back(case_time(v));
         return Status{};
       }));

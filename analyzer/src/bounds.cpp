@@ -119,6 +119,21 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
     } else {
       c.source = "none";
     }
+    // S_vendor's time: the vendor libraries' fastest case, else what S takes for a layer no backend runs.
+    const auto best = costs.best.find({l.key, dtype, mode, ""});
+    const auto vendor = costs.best_vendor.find({l.key, dtype, mode, ""});
+    if (c.source == "measured" && !is_own_kernel(best->second.id)) {
+      c.vendor_source = "measured";
+      c.vendor_us = c.us;
+    } else if (vendor != costs.best_vendor.end()) {
+      c.vendor_source = "measured";
+      c.vendor_us = vendor->second.us;
+    } else if (c.roofline_us) {
+      c.vendor_source = "roofline";
+      c.vendor_us = *c.roofline_us;
+    } else {
+      c.vendor_source = "none";
+    }
     if (auto it = costs.heuristic.find({l.key, dtype, mode, ""}); it != costs.heuristic.end())
       c.heuristic_us = it->second.us;
     out.push_back(std::move(c));
@@ -130,6 +145,12 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
 double sequential_bound(const std::vector<LayerCost>& layers) {
   double s = 0;
   for (const auto& c : layers) s += c.us;
+  return s;
+}
+
+double vendor_sequential_bound(const std::vector<LayerCost>& layers) {
+  double s = 0;
+  for (const auto& c : layers) s += c.vendor_us;
   return s;
 }
 
@@ -374,6 +395,11 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   b.layers = layer_costs(model, costs, b.dtype);
   count_layers(model, b);
   b.S = sequential_bound(b.layers);
+  b.S_vendor = vendor_sequential_bound(b.layers);
+  for (const auto& c : b.layers) {
+    b.vendor_roofline_layers += c.source == "measured" && c.vendor_source == "roofline";
+    b.vendor_untimed_layers += c.source == "measured" && c.vendor_source == "none";
+  }
   b.measured_fraction = measured_fraction(b.layers, b.S);
   b.H = heuristic_bound(b.layers);
   b.R = roofline_bound(b.layers);

@@ -661,14 +661,16 @@ std::string format_html(const Report& r) {
     s += fmt::format("<p>System {}: {}. Database <code>{}</code>.</p>\n", r.costs.system_id,
                      esc(r.costs.system), esc(r.database)) +
          method_html(r.costs.method);
-  s += "<p class=\"note\">S: sequential lower bound (Σ fastest measured case per layer); P: critical path; "
+  s += "<p class=\"note\">S: sequential lower bound (Σ fastest measured case per layer); S vendor: S over "
+       "the vendor libraries' cases only (Floorline's own kernels left out); P: critical path; "
        "H: the libraries' default choices; F: with measured fusions; R: roofline from calibrated peaks; M: "
        "framework "
        "measurement; replay: the best cases executed back to back as the graph, on wired buffers (replay/S "
        "near 1: "
        "S is tight). Times per inference of the whole batch.</p>\n";
   s += "<h2>Summary</h2>\n<table "
-       "id=\"summary\"><tr><th>model</th><th>batch</th><th>S</th><th>P</th><th>H</th><th>F</th>"
+       "id=\"summary\"><tr><th>model</th><th>batch</th><th>S</th><th>S "
+       "vendor</th><th>P</th><th>H</th><th>F</th>"
        "<th>R</th><th>M</th><th>replay</th><th>S 95% CI</th><th>P 95% CI</th><th>F 95% "
        "CI</th><th>S/P</th><th>H/S</th><th>S/F</th><th>M/S</th><th>replay/S</th>"
        "<th>measured share</th></tr>\n";
@@ -678,11 +680,12 @@ std::string format_html(const Report& r) {
       return x && b.S > 0 ? fmt::format("{:.2f}", *x / b.S) : std::string("–");
     };
     s += fmt::format(
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+        "td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td>"
         "<td>{}</td><td>{:.1f}%</td></tr>\n",
-        esc(b.model), b.batch, us_text(b.S), us_text(b.P), us_text(b.H), us_text(b.F), opt_us(b.R),
-        opt_us(b.M), opt_us(b.replay), ci_text(b.S_ci), ci_text(b.P_ci), ci_text(b.F_ci),
+        esc(b.model), b.batch, us_text(b.S), us_text(b.S_vendor), us_text(b.P), us_text(b.H), us_text(b.F),
+        opt_us(b.R), opt_us(b.M), opt_us(b.replay), ci_text(b.S_ci), ci_text(b.P_ci), ci_text(b.F_ci),
         b.P > 0 ? b.S / b.P : 0.0, b.S > 0 ? b.H / b.S : 0.0, b.F > 0 ? b.S / b.F : 0.0, over_s(b.M),
         over_s(b.replay), 100.0 * b.measured_fraction);
   }

@@ -52,6 +52,8 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
       {"batch", [](const M& m) { return int_cell(m.bounds.batch); }},
       {"dtype", [](const M& m) { return text_cell(m.bounds.dtype); }},
       {"S_us", [](const M& m) { return float_cell(m.bounds.S, 1); }},
+      // S over the vendor libraries' cases only (Floorline's own kernels left out).
+      {"S_vendor_us", [](const M& m) { return float_cell(m.bounds.S_vendor, 1); }},
       {"P_us", [](const M& m) { return float_cell(m.bounds.P, 1); }},
       {"H_us", [](const M& m) { return float_cell(m.bounds.H, 1); }},
       {"F_us", [](const M& m) { return float_cell(m.bounds.F, 1); }},
@@ -77,6 +79,7 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
       {"layers", [](const M& m) { return int_cell(static_cast<int64_t>(m.bounds.layers.size())); }},
       {"roofline_layers", [](const M& m) { return int_cell(m.bounds.roofline_layers); }},
       {"untimed_layers", [](const M& m) { return int_cell(m.bounds.untimed_layers); }},
+      {"vendor_roofline_layers", [](const M& m) { return int_cell(m.bounds.vendor_roofline_layers); }},
       {"critical_path_layers",
        [](const M& m) {
          int64_t n = 0;
@@ -113,6 +116,12 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"heuristic_us", [opt](const L& r) { return opt(r.layer->heuristic_us); }},
       {"roofline_us", [opt](const L& r) { return opt(r.layer->roofline_us); }},
       {"conversion_us", [](const L& r) { return float_cell(r.layer->conversion_us, 2); }},
+      // The layer's time in S_vendor (vendor libraries only) and where it comes from.
+      {"vendor_source", [](const L& r) { return text_cell(r.layer->vendor_source); }},
+      {"vendor_us",
+       [](const L& r) {
+         return r.layer->vendor_source == "none" ? output::missing_cell() : float_cell(r.layer->vendor_us, 2);
+       }},
       // How the best case was measured: passes (placements) and the spread of their medians.
       {"passes", [](const L& r) { return int_cell(r.layer->passes); }},
       {"placements", [](const L& r) { return int_cell(r.layer->placements); }},
@@ -324,11 +333,12 @@ std::string format_table_text(const Report& r, bool layers, size_t top_findings)
   std::vector<Field<ModelReport>> summary;
   for (const auto& f : all)
     if (f.name != "layers" && f.name != "roofline_layers" && f.name != "critical_path_layers" &&
-        f.name != "conversions_us" && f.name != "untimed_layers")
+        f.name != "conversions_us" && f.name != "untimed_layers" && f.name != "vendor_roofline_layers")
       summary.push_back(f);
   out += output::render_table(summary, r.models);
   out +=
-      "\nS sequential, P critical path, H library defaults, F fused, R roofline, M framework, replay: the "
+      "\nS sequential, S_vendor S over vendor libraries only (without Floorline's own kernels), P critical "
+      "path, H library defaults, F fused, R roofline, M framework, replay: the "
       "best "
       "cases run as the graph (all µs); measured_share: share of S from measured cases; *_ci_hi: high end of "
       "the 95% bootstrap interval of S, P, F over the cases' repetitions (the low end is the bound itself)\n";
@@ -340,6 +350,15 @@ std::string format_table_text(const Report& r, bool layers, size_t top_findings)
       notes.push_back(fmt::format("{} layer(s) with no passed case costed by roofline", b.roofline_layers));
     if (b.untimed_layers)
       notes.push_back(fmt::format("{} layer(s) with no time at all: S is incomplete", b.untimed_layers));
+    if (b.vendor_roofline_layers)
+      notes.push_back(
+          fmt::format("{} layer(s) run only by Floorline's own kernels costed by roofline in S_vendor",
+                      b.vendor_roofline_layers));
+    if (b.vendor_untimed_layers)
+      notes.push_back(
+          fmt::format("{} layer(s) run only by Floorline's own kernels with no roofline time: "
+                      "S_vendor is incomplete",
+                      b.vendor_untimed_layers));
     if (!b.peaks_note.empty()) notes.push_back(b.peaks_note);
     if (!b.assumption.empty()) notes.push_back("assumption: " + b.assumption);
     if (b.heuristic_missing)

@@ -39,6 +39,8 @@ struct BackendEntry {
 constexpr auto kBackends = std::to_array<BackendEntry>({
     {"cuda", "gpu", "libfloorline-backend-cuda.so", nullptr, nullptr},
     {"onednn", "cpu", "libfloorline-backend-onednn.so", "OMP_WAIT_POLICY", "passive"},
+    // Floorline's own CPU kernels; OpenMP as oneDNN's (whichever plugin loads libgomp first sets it).
+    {"floorline", "cpu", "libfloorline-backend-floorline.so", "OMP_WAIT_POLICY", "passive"},
     {"xnnpack", "cpu", "libfloorline-backend-xnnpack.so", nullptr, nullptr},
     // OpenBLAS's pthread build starts its threads when it loads: one thread until set_threads. Its
     // idle workers spin for 2^28 cycles (about 0.1 s) after each call, taking the cores the next

@@ -355,14 +355,17 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     return make_error("{} (batch {}): no layer has a measured case to replay", model.name, model.batch);
 
   size_t failing = 0;
-  // Before a step, its backend is set to the step's thread count where its last step ran at another
-  // (a layer of the thread budget timed fastest at fewer threads than the run has).
-  std::unordered_map<const Backend*, int> threads_now;
+  // Before a step, its backend is set to the step's thread count (a layer of the thread budget
+  // timed fastest at fewer threads than the run has) where the step before was another backend's or
+  // at another count: two backends may share one runtime's setting (oneDNN's and our kernels'
+  // OpenMP), so a backend's own last setting is not enough to know the current one.
+  const Backend* backend_now = nullptr;
+  int threads_now = 0;
   auto run_step = [&](Step& s) {
-    int& now = threads_now[s.backend];
-    if (now != s.threads) {
+    if (s.backend != backend_now || s.threads != threads_now) {
       s.backend->set_threads(s.threads);
-      now = s.threads;
+      backend_now = s.backend;
+      threads_now = s.threads;
     }
     s.kernel->run();
   };

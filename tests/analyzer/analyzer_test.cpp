@@ -85,6 +85,7 @@ struct TestDb {
   benchdb::Database& db;
   int64_t system = 0, run = 0;
   std::vector<mp::ModelIR> models;
+  std::string backend = "onednn";  // the backend of the cases time() writes
 
   explicit TestDb(std::vector<mp::ModelIR> ms) : db(open_db(dir, db_)), models(std::move(ms)) {
     check(db.record_models(models));
@@ -132,7 +133,7 @@ struct TestDb {
     if (q.rows.empty()) throw std::runtime_error("no config " + key);
     benchdb::CaseRow c;
     c.config_id = std::get<int64_t>(q.rows[0][0]);
-    c.identity = {"onednn", algorithm, dtype, dtype == "f32" ? "fp32" : dtype, layout, fusion, key};
+    c.identity = {backend, algorithm, dtype, dtype == "f32" ? "fp32" : dtype, layout, fusion, key};
     c.params = params;
     benchdb::MeasurementRow m;
     m.case_id = value(db.upsert_case(c));
@@ -846,6 +847,45 @@ Report golden_report() {
   if (!r) throw std::runtime_error(r.error().message);
   r->database = "test.db";
   return std::move(r).value();
+}
+
+// S_vendor from a database: the diamond (2000 f32 per tensor) with oneDNN and floorline cases, peaks
+// 100 GFLOP/s and 10 GB/s (no case runs faster, so the report raises neither), so Tanh's roofline
+// time is its 16000 bytes / 10 GB/s = 1.6 µs:
+//   Relu     oneDNN 10                     S 10   S_vendor 10
+//   Sigmoid  oneDNN 20, floorline 12       S 12   S_vendor 20
+//   Tanh     floorline 5 only              S 5    S_vendor 1.6 (roofline, flagged: only ours ran it)
+//   Add      oneDNN 7                      S 7    S_vendor 7
+// S = 34, S_vendor = 38.6; JSON and CSV carry S_vendor_us beside S_us.
+TEST(Bounds, SVendorTakesTheVendorsCasesOnly) {
+  const auto m = process(kDiamond, "diamond");
+  TestDb t({m});
+  t.peaks(1e11, 1e10);
+  t.time(layer(m, "Relu").key, "eltwise:a", 10, true);
+  t.time(layer(m, "Sigmoid").key, "eltwise:a", 20, true);
+  t.time(layer(m, "Add").key, "binary:a", 7, true);
+  t.backend = "floorline";
+  t.time(layer(m, "Sigmoid").key, "sigmoid", 12, true);
+  t.time(layer(m, "Tanh").key, "tanh", 5, true);
+  const CostTable costs = t.costs();
+  ModelBounds b = analyze_model(m, costs);
+  EXPECT_DOUBLE_EQ(b.S, 34);
+  EXPECT_NEAR(b.S_vendor, 38.6, 1e-9);
+  EXPECT_EQ(b.vendor_roofline_layers, 1);
+  auto r = build_report(t.db, {m}, std::nullopt);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto j = nlohmann::json::parse(format_json(*r));
+  const auto& model = j["models"][0];
+  EXPECT_DOUBLE_EQ(model["S_us"].get<double>(), 34);
+  EXPECT_NEAR(model["S_vendor_us"].get<double>(), 38.6, 1e-9);
+  const std::string csv = format_csv(*r, false);
+  EXPECT_NE(csv.find(",S_us,S_vendor_us,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",34.0,38.6,"), std::string::npos) << csv;
+  const std::string table = format_table(*r, false, 3);
+  EXPECT_NE(table.find("S_vendor_us"), std::string::npos);
+  EXPECT_NE(table.find("1 layer(s) run only by Floorline's own kernels costed by roofline in S_vendor"),
+            std::string::npos)
+      << table;
 }
 
 // The per-case time S takes is the lowest repetition mean, and the intervals come from the

@@ -299,6 +299,58 @@ chain (float[1,1000] x) => (float y) {
   EXPECT_FALSE(roofline_time(writer(m, "y"), costs, "bf16"));  // no bf16 peaks
 }
 
+// S_vendor: S over the vendor libraries' cases only. x → a = Relu → b = Softmax → y = Tanh, 1000
+// f32 each; peaks 1 GFLOP/s and 1 GB/s (a layer's roofline time: 8000 bytes, 8 µs).
+//   a  oneDNN 10 µs (its best)                                  S 10, S_vendor 10
+//   b  ours (floorline softmax) 4 µs, oneDNN's softmax 7 µs     S 4,  S_vendor 7
+//   y  ours only (floorline) 3 µs                               S 3,  S_vendor 8 (roofline, flagged)
+// S = 17, S_vendor = 25, one layer costed by roofline in S_vendor.
+TEST(SumBounds, VendorBoundLeavesOurKernelsOut) {
+  const auto m = process(R"(
+g (float[1,1000] x) => (float y) {
+  a = Relu (x)
+  b = Softmax <axis = -1> (a)
+  y = Tanh (b)
+})",
+                         "g");
+  auto timed = [](double us, const std::string& backend, const std::string& algorithm,
+                  const std::string& key) {
+    CaseTime t;
+    t.us = us;
+    t.id = CaseId{backend, algorithm, "f32", "fp32", "", "", key};
+    t.name = case_name(t.id);
+    return t;
+  };
+  const std::string a = writer(m, "a").key, b = writer(m, "b").key, y = writer(m, "y").key;
+  CostTable costs;
+  costs.peaks = {{{"flops", "f32"}, 1e9}, {{"bytes", "f32"}, 1e9}};
+  costs.best[{a, "f32", "fp32", ""}] = timed(10, "onednn", "eltwise:jit:avx2", a);
+  costs.best_vendor[{a, "f32", "fp32", ""}] = timed(10, "onednn", "eltwise:jit:avx2", a);
+  costs.best[{b, "f32", "fp32", ""}] = timed(4, "floorline", "softmax", b);
+  costs.best_vendor[{b, "f32", "fp32", ""}] = timed(7, "onednn", "softmax_v2:jit:avx2", b);
+  costs.best[{y, "f32", "fp32", ""}] = timed(3, "floorline", "tanh", y);
+  const ModelBounds bounds = analyze_model(m, costs);
+  ASSERT_EQ(bounds.layers.size(), 3u);
+  EXPECT_DOUBLE_EQ(bounds.S, 17);
+  EXPECT_DOUBLE_EQ(bounds.S_vendor, 25);
+  EXPECT_EQ(bounds.vendor_roofline_layers, 1);
+  EXPECT_EQ(bounds.vendor_untimed_layers, 0);
+  EXPECT_EQ(bounds.layers[1].source, "measured");  // S takes ours
+  EXPECT_DOUBLE_EQ(bounds.layers[1].us, 4);
+  EXPECT_EQ(bounds.layers[1].vendor_source, "measured");  // S_vendor oneDNN's
+  EXPECT_DOUBLE_EQ(bounds.layers[1].vendor_us, 7);
+  EXPECT_EQ(bounds.layers[2].vendor_source, "roofline");
+  EXPECT_DOUBLE_EQ(bounds.layers[2].vendor_us, 8);
+  EXPECT_DOUBLE_EQ(vendor_sequential_bound(bounds.layers), 25);
+  // Without peaks the layer only our kernel ran has no vendor time: S_vendor is incomplete, S is not.
+  costs.peaks.clear();
+  const ModelBounds no_peaks = analyze_model(m, costs);
+  EXPECT_DOUBLE_EQ(no_peaks.S, 17);
+  EXPECT_EQ(no_peaks.layers[2].vendor_source, "none");
+  EXPECT_EQ(no_peaks.vendor_untimed_layers, 1);
+  EXPECT_DOUBLE_EQ(no_peaks.S_vendor, 17);  // 10 + 7: the untimed layer adds nothing, and is counted
+}
+
 // --- quantization, on the zoo's ResNet-18 and its QDQ export: a QDQ model's quantized layers are
 // costed by their int8 cases (whatever the base dtype), and a float model with int8 cases of its
 // convolutions gets S_int8 and the advisor line "int8 would save".

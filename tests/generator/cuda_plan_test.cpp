@@ -389,11 +389,14 @@ TEST(CudaPlan, OpsWithoutALibraryKernelRunOursLabelledAsSuch) {
       EXPECT_TRUE(c->work.is_default);
     }
   }
-  for (const auto& c : plan.cases)
-    if (c.spec.variant.algorithm.rfind("floorline-kernel", 0) == 0) {
-      EXPECT_NE(c.spec.name.find("floorline-kernel"), std::string::npos);
-      EXPECT_NE(c.params.find("floorline-kernel"), std::string::npos);
+  // Our kernels say so by the one rule (is_own_kernel) and in params' library; cuDNN's do not.
+  for (const auto& c : plan.cases) {
+    const bool ours = c.spec.variant.algorithm.rfind("floorline-kernel", 0) == 0;
+    EXPECT_EQ(is_own_kernel(c.spec.variant), ours) << c.spec.name;
+    if (ours) {
+      EXPECT_NE(c.params.find("\"library\":\"floorline\""), std::string::npos) << c.params;
     }
+  }
 }
 
 TEST(CudaPlan, EveryConfigOfTheZooHasOneDefaultOrSaysWhyNot) {

@@ -1,13 +1,13 @@
-// Floorline's own kernels planned beside oneDNN's primitives (floorline-kernel:concat, :softmax,
-// :log_softmax, :copy for an identity Resize): planned for the real zoo layers where ONNX Runtime's
-// kernel beat every oneDNN implementation, and verified against the reference on them.
+// Floorline's own kernels planned beside oneDNN's primitives (the floorline backend's concat,
+// softmax, log_softmax, and copy for an identity Resize): planned for the real zoo layers where ONNX
+// Runtime's kernel beat every oneDNN implementation, and verified against the reference on them.
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "floorline/generator/plan.hpp"
-#include "floorline/kernels/onednn.hpp"
+#include "floorline/kernels/floorline.hpp"
 
 namespace floorline::gen {
 namespace {
@@ -22,28 +22,30 @@ std::vector<mp::ModelIR> zoo_layers(const std::string& model, const std::set<std
 }
 
 struct Seen {
-  std::set<std::string> keys_with_own;  // layer keys with a planned floorline-kernel case
+  std::set<std::string> keys_with_own;  // layer keys with a planned floorline case
   std::set<std::string> keys_with_onednn;
   int verified = 0;
 };
 
-// Every planned oneDNN-backend case of the own kernel `algorithm`: built, verified, run again;
-// and which layer keys have it and which have a oneDNN primitive case beside it.
+// Every planned floorline case (the kernel `algorithm`): built, verified, run again; and which
+// layer keys have it and which have a oneDNN primitive case beside it.
 Seen verify_own(const std::vector<mp::ModelIR>& models, const std::string& algorithm) {
-  const Plan plan = make_plan(models, {find_backend("onednn")}, PlanOptions{});
+  const Plan plan = make_plan(models, {find_backend("onednn"), find_backend("floorline")}, PlanOptions{});
   Seen seen;
   for (const auto& c : plan.cases) {
     if (c.status || !c.spec.feeds.empty() || c.spec.variant.dtype != DType::kF32) continue;
-    if (c.spec.variant.algorithm.rfind("floorline-kernel", 0) != 0) {
+    if (!is_own_kernel(c.spec.variant)) {
+      EXPECT_EQ(c.spec.variant.backend, "onednn") << c.spec.name;
       seen.keys_with_onednn.insert(c.spec.problem.key);
       continue;
     }
+    EXPECT_EQ(c.spec.variant.backend, "floorline") << c.spec.name;
     EXPECT_EQ(c.spec.variant.algorithm, algorithm) << c.spec.name;
     seen.keys_with_own.insert(c.spec.problem.key);
-    auto k = kernels::make_onednn_kernel(c.spec);
+    auto k = kernels::make_floorline_kernel(c.spec);
     EXPECT_TRUE(k.ok()) << c.spec.name << ": " << (k.ok() ? "" : k.error().message);
     if (!k.ok()) continue;
-    EXPECT_EQ((*k)->implementation(), algorithm);
+    EXPECT_EQ((*k)->implementation(), "floorline " + algorithm);
     const Status s = (*k)->verify();
     EXPECT_TRUE(s.ok()) << c.spec.name << ": " << (s.ok() ? "" : s.error().message);
     (*k)->run();  // a timed call runs again on the same buffers
@@ -54,7 +56,7 @@ Seen verify_own(const std::vector<mp::ModelIR>& models, const std::string& algor
 
 TEST(DataKernels, SwinAndGooglenetConcatsAreCopiedChunksBesideOnednnConcat) {
   for (const std::string model : {"swin_t", "googlenet", "squeezenet1_1"}) {
-    const Seen s = verify_own(zoo_layers(model, {"Concat"}), "floorline-kernel:concat");
+    const Seen s = verify_own(zoo_layers(model, {"Concat"}), "concat");
     EXPECT_GE(s.verified, 1) << model;
     if (model == "swin_t") {
       // The shifted-window roll: 53 + 3 rows along H, and 53 + 3 columns along W.
@@ -72,18 +74,18 @@ TEST(DataKernels, SwinAndGooglenetConcatsAreCopiedChunksBesideOnednnConcat) {
 }
 
 TEST(DataKernels, BertAndVitSoftmaxMatchTheReference) {
-  const Seen bert = verify_own(zoo_layers("bert_base_encoder", {"Softmax"}), "floorline-kernel:softmax");
+  const Seen bert = verify_own(zoo_layers("bert_base_encoder", {"Softmax"}), "softmax");
   EXPECT_EQ(bert.keys_with_own, (std::set<std::string>{"Softmax|x=12x128x128|axis=2|f32"}));
   EXPECT_EQ(bert.keys_with_onednn, bert.keys_with_own);
   EXPECT_EQ(bert.verified, 1);
-  const Seen vit = verify_own(zoo_layers("vit_b_16", {"Softmax"}), "floorline-kernel:softmax");
+  const Seen vit = verify_own(zoo_layers("vit_b_16", {"Softmax"}), "softmax");
   EXPECT_GE(vit.verified, 1);
-  const Seen swin = verify_own(zoo_layers("swin_t", {"Softmax"}), "floorline-kernel:softmax");
+  const Seen swin = verify_own(zoo_layers("swin_t", {"Softmax"}), "softmax");
   EXPECT_TRUE(swin.keys_with_own.count("Softmax|x=64x3x49x49|axis=3|f32"));
 }
 
 TEST(DataKernels, SsdliteIdentityResizeIsACopy) {
-  const Seen s = verify_own(zoo_layers("ssdlite320_mobilenet_v3_large", {"Resize"}), "floorline-kernel:copy");
+  const Seen s = verify_own(zoo_layers("ssdlite320_mobilenet_v3_large", {"Resize"}), "copy");
   const std::string key =
       "Resize|x=1x3x320x320|coordinate_transformation_mode=half_pixel|mode=linear|y=1x3x320x320|f32";
   EXPECT_EQ(s.keys_with_own, (std::set<std::string>{key}));
@@ -112,23 +114,22 @@ g (float[2,5,7] a, float[2,3,7] b, float[2,1,7] c, float[1,4,6,6] img)
 TEST(DataKernels, EveryAxisAndFormMatchesTheReference) {
   auto m = mp::process_model_text(kForms, "forms.onnx", {});
   ASSERT_TRUE(m.ok()) << m.error().message;
-  const Plan plan = make_plan(*m, {find_backend("onednn")}, PlanOptions{});
+  const Plan plan = make_plan(*m, {find_backend("onednn"), find_backend("floorline")}, PlanOptions{});
   std::set<std::string> own;
   int verified = 0;
   for (const auto& c : plan.cases) {
-    if (c.status || c.spec.variant.algorithm.rfind("floorline-kernel", 0) != 0) continue;
+    if (c.status || c.spec.variant.backend != "floorline") continue;
     own.insert(c.spec.problem.op + " " + c.spec.variant.algorithm);
     EXPECT_FALSE(c.spec.problem.op == "Resize" && c.spec.problem.outputs[0].shape[2] == 12)
         << "a real resize has no copy case";
-    auto k = kernels::make_onednn_kernel(c.spec);
+    auto k = kernels::make_floorline_kernel(c.spec);
     ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
     const Status s = (*k)->verify();
     EXPECT_TRUE(s.ok()) << c.spec.name << ": " << (s.ok() ? "" : s.error().message);
     verified += s.ok();
   }
-  EXPECT_EQ(own, (std::set<std::string>{"Concat floorline-kernel:concat", "Softmax floorline-kernel:softmax",
-                                        "LogSoftmax floorline-kernel:log_softmax",
-                                        "Resize floorline-kernel:copy"}));
+  EXPECT_EQ(own, (std::set<std::string>{"Concat concat", "Softmax softmax", "LogSoftmax log_softmax",
+                                        "Resize copy"}));
   EXPECT_EQ(verified, 7);  // 3 concats, 2 softmaxes, 1 log-softmax, 1 identity resize
 }
 
@@ -140,17 +141,18 @@ TEST(DataKernels, OnlyF32AndTheIdentityResize) {
   spec.problem.inputs = {{"x", {1, 3, 8, 8}}};
   spec.problem.outputs = {{"y", {1, 3, 16, 16}}};
   spec.problem.strings["mode"] = "nearest";
-  spec.variant.algorithm = "floorline-kernel:copy";
+  spec.variant.backend = "floorline";
+  spec.variant.algorithm = "copy";
   spec.variant.dtype = DType::kF32;
-  auto k = kernels::make_onednn_kernel(spec);
+  auto k = kernels::make_floorline_kernel(spec);
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.error().code, Disposition::kUnsupported);
   spec.problem.outputs = {{"y", {1, 3, 8, 8}}};
-  k = kernels::make_onednn_kernel(spec);
+  k = kernels::make_floorline_kernel(spec);
   ASSERT_TRUE(k.ok()) << k.error().message;
   EXPECT_TRUE((*k)->verify().ok());
   spec.variant.dtype = DType::kBF16;
-  k = kernels::make_onednn_kernel(spec);
+  k = kernels::make_floorline_kernel(spec);
   ASSERT_FALSE(k.ok());
   EXPECT_NE(k.error().message.find("runs f32, not bf16"), std::string::npos) << k.error().message;
 }

@@ -1,7 +1,7 @@
 // The detection-head kinds (TopK, GatherND, NonZero, NonMaxSuppression). Their
 // oracle against the worked examples of the ONNX operator documentation (onnx/docs/
 // Operators.md, the examples under each operator), and Floorline's own CPU kernels
-// (floorline-kernel:*, oneDNN backend) against the reference on ssdlite320_mobilenet_v3_large's
+// (the floorline backend) against the reference on ssdlite320_mobilenet_v3_large's
 // real layers, with inputs that realise the --max-detections count.
 #include <set>
 #include <string>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "floorline/generator/plan.hpp"
-#include "floorline/kernels/onednn.hpp"
+#include "floorline/kernels/floorline.hpp"
 #include "floorline/kernels/reference.hpp"
 
 namespace floorline::gen {
@@ -115,21 +115,21 @@ TEST(DetectionReference, NonMaxSuppressionAsTheOnnxExamples) {
   EXPECT_EQ(out[0].data, (std::vector<float>{0, 0, 3, 0, 0, 0}));
 }
 
-// Every planned oneDNN-backend case of `ops` built and verified; returns the ops verified and the
+// Every planned floorline case of `ops` built and verified; returns the ops verified and the
 // algorithms seen.
 std::pair<std::set<std::string>, std::set<std::string>> verify_ops(const std::vector<mp::ModelIR>& models,
                                                                    const std::set<std::string>& ops) {
-  const Plan plan = make_plan(models, {find_backend("onednn")}, PlanOptions{});
+  const Plan plan = make_plan(models, {find_backend("floorline")}, PlanOptions{});
   std::set<std::string> verified, algorithms;
   for (const auto& c : plan.cases) {
     if (!ops.count(c.spec.problem.op)) continue;
     EXPECT_FALSE(c.status) << c.spec.name << ": " << c.reason;
     if (c.status) continue;
     algorithms.insert(c.spec.variant.algorithm);
-    auto k = kernels::make_onednn_kernel(c.spec);
+    auto k = kernels::make_floorline_kernel(c.spec);
     EXPECT_TRUE(k.ok()) << c.spec.name << ": " << (k.ok() ? "" : k.error().message);
     if (!k.ok()) continue;
-    EXPECT_EQ((*k)->implementation(), c.spec.variant.algorithm);
+    EXPECT_EQ((*k)->implementation(), "floorline " + c.spec.variant.algorithm);
     const Status s = (*k)->verify();
     EXPECT_TRUE(s.ok()) << c.spec.name << ": " << (s.ok() ? "" : s.error().message);
     (*k)->run();  // a timed call runs again on the same buffers
@@ -146,8 +146,7 @@ TEST(DetectionKernels, SsdliteDetectionHeadLayersMatchTheReference) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   const auto [verified, algorithms] = verify_ops(*r, {"TopK", "GatherND", "NonZero", "NonMaxSuppression"});
   EXPECT_EQ(verified, (std::set<std::string>{"TopK", "GatherND", "NonZero", "NonMaxSuppression"}));
-  EXPECT_EQ(algorithms, (std::set<std::string>{"floorline-kernel:topk", "floorline-kernel:gather_nd",
-                                               "floorline-kernel:nonzero", "floorline-kernel:nms"}));
+  EXPECT_EQ(algorithms, (std::set<std::string>{"topk", "gather_nd", "nonzero", "nms"}));
 }
 
 constexpr const char* kSmallModel = R"onnx(
@@ -179,8 +178,8 @@ TEST(DetectionKernels, EveryOwnKernelFormMatchesTheReference) {
       verify_ops(*m, {"TopK", "GatherND", "NonZero", "NonMaxSuppression", "CumSum", "ArgMax", "ArgMin"});
   EXPECT_EQ(verified, (std::set<std::string>{"TopK", "GatherND", "NonZero", "NonMaxSuppression", "CumSum",
                                              "ArgMax", "ArgMin"}));
-  EXPECT_TRUE(algorithms.count("floorline-kernel:cumsum"));
-  EXPECT_TRUE(algorithms.count("floorline-kernel:arg_reduce"));
+  EXPECT_TRUE(algorithms.count("cumsum"));
+  EXPECT_TRUE(algorithms.count("arg_reduce"));
 }
 
 TEST(DetectionKernels, AnUnrealisableSelectionIsUnsupportedWithItsReason) {
@@ -191,15 +190,16 @@ TEST(DetectionKernels, AnUnrealisableSelectionIsUnsupportedWithItsReason) {
   p.floats = {{"iou_threshold", {0.5}}};
   kernels::CaseSpec spec;
   spec.problem = p;
-  spec.variant.algorithm = "floorline-kernel:nms";
+  spec.variant.backend = "floorline";
+  spec.variant.algorithm = "nms";
   spec.variant.dtype = DType::kF32;
-  auto k = kernels::make_onednn_kernel(spec);
+  auto k = kernels::make_floorline_kernel(spec);
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.error().code, Disposition::kUnsupported);
   EXPECT_NE(k.error().message.find("6 boxes per class cannot be selected"), std::string::npos)
       << k.error().message;
   spec.variant.dtype = DType::kBF16;
-  k = kernels::make_onednn_kernel(spec);
+  k = kernels::make_floorline_kernel(spec);
   ASSERT_FALSE(k.ok());
   EXPECT_NE(k.error().message.find("runs f32, not bf16"), std::string::npos) << k.error().message;
 }

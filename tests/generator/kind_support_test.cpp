@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "floorline/generator/backend.hpp"
+#include "floorline/kernels/floorline.hpp"
 #include "floorline/kernels/onednn.hpp"
 #include "floorline/kernels/reference.hpp"
 #include "floorline/model_processor/layer.hpp"
@@ -117,6 +118,38 @@ TEST(KindSupport, XnnpackAndOpenblasTablesSayWhatTheyMapAndWhy) {
     for (LayerKind k : compute_kinds()) mapped += b->support(k).supported() ? 1 : 0;
     EXPECT_EQ(mapped, 6u);  // Conv, Gemm, MatMul; LSTM, GRU, RNN
   }
+}
+
+// Floorline's own CPU kernels: the floorline backend (always built) maps the kinds no CPU vendor
+// library runs and those where a plain kernel of ours is planned beside them; oneDNN no longer
+// claims any of them.
+TEST(KindSupport, TheFloorlineTableHoldsOurKernelsAndOnlyThem) {
+  EXPECT_EQ(kernels::floorline_support(LayerKind::kTopK).mapping, "topk");
+  EXPECT_EQ(kernels::floorline_support(LayerKind::kArgMin).mapping, "arg_reduce");
+  EXPECT_EQ(kernels::floorline_support(LayerKind::kConcat).mapping, "concat");
+  EXPECT_EQ(kernels::floorline_support(LayerKind::kConv).reason.rfind("not mapped: ", 0), 0u);
+  std::set<std::string> ours;
+  for (LayerKind k : compute_kinds())
+    if (kernels::floorline_support(k).supported()) ours.insert(std::string(kind_name(k)));
+  EXPECT_EQ(ours, (std::set<std::string>{"CumSum", "ArgMax", "ArgMin", "TopK", "GatherND", "NonZero",
+                                         "NonMaxSuppression", "RoiAlign", "ScatterElements", "GridSample",
+                                         "Softmax", "LogSoftmax", "Concat", "Resize"}));
+  for (const char* op : {"TopK", "NonMaxSuppression", "RoiAlign", "CumSum"}) {
+    const auto s = kernels::onednn_support(*kind_from_name(op));
+    EXPECT_FALSE(s.supported()) << op;
+    EXPECT_NE(s.reason.find("the floorline backend runs it"), std::string_view::npos) << s.reason;
+  }
+  const Backend* floorline = find_backend("floorline");
+  ASSERT_NE(floorline, nullptr);
+  ASSERT_TRUE(plugin_path(*floorline).ok());  // always built
+  EXPECT_EQ(floorline->device_kind(), "cpu");
+  EXPECT_EQ(floorline->support(LayerKind::kNonZero).mapping, "nonzero");
+  EXPECT_TRUE(is_own_kernel(CaseVariant{"floorline", "topk", DType::kF32, MathMode::kFp32, "", ""}));
+  EXPECT_TRUE(
+      is_own_kernel(CaseVariant{"cuda", "floorline-kernel:copy", DType::kF32, MathMode::kFp32, "", ""}));
+  EXPECT_FALSE(
+      is_own_kernel(CaseVariant{"onednn", "concat:simple:any", DType::kF32, MathMode::kFp32, "", ""}));
+  EXPECT_FALSE(is_own_kernel(CaseVariant{"cuda", "cudnn_pooling", DType::kF16, MathMode::kF16, "", ""}));
 }
 
 TEST(KindSupport, AnAttributeTheIrAlwaysFillsIsRequiredNotDefaulted) {

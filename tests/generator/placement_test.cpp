@@ -18,7 +18,9 @@
 #include "floorline/benchdb/database.hpp"
 #include "floorline/generator/runner.hpp"
 #include "floorline/kernels/buffer.hpp"
+#include "floorline/kernels/floorline.hpp"
 #include "floorline/kernels/onednn.hpp"
+#include "floorline/kernels/reference.hpp"
 #include "floorline/model_processor/model.hpp"
 
 namespace floorline::gen {
@@ -162,6 +164,41 @@ TEST(Placement, PlacementsPutARealLayersBuffersAtDistinctOffsets) {
     const auto out = (*k)->port(true, 0);
     ASSERT_TRUE(out.has_value());
     EXPECT_NE(address(out->data) % 4096, address(in->data) % 4096);  // no 4 KiB aliasing
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
+  }
+  EXPECT_EQ(offsets.size(), 3u);
+}
+
+// Floorline's own kernels are placed as the vendor libraries' are: squeezenet1_1's first Concat
+// (two 1x64x55x55 inputs, 774 KB each) built by the floorline factory in three placements reads its
+// first input at that placement's offset for the first large buffer, and its second input and output
+// at other offsets (no 4 KiB aliasing); the kernel still computes the layer.
+TEST(Placement, OwnKernelsReadAndWritePlacedBuffers) {
+  const Plan plan = make_plan(zoo("squeezenet1_1"), {find_backend("floorline")}, PlanOptions{});
+  const PlannedCase* concat = nullptr;
+  for (const auto& c : plan.cases)
+    if (!concat && !c.status && c.spec.problem.kind == LayerKind::kConcat) concat = &c;
+  ASSERT_NE(concat, nullptr);
+  ASSERT_EQ(concat->spec.variant.backend, "floorline");
+  ASSERT_GE(kernels::elements(concat->spec.problem.inputs.at(0).shape) * 4,
+            static_cast<int64_t>(kernels::kHugePageMinBytes));
+  std::set<uintptr_t> offsets;
+  for (int p = 0; p < 3; ++p) {
+    kernels::CaseSpec spec = concat->spec;
+    spec.placement = {p, p == 2};
+    auto k = kernels::make_floorline_kernel(spec);
+    ASSERT_TRUE(k.ok()) << k.error().message;
+    const auto in = (*k)->port(false, 0);
+    ASSERT_TRUE(in.has_value());
+    EXPECT_EQ(address(in->data) % 4096, kernels::offset_in_page(p, 0) % 4096) << "placement " << p;
+    offsets.insert(address(in->data) % 4096);
+    const auto second = (*k)->port(false, 1);
+    ASSERT_TRUE(second.has_value());
+    EXPECT_EQ(address(second->data) % 4096, kernels::offset_in_page(p, 1) % 4096) << "placement " << p;
+    const auto out = (*k)->port(true, 0);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_NE(address(out->data) % 4096, address(in->data) % 4096);
     const Status v = (*k)->verify();
     EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
   }

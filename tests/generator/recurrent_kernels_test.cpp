@@ -49,15 +49,15 @@ struct Verified {
   int cases = 0;
 };
 
-// Verifies every planned oneDNN case whose layer op is in `ops` (all when empty).
+// Verifies every planned oneDNN and floorline case whose layer op is in `ops` (all when empty).
 Verified verify_all(const std::vector<mp::ModelIR>& models, const std::set<std::string>& ops = {}) {
   PlanOptions o;
-  const Plan plan = make_plan(models, {find_backend("onednn")}, o);
+  const Plan plan = make_plan(models, {find_backend("onednn"), find_backend("floorline")}, o);
   Verified v;
   for (const auto& c : plan.cases) {
     if (c.status || !c.spec.feeds.empty()) continue;
     if (!ops.empty() && !ops.count(c.spec.problem.op)) continue;
-    auto k = kernels::make_onednn_kernel(c.spec);
+    auto k = find_backend(c.spec.variant.backend)->factory()(c.spec);
     EXPECT_TRUE(k.ok()) << c.spec.name << ": " << (k.ok() ? "" : k.error().message);
     if (!k.ok()) continue;
     const Status s = (*k)->verify();
@@ -78,7 +78,7 @@ TEST(OnednnRecurrent, EveryFormMatchesTheReference) {
   auto m = mp::process_model_text(kRecurrentModel, "rec.onnx", {});
   ASSERT_TRUE(m.ok()) << m.error().message;
   const Verified v = verify_all(*m);
-  // CumSum and ArgMax run Floorline's own kernels: verified, not proxies.
+  // CumSum and ArgMax run Floorline's own kernels (the floorline backend): verified, not proxies.
   EXPECT_EQ(v.ops, (std::set<std::string>{"LSTM", "GRU", "RNN", "GreaterOrEqual", "LessOrEqual", "Mean",
                                           "CumSum", "ArgMax"}));
   EXPECT_TRUE(v.proxies.empty());

@@ -46,7 +46,9 @@ TEST(Runner, StoresEveryCaseAndResumes) {
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(s->failed, 0);
   EXPECT_EQ(static_cast<size_t>(s->passed + s->skipped + s->unsupported), plan.cases.size());
-  EXPECT_EQ(s->unsupported, 3);  // Floor, cubic Resize, Sub with a broadcast first operand
+  // Floor, cubic Resize, Sub with a broadcast first operand; and TopK, GatherND, RoiAlign,
+  // ScatterElements and GridSample, which oneDNN has no primitive for (the floorline backend runs them).
+  EXPECT_EQ(s->unsupported, 8);
   EXPECT_GT(s->verified, 40);
   EXPECT_GT(s->timed_seconds, 0);
   EXPECT_LE(s->timed_seconds, s->wall_seconds);

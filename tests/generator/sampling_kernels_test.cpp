@@ -1,7 +1,7 @@
 // RoiAlign, GridSample and ScatterElements, and GatherND with batch_dims. Their oracle
 // against values worked out by hand (bilinear sampling of a linear ramp is exact; an identity grid
 // reproduces the image; the ScatterElements examples of the ONNX operator documentation), then
-// Floorline's own CPU kernels (floorline-kernel:*, oneDNN backend) against the reference on the
+// Floorline's own CPU kernels (the floorline backend) against the reference on the
 // configurations of the models that have these ops: torchvision's Faster R-CNN (mobilenet_v3
 // 320 FPN: 256 channels, 7 × 7, sampling_ratio 2, its two FPN levels at stride 16 and 32, the merge
 // of the levels as a ScatterElements) and Mask R-CNN (14 × 14 masks), RAFT's correlation lookups
@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "floorline/generator/plan.hpp"
-#include "floorline/kernels/onednn.hpp"
+#include "floorline/kernels/floorline.hpp"
 #include "floorline/kernels/reference.hpp"
 
 namespace floorline::gen {
@@ -151,21 +151,21 @@ TEST(SamplingReference, ScatterElementsAsTheOnnxExamples) {
   EXPECT_FALSE(kernels::reference(p, {data, HostTensor{{1, 2}, {5, 0}}, upd}, {}).ok());  // out of range
 }
 
-// Every planned oneDNN-backend case of `ops` built, verified and run again; returns the ops verified
+// Every planned floorline case of `ops` built, verified and run again; returns the ops verified
 // and the algorithms seen.
 std::pair<std::set<std::string>, std::set<std::string>> verify_ops(const std::vector<mp::ModelIR>& models,
                                                                    const std::set<std::string>& ops) {
-  const Plan plan = make_plan(models, {find_backend("onednn")}, PlanOptions{});
+  const Plan plan = make_plan(models, {find_backend("floorline")}, PlanOptions{});
   std::set<std::string> verified, algorithms;
   for (const auto& c : plan.cases) {
     if (!ops.count(c.spec.problem.op)) continue;
     EXPECT_FALSE(c.status) << c.spec.name << ": " << c.reason;
     if (c.status) continue;
     algorithms.insert(c.spec.variant.algorithm);
-    auto k = kernels::make_onednn_kernel(c.spec);
+    auto k = kernels::make_floorline_kernel(c.spec);
     EXPECT_TRUE(k.ok()) << c.spec.name << ": " << (k.ok() ? "" : k.error().message);
     if (!k.ok()) continue;
-    EXPECT_EQ((*k)->implementation(), c.spec.variant.algorithm);
+    EXPECT_EQ((*k)->implementation(), "floorline " + c.spec.variant.algorithm);
     const Status s = (*k)->verify();
     EXPECT_TRUE(s.ok()) << c.spec.name << ": " << (s.ok() ? "" : s.error().message);
     (*k)->run();
@@ -175,7 +175,7 @@ std::pair<std::set<std::string>, std::set<std::string>> verify_ops(const std::ve
 }
 
 size_t count_cases(const std::vector<mp::ModelIR>& models, const std::string& op) {
-  const Plan plan = make_plan(models, {find_backend("onednn")}, PlanOptions{});
+  const Plan plan = make_plan(models, {find_backend("floorline")}, PlanOptions{});
   size_t n = 0;
   for (const auto& c : plan.cases) n += c.spec.problem.op == op && !c.status;
   return n;
@@ -229,8 +229,7 @@ TEST(SamplingKernels, DetectionHeadRoiAlignAndLevelMergeMatchTheReference) {
     }
   const auto [verified, algorithms] = verify_ops(*m, {"RoiAlign", "ScatterElements"});
   EXPECT_EQ(verified, (std::set<std::string>{"RoiAlign", "ScatterElements"}));
-  EXPECT_EQ(algorithms,
-            (std::set<std::string>{"floorline-kernel:roi_align", "floorline-kernel:scatter_elements"}));
+  EXPECT_EQ(algorithms, (std::set<std::string>{"roi_align", "scatter_elements"}));
   EXPECT_EQ(count_cases(*m, "RoiAlign"), 3u);
 }
 
@@ -260,7 +259,7 @@ TEST(SamplingKernels, RaftCorrelationLookupsAndEveryGridSampleFormMatchTheRefere
   ASSERT_TRUE(m.ok()) << m.error().message;
   const auto [verified, algorithms] = verify_ops(*m, {"GridSample"});
   EXPECT_EQ(verified, (std::set<std::string>{"GridSample"}));
-  EXPECT_EQ(algorithms, (std::set<std::string>{"floorline-kernel:grid_sample"}));
+  EXPECT_EQ(algorithms, (std::set<std::string>{"grid_sample"}));
   EXPECT_EQ(count_cases(*m, "GridSample"), 9u);
 }
 
@@ -285,8 +284,7 @@ TEST(SamplingKernels, ScatterElementsReductionsAndBatchedGatherNdMatchTheReferen
   ASSERT_TRUE(m.ok()) << m.error().message;
   const auto [verified, algorithms] = verify_ops(*m, {"ScatterElements", "GatherND"});
   EXPECT_EQ(verified, (std::set<std::string>{"ScatterElements", "GatherND"}));
-  EXPECT_EQ(algorithms,
-            (std::set<std::string>{"floorline-kernel:scatter_elements", "floorline-kernel:gather_nd"}));
+  EXPECT_EQ(algorithms, (std::set<std::string>{"scatter_elements", "gather_nd"}));
   EXPECT_EQ(count_cases(*m, "ScatterElements"), 5u);
   EXPECT_EQ(count_cases(*m, "GatherND"), 2u);
 }
@@ -298,9 +296,10 @@ TEST(SamplingKernels, AnUnsupportedFormSaysWhy) {
   p.strings = {{"mode", "bilinear"}, {"padding_mode", "zeros"}};
   kernels::CaseSpec spec;
   spec.problem = p;
-  spec.variant.algorithm = "floorline-kernel:grid_sample";
+  spec.variant.backend = "floorline";
+  spec.variant.algorithm = "grid_sample";
   spec.variant.dtype = DType::kF32;
-  auto k = kernels::make_onednn_kernel(spec);
+  auto k = kernels::make_floorline_kernel(spec);
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.error().code, Disposition::kUnsupported);
   EXPECT_NE(k.error().message.find("(4-D)"), std::string::npos) << k.error().message;

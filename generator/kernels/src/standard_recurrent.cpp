@@ -12,10 +12,6 @@
 namespace floorline::kernels {
 namespace {
 
-[[noreturn]] void unsupported(const std::string& why) {
-  throw KernelError(Disposition::kUnsupported, why);
-}
-
 // tanh(x) as x·p(x²)/q(x²) on x clamped to ±7.905 (where the float result is ±1): Eigen's
 // generic_fast_tanh_float (Eigen/src/Core/MathFunctionsImpl.h), the rational form ONNX Runtime's MLAS
 // uses too; 4.2e-7 from std::tanh at most. A branch-free loop the compiler vectorizes.

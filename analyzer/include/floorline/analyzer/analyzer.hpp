@@ -9,6 +9,9 @@
 // (`source` "none") and every bound that needs it says so (`complete` false): never a zero.
 //
 //   S  sequential          Σ t(v) over every layer instance (multiplicity counts)
+//   S_vendor               S over the vendor libraries' cases only (is_own_kernel, common/case_id.hpp:
+//                          not Floorline's own kernels): a layer whose only passed cases are ours is
+//                          costed as S costs a layer no backend runs, by its roofline time, flagged
 //   P  parallel            the longest path through the layer DAG weighted by t(v), source and sink
 //                          included (the critical path, listed in `critical_path`); P ≤ S
 //   H  heuristic           Σ time of the library's own first choice for v's config (oneDNN's first
@@ -94,6 +97,8 @@ struct CostTable {
   std::vector<benchdb::BudgetSystem> budget;
   // (key, dtype, math_mode, fusion) → fastest passed case (benchdb best_measurements).
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> best;
+  // (key, dtype, math_mode, fusion) → fastest passed case of a vendor library (not is_own_kernel).
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> best_vendor;
   // (key, dtype, math_mode, fusion) → the library's own first choice, when it passed.
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> heuristic;
   // (key, dtype, math_mode, algorithm fed) → the layout conversions that implementation needs.
@@ -162,6 +167,10 @@ struct LayerCost {
   std::optional<double> heuristic_us;  // the library's first choice, when it passed
   std::optional<double> roofline_us;   // max(FLOPs / peak FLOP/s, bytes / peak bytes/s)
   double conversion_us = 0;            // layout conversions t(v)'s implementation needs (Σ of their cases)
+  // t(v) over the vendor libraries' cases only (S_vendor): t(v) where the best case is a vendor's,
+  // else the fastest vendor case ("measured"), else as a layer with no case: "roofline" or "none".
+  std::string vendor_source;
+  double vendor_us = 0;
   bool on_critical_path = false;
   std::vector<int> preds;  // the cost-bearing layers it reads from (through view layers)
 };
@@ -219,6 +228,11 @@ struct ModelBounds {
   std::vector<LayerCost> layers;  // cost-bearing layers, in topological order
   int64_t view_layers = 0, host_layers = 0;
   double S = 0, P = 0, H = 0, F = 0;
+  // S over vendor libraries only; vendor_roofline_layers: measured layers it costs by roofline
+  // because only Floorline's own kernels ran them (vendor_untimed_layers: with no roofline either,
+  // S_vendor is then incomplete).
+  double S_vendor = 0;
+  int64_t vendor_roofline_layers = 0, vendor_untimed_layers = 0;
   // 95% bootstrap intervals of S, P and F over the best cases' repetitions (confidence_intervals);
   // none when no best case has samples.
   std::optional<Interval> S_ci, P_ci, F_ci;

@@ -38,6 +38,9 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
 // S = Σ t(v) over every cost-bearing layer instance (docs/ANALYZER.md: sequential bound).
 double sequential_bound(const std::vector<LayerCost>& layers);
 
+// S_vendor = Σ vendor_us over every cost-bearing layer instance: S without Floorline's own kernels.
+double vendor_sequential_bound(const std::vector<LayerCost>& layers);
+
 // H = Σ over the layers of the library default's time (oneDNN's first implementation for format
 // any; cuDNN's get_v7 first result), t(v) where the default did not pass.
 double heuristic_bound(const std::vector<LayerCost>& layers);

@@ -111,6 +111,28 @@ inline CaseId case_id(const CaseVariant& v, std::string key) {
                 std::move(key)};
 }
 
+// Whose kernel a case runs: Floorline's own, or a vendor library's. The one rule, for every
+// backend: the cases of the `floorline` backend (Floorline's own CPU kernels), and the cases of a
+// GPU backend whose algorithm is one of its own kernels, named "floorline-kernel:<name>" (they run
+// in that backend's device context and stream, so they stay in its plugin). Every other case runs
+// a vendor library (oneDNN, XNNPACK, OpenBLAS, cuDNN, cuBLAS). The analyzer's S_vendor leaves the
+// own ones out.
+inline constexpr std::string_view kOwnBackend = "floorline";
+inline constexpr std::string_view kOwnKernelPrefix = "floorline-kernel";
+inline bool is_own_kernel(std::string_view backend, std::string_view algorithm) {
+  return backend == kOwnBackend || algorithm.substr(0, kOwnKernelPrefix.size()) == kOwnKernelPrefix;
+}
+inline bool is_own_kernel(const CaseVariant& v) {
+  return is_own_kernel(v.backend, v.algorithm);
+}
+inline bool is_own_kernel(const CaseId& id) {
+  return is_own_kernel(id.backend, id.algorithm);
+}
+// The library whose kernel a case runs: "floorline" for our own, else the backend's name.
+inline std::string library_of(const CaseVariant& v) {
+  return is_own_kernel(v) ? std::string(kOwnBackend) : v.backend;
+}
+
 // The typed variant of `id` (its key dropped); nullopt when its dtype or math mode is not a name
 // of common/dtype.hpp.
 inline std::optional<CaseVariant> case_variant(const CaseId& id) {

@@ -54,10 +54,6 @@ Shape rank_padded(Shape s, size_t r) {
   return s;
 }
 
-[[noreturn]] void unsupported(std::string why) {
-  throw Unsupported{std::move(why)};
-}
-
 // --- activation layouts -------------------------------------------------------------------------
 
 // Layout-agnostic primitives (batch normalization, pooling, concat) are also offered on the two
@@ -216,20 +212,13 @@ std::string port_layout(const memory::desc& md) {
 
 // --- random data ----------------------------------------------------------------------------------
 
-// xorshift64*: fast, and different per tensor (seeded by the tensor's position and size).
+// The kernel API's fill (random.hpp), different per tensor (seeded by the tensor's position).
 void fill_random(float* out, int64_t n, Fill f, uint64_t seed) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
   // [-1, 1) by default; [0.5, 1.5) where the op needs positive inputs (variance, divisor, log, sqrt);
   // [-1/16, 1/16) for recurrent weights (Fill::kSmall).
   const float lo = f == Fill::kPositive ? 0.5f : f == Fill::kSmall ? -0.0625f : -1.f;
   const float span = f == Fill::kPositive ? 1.f : f == Fill::kSmall ? 0.125f : 2.f;
-  for (int64_t i = 0; i < n; ++i) {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    const uint64_t r = s * 0x2545F4914F6CDD1Dull;
-    out[i] = lo + span * static_cast<float>(r >> 40) * (1.f / static_cast<float>(1 << 24));  // 24 random bits
-  }
+  fill_uniform(out, n, seed, lo, span);
 }
 
 // Whole numbers in [lo, hi], exact in f32 and in every integer type that holds the range.

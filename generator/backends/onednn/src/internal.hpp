@@ -14,6 +14,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "floorline/kernels/onednn.hpp"
+#include "floorline/kernels/random.hpp"
 #include "floorline/kernels/reference.hpp"
 
 namespace floorline::kernels::onednn_detail {
@@ -105,11 +106,8 @@ struct Build {
   FastAlgorithm fast_algorithm = FastAlgorithm::kNone;
 };
 
-// Thrown by builders for problems Floorline's mapping or oneDNN cannot express.
-struct Unsupported {
-  std::string why;
-};
-[[noreturn]] void unsupported(std::string why);
+// Builders throw the kernel API's unsupported() (a KernelError) for problems Floorline's mapping or
+// oneDNN cannot express.
 
 struct Ctx {
   const CaseSpec& spec;
@@ -245,44 +243,6 @@ void conv_int8(Ctx& c, const std::string& variant, const dnnl::convolution_forwa
                const dims& wdims);
 primitive_attr int8_attr(Ctx& c, std::vector<ArgDef>& args, int64_t channels, int channel_mask, int64_t k);
 void int8_operands(Ctx& c);
-
-// --- Floorline's own CPU kernels (floorline_kernels.cpp) ------------------------------------------
-// What floorline_kernels*.cpp share. A shape or attribute the kernel does not run, thrown while
-// building; the factory reports it as an unsupported case.
-[[noreturn]] inline void own_unsupported(const std::string& why) {
-  throw KernelError(Disposition::kUnsupported, why);
-}
-// Their inputs' generator: xorshift64* (Vigna 2016), `s` advanced in place; the same values in
-// every process for a seed.
-inline uint64_t xorshift_next(uint64_t& s) {
-  s ^= s >> 12;
-  s ^= s << 25;
-  s ^= s >> 27;
-  return s * 0x2545F4914F6CDD1Dull;
-}
-inline float random_unit(uint64_t& s) {  // [0, 1)
-  return static_cast<float>(xorshift_next(s) >> 40) * (1.f / static_cast<float>(1 << 24));
-}
-inline float random_uniform(uint64_t& s) {  // [-1, 1)
-  return -1.f + 2.f * random_unit(s);
-}
-// A floorline-kernel's factory around `build`: f32 and no epilogue, or an unsupported error; what
-// `build` throws (KernelError, MissingAttribute, std::bad_alloc) becomes the case's error.
-Result<std::unique_ptr<Kernel>> own_kernel_or_error(const CaseSpec& spec, const std::string& name,
-                                                    const std::function<std::unique_ptr<Kernel>()>& build);
-// The name of the floorline-kernel that runs `kind` ("topk"), "" where there is none.
-std::string own_kernel_name(LayerKind kind);
-// The kernel of a case whose algorithm is "floorline-kernel:<name>": f32, no epilogue. Errors
-// coded unsupported where the shapes or the --max-detections count cannot be realised.
-Result<std::unique_ptr<Kernel>> make_own_kernel(const CaseSpec& spec, uint64_t seed);
-// Floorline's own kernels planned beside oneDNN's primitives (floorline_kernels_data.cpp): the
-// name for this layer ("concat", "softmax", "log_softmax", "copy" for a Resize whose output shape
-// equals its input's), "" where there is none; and the kernel, f32 and no epilogue.
-std::string data_kernel_name(const Problem& p);
-Result<std::unique_ptr<Kernel>> make_data_kernel(const CaseSpec& spec, uint64_t seed);
-// RoiAlign, GridSample and ScatterElements (floorline_kernels_sampling.cpp); throws KernelError
-// (unsupported) for shapes or attributes it does not run.
-std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
 
 // LSTM, GRU and RNN in the standard formulation on oneDNN matmul (recurrent_matmul.cpp), planned
 // beside the RNN primitive: whether a variant ("matmul_standard", "matmul_standard_batched") is

@@ -34,8 +34,7 @@ struct KindMapping {
 
 constexpr std::string_view kCopyProxy = "no oneDNN primitive: timed as a copy of its output";
 constexpr std::string_view kNoEltwise = "not mapped: oneDNN 2.6 has no element-wise algorithm for it";
-constexpr std::string_view kOwnKernel = "floorline-kernel";
-constexpr std::string_view kOwnReason = "no oneDNN primitive: Floorline's own kernel (plain C++, OpenMP)";
+constexpr std::string_view kOwnReason = "not mapped: no oneDNN primitive (the floorline backend runs it)";
 constexpr std::string_view kNoBinary = "not mapped: oneDNN 2.6 has no binary algorithm for it";
 
 // The oneDNN kind table: for every kind, the primitive algorithms and builder, or why there are
@@ -121,9 +120,8 @@ KindMapping kind_mapping(LayerKind k) {
       return {{}, nullptr, kNoBinary, {}};
     case K::kMean:
       return {{"sum"}, sum, "the sum primitive with every scale 1/N", {}};
-    // No scan, arg-reduction, top-k, gather-ND or suppression primitive in oneDNN 2.6 (nor in
-    // XNNPACK or OpenBLAS): Floorline's own kernels (floorline_kernels.cpp), timed as oneDNN-backend
-    // cases and verified against the reference like every other.
+    // No scan, arg-reduction, top-k, gather-ND, suppression, roi-align, element-scatter or
+    // grid-sample primitive in oneDNN 2.6: Floorline's own kernels run them (the floorline backend).
     case K::kCumSum:
     case K::kArgMax:
     case K::kArgMin:
@@ -134,7 +132,7 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kRoiAlign:  // issue 19: sampling and scatter
     case K::kScatterElements:
     case K::kGridSample:
-      return {{std::string(kOwnKernel)}, nullptr, kOwnReason, {}};
+      return {{}, nullptr, kOwnReason, {}};
     case K::kLSTM:
     case K::kGRU:
     case K::kRNN:
@@ -201,18 +199,12 @@ KindMapping kind_mapping(LayerKind k) {
   return {{}, nullptr, {}, {}};  // not a kind: an empty reason, which kind_support_test rejects
 }
 
-// A kind run by Floorline's own kernel rather than a oneDNN primitive.
-bool is_own(const KindMapping& m) {
-  return m.variants.size() == 1 && m.variants[0] == kOwnKernel;
-}
-
 const KindMapping& mapping_for(LayerKind k) {
   static const std::vector<KindMapping> kTable = [] {
     std::vector<KindMapping> t;
     for (LayerKind kind : kAllLayerKinds) {
       KindMapping m = kind_mapping(kind);
       m.mapping = fmt::format("{}", fmt::join(m.variants, ", "));
-      if (is_own(m)) m.mapping = fmt::format("{}:{}", kOwnKernel, own_kernel_name(kind));
       // Beside the RNN primitive: the standard formulation on matmul (recurrent_matmul.cpp).
       if (standard_recurrent_kind(kind)) m.mapping += ", matmul_standard, matmul_standard_batched";
       t.push_back(std::move(m));
@@ -258,8 +250,8 @@ Result<Build> build(const CaseSpec& spec, const std::string& variant) {
         unsupported("a shape is unknown");
     m.build(c, variant);
     return std::move(c.b);
-  } catch (const Unsupported& u) {
-    return make_error(Disposition::kUnsupported, "{}", u.why);
+  } catch (const KernelError& e) {
+    return make_error(e.code, "{}", e.what());
   } catch (const dnnl::error& e) {
     if (e.status == dnnl_unimplemented) return make_error(Disposition::kUnsupported, "oneDNN: {}", e.what());
     return make_error(Disposition::kUnsupported, "oneDNN rejected the descriptor: {}", e.what());
@@ -292,7 +284,7 @@ uint64_t seed_of(const std::string& s) {
 
 KindSupport onednn_support(LayerKind kind) {
   const KindMapping& m = mapping_for(kind);
-  return m.build || is_own(m) ? KindSupport{m.mapping, m.reason} : KindSupport{{}, m.reason};
+  return m.build ? KindSupport{m.mapping, m.reason} : KindSupport{{}, m.reason};
 }
 
 Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
@@ -307,9 +299,6 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
     main_spec = &fed;
   }
   const auto [variant, impl_name] = split_algorithm(main_spec->variant.algorithm);
-  if (variant == kOwnKernel && !conversion)  // ours: for a kind oneDNN lacks, or beside its primitive
-    return own_kernel_name(spec.problem.kind).empty() ? make_data_kernel(spec, seed_of(spec.name))
-                                                      : make_own_kernel(spec, seed_of(spec.name));
   if (!conversion && is_recurrent_matmul(variant)) return make_recurrent_matmul(spec, variant);
   FL_ASSIGN_OR_RETURN(Build b, build(*main_spec, variant));
   try {
@@ -363,8 +352,8 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
         impl, type, seed_of(spec.name));
     FL_TRY(k->init());
     return std::unique_ptr<Kernel>(std::move(k));
-  } catch (const Unsupported& u) {
-    return make_error(Disposition::kUnsupported, "{}", u.why);
+  } catch (const KernelError& e) {
+    return make_error(e.code, "{}", e.what());
   } catch (const dnnl::error& e) {
     return make_error("oneDNN: {}", e.what());
   } catch (const std::bad_alloc&) {
@@ -379,18 +368,6 @@ bool is_reference_implementation(const std::string& impl_name) {
 Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec) {
   const Problem& p = spec.problem;
   const KindMapping& m = mapping_for(p.kind);
-  if (is_own(m)) {  // one case: our kernel, if it can be built for these shapes and this type
-    Implementation im;
-    im.impl_name = own_kernel_name(p.kind);
-    im.algorithm = algorithm_name(std::string(kOwnKernel), im.impl_name);
-    im.variant = kOwnKernel;
-    im.is_default = true;
-    CaseSpec own = spec;
-    own.variant.algorithm = im.algorithm;
-    FL_ASSIGN_OR_RETURN(auto k, make_own_kernel(own, 0));
-    (void)k;
-    return std::vector<Implementation>{im};
-  }
   if (!m.build) return make_error(Disposition::kUnsupported, "{}: {}", p.op, m.reason);
   std::vector<Implementation> out;
   std::optional<Error> first_error;
@@ -461,19 +438,6 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
     if (!auto_impl.empty() && im.impl_name == auto_impl && !marked) marked = im.is_default = true;
   if (!marked) out[0].is_default = true;
   out.insert(out.end(), standard.begin(), standard.end());
-  // Beside oneDNN's: Floorline's own kernel where a plain formulation can beat the primitive
-  // (floorline_kernels_data.cpp), its own variant, so always timed; offered where it builds.
-  if (const std::string own = data_kernel_name(p); !own.empty()) {
-    CaseSpec s = spec;
-    s.variant.algorithm = algorithm_name(std::string(kOwnKernel), own);
-    if (make_data_kernel(s, 0).ok()) {
-      Implementation im;
-      im.impl_name = own;
-      im.algorithm = s.variant.algorithm;
-      im.variant = kOwnKernel;
-      out.push_back(std::move(im));
-    }
-  }
   return out;
 }
 

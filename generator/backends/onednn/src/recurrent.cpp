@@ -65,10 +65,11 @@ void recurrent(Ctx& c, const std::string& variant) {
   if (c.p.floats.count("clip")) unsupported("a cell clip (oneDNN has none)");
   if (lstm && c.p.int_attr("input_forget") != 0) unsupported("input_forget (coupled gates)");
   const bool lbr = gru && c.p.int_attr("linear_before_reset") != 0;
-  const auto dir = direction == "forward"         ? dnnl::rnn_direction::unidirectional_left2right
-                   : direction == "reverse"       ? dnnl::rnn_direction::unidirectional_right2left
-                   : direction == "bidirectional" ? dnnl::rnn_direction::bidirectional_concat
-                                                  : throw Unsupported{"direction " + direction};
+  const auto dir = direction == "forward"   ? dnnl::rnn_direction::unidirectional_left2right
+                   : direction == "reverse" ? dnnl::rnn_direction::unidirectional_right2left
+                   : direction == "bidirectional"
+                       ? dnnl::rnn_direction::bidirectional_concat
+                       : throw KernelError(Disposition::kUnsupported, "direction " + direction);
   if ((direction == "bidirectional") != (D == 2)) unsupported("direction and R's first dim disagree");
 
   // Weights: ONNX [D, G, H, I] seen as ldigo [1, D, I, G, H]; LSTM's gates reordered into a copy.

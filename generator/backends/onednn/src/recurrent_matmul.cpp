@@ -133,8 +133,6 @@ Result<std::unique_ptr<MatmulRecurrent>> build_kernel(const CaseSpec& spec, bool
   const PlacementScope placement(spec.placement);
   try {
     return std::make_unique<MatmulRecurrent>(spec.problem, batched, impl_index);
-  } catch (const Unsupported& u) {
-    return make_error(Disposition::kUnsupported, "{}", u.why);
   } catch (const KernelError& e) {
     return make_error(e.code, "{}", e.what());
   } catch (const MissingAttribute& e) {

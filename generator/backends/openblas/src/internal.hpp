@@ -21,10 +21,6 @@
 
 namespace floorline::kernels::openblas_detail {
 
-[[noreturn]] inline void unsupported(const std::string& why) {
-  throw KernelError(Disposition::kUnsupported, why);
-}
-
 // Plain f32 buffers and the kernel base over them (floorline/kernels/plain_kernel.hpp).
 using Buffer = PlainBuffer;
 

@@ -125,20 +125,11 @@ void check(xnn_status s, const char* call, bool unsupported_on_parameter) {
   throw std::runtime_error(msg);
 }
 
-void unsupported(const std::string& why) {
-  throw KernelError(Disposition::kUnsupported, why);
-}
-
 void fill_random(float* out, int64_t n, Fill f, uint64_t seed) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-  const float lo = f == Fill::kPositive ? 0.5f : -1.f, span = f == Fill::kPositive ? 1.f : 2.f;
-  for (int64_t i = 0; i < n; ++i) {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    const uint64_t r = s * 0x2545F4914F6CDD1Dull;
-    out[i] = lo + span * static_cast<float>(r >> 40) * (1.f / static_cast<float>(1 << 24));
-  }
+  if (f == Fill::kPositive)
+    fill_uniform(out, n, seed, 0.5f, 1.f);
+  else
+    fill_uniform(out, n, seed);
 }
 
 Buffer::Buffer(int64_t n) : elements(n) {
@@ -147,35 +138,16 @@ Buffer::Buffer(int64_t n) : elements(n) {
   mem = HostBuffer(bytes);  // zeroed; throws KernelError (skipped) when it cannot be had
 }
 
-namespace {
-
-struct TransposeTask {
-  const float* x;
-  float* y;
-  int64_t rows, cols, row_tiles, col_tiles;
-};
-constexpr int64_t kTile = 32;
-
-// One tile of one matrix: task index = (matrix, row tile, column tile).
-void transpose_tile(void* context, size_t index) {
-  const auto& t = *static_cast<const TransposeTask*>(context);
-  const auto i = static_cast<int64_t>(index);
-  const int64_t per_matrix = t.row_tiles * t.col_tiles;
-  const int64_t b = i / per_matrix, rt = i % per_matrix / t.col_tiles, ct = i % t.col_tiles;
-  const float* x = t.x + b * t.rows * t.cols;
-  float* y = t.y + b * t.rows * t.cols;
-  const int64_t r1 = std::min(t.rows, (rt + 1) * kTile), c1 = std::min(t.cols, (ct + 1) * kTile);
-  for (int64_t r = rt * kTile; r < r1; ++r)
-    for (int64_t c = ct * kTile; c < c1; ++c) y[c * t.rows + r] = x[r * t.cols + c];
-}
-
-}  // namespace
-
+// Floorline's tiled transpose (the floorline kernel library), its tiles on XNNPACK's pool.
 void transpose(const float* x, float* y, int64_t batch, int64_t rows, int64_t cols) {
-  TransposeTask t{x, y, rows, cols, (rows + kTile - 1) / kTile, (cols + kTile - 1) / kTile};
-  pthreadpool_parallelize_1d(pool(), transpose_tile, &t,
-                             static_cast<size_t>(batch * t.row_tiles * t.col_tiles),
-                             operator_flags() ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
+  const TiledTranspose t{x, y, batch, rows, cols};
+  pthreadpool_parallelize_1d(
+      pool(),
+      [](void* context, size_t index) {
+        static_cast<const TiledTranspose*>(context)->tile(static_cast<int64_t>(index));
+      },
+      const_cast<TiledTranspose*>(&t), static_cast<size_t>(t.tiles()),
+      operator_flags() ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
 }
 
 std::string nhwc_port_layout(const Shape& nchw) {
@@ -287,7 +259,8 @@ Status XnnKernel::bind(bool output, size_t k, void* data) {
 namespace {
 
 // NCHW ↔ NHWC of one tensor: a planned conversion case, or replay's between an XNNPACK case and a
-// plain port. Ours (XNNPACK 2022-02 has no transpose operator): 32 × 32 tiles over the pool.
+// plain port. Ours (XNNPACK 2022-02 has no transpose operator): the floorline kernel library's
+// tiled transpose (floorline.hpp), its tiles over XNNPACK's pool.
 class TransposeKernel final : public Kernel {
  public:
   TransposeKernel(const Shape& nchw, bool to_nhwc, float* src, float* dst)

@@ -13,6 +13,8 @@
 #include <xnnpack.h>
 
 #include "floorline/kernels/buffer.hpp"
+#include "floorline/kernels/floorline.hpp"
+#include "floorline/kernels/random.hpp"
 #include "floorline/kernels/reference.hpp"
 #include "floorline/kernels/xnnpack.hpp"
 
@@ -23,10 +25,9 @@ pthreadpool_t pool();
 const char* status_name(xnn_status s);
 // Throws a KernelError coded unsupported (a create call XNNPACK rejects) or a runtime_error.
 void check(xnn_status s, const char* call, bool unsupported_on_parameter = false);
-[[noreturn]] void unsupported(const std::string& why);
 
 enum class Fill { kUniform, kPositive };
-// xorshift64*, [-1, 1) or [0.5, 1.5), different per seed.
+// [-1, 1) or [0.5, 1.5), different per seed (the kernel API's fill_uniform, random.hpp).
 void fill_random(float* out, int64_t n, Fill f, uint64_t seed);
 
 // 64-byte aligned floats with XNN_EXTRA_BYTES readable past the end (XNNPACK's micro-kernels may

@@ -50,6 +50,11 @@ struct KernelError : std::runtime_error {
 };
 // The coded Error of an exception caught around a kernel (KernelError keeps its code).
 Error error_of(const std::exception& e);
+// What every CPU kernel library throws while building a case for a shape, attribute or data type
+// it does not run: a KernelError coded unsupported (the factory's error, the case's disposition).
+[[noreturn]] inline void unsupported(const std::string& why) {
+  throw KernelError(Disposition::kUnsupported, why);
+}
 
 // A tensor laid out as one port of a built case describes (replay's conversions): that case, the
 // port (an output with `output`, else an input, by operand index), and the buffer holding the

@@ -11,21 +11,10 @@
 
 #include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/kernel.hpp"
+#include "floorline/kernels/random.hpp"
 #include "floorline/kernels/reference.hpp"
 
 namespace floorline::kernels {
-
-// xorshift64*: [-1, 1), different per seed.
-inline void fill_plain_random(float* out, int64_t n, uint64_t seed) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-  for (int64_t i = 0; i < n; ++i) {
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    out[i] = -1.f + 2.f * static_cast<float>((s * 0x2545F4914F6CDD1Dull) >> 40) *
-                        (1.f / static_cast<float>(1 << 24));
-  }
-}
 
 // 64-byte aligned floats, zeroed; placed by the factory's PlacementScope (buffer.hpp).
 struct PlainBuffer {
@@ -46,7 +35,7 @@ class PlainKernel : public Kernel {
   explicit PlainKernel(Problem p) : p_(std::move(p)) {
     for (const auto& op : p_.inputs) in_.emplace_back(elements(op.shape));
     for (const auto& op : p_.outputs) out_.emplace_back(elements(op.shape));
-    for (size_t k = 0; k < in_.size(); ++k) fill_plain_random(in_[k].data, in_[k].elements, 11 * k + 3);
+    for (size_t k = 0; k < in_.size(); ++k) fill_uniform(in_[k].data, in_[k].elements, 11 * k + 3);
   }
   std::string implementation() const override { return impl_; }
   int64_t workspace_bytes() const override { return workspace_; }
@@ -55,7 +44,7 @@ class PlainKernel : public Kernel {
       std::vector<HostTensor> inputs;
       for (size_t k = 0; k < in_.size(); ++k) {
         if (is_port(k))  // constants keep the values the case was built with
-          fill_plain_random(in_[k].data, in_[k].elements, 1000 + k);
+          fill_uniform(in_[k].data, in_[k].elements, 1000 + k);
         inputs.push_back(
             {p_.inputs[k].shape, std::vector<float>(in_[k].data, in_[k].data + in_[k].elements)});
       }

@@ -8,7 +8,8 @@
 // normalizations, activations, pooling, softmax, LRN, op-tensor, add-tensor, transform-tensor and
 // reduce onto cuDNN. Ops without a library kernel (Concat, Slice, Pad, Gather, Resize,
 // LayerNormalization, element-wise ops cuDNN lacks) run a plain kernel of ours: their algorithm
-// starts "floorline-kernel", so reports show the time is ours, not a vendor library's.
+// starts "floorline-kernel", which is_own_kernel (common/case_id.hpp) reads as ours, as it reads
+// the CPU `floorline` backend's cases: reports credit our kernels, and S_vendor leaves them out.
 //
 // Planning needs no GPU: cuda_cases() decides every case from the problem alone. Support that only
 // the library can decide (an algorithm that does not implement a configuration) is asked when the

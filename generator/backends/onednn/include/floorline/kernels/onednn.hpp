@@ -6,11 +6,9 @@
 // Selu), binary with broadcasting, pooling, softmax, LRN, reduction, concat, resampling; Transpose,
 // Slice, Split and Pad onto reorders; data movement with no primitive (Gather, Expand, Tile...)
 // onto a copy of the output's size, labelled a proxy. Post-ops fuse eltwise, sum and bias.
-// Kinds no CPU library in the tree has (CumSum, ArgMax/ArgMin, TopK, GatherND, NonZero,
-// NonMaxSuppression) run Floorline's own plain C++/OpenMP kernels, algorithm
-// "floorline-kernel:<name>" (src/floorline_kernels.cpp): f32 data, int64 indices, verified against
-// the reference; NonZero and NonMaxSuppression fed data that selects the count their output shape
-// holds (the --max-detections assumption), a count that cannot be realised coded unsupported.
+// Kinds no CPU vendor library in the tree has (CumSum, ArgMax/ArgMin, TopK, GatherND, NonZero,
+// NonMaxSuppression, RoiAlign, GridSample, ScatterElements) are not mapped here: Floorline's own
+// kernels run them, in the floorline backend (floorline/kernels/floorline.hpp).
 #pragma once
 
 #include <memory>

@@ -1,6 +1,6 @@
-// Floorline's own CPU kernels for kinds oneDNN does have a primitive for, planned beside oneDNN's
-// cases (algorithm "floorline-kernel:<name>"), where a plain formulation beats the primitive as
-// runtimes do (ONNX Runtime's CPU kernels):
+// Floorline's own CPU kernels for kinds the vendor libraries do have a primitive for, planned
+// beside their cases, where a plain formulation beats the primitive as runtimes do (ONNX Runtime's
+// CPU kernels):
 //   concat       Concat on the plain layout: each input's contiguous chunks memcpy'd into the output
 //                (one chunk per input per outer index), as ONNX Runtime's Concat copies them.
 //   softmax      Softmax and LogSoftmax over any axis (outer × axis × inner): max, exp and sum, scale,
@@ -19,7 +19,7 @@
 
 #include "internal.hpp"
 
-namespace floorline::kernels::onednn_detail {
+namespace floorline::kernels::floorline_detail {
 namespace {
 
 // --- softmax arithmetic, multiversioned -----------------------------------------------------------
@@ -181,25 +181,37 @@ class DataKernel final : public Kernel {
     for (const auto* list : {&p_.inputs, &p_.outputs})
       for (const auto& op : *list)
         if (std::any_of(op.shape.begin(), op.shape.end(), [](int64_t d) { return d < 0; }))
-          own_unsupported("a shape is unknown");
-    if (p_.outputs.size() != 1) own_unsupported(p_.op + ": one output expected");
+          unsupported("a shape is unknown");
+    if (p_.outputs.size() != 1) unsupported(p_.op + ": one output expected");
     if (p_.kind == LayerKind::kConcat) {
       plan_concat();
     } else if (p_.kind == LayerKind::kResize) {
       if (p_.inputs.empty() || p_.inputs[0].shape != p_.outputs[0].shape)
-        own_unsupported("Resize: the identity copy runs only where the output shape equals the input's");
+        unsupported("Resize: the identity copy runs only where the output shape equals the input's");
       add_pieces(0, 0, 0, elements(p_.outputs[0].shape) * 4);
     } else {
       plan_softmax();
     }
-    for (const auto& op : p_.inputs)
-      in_.emplace_back(static_cast<size_t>(std::max<int64_t>(1, elements(op.shape))) * 4);
-    out_ = HostBuffer(static_cast<size_t>(std::max<int64_t>(1, elements(p_.outputs[0].shape))) * 4);
+    for (const auto& op : p_.inputs) in_.emplace_back(elements(op.shape));
+    out_ = Placed<float>(elements(p_.outputs[0].shape));
     fill(seed_);
   }
 
-  std::string implementation() const override { return "floorline-kernel:" + name_; }
+  std::string implementation() const override { return "floorline " + name_; }
   int64_t workspace_bytes() const override { return 0; }
+
+  // Every operand, plain (replay wires them).
+  std::optional<Port> port(bool output, size_t k) const override {
+    if (output ? k != 0 : k >= in_.size()) return std::nullopt;
+    const Placed<float>& t = output ? out_ : in_[k];
+    return Port{t.data(), t.bytes(), "plain"};
+  }
+  Status bind(bool output, size_t k, void* data) override {
+    if (!port(output, k))
+      return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
+    (output ? out_ : in_[k]).bind(data);
+    return {};
+  }
 
   void run() override {
     if (!pieces_.empty())
@@ -213,13 +225,13 @@ class DataKernel final : public Kernel {
     run();
     std::vector<HostTensor> ins;
     for (size_t k = 0; k < in_.size(); ++k) {
-      const float* v = static_cast<const float*>(in_[k].data());
+      const float* v = in_[k].data();
       ins.push_back({p_.inputs[k].shape, std::vector<float>(v, v + elements(p_.inputs[k].shape))});
     }
     FL_ASSIGN_OR_RETURN(auto ref, reference(p_, ins, {}));
     if (ref.empty() || ref[0].shape != p_.outputs[0].shape)
       return make_error("the reference's output is not of shape {}", fmt::join(p_.outputs[0].shape, "x"));
-    const float* y = static_cast<const float*>(out_.data());
+    const float* y = out_.data();
     if (pieces_.empty()) return compare_output(y, ref[0], verify_tolerance(p_));
     for (size_t e = 0; e < ref[0].data.size(); ++e)  // a copy: exactly
       if (y[e] != ref[0].data[e])
@@ -235,18 +247,18 @@ class DataKernel final : public Kernel {
     const int64_t rank = static_cast<int64_t>(ys.size());
     int64_t axis = p_.int_attr("axis");
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) own_unsupported(fmt::format("Concat: axis {} out of range", axis));
+    if (axis < 0 || axis >= rank) unsupported(fmt::format("Concat: axis {} out of range", axis));
     const int64_t outer = elements(Shape(ys.begin(), ys.begin() + axis));
     const int64_t inner = elements(Shape(ys.begin() + axis + 1, ys.end()));
     int64_t at = 0;
     for (const auto& in : p_.inputs) {
-      if (static_cast<int64_t>(in.shape.size()) != rank) own_unsupported("Concat: inputs of another rank");
+      if (static_cast<int64_t>(in.shape.size()) != rank) unsupported("Concat: inputs of another rank");
       for (int64_t d = 0; d < rank; ++d)
         if (d != axis && in.shape[static_cast<size_t>(d)] != ys[static_cast<size_t>(d)])
-          own_unsupported("Concat: an input differs from the output off the axis");
+          unsupported("Concat: an input differs from the output off the axis");
       at += in.shape[static_cast<size_t>(axis)];
     }
-    if (at != ys[static_cast<size_t>(axis)]) own_unsupported("Concat: the inputs do not fill the output");
+    if (at != ys[static_cast<size_t>(axis)]) unsupported("Concat: the inputs do not fill the output");
     const int64_t out_chunk = ys[static_cast<size_t>(axis)] * inner * 4;
     for (int64_t o = 0; o < outer; ++o) {
       int64_t dst = o * out_chunk;
@@ -265,11 +277,11 @@ class DataKernel final : public Kernel {
 
   void plan_softmax() {
     const Shape& xs = p_.inputs.at(0).shape;
-    if (xs != p_.outputs[0].shape) own_unsupported(p_.op + ": output shape differs from the input's");
+    if (xs != p_.outputs[0].shape) unsupported(p_.op + ": output shape differs from the input's");
     const int64_t rank = static_cast<int64_t>(xs.size());
     int64_t axis = p_.int_attr("axis");
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) own_unsupported(fmt::format("{}: axis {} out of range", p_.op, axis));
+    if (axis < 0 || axis >= rank) unsupported(fmt::format("{}: axis {} out of range", p_.op, axis));
     outer_ = elements(Shape(xs.begin(), xs.begin() + axis));
     if (p_.int_attr("coerce_2d", 0) != 0) {  // opset < 13: over the flattened trailing dims
       len_ = elements(Shape(xs.begin() + axis, xs.end()));
@@ -278,16 +290,16 @@ class DataKernel final : public Kernel {
       len_ = xs[static_cast<size_t>(axis)];
       inner_ = elements(Shape(xs.begin() + axis + 1, xs.end()));
     }
-    if (len_ == 0) own_unsupported(p_.op + ": an empty axis");
+    if (len_ == 0) unsupported(p_.op + ": an empty axis");
     m_.resize(static_cast<size_t>(inner_));
     s_.resize(static_cast<size_t>(inner_));
   }
 
   void fill(uint64_t seed) {
     for (size_t k = 0; k < in_.size(); ++k) {
-      float* v = static_cast<float*>(in_[k].data());
+      float* v = in_[k].data();
       const int64_t n = elements(p_.inputs[k].shape);
-      fill_random(v, n, Fill::kUniform, seed + k);
+      fill_uniform(v, n, seed + k);
       // Softmax: logits in [−8, 8), as attention scores spread, so the exp sees a real range.
       if (pieces_.empty())
         for (int64_t e = 0; e < n; ++e) v[e] *= 8.f;
@@ -295,12 +307,12 @@ class DataKernel final : public Kernel {
   }
 
   void copy() {
-    char* y = static_cast<char*>(out_.data());
+    char* y = reinterpret_cast<char*>(out_.data());
     const int64_t n = static_cast<int64_t>(pieces_.size());
     auto one = [&](int64_t i) {
       const Piece& c = pieces_[static_cast<size_t>(i)];
       std::memcpy(y + c.dst_offset,
-                  static_cast<const char*>(in_[static_cast<size_t>(c.src)].data()) + c.offset,
+                  reinterpret_cast<const char*>(in_[static_cast<size_t>(c.src)].data()) + c.offset,
                   static_cast<size_t>(c.bytes));
     };
     if (n == 1 || omp_get_max_threads() == 1) {  // no parallel region for one thread
@@ -312,8 +324,8 @@ class DataKernel final : public Kernel {
   }
 
   void softmax() {
-    const float* x = static_cast<const float*>(in_[0].data());
-    float* y = static_cast<float*>(out_.data());
+    const float* x = in_[0].data();
+    float* y = out_.data();
     const bool log = p_.kind == LayerKind::kLogSoftmax;
     const int64_t len = len_, inner = inner_;
     if (inner == 1) {  // rows of len contiguous elements
@@ -368,8 +380,8 @@ class DataKernel final : public Kernel {
   Problem p_;
   std::string name_;
   uint64_t seed_;
-  std::vector<HostBuffer> in_;
-  HostBuffer out_;
+  std::vector<Placed<float>> in_;  // the operands, on placed host buffers
+  Placed<float> out_;
   std::vector<Piece> pieces_;                // the copies (Concat, Resize), empty for softmax
   int64_t outer_ = 1, len_ = 1, inner_ = 1;  // softmax
   std::vector<float> m_, s_;                 // softmax scratch along a strided axis (one thread)
@@ -377,28 +389,8 @@ class DataKernel final : public Kernel {
 
 }  // namespace
 
-std::string data_kernel_name(const Problem& p) {
-  switch (p.kind) {
-    case LayerKind::kConcat:
-      return "concat";
-    case LayerKind::kSoftmax:
-      return "softmax";
-    case LayerKind::kLogSoftmax:
-      return "log_softmax";
-    case LayerKind::kResize:
-      // Only the identity: output shape equal to the input's (every scale 1).
-      return !p.inputs.empty() && !p.outputs.empty() && p.inputs[0].shape == p.outputs[0].shape ? "copy" : "";
-    default:
-      return "";
-  }
+std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed) {
+  return std::make_unique<DataKernel>(p, name, seed);
 }
 
-Result<std::unique_ptr<Kernel>> make_data_kernel(const CaseSpec& spec, uint64_t seed) {
-  const Problem& p = spec.problem;
-  const std::string name = data_kernel_name(p);
-  if (name.empty()) return make_error(Disposition::kUnsupported, "no floorline-kernel for this {}", p.op);
-  return own_kernel_or_error(
-      spec, name, [&] { return std::unique_ptr<Kernel>(std::make_unique<DataKernel>(p, name, seed)); });
-}
-
-}  // namespace floorline::kernels::onednn_detail
+}  // namespace floorline::kernels::floorline_detail

@@ -1,6 +1,6 @@
-// Floorline's own CPU kernels for RoiAlign, GridSample and ScatterElements (issue 19), which
-// neither oneDNN 2.6 nor XNNPACK nor OpenBLAS has: algorithm "floorline-kernel:<name>", plain C++
-// on row-major buffers, OpenMP over independent work, f32 data and int64 indices.
+// Floorline's own CPU kernels for RoiAlign, GridSample and ScatterElements, which neither oneDNN
+// 2.6 nor XNNPACK nor OpenBLAS has: plain C++ on row-major tensors in the case's placed host
+// buffers, OpenMP over independent work, f32 data and int64 indices.
 //
 // The sampling kernels split each sample point's work as ONNX Runtime's and torchvision's CPU
 // kernels do: the neighbours' offsets and bilinear (or cubic) weights once per point, then one
@@ -16,7 +16,7 @@
 
 #include "internal.hpp"
 
-namespace floorline::kernels::onednn_detail {
+namespace floorline::kernels::floorline_detail {
 namespace {
 
 // Reflects x into [lo, hi] (GridSample's reflection padding), as the reference does.
@@ -68,30 +68,42 @@ class SamplingKernel final : public Kernel {
   SamplingKernel(Problem p, std::string name, uint64_t seed)
       : p_(std::move(p)), name_(std::move(name)), seed_(seed) {
     check();
-    x_.resize(static_cast<size_t>(elements(p_.inputs[0].shape)));
-    y_.resize(static_cast<size_t>(elements(p_.outputs[0].shape)));
+    x_ = Placed<float>(elements(p_.inputs[0].shape));
+    y_ = Placed<float>(elements(p_.outputs[0].shape));
     switch (p_.kind) {
       case LayerKind::kRoiAlign:
-        f1_.resize(static_cast<size_t>(elements(p_.inputs[1].shape)));
-        i2_.resize(static_cast<size_t>(elements(p_.inputs[2].shape)));
+        f1_ = Placed<float>(elements(p_.inputs[1].shape));
+        i2_ = Placed<int64_t>(elements(p_.inputs[2].shape));
         break;
       case LayerKind::kGridSample:
-        f1_.resize(static_cast<size_t>(elements(p_.inputs[1].shape)));
+        f1_ = Placed<float>(elements(p_.inputs[1].shape));
         prepare_grid();
         break;
       case LayerKind::kScatterElements:
-        i1_.resize(static_cast<size_t>(elements(p_.inputs[1].shape)));
-        f2_.resize(static_cast<size_t>(elements(p_.inputs[2].shape)));
+        i1_ = Placed<int64_t>(elements(p_.inputs[1].shape));
+        f2_ = Placed<float>(elements(p_.inputs[2].shape));
         prepare_scatter();
         break;
       default:
-        own_unsupported(fmt::format("no floorline-kernel for {}", p_.op));
+        unsupported(fmt::format("no floorline kernel for {}", p_.op));
     }
     fill(seed_);
   }
 
-  std::string implementation() const override { return "floorline-kernel:" + name_; }
+  std::string implementation() const override { return "floorline " + name_; }
   int64_t workspace_bytes() const override { return 0; }
+
+  // The image or data (input 0) and the output, plain (replay wires them).
+  std::optional<Port> port(bool output, size_t k) const override {
+    if (k != 0) return std::nullopt;
+    const Placed<float>& t = output ? y_ : x_;
+    return Port{t.data(), t.bytes(), "plain"};
+  }
+  Status bind(bool output, size_t k, void* data) override {
+    if (k != 0) return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
+    (output ? y_ : x_).bind(data);
+    return {};
+  }
 
   void run() override {
     if (p_.kind == LayerKind::kRoiAlign)
@@ -109,20 +121,21 @@ class SamplingKernel final : public Kernel {
     fill(seed_ + 7);
     run();
     std::vector<HostTensor> ins;
-    ins.push_back({p_.inputs[0].shape, x_});
-    auto ints = [](const Shape& s, const std::vector<int64_t>& v) {
+    auto floats = [](const Shape& s, const Placed<float>& v) { return HostTensor{s, {v.begin(), v.end()}}; };
+    ins.push_back(floats(p_.inputs[0].shape, x_));
+    auto ints = [](const Shape& s, const Placed<int64_t>& v) {
       HostTensor h{s, {}};
       for (int64_t e : v) h.data.push_back(static_cast<float>(e));
       return h;
     };
     if (p_.kind == LayerKind::kRoiAlign) {
-      ins.push_back({p_.inputs[1].shape, f1_});
+      ins.push_back(floats(p_.inputs[1].shape, f1_));
       ins.push_back(ints(p_.inputs[2].shape, i2_));
     } else if (p_.kind == LayerKind::kGridSample) {
-      ins.push_back({p_.inputs[1].shape, f1_});
+      ins.push_back(floats(p_.inputs[1].shape, f1_));
     } else {
       ins.push_back(ints(p_.inputs[1].shape, i1_));
-      ins.push_back({p_.inputs[2].shape, f2_});
+      ins.push_back(floats(p_.inputs[2].shape, f2_));
     }
     FL_ASSIGN_OR_RETURN(auto ref, reference(p_, ins, {}));
     if (ref.empty()) return make_error("the reference has no output");
@@ -142,71 +155,68 @@ class SamplingKernel final : public Kernel {
   // bounds).
   void check() const {
     const size_t want = p_.kind == LayerKind::kGridSample ? 2 : 3;
-    if (p_.inputs.size() != want || p_.outputs.size() != 1) own_unsupported(p_.op + ": unexpected operands");
+    if (p_.inputs.size() != want || p_.outputs.size() != 1) unsupported(p_.op + ": unexpected operands");
     for (const auto* list : {&p_.inputs, &p_.outputs})
       for (const auto& o : *list)
         if (std::any_of(o.shape.begin(), o.shape.end(), [](int64_t d) { return d < 0; }))
-          own_unsupported("a shape is unknown");
+          unsupported("a shape is unknown");
     const Shape& x = p_.inputs[0].shape;
     const Shape& y = p_.outputs[0].shape;
     if (p_.kind == LayerKind::kRoiAlign) {
       const Shape& rois = p_.inputs[1].shape;
       if (x.size() != 4 || rois.size() != 2 || rois[1] != 4 || elements(p_.inputs[2].shape) != rois[0] ||
           y != Shape{rois[0], x[1], p_.int_attr("output_height"), p_.int_attr("output_width")})
-        own_unsupported(
-            "RoiAlign: X [N, C, H, W], rois [R, 4], batch_indices [R] and y [R, C, oh, ow] expected");
+        unsupported("RoiAlign: X [N, C, H, W], rois [R, 4], batch_indices [R] and y [R, C, oh, ow] expected");
       if (p_.int_attr("sampling_ratio") < 0 || x[0] < 1 || x[2] < 1 || x[3] < 1 ||
           !(p_.float_attr("spatial_scale") > 0))
-        own_unsupported("RoiAlign: a negative sampling_ratio, an empty image or a scale not above 0");
+        unsupported("RoiAlign: a negative sampling_ratio, an empty image or a scale not above 0");
       const std::string mode = p_.string_attr("mode"), ctm = p_.string_attr("coordinate_transformation_mode");
       if ((mode != "avg" && mode != "max") || (ctm != "half_pixel" && ctm != "output_half_pixel"))
-        own_unsupported(fmt::format("RoiAlign: mode {}, coordinate_transformation_mode {}", mode, ctm));
+        unsupported(fmt::format("RoiAlign: mode {}, coordinate_transformation_mode {}", mode, ctm));
     } else if (p_.kind == LayerKind::kGridSample) {
       const Shape& g = p_.inputs[1].shape;
       if (x.size() != 4 || g.size() != 4 || g[3] != 2 || g[0] != x[0] || y != Shape{x[0], x[1], g[1], g[2]})
-        own_unsupported(
-            "GridSample: X [N, C, H, W], grid [N, Ho, Wo, 2] and y [N, C, Ho, Wo] expected (4-D)");
+        unsupported("GridSample: X [N, C, H, W], grid [N, Ho, Wo, 2] and y [N, C, Ho, Wo] expected (4-D)");
       if (x[2] < 1 || x[3] < 1 || x[2] * x[3] > (int64_t{1} << 31) - 1)
-        own_unsupported("GridSample: an image of 0 or more than 2³¹ pixels");
+        unsupported("GridSample: an image of 0 or more than 2³¹ pixels");
       const std::string mode = p_.string_attr("mode"), pad = p_.string_attr("padding_mode");
       if ((mode != "bilinear" && mode != "nearest" && mode != "bicubic") ||
           (pad != "zeros" && pad != "border" && pad != "reflection"))
-        own_unsupported(fmt::format("GridSample: mode {}, padding_mode {} (opset 16's)", mode, pad));
+        unsupported(fmt::format("GridSample: mode {}, padding_mode {} (opset 16's)", mode, pad));
     } else {
       const Shape& idx = p_.inputs[1].shape;
       const int64_t axis = p_.int_attr("axis");
       if (idx.size() != x.size() || p_.inputs[2].shape != idx || y != x || axis < 0 ||
           axis >= static_cast<int64_t>(x.size()))
-        own_unsupported("ScatterElements: indices and updates of data's rank and one shape expected");
+        unsupported("ScatterElements: indices and updates of data's rank and one shape expected");
       for (size_t d = 0; d < x.size(); ++d)
         if (static_cast<int64_t>(d) == axis ? x[d] < 1 && idx[d] > 0 : idx[d] > x[d])
-          own_unsupported("ScatterElements: updates exceed data");
+          unsupported("ScatterElements: updates exceed data");
       const std::string r = p_.string_attr("reduction");
       if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
-        own_unsupported("ScatterElements: reduction " + r);
+        unsupported("ScatterElements: reduction " + r);
     }
   }
 
   // --- inputs ---------------------------------------------------------------------------------
   void fill(uint64_t seed) {
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-    for (auto& v : x_) v = random_uniform(s);
+    RandomStream s(seed);
+    for (auto& v : x_) v = s.uniform(-1.f, 2.f);
     if (p_.kind == LayerKind::kRoiAlign) {
       fill_rois(s);
     } else if (p_.kind == LayerKind::kGridSample) {
-      for (auto& v : f1_) v = random_uniform(s);
+      for (auto& v : f1_) v = s.uniform(-1.f, 2.f);
     } else {
       const int64_t len = p_.inputs[0].shape[static_cast<size_t>(p_.int_attr("axis"))];
-      for (auto& v : i1_)
-        v = static_cast<int64_t>(xorshift_next(s) % static_cast<uint64_t>(std::max<int64_t>(len, 1)));
-      for (auto& v : f2_) v = random_uniform(s);
+      for (auto& v : i1_) v = s.below(len);
+      for (auto& v : f2_) v = s.uniform(-1.f, 2.f);
     }
   }
   // Boxes inside the image (the feature map's extent divided by spatial_scale), in the images of
   // random batch indices. Each spans between 1 pixel and the whole map per axis on the feature
   // map; with sampling_ratio 0 between 1.05 and 1.95 bins where the map has room for 2, so that
   // the adaptive grid is 2 × 2 (docs/LAYERS.md's assumption).
-  void fill_rois(uint64_t& s) {
+  void fill_rois(RandomStream& s) {
     const Shape& x = p_.inputs[0].shape;
     const int64_t n = x[0], h = x[2], w = x[3];
     const int64_t oh = p_.int_attr("output_height"), ow = p_.int_attr("output_width");
@@ -214,14 +224,13 @@ class SamplingKernel final : public Kernel {
     const auto scale = static_cast<float>(p_.float_attr("spatial_scale"));
     auto extent = [&](int64_t map, int64_t bins) {
       const auto m = static_cast<float>(map), b = static_cast<float>(bins);
-      if (adaptive && 2 * bins <= map) return b * (1.05f + 0.9f * random_unit(s));
-      return 1.f + (m - 1.f) * random_unit(s);
+      if (adaptive && 2 * bins <= map) return b * (1.05f + 0.9f * s.unit());
+      return 1.f + (m - 1.f) * s.unit();
     };
     for (size_t r = 0; r < i2_.size(); ++r) {
-      i2_[r] = static_cast<int64_t>(xorshift_next(s) % static_cast<uint64_t>(n));
+      i2_[r] = s.below(n);
       const float eh = extent(h, oh), ew = extent(w, ow);
-      const float y1 = (static_cast<float>(h) - eh) * random_unit(s),
-                  x1 = (static_cast<float>(w) - ew) * random_unit(s);
+      const float y1 = (static_cast<float>(h) - eh) * s.unit(), x1 = (static_cast<float>(w) - ew) * s.unit();
       float* box = &f1_[r * 4];
       box[0] = x1 / scale, box[1] = y1 / scale, box[2] = (x1 + ew) / scale, box[3] = (y1 + eh) / scale;
     }
@@ -566,8 +575,8 @@ class SamplingKernel final : public Kernel {
   Problem p_;
   std::string name_;
   uint64_t seed_;
-  std::vector<float> x_, f1_, f2_, y_;
-  std::vector<int64_t> i1_, i2_;
+  Placed<float> x_, f1_, f2_, y_;  // the operands, on placed host buffers
+  Placed<int64_t> i1_, i2_;
   // GridSample
   int64_t taps_ = 0, points_ = 0;
   int threads_ = 1;
@@ -588,4 +597,4 @@ std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string
   return std::make_unique<SamplingKernel>(p, name, seed);
 }
 
-}  // namespace floorline::kernels::onednn_detail
+}  // namespace floorline::kernels::floorline_detail

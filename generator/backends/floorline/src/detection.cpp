@@ -1,10 +1,8 @@
-// Floorline's own CPU kernels (algorithm "floorline-kernel:<name>"), for kinds that neither oneDNN
-// 2.6 nor XNNPACK nor OpenBLAS has a primitive for: TopK, GatherND, NonZero, NonMaxSuppression,
-// CumSum, ArgMax and ArgMin (issue 19); RoiAlign, GridSample and ScatterElements are in
-// floorline_kernels_sampling.cpp. Plain C++ over plain row-major buffers, OpenMP over the
-// independent slices (the threads oneDNN's OpenMP runtime is set to), f32 data and int64 indices
-// as ONNX Runtime holds them. They are oneDNN-backend cases because that backend is the CPU one
-// that times every kind it can; their implementation name says they are ours.
+// Floorline's own CPU kernels for kinds that neither oneDNN 2.6 nor XNNPACK nor OpenBLAS has a
+// primitive for: TopK, GatherND, NonZero, NonMaxSuppression, CumSum, ArgMax and ArgMin; RoiAlign,
+// GridSample and ScatterElements are in sampling.cpp. Plain C++ over plain row-major buffers on the
+// case's placed host buffers, OpenMP over the independent slices (set_floorline_threads), f32 data
+// and int64 indices as ONNX Runtime holds them.
 //
 // Inputs are generated so that the data-dependent kinds select the count the model processor
 // assumed (--max-detections, docs/LAYERS.md): NonZero gets exactly that many non-zero elements,
@@ -18,15 +16,15 @@
 
 #include "internal.hpp"
 
-namespace floorline::kernels::onednn_detail {
+namespace floorline::kernels::floorline_detail {
 namespace {
 
-// A tensor: floats, or int64 (indices).
+// A tensor: floats, or int64 (indices), on a placed host buffer.
 struct Buf {
   Shape shape;
   bool integer = false;
-  std::vector<float> f;
-  std::vector<int64_t> i;
+  Placed<float> f;
+  Placed<int64_t> i;
   int64_t size() const { return elements(shape); }
 };
 
@@ -41,15 +39,28 @@ class OwnKernel final : public Kernel {
     for (auto* list : {&in_, &out_})
       for (auto& b : *list) {
         if (b.integer)
-          b.i.resize(static_cast<size_t>(b.size()));
+          b.i = Placed<int64_t>(b.size());
         else
-          b.f.resize(static_cast<size_t>(b.size()));
+          b.f = Placed<float>(b.size());
       }
     fill(seed_);
   }
 
-  std::string implementation() const override { return "floorline-kernel:" + name_; }
+  std::string implementation() const override { return "floorline " + name_; }
   int64_t workspace_bytes() const override { return 0; }
+
+  // The f32 operands, plain (replay wires them); int64 indices keep their own buffers.
+  std::optional<Port> port(bool output, size_t k) const override {
+    const auto& list = output ? out_ : in_;
+    if (k >= list.size() || list[k].integer) return std::nullopt;
+    return Port{list[k].f.data(), list[k].f.bytes(), "plain"};
+  }
+  Status bind(bool output, size_t k, void* data) override {
+    if (!port(output, k))
+      return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
+    (output ? out_ : in_)[k].f.bind(data);
+    return {};
+  }
 
   void run() override {
     switch (p_.kind) {
@@ -73,7 +84,7 @@ class OwnKernel final : public Kernel {
         arg_extreme();
         break;
       default:
-        own_unsupported(fmt::format("no floorline-kernel for {}", p_.op));
+        unsupported(fmt::format("no floorline kernel for {}", p_.op));
     }
   }
 
@@ -129,7 +140,7 @@ class OwnKernel final : public Kernel {
     if (b.integer)
       for (int64_t v : b.i) h.data.push_back(static_cast<float>(v));
     else
-      h.data = b.f;
+      h.data.assign(b.f.begin(), b.f.end());
     return h;
   }
   double scalar(const std::string& role, double fallback) const {
@@ -145,61 +156,60 @@ class OwnKernel final : public Kernel {
     for (const auto* list : {&in_, &out_})
       for (const auto& b : *list)
         if (std::any_of(b.shape.begin(), b.shape.end(), [](int64_t d) { return d < 0; }))
-          own_unsupported("a shape is unknown");
-    if (out_.empty()) own_unsupported(p_.op + " has no output");
+          unsupported("a shape is unknown");
+    if (out_.empty()) unsupported(p_.op + " has no output");
     switch (p_.kind) {
       case LayerKind::kTopK:
       case LayerKind::kCumSum:
       case LayerKind::kArgMax:
       case LayerKind::kArgMin:
         if (axis() < 0 || axis() >= static_cast<int64_t>(in_.at(0).shape.size()))
-          own_unsupported(fmt::format("{}: axis {} out of range", p_.op, axis()));
+          unsupported(fmt::format("{}: axis {} out of range", p_.op, axis()));
         if (p_.kind == LayerKind::kTopK &&
             (out_.size() != 2 || out_[0].shape.size() != in_[0].shape.size() ||
              out_[0].shape[static_cast<size_t>(axis())] > in_[0].shape[static_cast<size_t>(axis())]))
-          own_unsupported("TopK: outputs are not Values and Indices of K ≤ n along the axis");
+          unsupported("TopK: outputs are not Values and Indices of K ≤ n along the axis");
         break;
       case LayerKind::kGatherND: {
-        if (in_.size() < 2 || in_[1].shape.empty()) own_unsupported("GatherND: no indices");
+        if (in_.size() < 2 || in_[1].shape.empty()) unsupported("GatherND: no indices");
         const int64_t b = p_.int_attr("batch_dims"), m = in_[1].shape.back();
         const int64_t r = static_cast<int64_t>(in_[0].shape.size());
         const int64_t q = static_cast<int64_t>(in_[1].shape.size());
         if (b < 0 || b >= std::min(r, q) || m < 1 || b + m > r)
-          own_unsupported(
-              fmt::format("GatherND: batch_dims {} with tuples of {} in data of rank {}", b, m, r));
+          unsupported(fmt::format("GatherND: batch_dims {} with tuples of {} in data of rank {}", b, m, r));
         for (int64_t d = 0; d < b; ++d)
           if (in_[1].shape[static_cast<size_t>(d)] != in_[0].shape[static_cast<size_t>(d)])
-            own_unsupported("GatherND: the batch dimensions of data and indices differ");
+            unsupported("GatherND: the batch dimensions of data and indices differ");
         int64_t slice = 1;
         for (int64_t d = b + m; d < r; ++d) slice *= in_[0].shape[static_cast<size_t>(d)];
         if (out_[0].size() != in_[1].size() / m * slice)
-          own_unsupported("GatherND: the output has not tuples × slice elements");
+          unsupported("GatherND: the output has not tuples × slice elements");
         break;
       }
       case LayerKind::kNonZero:
         if (out_[0].shape.size() != 2 || out_[0].shape[0] != static_cast<int64_t>(in_[0].shape.size()))
-          own_unsupported("NonZero: output is not [rank, count]");
+          unsupported("NonZero: output is not [rank, count]");
         break;
       case LayerKind::kNonMaxSuppression:
         if (in_.size() < 2 || in_[0].shape.size() != 3 || in_[1].shape.size() != 3 || in_[0].shape[2] != 4 ||
             out_[0].shape.size() != 2 || out_[0].shape[1] != 3)
-          own_unsupported("NonMaxSuppression: boxes [B, S, 4], scores [B, C, S] and [count, 3] expected");
+          unsupported("NonMaxSuppression: boxes [B, S, 4], scores [B, C, S] and [count, 3] expected");
         break;
       default:
-        own_unsupported(fmt::format("no floorline-kernel for {}", p_.op));
+        unsupported(fmt::format("no floorline kernel for {}", p_.op));
     }
   }
 
   // --- inputs ---------------------------------------------------------------------------------
   void fill(uint64_t seed) {
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+    RandomStream s(seed);
     for (auto& b : in_)
-      for (auto& v : b.f) v = random_uniform(s);
+      for (auto& v : b.f) v = s.uniform(-1.f, 2.f);
     if (p_.kind == LayerKind::kGatherND) {  // valid index tuples
       const int64_t m = in_[1].shape.back(), b = p_.int_attr("batch_dims");
       for (size_t e = 0; e < in_[1].i.size(); ++e) {
         const int64_t dim = in_[0].shape[static_cast<size_t>(b) + e % static_cast<size_t>(m)];
-        in_[1].i[e] = dim > 0 ? static_cast<int64_t>(xorshift_next(s) % static_cast<uint64_t>(dim)) : 0;
+        in_[1].i[e] = s.below(dim);
       }
     } else if (p_.kind == LayerKind::kNonZero) {
       fill_nonzero(s);
@@ -208,38 +218,36 @@ class OwnKernel final : public Kernel {
     }
   }
   // Exactly `count` non-zero elements (the assumption), spread evenly with a random offset.
-  void fill_nonzero(uint64_t& s) {
+  void fill_nonzero(RandomStream& s) {
     auto& x = in_[0].f;
     const int64_t n = static_cast<int64_t>(x.size()), count = out_[0].shape[1];
-    if (count > n) own_unsupported(fmt::format("NonZero: {} selected of {} elements", count, n));
-    std::fill(x.begin(), x.end(), 0.f);
+    if (count > n) unsupported(fmt::format("NonZero: {} selected of {} elements", count, n));
+    x.fill(0.f);
     if (count == 0) return;
-    const int64_t step = n / count,
-                  offset = static_cast<int64_t>(xorshift_next(s) % static_cast<uint64_t>(step));
-    for (int64_t c = 0; c < count; ++c)
-      x[static_cast<size_t>(c * step + offset)] = 1.f + 0.5f * (random_uniform(s) + 1.f);
+    const int64_t step = n / count, offset = s.below(step);
+    for (int64_t c = 0; c < count; ++c) x[static_cast<size_t>(c * step + offset)] = 1.f + s.unit();
   }
   // B·C classes each select count / (B·C) boxes: box j of a batch belongs to cluster j mod m, the
   // boxes of a cluster are the same unit square (IoU 1 > iou_threshold: suppressed by its first),
   // clusters are disjoint (IoU 0: never suppress each other); scores are random and above
   // score_threshold. The greedy pass so visits every candidate as a real head does.
-  void fill_nms(uint64_t& s) {
+  void fill_nms(RandomStream& s) {
     const int64_t nb = in_[1].shape[0], nc = in_[1].shape[1], ns = in_[1].shape[2], count = out_[0].shape[0];
     const int64_t classes = nb * nc;
     if (classes == 0 || count % classes != 0)
-      own_unsupported(
+      unsupported(
           fmt::format("NonMaxSuppression: {} selected boxes over {} batch × class pairs", count, classes));
     const int64_t m = count / classes;
     for (size_t k = 2; k < p_.inputs.size(); ++k) {  // run-time scalar parameters
       const std::string& role = p_.inputs[k].role;
-      in_[k].f.assign(in_[k].f.size(), role == "max_output_boxes_per_class" ? static_cast<float>(m)
-                                       : role == "iou_threshold"            ? 0.5f
-                                                                            : 0.f);
+      in_[k].f.fill(role == "max_output_boxes_per_class" ? static_cast<float>(m)
+                    : role == "iou_threshold"            ? 0.5f
+                                                         : 0.f);
     }
     const double max_out = scalar("max_output_boxes_per_class", 0), iou_t = scalar("iou_threshold", 0);
     const double score_t = scalar("score_threshold", -1);
     if (static_cast<double>(m) > max_out || m > ns || (m < ns && !(iou_t < 1.0)))
-      own_unsupported(
+      unsupported(
           fmt::format("NonMaxSuppression: {} boxes per class cannot be selected (max_output_boxes_per_class "
                       "{}, {} boxes, "
                       "iou_threshold {})",
@@ -256,8 +264,7 @@ class OwnKernel final : public Kernel {
           v[0] = 0.f, v[1] = at, v[2] = 1.f, v[3] = at + 1.f;
         }
       }
-    for (auto& v : in_[1].f)
-      v = static_cast<float>(std::max(score_t, 0.0)) + 0.01f + 0.49f * (random_uniform(s) + 1.f);
+    for (auto& v : in_[1].f) v = static_cast<float>(std::max(score_t, 0.0)) + 0.01f + 0.98f * s.unit();
   }
 
   // --- the kernels --------------------------------------------------------------------------------
@@ -506,60 +513,8 @@ class OwnKernel final : public Kernel {
 
 }  // namespace
 
-std::string own_kernel_name(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::kTopK:
-      return "topk";
-    case LayerKind::kGatherND:
-      return "gather_nd";
-    case LayerKind::kNonZero:
-      return "nonzero";
-    case LayerKind::kNonMaxSuppression:
-      return "nms";
-    case LayerKind::kCumSum:
-      return "cumsum";
-    case LayerKind::kArgMax:
-    case LayerKind::kArgMin:
-      return "arg_reduce";
-    case LayerKind::kRoiAlign:
-      return "roi_align";
-    case LayerKind::kGridSample:
-      return "grid_sample";
-    case LayerKind::kScatterElements:
-      return "scatter_elements";
-    default:
-      return "";
-  }
+std::unique_ptr<Kernel> make_detection_kernel(const Problem& p, const std::string& name, uint64_t seed) {
+  return std::make_unique<OwnKernel>(p, name, seed);
 }
 
-Result<std::unique_ptr<Kernel>> make_own_kernel(const CaseSpec& spec, uint64_t seed) {
-  const Problem& p = spec.problem;
-  const std::string name = own_kernel_name(p.kind);
-  if (name.empty()) return make_error(Disposition::kUnsupported, "no floorline-kernel for {}", p.op);
-  return own_kernel_or_error(spec, name, [&]() -> std::unique_ptr<Kernel> {
-    if (p.kind == LayerKind::kRoiAlign || p.kind == LayerKind::kGridSample ||
-        p.kind == LayerKind::kScatterElements)
-      return make_sampling_kernel(p, name, seed);
-    return std::make_unique<OwnKernel>(p, name, seed);
-  });
-}
-
-Result<std::unique_ptr<Kernel>> own_kernel_or_error(const CaseSpec& spec, const std::string& name,
-                                                    const std::function<std::unique_ptr<Kernel>()>& build) {
-  if (spec.variant.dtype != DType::kF32)
-    return make_error(Disposition::kUnsupported, "floorline-kernel:{} runs f32, not {}", name,
-                      dtype_name(spec.variant.dtype));
-  if (!spec.problem.post_ops.empty())
-    return make_error(Disposition::kUnsupported, "floorline-kernel:{} fuses no epilogue", name);
-  try {
-    return build();
-  } catch (const KernelError& e) {
-    return make_error(e.code, "{}", e.what());
-  } catch (const MissingAttribute& e) {
-    return make_error("{}", e.what());
-  } catch (const std::bad_alloc&) {
-    return make_error(Disposition::kSkipped, "out of memory allocating the tensors of {}", spec.problem.key);
-  }
-}
-
-}  // namespace floorline::kernels::onednn_detail
+}  // namespace floorline::kernels::floorline_detail

@@ -1,0 +1,60 @@
+// The floorline backend: Floorline's own CPU kernels (floorline/kernels/floorline.hpp), one case
+// per layer its kind table maps. Registered in generator/src/registry.cpp; built, always (it needs
+// no vendor library), as the plugin libfloorline-backend-floorline.so (floorline/generator/plugin.hpp).
+#include "floorline/generator/backend.hpp"
+#include "floorline/generator/plan.hpp"
+#include "floorline/generator/plugin.hpp"
+#include "floorline/kernels/floorline.hpp"
+
+namespace floorline::gen {
+namespace {
+
+class FloorlineBackend final : public Backend {
+ public:
+  std::string name() const override { return "floorline"; }
+  std::string device_kind() const override { return "cpu"; }
+  Status available() const override { return {}; }  // the CPU is always there
+
+  void describe(benchdb::SystemRow& row) const override {
+    row.libraries["floorline"] = kernels::floorline_version();
+    row.threads = kernels::floorline_threads();
+  }
+
+  kernels::KindSupport support(LayerKind kind) const override { return kernels::floorline_support(kind); }
+  // One candidate: the kernel floorline_kernel_name() names, where it builds for these shapes and
+  // this data type (unsupported, with the kernel's reason, where it does not).
+  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
+    const std::string name = kernels::floorline_kernel_name(base.problem);
+    kernels::LibraryCase c;
+    c.variant = base.variant;
+    c.variant.math_mode = MathMode::kFp32;
+    c.variant.algorithm = name.empty() ? "none" : name;
+    c.group = c.variant.algorithm;
+    c.library = "floorline";
+    c.is_default = true;
+    kernels::CaseSpec probe = base;
+    probe.variant = c.variant;
+    if (name.empty()) {
+      c.status = Disposition::kUnsupported;
+      c.reason = fmt::format("{}: no kernel of Floorline's for this layer", base.problem.op);
+    } else if (auto k = kernels::make_floorline_kernel(probe); !k.ok()) {
+      c.status =
+          k.error().code == Disposition::kUnsupported ? Disposition::kUnsupported : Disposition::kFailed;
+      c.reason = k.error().message;
+    }
+    return {c};
+  }
+
+  kernels::KernelFactory factory() const override { return kernels::make_floorline_kernel; }
+  void set_threads(int threads) const override { kernels::set_floorline_threads(threads); }
+  std::string generated_header() const override { return "floorline/kernels/floorline.hpp"; }
+  std::string generated_register_function() const override {
+    return "floorline::kernels::register_floorline_case";
+  }
+  std::string generated_cmake_target() const override { return "floorline::floorline_kernels"; }
+};
+
+}  // namespace
+}  // namespace floorline::gen
+
+FLOORLINE_BACKEND_ENTRY_POINT(floorline::gen::FloorlineBackend)

@@ -1,0 +1,62 @@
+// floorline/kernels/floorline.hpp — Floorline's own CPU kernels: the `floorline` backend.
+//
+// Plain C++ (OpenMP over independent slices, GCC vector extensions where it pays) on the kernel
+// API's placed host buffers, for the kinds no CPU vendor library in the tree runs (oneDNN 2.6,
+// XNNPACK and OpenBLAS have no scan, arg-reduction, top-k, gather-ND, non-zero, suppression,
+// roi-align, grid-sample or element scatter) and beside the vendor libraries where a plain
+// formulation runs faster, as runtimes' own CPU kernels do (Concat, Softmax, LogSoftmax, the
+// identity Resize). Cases name the backend `floorline` and the kernel as their algorithm
+// ("floorline/topk/f32/fp32/<key>"), so results credit our kernels, not a vendor library's
+// (common/case_id.hpp, is_own_kernel). f32 data, int64 indices; verified against the reference;
+// NonZero and NonMaxSuppression fed data that selects the count their output shape holds (the
+// --max-detections assumption), a count that cannot be realised coded unsupported. No vendor
+// library: always built.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "floorline/kernels/kernel.hpp"
+#include "floorline/kernels/support.hpp"
+
+namespace floorline::kernels {
+
+// The floorline kind table (src/kinds.cpp): for every kind, the kernel that runs it ("topk"), or
+// why there is none. No device needed.
+KindSupport floorline_support(LayerKind kind);
+
+// The name of the kernel that runs `p` ("concat"), "" where there is none (a kind not in the
+// table, or a Resize that is not the identity). The case's algorithm is this name.
+std::string floorline_kernel_name(const Problem& p);
+
+// Builds a floorline case (a KernelFactory): the kernel floorline_kernel_name() names, on buffers
+// of spec.placement. Errors coded unsupported for another data type than f32, a fused epilogue,
+// shapes or attributes the kernel does not run, or a --max-detections count it cannot realise.
+Result<std::unique_ptr<Kernel>> make_floorline_kernel(const CaseSpec& spec);
+
+// Registers a floorline case with Google Benchmark (register_case with make_floorline_kernel):
+// what generated sources call.
+benchmark::internal::Benchmark* register_floorline_case(const CaseSpec& spec, const Work& work);
+
+// NCHW ↔ NHWC conversions (XNNPACK's conversion cases and its tensors' layouts): `batch` row-major
+// rows × cols float matrices at x, each transposed into y, in 32 × 32 tiles. The tiles are
+// independent: a caller runs tile(0 .. tiles()−1) on its own threads (XNNPACK's pool, as a runtime
+// using XNNPACK would). x and y do not overlap.
+struct TiledTranspose {
+  const float* x = nullptr;
+  float* y = nullptr;
+  int64_t batch = 1, rows = 0, cols = 0;
+  int64_t tiles() const;
+  void tile(int64_t index) const;
+};
+
+// The version of the kernel set, in the system row's libraries as every CPU library's is: "1",
+// raised when a kernel changes what it computes or how (not with every Floorline release, so that
+// results of one machine stay one system across releases).
+std::string floorline_version();
+// Threads the kernels use from now on (OpenMP). Floorline's default is 1.
+void set_floorline_threads(int threads);
+int floorline_threads();
+
+}  // namespace floorline::kernels

@@ -1,0 +1,60 @@
+// What the floorline kernel library's files share (src/*.cpp): the placed tensor, the factory
+// wrapper and the kernels' builders, one per family, that the kind table (kinds.cpp) dispatches to.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "floorline/kernels/buffer.hpp"
+#include "floorline/kernels/floorline.hpp"
+#include "floorline/kernels/random.hpp"
+#include "floorline/kernels/reference.hpp"
+
+namespace floorline::kernels::floorline_detail {
+
+// A tensor's elements on a HostBuffer: placed by the factory's PlacementScope, on huge pages where
+// asked and allowed (buffer.hpp), as every vendor library's tensors are; zeroed. data() may be
+// rebound to a buffer outside (replay's bind()).
+template <class T>
+class Placed {
+ public:
+  Placed() = default;
+  explicit Placed(int64_t n)
+      : own_(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T)),
+        data_(static_cast<T*>(own_.data())),
+        n_(static_cast<size_t>(std::max<int64_t>(n, 0))) {}
+  T* data() const { return data_; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T* begin() const { return data_; }
+  T* end() const { return data_ + n_; }
+  T& operator[](size_t i) const { return data_[i]; }
+  void fill(T v) const { std::fill(begin(), end(), v); }
+  int64_t bytes() const { return static_cast<int64_t>(n_ * sizeof(T)); }
+  void bind(void* data) { data_ = static_cast<T*>(data); }
+  const HostBuffer& buffer() const { return own_; }
+
+ private:
+  HostBuffer own_;
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+// The factory of a kernel named `name` around `build`: f32 and no epilogue, or an unsupported
+// error; what `build` throws (KernelError, MissingAttribute, std::bad_alloc) becomes the case's error.
+Result<std::unique_ptr<Kernel>> own_kernel_or_error(const CaseSpec& spec, const std::string& name,
+                                                    const std::function<std::unique_ptr<Kernel>()>& build);
+
+// TopK, GatherND, NonZero, NonMaxSuppression, CumSum, ArgMax and ArgMin (detection.cpp).
+std::unique_ptr<Kernel> make_detection_kernel(const Problem& p, const std::string& name, uint64_t seed);
+// Concat, Softmax, LogSoftmax and the identity Resize (data.cpp).
+std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed);
+// RoiAlign, GridSample and ScatterElements (sampling.cpp).
+std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
+
+}  // namespace floorline::kernels::floorline_detail

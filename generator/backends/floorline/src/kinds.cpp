@@ -1,0 +1,238 @@
+// The floorline kind table and the public entry points of the floorline kernel library.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "internal.hpp"
+
+namespace floorline::kernels {
+
+using namespace floorline_detail;
+
+namespace {
+
+enum class Family { kNone, kDetection, kData, kSampling };
+
+struct KindMapping {
+  std::string_view kernel;  // the kernel's name, the cases' algorithm; empty: not mapped
+  Family family = Family::kNone;
+  std::string_view reason;  // not mapped: why; mapped: an optional caveat
+};
+
+constexpr std::string_view kVendor = "not mapped: a vendor library runs it (no kernel of Floorline's own)";
+
+// The floorline kind table. A switch with no default: a kind added to layer_kind.hpp and left out
+// here does not compile.
+KindMapping kind_mapping(LayerKind k) {
+  using K = LayerKind;
+  switch (k) {
+    // No CPU vendor library in the tree has these.
+    case K::kCumSum:
+      return {"cumsum", Family::kDetection, {}};
+    case K::kArgMax:
+    case K::kArgMin:
+      return {"arg_reduce", Family::kDetection, {}};
+    case K::kTopK:
+      return {"topk", Family::kDetection, {}};
+    case K::kGatherND:
+      return {"gather_nd", Family::kDetection, {}};
+    case K::kNonZero:
+      return {"nonzero", Family::kDetection, "fed exactly the --max-detections count"};
+    case K::kNonMaxSuppression:
+      return {"nms", Family::kDetection, "fed exactly the --max-detections count"};
+    case K::kRoiAlign:
+      return {"roi_align", Family::kSampling, {}};
+    case K::kScatterElements:
+      return {"scatter_elements", Family::kSampling, {}};
+    case K::kGridSample:
+      return {"grid_sample", Family::kSampling, {}};
+    // Beside the vendor libraries: a plain formulation a runtime's own kernel uses.
+    case K::kConcat:
+      return {"concat", Family::kData, {}};
+    case K::kSoftmax:
+      return {"softmax", Family::kData, {}};
+    case K::kLogSoftmax:
+      return {"log_softmax", Family::kData, {}};
+    case K::kResize:
+      return {"copy", Family::kData, "the identity Resize only (output shape equal to the input's)"};
+    case K::kConv:
+    case K::kConvTranspose:
+    case K::kGemm:
+    case K::kMatMul:
+    case K::kBatchNormalization:
+    case K::kLayerNormalization:
+    case K::kInstanceNormalization:
+    case K::kLRN:
+    case K::kRelu:
+    case K::kLeakyRelu:
+    case K::kPRelu:
+    case K::kElu:
+    case K::kSelu:
+    case K::kClip:
+    case K::kSigmoid:
+    case K::kTanh:
+    case K::kHardSigmoid:
+    case K::kHardSwish:
+    case K::kSoftplus:
+    case K::kErf:
+    case K::kExp:
+    case K::kLog:
+    case K::kSqrt:
+    case K::kReciprocal:
+    case K::kNeg:
+    case K::kAbs:
+    case K::kFloor:
+    case K::kCeil:
+    case K::kNot:
+    case K::kCast:
+    case K::kAdd:
+    case K::kSub:
+    case K::kMul:
+    case K::kDiv:
+    case K::kPow:
+    case K::kMax:
+    case K::kMin:
+    case K::kMod:
+    case K::kEqual:
+    case K::kLess:
+    case K::kGreater:
+    case K::kAnd:
+    case K::kOr:
+    case K::kWhere:
+    case K::kSum:
+    case K::kGreaterOrEqual:
+    case K::kLessOrEqual:
+    case K::kXor:
+    case K::kMean:
+    case K::kMaxPool:
+    case K::kAveragePool:
+    case K::kGlobalAveragePool:
+    case K::kGlobalMaxPool:
+    case K::kReduceMean:
+    case K::kReduceSum:
+    case K::kReduceMax:
+    case K::kReduceMin:
+    case K::kReduceProd:
+    case K::kLSTM:
+    case K::kGRU:
+    case K::kRNN:
+    case K::kSplit:
+    case K::kSlice:
+    case K::kTranspose:
+    case K::kPad:
+    case K::kGather:
+    case K::kExpand:
+    case K::kTile:
+    case K::kScatterND:
+    case K::kRange:
+    case K::kQuantizeLinear:
+    case K::kDequantizeLinear:
+      return {{}, Family::kNone, kVendor};
+    case K::kReshape:
+    case K::kFlatten:
+    case K::kSqueeze:
+    case K::kUnsqueeze:
+    case K::kIdentity:
+    case K::kDropout:
+      return {{}, Family::kNone, "not mapped: a view moves no data"};
+    case K::kShape:
+    case K::kSize:
+    case K::kConstant:
+    case K::kConstantOfShape:
+      return {{}, Family::kNone, "not mapped: a host op runs before inference"};
+    case K::kIf:
+    case K::kLoop:
+      return {{}, Family::kNone, "not mapped: control flow (its subgraphs' layers are)"};
+    case K::kUnsupported:
+      return {{}, Family::kNone, "not mapped: not a kind Floorline knows"};
+  }
+  return {{}, Family::kNone, {}};  // not a kind: an empty reason, which kind_support_test rejects
+}
+
+uint64_t seed_of(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+KindSupport floorline_support(LayerKind kind) {
+  const KindMapping m = kind_mapping(kind);
+  return {m.kernel, m.reason};
+}
+
+std::string floorline_kernel_name(const Problem& p) {
+  const KindMapping m = kind_mapping(p.kind);
+  // Resize: only the identity (every scale 1: ssdlite's 320×320 input resize) is a copy.
+  if (p.kind == LayerKind::kResize &&
+      (p.inputs.empty() || p.outputs.empty() || p.inputs[0].shape != p.outputs[0].shape))
+    return "";
+  return std::string(m.kernel);
+}
+
+Result<std::unique_ptr<Kernel>> make_floorline_kernel(const CaseSpec& spec) {
+  const PlacementScope placement(spec.placement);
+  const Problem& p = spec.problem;
+  const KindMapping m = kind_mapping(p.kind);
+  const std::string name = floorline_kernel_name(p);
+  if (name.empty())
+    return make_error(
+        Disposition::kUnsupported, "{}: {}", p.op,
+        m.kernel.empty() ? m.reason : std::string_view("no kernel of Floorline's for this layer"));
+  if (!spec.variant.algorithm.empty() && spec.variant.algorithm != name)
+    return make_error(Disposition::kUnsupported, "no floorline kernel {} for {} (it runs {})",
+                      spec.variant.algorithm, p.op, name);
+  const uint64_t seed = seed_of(spec.name);
+  return own_kernel_or_error(spec, name, [&]() -> std::unique_ptr<Kernel> {
+    switch (m.family) {
+      case Family::kDetection:
+        return make_detection_kernel(p, name, seed);
+      case Family::kData:
+        return make_data_kernel(p, name, seed);
+      case Family::kSampling:
+        return make_sampling_kernel(p, name, seed);
+      case Family::kNone:
+        break;
+    }
+    unsupported(fmt::format("no floorline kernel for {}", p.op));
+  });
+}
+
+benchmark::internal::Benchmark* register_floorline_case(const CaseSpec& spec, const Work& work) {
+  return register_case(spec, work, make_floorline_kernel);
+}
+
+std::string floorline_version() {
+  return "1";
+}
+
+void set_floorline_threads(int threads) {
+  omp_set_num_threads(std::max(1, threads));
+}
+int floorline_threads() {
+  return omp_get_max_threads();
+}
+
+namespace floorline_detail {
+
+Result<std::unique_ptr<Kernel>> own_kernel_or_error(const CaseSpec& spec, const std::string& name,
+                                                    const std::function<std::unique_ptr<Kernel>()>& build) {
+  if (spec.variant.dtype != DType::kF32)
+    return make_error(Disposition::kUnsupported, "floorline {} runs f32, not {}", name,
+                      dtype_name(spec.variant.dtype));
+  if (!spec.problem.post_ops.empty())
+    return make_error(Disposition::kUnsupported, "floorline {} fuses no epilogue", name);
+  try {
+    return build();
+  } catch (const KernelError& e) {
+    return make_error(e.code, "{}", e.what());
+  } catch (const MissingAttribute& e) {
+    return make_error("{}", e.what());
+  } catch (const std::bad_alloc&) {
+    return make_error(Disposition::kSkipped, "out of memory allocating the tensors of {}", spec.problem.key);
+  }
+}
+
+}  // namespace floorline_detail
+}  // namespace floorline::kernels

@@ -1,0 +1,40 @@
+// floorline/kernels/random.hpp — the random inputs of every CPU kernel: one generator, one fill.
+//
+// Inputs are random, never zeros or ones (kernel.hpp, timing discipline), and the same in every
+// process for a seed, so that a case's inputs (and its verification) repeat. xorshift64* (Vigna,
+// "An experimental exploration of Marsaglia's xorshift generators, scrambled", 2016): fast, and 24
+// random bits per float are all an f32 mantissa holds.
+#pragma once
+
+#include <cstdint>
+
+namespace floorline::kernels {
+
+// A stream of random numbers from `seed` (different seeds give different streams, seed 0 included).
+class RandomStream {
+ public:
+  explicit RandomStream(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull) {}
+  uint64_t next() {
+    s_ ^= s_ >> 12;
+    s_ ^= s_ << 25;
+    s_ ^= s_ >> 27;
+    return s_ * 0x2545F4914F6CDD1Dull;
+  }
+  // Uniform in [0, 1): the top 24 bits.
+  float unit() { return static_cast<float>(next() >> 40) * (1.f / static_cast<float>(1 << 24)); }
+  // Uniform in [lo, lo + span).
+  float uniform(float lo, float span) { return lo + span * unit(); }
+  // Uniform in [0, n) for n > 0 (0 for n <= 0): random valid indices.
+  int64_t below(int64_t n) { return n > 0 ? static_cast<int64_t>(next() % static_cast<uint64_t>(n)) : 0; }
+
+ private:
+  uint64_t s_;
+};
+
+// out[0..n) uniform in [lo, lo + span), from `seed`: [-1, 1) by default.
+inline void fill_uniform(float* out, int64_t n, uint64_t seed, float lo = -1.f, float span = 2.f) {
+  RandomStream r(seed);
+  for (int64_t i = 0; i < n; ++i) out[i] = r.uniform(lo, span);
+}
+
+}  // namespace floorline::kernels
