@@ -253,7 +253,7 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id) {
             t.layer_times.push_back(std::move(r));
           return Status{};
         }));
-  for (auto* cases : {&t.best, &t.heuristic})
+  for (auto* cases : {&t.best, &t.heuristic, &t.best_vendor})
     for (auto& [k, c] : *cases) c.threads = t.threads, c.system_id = system_id;
   for (auto& [k, list] : t.conversions)
     for (auto& c : list) c.threads = t.threads, c.system_id = system_id;
@@ -277,6 +277,10 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id, bool thre
       auto [it, fresh] = t.best.try_emplace(k, c);
       if (!fresh && c.us < it->second.us) it->second = c;
       if (fresh || it->second.system_id == other.system_id) t.modes.emplace(std::get<1>(k), std::get<2>(k));
+    }
+    for (const auto& [k, c] : o.best_vendor) {  // S_vendor within the same budget
+      auto [it, fresh] = t.best_vendor.try_emplace(k, c);
+      if (!fresh && c.us < it->second.us) it->second = c;
     }
     for (const auto& [k, list] : o.conversions) {
       auto& mine = t.conversions[k];
