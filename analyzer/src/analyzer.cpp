@@ -211,13 +211,14 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id) {
       }));
   FL_TRY(db.for_each(
       "SELECT lc.key, c.dtype, c.math_mode, c.fusion, coalesce(m.min_us, m.median_us), c.id, c.backend, "
-      "c.algorithm, c.layout, "
-      "       coalesce(json_extract(c.params, '$.feeds'), '') "
+      "c.algorithm, c.layout, c.feeds_algorithm, c.feeds_layout "
       "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
-      "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL",
+      "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL "
+      "AND c.conversion_tensor <> ''",
       id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-        if (!benchdb::is_conversion_layout(text(v[8]))) return Status{};
-        t.conversions[{text(v[0]), text(v[1]), text(v[2]), text(v[9])}].push_back(case_time(v));
+        const CaseFeeds feeds{text(v[9]), text(v[10])};
+        if (feeds.empty()) return Status{};  // feeds nothing it names: charged to no case
+        t.conversions[{text(v[0]), text(v[1]), text(v[2]), feeds}].push_back(case_time(v));
         return Status{};
       }));
   FL_TRY(db.for_each("SELECT peak, dtype, value_per_s FROM system_peaks WHERE system_id = ?1", id,

@@ -105,11 +105,11 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
       c.placements = it->second.placements;
       c.noisy = it->second.noisy;
       c.spread = it->second.spread;
-      // Conversions name the case they feed (oneDNN: its algorithm) or the layout they feed
-      // (cuda: "layout:nhwc", shared by every algorithm in that layout).
-      auto cv = costs.conversions.find({l.key, dtype, mode, c.algorithm});
+      // Conversions feed the cases of one algorithm (oneDNN) or every case in one layout (XNNPACK
+      // and CUDA: "nhwc", shared by every algorithm in that layout).
+      auto cv = costs.conversions.find({l.key, dtype, mode, CaseFeeds{c.algorithm, ""}});
       if (cv == costs.conversions.end() && !it->second.id.layout.empty())
-        cv = costs.conversions.find({l.key, dtype, mode, "layout:" + it->second.id.layout});
+        cv = costs.conversions.find({l.key, dtype, mode, CaseFeeds{"", it->second.id.layout}});
       if (cv != costs.conversions.end())
         for (const auto& x : cv->second)
           if (x.system_id == it->second.system_id) c.conversion_us += x.us;  // same thread count

@@ -96,8 +96,10 @@ struct CostTable {
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> best;
   // (key, dtype, math_mode, fusion) → the library's own first choice, when it passed.
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> heuristic;
-  // (key, dtype, math_mode, algorithm fed) → the layout conversions that implementation needs.
-  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::vector<CaseTime>> conversions;
+  // (key, dtype, math_mode, the cases fed) → the layout conversion cases that feed them (cases
+  // feeds_algorithm and feeds_layout): those of one algorithm ({algorithm, ""}, oneDNN), or every
+  // case in one layout ({"", layout}, XNNPACK and CUDA).
+  std::map<std::tuple<std::string, std::string, std::string, CaseFeeds>, std::vector<CaseTime>> conversions;
   // (peak "flops"|"bytes", dtype) → value per second as calibrated (system_peaks), and as R uses
   // it: raised by raise_peaks() where a measured case went faster than the calibration.
   std::map<std::pair<std::string, std::string>, double> calibrated_peaks;
