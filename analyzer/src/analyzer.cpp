@@ -291,6 +291,8 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id, bool thre
 
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype) {
   const std::string mode = math_mode_of(dtype);
+  const std::optional<double> scale = byte_scale_of(dtype);
+  if (!scale) return;  // an unknown dtype: no case of it, no peak of it
   struct Top {
     double rate = 0;
     std::string by;
@@ -302,7 +304,7 @@ void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const
       auto it = costs.best.find({l.key, dtype, mode, ""});
       if (it == costs.best.end() || it->second.us <= 0) continue;
       // A quantized layer's bytes are its own (int8) already; a float layer's are counted in f32.
-      const double byte_scale = mp::quantized_config(l.config) ? 1.0 : byte_scale_of(dtype);
+      const double byte_scale = mp::quantized_config(l.config) ? 1.0 : *scale;
       const double f = static_cast<double>(roofline_flops(l)) / it->second.us * 1e6;
       const double b = static_cast<double>(l.bytes) * byte_scale / it->second.us * 1e6;
       if (!fewer_multiplies(it->second.id.algorithm) && f > flops.rate) flops = {f, it->second.name};

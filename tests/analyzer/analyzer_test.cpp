@@ -340,7 +340,7 @@ TEST(Bounds, NoMeasurementAndNoPeaksLeavesTheLayerUntimedNotFree) {
   EXPECT_DOUBLE_EQ(b.S, 10);
   EXPECT_DOUBLE_EQ(b.measured_fraction, 1.0);
   int none = 0;
-  for (const auto& l : b.layers) none += l.source == "none" ? 1 : 0;
+  for (const auto& l : b.layers) none += l.source == CostSource::kNone ? 1 : 0;
   EXPECT_EQ(none, 2);
 }
 
@@ -1020,6 +1020,20 @@ TEST(Bounds, ConversionsAreChargedToTheCasesTheyFeed) {
   EXPECT_EQ(b.algorithm, "direct:blocked");
   EXPECT_DOUBLE_EQ(b.us, 20);
   EXPECT_DOUBLE_EQ(b.conversion_us, 0.75);
+}
+
+// A base data type this build does not know is an error, not f32 under another name.
+TEST(Report, AnUnknownDataTypeIsAnError) {
+  const auto convs = process(kConvs, "convs");
+  TestDb t({convs});
+  t.time(layer(convs, "Relu").key, "eltwise:a", 10, true);
+  AnalyzeOptions o;
+  o.dtype = "fp8";
+  const auto r = build_report(t.db, {convs}, std::nullopt, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("unknown data type 'fp8'"), std::string::npos) << r.error().message;
+  o.dtype = "f32";
+  EXPECT_TRUE(build_report(t.db, {convs}, std::nullopt, o).ok());
 }
 
 TEST(Report, JsonAndCsvMatchTheGoldenFiles) {

@@ -37,6 +37,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -144,6 +145,25 @@ int64_t roofline_flops(const mp::Layer& layer);
 // it in peak_notes.
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype);
 
+// Where a layer's t(v) comes from.
+enum class CostSource {
+  kMeasured,  // the fastest passed case of its config
+  kRoofline,  // no passed case: its roofline time
+  kNone,      // no time at all (no passed case, no calibrated peaks)
+};
+// "measured", "roofline", "none": the text the reports (JSON, CSV, HTML) give it.
+inline std::string_view cost_source_name(CostSource s) {
+  switch (s) {
+    case CostSource::kMeasured:
+      return "measured";
+    case CostSource::kRoofline:
+      return "roofline";
+    case CostSource::kNone:
+      return "none";
+  }
+  return "none";
+}
+
 struct LayerCost {
   int index = 0;     // Layer::index
   std::string name;  // ONNX node name
@@ -152,8 +172,8 @@ struct LayerCost {
   int64_t flops = 0;
   int64_t roofline_flops = 0;  // roofline_flops(layer): what R and the roofline chart count
   int64_t bytes = 0;
-  std::string source;     // "measured", "roofline" (no passed case), "none" (no time at all)
-  double us = 0;          // t(v); 0 when source is "none"
+  CostSource source = CostSource::kNone;
+  double us = 0;          // t(v); 0 when source is kNone
   std::string best_case;  // case name of t(v) ("" unless measured)
   std::string algorithm;
   int64_t threads = 0;  // the thread count t(v) was measured at (0 unless measured)
