@@ -83,7 +83,8 @@ std::vector<Finding> advise(const ModelBounds& b, size_t top) {
   // Algorithm selection: per config, its instances' (default − best), as one group.
   {
     const auto by_key = groups<std::string>(b.layers, [](const LayerCost& l) -> std::optional<std::string> {
-      if (!l.heuristic_us || l.source != "measured" || *l.heuristic_us <= l.us) return std::nullopt;
+      if (!l.heuristic_us || l.source != CostSource::kMeasured || *l.heuristic_us <= l.us)
+        return std::nullopt;
       return l.key;
     });
     Finding f;
@@ -221,7 +222,7 @@ std::vector<Finding> advise(const ModelBounds& b, size_t top) {
     f.advisor = "efficiency";
     f.saving_us = b.S - *b.R;
     const auto by_key = groups<std::string>(b.layers, [](const LayerCost& l) -> std::optional<std::string> {
-      if (l.source != "measured" || !l.roofline_us || l.us <= *l.roofline_us) return std::nullopt;
+      if (l.source != CostSource::kMeasured || !l.roofline_us || l.us <= *l.roofline_us) return std::nullopt;
       return l.key;
     });
     for (const auto& [key, g] : by_key) {

@@ -211,12 +211,11 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id) {
       }));
   FL_TRY(db.for_each(
       "SELECT lc.key, c.dtype, c.math_mode, c.fusion, coalesce(m.min_us, m.median_us), c.id, c.backend, "
-      "c.algorithm, c.layout, "
-      "       coalesce(json_extract(c.params, '$.feeds'), '') "
+      "c.algorithm, c.layout, c.feeds_algorithm, c.feeds_layout, c.conversion_tensor <> '' "
       "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
       "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL",
       id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-        if (!benchdb::is_conversion_layout(text(v[8]))) {
+        if (integer(v[11]) == 0) {
           // S_vendor's best: the fastest passed case of a vendor library (best_measurements' rule).
           CaseTime c = case_time(v);
           if (is_own_kernel(c.id)) return Status{};
@@ -224,7 +223,9 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id) {
           if (!fresh && c.us < it->second.us) it->second = std::move(c);
           return Status{};
         }
-        t.conversions[{text(v[0]), text(v[1]), text(v[2]), text(v[9])}].push_back(case_time(v));
+        const CaseFeeds feeds{text(v[9]), text(v[10])};
+        if (feeds.empty()) return Status{};  // feeds nothing it names: charged to no case
+        t.conversions[{text(v[0]), text(v[1]), text(v[2]), feeds}].push_back(case_time(v));
         return Status{};
       }));
   FL_TRY(db.for_each("SELECT peak, dtype, value_per_s FROM system_peaks WHERE system_id = ?1", id,
@@ -301,6 +302,8 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id, bool thre
 
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype) {
   const std::string mode = math_mode_of(dtype);
+  const std::optional<double> scale = byte_scale_of(dtype);
+  if (!scale) return;  // an unknown dtype: no case of it, no peak of it
   struct Top {
     double rate = 0;
     std::string by;
@@ -312,7 +315,7 @@ void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const
       auto it = costs.best.find({l.key, dtype, mode, ""});
       if (it == costs.best.end() || it->second.us <= 0) continue;
       // A quantized layer's bytes are its own (int8) already; a float layer's are counted in f32.
-      const double byte_scale = mp::quantized_config(l.config) ? 1.0 : byte_scale_of(dtype);
+      const double byte_scale = mp::quantized_config(l.config) ? 1.0 : *scale;
       const double f = static_cast<double>(roofline_flops(l)) / it->second.us * 1e6;
       const double b = static_cast<double>(l.bytes) * byte_scale / it->second.us * 1e6;
       if (!fewer_multiplies(it->second.id.algorithm) && f > flops.rate) flops = {f, it->second.name};

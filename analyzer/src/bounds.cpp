@@ -65,10 +65,11 @@ std::optional<double> roofline_time(const mp::Layer& l, const CostTable& costs,
   if (quantized && !costs.peaks.count({"flops", dtype})) dtype = base_dtype;
   const auto flops_peak = costs.peaks.find({"flops", dtype});
   const auto bytes_peak = costs.peaks.find({"bytes", dtype});
-  if (flops_peak == costs.peaks.end() || bytes_peak == costs.peaks.end() || !l.shapes_known)
+  const std::optional<double> scale = quantized ? 1.0 : byte_scale_of(dtype);
+  if (flops_peak == costs.peaks.end() || bytes_peak == costs.peaks.end() || !l.shapes_known || !scale)
     return std::nullopt;
   // Layers with more bytes than a dtype of half the width (bytes are counted in the model's f32).
-  const double byte_scale = quantized ? 1.0 : byte_scale_of(dtype);
+  const double byte_scale = *scale;
   return std::max(static_cast<double>(roofline_flops(l)) / flops_peak->second,
                   static_cast<double>(l.bytes) * byte_scale / bytes_peak->second) *
          1e6;
@@ -96,7 +97,7 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
     c.bytes = l.bytes;
     c.roofline_us = roofline_time(l, costs, base_dtype);
     if (auto it = costs.best.find({l.key, dtype, mode, ""}); it != costs.best.end()) {
-      c.source = "measured";
+      c.source = CostSource::kMeasured;
       c.us = it->second.us;
       c.best_case = it->second.name;
       c.algorithm = it->second.id.algorithm;
@@ -105,19 +106,19 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
       c.placements = it->second.placements;
       c.noisy = it->second.noisy;
       c.spread = it->second.spread;
-      // Conversions name the case they feed (oneDNN: its algorithm) or the layout they feed
-      // (cuda: "layout:nhwc", shared by every algorithm in that layout).
-      auto cv = costs.conversions.find({l.key, dtype, mode, c.algorithm});
+      // Conversions feed the cases of one algorithm (oneDNN) or every case in one layout (XNNPACK
+      // and CUDA: "nhwc", shared by every algorithm in that layout).
+      auto cv = costs.conversions.find({l.key, dtype, mode, CaseFeeds{c.algorithm, ""}});
       if (cv == costs.conversions.end() && !it->second.id.layout.empty())
-        cv = costs.conversions.find({l.key, dtype, mode, "layout:" + it->second.id.layout});
+        cv = costs.conversions.find({l.key, dtype, mode, CaseFeeds{"", it->second.id.layout}});
       if (cv != costs.conversions.end())
         for (const auto& x : cv->second)
           if (x.system_id == it->second.system_id) c.conversion_us += x.us;  // same thread count
     } else if (c.roofline_us) {
-      c.source = "roofline";
+      c.source = CostSource::kRoofline;
       c.us = *c.roofline_us;
     } else {
-      c.source = "none";
+      c.source = CostSource::kNone;
     }
     // S_vendor's time: the vendor libraries' fastest case, else what S takes for a layer no backend runs.
     const auto best = costs.best.find({l.key, dtype, mode, ""});
@@ -241,7 +242,7 @@ FusedBound fused_bound(const mp::ModelIR& model, const std::vector<LayerCost>& l
     bool all_costed = true;
     for (int v : use.layers) {
       auto it = cost_at.find(v);
-      if (it == cost_at.end() || layers[it->second].source == "none")
+      if (it == cost_at.end() || layers[it->second].source == CostSource::kNone)
         all_costed = false;
       else
         use.unfused_us += layers[it->second].us;
@@ -250,7 +251,7 @@ FusedBound fused_bound(const mp::ModelIR& model, const std::vector<LayerCost>& l
     const LayerCost& head = layers[cost_at.at(m.head)];
     use.pattern = head.kind + "+" + m.name;
     if (m.folded) {
-      if (head.source == "measured") {
+      if (head.source == CostSource::kMeasured) {
         use.fused_us = head.us;
         use.fused_case = head.best_case;
       }
@@ -354,9 +355,9 @@ void count_layers(const mp::ModelIR& model, ModelBounds& b) {
     if (l.cost == mp::CostClass::kHost) ++b.host_layers;
   }
   for (const auto& c : b.layers) {
-    if (c.source == "measured") {
+    if (c.source == CostSource::kMeasured) {
       ++b.measured_layers;
-    } else if (c.source == "roofline") {
+    } else if (c.source == CostSource::kRoofline) {
       ++b.roofline_layers;
     } else {
       ++b.untimed_layers;
@@ -373,8 +374,8 @@ double measured_fraction(const std::vector<LayerCost>& layers, double sequential
   double measured_us = 0;
   bool untimed = false;
   for (const auto& c : layers) {
-    if (c.source == "measured") measured_us += c.us;
-    if (c.source == "none") untimed = true;
+    if (c.source == CostSource::kMeasured) measured_us += c.us;
+    if (c.source == CostSource::kNone) untimed = true;
   }
   return sequential_us > 0 ? measured_us / sequential_us : (untimed ? 0 : 1);
 }

@@ -351,7 +351,7 @@ std::string roofline_chart(const Report& r) {
   std::map<std::string, std::set<std::string>> models_of;
   for (const auto& m : r.models)
     for (const auto& l : m.bounds.layers) {
-      if (l.source != "measured" || l.roofline_flops <= 0 || l.bytes <= 0 || l.us <= 0) continue;
+      if (l.source != CostSource::kMeasured || l.roofline_flops <= 0 || l.bytes <= 0 || l.us <= 0) continue;
       models_of[l.key].insert(m.bounds.model);
       pts[l.key] = {static_cast<double>(l.roofline_flops) / static_cast<double>(l.bytes),
                     static_cast<double>(l.roofline_flops) / l.us / 1e3, l.kind, l.key};
@@ -729,7 +729,9 @@ std::string format_html(const Report& r) {
           "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></"
           "tr>\n",
           esc(l.name), esc(l.kind),
-          l.source == "none" ? "–" : us_text(l.us) + (l.source == "roofline" ? " (roofline)" : ""),
+          l.source == CostSource::kNone
+              ? "–"
+              : us_text(l.us) + (l.source == CostSource::kRoofline ? " (roofline)" : ""),
           b.S > 0 ? 100.0 * l.us / b.S : 0.0, opt_us(l.heuristic_us), opt_us(l.roofline_us),
           l.on_critical_path ? "yes" : "",
           esc(l.algorithm) + (r.costs.budget.size() > 1 && l.threads > 0

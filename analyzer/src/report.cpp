@@ -9,6 +9,7 @@
 
 #include "floorline/analyzer/throughput.hpp"
 #include "floorline/common/output.hpp"
+#include "math_mode.hpp"
 #include "report_parts.hpp"
 
 namespace floorline::analyzer {
@@ -106,10 +107,10 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"index", [](const L& r) { return int_cell(r.layer->index); }},
       {"name", [](const L& r) { return text_cell(r.layer->name); }},
       {"kind", [](const L& r) { return text_cell(r.layer->kind); }},
-      {"source", [](const L& r) { return text_cell(r.layer->source); }},
+      {"source", [](const L& r) { return text_cell(std::string(cost_source_name(r.layer->source))); }},
       {"time_us",
        [](const L& r) {
-         return r.layer->source == "none" ? output::missing_cell() : float_cell(r.layer->us, 2);
+         return r.layer->source == CostSource::kNone ? output::missing_cell() : float_cell(r.layer->us, 2);
        }},
       {"share_of_S",
        [](const L& r) { return float_cell(r.model->S > 0 ? r.layer->us / r.model->S : 0.0, 4); }},
@@ -266,6 +267,8 @@ Result<Report> build_report(benchdb::Database& db, const std::vector<mp::ModelIR
                             std::optional<int64_t> system, const AnalyzeOptions& options) {
   Report r;
   r.database = db.path();
+  if (!dtype_of(options.dtype))
+    return make_error("unknown data type '{}' (f32, f16, bf16 or int8)", options.dtype);
   FL_ASSIGN_OR_RETURN(const int64_t id, choose_system(db, models, system, options.threads));
   FL_ASSIGN_OR_RETURN(r.costs, load_costs(db, id, options.thread_budget));
   raise_peaks(r.costs, models, options.dtype);
@@ -522,8 +525,9 @@ std::string format_dot(const Report& r) {
         model, b.batch, model, b.batch, b.S, b.P);
     for (const auto& l : b.layers) {
       const std::string time =
-          l.source == "none" ? "no time"
-                             : fmt::format("{:.1f} µs{}", l.us, l.source == "roofline" ? " (roofline)" : "");
+          l.source == CostSource::kNone
+              ? "no time"
+              : fmt::format("{:.1f} µs{}", l.us, l.source == CostSource::kRoofline ? " (roofline)" : "");
       const std::string name = dot_quoted(l.name);
       out += fmt::format("  n{} [label=\"{}\\n{}\\n{}\"{}];\n", l.index, name, dot_quoted(l.kind), time,
                          l.on_critical_path ? ", color=red, fillcolor=\"#ffe0e0\", penwidth=2" : "");

@@ -231,9 +231,9 @@ RuntimeComparison compare_profile(const ModelBounds& b,
       n.cost_layers.push_back(l.index);
       computed.insert(l.index);
       n.kinds += (n.kinds.empty() ? "" : "+") + l.kind;
-      if (l.source == "none") timed = false;
+      if (l.source == CostSource::kNone) timed = false;
       best += l.us;
-      n.best_cases.push_back(l.best_case.empty() ? l.source : l.best_case);
+      n.best_cases.push_back(l.best_case.empty() ? std::string(cost_source_name(l.source)) : l.best_case);
     }
     if (!n.cost_layers.empty() && timed) {
       n.best_us = best;

@@ -324,6 +324,7 @@ Result<ImportSummary> import_benchmark_json_unguarded(Database& db, const std::s
     CaseRow c;
     c.config_id = config_id;
     c.identity = *parsed;
+    c.conversion = parse_conversion(c.identity.layout);  // the cases it feeds are not in a name
     FL_ASSIGN_OR_RETURN(const int64_t case_id, db.upsert_case(c));
     if (in_this_run.count(case_id)) {
       ++sum.already_measured;

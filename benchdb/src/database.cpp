@@ -127,10 +127,34 @@ void name_case(CaseRow& row, std::string_view key) {
   if (row.uid.empty()) row.uid = mp::key_hash_hex(row.name);
 }
 
-// Schema 4 moves data between the columns and tables it adds and the ones it retires; the
-// statements that add and drop them come from the field lists (migration_statements and
-// retirement_statements), this only moves the rows in between.
+// Schemas 4, 5 and 8 move data into the columns and tables they add (from the ones schema 4
+// retires, from text for schema 8); the statements that add and drop them come from the field
+// lists (migration_statements and retirement_statements), this only moves the rows in between.
 Status Impl::upgrade_rows(int version) {
+  if (version == 8) {
+    // cases: the conversion a case is and the cases it feeds, from the layout and params texts
+    // that held them before (case_links_from_legacy); only conversion cases had either.
+    FL_ASSIGN_OR_RETURN(const QueryResult cases, conn.query("SELECT * FROM cases"));
+    for (const auto& values : cases.rows) {
+      CaseRow c = row_from(cases_table(), cases.columns, values);
+      case_links_from_legacy(c);
+      if (!c.conversion && c.feeds.empty()) continue;
+      const LayoutConversion none;
+      const LayoutConversion& conv = c.conversion ? *c.conversion : none;
+      FL_ASSIGN_OR_RETURN(sql::Cached u,
+                          conn.cached("UPDATE cases SET conversion_tensor = ?1, conversion_from = ?2, "
+                                      "conversion_to = ?3, feeds_algorithm = ?4, feeds_layout = ?5 "
+                                      "WHERE id = ?6"));
+      FL_TRY(u->bind(1, std::string_view(conv.tensor)));
+      FL_TRY(u->bind(2, std::string_view(conv.from)));
+      FL_TRY(u->bind(3, std::string_view(conv.to)));
+      FL_TRY(u->bind(4, std::string_view(c.feeds.algorithm)));
+      FL_TRY(u->bind(5, std::string_view(c.feeds.layout)));
+      FL_TRY(u->bind(6, c.id));
+      FL_TRY(u->run());
+    }
+    return {};
+  }
   if (version == 5) {
     // runs.status may be 'died' from schema 5. SQLite cannot ALTER a CHECK constraint; loosening
     // one changes no stored row, which SQLite's documentation allows through writable_schema

@@ -103,6 +103,7 @@ class Merger {
     return for_each_row<CaseRow>(in_, cases_table(), "", {}, [&](CaseRow& c) -> Status {
       const int64_t in_id = c.id;
       c.config_id = config_.at(c.config_id);
+      if (in_.schema_version() < 8) case_links_from_legacy(c);  // its links were text
       FL_ASSIGN_OR_RETURN(case_[in_id], out_.upsert_case(c));
       summary.cases_added += o_.conn.changes();  // 1 when the upsert inserted, 0 when it found the row
       return {};

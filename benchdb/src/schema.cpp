@@ -18,6 +18,27 @@ Column<Row> json_col(const std::string& name, M Row::*member, int since = 1, boo
   c.added_default = "'{}'";
   return c;
 }
+
+// A text column of one part of CaseRow::conversion: '' when the case is no conversion; a
+// non-empty value makes it one.
+Column<CaseRow> conversion_col(std::string name, std::string LayoutConversion::*part) {
+  Column<CaseRow> c;
+  c.name = std::move(name);
+  c.type = SqlType::kText;
+  c.nullable = false;
+  c.since = 8;
+  c.identity = false;
+  c.get = [part](const CaseRow& r) -> SqlValue {
+    return r.conversion ? (*r.conversion).*part : std::string();
+  };
+  c.set = [part](CaseRow& r, const SqlValue& v) {
+    std::string text = value_text(v);
+    if (text.empty()) return;
+    if (!r.conversion) r.conversion.emplace();
+    (*r.conversion).*part = std::move(text);
+  };
+  return c;
+}
 }  // namespace
 
 const TableDef<SystemRow>& systems_table() {
@@ -153,6 +174,11 @@ const TableDef<CaseRow>& cases_table() {
         col("fusion", &R::identity, &CaseId::fusion),
         json_col("params", &R::params),
         col("name", &R::name, "", 4),
+        conversion_col("conversion_tensor", &LayoutConversion::tensor),
+        conversion_col("conversion_from", &LayoutConversion::from),
+        conversion_col("conversion_to", &LayoutConversion::to),
+        col("feeds_algorithm", &R::feeds, &CaseFeeds::algorithm, "", 8),
+        col("feeds_layout", &R::feeds, &CaseFeeds::layout, "", 8),
     };
     d.constraints = {"UNIQUE (config_id, backend, algorithm, dtype, math_mode, layout, fusion)"};
     d.indexes = {{"CREATE INDEX cases_uid ON cases (uid)", 1}};
@@ -402,6 +428,21 @@ std::optional<ReplayRow> replay_from_legacy(const FrameworkLatencyRow& f) {
   return r;
 }
 
+void case_links_from_legacy(CaseRow& c) {
+  c.conversion = parse_conversion(c.identity.layout);
+  c.feeds = {};
+  const auto j = nlohmann::json::parse(c.params, nullptr, false);
+  if (!j.is_object()) return;
+  const auto f = j.find("feeds");
+  if (f == j.end() || !f->is_string()) return;
+  const std::string text = f->get<std::string>();
+  constexpr std::string_view kLayout = "layout:";
+  if (text.rfind(kLayout, 0) == 0)
+    c.feeds = {"", text.substr(kLayout.size())};
+  else
+    c.feeds = {text, ""};
+}
+
 // --- DDL and migrations ------------------------------------------------------------------------
 
 namespace {
@@ -544,14 +585,14 @@ GROUP BY r.id)sql"},
 
 // A config's best case is the one with the lowest min_us (the per-case time S takes; a row without
 // one, imported, competes with its median); SQLite takes the bare columns from the row MIN() picks.
-// Both rebuilds leave out layout-conversion cases: instr(layout, '>') = 0 is is_conversion() in SQL.
+// Both rebuilds leave out layout-conversion cases: conversion_tensor = '' is !is_conversion() in SQL.
 const char* const kRebuildBest = R"sql(
 INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us,
                                min_us)
 SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, m.median_us,
        MIN(coalesce(m.min_us, m.median_us))
 FROM measurements m JOIN cases c ON c.id = m.case_id
-WHERE m.status = 'passed' AND m.superseded = 0 AND m.median_us IS NOT NULL AND instr(c.layout, '>') = 0
+WHERE m.status = 'passed' AND m.superseded = 0 AND m.median_us IS NOT NULL AND c.conversion_tensor = ''
 GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion)sql";
 
 const char* const kDeleteBestGroup = R"sql(
@@ -565,7 +606,7 @@ SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id
        MIN(coalesce(m.min_us, m.median_us))
 FROM measurements m JOIN cases c ON c.id = m.case_id JOIN cases o ON o.id = ?2
 WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL
-  AND instr(c.layout, '>') = 0
+  AND c.conversion_tensor = ''
   AND c.config_id = o.config_id AND c.dtype = o.dtype AND c.math_mode = o.math_mode AND c.fusion = o.fusion
 GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion)sql";
 

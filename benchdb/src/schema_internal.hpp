@@ -61,6 +61,12 @@ void add_legacy_library(SystemRow& s, std::string_view column, const SqlValue& v
 inline constexpr std::string_view kLegacyReplayRuntime = "floorline-replay";
 // Such a row as a ReplayRow (system_id as its settings name it, no run_id); nullopt for any other row.
 std::optional<ReplayRow> replay_from_legacy(const FrameworkLatencyRow& f);
+
+// Before schema 8 the links of a case were text: the conversion it is only its layout
+// ("src:abcd>aBcd16b"), the cases it feeds params.feeds, an algorithm (oneDNN) or "layout:nhwc"
+// (every case in that layout: XNNPACK, CUDA). Sets c.conversion and c.feeds from them (the upgrade
+// to schema 8 and the merge of an older file; nothing else reads those texts).
+void case_links_from_legacy(CaseRow& c);
 // Views: re-created on every upgrade, after which best_measurements is rebuilt.
 struct DerivedObject {
   std::string kind;  // "VIEW"

@@ -78,7 +78,7 @@ Status MeasurementWriter::flush() {
       "OR coalesce(min_us, median_us) > ?4) RETURNING status";
   static const std::string insert = insert_sql(measurements_table(), "ON CONFLICT DO NOTHING");
   static const std::string case_group =
-      "SELECT config_id, dtype, math_mode, fusion, layout FROM cases WHERE id = ?1";
+      "SELECT config_id, dtype, math_mode, fusion, conversion_tensor FROM cases WHERE id = ?1";
   int64_t written = 0;
   auto st = db_.transaction([&]() -> Status {
     written = 0;
@@ -92,7 +92,7 @@ Status MeasurementWriter::flush() {
       FL_ASSIGN_OR_RETURN(const bool row, q->step());
       if (!row) return make_error("measurement of case {}, which is not in the cases table", case_id);
       return Group{q->column_int(0), q->column_text(1), q->column_text(2), q->column_text(3),
-                   is_conversion_layout(q->column_text(4))};
+                   !q->column_text(4).empty()};
     };
     FL_ASSIGN_OR_RETURN(sql::Cached ins, d.conn.cached(insert));
     const auto& cols = measurements_table().columns;

@@ -43,7 +43,7 @@ PlannedCase unmapped_case(const kernels::CaseSpec& base, const kernels::KindSupp
 }
 
 // The planned case of one candidate: its variant, implementation and feeds on a copy of `base`,
-// its work, and its params (the library, oneDNN's implementation and formats, the feeds).
+// its work, and its params (the library, oneDNN's implementation and formats).
 PlannedCase planned(const kernels::CaseSpec& base, const kernels::LibraryCase& c) {
   PlannedCase pc;
   pc.spec = base;
@@ -66,8 +66,6 @@ PlannedCase planned(const kernels::CaseSpec& base, const kernels::LibraryCase& c
     params["impl_name"] = c.impl_name;
   }
   if (!c.formats.empty()) params["formats"] = c.formats;
-  if (!c.feeds.empty())
-    params["feeds"] = c.feeds.algorithm.empty() ? "layout:" + c.feeds.layout : c.feeds.algorithm;
   pc.params = params.dump();
   return pc;
 }
@@ -163,6 +161,8 @@ benchdb::CaseRow case_row(const PlannedCase& c) {
   benchdb::CaseRow row;
   row.identity = c.spec.id();
   row.params = c.params;
+  row.conversion = c.conversion;
+  row.feeds = c.spec.feeds;
   return row;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 
 #include "floorline/analyzer/advisors.hpp"
 #include "floorline/analyzer/analyzer.hpp"
+#include "floorline/analyzer/bounds.hpp"
 #include "floorline/analyzer/report.hpp"
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/writer.hpp"
@@ -125,16 +127,19 @@ struct TestDb {
     if (!s) throw std::runtime_error(s.error().message);
   }
 
-  // A passed measurement of `key` with `algorithm`.
+  // A passed measurement of `key` with `algorithm`; a layout conversion when `layout` names one,
+  // feeding `feeds`.
   void time(const std::string& key, const std::string& algorithm, double us, bool is_default = false,
             const std::string& fusion = "", const std::string& dtype = "f32", const std::string& layout = "",
-            const std::string& params = "{}") {
+            const std::string& params = "{}", const CaseFeeds& feeds = {}) {
     auto q = value(db.query("SELECT id FROM layer_configs WHERE key = ?1", {key}));
     if (q.rows.empty()) throw std::runtime_error("no config " + key);
     benchdb::CaseRow c;
     c.config_id = std::get<int64_t>(q.rows[0][0]);
     c.identity = {backend, algorithm, dtype, dtype == "f32" ? "fp32" : dtype, layout, fusion, key};
     c.params = params;
+    c.conversion = parse_conversion(layout);
+    c.feeds = feeds;
     benchdb::MeasurementRow m;
     m.case_id = value(db.upsert_case(c));
     m.status = "passed";
@@ -336,7 +341,7 @@ TEST(Bounds, NoMeasurementAndNoPeaksLeavesTheLayerUntimedNotFree) {
   EXPECT_DOUBLE_EQ(b.S, 10);
   EXPECT_DOUBLE_EQ(b.measured_fraction, 1.0);
   int none = 0;
-  for (const auto& l : b.layers) none += l.source == "none" ? 1 : 0;
+  for (const auto& l : b.layers) none += l.source == CostSource::kNone ? 1 : 0;
   EXPECT_EQ(none, 2);
 }
 
@@ -837,8 +842,8 @@ Report golden_report() {
   const auto& conv = layer(convs, "Conv", 0);
   t.time(conv.key, "convolution_direct:blocked", 100, true, "", "f32", "src:aBcd8b wei:ABcd8b8a dst:aBcd8b",
          R"({"conversions":["src:abcd>aBcd8b","dst:aBcd8b>abcd"]})");
-  t.time(conv.key, "reorder", 3, false, "", "f32", "src:abcd>aBcd8b",
-         R"({"feeds":"convolution_direct:blocked"})");
+  t.time(conv.key, "reorder", 3, false, "", "f32", conversion_layout({"src", "abcd", "aBcd8b"}), "{}",
+         CaseFeeds{"convolution_direct:blocked", ""});
   t.time(conv.key, "convolution_direct:blocked", 104, true, "Relu");
   t.time(layer(convs, "Relu").key, "eltwise:a", 10, true);
   t.time(layer(convs, "Conv", 1).key, "convolution_direct:a", 50, true);
@@ -995,8 +1000,8 @@ TEST(Bounds, TheReplaysConversionsAreTheLayoutFindingsCost) {
   const auto& conv = layer(convs, "Conv", 0);
   t.time(conv.key, "convolution_direct:blocked", 100, true, "", "f32", "src:aBcd8b wei:ABcd8b8a dst:aBcd8b",
          R"({"conversions":["src:abcd>aBcd8b","dst:aBcd8b>abcd"]})");
-  t.time(conv.key, "reorder", 3, false, "", "f32", "src:abcd>aBcd8b",
-         R"({"feeds":"convolution_direct:blocked"})");
+  t.time(conv.key, "reorder", 3, false, "", "f32", conversion_layout({"src", "abcd", "aBcd8b"}), "{}",
+         CaseFeeds{"convolution_direct:blocked", ""});
   t.time(layer(convs, "Relu").key, "eltwise:a", 10, true);
   t.time(layer(convs, "Conv", 1).key, "convolution_direct:a", 50, true);
   auto layout_finding = [](const std::vector<Finding>& fs) -> const Finding* {
@@ -1024,6 +1029,51 @@ TEST(Bounds, TheReplaysConversionsAreTheLayoutFindingsCost) {
   EXPECT_NE(f1->summary.find("the replay, which keeps them, still needed 1 conversions taking 1.2 µs"),
             std::string::npos)
       << f1->summary;
+}
+
+// A conversion is charged by the cases it feeds (cases.feeds_algorithm, feeds_layout): one feeding
+// the best case's algorithm (oneDNN), and one feeding every case in the best case's layout (XNNPACK,
+// CUDA); never one feeding another algorithm or another layout, and never as a best case itself.
+TEST(Bounds, ConversionsAreChargedToTheCasesTheyFeed) {
+  const auto convs = process(kConvs, "convs");
+  TestDb t({convs});
+  const auto& first = layer(convs, "Conv", 0);
+  const auto& second = layer(convs, "Conv", 1);
+  const std::string to_nhwc = conversion_layout({"src", "nchw", "nhwc"});
+  const std::string to_blocked = conversion_layout({"src", "abcd", "aBcd8b"});
+  t.time(first.key, "xnn_convolution", 40, true, "", "f32", "nhwc");
+  t.time(first.key, "transpose", 1.5, false, "", "f32", to_nhwc, "{}", CaseFeeds{"", "nhwc"});
+  t.time(first.key, "transpose", 2.5, false, "", "f32", conversion_layout({"dst", "nhwc", "nchw"}), "{}",
+         CaseFeeds{"", "nhwc"});
+  t.time(first.key, "direct:blocked", 45, false);
+  t.time(first.key, "reorder", 7, false, "", "f32", to_blocked, "{}", CaseFeeds{"direct:blocked", ""});
+  t.time(second.key, "direct:blocked", 20, true);
+  t.time(second.key, "reorder", 0.75, false, "", "f32", to_blocked, "{}", CaseFeeds{"direct:blocked", ""});
+  t.time(second.key, "transpose", 0.5, false, "", "f32", to_nhwc, "{}", CaseFeeds{"", "nhwc"});
+  std::map<int, LayerCost> by_index;
+  for (const auto& c : layer_costs(convs, t.costs(), "f32")) by_index[c.index] = c;
+  const LayerCost& a = by_index.at(first.index);
+  EXPECT_EQ(a.algorithm, "xnn_convolution");
+  EXPECT_DOUBLE_EQ(a.us, 40);
+  EXPECT_DOUBLE_EQ(a.conversion_us, 1.5 + 2.5);
+  const LayerCost& b = by_index.at(second.index);
+  EXPECT_EQ(b.algorithm, "direct:blocked");
+  EXPECT_DOUBLE_EQ(b.us, 20);
+  EXPECT_DOUBLE_EQ(b.conversion_us, 0.75);
+}
+
+// A base data type this build does not know is an error, not f32 under another name.
+TEST(Report, AnUnknownDataTypeIsAnError) {
+  const auto convs = process(kConvs, "convs");
+  TestDb t({convs});
+  t.time(layer(convs, "Relu").key, "eltwise:a", 10, true);
+  AnalyzeOptions o;
+  o.dtype = "fp8";
+  const auto r = build_report(t.db, {convs}, std::nullopt, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("unknown data type 'fp8'"), std::string::npos) << r.error().message;
+  o.dtype = "f32";
+  EXPECT_TRUE(build_report(t.db, {convs}, std::nullopt, o).ok());
 }
 
 TEST(Report, JsonAndCsvMatchTheGoldenFiles) {

@@ -39,11 +39,11 @@ std::vector<LayerCost> costed(const mp::ModelIR& m, const std::map<std::string, 
     c.kind = l.op_type;
     c.key = l.key;
     if (auto it = us.find(l.output_names.at(0)); it != us.end()) {
-      c.source = "measured";
+      c.source = CostSource::kMeasured;
       c.us = it->second;
       c.best_case = "best:" + l.output_names.at(0);
     } else {
-      c.source = "none";
+      c.source = CostSource::kNone;
     }
     out.push_back(c);
   }
@@ -283,17 +283,17 @@ chain (float[1,1000] x) => (float y) {
   costs.heuristic[{writer(m, "a").key, "f32", "fp32", ""}] = case_time(15, "relu default");
   auto layers = layer_costs(m, costs, "f32");
   ASSERT_EQ(layers.size(), 3u);  // the Reshape is a view layer
-  EXPECT_EQ(layers[0].source, "measured");
+  EXPECT_EQ(layers[0].source, CostSource::kMeasured);
   EXPECT_DOUBLE_EQ(layers[0].us, 10);
   EXPECT_EQ(layers[0].best_case, "relu best");
   EXPECT_DOUBLE_EQ(layers[0].heuristic_us.value_or(-1), 15);
-  EXPECT_EQ(layers[1].source, "none");  // no case, no peaks: no time, never 0 silently
+  EXPECT_EQ(layers[1].source, CostSource::kNone);  // no case, no peaks: no time, never 0 silently
   EXPECT_FALSE(layers[1].roofline_us);
   EXPECT_EQ(layers[1].preds, std::vector<int>{writer(m, "a").index});  // through the Reshape
   // With peaks of 1 GFLOP/s and 1 GB/s, 1000 f32 in and out (8000 bytes) take 8 µs.
   costs.peaks = {{{"flops", "f32"}, 1e9}, {{"bytes", "f32"}, 1e9}};
   layers = layer_costs(m, costs, "f32");
-  EXPECT_EQ(layers[1].source, "roofline");
+  EXPECT_EQ(layers[1].source, CostSource::kRoofline);
   EXPECT_DOUBLE_EQ(layers[1].us, 8);
   EXPECT_DOUBLE_EQ(roofline_time(writer(m, "y"), costs, "f32").value_or(-1), 8);
   EXPECT_FALSE(roofline_time(writer(m, "y"), costs, "bf16"));  // no bf16 peaks
@@ -379,7 +379,8 @@ TEST(Int8, QdqLayersTakeTheirInt8CaseAndFloatModelsGetSInt8) {
   const auto q = layer_costs(qdq, costs, "f32");
   ASSERT_EQ(q.size(), 33u);
   EXPECT_DOUBLE_EQ(sequential_bound(q), 20 * 4);
-  for (const auto& c : q) EXPECT_EQ(c.source, c.kind == "Conv" ? "measured" : "none") << c.key;
+  for (const auto& c : q)
+    EXPECT_EQ(c.source, c.kind == "Conv" ? CostSource::kMeasured : CostSource::kNone) << c.key;
 
   // resnet18 (f32): 48 layers at 10 µs, of which 20 Conv have an int8 case at 4 µs.
   const auto f = layer_costs(f32, costs, "f32");

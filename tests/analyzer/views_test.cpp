@@ -367,7 +367,8 @@ TEST(RooflineLegend, EveryKindHasItsOwnColour) {
   std::set<std::string> kinds;
   for (const auto& m : r.models)
     for (const auto& l : m.bounds.layers)
-      if (l.source == "measured" && l.roofline_flops > 0 && l.bytes > 0 && l.us > 0) kinds.insert(l.kind);
+      if (l.source == CostSource::kMeasured && l.roofline_flops > 0 && l.bytes > 0 && l.us > 0)
+        kinds.insert(l.kind);
   ASSERT_GT(kinds.size(), 10u);  // more than the 10-colour palette
   const std::string html = format_html(r);
   const auto at = html.find("id=\"legend-roofline\"");

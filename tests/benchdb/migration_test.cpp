@@ -78,6 +78,8 @@ struct Before {
   std::map<std::string, std::string> case_names;     // case id → the name schema 3's views gave it
   std::vector<std::vector<std::string>> best;        // best_measurements, ordered
   std::map<std::string, std::string> counts;         // table → rows
+  // Case name → its layout and params, for the conversion cases (layout "src:abcd>acdb").
+  std::map<std::string, std::pair<std::string, std::string>> conversions;
 };
 
 const char* const kCountedTables[] = {"systems",      "runs",  "models",       "layer_configs",
@@ -115,7 +117,40 @@ Before read_before(const std::string& path) {
     b.case_names[r[0]] = r[1];
   b.best = raw_rows(path, kBestSql);
   for (const char* t : kCountedTables) b.counts[t] = raw_one(path, std::string("SELECT count(*) FROM ") + t);
+  for (const auto& r : raw_rows(path,
+                                "SELECT m.case_name, c.layout, c.params FROM current_measurements m "
+                                "JOIN cases c ON c.id = m.case_id WHERE c.algorithm = 'reorder'"))
+    b.conversions[r[0]] = {r[1], r[2]};
   return b;
+}
+
+// The cases of `db` (the schema-3 file upgraded, or merged from it): each of the old file's
+// `conversions` has the conversion its layout text named and the algorithm its params fed in the
+// schema-8 columns, and no other case has any of them.
+void expect_links_typed(Database& db,
+                        const std::map<std::string, std::pair<std::string, std::string>>& texts) {
+  auto rows =
+      must(db.query("SELECT name, algorithm, conversion_tensor, conversion_from, conversion_to, "
+                    "feeds_algorithm, feeds_layout FROM cases"));
+  int64_t typed = 0;
+  for (const auto& r : rows.rows) {
+    const std::string name = value_text(r[0]);
+    std::vector<std::string> v;
+    for (size_t k = 2; k < 7; ++k) v.push_back(value_text(r[k]));
+    if (value_text(r[1]) != "reorder") {
+      EXPECT_EQ(v, std::vector<std::string>(5)) << name;
+      continue;
+    }
+    ++typed;
+    ASSERT_EQ(texts.count(name), 1u) << name;
+    const auto& [layout, params] = texts.at(name);
+    EXPECT_EQ(v[0] + ":" + v[1] + ">" + v[2], layout) << name;
+    EXPECT_TRUE(v[0] == "src" || v[0] == "dst") << name;
+    EXPECT_EQ(v[3], nlohmann::json::parse(params).at("feeds").get<std::string>()) << name;
+    EXPECT_EQ(v[4], "") << name;  // oneDNN's reorders feed one algorithm, in whatever layout
+  }
+  EXPECT_EQ(typed, static_cast<int64_t>(texts.size()));
+  EXPECT_EQ(texts.size(), 75u);  // tests/fixtures/README.md
 }
 
 class Migration : public ::testing::Test {
@@ -227,6 +262,10 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
                      "SELECT count(*) FROM best_cases b JOIN cases c ON c.id = b.case_id WHERE b.case_name "
                      "IS NOT c.name"),
               0);
+    // Schema 8: every conversion case has the conversion its layout named and the algorithm its
+    // params fed (schema 3 knew only oneDNN's form) as columns; no other case has either.
+    expect_links_typed(db, before_.conversions);
+
     // model_layer_times, which read a case_name that schema 3's best_cases lacked, works now.
     EXPECT_GT(scalar(db, "SELECT count(best_case) FROM model_layer_times"), 0);
 
@@ -258,7 +297,7 @@ TEST_F(Migration, Schema3FileIsUpgradedWithEverythingItHeld) {
                      "FROM measurements m JOIN cases c ON c.id = m.case_id WHERE m.system_id = b.system_id "
                      "AND c.config_id = b.config_id AND c.dtype = b.dtype AND c.math_mode = b.math_mode "
                      "AND c.fusion = b.fusion AND m.status = 'passed' AND m.superseded = 0 "
-                     "AND instr(c.layout, '>') = 0)"),
+                     "AND c.conversion_tensor = '')"),
               0);
   }
   // The upgraded file has the tables, columns, indexes and views of a new one.
@@ -338,6 +377,8 @@ TEST_F(Migration, ASchema3FileIsReadByMerge) {
   EXPECT_EQ(scalar(out, "SELECT count(*) FROM replays WHERE system_id = ?1", {sys.rows[0][0]}),
             static_cast<int64_t>(before_.replays.size()));
   EXPECT_EQ(scalar(out, "SELECT count(*) FROM framework_latencies WHERE runtime = 'floorline-replay'"), 0);
+  // The links between its cases arrive as the columns of schema 8.
+  expect_links_typed(out, before_.conversions);
   // The same file upgraded in place and merged gives the same system: one row, not two.
   { auto upgraded = must(Database::open(path_)); }
   const auto again = must(merge_into(out, path_));

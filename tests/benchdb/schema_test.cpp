@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include "floorline/benchdb/merge.hpp"
 #include "floorline/benchdb/schema.hpp"
 #include "floorline/benchdb/system.hpp"
 #include "floorline/model_processor/layer.hpp"
@@ -241,6 +242,103 @@ TEST(Schema, OlderFileIsUpgradedWithItsData) {
   expect_columns_match(db, systems_table());
   expect_columns_match(db, cases_table());
   expect_columns_match(db, replays_table());
+}
+
+// Schema 8: the links between cases, text until schema 7 (a conversion's layout "src:abcd>aBcd16b",
+// params.feeds an algorithm for oneDNN or "layout:nhwc" for XNNPACK and CUDA), become columns on
+// upgrade, and a merge of the schema-7 file gives the same columns.
+TEST(Schema, Schema7LinksBetweenCasesBecomeColumns) {
+  TempDir dir;
+  const std::string path = dir.file("v7.db");
+  struct Old {
+    const char* backend;
+    const char* algorithm;
+    const char* layout;
+    const char* params;
+    double us;
+  };
+  // The conversions are the fastest cases of their config: not its best once they are known.
+  const Old olds[] = {
+      {"onednn", "direct:blocked", "", "{}", 50},
+      {"onednn", "reorder", "src:abcd>aBcd16b", R"({"feeds":"direct:blocked","library":"onednn"})", 2},
+      {"xnnpack", "xnn_convolution_nhwc", "nhwc", "{}", 40},
+      {"xnnpack", "floorline-kernel:transpose", "src:nchw>nhwc", R"({"feeds":"layout:nhwc"})", 1},
+  };
+  {
+    OpenOptions v7;
+    v7.target_schema_version = 7;
+    auto db = must(Database::open(path, v7));
+    EXPECT_FALSE(must(db.has_column("cases", "feeds_algorithm")));
+    LayerConfigRow lc;
+    lc.key = "Conv|x=1x8x8x8|w=8x8x3x3|pads=1,1,1,1|strides=1,1|dil=1,1|group=1|f32";
+    lc.kind = lc.op_type = "Conv";
+    lc.dtype = "f32";
+    const int64_t config = must(db.upsert_config(lc));
+    const int64_t sys = insert_as_of(db, systems_table(), test_system("old"), 7);
+    RunRow run;
+    run.system_id = sys;
+    run.uuid = "00000000-0000-4000-8000-000000000007";
+    run.started_at = "2026-01-01T00:00:00Z";
+    const int64_t run_id = insert_as_of(db, runs_table(), run, 7);
+    for (const Old& o : olds) {
+      CaseRow c;
+      c.config_id = config;
+      c.identity = {o.backend, o.algorithm, "f32", "fp32", o.layout, "", lc.key};
+      c.params = o.params;
+      c.name = case_name(c.identity);
+      c.uid = mp::key_hash_hex(c.name);
+      MeasurementRow m = passed(insert_as_of(db, cases_table(), c, 7), o.us);
+      m.system_id = sys;
+      m.run_id = run_id;
+      m.measured_at = "2026-01-01T00:00:00Z";
+      insert_as_of(db, measurements_table(), m, 7);
+    }
+  }
+  const char* const links =
+      "SELECT algorithm, conversion_tensor, conversion_from, conversion_to, feeds_algorithm, feeds_layout "
+      "FROM cases ORDER BY id";
+  const std::vector<std::vector<std::string>> want = {
+      {"direct:blocked", "", "", "", "", ""},
+      {"reorder", "src", "abcd", "aBcd16b", "direct:blocked", ""},
+      {"xnn_convolution_nhwc", "", "", "", "", ""},
+      {"floorline-kernel:transpose", "src", "nchw", "nhwc", "", "nhwc"},
+  };
+  auto texts = [](const QueryResult& r) {
+    std::vector<std::vector<std::string>> out;
+    for (const auto& row : r.rows) {
+      auto& o = out.emplace_back();
+      for (const auto& v : row) o.push_back(value_text(v));
+    }
+    return out;
+  };
+  // merge reads the schema-7 file as it is.
+  auto merged = must(Database::open(dir.file("merged.db")));
+  must(merge_into(merged, path));
+  EXPECT_EQ(texts(must(merged.query(links))), want);
+  auto db = must(Database::open(path));
+  EXPECT_EQ(db.opened_at_version(), 7);
+  EXPECT_EQ(texts(must(db.query(links))), want);
+  // The rows read back typed, and best_measurements was rebuilt without the conversions.
+  std::vector<CaseRow> cases;
+  ASSERT_OK(for_each_row<CaseRow>(db, cases_table(), "", {}, [&](CaseRow& c) {
+    cases.push_back(c);
+    return Status{};
+  }));
+  ASSERT_EQ(cases.size(), 4u);
+  EXPECT_FALSE(is_conversion(cases[0]));
+  ASSERT_TRUE(is_conversion(cases[3]));
+  EXPECT_EQ(*cases[3].conversion, (LayoutConversion{"src", "nchw", "nhwc"}));
+  EXPECT_EQ(cases[3].feeds, (CaseFeeds{"", "nhwc"}));
+  EXPECT_TRUE(cases[3].feeds.feeds("xnn_convolution_nhwc", "nhwc"));
+  EXPECT_EQ(cases[1].feeds, (CaseFeeds{"direct:blocked", ""}));
+  for (Database* d : {&db, &merged}) {
+    auto best = must(
+        d->query("SELECT c.algorithm, b.min_us FROM best_measurements b JOIN cases c ON c.id = b.case_id"));
+    ASSERT_EQ(best.rows.size(), 1u);
+    EXPECT_EQ(value_text(best.rows[0][0]), "xnn_convolution_nhwc");
+    EXPECT_DOUBLE_EQ(std::get<double>(best.rows[0][1]), 40.0);
+  }
+  expect_columns_match(db, cases_table());
 }
 
 TEST(Schema, NewerSchemaIsRefused) {

@@ -125,7 +125,9 @@ TEST(Writer, ALayoutConversionIsNeverAConfigsBestCase) {
   // A reorder feeding impl0 of config 1: faster than every implementation, but not one of them.
   CaseRow conv;
   conv.config_id = scalar(f.db, "SELECT config_id FROM cases WHERE id = ?1", {f.cases[0]});
-  conv.identity = {"onednn", "reorder", "f32", "fp32", "src:abcd>aBcd16b", "", ""};
+  conv.conversion = LayoutConversion{"src", "abcd", "aBcd16b"};
+  conv.identity = {"onednn", "reorder", "f32", "fp32", conversion_layout(*conv.conversion), "", ""};
+  conv.feeds = {"impl0", ""};
   EXPECT_TRUE(is_conversion(conv));
   const int64_t reorder = must(f.db.upsert_case(conv));
   {

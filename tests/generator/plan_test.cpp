@@ -156,6 +156,14 @@ TEST(Plan, PolicyOnCandidates) {
   const auto planned = plan_cases(base, candidates, PlanOptions{.max_impls = 0});
   EXPECT_EQ(planned.back().work.bytes, 2 * 8 * 4 * 4 * 4);
   EXPECT_EQ(planned.back().spec.feeds, (CaseFeeds{"direct:b", ""}));
+  // Its database row carries the conversion and the cases it feeds as columns, not as params text.
+  const benchdb::CaseRow row = case_row(planned.back());
+  ASSERT_TRUE(benchdb::is_conversion(row));
+  EXPECT_EQ(*row.conversion, (LayoutConversion{"src", "abcd", "aBcd8b"}));
+  EXPECT_EQ(row.feeds, (CaseFeeds{"direct:b", ""}));
+  EXPECT_EQ(row.params.find("feeds"), std::string::npos) << row.params;
+  EXPECT_FALSE(benchdb::is_conversion(case_row(planned.front())));
+  EXPECT_TRUE(case_row(planned.front()).feeds.empty());
   // Fused: the first of each variant only, no conversions.
   kernels::CaseSpec fused = base;
   fused.problem.post_ops = {{"Relu"}};

@@ -40,6 +40,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -101,8 +102,10 @@ struct CostTable {
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> best_vendor;
   // (key, dtype, math_mode, fusion) → the library's own first choice, when it passed.
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> heuristic;
-  // (key, dtype, math_mode, algorithm fed) → the layout conversions that implementation needs.
-  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::vector<CaseTime>> conversions;
+  // (key, dtype, math_mode, the cases fed) → the layout conversion cases that feed them (cases
+  // feeds_algorithm and feeds_layout): those of one algorithm ({algorithm, ""}, oneDNN), or every
+  // case in one layout ({"", layout}, XNNPACK and CUDA).
+  std::map<std::tuple<std::string, std::string, std::string, CaseFeeds>, std::vector<CaseTime>> conversions;
   // (peak "flops"|"bytes", dtype) → value per second as calibrated (system_peaks), and as R uses
   // it: raised by raise_peaks() where a measured case went faster than the calibration.
   std::map<std::pair<std::string, std::string>, double> calibrated_peaks;
@@ -147,6 +150,25 @@ int64_t roofline_flops(const mp::Layer& layer);
 // it in peak_notes.
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype);
 
+// Where a layer's t(v) comes from.
+enum class CostSource {
+  kMeasured,  // the fastest passed case of its config
+  kRoofline,  // no passed case: its roofline time
+  kNone,      // no time at all (no passed case, no calibrated peaks)
+};
+// "measured", "roofline", "none": the text the reports (JSON, CSV, HTML) give it.
+inline std::string_view cost_source_name(CostSource s) {
+  switch (s) {
+    case CostSource::kMeasured:
+      return "measured";
+    case CostSource::kRoofline:
+      return "roofline";
+    case CostSource::kNone:
+      return "none";
+  }
+  return "none";
+}
+
 struct LayerCost {
   int index = 0;     // Layer::index
   std::string name;  // ONNX node name
@@ -155,8 +177,8 @@ struct LayerCost {
   int64_t flops = 0;
   int64_t roofline_flops = 0;  // roofline_flops(layer): what R and the roofline chart count
   int64_t bytes = 0;
-  std::string source;     // "measured", "roofline" (no passed case), "none" (no time at all)
-  double us = 0;          // t(v); 0 when source is "none"
+  CostSource source = CostSource::kNone;
+  double us = 0;          // t(v); 0 when source is kNone
   std::string best_case;  // case name of t(v) ("" unless measured)
   std::string algorithm;
   int64_t threads = 0;  // the thread count t(v) was measured at (0 unless measured)

@@ -42,7 +42,11 @@ namespace floorline::benchdb {
 //      interleaved passes, buffer placements, the sentinel, the repetition means themselves);
 //      best_measurements.min_us, by which a config's best case is now chosen (S takes the lowest
 //      repetition mean, docs/MEASUREMENT.md); best_measurements is rebuilt on upgrade
-inline constexpr int kSchemaVersion = 7;
+//   8  cases.feeds_algorithm, feeds_layout (the cases a conversion feeds, until then params.feeds in
+//      two text forms) and cases.conversion_tensor, conversion_from, conversion_to (the conversion
+//      a case is, until then only the text of its layout); filled on upgrade from those texts, and
+//      best_measurements leaves out the cases with a conversion_tensor (rebuilt on upgrade)
+inline constexpr int kSchemaVersion = 8;
 // PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
 inline constexpr int32_t kApplicationId = 0x464c524c;
 
@@ -148,24 +152,27 @@ struct CaseRow {
   // The case's identity (common/case_id.hpp), one column per part but the key: backend
   // ("onednn", "cuda"), algorithm as the library spells it ("CUDNN_CONVOLUTION_FWD_ALGO_GEMM"),
   // dtype ("f32", "f16", "bf16", "int8"), math mode ("fp32" (strict), "tf32", "f16", "bf16", "int8"), layout
-  // ("nchw", "nhwc", "any", "" where it does not apply; a conversion case has "role:from>to",
-  // is_conversion()), fusion ("" or the fused pattern, "Relu", "Add+Relu"). Its key is the
-  // config's (config_id), not a column: Database::upsert_case sets it from the config when it
-  // names the case; rows read from a table leave it empty.
+  // ("nchw", "nhwc", "any", "" where it does not apply; a conversion case has
+  // conversion_layout(*conversion), "src:abcd>aBcd16b"), fusion ("" or the fused pattern, "Relu",
+  // "Add+Relu"). Its key is the config's (config_id), not a column: Database::upsert_case sets it from the
+  // config when it names the case; rows read from a table leave it empty.
   CaseId identity;
   std::string params = "{}";  // JSON: backend-specific parameters
   std::string name;           // (v4) case_name(identity): Database::upsert_case fills it
+  // (v8) What a layout-conversion case converts (columns conversion_tensor, conversion_from,
+  // conversion_to; '' in all three, nullopt here, for every other case), and the cases it feeds
+  // (feeds_algorithm, feeds_layout; empty for every other case). The links between cases are
+  // these columns: nothing reads them back out of the layout text or the params.
+  std::optional<LayoutConversion> conversion;
+  CaseFeeds feeds;
 };
 
-// A layout-conversion case ("reorder" with layout "src:abcd>aBcd16b") times the reorder that an
-// implementation of its config needs; it is not itself an implementation of the config, so it is
-// never the config's best case. The analyzer charges it to the implementation it feeds.
-// (The SQL that rebuilds best_measurements states the same rule as instr(layout, '>') = 0.)
-inline bool is_conversion_layout(std::string_view layout) {
-  return layout.find('>') != std::string_view::npos;
-}
+// A layout-conversion case ("reorder" converting src from abcd to aBcd16b) times the reorder that
+// an implementation of its config needs; it is not itself an implementation of the config, so it
+// is never the config's best case. The analyzer charges it to the cases it feeds.
+// (The SQL that rebuilds best_measurements states the same rule as conversion_tensor = ''.)
 inline bool is_conversion(const CaseRow& c) {
-  return is_conversion_layout(c.identity.layout);
+  return c.conversion.has_value();
 }
 
 // The outcome of one case on one system in one run.

@@ -20,6 +20,7 @@
 //                mode this build knows gives its CaseVariant back (case_variant()).
 #pragma once
 
+#include <compare>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -182,6 +183,7 @@ struct CaseFeeds {
 
   bool empty() const { return algorithm.empty() && layout.empty(); }
   bool operator==(const CaseFeeds&) const = default;
+  auto operator<=>(const CaseFeeds&) const = default;  // a key of maps (the analyzer's conversions)
   // Whether a case of `algorithm` in `case_layout` is one of those fed.
   bool feeds(std::string_view case_algorithm, std::string_view case_layout) const {
     if (empty()) return false;

@@ -359,8 +359,7 @@ void build(Ctx& c) {
   const std::string& a = c.spec.variant.algorithm;
   const std::string family = a.substr(0, a.find(':'));
   const std::string& op = c.p.op;
-  if (family == "cudnn_transform" && c.spec.variant.layout.find('>') != std::string::npos)
-    return layout_conversion(c);
+  if (family == "cudnn_transform" && parse_conversion(c.spec.variant.layout)) return layout_conversion(c);
   // int8 (issue 19): cuDNN's int8 convolutions and cuBLASLt's int8 GEMMs only (cuda_plan.cpp).
   if (c.spec.variant.dtype == DType::kInt8) {
     if (family == "cudnn_conv" || family == "cudnn_conv_bias_act") return conv_int8(c);

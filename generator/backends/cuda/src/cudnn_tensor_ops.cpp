@@ -143,8 +143,9 @@ void reduce(Ctx& c) {
 
 // A layout conversion (NCHW ↔ NHWC) of one activation tensor: cudnnTransformTensor.
 void layout_conversion(Ctx& c) {
-  const bool to_nhwc = c.spec.variant.layout.find("nchw>nhwc") != std::string::npos;
-  const bool dst = c.spec.variant.layout.rfind("dst:", 0) == 0;
+  const auto conversion = parse_conversion(c.spec.variant.layout);  // build() checked that it is one
+  const bool to_nhwc = conversion && conversion->to == "nhwc";
+  const bool dst = conversion && conversion->tensor == "dst";
   const Shape& s = dst ? c.out_shape() : c.in_shape(0);
   Build b;
   Tensor from, to;

@@ -366,7 +366,7 @@ using namespace xnnpack_detail;
 Result<std::unique_ptr<Kernel>> make_xnnpack_kernel(const CaseSpec& spec) {
   FL_TRY(xnnpack_initialize());
   const PlacementScope placement(spec.placement);
-  if (spec.variant.layout.find('>') != std::string::npos) return xnnpack_detail::make_conversion_case(spec);
+  if (parse_conversion(spec.variant.layout)) return xnnpack_detail::make_conversion_case(spec);
   if (spec.variant.dtype != DType::kF32)
     return make_error(Disposition::kUnsupported, "XNNPACK's operators are mapped for f32, not {}",
                       dtype_name(spec.variant.dtype));

@@ -72,7 +72,7 @@ std::vector<PlannedCase> plan_cases(const kernels::CaseSpec& base,
                                     const PlanOptions& options);
 
 // The case's row for the database (config_id left 0): its identity (spec.id(); upsert_case sets its key
-// again from the config) and params.
+// again from the config), params, the conversion it is and the cases it feeds.
 benchdb::CaseRow case_row(const PlannedCase& c);
 
 // Converts a layer configuration to the kernel library's Problem (attributes typed, roles kept).
