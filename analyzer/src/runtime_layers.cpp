@@ -1,5 +1,6 @@
 // A real runtime against the bound, layer by layer (runtime_layers.hpp).
 #include "floorline/analyzer/runtime_layers.hpp"
+#include "floorline/common/case_id.hpp"
 
 #include <algorithm>
 #include <map>
@@ -38,14 +39,6 @@ std::string opt_us(const std::optional<double>& v) {
   return v ? us(*v) : std::string("–");
 }
 
-// "onednn/brg:avx512_core" from a case name: the library and implementation, the part a reader needs.
-std::string library_of(const std::string& case_name) {
-  const auto a = case_name.find('/');
-  if (a == std::string::npos) return case_name;
-  const auto b = case_name.find('/', a + 1);
-  return case_name.substr(0, b);
-}
-
 std::string joined(const std::vector<std::string>& xs) {
   std::string s;
   for (const auto& x : xs) s += (s.empty() ? "" : ", ") + x;
@@ -55,7 +48,8 @@ std::string joined(const std::vector<std::string>& xs) {
 std::string libraries(const std::vector<std::string>& cases) {
   std::vector<std::string> out;
   for (const auto& c : cases)
-    if (std::find(out.begin(), out.end(), library_of(c)) == out.end()) out.push_back(library_of(c));
+    if (std::find(out.begin(), out.end(), backend_and_algorithm(c)) == out.end())
+      out.push_back(backend_and_algorithm(c));
   return joined(out);
 }
 

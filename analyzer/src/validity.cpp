@@ -1,5 +1,6 @@
 // The validity check (validity.hpp) and its parts of the reports (report.hpp).
 #include "floorline/analyzer/validity.hpp"
+#include "floorline/common/case_id.hpp"
 
 #include <algorithm>
 
@@ -110,17 +111,11 @@ std::string us_text(double us) {
   return fmt::format("{:.1f} µs", us);
 }
 
-// "onednn/brg:avx2" from a case name ("onednn/brg:avx2/f32/..."): the library and algorithm.
-std::string library_of(const std::string& case_name) {
-  const auto a = case_name.find('/');
-  if (a == std::string::npos) return case_name;
-  return case_name.substr(0, case_name.find('/', a + 1));
-}
-
 std::string best_libraries(const ViolatingNode& n) {
   std::vector<std::string> seen;
   for (const auto& c : n.best_cases)
-    if (std::find(seen.begin(), seen.end(), library_of(c)) == seen.end()) seen.push_back(library_of(c));
+    if (std::find(seen.begin(), seen.end(), backend_and_algorithm(c)) == seen.end())
+      seen.push_back(backend_and_algorithm(c));
   std::string s;
   for (const auto& l : seen) s += (s.empty() ? "" : ", ") + l;
   return s;

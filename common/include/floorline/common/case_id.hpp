@@ -134,6 +134,13 @@ inline std::string library_of(const CaseVariant& v) {
   return is_own_kernel(v) ? std::string(kOwnBackend) : v.backend;
 }
 
+// "onednn/brg:avx512_core" for a case name: its backend and algorithm, what a reader of a report
+// needs of it (parse_case_name; the name itself where it has not the form).
+inline std::string backend_and_algorithm(std::string_view name) {
+  const auto id = parse_case_name(name);
+  return id ? id->backend + "/" + id->algorithm : std::string(name);
+}
+
 // The typed variant of `id` (its key dropped); nullopt when its dtype or math mode is not a name
 // of common/dtype.hpp.
 inline std::optional<CaseVariant> case_variant(const CaseId& id) {
