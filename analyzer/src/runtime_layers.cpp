@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "floorline/common/case_id.hpp"
 #include "html_text.hpp"
 
 namespace floorline::analyzer {

@@ -9,6 +9,7 @@
 
 #include "floorline/analyzer/report.hpp"
 #include "floorline/analyzer/runtime_layers.hpp"
+#include "floorline/common/case_id.hpp"
 #include "floorline/common/output.hpp"
 #include "html_text.hpp"
 #include "report_parts.hpp"
