@@ -1,6 +1,5 @@
 // A real runtime against the bound, layer by layer (runtime_layers.hpp).
 #include "floorline/analyzer/runtime_layers.hpp"
-#include "floorline/common/case_id.hpp"
 
 #include <algorithm>
 #include <map>

@@ -1,6 +1,5 @@
 // The validity check (validity.hpp) and its parts of the reports (report.hpp).
 #include "floorline/analyzer/validity.hpp"
-#include "floorline/common/case_id.hpp"
 
 #include <algorithm>
 
