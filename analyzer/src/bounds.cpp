@@ -123,17 +123,17 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
     // S_vendor's time: the vendor libraries' fastest case, else what S takes for a layer no backend runs.
     const auto best = costs.best.find({l.key, dtype, mode, ""});
     const auto vendor = costs.best_vendor.find({l.key, dtype, mode, ""});
-    if (c.source == "measured" && !is_own_kernel(best->second.id)) {
-      c.vendor_source = "measured";
+    if (c.source == CostSource::kMeasured && !is_own_kernel(best->second.id)) {
+      c.vendor_source = CostSource::kMeasured;
       c.vendor_us = c.us;
     } else if (vendor != costs.best_vendor.end()) {
-      c.vendor_source = "measured";
+      c.vendor_source = CostSource::kMeasured;
       c.vendor_us = vendor->second.us;
     } else if (c.roofline_us) {
-      c.vendor_source = "roofline";
+      c.vendor_source = CostSource::kRoofline;
       c.vendor_us = *c.roofline_us;
     } else {
-      c.vendor_source = "none";
+      c.vendor_source = CostSource::kNone;
     }
     if (auto it = costs.heuristic.find({l.key, dtype, mode, ""}); it != costs.heuristic.end())
       c.heuristic_us = it->second.us;
@@ -398,8 +398,8 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   b.S = sequential_bound(b.layers);
   b.S_vendor = vendor_sequential_bound(b.layers);
   for (const auto& c : b.layers) {
-    b.vendor_roofline_layers += c.source == "measured" && c.vendor_source == "roofline";
-    b.vendor_untimed_layers += c.source == "measured" && c.vendor_source == "none";
+    b.vendor_roofline_layers += c.source == CostSource::kMeasured && c.vendor_source == CostSource::kRoofline;
+    b.vendor_untimed_layers += c.source == CostSource::kMeasured && c.vendor_source == CostSource::kNone;
   }
   b.measured_fraction = measured_fraction(b.layers, b.S);
   b.H = heuristic_bound(b.layers);

@@ -118,10 +118,12 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"roofline_us", [opt](const L& r) { return opt(r.layer->roofline_us); }},
       {"conversion_us", [](const L& r) { return float_cell(r.layer->conversion_us, 2); }},
       // The layer's time in S_vendor (vendor libraries only) and where it comes from.
-      {"vendor_source", [](const L& r) { return text_cell(r.layer->vendor_source); }},
+      {"vendor_source",
+       [](const L& r) { return text_cell(std::string(cost_source_name(r.layer->vendor_source))); }},
       {"vendor_us",
        [](const L& r) {
-         return r.layer->vendor_source == "none" ? output::missing_cell() : float_cell(r.layer->vendor_us, 2);
+         return r.layer->vendor_source == CostSource::kNone ? output::missing_cell()
+                                                            : float_cell(r.layer->vendor_us, 2);
        }},
       // How the best case was measured: passes (placements) and the spread of their medians.
       {"passes", [](const L& r) { return int_cell(r.layer->passes); }},

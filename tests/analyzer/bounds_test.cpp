@@ -337,16 +337,16 @@ g (float[1,1000] x) => (float y) {
   EXPECT_EQ(bounds.vendor_untimed_layers, 0);
   EXPECT_EQ(bounds.layers[1].source, "measured");  // S takes ours
   EXPECT_DOUBLE_EQ(bounds.layers[1].us, 4);
-  EXPECT_EQ(bounds.layers[1].vendor_source, "measured");  // S_vendor oneDNN's
+  EXPECT_EQ(bounds.layers[1].vendor_source, CostSource::kMeasured);  // S_vendor oneDNN's
   EXPECT_DOUBLE_EQ(bounds.layers[1].vendor_us, 7);
-  EXPECT_EQ(bounds.layers[2].vendor_source, "roofline");
+  EXPECT_EQ(bounds.layers[2].vendor_source, CostSource::kRoofline);
   EXPECT_DOUBLE_EQ(bounds.layers[2].vendor_us, 8);
   EXPECT_DOUBLE_EQ(vendor_sequential_bound(bounds.layers), 25);
   // Without peaks the layer only our kernel ran has no vendor time: S_vendor is incomplete, S is not.
   costs.peaks.clear();
   const ModelBounds no_peaks = analyze_model(m, costs);
   EXPECT_DOUBLE_EQ(no_peaks.S, 17);
-  EXPECT_EQ(no_peaks.layers[2].vendor_source, "none");
+  EXPECT_EQ(no_peaks.layers[2].vendor_source, CostSource::kNone);
   EXPECT_EQ(no_peaks.vendor_untimed_layers, 1);
   EXPECT_DOUBLE_EQ(no_peaks.S_vendor, 17);  // 10 + 7: the untimed layer adds nothing, and is counted
 }

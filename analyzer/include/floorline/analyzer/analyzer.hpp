@@ -191,7 +191,7 @@ struct LayerCost {
   double conversion_us = 0;            // layout conversions t(v)'s implementation needs (Σ of their cases)
   // t(v) over the vendor libraries' cases only (S_vendor): t(v) where the best case is a vendor's,
   // else the fastest vendor case ("measured"), else as a layer with no case: "roofline" or "none".
-  std::string vendor_source;
+  CostSource vendor_source = CostSource::kNone;
   double vendor_us = 0;
   bool on_critical_path = false;
   std::vector<int> preds;  // the cost-bearing layers it reads from (through view layers)
