@@ -335,7 +335,7 @@ g (float[1,1000] x) => (float y) {
   EXPECT_DOUBLE_EQ(bounds.S_vendor, 25);
   EXPECT_EQ(bounds.vendor_roofline_layers, 1);
   EXPECT_EQ(bounds.vendor_untimed_layers, 0);
-  EXPECT_EQ(bounds.layers[1].source, "measured");  // S takes ours
+  EXPECT_EQ(bounds.layers[1].source, CostSource::kMeasured);  // S takes ours
   EXPECT_DOUBLE_EQ(bounds.layers[1].us, 4);
   EXPECT_EQ(bounds.layers[1].vendor_source, CostSource::kMeasured);  // S_vendor oneDNN's
   EXPECT_DOUBLE_EQ(bounds.layers[1].vendor_us, 7);
