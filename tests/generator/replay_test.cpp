@@ -192,7 +192,9 @@ TEST_F(BenchedResidual, EachLayerIsReplayedAtTheThreadCountItsCaseWonAt) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->layers_replayed, 5);
   for (const auto& st : r->steps)
-    if (!st.conversion) EXPECT_EQ(st.threads, budget->at(st.key).threads) << st.label;
+    if (!st.conversion) {
+      EXPECT_EQ(st.threads, budget->at(st.key).threads) << st.label;
+    }
   const auto makeup = nlohmann::json::parse(replay_row(*r, r2->system_id, r2->run_id, "f32").makeup);
   for (const auto& l : makeup.at("layer_times")) EXPECT_GE(l.at("threads").get<int>(), 1);
 }
