@@ -228,8 +228,10 @@ int run_layers(const LayersOptions& opts) {
       for (size_t k = 0; k < unique.size(); ++k) j["unique"][k]["in_models"] = unique[k].models;
     }
     if (opts.show_layers) j["layers"] = render_json(layer_fields(), layer_rows);
-    for (size_t k = 0; k < models.size(); ++k)
+    for (size_t k = 0; k < models.size(); ++k) {
       if (!models[k].assumption.empty()) j["models"][k]["assumption"] = models[k].assumption;
+      if (!models[k].notes.empty()) j["models"][k]["notes"] = models[k].notes;
+    }
     // Names come from the model file: bytes that are not UTF-8 become U+FFFD instead of an exception.
     out = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else if (opts.format == "csv") {
@@ -244,6 +246,8 @@ int run_layers(const LayersOptions& opts) {
     for (const auto& m : models)
       if (!m.assumption.empty())
         out += fmt::format("assumption: {} (batch {}): {}\n", m.name, m.batch, m.assumption);
+    for (const auto& m : models)
+      for (const auto& note : m.notes) out += fmt::format("note: {} (batch {}): {}\n", m.name, m.batch, note);
     out += fmt::format("\nZoo: {} model(s) processed, {} failed, in {:.2f} s\n",
                        files->size() - failures.size(), failures.size(), total_s);
     out +=

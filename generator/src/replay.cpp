@@ -81,9 +81,10 @@ struct Source {
 bool layout_agnostic(const mp::Layer& layer) {
   using K = LayerKind;
   static const std::set<LayerKind> kKinds = {
-      K::kRelu, K::kClip, K::kSigmoid, K::kTanh, K::kHardSwish, K::kHardSigmoid, K::kLeakyRelu, K::kElu,
-      K::kSelu, K::kErf,  K::kExp,     K::kLog,  K::kSqrt,      K::kNeg,         K::kAbs,       K::kAdd,
-      K::kSub,  K::kMul,  K::kDiv,     K::kMax,  K::kMin,       K::kSum,         K::kIdentity,  K::kDropout};
+      K::kRelu, K::kClip, K::kSigmoid,  K::kTanh,   K::kHardSwish, K::kHardSigmoid, K::kLeakyRelu,
+      K::kElu,  K::kSelu, K::kErf,      K::kGelu,   K::kExp,       K::kLog,         K::kSqrt,
+      K::kNeg,  K::kAbs,  K::kAdd,      K::kSub,    K::kMul,       K::kDiv,         K::kMax,
+      K::kMin,  K::kSum,  K::kIdentity, K::kDropout};
   const auto& c = layer.config;
   if (!kKinds.count(c.kind) || c.outputs.size() != 1 || c.inputs.empty()) return false;
   return std::all_of(c.inputs.begin(), c.inputs.end(),

@@ -11,6 +11,7 @@
 #include <onnx/defs/schema.h>
 
 #include "einsum.hpp"
+#include "gelu.hpp"
 #include "kinds.hpp"
 #include "model_stages.hpp"
 #include "qdq.hpp"
@@ -93,6 +94,11 @@ class IrBuilder {
     for (const auto& o : g.output()) graph_outputs.insert(o.name());
     fuse_qdq(
         ir_, [this](const std::string& name) { return describe(name).value; }, graph_outputs);
+    // GELU written as Div/Mul → Erf → Add → Mul → Mul: one Gelu layer (gelu.hpp).
+    if (const int n = collapse_gelu(
+            ir_, [this](const std::string& name) { return describe(name).value; }, graph_outputs))
+      ir_.notes.push_back(fmt::format(
+          "{} GELU chain(s) (Div or Mul, Erf, Add, Mul, Mul) collapsed into one Gelu layer each", n));
     int64_t flops = 0, bytes = 0;
     for (const auto& l : ir_.layers)
       if (l.cost_bearing() &&

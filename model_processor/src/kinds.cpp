@@ -454,6 +454,22 @@ void fix_dropout(const NodeView&, LayerConfig& c) {
   erase(c, {"seed", "ratio"});
 }
 
+// Gelu (ONNX Gelu-20; the model processor also makes one from the five-node decomposition that
+// exporters write before opset 20, gelu.hpp): `approximate` is "none" (erf) or "tanh", the operand
+// is x whatever ONNX 1.12, which has no schema for it, calls it.
+void fix_gelu(const NodeView&, LayerConfig& c) {
+  set(c, "approximate", str_or(c, "approximate", "none"));
+  order(c, {"approximate"});
+  if (!c.inputs.empty()) c.inputs[0].role = "x";
+}
+// Gelu's FLOPs are those of the ops of its definition (ONNX Gelu-20's function body,
+// onnx/defs/math/defs.cc), Erf and Tanh counted as one as their own kinds are:
+// erf: x·√½, Erf, +1, ·x, ·½ = 5 per element; tanh: x³ (2), ·0.044715, +x, ·√(2/π), Tanh, +1, ·x,
+// ·½ = 9 per element.
+int64_t gelu_flops(const LayerConfig& c) {
+  return mul(str_or(c, "approximate", "none") == "tanh" ? 9 : 5, out_numel(c));
+}
+
 void fix_softmax(const NodeView& v, LayerConfig& c) {
   // Before opset 13 Softmax coerced the input to 2-D at `axis` (default 1); from 13 it is per-axis (default
   // -1).
@@ -678,6 +694,7 @@ const KindInfo kKinds[] = {
     {K::kCeil, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kNot, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kCast, kCompute, {}, {}, fix_cast, zero, io_bytes},
+    {K::kGelu, kCompute, {}, {}, fix_gelu, gelu_flops, io_bytes},  // one pass: read x, write y
     {K::kAdd, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kSub, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},
     {K::kMul, kCompute, {}, {}, nullptr, per_output<1>, io_bytes},

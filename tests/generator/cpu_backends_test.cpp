@@ -95,7 +95,8 @@ TEST(XnnpackKernels, ZooLayersMatchTheReference) {
   // the classifier's GlobalAveragePool; resnet18: 3×3 convolutions, its Gemm, residual Add, Relu.
   for (const char* m : {"squeezenet1_1", "resnet18"})
     for (const auto& l : verify_cases(*backend, zoo(m), all, xnnpack_label)) labels.insert(l);
-  // mobilenet_v2: depthwise convolutions and Conv → Clip(0, 6); mobilenet_v3_small: HardSwish.
+  // mobilenet_v2: depthwise convolutions and Conv → Clip(0, 6); mobilenet_v3_small: HardSwish and
+  // its squeeze-and-excitation Mul (broadcast).
   for (const auto& l : verify_cases(
            *backend, zoo("mobilenet_v2"),
            [](const PlannedCase& c) {
@@ -105,10 +106,13 @@ TEST(XnnpackKernels, ZooLayersMatchTheReference) {
     labels.insert(l);
   for (const auto& l : verify_cases(
            *backend, zoo("mobilenet_v3_small"),
-           [](const PlannedCase& c) { return has_kind(c, {LayerKind::kHardSwish}); }, xnnpack_label))
+           [](const PlannedCase& c) {
+             return has_kind(c, {LayerKind::kHardSwish, LayerKind::kMul});
+           },
+           xnnpack_label))
     labels.insert(l);
-  // bert_base_encoder: MatMul with 2-D weights (and its bias fused), broadcast Add, Mul, Div,
-  // Softmax over the last axis.
+  // bert_base_encoder: MatMul with 2-D weights (and its bias fused), broadcast Add, Div, Softmax
+  // over the last axis (its Muls are GELU chains: Gelu layers, which XNNPACK does not map).
   for (const auto& l : verify_cases(*backend, zoo("bert_base_encoder"), all, xnnpack_label)) labels.insert(l);
   // resnext50_32x4d: grouped (32 groups, not depthwise) convolutions.
   for (const auto& l : verify_cases(

@@ -84,6 +84,7 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
                          "Resize",
                          "Split",
                          "Sum",
+                         "Gelu",
                          "Conv+Relu",
                          "Conv+Add+Relu",
                          "Conv+Clip(-0.5,0.5)",
@@ -91,6 +92,44 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
     EXPECT_TRUE(verified_ops.count(op)) << op << " has no verified case";
   EXPECT_EQ(proxies, (std::set<std::string>{"Erf", "Gather"}));
   EXPECT_GT(verified, 60);
+}
+
+// The kinds model's GELU chain is one Gelu layer, timed as oneDNN's gelu_erf and verified against
+// the reference; the same case with approximate = "tanh" runs gelu_tanh and verifies against the
+// tanh formula.
+TEST(OnednnKernels, GeluIsOneEltwiseVerifiedInBothApproximations) {
+  const Plan plan = kinds_plan();
+  const PlannedCase* gelu = nullptr;
+  for (const auto& c : plan.cases)
+    if (c.spec.problem.kind == LayerKind::kGelu && !c.status && c.spec.feeds.empty()) gelu = &c;
+  ASSERT_NE(gelu, nullptr);
+  EXPECT_EQ(gelu->spec.problem.key, "Gelu|x=1x8x10x10|approximate=none|f32");
+  EXPECT_EQ(gelu->spec.problem.string_attr("approximate"), "none");
+  auto k = kernels::make_onednn_kernel(gelu->spec);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  const Status v = (*k)->verify();
+  EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
+
+  kernels::Problem tanh = gelu->spec.problem;
+  tanh.strings["approximate"] = "tanh";
+  const std::vector<kernels::HostTensor> in = {{{1, 1, 1, 3}, {-1.0f, 0.5f, 2.0f}}};
+  tanh.inputs[0].shape = tanh.outputs[0].shape = {1, 1, 1, 3};
+  auto yt = kernels::reference(tanh, in, {});
+  auto ye = kernels::reference(gelu->spec.problem, in, {});
+  ASSERT_TRUE(yt.ok() && ye.ok());
+  // 0.5·x·(1 + erf(x/√2)) and 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), worked out in double.
+  const std::vector<double> erf_want = {-0.15865525393145707, 0.34573123063700656, 1.9544997361036416};
+  const std::vector<double> tanh_want = {-0.15880800939172324, 0.34571400982514394, 1.954597694087775};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR((*ye)[0].data[i], erf_want[i], 1e-6);
+    EXPECT_NEAR((*yt)[0].data[i], tanh_want[i], 1e-6);
+  }
+  kernels::CaseSpec spec = gelu->spec;
+  spec.problem.strings["approximate"] = "tanh";
+  auto kt = kernels::make_onednn_kernel(spec);
+  ASSERT_TRUE(kt.ok()) << kt.error().message;
+  const Status vt = (*kt)->verify();
+  EXPECT_TRUE(vt.ok()) << (vt.ok() ? "" : vt.error().message);
 }
 
 TEST(OnednnKernels, WhatCannotRunIsUnsupportedNotFailed) {

@@ -18,7 +18,7 @@ kinds (float[1,8,10,10] x, float[16,8,3,3] w, float[16] b, float[8,4,3,3] wg, fl
         float o29, float o30, float o31, float o32, float o33, float o34, float o35, float o36, float o37,
         float o38, float o39, float o40, float o41, float o42, float o43, float o44, float o45, float o46a,
         float o46b, float o47, float o48, float o49, float o50, float o51, int64 o51i, float o52,
-        float o53, float o54, float o55)
+        float o53, float o54, float o55, float o56)
 {
   c1 = Conv <pads = [1, 0, 2, 1], strides = [2, 1], dilations = [1, 2]> (x, w, b)
   o1 = Relu (c1)
@@ -97,6 +97,14 @@ kinds (float[1,8,10,10] x, float[16,8,3,3] w, float[16] b, float[8,4,3,3] wg, fl
   o53 = RoiAlign <output_height = 3, output_width = 3, sampling_ratio = 2, spatial_scale = 0.5> (x, rr, rb)
   o54 = ScatterElements <axis = 1, reduction = "add"> (x, si, su)
   o55 = GridSample (x, gg)
+  gr2 = Constant <value = float {1.4142135}> ()
+  gone = Constant <value = float {1.0}> ()
+  ghalf = Constant <value = float {0.5}> ()
+  gt = Div (x, gr2)
+  gu = Erf (gt)
+  gv = Add (gu, gone)
+  gw = Mul (x, gv)
+  o56 = Mul (gw, ghalf)
 }
 )onnx";
 

@@ -119,6 +119,7 @@ AccuracyClass accuracy_class(LayerKind kind) {
     case K::kTanh:
     case K::kSoftplus:
     case K::kErf:
+    case K::kGelu:
     case K::kExp:
     case K::kLog:
     case K::kPow:

@@ -615,6 +615,9 @@ Result<std::vector<HostTensor>> unary(const Problem& p, const std::vector<HostTe
     case LayerKind::kPow:
       beta = p.float_attr("y", 1.0);
       break;
+    case LayerKind::kGelu:
+      alpha = p.string_attr("approximate", "none") == "tanh" ? 1 : 0;
+      break;
     default:
       break;
   }
@@ -713,6 +716,7 @@ ReferenceRow reference_row(LayerKind k) {
     case K::kNeg:
     case K::kAbs:
     case K::kPow:
+    case K::kGelu:
       return {unary, {}};
     case K::kFloor:
     case K::kCeil:
@@ -878,6 +882,11 @@ float eltwise_reference(LayerKind kind, float xf, double alpha, double beta) {
       break;
     case LayerKind::kErf:
       v = std::erf(x);
+      break;
+    case LayerKind::kGelu:  // alpha 1: approximate = "tanh" (ONNX Gelu-20)
+      v = alpha != 0
+              ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)))
+              : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
       break;
     case LayerKind::kExp:
       v = std::exp(x);

@@ -21,7 +21,7 @@
   /* compute: element-wise unary */                                                                \
   X(Relu) X(LeakyRelu) X(PRelu) X(Elu) X(Selu) X(Clip) X(Sigmoid) X(Tanh) X(HardSigmoid)           \
   X(HardSwish) X(Softplus) X(Erf) X(Exp) X(Log) X(Sqrt) X(Reciprocal) X(Neg) X(Abs) X(Floor)       \
-  X(Ceil) X(Not) X(Cast)                                                                           \
+  X(Ceil) X(Not) X(Cast) X(Gelu)                                                                   \
   /* compute: element-wise binary / ternary (NumPy broadcasting) */                                \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Max) X(Min) X(Mod) X(Equal) X(Less) X(Greater) X(And)       \
   X(Or) X(Where) X(Sum)                                                                            \

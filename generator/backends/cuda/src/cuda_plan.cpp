@@ -538,6 +538,11 @@ CudaRow cuda_row(LayerKind k) {
     case K::kNot:
     case K::kCast:
       return {nullptr, {}, kNoKernel};
+    case K::kGelu:
+      return {nullptr,
+              {},
+              "not mapped: cuDNN has no GELU activation and floorline-kernel:eltwise has no GELU op yet (its "
+              "UnaryOp list would need one, with approximate as its alpha)"};
     case K::kAdd:
     case K::kSub:
     case K::kMul:

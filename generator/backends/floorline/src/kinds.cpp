@@ -85,6 +85,7 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kCeil:
     case K::kNot:
     case K::kCast:
+    case K::kGelu:
     case K::kAdd:
     case K::kSub:
     case K::kMul:

@@ -62,6 +62,8 @@ std::vector<EltwiseOp> eltwise_chain(LayerKind kind, double alpha, double beta, 
       if (proxy)
         *proxy = "Erf is timed as oneDNN's gelu_erf (one erf per element, same traffic): oneDNN has no erf";
       return {{algorithm::eltwise_gelu_erf, 0.f, 0.f}};
+    case K::kGelu:  // alpha 1: approximate = "tanh" (unary_params)
+      return {{alpha != 0 ? algorithm::eltwise_gelu_tanh : algorithm::eltwise_gelu_erf, 0.f, 0.f}};
     default:
       return {};
   }
@@ -81,6 +83,8 @@ std::pair<double, double> unary_params(const Problem& p) {
       return {p.float_attr("alpha"), p.float_attr("beta")};
     case LayerKind::kPow:
       return {1.0, p.float_attr("y", std::numeric_limits<double>::quiet_NaN())};
+    case LayerKind::kGelu:
+      return {p.string_attr("approximate", "none") == "tanh" ? 1.0 : 0.0, 0};
     default:
       return {0, 0};
   }

@@ -91,6 +91,8 @@ KindMapping kind_mapping(LayerKind k) {
       return {{"eltwise"}, eltwise, {}, {}};
     case K::kErf:
       return {{"eltwise"}, eltwise, "no oneDNN erf: timed as gelu_erf (one erf per element)", {}};
+    case K::kGelu:  // eltwise_gelu_erf, or eltwise_gelu_tanh for approximate = "tanh"
+      return {{"eltwise"}, eltwise, {}, {}};
     case K::kFloor:
     case K::kCeil:
     case K::kNot:

@@ -39,6 +39,7 @@ KindSupport openblas_support(LayerKind kind) {
     case LayerKind::kHardSwish:
     case LayerKind::kSoftplus:
     case LayerKind::kErf:
+    case LayerKind::kGelu:
     case LayerKind::kExp:
     case LayerKind::kLog:
     case LayerKind::kSqrt:

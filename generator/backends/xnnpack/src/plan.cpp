@@ -83,6 +83,8 @@ XnnRow xnnpack_row(LayerKind k) {
           "broadcasting");
     case K::kGlobalMaxPool:
       return none("not mapped: XNNPACK 2022-02 has no global max pooling");
+    case K::kGelu:
+      return none("not mapped: XNNPACK 2022-02 has no GELU operator (nor erf, to build it from)");
     case K::kBatchNormalization:
     case K::kLayerNormalization:
     case K::kInstanceNormalization:

@@ -36,6 +36,9 @@ struct ModelIR {
   // The assumption the shapes rest on, when any ("" when none): the --max-detections count taken
   // for the data-dependent sizes of NonZero / NonMaxSuppression layers. Reports print it.
   std::string assumption;
+  // Rewrites of the graph that the layers reflect, one line each ("18 GELU chain(s) ... collapsed
+  // ..."): `floorline layers` prints them.
+  std::vector<std::string> notes;
   // Wall time (ms) to build the IR at this batch; the first batch's also holds loading the model
   // and shape inference at every requested batch (done together, in one child process).
   double process_ms = 0;
