@@ -39,7 +39,7 @@ class OnednnBackend final : public Backend {
       c.variant.algorithm = im.algorithm;
       c.group = im.variant;
       c.reference = im.reference;
-      c.library = im.variant == "floorline-kernel" ? "floorline-kernel" : "onednn";
+      c.library = "onednn";
       c.is_default = im.is_default;
       c.impl_index = im.impl_index;
       c.impl_name = im.impl_name;

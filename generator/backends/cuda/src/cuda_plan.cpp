@@ -18,7 +18,7 @@ std::string library_of(const std::string& group) {
   if (group.rfind("cudnn", 0) == 0) return "cudnn";
   if (group.rfind("cublaslt", 0) == 0) return "cublaslt";
   if (group.rfind("cublas", 0) == 0) return "cublas";
-  return "floorline-kernel";
+  return std::string(kOwnBackend);  // our own kernels (common/case_id.hpp)
 }
 
 // A case of `base`: its variant with the algorithm "<group>[:<detail>]", math mode and layout

@@ -251,7 +251,7 @@ std::vector<XnnpackCase> xnnpack_cases(const CaseSpec& base) {
                                       std::pair{LayoutConversion{"dst", "nhwc", "nchw"}, y}}) {
       if (!transposes(shape)) continue;
       out.push_back(conversion_case(base, "floorline-kernel:transpose", MathMode::kFp32, conv,
-                                    CaseFeeds{"", "nhwc"}, "floorline-kernel"));
+                                    CaseFeeds{"", "nhwc"}, std::string(kOwnBackend)));
     }
   }
   return out;

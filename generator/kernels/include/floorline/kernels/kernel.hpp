@@ -142,7 +142,7 @@ struct LibraryCase {
   // --max-impls cap: a formulation left untimed can leave S above what a runtime achieves.
   std::string group;
   bool reference = false;   // a plain-loop implementation (oneDNN's "ref:"), timed only where asked or alone
-  std::string library;      // whose code runs: "onednn", "cudnn", "xnnpack", "floorline-kernel", ...
+  std::string library;      // whose code runs: "onednn", "cudnn", "xnnpack", "floorline" (ours), ...
   bool is_default = false;  // what a framework gets by default from this library
   // For backends that enumerate implementations (CaseSpec::impl_index, impl_name).
   int impl_index = 0;
