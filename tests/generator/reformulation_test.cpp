@@ -23,7 +23,9 @@ Plan onednn_plan(const std::string& model) {
   return make_plan(zoo_model(model), {find_backend("onednn")}, PlanOptions{});
 }
 
-std::string variant_of(const PlannedCase& c) { return c.group; }
+std::string variant_of(const PlannedCase& c) {
+  return c.group;
+}
 
 // Builds and verifies the timed cases of `variant` for `op` (at most `limit`); returns how many
 // passed, and the fusions among them.

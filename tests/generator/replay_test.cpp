@@ -346,10 +346,10 @@ TEST(Replay, TheCasesToRetimeAreTheBeatenOnesOrAllBelowS) {
 
 // The pools of two libraries in one chain (docs/MEASUREMENT.md, "Threads of several libraries"):
 // an XNNPACK Sigmoid then a oneDNN Tanh on 1x64x112x112, each on 2 threads, replayed as a graph,
-// take no more than their times alone × 2. With XNNPACK's workers spinning after each call
+// take no more than their times alone × 3. With XNNPACK's workers spinning after each call
 // (FLOORLINE_SPIN_WORKERS=1), oneDNN's second thread waits for a core: 6.1-6.2 ms against 0.27 ms
-// alone on the 2-core Xeon. With every pool yielding, 1.3-1.7 × (the halves of the tensor move
-// between the two pools' threads); 2 × leaves room for a loaded machine. Timed, so ctest runs it
+// alone on the 2-core Xeon. With every pool yielding, 1.3-2.2 × (the halves of the tensor move
+// between the two pools' threads); 3 × leaves room for a loaded machine. Timed, so ctest runs it
 // alone (ReplayTiming is excluded from the parallel runs: tests/CMakeLists.txt).
 TEST(ReplayTiming, ATwoLibraryChainAtTwoThreadsCostsItsPartsAlone) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one hardware thread: no pool to share";
@@ -397,14 +397,14 @@ chain (float[1,64,112,112] x) => (float y)
   chosen[tanh->spec.problem.key] = {tanh->spec, tanh_us, 2};
   ReplayOptions opts;
   opts.threads = 2;
-  opts.repetitions = 5;
+  opts.repetitions = 10;
   opts.min_time = 0.02;
   auto r = replay_model(models->front(), chosen, *onednn, opts);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->layers_replayed, 2);
   EXPECT_EQ(r->conversions, 0);
   EXPECT_EQ(r->operands_shared, 1);  // the Tanh reads the Sigmoid's output where XNNPACK wrote it
-  EXPECT_LE(r->min_us, 2 * (sigmoid_us + tanh_us))
+  EXPECT_LE(r->min_us, 3 * (sigmoid_us + tanh_us))
       << "Sigmoid alone " << sigmoid_us << " us, Tanh alone " << tanh_us << " us";
 }
 
