@@ -55,6 +55,11 @@ KindMapping kind_mapping(LayerKind k) {
       return {"log_softmax", Family::kData, {}};
     case K::kResize:
       return {"copy", Family::kData, "the identity Resize only (output shape equal to the input's)"};
+    case K::kReduceMean:
+    case K::kReduceSum:
+    case K::kReduceMax:
+    case K::kReduceMin:
+      return {"reduce", Family::kData, "over one run of adjacent axes (outer × reduced × inner)"};
     case K::kConv:
     case K::kConvTranspose:
     case K::kGemm:
@@ -109,10 +114,6 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kAveragePool:
     case K::kGlobalAveragePool:
     case K::kGlobalMaxPool:
-    case K::kReduceMean:
-    case K::kReduceSum:
-    case K::kReduceMax:
-    case K::kReduceMin:
     case K::kReduceProd:
     case K::kLSTM:
     case K::kGRU:
