@@ -109,11 +109,11 @@ struct ReplayResult {
 
 // Replays one model (one batch) on `backend`: each layer's case is built by the backend that
 // planned it (`backend` itself, or the registry's backend of that name: a model's best cases may
-// come from several CPU libraries), with the run's thread count. Values move between cases of two
-// libraries where one of them converts (XNNPACK: between its NHWC ports and plain ones); an operand
-// no backend converts is read from the consumer's own buffer (operands_unwired). Error when no layer has a
-// chosen case, when a kernel cannot be built, or when a pass throws (the library's message, naming the
-// layer).
+// come from several CPU libraries), at the thread count its case was timed at (ChosenCase::threads;
+// options.threads where 0). Values move between cases of two libraries where one of them converts (XNNPACK:
+// between its NHWC ports and plain ones); an operand no backend converts is read from the consumer's own
+// buffer (operands_unwired). Error when no layer has a chosen case, when a kernel cannot be built, or when a
+// pass throws (the library's message, naming the layer).
 Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::string, ChosenCase>& chosen,
                                   const Backend& backend, const ReplayOptions& options);
 
