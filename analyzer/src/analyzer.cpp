@@ -148,8 +148,11 @@ Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::Model
 
 namespace {
 
-// One system's own costs (load_costs without the thread budget).
-Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id) {
+// One system's own costs (load_costs without the thread budget). With `cases_only`, only what a
+// system of a thread budget gives the budget's system: its best cases (S's and S_vendor's) and the
+// conversions they need; not the defaults, peaks, replays or framework rows, which are the budget
+// system's own (the framework tables are read whole: once per analysis, not once per count).
+Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bool cases_only = false) {
   CostTable t;
   t.system_id = system_id;
   FL_ASSIGN_OR_RETURN(const auto sys, db.query("SELECT device_kind, device_name, libraries, threads "
@@ -183,32 +186,34 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id) {
         return Status{};
       }));
   if (!spreads.empty()) t.method.median_spread = summarize(spreads).median;
-  FL_TRY(
-      db.for_each("SELECT count(*), coalesce(sum(slowed > 0), 0), coalesce(sum(noisy), 0), "
-                  "coalesce(min(passes), 0), coalesce(max(passes), 0) FROM measurements "
-                  "WHERE system_id = ?1 AND superseded = 0 AND status = 'passed'",
-                  id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-                    t.method.cases = integer(v[0]);
-                    t.method.slowed_cases = integer(v[1]);
-                    t.method.noisy_cases = integer(v[2]);
-                    t.method.min_passes = integer(v[3]);
-                    t.method.max_passes = integer(v[4]);
-                    return Status{};
-                  }));
-  FL_TRY(db.for_each(
-      "SELECT lc.key, c.dtype, c.math_mode, c.fusion, coalesce(m.min_us, m.median_us), c.id, c.backend, "
-      "c.algorithm, c.layout "
-      "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
-      "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.is_default = 1 AND m.status = 'passed' AND "
-      "m.median_us IS NOT NULL",
-      id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-        // Several libraries of one system (oneDNN, XNNPACK, OpenBLAS) each have a default: H takes
-        // the fastest of them, so that it does not depend on the order rows come in.
-        const CaseTime c = case_time(v);
-        auto [it, fresh] = t.heuristic.try_emplace({text(v[0]), text(v[1]), text(v[2]), text(v[3])}, c);
-        if (!fresh && c.us < it->second.us) it->second = c;
-        return Status{};
-      }));
+  if (!cases_only) {
+    FL_TRY(
+        db.for_each("SELECT count(*), coalesce(sum(slowed > 0), 0), coalesce(sum(noisy), 0), "
+                    "coalesce(min(passes), 0), coalesce(max(passes), 0) FROM measurements "
+                    "WHERE system_id = ?1 AND superseded = 0 AND status = 'passed'",
+                    id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+                      t.method.cases = integer(v[0]);
+                      t.method.slowed_cases = integer(v[1]);
+                      t.method.noisy_cases = integer(v[2]);
+                      t.method.min_passes = integer(v[3]);
+                      t.method.max_passes = integer(v[4]);
+                      return Status{};
+                    }));
+    FL_TRY(db.for_each(
+        "SELECT lc.key, c.dtype, c.math_mode, c.fusion, coalesce(m.min_us, m.median_us), c.id, c.backend, "
+        "c.algorithm, c.layout "
+        "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
+        "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.is_default = 1 AND m.status = 'passed' AND "
+        "m.median_us IS NOT NULL",
+        id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+          // Several libraries of one system (oneDNN, XNNPACK, OpenBLAS) each have a default: H takes
+          // the fastest of them, so that it does not depend on the order rows come in.
+          const CaseTime c = case_time(v);
+          auto [it, fresh] = t.heuristic.try_emplace({text(v[0]), text(v[1]), text(v[2]), text(v[3])}, c);
+          if (!fresh && c.us < it->second.us) it->second = c;
+          return Status{};
+        }));
+  }
   FL_TRY(db.for_each(
       "SELECT lc.key, c.dtype, c.math_mode, c.fusion, coalesce(m.min_us, m.median_us), c.id, c.backend, "
       "c.algorithm, c.layout, c.feeds_algorithm, c.feeds_layout, c.conversion_tensor <> '' "
@@ -228,6 +233,17 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id) {
         t.conversions[{text(v[0]), text(v[1]), text(v[2]), feeds}].push_back(case_time(v));
         return Status{};
       }));
+  auto stamp = [&] {  // each case's thread count and system: the budget's merge keeps them apart
+    for (auto* cases : {&t.best, &t.heuristic, &t.best_vendor})
+      for (auto& [k, c] : *cases) c.threads = t.threads, c.system_id = system_id;
+    for (auto& [k, list] : t.conversions)
+      for (auto& c : list) c.threads = t.threads, c.system_id = system_id;
+    t.budget = {{system_id, t.threads}};
+  };
+  if (cases_only) {
+    stamp();
+    return t;
+  }
   FL_TRY(db.for_each("SELECT peak, dtype, value_per_s FROM system_peaks WHERE system_id = ?1", id,
                      [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
                        t.calibrated_peaks[{text(v[0]), text(v[1])}] = real(v[2]);
@@ -254,11 +270,7 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id) {
             t.layer_times.push_back(std::move(r));
           return Status{};
         }));
-  for (auto* cases : {&t.best, &t.heuristic, &t.best_vendor})
-    for (auto& [k, c] : *cases) c.threads = t.threads, c.system_id = system_id;
-  for (auto& [k, list] : t.conversions)
-    for (auto& c : list) c.threads = t.threads, c.system_id = system_id;
-  t.budget = {{system_id, t.threads}};
+  stamp();
   return t;
 }
 
@@ -270,7 +282,7 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id, bool thre
   FL_ASSIGN_OR_RETURN(const auto budget, db.thread_budget(system_id));
   for (const auto& other : budget) {
     if (other.system_id == system_id) continue;
-    FL_ASSIGN_OR_RETURN(const CostTable o, load_system_costs(db, other.system_id));
+    FL_ASSIGN_OR_RETURN(const CostTable o, load_system_costs(db, other.system_id, /*cases_only=*/true));
     t.budget.push_back(other);
     // A configuration's best case and the conversions it needs come from one system: the
     // conversion cases of the other thread count feed other kernels.
