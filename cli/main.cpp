@@ -38,8 +38,9 @@ std::string command_name(const CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // OMP_WAIT_POLICY (passive unless the user set it) is set by the backend registry just before it
-  // loads the oneDNN plugin, whose OpenMP runtime reads it when it loads (generator/src/registry.cpp).
+  // GOMP_SPINCOUNT (unless the user set it or OMP_WAIT_POLICY) and OPENBLAS_THREAD_TIMEOUT are set
+  // by the backend registry just before it loads the plugins, whose runtimes read them when they
+  // load (generator/src/registry.cpp).
   std::string command_line;
   for (int k = 0; k < argc; ++k) command_line += (k ? " " : "") + std::string(argv[k]);
   CLI::App app{

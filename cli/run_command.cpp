@@ -256,9 +256,10 @@ int run_main(RunCmd o, const std::string& command_line) {
           return a.in_graph_us - a.alone_us > b.in_graph_us - b.alone_us;
         });
         for (size_t k = 0; k < steps.size() && k < o.replay_steps; ++k)
-          std::fprintf(stderr, "      +%8.1f us  %8.1f us in the graph vs %8.1f us alone  %s\n",
+          std::fprintf(stderr,
+                       "      +%8.1f us  %8.1f us in the graph vs %8.1f us alone  %s [%s, %d thread(s)]\n",
                        steps[k].in_graph_us - steps[k].alone_us, steps[k].in_graph_us, steps[k].alone_us,
-                       steps[k].label.c_str());
+                       steps[k].label.c_str(), steps[k].backend.c_str(), steps[k].threads);
       }
     }
     // A re-timing lowers configs other models share: the rows written before it are written again

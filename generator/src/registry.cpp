@@ -19,35 +19,47 @@
 namespace floorline::gen {
 namespace {
 
+// A variable set in the environment before a plugin loads, unless the user set it (or set
+// `unless`, a variable that already says what the user wants): a runtime the plugin links may read
+// it only when it loads.
+struct EnvDefault {
+  const char* name = nullptr;
+  const char* value = nullptr;
+  const char* unless = nullptr;
+};
+
 struct BackendEntry {
   const char* name;
   const char* device_kind;  // "cpu" or "gpu"
   const char* plugin;       // the plugin's file name
-  // Set (unless the user set it) before the plugin is loaded: a runtime it links may read it only
-  // when it loads. oneDNN's OpenMP (libgomp) spins idle threads by default, which ruins timings on
-  // a shared machine (docs/MEASUREMENT.md); nothing else in the executable loads
-  // libgomp before this plugin.
-  const char* env_name;
-  const char* env_value;
-  const char* env2_name = nullptr;  // a second variable, where the library needs one
-  const char* env2_value = nullptr;
+  std::array<EnvDefault, 2> env{};
 };
+
+// How long idle workers spin for their library's next call before they sleep. A case timed at
+// several threads is called back to back, as a runtime's one pool runs layer after layer: a worker
+// asleep after each call adds a wake-up to every call (the 1x1 convolution of mnasnet's second
+// block at 2 threads: oneDNN 128.7 µs asleep against 53.1 spinning, docs/MEASUREMENT.md). A worker
+// spinning on after its library's last call takes the core the next library's threads need, so the
+// spin is bounded: libgomp's 10,000 spins (about 0.1 ms by its own estimate) and OpenBLAS's 2^20
+// cycles (0.3-0.5 ms), long enough for back-to-back calls (measured: no slower than spinning
+// without end). XNNPACK's pool spins until it is parked (Backend::park_threads).
+constexpr EnvDefault kOpenMpSpin{"GOMP_SPINCOUNT", "10000", "OMP_WAIT_POLICY"};
 
 // The registry's order is the order of `floorline system` and of choose_backend's preference among
 // backends of one device kind.
 // Adding a backend adds a row here (and nothing else in this file): std::to_array counts them.
 constexpr auto kBackends = std::to_array<BackendEntry>({
-    {"cuda", "gpu", "libfloorline-backend-cuda.so", nullptr, nullptr},
-    {"onednn", "cpu", "libfloorline-backend-onednn.so", "OMP_WAIT_POLICY", "passive"},
+    {"cuda", "gpu", "libfloorline-backend-cuda.so"},
+    {"onednn", "cpu", "libfloorline-backend-onednn.so", {kOpenMpSpin}},
     // Floorline's own CPU kernels; OpenMP as oneDNN's (whichever plugin loads libgomp first sets it).
-    {"floorline", "cpu", "libfloorline-backend-floorline.so", "OMP_WAIT_POLICY", "passive"},
-    {"xnnpack", "cpu", "libfloorline-backend-xnnpack.so", nullptr, nullptr},
+    {"floorline", "cpu", "libfloorline-backend-floorline.so", {kOpenMpSpin}},
+    {"xnnpack", "cpu", "libfloorline-backend-xnnpack.so"},
     // OpenBLAS's pthread build starts its threads when it loads: one thread until set_threads. Its
-    // idle workers spin for 2^28 cycles (about 0.1 s) after each call, taking the cores the next
-    // library's threads need in a model (docs/MEASUREMENT.md, "Threads of several libraries"):
-    // 2^4 cycles, the least it allows, puts them to sleep at once.
-    {"openblas", "cpu", "libfloorline-backend-openblas.so", "OPENBLAS_NUM_THREADS", "1",
-     "OPENBLAS_THREAD_TIMEOUT", "4"},
+    // idle workers spin (yielding) for 2^28 cycles, about 0.1 s, after each call by default.
+    {"openblas",
+     "cpu",
+     "libfloorline-backend-openblas.so",
+     {EnvDefault{"OPENBLAS_NUM_THREADS", "1"}, EnvDefault{"OPENBLAS_THREAD_TIMEOUT", "20"}}},
 });
 
 // Stands in for a backend whose plugin could not be loaded: named as in the registry, never
@@ -134,8 +146,8 @@ Result<std::string> load_plugin(const BackendEntry& entry, std::unique_ptr<Backe
     return make_error("not installed: {} is in none of {}", entry.plugin,
                       searched.empty() ? "no directory" : searched);
   }
-  if (entry.env_name) setenv(entry.env_name, entry.env_value, /*overwrite=*/0);
-  if (entry.env2_name) setenv(entry.env2_name, entry.env2_value, /*overwrite=*/0);
+  for (const EnvDefault& e : entry.env)
+    if (e.name && !(e.unless && std::getenv(e.unless))) setenv(e.name, e.value, /*overwrite=*/0);
   // RTLD_NOW: a missing vendor symbol is reported here, not at the first call; RTLD_LOCAL: two
   // plugins never see each other's symbols.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

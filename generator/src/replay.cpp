@@ -103,11 +103,15 @@ struct Step {
 };
 
 // A conversion between the ports of two cases, by the consumer's backend, else the producer's
-// (cases of different libraries: XNNPACK converts between its NHWC ports and any plain port).
+// (cases of different libraries: XNNPACK converts between its NHWC ports and any plain port);
+// `by` is set to the backend that built it, whose threads run it (its step's backend).
 Result<std::unique_ptr<kernels::Kernel>> convert(const Backend* producer, const Backend* consumer,
-                                                 const kernels::PortRef& from, const kernels::PortRef& to) {
+                                                 const kernels::PortRef& from, const kernels::PortRef& to,
+                                                 const Backend*& by) {
+  by = consumer;
   auto conv = consumer->conversion(from, to);
   if (conv || producer == consumer) return conv;
+  by = producer;
   return producer->conversion(from, to);
 }
 
@@ -272,14 +276,15 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         for (size_t k = 0; k < layer.input_names.size() && wired; ++k) {
           const Source& from = sources.at(layer.input_names[k]);
           if (from.layout == layout.layout) continue;
+          const Backend* by = nullptr;
           auto conv = convert(steps[from.step].backend, steps[layout.step].backend,
                               {steps[from.step].kernel.get(), true, from.out, from.data},
-                              {steps[layout.step].kernel.get(), true, layout.out, nullptr});
+                              {steps[layout.step].kernel.get(), true, layout.out, nullptr}, by);
           wired = static_cast<bool>(conv);
           if (wired)
             converts.push_back({std::move(conv).value(),
                                 fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                true, 0, steps[layout.step].backend, "", "", "", threads});
+                                true, 0, by, "", "", "", threads});
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -318,9 +323,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++r.operands_shared;
         continue;
       }
+      const Backend* by = nullptr;
       auto conv = convert(steps[from.step].backend, own->first,
                           {steps[from.step].kernel.get(), true, from.out, from.data},
-                          {kernel.get(), false, k, nullptr});
+                          {kernel.get(), false, k, nullptr}, by);
       const auto dest = conv ? (*conv)->port(true, 0) : std::nullopt;
       if (!conv || !dest) {
         ++r.operands_unwired;
@@ -329,8 +335,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       FL_TRY(kernel->bind(false, k, dest->data));
       converted[key] = dest->data;
       steps.push_back({std::move(conv).value(),
-                       fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0,
-                       own->first, "", "", "", threads});
+                       fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0, by,
+                       "", "", "", threads});
       ++r.conversions;
     }
     if (adopted) {
@@ -359,11 +365,15 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   // Before a step, its backend is set to the step's thread count (a layer of the thread budget
   // timed fastest at fewer threads than the run has) where the step before was another backend's or
   // at another count: two backends may share one runtime's setting (oneDNN's and our kernels'
-  // OpenMP), so a backend's own last setting is not enough to know the current one.
+  // OpenMP), so a backend's own last setting is not enough to know the current one. There the
+  // workers of the step before, spinning for their library's next call, are parked first, so that
+  // they do not take the cores this step's threads need (Backend::park_threads): within a run of
+  // one backend's steps its workers spin, as a runtime's one pool does between layers.
   const Backend* backend_now = nullptr;
   int threads_now = 0;
   auto run_step = [&](Step& s) {
     if (s.backend != backend_now || s.threads != threads_now) {
+      if (backend_now) backend_now->park_threads();
       s.backend->set_threads(s.threads);
       backend_now = s.backend;
       threads_now = s.threads;
@@ -407,12 +417,14 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       const double us = summarize(per_step[k]).min;
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
       r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us, steps[k].layer,
-                         steps[k].op, steps[k].key, steps[k].threads});
+                         steps[k].op, steps[k].key, steps[k].threads, steps[k].backend->name()});
     }
   } catch (const std::exception& e) {
+    if (backend_now) backend_now->park_threads();
     return make_error("{} (batch {}): replay failed at {}: {}", model.name, model.batch,
                       failing < steps.size() ? steps[failing].label : "?", e.what());
   }
+  if (backend_now) backend_now->park_threads();
   return r;
 }
 

@@ -117,7 +117,12 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       if (b->device_kind() == kind) names += (names.empty() ? "" : ",") + b->name();
     return names;
   };
+  // A backend's idle workers spin between its cases; they are parked before the next backend's
+  // cases are timed (Backend::park_threads), and at the end.
+  const Backend* previous = nullptr;
   for (const Backend* backend : backends) {
+    if (previous) previous->park_threads();
+    previous = backend;
     backend->set_threads(options.threads);
     int64_t system_id = 0, run_id = 0;
     std::unordered_map<std::string, int64_t> case_ids;
@@ -447,6 +452,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     }
     if (!result.ok() || g_interrupted) break;
   }
+  if (previous) previous->park_threads();
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
   sum.interrupted = g_interrupted != 0;

@@ -3,10 +3,14 @@
 // tests report themselves skipped): every case they plan for real zoo layers built through the
 // registry's plugin and checked against the plain reference, their plans, and the system row they
 // share with oneDNN.
+#include <sys/resource.h>
+
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -394,6 +398,54 @@ TEST(CpuBackends, ReplayWiresXnnpackNhwcCasesToOnednnCases) {
   EXPECT_EQ(r->operands_unwired, 0);
   EXPECT_GT(r->conversions, 0);  // NHWC → plain before each Concat, plain → NHWC after it
   EXPECT_GT(r->median_us, 0);
+  // Every conversion is XNNPACK's (oneDNN has no NHWC port of XNNPACK's to convert), and runs on
+  // XNNPACK's pool: its step is XNNPACK's, so that the replay parks that pool before oneDNN's next
+  // step, not oneDNN's (whose step would leave XNNPACK's workers spinning through it).
+  int conversion_steps = 0;
+  for (const auto& s : r->steps) {
+    EXPECT_EQ(s.backend, s.conversion || s.key.empty() ? "xnnpack" : chosen.at(s.key).spec.variant.backend)
+        << s.label;
+    conversion_steps += s.conversion ? 1 : 0;
+  }
+  EXPECT_EQ(conversion_steps, r->conversions);
+}
+
+// Parked (Backend::park_threads), XNNPACK's workers sleep: a pool of 2 threads that just ran a case
+// uses under 3 ms of CPU over the next 30 ms. Unparked they spin for their next call (a million
+// iterations of pause, about 10 ms on the 2-core Xeon), and the bench and the replay would hand the
+// next library a machine with a core taken.
+TEST(CpuBackends, ParkedXnnpackWorkersSleep) {
+  REQUIRE_BUILT(FLOORLINE_TEST_XNNPACK, "xnnpack");
+  auto models = mp::process_model_text(R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+one (float[1,64,112,112] x) => (float y)
+{
+  y = Sigmoid (x)
+}
+)onnx",
+                                       "one.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const Plan plan = make_plan(*models, {backend}, PlanOptions{});
+  const PlannedCase* sigmoid = nullptr;
+  for (const auto& c : plan.cases)
+    if (!c.status && c.spec.problem.op == "Sigmoid") sigmoid = &c;
+  ASSERT_NE(sigmoid, nullptr);
+  backend->set_threads(2);
+  auto k = backend->factory()(sigmoid->spec);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  auto cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+  };
+  for (int i = 0; i < 20; ++i) (*k)->run();
+  backend->park_threads();
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const double parked_ms = (cpu_seconds() - before) * 1e3;
+  backend->set_threads(1);
+  EXPECT_LT(parked_ms, 3.0) << "CPU time of the process while it slept, its XNNPACK workers parked";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <numeric>
@@ -345,12 +346,13 @@ TEST(Replay, TheCasesToRetimeAreTheBeatenOnesOrAllBelowS) {
 }
 
 // The pools of two libraries in one chain (docs/MEASUREMENT.md, "Threads of several libraries"):
-// an XNNPACK Sigmoid then a oneDNN Tanh on 1x64x112x112, each on 2 threads, replayed as a graph,
-// take no more than their times alone × 3. With XNNPACK's workers spinning after each call
-// (FLOORLINE_SPIN_WORKERS=1), oneDNN's second thread waits for a core: 6.1-6.2 ms against 0.27 ms
-// alone on the 2-core Xeon. With every pool yielding, 1.3-2.2 × (the halves of the tensor move
-// between the two pools' threads); 3 × leaves room for a loaded machine. Timed, so ctest runs it
-// alone (ReplayTiming is excluded from the parallel runs: tests/CMakeLists.txt).
+// an XNNPACK Sigmoid then a oneDNN Tanh on 1x64x224x224, each on 2 threads, replayed as a graph,
+// take no more than their times alone (each library's workers spinning between its calls) × 1.2.
+// Measured on the 2-core Xeon: 0.97-1.07 × (1.3 ms against 0.56 + 0.70 ms). Unparked, XNNPACK's
+// workers spin for ~10 ms after each call and oneDNN's second thread waits for a core (6.1 ms
+// against 0.27 ms alone on 1x64x112x112). The tensor is larger than a core's L2 (2 MB here), so that
+// the halves each library's threads leave in their own cache do not decide it. Timed, so ctest
+// runs it alone (ReplayTiming is excluded from the parallel runs: tests/CMakeLists.txt).
 TEST(ReplayTiming, ATwoLibraryChainAtTwoThreadsCostsItsPartsAlone) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one hardware thread: no pool to share";
   const Backend* onednn = find_backend("onednn");
@@ -358,7 +360,7 @@ TEST(ReplayTiming, ATwoLibraryChainAtTwoThreadsCostsItsPartsAlone) {
   if (!xnnpack || !xnnpack->available().ok()) GTEST_SKIP() << "XNNPACK is not built here";
   constexpr const char* kChain = R"onnx(
 <ir_version: 8, opset_import: ["" : 17]>
-chain (float[1,64,112,112] x) => (float y)
+chain (float[1,64,224,224] x) => (float y)
 {
   s = Sigmoid (x)
   y = Tanh (s)
@@ -377,7 +379,8 @@ chain (float[1,64,112,112] x) => (float y)
   const PlannedCase* sigmoid = pick("Sigmoid", "xnnpack");
   const PlannedCase* tanh = pick("Tanh", "onednn");
   ASSERT_TRUE(sigmoid && tanh);
-  // Each case alone at 2 threads: the lowest mean of 5 repetitions of 50 calls.
+  // Each case alone at 2 threads: the lowest mean of 5 repetitions of 50 calls; then its workers
+  // are parked, as the bench does when it is done with a backend.
   auto alone = [](const Backend* b, const kernels::CaseSpec& spec) {
     b->set_threads(2);
     auto k = b->factory()(spec);
@@ -389,6 +392,7 @@ chain (float[1,64,112,112] x) => (float y)
       best =
           std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 50);
     }
+    b->park_threads();
     return best * 1e6;
   };
   const double sigmoid_us = alone(xnnpack, sigmoid->spec), tanh_us = alone(onednn, tanh->spec);
@@ -404,8 +408,12 @@ chain (float[1,64,112,112] x) => (float y)
   EXPECT_EQ(r->layers_replayed, 2);
   EXPECT_EQ(r->conversions, 0);
   EXPECT_EQ(r->operands_shared, 1);  // the Tanh reads the Sigmoid's output where XNNPACK wrote it
-  EXPECT_LE(r->min_us, 3 * (sigmoid_us + tanh_us))
-      << "Sigmoid alone " << sigmoid_us << " us, Tanh alone " << tanh_us << " us";
+  std::printf("replay %.1f us = %.2f x (Sigmoid alone %.1f us + Tanh alone %.1f us)\n", r->min_us,
+              r->min_us / (sigmoid_us + tanh_us), sigmoid_us, tanh_us);
+  EXPECT_LE(r->min_us, 1.2 * (sigmoid_us + tanh_us))
+      << "replay " << r->min_us << " us (steps " << r->steps[0].in_graph_us << ", " << r->steps[1].in_graph_us
+      << ", median " << r->median_us << "); Sigmoid alone " << sigmoid_us << " us, Tanh alone " << tanh_us
+      << " us";
 }
 
 TEST(Replay, NoMeasuredCaseIsAnError) {

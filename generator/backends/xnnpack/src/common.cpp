@@ -88,11 +88,11 @@ pthreadpool_t pool() {
 }
 
 uint32_t operator_flags() {
-  static const bool spin = [] {
-    const char* v = std::getenv("FLOORLINE_SPIN_WORKERS");
+  static const bool yield = [] {
+    const char* v = std::getenv("FLOORLINE_YIELD_WORKERS");
     return v && *v && std::string(v) != "0";
   }();
-  return spin ? 0 : XNN_FLAG_YIELD_WORKERS;
+  return yield ? XNN_FLAG_YIELD_WORKERS : 0;
 }
 
 const char* status_name(xnn_status s) {
@@ -396,6 +396,17 @@ void set_xnnpack_threads(int threads) {
 
 int xnnpack_threads() {
   return state().threads;
+}
+
+void park_xnnpack_threads() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (const auto& [threads, p] : s.pools) {
+    // One item per thread, so that the workers take the call (a range of one runs on the caller)
+    // and, told to yield, wait on their futex when it ends.
+    pthreadpool_parallelize_1d(
+        p, [](void*, size_t) {}, nullptr, static_cast<size_t>(threads), PTHREADPOOL_FLAG_YIELD_WORKERS);
+  }
 }
 
 benchmark::internal::Benchmark* register_xnnpack_case(const CaseSpec& spec, const Work& work) {

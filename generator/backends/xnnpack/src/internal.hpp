@@ -44,12 +44,12 @@ struct Buffer {
 // NCHW: rows H·W, cols C), in 32 × 32 tiles, parallel over the pool.
 void transpose(const float* x, float* y, int64_t batch, int64_t rows, int64_t cols);
 
-// The flags every operator is created with: its pool's workers go to sleep as soon as its call
-// ends (XNN_FLAG_YIELD_WORKERS; pthreadpool's yield), instead of spinning for the next call. A
-// model chains cases of several libraries, each with threads of its own (oneDNN's OpenMP,
-// OpenBLAS's): the spinning workers of one take the cores the next one's threads need (measured in
-// docs/MEASUREMENT.md, "Threads of several libraries"). FLOORLINE_SPIN_WORKERS=1 in the environment
-// keeps pthreadpool's spinning, to measure the difference.
+// The flags every operator is created with: none by default, so that the pool's workers spin for
+// the next call when one ends (pthreadpool's default), as a runtime's one pool does between layers:
+// a case timed at several threads pays no wake-up per call. Before another library's threads need
+// the cores, the bench and the replay park the workers (park_xnnpack_threads; docs/MEASUREMENT.md,
+// "Threads of several libraries"). FLOORLINE_YIELD_WORKERS=1 in the environment makes every call
+// end with the workers asleep (XNN_FLAG_YIELD_WORKERS), to measure what the wake-ups cost.
 uint32_t operator_flags();
 
 // "nhwc f32 1x64x56x56" (the dims in ONNX order): a port holding an NCHW tensor as NHWC.

@@ -50,6 +50,14 @@ class Backend {
   }
   // Threads the backend's kernels use from now on (CPU backends); ignored by GPU backends.
   virtual void set_threads(int threads) const = 0;
+  // Hands the cores over: the backend's idle worker threads, which spin between its own calls (so
+  // that a case timed at several threads pays no wake-up per call, as in a runtime's one pool), go
+  // to sleep now, before another backend's kernels (or another thread count) run. The bench calls
+  // it when it is done with a backend, the replay where the next step is another backend's or at
+  // another count (docs/MEASUREMENT.md, "Threads of several libraries"). Default: nothing to do (a
+  // library whose workers stop spinning on their own within a bounded time: OpenMP with
+  // GOMP_SPINCOUNT, OpenBLAS with OPENBLAS_THREAD_TIMEOUT, both set by the registry).
+  virtual void park_threads() const {}
   // Cold-cache timing from now on (`--cold`: the device's last-level cache is flushed before each
   // timed call). Default: error, the backend has no such mode.
   virtual Status set_cold_cache(bool cold) const {

@@ -80,6 +80,7 @@ struct ReplayStep {
   std::string op;          // its ONNX op type ("" for a conversion)
   std::string key;         // its config key, as in the chosen cases ("" for a conversion)
   int threads = 1;         // the thread count it ran at (its case's, within the thread budget)
+  std::string backend;     // the backend whose kernel ran it (a conversion: the one that built it)
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }

@@ -61,5 +61,9 @@ Status xnnpack_initialize();
 // default): cases built afterwards run on it.
 void set_xnnpack_threads(int threads);
 int xnnpack_threads();
+// Puts the idle workers of every pool made so far to sleep at once (a call over the pool with
+// PTHREADPOOL_FLAG_YIELD_WORKERS), instead of letting them spin for the next call: what the bench
+// and the replay do before another library's threads need the cores (gen::Backend::park_threads).
+void park_xnnpack_threads();
 
 }  // namespace floorline::kernels
