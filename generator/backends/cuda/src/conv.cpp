@@ -76,8 +76,7 @@ void conv(Ctx& c) {
   auto geo = conv_geometry(c.p);
   if (!geo) fail(geo.error().message);
   const ConvGeometry& g = *geo;
-  const std::string kind = c.spec.variant.algorithm.substr(0, c.spec.variant.algorithm.find(':'));
-  const bool fused = kind == "cudnn_conv_bias_act";
+  const bool fused = c.family() == "cudnn_conv_bias_act";
   const int x = c.input(0), w = c.input(1), y = c.output();
   c.b.tensors[x].channels_last = c.b.tensors[w].channels_last = c.b.tensors[y].channels_last = c.nhwc;
   const int bias = c.p.input("bias") ? c.input(2) : -1;

@@ -357,7 +357,7 @@ namespace {
 
 void build(Ctx& c) {
   const std::string& a = c.spec.variant.algorithm;
-  const std::string family = a.substr(0, a.find(':'));
+  const std::string family = c.family();
   const std::string& op = c.p.op;
   if (family == "cudnn_transform" && parse_conversion(c.spec.variant.layout)) return layout_conversion(c);
   // int8 (issue 19): cuDNN's int8 convolutions and cuBLASLt's int8 GEMMs only (cuda_plan.cpp).

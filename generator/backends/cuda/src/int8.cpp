@@ -106,8 +106,7 @@ void conv_int8(Ctx& c) {
   if (g.x.size() != 4 || g.groups != 1 || g.explicit_pad || g.x[1] % 4 != 0 || g.y[1] % 4 != 0)
     fail(Disposition::kUnsupported,
          "cuDNN int8 convolutions here: 2-D, one group, symmetric padding, channels in multiples of 4");
-  const std::string family = c.spec.variant.algorithm.substr(0, c.spec.variant.algorithm.find(':'));
-  const bool fused = family == "cudnn_conv_bias_act";
+  const bool fused = c.family() == "cudnn_conv_bias_act";
   const int x = c.input(0), w = c.input(1), y = c.output();
   const int bias = c.p.input("bias") ? c.input(2) : -1;
   if (fused != (bias >= 0))

@@ -250,6 +250,9 @@ struct Ctx {
     b.keep.push_back(d);
     return *d;
   }
+  // The case's library prefix, its family: "cudnn_conv" of "cudnn_conv:IMPLICIT_GEMM:padded" (the
+  // algorithm names cuda_plan.cpp writes: family, then ':' and the variant where there is one).
+  std::string family() const { return spec.variant.algorithm.substr(0, spec.variant.algorithm.find(':')); }
   // The case's variant after the library prefix: "IMPLICIT_GEMM" of "cudnn_conv:IMPLICIT_GEMM:padded".
   std::string variant() const {
     const auto colon = spec.variant.algorithm.find(':');

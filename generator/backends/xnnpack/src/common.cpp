@@ -334,13 +334,14 @@ Shape nhwc_dims(const std::string& layout) {
 }  // namespace
 
 Result<std::unique_ptr<Kernel>> make_conversion_case(const CaseSpec& spec) {
-  const std::string& layout = spec.variant.layout;
-  const bool dst = layout.rfind("dst:", 0) == 0;
-  const bool to_nhwc = layout.find("nchw>nhwc") != std::string::npos;
-  if (!to_nhwc && layout.find("nhwc>nchw") == std::string::npos)
-    return make_error(Disposition::kUnsupported, "XNNPACK conversions are nchw>nhwc and nhwc>nchw, not {}",
-                      layout);
-  const auto& ops = dst ? spec.problem.outputs : spec.problem.inputs;
+  const auto c = parse_conversion(spec.variant.layout);
+  const bool to_nhwc = c && c->from == "nchw" && c->to == "nhwc";
+  if (!c || (c->tensor != "src" && c->tensor != "dst") ||
+      (!to_nhwc && !(c->from == "nhwc" && c->to == "nchw")))
+    return make_error(Disposition::kUnsupported,
+                      "XNNPACK conversions are src: or dst: nchw>nhwc and nhwc>nchw, not {}",
+                      spec.variant.layout);
+  const auto& ops = c->tensor == "dst" ? spec.problem.outputs : spec.problem.inputs;
   if (ops.empty()) return make_error(Disposition::kUnsupported, "{}: no tensor to convert", spec.problem.key);
   try {
     return std::unique_ptr<Kernel>(
