@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
       if (inserted == rows) break;
       bd::MeasurementRow m;
       m.case_id = id;
-      m.status = "passed";
+      m.status = floorline::Disposition::kPassed;
       m.iterations = 1000;
       m.repetitions = 5;
       const double t = us(rng);

@@ -37,16 +37,16 @@ void fill_status(MeasurementRow& m, const Error& error) {
   if (error.code == Disposition::kPassed || error.code == Disposition::kNotVerifiable) {
     // Neither ends a case in the database: a case that cannot be verified is still timed, so an
     // error coded so that reaches a row is a failure that keeps its reason.
-    m.status = disposition_name(Disposition::kFailed);
+    m.status = Disposition::kFailed;
     m.reason = benchmark_error_text(error);
     return;
   }
-  m.status = disposition_name(error.code);
+  m.status = error.code;
   m.reason = error.message;
 }
 
 void fill_passed(MeasurementRow& m, std::vector<double> per_call_us) {
-  m.status = disposition_name(Disposition::kPassed);
+  m.status = Disposition::kPassed;
   fill_statistics(m, std::move(per_call_us));
 }
 

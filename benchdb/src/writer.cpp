@@ -113,7 +113,7 @@ Status MeasurementWriter::flush() {
         // keep_lower: the new row's time; a row without one (failed, skipped) is above every time,
         // so that it never replaces a passed measurement.
         if (options_.keep_lower) {
-          const bool passed = row.status == disposition_name(Disposition::kPassed);
+          const bool passed = row.status == Disposition::kPassed;
           const std::optional<double> t = row.min_us ? row.min_us : row.median_us;
           FL_TRY(up->bind(4, passed && t ? *t : std::numeric_limits<double>::max()));
         } else {
@@ -133,7 +133,7 @@ Status MeasurementWriter::flush() {
       }
       if (!inserted) continue;
       ++written;
-      if (row.status != disposition_name(Disposition::kPassed) || !row.median_us) continue;
+      if (row.status != Disposition::kPassed || !row.median_us) continue;
       FL_ASSIGN_OR_RETURN(Group g, group_of(row.case_id));
       if (g.conversion) continue;
       const Candidate c{row.min_us.value_or(*row.median_us), *row.median_us, d.conn.last_insert_rowid(),

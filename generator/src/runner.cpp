@@ -245,6 +245,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     struct Timing {
       std::vector<PassSamples> passes;
       benchdb::MeasurementRow row;
+      bool reported = false;  // `row` holds what Google Benchmark's reporter made of a pass
       int64_t iterations = 0;
       std::optional<Error> error;
       bool done = false;  // ended (error, dry run): no further pass
@@ -337,13 +338,17 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       std::vector<double> us;
       benchdb::MeasurementRow row = benchdb::measurement_from_runs(reps, &us);
       if (us.empty()) {  // an error while timing: the row holds it
-        if (t.passes.empty()) t.row = std::move(row);
+        if (t.passes.empty()) {
+          t.row = std::move(row);
+          t.reported = true;
+        }
         t.error = error_from_benchmark_text(collect.error);
         t.done = true;
         return {};
       }
       t.iterations += row.iterations;
       t.row = std::move(row);
+      t.reported = true;
       t.passes.push_back({std::move(us), false});
       since_reading.emplace_back(&t, t.passes.size() - 1);
       return {};
@@ -359,8 +364,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         return {};
       }
       if (t.error && t.passes.empty()) {
-        if (t.row.status.empty() || t.row.status == disposition_name(Disposition::kPassed))
-          return record(case_id, *t.error);
+        if (!t.reported || t.row.status == Disposition::kPassed) return record(case_id, *t.error);
         // An error while timing: the row Google Benchmark's reporter mapping made of it.
         t.row.case_id = case_id;
         sum.tally(error_from_benchmark_text(t.row.reason.empty() ? t.error->message : t.row.reason).code);
@@ -371,7 +375,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       const CaseStatistics st = case_statistics(t.passes);
       benchdb::MeasurementRow m = std::move(t.row);
       m.case_id = case_id;
-      m.status = disposition_name(Disposition::kPassed);
+      m.status = Disposition::kPassed;
       m.reason.clear();
       m.iterations = t.iterations;
       m.repetitions = static_cast<int64_t>(st.repetitions);

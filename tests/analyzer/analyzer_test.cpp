@@ -142,7 +142,7 @@ struct TestDb {
     c.feeds = feeds;
     benchdb::MeasurementRow m;
     m.case_id = value(db.upsert_case(c));
-    m.status = "passed";
+    m.status = Disposition::kPassed;
     m.is_default = is_default ? 1 : 0;
     m.iterations = 10;
     m.repetitions = 1;
@@ -919,7 +919,7 @@ TEST(Bounds, SIsTheSumOfLowestRepetitionMeansWithABootstrapInterval) {
     c.identity = {"onednn", "default", "f32", "fp32", "", "", layer(m, r.op).key};
     benchdb::MeasurementRow row;
     row.case_id = TestDb::value(t.db.upsert_case(c));
-    row.status = "passed";
+    row.status = Disposition::kPassed;
     row.is_default = 1;
     row.iterations = 100;
     row.repetitions = 3 * r.passes;

@@ -93,7 +93,7 @@ struct BudgetDb {
     c.identity = {"onednn", "eltwise:jit", "f32", "fp32", "", "", key_of.at(op)};
     benchdb::MeasurementRow m;
     m.case_id = value(db->upsert_case(c));
-    m.status = "passed";
+    m.status = Disposition::kPassed;
     m.is_default = 1;
     m.iterations = 10;
     m.repetitions = 1;

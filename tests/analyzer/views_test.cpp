@@ -119,7 +119,7 @@ struct ZooDb {
     c.params = "{}";
     benchdb::MeasurementRow m;
     m.case_id = value(db->upsert_case(c));
-    m.status = "passed";
+    m.status = Disposition::kPassed;
     m.is_default = is_default ? 1 : 0;
     m.iterations = 10;
     m.repetitions = 1;

@@ -65,7 +65,7 @@ std::vector<int64_t> seed_cases(Database& db, int configs, int cases_per_config)
 MeasurementRow passed(int64_t case_id, double median_us) {
   MeasurementRow m;
   m.case_id = case_id;
-  m.status = "passed";
+  m.status = Disposition::kPassed;
   m.iterations = 10;
   m.repetitions = 1;
   m.min_us = median_us;
@@ -77,7 +77,7 @@ MeasurementRow passed(int64_t case_id, double median_us) {
 MeasurementRow failed(int64_t case_id, const std::string& reason) {
   MeasurementRow m;
   m.case_id = case_id;
-  m.status = "failed";
+  m.status = Disposition::kFailed;
   m.reason = reason;
   return m;
 }

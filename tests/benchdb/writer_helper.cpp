@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     if (settled->count(id)) continue;
     bd::MeasurementRow m;
     m.case_id = id;
-    m.status = "passed";
+    m.status = floorline::Disposition::kPassed;
     m.iterations = 1;
     m.repetitions = 1;
     m.median_us = m.min_us = m.mean_us = 1.0 + static_cast<double>(id % 97);

@@ -145,7 +145,7 @@ TEST(Shard, EarlierMeasurementsSetTheCostAndScaleTheRoofline) {
       const int64_t case_id = db->upsert_case(row).value();
       benchdb::MeasurementRow m;
       m.case_id = case_id;
-      m.status = "passed";
+      m.status = Disposition::kPassed;
       m.median_us = roof * (measured == 0 ? 5 : measured == 1 ? 20 : 10) * 1e6;
       ASSERT_TRUE(w.add(m).ok());
       ++measured;

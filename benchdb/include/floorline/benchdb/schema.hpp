@@ -22,6 +22,7 @@
 
 #include "floorline/benchdb/value.hpp"
 #include "floorline/common/case_id.hpp"
+#include "floorline/common/disposition.hpp"
 
 namespace floorline::benchdb {
 
@@ -181,10 +182,10 @@ struct MeasurementRow {
   int64_t case_id = 0;
   int64_t system_id = 0;
   int64_t run_id = 0;
-  std::string status;      // passed | skipped | unsupported | failed
-  std::string reason;      // why skipped/unsupported, or the error text; "" when passed
-  int64_t is_default = 0;  // 1 when this is the library heuristic's own first choice
-  int64_t iterations = 0;  // timed calls in total
+  Disposition status = Disposition::kPassed;  // passed | skipped | unsupported | failed
+  std::string reason;                         // why skipped/unsupported, or the error text; "" when passed
+  int64_t is_default = 0;                     // 1 when this is the library heuristic's own first choice
+  int64_t iterations = 0;                     // timed calls in total
   int64_t repetitions = 0;
   std::optional<double> min_us;  // statistics over the repetitions' per-call times (µs)
   std::optional<double> median_us;
@@ -417,6 +418,16 @@ struct SqlTraits<std::string> {
   static constexpr SqlType type = SqlType::kText;
   static SqlValue to(const std::string& v) { return v; }
   static std::string from(const SqlValue& v) { return value_text(v); }
+};
+// A case's outcome as its name (common/disposition.hpp); text no name of this build reads as failed
+// (the column's CHECK admits only the four names a measurement may have).
+template <>
+struct SqlTraits<Disposition> {
+  static constexpr SqlType type = SqlType::kText;
+  static SqlValue to(const Disposition& v) { return std::string(disposition_name(v)); }
+  static Disposition from(const SqlValue& v) {
+    return parse_disposition(value_text(v)).value_or(Disposition::kFailed);
+  }
 };
 template <>
 struct SqlTraits<std::map<std::string, std::string>> {

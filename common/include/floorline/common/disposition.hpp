@@ -8,12 +8,14 @@
 //
 // The names below are the one table of their text: the `status` column of the database holds
 // "passed", "skipped", "unsupported" or "failed", and "not verifiable" is what verify() reports.
-// Text is turned back into a code in one place only, at the Google Benchmark boundary
-// (benchmark_error.hpp), where an error travels as SkipWithError's string.
+// Text is turned back into a code at two boundaries only: Google Benchmark's (benchmark_error.hpp),
+// where an error travels as SkipWithError's string, and the database's (parse_disposition, for
+// the `status` column of the measurements read back).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -34,6 +36,13 @@ constexpr std::string_view disposition_name(Disposition d) {
   for (const auto& [code, name] : kDispositionNames)
     if (code == d) return name;
   return "failed";
+}
+
+// The inverse of disposition_name(); nullopt for any other text.
+constexpr std::optional<Disposition> parse_disposition(std::string_view name) {
+  for (const auto& [code, text] : kDispositionNames)
+    if (text == name) return code;
+  return std::nullopt;
 }
 
 }  // namespace floorline
