@@ -42,7 +42,9 @@ struct BackendEntry {
 // spinning on after its library's last call takes the core the next library's threads need, so the
 // spin is bounded: libgomp's 10,000 spins (about 0.1 ms by its own estimate) and OpenBLAS's 2^20
 // cycles (0.3-0.5 ms), long enough for back-to-back calls (measured: no slower than spinning
-// without end). XNNPACK's pool spins until it is parked (Backend::park_threads).
+// without end). XNNPACK runs on libgomp's pool too where its build allows (the XNNPACK kernel
+// library's src/openmp_pool.cpp); with pthreadpool's own threads it spins until it is parked
+// (Backend::park_threads).
 constexpr EnvDefault kOpenMpSpin{"GOMP_SPINCOUNT", "10000", "OMP_WAIT_POLICY"};
 
 // The registry's order is the order of `floorline system` and of choose_backend's preference among
@@ -53,7 +55,8 @@ constexpr auto kBackends = std::to_array<BackendEntry>({
     {"onednn", "cpu", "libfloorline-backend-onednn.so", {kOpenMpSpin}},
     // Floorline's own CPU kernels; OpenMP as oneDNN's (whichever plugin loads libgomp first sets it).
     {"floorline", "cpu", "libfloorline-backend-floorline.so", {kOpenMpSpin}},
-    {"xnnpack", "cpu", "libfloorline-backend-xnnpack.so"},
+    // XNNPACK's parallel loops on the same OpenMP pool (or its own pthreadpool: park_threads).
+    {"xnnpack", "cpu", "libfloorline-backend-xnnpack.so", {kOpenMpSpin}},
     // OpenBLAS's pthread build starts its threads when it loads: one thread until set_threads. Its
     // idle workers spin (yielding) for 2^28 cycles, about 0.1 s, after each call by default.
     {"openblas",

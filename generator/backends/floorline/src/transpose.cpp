@@ -17,10 +17,14 @@ int64_t TiledTranspose::tiles() const {
   return batch * tiles_along(rows) * tiles_along(cols);
 }
 
-// One tile of one matrix: index = (matrix, row tile, column tile).
+// One tile of one matrix: index = (matrix, column tile, row tile). Column tile before row tile, so
+// that a run of consecutive tiles (a thread's share of the pool's work) writes whole rows of y: the
+// tiles of one column tile write the same rows of y, each a 32-float piece of them, and two threads
+// writing pieces of one row share its cache lines where `rows` is not a multiple of 16 (mnasnet's
+// 1x40x28x28 to NHWC at 2 threads: 30 µs in row-tile order, slower than 17 µs on one thread).
 void TiledTranspose::tile(int64_t index) const {
-  const int64_t col_tiles = tiles_along(cols), per_matrix = tiles_along(rows) * col_tiles;
-  const int64_t b = index / per_matrix, rt = index % per_matrix / col_tiles, ct = index % col_tiles;
+  const int64_t row_tiles = tiles_along(rows), per_matrix = row_tiles * tiles_along(cols);
+  const int64_t b = index / per_matrix, ct = index % per_matrix / row_tiles, rt = index % row_tiles;
   const float* xm = x + b * rows * cols;
   float* ym = y + b * rows * cols;
   const int64_t r1 = std::min(rows, (rt + 1) * kTile), c1 = std::min(cols, (ct + 1) * kTile);

@@ -14,6 +14,9 @@
 
 #include "internal.hpp"
 
+#ifndef FLOORLINE_XNNPACK_OPENMP_POOL
+#define FLOORLINE_XNNPACK_OPENMP_POOL 0
+#endif
 #ifndef FLOORLINE_XNNPACK_VERSION
 #define FLOORLINE_XNNPACK_VERSION "unknown"
 #endif
@@ -375,8 +378,22 @@ Result<std::unique_ptr<Kernel>> make_xnnpack_conversion(const PortRef& from, con
 }
 
 std::string xnnpack_version() {
-  return FLOORLINE_XNNPACK_VERSION;
+  return fmt::format("{} ({} pool)", FLOORLINE_XNNPACK_VERSION, xnnpack_thread_pool());
 }
+
+const char* xnnpack_thread_pool() {
+#if FLOORLINE_XNNPACK_OPENMP_POOL
+  return "openmp";
+#else
+  return "pthreadpool";
+#endif
+}
+
+#if !FLOORLINE_XNNPACK_OPENMP_POOL
+int64_t xnnpack_openmp_pool_calls() {
+  return -1;
+}
+#endif
 
 Status xnnpack_initialize() {
   static const xnn_status s = xnn_initialize(&xnnpack_detail::kAllocator);
@@ -400,6 +417,8 @@ int xnnpack_threads() {
 }
 
 void park_xnnpack_threads() {
+  // On the OpenMP pool nothing: libgomp's workers sleep after GOMP_SPINCOUNT spins.
+#if !FLOORLINE_XNNPACK_OPENMP_POOL
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   for (const auto& [threads, p] : s.pools) {
@@ -408,6 +427,7 @@ void park_xnnpack_threads() {
     pthreadpool_parallelize_1d(
         p, [](void*, size_t) {}, nullptr, static_cast<size_t>(threads), PTHREADPOOL_FLAG_YIELD_WORKERS);
   }
+#endif
 }
 
 benchmark::internal::Benchmark* register_xnnpack_case(const CaseSpec& spec, const Work& work) {

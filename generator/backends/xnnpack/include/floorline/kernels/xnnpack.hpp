@@ -9,6 +9,7 @@
 // work on the plain (row-major) layout. f32 only. docs/BACKENDS.md has the mapping.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,18 +53,28 @@ Result<std::unique_ptr<Kernel>> make_xnnpack_conversion(const PortRef& from, con
 // generated sources call.
 benchmark::internal::Benchmark* register_xnnpack_case(const CaseSpec& spec, const Work& work);
 
-// XNNPACK has no version call: the Debian package version the library was built against
-// ("0.0~git20220216.ae108ef-2"), recorded by CMake, or "unknown".
+// XNNPACK has no version call: the Debian package version the library was built against, recorded
+// by CMake (or "unknown"), and its thread pool: "0.0~git20220216.ae108ef-2 (openmp pool)".
 std::string xnnpack_version();
 // Ok when xnn_initialize() succeeded (the CPU has what XNNPACK needs), else its status.
 Status xnnpack_initialize();
-// Threads XNNPACK cases use from now on: a pthreadpool of `threads` workers, none for 1 (the
-// default): cases built afterwards run on it.
+// Threads XNNPACK cases use from now on: a pool of `threads` workers, none for 1 (the default):
+// cases built afterwards run on it.
 void set_xnnpack_threads(int threads);
 int xnnpack_threads();
-// Puts the idle workers of every pool made so far to sleep at once (a call over the pool with
-// PTHREADPOOL_FLAG_YIELD_WORKERS), instead of letting them spin for the next call: what the bench
-// and the replay do before another library's threads need the cores (gen::Backend::park_threads).
+// The threads XNNPACK's parallel loops run on: "openmp" where this library implements
+// pthreadpool's interface on libgomp, the one pool oneDNN and Floorline's kernels use
+// (src/openmp_pool.cpp, chosen at configure time), "pthreadpool" where XNNPACK keeps a pool of
+// its own. Part of the recorded library version: the two are different systems.
+const char* xnnpack_thread_pool();
+// Parallel calls (more than one thread and one tile) XNNPACK has made into the OpenMP pool since the
+// process began; -1 with pthreadpool's own threads. What shows that XNNPACK's calls bind here.
+int64_t xnnpack_openmp_pool_calls();
+// Puts the idle workers of every pool made so far to sleep at once, instead of letting them spin for
+// the next call: what the bench and the replay do before another library's threads need the cores
+// (gen::Backend::park_threads). With pthreadpool's own threads, a call over each pool with
+// PTHREADPOOL_FLAG_YIELD_WORKERS; nothing on the OpenMP pool, whose workers sleep after
+// GOMP_SPINCOUNT spins as oneDNN's do.
 void park_xnnpack_threads();
 
 }  // namespace floorline::kernels
