@@ -193,8 +193,11 @@ int run_main(RunCmd o, const std::string& command_line) {
   if (o.replay && !l.backends.empty()) {
     const auto t0 = std::chrono::steady_clock::now();
     auto chosen = gen::best_cases(db, system_id, l.plan, DType::kF32, !o.threads_exact);
+    // The fused cases of the activation epilogues S counts (docs/ANALYZER.md): the replay runs them too.
+    auto epilogues = gen::best_fused_cases(db, system_id, l.plan, DType::kF32, !o.threads_exact);
     auto done = replayed(db, system_id);
     if (!chosen) return fail(chosen.error().message);
+    if (!epilogues) return fail(epilogues.error().message);
     if (!done) return fail(done.error().message);
     const gen::Backend& backend = *l.backends.front();
     gen::ReplayOptions rpo;
@@ -211,7 +214,7 @@ int run_main(RunCmd o, const std::string& command_line) {
         ++kept;
         continue;
       }
-      auto r = gen::replay_model(m, *chosen, backend, rpo);
+      auto r = gen::replay_model(m, *chosen, backend, rpo, *epilogues);
       if (!r) {
         std::fprintf(stderr, "%s replay: %s\n", red("error:", color).c_str(), r.error().message.c_str());
         ++replay_failures;

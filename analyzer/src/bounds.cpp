@@ -54,6 +54,39 @@ void link_through_views(const mp::ModelIR& model, std::vector<LayerCost>& layers
   }
 }
 
+// The activation epilogue (docs/ANALYZER.md): every library runs an activation that is the sole
+// reader of a Conv/ConvTranspose/Gemm/MatMul's output in that layer's epilogue (oneDNN post-ops,
+// cuDNN's conv-bias-activation, XNNPACK's output clamp, ONNX Runtime's fused NCHWc Conv+Relu), so
+// S takes the pair at their measured fused case where it is faster than the two unfused cases: the
+// activation's t(v) becomes what the fused case adds to the producer, max(0, fused − t(producer)).
+// The producer keeps its own case and time. Chains with a residual Add, a bias Add or a folded
+// BatchNormalization stay F's.
+void apply_activation_epilogues(const mp::ModelIR& model, const CostTable& costs,
+                                const std::string& base_dtype, std::vector<LayerCost>& layers) {
+  const auto cost_at = positions(layers);
+  std::unordered_map<int, const mp::Layer*> layer_of;
+  for (const auto& l : model.layers) layer_of[l.index] = &l;
+  for (const auto& m : mp::fusion_matches(model)) {
+    if (m.folded || m.epilogue.size() != 1 || m.absorbed.size() != 1) continue;
+    if (m.epilogue[0].op == "Add" || m.epilogue[0].op == "BiasAdd") continue;
+    const auto h = cost_at.find(m.head), a = cost_at.find(m.absorbed[0]);
+    if (h == cost_at.end() || a == cost_at.end()) continue;
+    const LayerCost& head = layers[h->second];
+    LayerCost& act = layers[a->second];
+    if (head.source != CostSource::kMeasured || act.source != CostSource::kMeasured) continue;
+    const std::string dtype = layer_dtype(*layer_of.at(m.head), base_dtype);
+    const auto fused = costs.best.find({head.key, dtype, math_mode_of(dtype), m.name});
+    if (fused == costs.best.end() || fused->second.us >= head.us + act.us) continue;
+    act.own_us = act.us;
+    act.us = std::max(0.0, fused->second.us - head.us);
+    act.epilogue_case = fused->second.name;
+    // S_vendor the same way where the fused case is a vendor's and both layers have vendor times.
+    if (!is_own_kernel(fused->second.id) && head.vendor_source == CostSource::kMeasured &&
+        act.vendor_source == CostSource::kMeasured)
+      act.vendor_us = std::min(act.vendor_us, std::max(0.0, fused->second.us - head.vendor_us));
+  }
+}
+
 }  // namespace
 
 std::optional<double> roofline_time(const mp::Layer& l, const CostTable& costs,
@@ -140,6 +173,7 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
     out.push_back(std::move(c));
   }
   link_through_views(model, out);
+  apply_activation_epilogues(model, costs, base_dtype, out);
   return out;
 }
 

@@ -731,7 +731,10 @@ std::string format_html(const Report& r) {
           esc(l.name), esc(l.kind),
           l.source == CostSource::kNone
               ? "–"
-              : us_text(l.us) + (l.source == CostSource::kRoofline ? " (roofline)" : ""),
+              : us_text(l.us) + (l.source == CostSource::kRoofline ? " (roofline)" : "") +
+                    (l.epilogue_case.empty()
+                         ? std::string()
+                         : fmt::format(" (in the producer's epilogue; alone {})", us_text(l.own_us))),
           b.S > 0 ? 100.0 * l.us / b.S : 0.0, opt_us(l.heuristic_us), opt_us(l.roofline_us),
           l.on_critical_path ? "yes" : "",
           esc(l.algorithm) + (r.costs.budget.size() > 1 && l.threads > 0

@@ -117,6 +117,12 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"heuristic_us", [opt](const L& r) { return opt(r.layer->heuristic_us); }},
       {"roofline_us", [opt](const L& r) { return opt(r.layer->roofline_us); }},
       {"conversion_us", [](const L& r) { return float_cell(r.layer->conversion_us, 2); }},
+      // An activation S counts in its producer's epilogue: the fused case, and the activation's own time.
+      {"epilogue_case", [](const L& r) { return text_cell(r.layer->epilogue_case); }},
+      {"own_us",
+       [](const L& r) {
+         return r.layer->epilogue_case.empty() ? output::missing_cell() : float_cell(r.layer->own_us, 2);
+       }},
       // The layer's time in S_vendor (vendor libraries only) and where it comes from.
       {"vendor_source",
        [](const L& r) { return text_cell(std::string(cost_source_name(r.layer->vendor_source))); }},

@@ -63,7 +63,7 @@ std::string violations_split(const RuntimeComparison& c) {
     const auto& n = c.nodes[k];
     if (n.cost_layers.size() == 1)
       ++single;
-    else if (!n.fusions.empty())
+    else if (!n.fusions.empty() || !n.epilogues.empty())
       ++below_fused;
   }
   return fmt::format("; {} of one layer, {} fused below a measured fused case, {} fused with none measured",
@@ -227,7 +227,11 @@ RuntimeComparison compare_profile(const ModelBounds& b,
       n.kinds += (n.kinds.empty() ? "" : "+") + l.kind;
       if (l.source == CostSource::kNone) timed = false;
       best += l.us;
-      n.best_cases.push_back(l.best_case.empty() ? std::string(cost_source_name(l.source)) : l.best_case);
+      // An activation S counts in its producer's epilogue: the fused case that applies it.
+      if (!l.epilogue_case.empty()) n.epilogues.push_back(l.kind);
+      n.best_cases.push_back(!l.epilogue_case.empty() ? l.epilogue_case
+                             : l.best_case.empty()    ? std::string(cost_source_name(l.source))
+                                                      : l.best_case);
     }
     if (!n.cost_layers.empty() && timed) {
       n.best_us = best;
@@ -326,6 +330,7 @@ nlohmann::json runtime_layers_json(const RuntimeComparison& c) {
                      {"fused_ratio", opt(n.fused_ratio())},
                      {"best_fused_cases", n.best_fused_cases},
                      {"fusions", n.fusions},
+                     {"epilogues", n.epilogues},
                      {"violation", n.violation()},
                      {"fusion_win", n.fusion_win()}});
   auto orders = [&](const std::vector<size_t>& which) {

@@ -16,11 +16,18 @@
 
 #include "floorline/common/statistics.hpp"
 #include "floorline/model_processor/layer.hpp"
+#include "floorline/model_processor/patterns.hpp"
 
 namespace floorline::gen {
 
-Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id,
-                                                     const Plan& plan, DType dtype, bool thread_budget) {
+namespace {
+
+// Visits the best passed cases of `dtype` on the systems of `system_id`'s thread budget (or on
+// `system_id` alone), unfused or fused: visit(key, fusion, planned case, µs, threads), systems by
+// thread count ascending.
+template <class Visit>
+Status for_each_best(benchdb::Database& db, int64_t system_id, const Plan& plan, DType dtype,
+                     bool thread_budget, bool fused, Visit visit) {
   std::vector<benchdb::BudgetSystem> systems;
   if (thread_budget) {
     FL_ASSIGN_OR_RETURN(systems, db.thread_budget(system_id));
@@ -36,29 +43,55 @@ Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int6
   std::set<std::string> quantized;
   for (const auto& u : plan.configs)
     if (mp::quantized_config(u.config)) quantized.insert(u.key);
-  std::map<std::string, ChosenCase> out;
+  const std::string sql = fmt::format(
+      "SELECT lc.key, c.name, coalesce(b.min_us, b.median_us), b.fusion FROM best_measurements b "
+      "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
+      "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion {} ''",
+      fused ? "!=" : "=");
   for (const auto& system : systems)
     for (const DType d : {dtype, DType::kInt8}) {
       if (d == DType::kInt8 && (dtype == DType::kInt8 || quantized.empty())) break;
       const std::string type(dtype_name(d)), math(math_mode_name(own_math_mode(d)));
-      FL_TRY(
-          db.for_each("SELECT lc.key, c.name, coalesce(b.min_us, b.median_us) FROM best_measurements b "
-                      "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
-                      "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion = ''",
-                      {system.system_id, type, math},
-                      [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-                        const std::string key = std::get<std::string>(v[0]);
-                        if ((quantized.count(key) > 0) != (d == DType::kInt8) && dtype != DType::kInt8)
-                          return Status{};
-                        auto it = by_name.find(std::get<std::string>(v[1]));
-                        if (it == by_name.end()) return Status{};
-                        const double us = std::get<double>(v[2]);
-                        // Ties go to the fewer threads (systems come by thread count ascending).
-                        if (auto have = out.find(key); have == out.end() || us < have->second.us)
-                          out[key] = {it->second->spec, us, static_cast<int>(system.threads)};
-                        return Status{};
-                      }));
+      FL_TRY(db.for_each(sql, {system.system_id, type, math},
+                         [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+                           const std::string key = std::get<std::string>(v[0]);
+                           if ((quantized.count(key) > 0) != (d == DType::kInt8) && dtype != DType::kInt8)
+                             return Status{};
+                           auto it = by_name.find(std::get<std::string>(v[1]));
+                           if (it == by_name.end()) return Status{};
+                           visit(key, std::get<std::string>(v[3]), *it->second, std::get<double>(v[2]),
+                                 static_cast<int>(system.threads));
+                           return Status{};
+                         }));
     }
+  return {};
+}
+
+}  // namespace
+
+Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int64_t system_id,
+                                                     const Plan& plan, DType dtype, bool thread_budget) {
+  std::map<std::string, ChosenCase> out;
+  FL_TRY(for_each_best(
+      db, system_id, plan, dtype, thread_budget, false,
+      [&](const std::string& key, const std::string&, const PlannedCase& c, double us, int threads) {
+        // Ties go to the fewer threads (systems come by thread count ascending).
+        if (auto have = out.find(key); have == out.end() || us < have->second.us)
+          out[key] = {c.spec, us, threads};
+      }));
+  return out;
+}
+
+Result<FusedChoices> best_fused_cases(benchdb::Database& db, int64_t system_id, const Plan& plan, DType dtype,
+                                      bool thread_budget) {
+  FusedChoices out;
+  FL_TRY(for_each_best(
+      db, system_id, plan, dtype, thread_budget, true,
+      [&](const std::string& key, const std::string& fusion, const PlannedCase& c, double us, int threads) {
+        const auto k = std::make_pair(key, fusion);
+        if (auto have = out.find(k); have == out.end() || us < have->second.us)
+          out[k] = {c.spec, us, threads};
+      }));
   return out;
 }
 
@@ -100,6 +133,7 @@ struct Step {
   std::string layer, op;             // the layer's ONNX node name and op ("" for a conversion)
   std::string key;                   // the layer's config key ("" for a conversion)
   int threads = 1;                   // the backend's thread count while it runs (its case's)
+  std::string fusion;                // the activation its fused case applies ("" unfused)
 };
 
 // A conversion between the ports of two cases, by the consumer's backend, else the producer's
@@ -153,7 +187,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::string, ChosenCase>& chosen,
-                                  const Backend& backend, const ReplayOptions& options) {
+                                  const Backend& backend, const ReplayOptions& options,
+                                  const FusedChoices& epilogues) {
   ReplayResult r;
   r.model = model.name;
   r.batch = model.batch;
@@ -184,6 +219,26 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     auto it = last_reader.find(name);
     return it == last_reader.end() ? -1 : it->second;
   };
+  // The activation epilogues, as the analyzer's S counts them: a head layer → its fused case (and
+  // the fusion's name), and the activations those cases apply (no step of their own).
+  std::unordered_map<int, std::pair<const ChosenCase*, std::string>> fused_head;
+  std::set<int> in_epilogue;
+  if (!epilogues.empty()) {
+    std::unordered_map<int, const mp::Layer*> layer_at;
+    for (const auto& l : model.layers) layer_at[l.index] = &l;
+    for (const auto& m : mp::fusion_matches(model)) {
+      if (m.folded || m.epilogue.size() != 1 || m.absorbed.size() != 1) continue;
+      if (m.epilogue[0].op == "Add" || m.epilogue[0].op == "BiasAdd") continue;
+      const auto head = layer_at.find(m.head), act = layer_at.find(m.absorbed[0]);
+      if (head == layer_at.end() || act == layer_at.end() || !head->second->subgraph.empty()) continue;
+      const auto h = chosen.find(head->second->key), a = chosen.find(act->second->key);
+      const auto f = epilogues.find({head->second->key, m.name});
+      if (h == chosen.end() || a == chosen.end() || f == epilogues.end()) continue;
+      if (f->second.us >= h->second.us + a->second.us) continue;
+      fused_head[m.head] = {&f->second, m.name};
+      in_epilogue.insert(m.absorbed[0]);
+    }
+  }
   BufferPool pool;
   // (value, layout and size) → the buffer a conversion wrote it into, owned by that conversion.
   std::map<std::pair<std::string, std::string>, void*> converted;
@@ -209,8 +264,11 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
 
   for (const auto& layer : model.layers) {
     if (!layer.subgraph.empty()) continue;  // If/Loop bodies: not replayed
-    if (layer.cost == mp::CostClass::kView) {
-      // A view passes its input's buffer on unchanged.
+    const bool applied_by_producer = in_epilogue.count(layer.index) > 0;
+    if (layer.cost == mp::CostClass::kView || applied_by_producer) {
+      // A view passes its input's buffer on unchanged; an activation its producer's fused case
+      // applied is that case's output.
+      if (applied_by_producer) ++r.layers_replayed;
       if (!layer.input_names.empty() && !layer.output_names.empty())
         if (auto it = sources.find(layer.input_names[0]); it != sources.end()) {
           sources[layer.output_names[0]] = it->second;
@@ -221,27 +279,34 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       continue;
     }
     if (!layer.cost_bearing()) continue;
-    auto c = chosen.find(layer.key);
-    if (c == chosen.end()) {
+    const auto fused = fused_head.find(layer.index);
+    const ChosenCase* choice = nullptr;
+    if (fused != fused_head.end()) {
+      choice = fused->second.first;
+    } else if (auto c = chosen.find(layer.key); c != chosen.end()) {
+      choice = &c->second;
+    } else {
       ++r.layers_missing;
       continue;
     }
-    const auto* own = backend_of(c->second.spec.variant.backend);
+    const std::string fusion = fused != fused_head.end() ? fused->second.second : std::string();
+    const auto* own = backend_of(choice->spec.variant.backend);
     if (!own) {
       ++r.layers_missing;
       continue;
     }
     // The case runs at the thread count it was timed at (the thread budget), built so too: a
     // oneDNN primitive fixes its thread partition when it is created.
-    const int threads = c->second.threads > 0 ? c->second.threads : options.threads;
+    const int threads = choice->threads > 0 ? choice->threads : options.threads;
     own->first->set_threads(threads);
-    auto built = own->second(c->second.spec);
+    auto built = own->second(choice->spec);
     if (!built) {
       ++r.layers_missing;
       continue;
     }
     std::unique_ptr<kernels::Kernel> kernel = std::move(built).value();
-    const std::string label = fmt::format("{} ({})", layer.name, layer.op_type);
+    const std::string label = fusion.empty() ? fmt::format("{} ({})", layer.name, layer.op_type)
+                                             : fmt::format("{} ({}+{})", layer.name, layer.op_type, fusion);
     // Outputs into pooled buffers (inputs still live are never handed out).
     {
       size_t out = 0;
@@ -284,7 +349,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           if (wired)
             converts.push_back({std::move(conv).value(),
                                 fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                true, 0, by, "", "", "", threads});
+                                true, 0, by, "", "", "", threads, ""});
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -336,7 +401,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       converted[key] = dest->data;
       steps.push_back({std::move(conv).value(),
                        fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0, by,
-                       "", "", "", threads});
+                       "", "", "", threads, ""});
       ++r.conversions;
     }
     if (adopted) {
@@ -350,10 +415,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++out;
       }
     }
-    steps.push_back({std::move(kernel), label, false, c->second.us, own->first, layer.name, layer.op_type,
-                     layer.key, threads});
+    steps.push_back({std::move(kernel), label, false, choice->us, own->first, layer.name, layer.op_type,
+                     layer.key, threads, fusion});
     release(layer);
-    r.cases_us += c->second.us;
+    r.cases_us += choice->us;
     ++r.layers_replayed;
   }
   r.buffers = static_cast<int64_t>(pool.buffers());
@@ -417,7 +482,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       const double us = summarize(per_step[k]).min;
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
       r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us, steps[k].layer,
-                         steps[k].op, steps[k].key, steps[k].threads, steps[k].backend->name()});
+                         steps[k].op, steps[k].key, steps[k].threads, steps[k].backend->name(),
+                         steps[k].fusion});
     }
   } catch (const std::exception& e) {
     if (backend_now) backend_now->park_threads();
@@ -450,6 +516,7 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
     if (!s.conversion)
       layer_times.push_back({{"layer", s.layer},
                              {"op", s.op},
+                             {"fusion", s.fusion},
                              {"replay_us", s.in_graph_us},
                              {"case_us", s.alone_us},
                              {"threads", s.threads}});
@@ -474,7 +541,7 @@ std::vector<std::string> cases_to_retime(const ReplayResult& r,
   if (r.cases_us <= 0 || r.ratio() >= below) return beaten;
   std::set<std::string> seen_beaten, seen_all;
   for (const auto& s : r.steps) {
-    if (s.conversion) continue;
+    if (s.conversion || !s.fusion.empty()) continue;  // a fused case is not one of `chosen`
     auto c = chosen.find(s.key);
     if (c == chosen.end()) continue;
     const std::string& name = c->second.spec.name;
@@ -491,7 +558,7 @@ void rebase(ReplayResult& r, const std::map<std::string, ChosenCase>& chosen) {
   r.cases_us = 0;
   for (auto& s : r.steps) {
     if (s.conversion) continue;
-    if (auto c = chosen.find(s.key); c != chosen.end()) s.alone_us = c->second.us;
+    if (auto c = chosen.find(s.key); c != chosen.end() && s.fusion.empty()) s.alone_us = c->second.us;
     r.cases_us += s.alone_us;
   }
 }

@@ -278,17 +278,18 @@ TEST(Bounds, FusedBoundUsesTheMeasuredFusedCaseAndFoldsBatchNormalization) {
   t.time(conv2.key, "convolution_direct:a", 50, true);
   t.time(layer(m, "BatchNormalization").key, "batch_normalization:a", 8, true);
   const auto b = analyze_model(m, t.costs());
-  EXPECT_DOUBLE_EQ(b.S, 168);
+  // S counts the Relu in the conv's epilogue (the fused case adds 4 µs to the conv's 100): 162.
+  EXPECT_DOUBLE_EQ(b.S, 168 - 6);
   EXPECT_DOUBLE_EQ(b.F, 168 - 6 - 8);
   ASSERT_EQ(b.fusions.size(), 2u);
-  for (const auto& f : b.fusions) EXPECT_TRUE(f.applied) << f.pattern;
+  EXPECT_FALSE(b.fusions[0].applied) << "Conv+Relu: S already counts it";
+  EXPECT_TRUE(b.fusions[1].applied) << b.fusions[1].pattern;
   const auto fs = advise(b);
   const Finding* fu = finding(fs, "fusion");
   ASSERT_NE(fu, nullptr);
-  EXPECT_DOUBLE_EQ(fu->saving_us, 14);
-  ASSERT_EQ(fu->items.size(), 2u);
+  EXPECT_DOUBLE_EQ(fu->saving_us, 8);
+  ASSERT_EQ(fu->items.size(), 1u);
   EXPECT_EQ(fu->items[0].label, "1x Conv+BatchNormalization(folded)");
-  EXPECT_EQ(fu->items[1].label, "1x Conv+Relu");
 }
 
 TEST(Bounds, AFusedCaseSlowerThanUnfusedIsNotApplied) {
@@ -498,11 +499,11 @@ TEST(RuntimeLayers, FusedNodesAgainstTheSumOfTheirLayersViolationsAndLosses) {
 
 // Fusion wins apart from violations, on the real ONNX Runtime profile of the zoo's ResNet-18
 // (tests/fixtures/ort: NCHWc convolutions computing their Relu and residual Add+Relu). Each case is
-// timed here relative to the real node's time: conv1+relu's unfused cases sum to 1.2x its runtime
-// node and a fused Conv+Relu case at 0.95x is measured, so the runtime only wins by fusing (F has
-// it); layer1.0's conv2+Add+Relu node beats both its unfused cases and a measured fused
-// Conv+Add+Relu case (a violation through the fused covering); the downsampling conv runs alone and
-// is faster than its one case (a violation, no fusion involved).
+// timed here relative to the real node's time: conv1's Relu is in S at what its fused Conv+Relu case
+// (1.05x) adds to the conv (0.9x), and the runtime's fused node (1x) beats that: a violation of a
+// fused node below a measured fused case; layer1.0's conv2+Add+Relu node beats its unfused cases
+// (1.2x) but not the measured fused Conv+Add+Relu case (0.95x), which F has: a fusion win; the
+// downsampling conv runs alone and is faster than its one case (a violation, no fusion involved).
 TEST(RuntimeLayers, ResnetFusedNodesAreFusionWinsWhereAFusedCaseIsAsFast) {
   const std::filesystem::path src = FLOORLINE_SOURCE_DIR;
   auto processed = mp::process_model(src / "models/zoo/resnet18.onnx", {});
@@ -550,12 +551,12 @@ TEST(RuntimeLayers, ResnetFusedNodesAreFusionWinsWhereAFusedCaseIsAsFast) {
   ASSERT_GT(r1, 0);
   t.time(key("/conv1/Conv"), "brg", 0.9 * r1, true);
   t.time(key("/relu/Relu"), "eltwise", 0.3 * r1, true);
-  t.time(key("/conv1/Conv"), "brg", 0.95 * r1, false, "Relu");
+  t.time(key("/conv1/Conv"), "brg", 1.05 * r1, false, "Relu");
   // layer1.0 and layer1.1 share these configs: both blocks' nodes are costed alike.
   t.time(key("/layer1/layer1.0/conv2/Conv"), "brg", 0.8 * r2, true);
   t.time(key("/layer1/layer1.0/Add"), "binary", 0.2 * r2, true);
   t.time(key("/layer1/layer1.0/relu_1/Relu"), "eltwise", 0.2 * r2, true);
-  t.time(key("/layer1/layer1.0/conv2/Conv"), "brg", 1.1 * r2, false, "Add+Relu");
+  t.time(key("/layer1/layer1.0/conv2/Conv"), "brg", 0.95 * r2, false, "Add+Relu");
   t.time(key("/layer2/layer2.0/downsample/downsample.0/Conv"), "jit_1x1", 1.5 * r3, true);
 
   auto report = build_report(t.db, {m}, std::nullopt);
@@ -567,34 +568,40 @@ TEST(RuntimeLayers, ResnetFusedNodesAreFusionWinsWhereAFusedCaseIsAsFast) {
       if (c.nodes[k].node == node) return k;
     throw std::runtime_error("not compared: " + node);
   };
+  // S counts the Relu in conv1's epilogue (docs/ANALYZER.md): the node's best is its fused case's
+  // 1.05 r1 already (no fusion left for F), and the runtime's node is below it.
   const auto& conv1 = c.nodes[at(conv1_node)];
   EXPECT_EQ(conv1.kinds, "Conv+Relu");
-  EXPECT_DOUBLE_EQ(*conv1.best_us, 1.2 * r1);
-  EXPECT_DOUBLE_EQ(*conv1.best_fused_us, 0.95 * r1);
-  EXPECT_EQ(conv1.fusions, (std::vector<std::string>{"Conv+Relu"}));
-  ASSERT_EQ(conv1.best_fused_cases.size(), 1u);  // the fused case once, for both layers
-  EXPECT_TRUE(conv1.below_unfused());
-  EXPECT_FALSE(conv1.violation());
-  EXPECT_TRUE(conv1.fusion_win());
+  EXPECT_NEAR(*conv1.best_us, 1.05 * r1, 1e-9 * r1);
+  EXPECT_NEAR(*conv1.best_fused_us, 1.05 * r1, 1e-9 * r1);
+  EXPECT_TRUE(conv1.fusions.empty());
+  EXPECT_EQ(conv1.epilogues, (std::vector<std::string>{"Relu"}));
+  ASSERT_EQ(conv1.best_cases.size(), 2u);
+  EXPECT_NE(conv1.best_cases[1].find("+Relu"), std::string::npos) << conv1.best_cases[1];
+  EXPECT_TRUE(conv1.violation());
+  EXPECT_FALSE(conv1.fusion_win());
   const auto& block = c.nodes[at(block_node)];
   EXPECT_EQ(block.kinds, "Conv+Add+Relu");
   EXPECT_DOUBLE_EQ(*block.best_us, 1.2 * r2);
-  EXPECT_DOUBLE_EQ(*block.best_fused_us, 1.1 * r2);
+  EXPECT_DOUBLE_EQ(*block.best_fused_us, 0.95 * r2);
   EXPECT_EQ(block.fusions, (std::vector<std::string>{"Conv+Add+Relu"}));
-  EXPECT_TRUE(block.violation());
-  EXPECT_FALSE(block.fusion_win());
+  EXPECT_TRUE(block.below_unfused());
+  EXPECT_FALSE(block.violation());
+  EXPECT_TRUE(block.fusion_win());
   const auto& down = c.nodes[at(down_node)];
   EXPECT_EQ(down.kinds, "Conv");
   EXPECT_DOUBLE_EQ(*down.best_fused_us, *down.best_us);  // no fused case inside the node
   EXPECT_TRUE(down.fusion_win() == false && down.violation());
   EXPECT_TRUE(down.fusions.empty());
-  // Violations, largest (best_fused − runtime) first: the block (its fixture time is 0.83x its
-  // fused case's 1.1x) before the downsampling conv (0.67x); the fusion win in its own list.
-  // layer1.1's conv2 node has the same cases but ran 3.3x their unfused sum in the fixture: a loss.
-  EXPECT_EQ(c.violations, (std::vector<size_t>{at(block_node), at(down_node)}));
-  EXPECT_EQ(c.fusion_wins, (std::vector<size_t>{at(conv1_node)}));
+  // Violations, largest (best_fused − runtime) first; the fusion win in its own list. layer1.1's
+  // conv2 node has the same cases but ran 3.3x their unfused sum in the fixture: a loss.
+  const std::vector<size_t> violations = 1.05 * r1 - r1 > 1.5 * r3 - r3
+                                             ? std::vector<size_t>{at(conv1_node), at(down_node)}
+                                             : std::vector<size_t>{at(down_node), at(conv1_node)};
+  EXPECT_EQ(c.violations, violations);
+  EXPECT_EQ(c.fusion_wins, (std::vector<size_t>{at(block_node)}));
   const auto& block2 = c.nodes[at("/layer1/layer1.1/conv2/Conv_output_0_nchwc")];
-  EXPECT_DOUBLE_EQ(*block2.best_fused_us, 1.1 * r2);
+  EXPECT_DOUBLE_EQ(*block2.best_fused_us, 0.95 * r2);
   EXPECT_FALSE(block2.below_unfused());
 
   const std::string table = format_table(*report, false, 3);
@@ -603,20 +610,18 @@ TEST(RuntimeLayers, ResnetFusedNodesAreFusionWinsWhereAFusedCaseIsAsFast) {
             std::string::npos)
       << table;
   EXPECT_NE(table.find("1 fusion win(s)"), std::string::npos) << table;
-  EXPECT_NE(
-      table.find(conv1_node + " [Conv] Conv+Relu: /conv1/Conv, /relu/Relu; F fuses Conv+Relu (onednn/brg)"),
-      std::string::npos)
-      << table;
+  EXPECT_NE(table.find(block_node + " [Conv] Conv+Add+Relu: "), std::string::npos) << table;
+  EXPECT_NE(table.find("F fuses Conv+Add+Relu (onednn/brg)"), std::string::npos) << table;
   const auto json = nlohmann::json::parse(format_json(*report));
   const auto& rl = json["models"][0]["runtime_layers"];
-  EXPECT_EQ(rl["fusion_wins"], nlohmann::json::array({c.nodes[at(conv1_node)].order}));
+  EXPECT_EQ(rl["fusion_wins"], nlohmann::json::array({c.nodes[at(block_node)].order}));
   EXPECT_EQ(rl["violations"].size(), 2u);
   const auto& j1 = rl["nodes"][at(conv1_node)];
-  EXPECT_EQ(j1["violation"], false);
-  EXPECT_EQ(j1["fusion_win"], true);
-  EXPECT_DOUBLE_EQ(j1["best_us"].get<double>(), 1.2 * r1);
-  EXPECT_DOUBLE_EQ(j1["best_fused_us"].get<double>(), 0.95 * r1);
-  EXPECT_EQ(j1["fusions"], nlohmann::json::array({"Conv+Relu"}));
+  EXPECT_EQ(j1["violation"], true);
+  EXPECT_EQ(j1["fusion_win"], false);
+  EXPECT_NEAR(j1["best_us"].get<double>(), 1.05 * r1, 1e-9 * r1);
+  EXPECT_EQ(j1["fusions"], nlohmann::json::array());
+  EXPECT_EQ(j1["epilogues"], nlohmann::json::array({"Relu"}));
   const std::string html = format_html(*report);
   EXPECT_NE(html.find("<b>2 bound violation(s)</b>"), std::string::npos);
   EXPECT_NE(html.find("<b>1 fusion win(s)</b>"), std::string::npos);

@@ -174,6 +174,74 @@ TEST(FusedBound, NoFusedCaseASlowerOneOrAnUntimedLayerLeaveS) {
   EXPECT_DOUBLE_EQ(fused_bound(m, layers, costs, "f32").us, 160);
 }
 
+// The activation epilogue (layer_costs): Relu is the sole reader of conv c, so S counts it at what
+// c's fused Conv+Relu case adds to c: 104 − 100 = 4 instead of its own 10; the BatchNormalization
+// after d is no activation and keeps its time (F folds it). F then finds no saving left in c+y1.
+TEST(ActivationEpilogue, SCountsAnActivationAtWhatTheFusedCaseAddsToItsProducer) {
+  const auto m = process(kConvs, "convs");
+  CostTable costs;
+  auto unfused = [&](const char* out, double us) {
+    costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(us, std::string("best:") + out);
+  };
+  unfused("c", 100);
+  unfused("y1", 10);
+  unfused("d", 50);
+  unfused("y2", 8);
+  costs.best[{writer(m, "c").key, "f32", "fp32", "Relu"}] = case_time(104, "fused");
+  auto layers = layer_costs(m, costs, "f32");
+  ASSERT_EQ(layers.size(), 4u);
+  auto at = [&](const char* out) -> const LayerCost& {
+    for (const auto& l : layers)
+      if (l.index == writer(m, out).index) return l;
+    throw std::runtime_error(out);
+  };
+  EXPECT_DOUBLE_EQ(at("c").us, 100);  // the producer keeps its own case and time
+  EXPECT_EQ(at("c").best_case, "best:c");
+  EXPECT_DOUBLE_EQ(at("y1").us, 4);
+  EXPECT_DOUBLE_EQ(at("y1").own_us, 10);
+  EXPECT_EQ(at("y1").epilogue_case, "fused");
+  EXPECT_DOUBLE_EQ(at("y1").vendor_us, 4);
+  EXPECT_TRUE(at("y2").epilogue_case.empty());
+  EXPECT_DOUBLE_EQ(at("y2").us, 8);
+  EXPECT_DOUBLE_EQ(sequential_bound(layers), 162);
+  const auto f = fused_bound(m, layers, costs, "f32");
+  EXPECT_DOUBLE_EQ(f.us, 162 - 8);  // only the folded BatchNormalization saves
+  EXPECT_FALSE(f.fusions[0].applied);
+
+  // A fused case faster than the conv alone credits the whole activation and no more: S takes the
+  // pair at the conv's own time (the conv keeps its case).
+  costs.best[{writer(m, "c").key, "f32", "fp32", "Relu"}] = case_time(95, "fused");
+  layers = layer_costs(m, costs, "f32");
+  EXPECT_DOUBLE_EQ(at("y1").us, 0);
+  EXPECT_DOUBLE_EQ(sequential_bound(layers), 158);
+  // A fused case slower than the two layers leaves both.
+  costs.best[{writer(m, "c").key, "f32", "fp32", "Relu"}] = case_time(111, "fused");
+  layers = layer_costs(m, costs, "f32");
+  EXPECT_DOUBLE_EQ(at("y1").us, 10);
+  EXPECT_TRUE(at("y1").epilogue_case.empty());
+  EXPECT_DOUBLE_EQ(sequential_bound(layers), 168);
+}
+
+// A Relu after a residual Add is the Add's reader, not a conv's: no epilogue in S (F's Add+Relu).
+TEST(ActivationEpilogue, AnActivationAfterAnAddStaysItsOwnLayer) {
+  const auto m = process(R"(
+res (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
+  c = Conv <pads = [1, 1, 1, 1]> (x, w)
+  s = Sigmoid (x)
+  r = Add (c, s)
+  y = Relu (r)
+})",
+                         "res");
+  CostTable costs;
+  for (const char* out : {"c", "s", "r", "y"})
+    costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(20, std::string("best:") + out);
+  costs.best[{writer(m, "c").key, "f32", "fp32", "Add+Relu"}] = case_time(21, "fused");
+  const auto layers = layer_costs(m, costs, "f32");
+  EXPECT_DOUBLE_EQ(sequential_bound(layers), 80);
+  for (const auto& l : layers) EXPECT_TRUE(l.epilogue_case.empty()) << l.name;
+  EXPECT_DOUBLE_EQ(fused_bound(m, layers, costs, "f32").us, 80 - (60 - 21));
+}
+
 TEST(FusedBound, LargestSavingFirstAndEachLayerFusedOnce) {
   // Both convs can absorb the same Add+Relu.
   const auto m = process(R"(

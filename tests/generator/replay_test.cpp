@@ -200,6 +200,61 @@ TEST_F(BenchedResidual, EachLayerIsReplayedAtTheThreadCountItsCaseWonAt) {
   for (const auto& l : makeup.at("layer_times")) EXPECT_GE(l.at("threads").get<int>(), 1);
 }
 
+// The activation epilogue S counts (docs/ANALYZER.md): c1's Relu runs in c1's measured fused
+// Conv+Relu case when that case is faster than the two unfused ones, as one step whose output is the
+// Relu's (which c2 and the Add then read); slower, the two run apart. The residual Add is F's, never
+// fused by the replay.
+TEST_F(BenchedResidual, AnActivationInItsProducersFusedCaseIsOneStep) {
+  const mp::ModelIR& model = models.front();
+  std::string c1_key, relu_key, relu_name;
+  for (const auto& l : model.layers) {
+    if (l.op_type == "Conv" && c1_key.empty()) c1_key = l.key;
+    if (l.op_type == "Relu") relu_key = l.key, relu_name = l.name;
+  }
+  auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
+  auto fused = best_fused_cases(*db, run.system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok() && fused.ok());
+  ASSERT_TRUE(fused->count({c1_key, "Relu"})) << "no fused Conv+Relu case measured";
+  EXPECT_FALSE(fused->count({c1_key, ""}));  // fused cases only
+  const double unfused = chosen->at(c1_key).us + chosen->at(relu_key).us;
+  auto steps_of = [&](const ReplayResult& r) {
+    std::vector<std::string> labels;
+    for (const auto& st : r.steps)
+      if (!st.conversion) labels.push_back(st.label);
+    return labels;
+  };
+  auto plain = replay_model(model, *chosen, *backends[0], quick_replay());
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+
+  (*fused)[{c1_key, "Relu"}].us = 0.9 * unfused;  // faster than the two: applied
+  auto r = replay_model(model, *chosen, *backends[0], quick_replay(), *fused);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->layers_replayed, plain->layers_replayed);
+  EXPECT_EQ(r->operands_unwired, 0);
+  EXPECT_EQ(steps_of(*r).size() + 1, steps_of(*plain).size());
+  const ReplayStep* head = nullptr;
+  for (const auto& st : r->steps) {
+    EXPECT_NE(st.layer, relu_name) << "the Relu ran as a step of its own";
+    if (!st.fusion.empty()) head = &st;
+  }
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->fusion, "Relu");
+  EXPECT_EQ(head->key, c1_key);
+  EXPECT_NE(head->label.find("(Conv+Relu)"), std::string::npos) << head->label;
+  EXPECT_DOUBLE_EQ(head->alone_us, 0.9 * unfused);
+  EXPECT_NEAR(r->cases_us, plain->cases_us - unfused + 0.9 * unfused, 1e-9 * plain->cases_us);
+  // A fused step is none of `chosen`'s cases: never re-timed as one, and rebase keeps its time.
+  for (const auto& name : cases_to_retime(*r, *chosen, 1e9))
+    EXPECT_EQ(name.find("+Relu"), std::string::npos) << name;
+  rebase(*r, *chosen);
+  EXPECT_DOUBLE_EQ(head->alone_us, 0.9 * unfused);
+
+  (*fused)[{c1_key, "Relu"}].us = 1.1 * unfused;  // slower than the two: not applied
+  auto slower = replay_model(model, *chosen, *backends[0], quick_replay(), *fused);
+  ASSERT_TRUE(slower.ok()) << slower.error().message;
+  EXPECT_EQ(steps_of(*slower), steps_of(*plain));
+}
+
 // A case measured while the machine was slower (here: its rows made 4x slower in the database, as a
 // sustained slowdown over all its passes would) runs faster in the graph than alone; it is the one
 // timed again after the replay, the lower time is kept, and S over the replayed layers comes down.

@@ -195,6 +195,13 @@ struct LayerCost {
   double vendor_us = 0;
   bool on_critical_path = false;
   std::vector<int> preds;  // the cost-bearing layers it reads from (through view layers)
+  // An activation S counts in its producer's epilogue (docs/ANALYZER.md, "The activation
+  // epilogue"): the producer's measured fused case with this activation (`epilogue_case`) is
+  // faster than the two layers' unfused cases, and t(v) is what that case adds to the producer's
+  // own time, max(0, fused − t(producer)); `own_us` keeps the activation's own best case time.
+  // "" and 0 for every other layer.
+  std::string epilogue_case;
+  double own_us = 0;
 };
 
 // A fusable chain and what fusing it would save (measured, or folded for Conv+BatchNormalization).

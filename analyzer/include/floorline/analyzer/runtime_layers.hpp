@@ -49,7 +49,10 @@ struct RuntimeNodeCompare {
                                         // fused case inside the node; none exactly when best_us is none
   std::vector<std::string> best_fused_cases;  // its cases in layer order (a fused case once, at its head)
   std::vector<std::string> fusions;           // the fused chains it uses ("Conv+Relu"), in layer order
-  std::optional<double> ratio() const {       // runtime / best (unfused)
+  // The activations among its layers that S counts in their producer's epilogue ("Relu"; bounds.hpp,
+  // layer_costs): best_us already holds their fused case.
+  std::vector<std::string> epilogues;
+  std::optional<double> ratio() const {  // runtime / best (unfused)
     if (!best_us || *best_us <= 0) return std::nullopt;
     return runtime_us / *best_us;
   }

@@ -62,6 +62,12 @@ Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int6
                                                      const Plan& plan, DType dtype,
                                                      bool thread_budget = true);
 
+// (head config key, fusion name) → the config's best passed fused case of `dtype` (fusion as in
+// mp::fusion_name: "Relu", "Clip(0,6)", "Add+Relu"), as best_cases takes the unfused ones.
+using FusedChoices = std::map<std::pair<std::string, std::string>, ChosenCase>;
+Result<FusedChoices> best_fused_cases(benchdb::Database& db, int64_t system_id, const Plan& plan, DType dtype,
+                                      bool thread_budget = true);
+
 struct ReplayOptions {
   int repetitions = 5;
   double min_time = 0.05;  // seconds per repetition (whole passes)
@@ -81,6 +87,9 @@ struct ReplayStep {
   std::string key;         // its config key, as in the chosen cases ("" for a conversion)
   int threads = 1;         // the thread count it ran at (its case's, within the thread budget)
   std::string backend;     // the backend whose kernel ran it (a conversion: the one that built it)
+  // The activation this step's fused case applies in its epilogue ("Relu"; "" for an unfused
+  // case): the activation's layer is then no step of its own (replay_model, `epilogues`).
+  std::string fusion;
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }
@@ -115,8 +124,14 @@ struct ReplayResult {
 // between its NHWC ports and plain ones); an operand no backend converts is read from the consumer's own
 // buffer (operands_unwired). Error when no layer has a chosen case, when a kernel cannot be built, or when a
 // pass throws (the library's message, naming the layer).
+// With `epilogues`, an activation that is the sole reader of a Conv/ConvTranspose/Gemm/MatMul's output
+// (an mp::fusion_matches chain of one activation) runs in that layer's fused case where the fused
+// case is faster than the two chosen cases, as the analyzer's S counts it (docs/ANALYZER.md, "The
+// activation epilogue"): one step, its alone_us the fused case's time, and the activation's output
+// is the fused case's.
 Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::string, ChosenCase>& chosen,
-                                  const Backend& backend, const ReplayOptions& options);
+                                  const Backend& backend, const ReplayOptions& options,
+                                  const FusedChoices& epilogues = {});
 
 // The row that stores a replay (benchdb replays table): the system whose cases were replayed, the
 // run that did it (when there is one), the timing, and in `makeup` a JSON object of the replay's
