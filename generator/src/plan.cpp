@@ -129,8 +129,9 @@ std::vector<PlannedCase> plan_cases(const kernels::CaseSpec& base,
         out.push_back(planned(base, c));
         continue;
       }
-      // A fused variant is timed with the first implementation of each variant only.
-      if (fused && !first_of_variant[k]) continue;
+      // A fused variant is timed with the first implementation of each variant only, every one with
+      // no cap (--all-impls): S's activation epilogues take the fastest fused case there is.
+      if (fused && !first_of_variant[k] && options.max_impls > 0) continue;
       PlannedCase pc = planned(base, c);
       if (c.reference && !options.include_reference && !only_reference) {
         pc.status = Disposition::kSkipped;

@@ -108,15 +108,20 @@ TEST(CudaPlan, Resnet18ConvGetsEveryLegacyAlgorithmInEachMathModeAndLayout) {
   }
   EXPECT_EQ(cases.size(), 3u * 11u + 2u);
   // ResNet's basic block fuses Conv → Relu and Conv → Add → Relu: cuDNN fuses ReLU with every
-  // algorithm, and a fused variant is planned with the first of each variant only (the planner's
-  // policy for every backend), in each math mode and layout.
+  // algorithm. With --all-impls (this plan) a fused variant gets every algorithm, in each math mode
+  // and layout (S's activation epilogues take the fastest); under a cap, the first of each variant
+  // only (the planner's policy for every backend).
+  const Plan capped = cuda_plan(zoo_model("resnet18"), {DType::kF32}, 3);
   for (const std::string fusion : {"Relu", "Add+Relu"}) {
     const auto fused = cases_of(plan, key, fusion);
-    ASSERT_EQ(fused.size(), 3u) << fusion;
+    EXPECT_EQ(fused.size(), 3u * kernels::cudnn_conv_algorithms().size()) << fusion;
     for (const auto& [k, c] : fused) {
-      EXPECT_EQ(std::get<0>(k), "cudnn_conv_bias_act:IMPLICIT_GEMM");
+      EXPECT_EQ(std::get<0>(k).rfind("cudnn_conv_bias_act:", 0), 0u) << std::get<0>(k);
       EXPECT_EQ(c->status, std::nullopt);
     }
+    const auto first = cases_of(capped, key, fusion);
+    ASSERT_EQ(first.size(), 3u) << fusion;
+    for (const auto& [k, c] : first) EXPECT_EQ(std::get<0>(k), "cudnn_conv_bias_act:IMPLICIT_GEMM");
   }
 }
 

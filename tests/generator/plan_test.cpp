@@ -60,7 +60,7 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
   }
   for (const auto& [k, n] : timed_per_config) {
     // The cap (2) bounds the implementations beyond the first of each algorithm and layout, which
-    // are all timed (a fused variant only with the first implementation of each).
+    // are all timed (a fused variant only with the first implementation of each, under a cap).
     const int variants = static_cast<int>(timed_variants[k].size());
     EXPECT_LE(n, k.second.empty() ? std::max(2, variants) : variants) << k.first;
     if (k.second.empty()) {
@@ -106,7 +106,7 @@ TEST(Plan, AllImplsAndReferenceFlagsWidenThePlan) {
 
 // The policy on hand-made candidates: defaults first, every variant's first timed whatever the
 // cap, the cap on the rest, references skipped unless alone or asked for, a fused base with the
-// first of each variant only, and a conversion beside the timed case it feeds.
+// first of each variant only (all with no cap), and a conversion beside the timed case it feeds.
 TEST(Plan, PolicyOnCandidates) {
   kernels::CaseSpec base;
   base.problem.kind = LayerKind::kConv;
@@ -164,11 +164,15 @@ TEST(Plan, PolicyOnCandidates) {
   EXPECT_EQ(row.params.find("feeds"), std::string::npos) << row.params;
   EXPECT_FALSE(benchdb::is_conversion(case_row(planned.front())));
   EXPECT_TRUE(case_row(planned.front()).feeds.empty());
-  // Fused: the first of each variant only, no conversions.
+  // Fused: the first of each variant only under a cap, every implementation with none (--all-impls:
+  // S's activation epilogues take the fastest fused case); no conversions.
   kernels::CaseSpec fused = base;
   fused.problem.post_ops = {{"Relu"}};
-  EXPECT_EQ(outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 0})),
+  EXPECT_EQ(outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 3})),
             (std::vector<std::string>{"direct:c", "winograd:a"}));
+  EXPECT_EQ(
+      outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 0})),
+      (std::vector<std::string>{"direct:c", "winograd:a", "direct:ref skipped", "direct:a", "direct:b"}));
   // Only a reference: timed, so that the config has a measurement.
   EXPECT_EQ(outcome(plan_cases(base, {make("direct", "ref", true, true)}, PlanOptions{})),
             (std::vector<std::string>{"direct:ref"}));

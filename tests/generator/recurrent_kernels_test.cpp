@@ -68,7 +68,7 @@ Verified verify_all(const std::vector<mp::ModelIR>& models, const std::set<std::
     EXPECT_TRUE(s.ok()) << c.spec.name << ": " << (s.ok() ? "" : s.error().message);
     v.ops.insert(c.spec.problem.op);
     const std::string& a = c.spec.variant.algorithm;
-    if (s.ok()) v.algorithms.insert(c.spec.problem.op + " " + a.substr(0, a.find(':')));
+    if (s.ok()) v.algorithms.insert(c.spec.problem.op + " " + split_algorithm(a).family);
     ++v.cases;
   }
   return v;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "floorline/kernels/reference.hpp"
+
 namespace floorline::kernels {
 
 const Operand* Problem::input(const std::string& role) const {
@@ -102,6 +104,41 @@ Problem with_quantization(Problem p) {
   p.ints["zero_points"] = q->zero_points;
   p.ints["per_channel"] = {q->per_channel ? 1 : 0};
   return p;
+}
+
+Result<GemmDesc> gemm_desc(const Problem& p) {
+  if (p.inputs.size() < 2 || p.outputs.empty())
+    return make_error("{} needs two operands and an output", p.op);
+  const Shape& a = p.inputs[0].shape;
+  const Shape& b = p.inputs[1].shape;
+  const Shape& y = p.outputs[0].shape;
+  GemmDesc g;
+  if (p.kind == LayerKind::kGemm) {
+    if (a.size() != 2 || b.size() != 2) return make_error("Gemm operands must be 2-D");
+    g.ta = p.int_attr("transA") != 0;
+    g.tb = p.int_attr("transB") != 0;
+    g.m = g.ta ? a[1] : a[0];
+    g.k = g.ta ? a[0] : a[1];
+    g.n = g.tb ? b[0] : b[1];
+    g.alpha = static_cast<float>(p.float_attr("alpha"));
+    g.has_c = p.inputs.size() > 2;
+    g.beta = g.has_c ? static_cast<float>(p.float_attr("beta")) : 0.f;
+    return g;
+  }
+  if (p.kind != LayerKind::kMatMul) return make_error("{} is no GEMM", p.op);
+  if (a.size() < 2 || b.size() < 2 || y.size() < 2) return make_error("MatMul with a 1-D operand");
+  g.m = a[a.size() - 2];
+  g.k = a.back();
+  g.n = b.back();
+  g.a_batch = elements(Shape(a.begin(), a.end() - 2));
+  g.b_batch = elements(Shape(b.begin(), b.end() - 2));
+  if (g.b_batch == 1) {
+    g.m *= g.a_batch;
+    return g;
+  }
+  g.folded = false;
+  g.batch = elements(Shape(y.begin(), y.end() - 2));
+  return g;
 }
 
 }  // namespace floorline::kernels

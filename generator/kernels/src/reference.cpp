@@ -735,7 +735,7 @@ ReferenceRow reference_row(LayerKind k) {
     case K::kGreater:
     case K::kPRelu:
       return {binary, {}};
-    // --- issue 19
+    // --- comparisons, logic and reductions
     case K::kGreaterOrEqual:
     case K::kLessOrEqual:
     case K::kXor:
@@ -747,7 +747,7 @@ ReferenceRow reference_row(LayerKind k) {
     case K::kArgMax:
     case K::kArgMin:
       return {reference_detail::arg_extreme, {}};
-    case K::kTopK:  // issue 19: detection heads
+    case K::kTopK:  // detection heads
       return {reference_detail::topk, {}};
     case K::kGatherND:
       return {reference_detail::gather_nd, {}};
@@ -755,7 +755,7 @@ ReferenceRow reference_row(LayerKind k) {
       return {reference_detail::nonzero, {}};
     case K::kNonMaxSuppression:
       return {reference_detail::non_max_suppression, {}};
-    case K::kRoiAlign:  // issue 19: sampling and scatter
+    case K::kRoiAlign:  // sampling and scatter
       return {reference_detail::roi_align, {}};
     case K::kScatterElements:
       return {reference_detail::scatter_elements, {}};

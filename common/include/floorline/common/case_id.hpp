@@ -134,6 +134,23 @@ inline std::string library_of(const CaseVariant& v) {
   return is_own_kernel(v) ? std::string(kOwnBackend) : v.backend;
 }
 
+// An algorithm name's two parts at its first ':': oneDNN's variant and implementation
+// ("convolution_direct" and "jit_1x1:avx512_core"), CUDA's family and variant ("cudnn_conv" and
+// "IMPLICIT_GEMM:padded"); the whole name and "" where it has no ':'. The one reader of that
+// separator (join_algorithm is its writer).
+struct AlgorithmParts {
+  std::string family;
+  std::string rest;
+};
+inline AlgorithmParts split_algorithm(std::string_view algorithm) {
+  const auto colon = algorithm.find(':');
+  if (colon == std::string_view::npos) return {std::string(algorithm), ""};
+  return {std::string(algorithm.substr(0, colon)), std::string(algorithm.substr(colon + 1))};
+}
+inline std::string join_algorithm(std::string_view family, std::string_view rest) {
+  return std::string(family) + ":" + std::string(rest);
+}
+
 // "onednn/brg:avx512_core" for a case name: its backend and algorithm, what a reader of a report
 // needs of it (parse_case_name; the name itself where it has not the form).
 inline std::string backend_and_algorithm(std::string_view name) {

@@ -360,7 +360,7 @@ void build(Ctx& c) {
   const std::string family = c.family();
   const std::string& op = c.p.op;
   if (family == "cudnn_transform" && parse_conversion(c.spec.variant.layout)) return layout_conversion(c);
-  // int8 (issue 19): cuDNN's int8 convolutions and cuBLASLt's int8 GEMMs only (cuda_plan.cpp).
+  // int8: cuDNN's int8 convolutions and cuBLASLt's int8 GEMMs only (cuda_plan.cpp).
   if (c.spec.variant.dtype == DType::kInt8) {
     if (family == "cudnn_conv" || family == "cudnn_conv_bias_act") return conv_int8(c);
     if (family == "cublaslt_matmul") return gemm_int8(c);

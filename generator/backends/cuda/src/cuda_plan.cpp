@@ -104,42 +104,12 @@ void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     }
 }
 
-struct GemmShape {
-  int64_t m = 0, n = 0, k = 0, batch = 1;
-  bool batched = false;  // b has batch dims: strided-batched GEMM
-};
-
-// MatMul/Gemm as (batched) row-major GEMM: a batch-free b folds a's batch dims into M.
-Result<GemmShape> gemm_shape(const Problem& p) {
-  if (p.inputs.size() < 2 || p.outputs.empty()) return make_error("{} needs a and b", p.op);
-  const Shape& a = p.inputs[0].shape;
-  const Shape& b = p.inputs[1].shape;
-  const Shape& y = p.outputs[0].shape;
-  GemmShape g;
-  if (p.kind == LayerKind::kGemm) {
-    if (a.size() != 2 || b.size() != 2) return make_error("Gemm operands are matrices");
-    const bool ta = p.int_attr("transA") != 0, tb = p.int_attr("transB") != 0;
-    g.m = ta ? a[1] : a[0];
-    g.k = ta ? a[0] : a[1];
-    g.n = tb ? b[0] : b[1];
-    return g;
-  }
-  if (a.size() < 2 || b.size() < 2 || y.size() < 2)
-    return make_error("MatMul with a 1-D operand is not mapped to cuBLAS");
-  g.m = a[a.size() - 2];
-  g.k = a.back();
-  g.n = b.back();
-  const int64_t a_batch = elements(Shape(a.begin(), a.end() - 2));
-  const int64_t b_batch = elements(Shape(b.begin(), b.end() - 2));
-  const int64_t y_batch = elements(Shape(y.begin(), y.end() - 2));
-  if (b_batch == 1) {
-    g.m *= a_batch;
-    return g;
-  }
-  if ((a_batch != y_batch && a_batch != 1) || b_batch != y_batch)
+// MatMul/Gemm as (batched) row-major GEMM (the kernel API's gemm_desc): a batch-free b folds a's
+// batch dims into M; strided-batched GEMM takes a whole-operand broadcast of a only.
+Result<GemmDesc> gemm_shape(const Problem& p) {
+  FL_ASSIGN_OR_RETURN(GemmDesc g, gemm_desc(p));
+  if (!g.folded && ((g.a_batch != g.batch && g.a_batch != 1) || g.b_batch != g.batch))
     return make_error("MatMul broadcasting other than a whole operand is not mapped to strided-batched GEMM");
-  g.batch = y_batch;
-  g.batched = true;
   return g;
 }
 
@@ -162,10 +132,10 @@ void gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Operand* c = p.kind == LayerKind::kGemm && p.inputs.size() > 2 ? &p.inputs[2] : nullptr;
   for (const auto& mode : floorline::math_modes(base.variant.dtype, true)) {
     if (!fused) {
-      CudaCase d = make(base, g->batched ? "cublas_gemm_strided_batched" : "cublas_gemm", mode);
+      CudaCase d = make(base, !g->folded ? "cublas_gemm_strided_batched" : "cublas_gemm", mode);
       d.is_default = true;  // cuBLAS's own heuristic (CUBLAS_GEMM_DEFAULT): what a framework calls
       out.push_back(d);
-      if ((g->m == 1 || g->n == 1) && !g->batched) {
+      if ((g->m == 1 || g->n == 1) && g->folded) {
         CudaCase v = make(base, "cublas_gemv", mode);
         if (mode != MathMode::kFp32) {
           v.status = Disposition::kUnsupported;
@@ -366,7 +336,7 @@ void resize_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   else
     single(base, out, "floorline-kernel", "resize");
 }
-// LSTM/GRU/RNN (issue 19): cudnnRNNForward; what cuDNN cannot run is said at planning time.
+// LSTM/GRU/RNN: cudnnRNNForward; what cuDNN cannot run is said at planning time.
 void rnn_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
   if (p.int_attr("layout") != 0)
@@ -382,7 +352,7 @@ void layer_norm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   single(base, out, "floorline-kernel", "layer_norm");
 }
 
-// --- int8 (issue 19) ---------------------------------------------------------------------------------
+// --- int8 ----------------------------------------------------------------------------------------
 // An int8 (QDQ) Conv: cuDNN's int8 convolution (int8.cpp), NHWC int8 activations and filter (the
 // layer's input is the previous int8 layer's NHWC output: no layout conversion is charged), int32
 // accumulation, one output scale, no zero points. cuDNN's INT8 configuration wants input and output
@@ -437,7 +407,7 @@ void int8_gemm_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   }
   std::string why;
   const Operand* c = p.kind == LayerKind::kGemm && p.inputs.size() > 2 ? &p.inputs[2] : nullptr;
-  if (g->batched)
+  if (!g->folded)
     why =
         "int8 MatMul with batch dims on both operands is not mapped (cuBLASLt's int8 B is a weight held N×K)";
   else if (p.kind == LayerKind::kGemm && p.int_attr("transA") != 0)
@@ -564,7 +534,7 @@ CudaRow cuda_row(LayerKind k) {
       return {nullptr,
               {},
               "not mapped: no variadic add kernel yet (a chain of binary adds would time N-1 passes)"};
-    // --- issue 19
+    // --- comparisons, logic and reductions
     case K::kGreaterOrEqual:
     case K::kLessOrEqual:
     case K::kXor:
@@ -572,12 +542,12 @@ CudaRow cuda_row(LayerKind k) {
     case K::kArgMax:
     case K::kArgMin:
       return {nullptr, {}, kNoKernel};
-    // --- issue 19: detection heads; cuDNN and cuBLAS have no top-k, gather-ND or NMS
+    // --- detection heads; cuDNN and cuBLAS have no top-k, gather-ND or NMS
     case K::kTopK:
     case K::kGatherND:
     case K::kNonZero:
     case K::kNonMaxSuppression:
-    case K::kRoiAlign:  // issue 19: no roi-align, grid-sample or scatter in cuDNN/cuBLAS
+    case K::kRoiAlign:  // no roi-align, grid-sample or scatter in cuDNN/cuBLAS
     case K::kScatterElements:
     case K::kGridSample:
       return {nullptr, {}, kNoKernel};
@@ -600,7 +570,7 @@ CudaRow cuda_row(LayerKind k) {
     case K::kReduceMin:
     case K::kReduceProd:
       return {reduce_cases, "cudnnReduceTensor", {}};
-    case K::kLSTM:  // issue 19
+    case K::kLSTM:  // recurrent layers
     case K::kGRU:
     case K::kRNN:
       return {rnn_cases, "cudnnRNNForward (cudnnSetRNNDescriptor_v8)", {}};

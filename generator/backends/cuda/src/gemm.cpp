@@ -20,40 +20,25 @@ struct GemmCall {
 };
 
 GemmCall gemm_call(const Ctx& c) {
-  const Problem& p = c.p;
+  auto d = gemm_desc(c.p);  // the kernel API's one reading of the operands
+  if (!d) fail(Disposition::kUnsupported, d.error().message);
   GemmCall g;
-  const Shape& a = c.in_shape(0);
-  const Shape& b = c.in_shape(1);
-  if (p.kind == LayerKind::kGemm) {
-    g.ta = p.int_attr("transA") != 0;
-    g.tb = p.int_attr("transB") != 0;
-    g.m = g.ta ? a[1] : a[0];
-    g.k = g.ta ? a[0] : a[1];
-    g.n = g.tb ? b[0] : b[1];
-    g.alpha = static_cast<float>(p.float_attr("alpha"));
-    g.beta = p.inputs.size() > 2 ? static_cast<float>(p.float_attr("beta")) : 0.f;
-    return g;
-  }
-  if (a.size() < 2 || b.size() < 2) fail(Disposition::kUnsupported, "MatMul with a 1-D operand");
-  g.m = a[a.size() - 2];
-  g.k = a.back();
-  g.n = b.back();
-  const Shape& y = c.out_shape();
-  const int64_t a_batch = elements(Shape(a.begin(), a.end() - 2)),
-                b_batch = elements(Shape(b.begin(), b.end() - 2)),
-                y_batch = elements(Shape(y.begin(), y.end() - 2));
-  if (b_batch == 1) {
-    g.m *= a_batch;  // a's batch dims fold into M
-    return g;
-  }
+  g.m = d->m;
+  g.n = d->n;
+  g.k = d->k;
+  g.ta = d->ta;
+  g.tb = d->tb;
+  g.alpha = d->alpha;
+  g.beta = d->beta;
+  if (d->folded) return g;
   // The batch is the output's, as the plan has it (cuda_plan.cpp gemm_shape): a [3,1,M,K] times
   // b [3,K,N] has 3 batches in each operand but 9 products ([3,3,M,N]), which strided-batched GEMM
   // cannot express.
-  if ((a_batch != 1 && a_batch != y_batch) || b_batch != y_batch)
+  if ((d->a_batch != 1 && d->a_batch != d->batch) || d->b_batch != d->batch)
     fail(Disposition::kUnsupported, "MatMul broadcasting other than a whole operand");
-  g.batch = y_batch;
+  g.batch = d->batch;
   g.stride_b = g.k * g.n;
-  g.stride_a = a_batch == 1 ? 0 : g.m * g.k;
+  g.stride_a = d->a_batch == 1 ? 0 : g.m * g.k;
   return g;
 }
 

@@ -252,11 +252,10 @@ struct Ctx {
   }
   // The case's library prefix, its family: "cudnn_conv" of "cudnn_conv:IMPLICIT_GEMM:padded" (the
   // algorithm names cuda_plan.cpp writes: family, then ':' and the variant where there is one).
-  std::string family() const { return spec.variant.algorithm.substr(0, spec.variant.algorithm.find(':')); }
+  std::string family() const { return split_algorithm(spec.variant.algorithm).family; }
   // The case's variant after the library prefix: "IMPLICIT_GEMM" of "cudnn_conv:IMPLICIT_GEMM:padded".
   std::string variant() const {
-    const auto colon = spec.variant.algorithm.find(':');
-    std::string v = colon == std::string::npos ? "" : spec.variant.algorithm.substr(colon + 1);
+    std::string v = split_algorithm(spec.variant.algorithm).rest;
     if (const auto pad = v.find(":padded"); pad != std::string::npos) v.erase(pad);
     return v;
   }

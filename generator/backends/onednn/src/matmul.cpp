@@ -8,11 +8,12 @@ namespace floorline::kernels::onednn_detail {
 void gemm(Ctx& c, const std::string& variant) {
   const Shape& a = c.in_shape(0);
   const Shape& bm = c.in_shape(1);
-  if (a.size() != 2 || bm.size() != 2) unsupported("Gemm operands must be 2-D");
-  const bool ta = c.p.int_attr("transA") != 0, tb = c.p.int_attr("transB") != 0;
+  const auto g = gemm_desc(c.p);  // the kernel API's one reading of the operands
+  if (!g) unsupported(g.error().message);
+  const bool ta = g->ta, tb = g->tb;
   if (c.p.float_attr("alpha") != 1.0 || c.p.float_attr("beta") != 1.0)
     unsupported("Gemm with alpha or beta other than 1");
-  const int64_t K = ta ? a[0] : a[1], N = tb ? bm[0] : bm[1];
+  const int64_t K = g->k, N = g->n;
   const bool has_bias = c.p.inputs.size() > 2;
   const bool int8 = int8_case(c);
   if (int8) {

@@ -114,7 +114,7 @@ KindMapping kind_mapping(LayerKind k) {
       return {{}, nullptr, kNoBinary, {}};
     case K::kSum:
       return {{"sum"}, sum, {}, {}};
-    // --- issue 19
+    // --- comparisons, logic and reductions
     case K::kGreaterOrEqual:
     case K::kLessOrEqual:
       return {{"binary"}, binary, {}, {}};
@@ -127,11 +127,11 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kCumSum:
     case K::kArgMax:
     case K::kArgMin:
-    case K::kTopK:  // issue 19: detection heads
+    case K::kTopK:  // detection heads
     case K::kGatherND:
     case K::kNonZero:
     case K::kNonMaxSuppression:
-    case K::kRoiAlign:  // issue 19: sampling and scatter
+    case K::kRoiAlign:  // sampling and scatter
     case K::kScatterElements:
     case K::kGridSample:
       return {{}, nullptr, kOwnReason, {}};
@@ -262,18 +262,6 @@ Result<Build> build(const CaseSpec& spec, const std::string& variant) {
   }
 }
 
-// "convolution_direct:brg:avx512_core"
-std::string algorithm_name(const std::string& variant, const std::string& impl) {
-  return variant + ":" + impl;
-}
-
-// Splits "convolution_direct:brg:avx512_core" into the variant and the implementation name.
-std::pair<std::string, std::string> split_algorithm(const std::string& a) {
-  const auto colon = a.find(':');
-  if (colon == std::string::npos) return {a, ""};
-  return {a.substr(0, colon), a.substr(colon + 1)};
-}
-
 uint64_t seed_of(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
@@ -300,6 +288,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
     fed.feeds = {};
     main_spec = &fed;
   }
+  // "convolution_direct:brg:avx512_core": the variant, then oneDNN's implementation name.
   const auto [variant, impl_name] = split_algorithm(main_spec->variant.algorithm);
   if (!conversion && is_recurrent_matmul(variant)) return make_recurrent_matmul(spec, variant);
   FL_ASSIGN_OR_RETURN(Build b, build(*main_spec, variant));
@@ -390,7 +379,7 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
       do {
         Implementation im;
         im.impl_name = st0.pd().impl_info_str();
-        im.algorithm = algorithm_name(variant, im.impl_name);
+        im.algorithm = join_algorithm(variant, im.impl_name);
         im.variant = variant;
         im.impl_index = index;
         im.reference = is_reference_implementation(im.impl_name);

@@ -18,25 +18,31 @@ using namespace openblas_detail;
 
 std::atomic<int> g_threads{1};
 
+// The kernel API's GEMM reading of a Gemm/MatMul problem; an operand of the wrong rank is unsupported.
+GemmDesc desc_of(const Problem& p) {
+  auto d = gemm_desc(p);
+  if (!d) unsupported(d.error().message);
+  return *d;
+}
+
 // Gemm: y = alpha · op(A) · op(B) + beta · C, with C broadcast into y first (part of the call).
 class GemmKernel final : public BlasKernel {
  public:
   explicit GemmKernel(Problem p) : BlasKernel(std::move(p)) {
-    const Shape& a = p_.inputs.at(0).shape;
-    const Shape& b = p_.inputs.at(1).shape;
-    g_.ta = p_.int_attr("transA") != 0;
-    g_.tb = p_.int_attr("transB") != 0;
-    g_.m = g_.ta ? a[1] : a[0];
-    g_.k = g_.ta ? a[0] : a[1];
-    g_.n = g_.tb ? b[0] : b[1];
-    g_.alpha = static_cast<float>(p_.float_attr("alpha"));
-    if (p_.inputs.size() > 2) {
+    const GemmDesc d = desc_of(p_);
+    g_.ta = d.ta;
+    g_.tb = d.tb;
+    g_.m = d.m;
+    g_.k = d.k;
+    g_.n = d.n;
+    g_.alpha = d.alpha;
+    if (d.has_c) {
       const Shape& c = p_.inputs[2].shape;
       c_rows_ = c.size() == 2 ? c[0] : 1;
       c_cols_ = c.empty() ? 1 : c.back();
       if ((c_rows_ != 1 && c_rows_ != g_.m) || (c_cols_ != 1 && c_cols_ != g_.n))
         unsupported("Gemm's C does not broadcast to (M, N)");
-      g_.beta = static_cast<float>(p_.float_attr("beta"));
+      g_.beta = d.beta;
     }
     impl_ =
         fmt::format("cblas_sgemm {}x{}x{}{}{}", g_.m, g_.n, g_.k, g_.ta ? " A^T" : "", g_.tb ? " B^T" : "");
@@ -65,14 +71,14 @@ class MatMulKernel final : public BlasKernel {
     const Shape& a = p_.inputs.at(0).shape;
     const Shape& b = p_.inputs.at(1).shape;
     const Shape& y = p_.outputs.at(0).shape;
-    g_.m = a[a.size() - 2];
-    g_.k = a.back();
-    g_.n = b.back();
+    const GemmDesc d = desc_of(p_);
+    g_.m = a[a.size() - 2];  // one output matrix's (d.m has a's batch folded in when b has none)
+    g_.k = d.k;
+    g_.n = d.n;
     const Shape yb(y.begin(), y.end() - 2);
-    const int64_t b_batch = elements(Shape(b.begin(), b.end() - 2));
     if (flat_) {
-      if (b_batch != 1) unsupported("one flattened GEMM needs 2-D weights");
-      g_.m = elements(a) / g_.k;
+      if (!d.folded) unsupported("one flattened GEMM needs 2-D weights");
+      g_.m = d.m;
       impl_ = fmt::format("cblas_sgemm {}x{}x{} (batch folded into M)", g_.m, g_.n, g_.k);
       return;
     }

@@ -65,7 +65,7 @@ KindSupport openblas_support(LayerKind kind) {
     case LayerKind::kOr:
     case LayerKind::kWhere:
     case LayerKind::kSum:
-    case LayerKind::kGreaterOrEqual:  // issue 19
+    case LayerKind::kGreaterOrEqual:  // comparisons, logic and reductions
     case LayerKind::kLessOrEqual:
     case LayerKind::kXor:
     case LayerKind::kMean:

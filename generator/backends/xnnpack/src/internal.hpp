@@ -49,7 +49,8 @@ void transpose(const float* x, float* y, int64_t batch, int64_t rows, int64_t co
 // a case timed at several threads pays no wake-up per call. Before another library's threads need
 // the cores, the bench and the replay park the workers (park_xnnpack_threads; docs/MEASUREMENT.md,
 // "Threads of several libraries"). FLOORLINE_YIELD_WORKERS=1 in the environment makes every call
-// end with the workers asleep (XNN_FLAG_YIELD_WORKERS), to measure what the wake-ups cost.
+// end with the workers asleep (XNN_FLAG_YIELD_WORKERS), to measure what the wake-ups cost. On the
+// OpenMP pool (openmp_pool.cpp) the flag is ignored: libgomp's spin policy is the pool's one policy.
 uint32_t operator_flags();
 
 // "nhwc f32 1x64x56x56" (the dims in ONNX order): a port holding an NCHW tensor as NHWC.

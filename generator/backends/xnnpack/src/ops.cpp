@@ -101,21 +101,15 @@ void build_fully_connected(XnnKernel& k) {
   const Shape& b = p.inputs.at(1).shape;
   const Shape& y = p.outputs.at(0).shape;
   const bool gemm = p.kind == LayerKind::kGemm;
-  bool transpose_b = false;  // b as [K][N] (XNN_FLAG_TRANSPOSE_WEIGHTS) rather than [N][K]
-  int64_t rows = 0, kdim = 0, n = 0;
-  if (gemm) {
-    if (p.int_attr("transA") != 0) unsupported("XNNPACK's fully connected reads A untransposed (transA = 1)");
-    if (p.float_attr("alpha") != 1.0) unsupported("Gemm with alpha != 1 is not a fully connected operator");
-    transpose_b = p.int_attr("transB") == 0;
-    rows = a[0];
-    kdim = a[1];
-    n = transpose_b ? b[1] : b[0];
-  } else {
-    kdim = a.back();
-    rows = elements(a) / kdim;
-    n = b.back();
-    transpose_b = true;
-  }
+  const auto g = gemm_desc(p);  // the kernel API's one reading of the operands
+  if (!g) unsupported(g.error().message);
+  if (!g->folded)
+    unsupported("a MatMul whose right operand has batch dimensions (no batched fully connected)");
+  if (g->ta) unsupported("XNNPACK's fully connected reads A untransposed (transA = 1)");
+  if (g->alpha != 1.f) unsupported("Gemm with alpha != 1 is not a fully connected operator");
+  // b as [K][N] (XNN_FLAG_TRANSPOSE_WEIGHTS) rather than [N][K]: MatMul's always, Gemm's without transB.
+  const bool transpose_b = !g->tb;
+  const int64_t rows = g->m, kdim = g->k, n = g->n;
   const Clamp clamp = epilogue_clamp(p, !gemm);
   k.add(k.in, a, false);
   k.add_constant(b);

@@ -107,7 +107,7 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kOr:
     case K::kWhere:
     case K::kSum:
-    // --- issue 19
+    // --- comparisons, logic and reductions
     case K::kGreaterOrEqual:
     case K::kLessOrEqual:
     case K::kXor:
@@ -115,7 +115,7 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kCumSum:
     case K::kArgMax:
     case K::kArgMin:
-    // --- issue 19: detection heads
+    // --- detection heads
     case K::kTopK:
     case K::kGatherND:
     case K::kNonZero:
@@ -131,7 +131,7 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kReduceMin:
     case K::kReduceProd:
       return none(kNoOp);
-    case K::kLSTM:  // issue 19
+    case K::kLSTM:  // recurrent layers
     case K::kGRU:
     case K::kRNN:
       return none("not mapped: this XNNPACK snapshot has no recurrent operator");

@@ -63,7 +63,7 @@ kernels::Work conversion_work(const kernels::CaseSpec& base, const LayoutConvers
 //    the rest are planned as skipped;
 //  - reference implementations are skipped unless options.include_reference, or unless they are
 //    all there is (every config keeps a measurement);
-//  - a fused base (post-ops) plans the first of each variant only;
+//  - a fused base (post-ops) plans the first of each variant only, every candidate with no cap;
 //  - a conversion is planned after the first timed case it feeds, unfused, with
 //    options.conversions; each once.
 // A candidate whose status the backend set is planned as it is. spec.name is left to make_plan.

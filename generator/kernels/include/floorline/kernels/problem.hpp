@@ -28,6 +28,7 @@
 #include "floorline/common/case_id.hpp"
 #include "floorline/common/dtype.hpp"
 #include "floorline/common/layer_kind.hpp"
+#include "floorline/common/result.hpp"
 #include "floorline/kernels/buffer.hpp"
 
 namespace floorline::kernels {
@@ -108,6 +109,27 @@ struct CaseSpec {
   // conversion's `feeds` is not part of it.
   CaseId id() const { return case_id(variant, problem.key); }
 };
+
+// --- GEMM ------------------------------------------------------------------------------------------
+// A Gemm or MatMul problem as row-major GEMM, derived once for every backend:
+// y[m×n] = alpha · op(a)[m×k] · op(b)[k×n] (+ beta · C), `batch` times.
+//   Gemm (ONNX): a and b 2-D; op() transposes where transA / transB; C (input 2) broadcast to (m, n).
+//   MatMul (NumPy): the last two dims of each operand are the matrix; where b has no batch dims (b
+//   2-D, or its leading dims all 1) a's leading dims fold into m (`folded`: one GEMM); otherwise
+//   batch is the output's leading elements and a_batch, b_batch the operands' (each 1 when
+//   broadcast whole); other broadcasts are the backend's to refuse.
+struct GemmDesc {
+  int64_t m = 0, n = 0, k = 0;
+  bool ta = false, tb = false;  // Gemm's transA, transB; false for MatMul
+  float alpha = 1, beta = 0;    // Gemm's alpha, and beta where C is given (else 0)
+  bool has_c = false;           // Gemm with a C operand
+  int64_t batch = 1;            // GEMMs in the problem (1 when folded)
+  int64_t a_batch = 1, b_batch = 1;
+  bool folded = true;  // MatMul: a's leading dims folded into m (b has none); Gemm: always
+};
+// Error for an operand of the wrong rank: a Gemm operand that is not 2-D, a 1-D MatMul operand
+// (NumPy's vector promotion is the reference's alone), a kind that is neither.
+Result<GemmDesc> gemm_desc(const Problem& p);
 
 // --- quantization (int8 cases) ---------------------------------------------------------------------
 // A problem run in int8 (CaseVariant dtype int8) reads its quantization from the attributes the QDQ
