@@ -80,6 +80,9 @@ void apply_activation_epilogues(const mp::ModelIR& model, const CostTable& costs
     act.own_us = act.us;
     act.us = std::max(0.0, fused->second.us - head.us);
     act.epilogue_case = fused->second.name;
+    // H too: a framework running the library defaults applies the activation in the epilogue as
+    // well, and H − S is algorithm choice, not this fusion.
+    if (act.heuristic_us) act.heuristic_us = std::min(*act.heuristic_us, act.us);
     // S_vendor the same way where the fused case is a vendor's and both layers have vendor times.
     if (!is_own_kernel(fused->second.id) && head.vendor_source == CostSource::kMeasured &&
         act.vendor_source == CostSource::kMeasured)

@@ -273,7 +273,7 @@ RuntimeComparison compare_profile(const ModelBounds& b,
 std::string runtime_layers_table(const ModelBounds& b, const RuntimeComparison& c, size_t top) {
   std::string out = fmt::format(
       "  [runtime per layer] {} {} ({}, {} thread(s)): {} nodes, {:.1f} µs in nodes; where comparable {:.1f} "
-      "µs vs best unfused cases {:.1f} µs, fused where measured {:.1f} µs; {:.1f} µs runtime-only "
+      "µs vs best cases (S) {:.1f} µs, fused where measured {:.1f} µs; {:.1f} µs runtime-only "
       "(reorders); "
       "{} layer(s) folded or removed\n",
       c.runtime, c.runtime_version, c.settings, c.threads, c.nodes.size(), c.runtime_us,
@@ -358,7 +358,7 @@ std::string runtime_layers_html(const ModelBounds& b, const RuntimeComparison& c
   std::string s = fmt::format(
       "<section class=\"runtime-layers\" id=\"runtime-{}-b{}\">\n<h3>{} (batch {}): {} {} per layer against "
       "the best cases</h3>\n<p>{} ({} thread(s)): {} runtime nodes, {} in nodes; where a node computes timed "
-      "layers, {} against {} for their best unfused cases ({}) and {} with the measured fused cases ({}); {} "
+      "layers, {} against {} for their best cases as S counts them ({}) and {} with the measured fused cases ({}); {} "
       "in runtime-only nodes (layout reorders); {} layer(s) folded or removed by the runtime.</p>\n",
       html_escape(b.model), b.batch, html_escape(b.model), b.batch, html_escape(c.runtime),
       html_escape(c.runtime_version), html_escape(c.settings), c.threads, c.nodes.size(), us(c.runtime_us),

@@ -48,7 +48,7 @@ BoundCheck check_bound(const ModelBounds& b, const CostTable& costs) {
     if (const auto c =
             compare_runtime_profile(b, costs, f.runtime, f.runtime_version, f.settings, f.threads)) {
       v.profiled = true;
-      // S is the unfused sum: every node below its best unfused cases (a violation or a fusion win)
+      // S is the sum of the best cases (unfused but for the activation epilogues): every node below them (a violation or a fusion win)
       // lowers the latency under S. Largest gap first.
       std::vector<size_t> below(c->violations);
       below.insert(below.end(), c->fusion_wins.begin(), c->fusion_wins.end());

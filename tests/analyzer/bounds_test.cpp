@@ -188,6 +188,7 @@ TEST(ActivationEpilogue, SCountsAnActivationAtWhatTheFusedCaseAddsToItsProducer)
   unfused("d", 50);
   unfused("y2", 8);
   costs.best[{writer(m, "c").key, "f32", "fp32", "Relu"}] = case_time(104, "fused");
+  costs.heuristic[{writer(m, "y1").key, "f32", "fp32", ""}] = case_time(12, "default:y1");
   auto layers = layer_costs(m, costs, "f32");
   ASSERT_EQ(layers.size(), 4u);
   auto at = [&](const char* out) -> const LayerCost& {
@@ -201,6 +202,8 @@ TEST(ActivationEpilogue, SCountsAnActivationAtWhatTheFusedCaseAddsToItsProducer)
   EXPECT_DOUBLE_EQ(at("y1").own_us, 10);
   EXPECT_EQ(at("y1").epilogue_case, "fused");
   EXPECT_DOUBLE_EQ(at("y1").vendor_us, 4);
+  // H's default Relu runs in the epilogue as well: H − S stays algorithm choice.
+  EXPECT_DOUBLE_EQ(at("y1").heuristic_us.value_or(-1), 4);
   EXPECT_TRUE(at("y2").epilogue_case.empty());
   EXPECT_DOUBLE_EQ(at("y2").us, 8);
   EXPECT_DOUBLE_EQ(sequential_bound(layers), 162);
