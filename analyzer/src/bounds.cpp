@@ -67,8 +67,7 @@ void apply_activation_epilogues(const mp::ModelIR& model, const CostTable& costs
   std::unordered_map<int, const mp::Layer*> layer_of;
   for (const auto& l : model.layers) layer_of[l.index] = &l;
   for (const auto& m : mp::fusion_matches(model)) {
-    if (m.folded || m.epilogue.size() != 1 || m.absorbed.size() != 1) continue;
-    if (m.epilogue[0].op == "Add" || m.epilogue[0].op == "BiasAdd") continue;
+    if (!mp::is_activation_epilogue(m)) continue;
     const auto h = cost_at.find(m.head), a = cost_at.find(m.absorbed[0]);
     if (h == cost_at.end() || a == cost_at.end()) continue;
     const LayerCost& head = layers[h->second];

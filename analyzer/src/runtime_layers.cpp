@@ -358,7 +358,8 @@ std::string runtime_layers_html(const ModelBounds& b, const RuntimeComparison& c
   std::string s = fmt::format(
       "<section class=\"runtime-layers\" id=\"runtime-{}-b{}\">\n<h3>{} (batch {}): {} {} per layer against "
       "the best cases</h3>\n<p>{} ({} thread(s)): {} runtime nodes, {} in nodes; where a node computes timed "
-      "layers, {} against {} for their best cases as S counts them ({}) and {} with the measured fused cases ({}); {} "
+      "layers, {} against {} for their best cases as S counts them ({}) and {} with the measured fused cases "
+      "({}); {} "
       "in runtime-only nodes (layout reorders); {} layer(s) folded or removed by the runtime.</p>\n",
       html_escape(b.model), b.batch, html_escape(b.model), b.batch, html_escape(c.runtime),
       html_escape(c.runtime_version), html_escape(c.settings), c.threads, c.nodes.size(), us(c.runtime_us),

@@ -48,8 +48,8 @@ BoundCheck check_bound(const ModelBounds& b, const CostTable& costs) {
     if (const auto c =
             compare_runtime_profile(b, costs, f.runtime, f.runtime_version, f.settings, f.threads)) {
       v.profiled = true;
-      // S is the sum of the best cases (unfused but for the activation epilogues): every node below them (a violation or a fusion win)
-      // lowers the latency under S. Largest gap first.
+      // S is the sum of the best cases (unfused but for the activation epilogues): every node below them (a
+      // violation or a fusion win) lowers the latency under S. Largest gap first.
       std::vector<size_t> below(c->violations);
       below.insert(below.end(), c->fusion_wins.begin(), c->fusion_wins.end());
       auto gap = [&](size_t k) { return *c->nodes[k].best_us - c->nodes[k].runtime_us; };

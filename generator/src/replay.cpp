@@ -227,8 +227,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     std::unordered_map<int, const mp::Layer*> layer_at;
     for (const auto& l : model.layers) layer_at[l.index] = &l;
     for (const auto& m : mp::fusion_matches(model)) {
-      if (m.folded || m.epilogue.size() != 1 || m.absorbed.size() != 1) continue;
-      if (m.epilogue[0].op == "Add" || m.epilogue[0].op == "BiasAdd") continue;
+      if (!mp::is_activation_epilogue(m)) continue;
       const auto head = layer_at.find(m.head), act = layer_at.find(m.absorbed[0]);
       if (head == layer_at.end() || act == layer_at.end() || !head->second->subgraph.empty()) continue;
       const auto h = chosen.find(head->second->key), a = chosen.find(act->second->key);

@@ -100,6 +100,11 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
   return out;
 }
 
+bool is_activation_epilogue(const FusionMatch& m) {
+  return !m.folded && m.epilogue.size() == 1 && m.absorbed.size() == 1 && m.epilogue[0].op != "Add" &&
+         m.epilogue[0].op != "BiasAdd";
+}
+
 std::string fusion_name(const std::vector<Epilogue>& epilogue) {
   std::string s;
   for (const auto& op : epilogue) {

@@ -27,8 +27,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
-#include <vector>
 
 #include <omp.h>
 #include <pthreadpool.h>
@@ -133,7 +133,14 @@ void run(pthreadpool_t pool, uint32_t flags, const Grid<D>& grid, Body body) {
   g_parallel_calls.fetch_add(1, std::memory_order_relaxed);
   const size_t n = threads < grid.total ? threads : grid.total;
   const size_t chunk = std::max<size_t>(1, grid.total / n / kClaimsPerShare);
-  std::vector<Share> shares(n);
+  // The calling thread's shares, kept between calls: no allocation on the timed path.
+  thread_local std::unique_ptr<Share[]> kept;
+  thread_local size_t kept_size = 0;
+  if (kept_size < n) {
+    kept = std::make_unique<Share[]>(n);
+    kept_size = n;
+  }
+  Share* shares = kept.get();
   for (size_t i = 0; i < n; ++i) {
     shares[i].next.store(grid.total * i / n, std::memory_order_relaxed);
     shares[i].end = grid.total * (i + 1) / n;

@@ -50,6 +50,11 @@ struct FusionMatch {
 //     consumer is a fusable activation, that too: [Add, activation], [BiasAdd, activation].
 std::vector<FusionMatch> fusion_matches(const ModelIR& model);
 
+// A chain of exactly one activation after its head (not folded, no residual or bias Add): the
+// epilogue every library and runtime fuses, which S counts at its fused case's time where that is
+// faster (docs/ANALYZER.md, "The activation epilogue"; the analyzer's layer_costs and the replay).
+bool is_activation_epilogue(const FusionMatch& match);
+
 // The fused case's name of an epilogue: the ops joined by '+', parameters in %g:
 // "Relu", "Add+Relu", "Clip(0,6)", "LeakyRelu(0.1)", "HardSigmoid(0.2,0.5)", "BiasAdd+Erf".
 std::string fusion_name(const std::vector<Epilogue>& epilogue);
