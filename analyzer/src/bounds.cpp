@@ -58,9 +58,10 @@ void link_through_views(const mp::ModelIR& model, std::vector<LayerCost>& layers
 // reader of a Conv/ConvTranspose/Gemm/MatMul's output in that layer's epilogue (oneDNN post-ops,
 // cuDNN's conv-bias-activation, XNNPACK's output clamp, ONNX Runtime's fused NCHWc Conv+Relu), so
 // S takes the pair at their measured fused case where it is faster than the two unfused cases: the
-// activation's t(v) becomes what the fused case adds to the producer, max(0, fused − t(producer)).
-// The producer keeps its own case and time. Chains with a residual Add, a bias Add or a folded
-// BatchNormalization stay F's.
+// activation's t(v) becomes what the fused case adds to the producer, fused − t(producer), and the
+// producer keeps its own case; where the fused case beats the producer's own best, the producer
+// takes the fused case and the activation costs 0. Either way the pair costs the fused case, as the
+// replay runs it. Chains with a residual Add, a bias Add or a folded BatchNormalization stay F's.
 void apply_activation_epilogues(const mp::ModelIR& model, const CostTable& costs,
                                 const std::string& base_dtype, std::vector<LayerCost>& layers) {
   const auto cost_at = positions(layers);
@@ -70,22 +71,41 @@ void apply_activation_epilogues(const mp::ModelIR& model, const CostTable& costs
     if (!mp::is_activation_epilogue(m)) continue;
     const auto h = cost_at.find(m.head), a = cost_at.find(m.absorbed[0]);
     if (h == cost_at.end() || a == cost_at.end()) continue;
-    const LayerCost& head = layers[h->second];
+    LayerCost& head = layers[h->second];
     LayerCost& act = layers[a->second];
     if (head.source != CostSource::kMeasured || act.source != CostSource::kMeasured) continue;
     const std::string dtype = layer_dtype(*layer_of.at(m.head), base_dtype);
     const auto fused = costs.best.find({head.key, dtype, math_mode_of(dtype), m.name});
     if (fused == costs.best.end() || fused->second.us >= head.us + act.us) continue;
+    const CaseTime& f = fused->second;
     act.own_us = act.us;
-    act.us = std::max(0.0, fused->second.us - head.us);
-    act.epilogue_case = fused->second.name;
+    act.epilogue_case = f.name;
+    if (f.us >= head.us) {
+      act.us = f.us - head.us;
+    } else {
+      head.us = f.us;
+      head.best_case = f.name;
+      head.algorithm = f.id.algorithm;
+      head.threads = f.threads;
+      head.passes = f.passes;
+      head.placements = f.placements;
+      head.noisy = f.noisy;
+      head.spread = f.spread;
+      act.us = 0;
+    }
     // H too: a framework running the library defaults applies the activation in the epilogue as
     // well, and H − S is algorithm choice, not this fusion.
     if (act.heuristic_us) act.heuristic_us = std::min(*act.heuristic_us, act.us);
     // S_vendor the same way where the fused case is a vendor's and both layers have vendor times.
-    if (!is_own_kernel(fused->second.id) && head.vendor_source == CostSource::kMeasured &&
-        act.vendor_source == CostSource::kMeasured)
-      act.vendor_us = std::min(act.vendor_us, std::max(0.0, fused->second.us - head.vendor_us));
+    if (!is_own_kernel(f.id) && head.vendor_source == CostSource::kMeasured &&
+        act.vendor_source == CostSource::kMeasured) {
+      if (f.us >= head.vendor_us) {
+        act.vendor_us = std::min(act.vendor_us, f.us - head.vendor_us);
+      } else {
+        head.vendor_us = f.us;
+        act.vendor_us = 0;
+      }
+    }
   }
 }
 

@@ -211,12 +211,16 @@ TEST(ActivationEpilogue, SCountsAnActivationAtWhatTheFusedCaseAddsToItsProducer)
   EXPECT_DOUBLE_EQ(f.us, 162 - 8);  // only the folded BatchNormalization saves
   EXPECT_FALSE(f.fusions[0].applied);
 
-  // A fused case faster than the conv alone credits the whole activation and no more: S takes the
-  // pair at the conv's own time (the conv keeps its case).
+  // A fused case faster than the conv's own best: the conv runs it (as the replay does) and the
+  // Relu costs nothing more; the pair costs the fused case, never more than the replay of it.
   costs.best[{writer(m, "c").key, "f32", "fp32", "Relu"}] = case_time(95, "fused");
   layers = layer_costs(m, costs, "f32");
+  EXPECT_DOUBLE_EQ(at("c").us, 95);
+  EXPECT_EQ(at("c").best_case, "fused");
+  EXPECT_DOUBLE_EQ(at("c").vendor_us, 95);
   EXPECT_DOUBLE_EQ(at("y1").us, 0);
-  EXPECT_DOUBLE_EQ(sequential_bound(layers), 158);
+  EXPECT_DOUBLE_EQ(at("y1").vendor_us, 0);
+  EXPECT_DOUBLE_EQ(sequential_bound(layers), 153);
   // A fused case slower than the two layers leaves both.
   costs.best[{writer(m, "c").key, "f32", "fp32", "Relu"}] = case_time(111, "fused");
   layers = layer_costs(m, costs, "f32");

@@ -198,7 +198,8 @@ struct LayerCost {
   // An activation S counts in its producer's epilogue (docs/ANALYZER.md, "The activation
   // epilogue"): the producer's measured fused case with this activation (`epilogue_case`) is
   // faster than the two layers' unfused cases, and t(v) is what that case adds to the producer's
-  // own time, max(0, fused − t(producer)); `own_us` keeps the activation's own best case time.
+  // own time, fused − t(producer), or 0 where the producer's t(v) is the fused case itself (it beat
+  // the producer's own best); `own_us` keeps the activation's own best case time.
   // "" and 0 for every other layer.
   std::string epilogue_case;
   double own_us = 0;

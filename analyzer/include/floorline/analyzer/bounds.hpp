@@ -34,8 +34,9 @@ std::string layer_dtype(const mp::Layer& layer, const std::string& base_dtype);
 // time of every layer, and preds: the cost-bearing layers each reads, looking through view layers.
 // An activation that is the sole reader of a Conv/ConvTranspose/Gemm/MatMul's output (an
 // mp::fusion_matches chain of that one activation) costs what the producer's measured fused case
-// with it adds to the producer's t(v), max(0, fused − t(producer)), where that case is faster than
-// the two unfused cases (LayerCost::epilogue_case, own_us; docs/ANALYZER.md "The activation
+// with it adds to the producer's t(v), fused − t(producer), where that case is faster than the two
+// unfused cases (where it beats the producer's own best, the producer takes it and the activation
+// costs 0) (LayerCost::epilogue_case, own_us; docs/ANALYZER.md "The activation
 // epilogue"): every library and runtime runs such an activation in the producer's epilogue.
 std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs,
                                    const std::string& dtype);

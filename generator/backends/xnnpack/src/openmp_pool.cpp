@@ -101,9 +101,10 @@ struct Grid {
   }
 };
 
-// One thread's share of the tiles, [next, end): claimed one at a time from the front, by its owner
-// and, once the owner's own share is done, by the others (pthreadpool's scheme: contiguous shares
-// keep a thread's tiles next to each other in memory; stealing evens out tiles of unequal work).
+// One thread's share of the tiles, [next, end): claimed from the front, kClaimsPerShare-th of it at
+// a time, by its owner and, once the owner's own share is done, by the others (pthreadpool's scheme:
+// contiguous shares keep a thread's tiles next to each other in memory; stealing evens out tiles of unequal
+// work).
 struct alignas(64) Share {
   std::atomic<size_t> next{0};
   size_t end = 0;
