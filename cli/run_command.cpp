@@ -195,9 +195,12 @@ int run_main(RunCmd o, const std::string& command_line) {
     auto chosen = gen::best_cases(db, system_id, l.plan, DType::kF32, !o.threads_exact);
     // The fused cases of the activation epilogues S counts (docs/ANALYZER.md): the replay runs them too.
     auto epilogues = gen::best_fused_cases(db, system_id, l.plan, DType::kF32, !o.threads_exact);
+    // Every passed case: the layout-aware choice may run a layer with another to save conversions.
+    auto alternatives = gen::passed_cases(db, system_id, l.plan, DType::kF32, !o.threads_exact);
     auto done = replayed(db, system_id);
     if (!chosen) return fail(chosen.error().message);
     if (!epilogues) return fail(epilogues.error().message);
+    if (!alternatives) return fail(alternatives.error().message);
     if (!done) return fail(done.error().message);
     const gen::Backend& backend = *l.backends.front();
     gen::ReplayOptions rpo;
@@ -214,7 +217,7 @@ int run_main(RunCmd o, const std::string& command_line) {
         ++kept;
         continue;
       }
-      auto r = gen::replay_model(m, *chosen, backend, rpo, *epilogues);
+      auto r = gen::replay_model(m, *chosen, backend, rpo, *epilogues, *alternatives);
       if (!r) {
         std::fprintf(stderr, "%s replay: %s\n", red("error:", color).c_str(), r.error().message.c_str());
         ++replay_failures;
@@ -248,9 +251,13 @@ int run_main(RunCmd o, const std::string& command_line) {
       std::fprintf(
           stderr,
           "  replay %-26s b%-3lld %9.1f us = S %9.1f us x %.2f (in-graph cases %.1f us, %d conversions %.1f "
-          "us)%s\n",
+          "us%s)%s\n",
           m.name.c_str(), static_cast<long long>(m.batch), r->min_us, r->cases_us, r->ratio(), r->layers_us,
           r->conversions, r->conversions_us,
+          r->alternatives ? fmt::format("; {} layer(s) on another case for its layouts, +{:.1f} us alone",
+                                        r->alternatives, r->alternatives_us)
+                                .c_str()
+                          : "",
           r->layers_missing ? fmt::format(", {} layer(s) without a case", r->layers_missing).c_str() : "");
       if (o.replay_steps > 0) {
         // The steps that cost most over their time alone (a conversion has no time alone).
@@ -260,9 +267,10 @@ int run_main(RunCmd o, const std::string& command_line) {
         });
         for (size_t k = 0; k < steps.size() && k < o.replay_steps; ++k)
           std::fprintf(stderr,
-                       "      +%8.1f us  %8.1f us in the graph vs %8.1f us alone  %s [%s, %d thread(s)]\n",
+                       "      +%8.1f us  %8.1f us in the graph vs %8.1f us alone  %s [%s, %d thread(s)%s]\n",
                        steps[k].in_graph_us - steps[k].alone_us, steps[k].in_graph_us, steps[k].alone_us,
-                       steps[k].label.c_str(), steps[k].backend.c_str(), steps[k].threads);
+                       steps[k].label.c_str(), steps[k].backend.c_str(), steps[k].threads,
+                       steps[k].alternative ? ", chosen for its layouts" : "");
       }
     }
     // A re-timing lowers configs other models share: the rows written before it are written again

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -27,7 +29,7 @@ namespace {
 // thread count ascending.
 template <class Visit>
 Status for_each_best(benchdb::Database& db, int64_t system_id, const Plan& plan, DType dtype,
-                     bool thread_budget, bool fused, Visit visit) {
+                     bool thread_budget, bool fused, Visit visit, bool every_case = false) {
   std::vector<benchdb::BudgetSystem> systems;
   if (thread_budget) {
     FL_ASSIGN_OR_RETURN(systems, db.thread_budget(system_id));
@@ -43,11 +45,21 @@ Status for_each_best(benchdb::Database& db, int64_t system_id, const Plan& plan,
   std::set<std::string> quantized;
   for (const auto& u : plan.configs)
     if (mp::quantized_config(u.config)) quantized.insert(u.key);
-  const std::string sql = fmt::format(
-      "SELECT lc.key, c.name, coalesce(b.min_us, b.median_us), b.fusion FROM best_measurements b "
-      "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
-      "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion {} ''",
-      fused ? "!=" : "=");
+  // Every passed case (as best_measurements is rebuilt: benchdb schema.cpp), or the best per config.
+  const std::string sql =
+      every_case
+          ? fmt::format(
+                "SELECT lc.key, c.name, coalesce(m.min_us, m.median_us), c.fusion FROM measurements m "
+                "JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
+                "WHERE m.system_id = ?1 AND c.dtype = ?2 AND c.math_mode = ?3 AND c.fusion {} '' "
+                "AND m.status = 'passed' AND m.superseded = 0 AND m.median_us IS NOT NULL "
+                "AND c.conversion_tensor = ''",
+                fused ? "!=" : "=")
+          : fmt::format(
+                "SELECT lc.key, c.name, coalesce(b.min_us, b.median_us), b.fusion FROM best_measurements b "
+                "JOIN layer_configs lc ON lc.id = b.config_id JOIN cases c ON c.id = b.case_id "
+                "WHERE b.system_id = ?1 AND b.dtype = ?2 AND b.math_mode = ?3 AND b.fusion {} ''",
+                fused ? "!=" : "=");
   for (const auto& system : systems)
     for (const DType d : {dtype, DType::kInt8}) {
       if (d == DType::kInt8 && (dtype == DType::kInt8 || quantized.empty())) break;
@@ -79,6 +91,21 @@ Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int6
         if (auto have = out.find(key); have == out.end() || us < have->second.us)
           out[key] = {c.spec, us, threads};
       }));
+  return out;
+}
+
+Result<CaseAlternatives> passed_cases(benchdb::Database& db, int64_t system_id, const Plan& plan, DType dtype,
+                                      bool thread_budget) {
+  CaseAlternatives out;
+  FL_TRY(for_each_best(
+      db, system_id, plan, dtype, thread_budget, false,
+      [&](const std::string& key, const std::string&, const PlannedCase& c, double us, int threads) {
+        out[key].push_back({c.spec, us, threads});
+      },
+      true));
+  for (auto& [key, cases] : out)  // fastest first; a tie to the fewer threads (systems come so)
+    std::stable_sort(cases.begin(), cases.end(),
+                     [](const ChosenCase& a, const ChosenCase& b) { return a.us < b.us; });
   return out;
 }
 
@@ -134,6 +161,8 @@ struct Step {
   std::string key;                   // the layer's config key ("" for a conversion)
   int threads = 1;                   // the backend's thread count while it runs (its case's)
   std::string fusion;                // the activation its fused case applies ("" unfused)
+  std::string case_name;             // the case it runs ("" for a conversion)
+  bool alternative = false;          // the layout-aware choice's case, not the layer's best
 };
 
 // A conversion between the ports of two cases, by the consumer's backend, else the producer's
@@ -151,6 +180,10 @@ Result<std::unique_ptr<kernels::Kernel>> convert(const Backend* producer, const 
 
 // Replay's memory planner, as a framework's memory pool: a layer's outputs take buffers of their
 // exact size that earlier layers' outputs held until their last reader ran; new buffers otherwise.
+struct FreeBytes {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+
 class BufferPool {
  public:
   void* take(int64_t bytes) {
@@ -172,11 +205,8 @@ class BufferPool {
   size_t buffers() const { return owned_.size(); }
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
   std::unordered_map<int64_t, std::vector<void*>> free_;
-  std::vector<std::unique_ptr<std::byte, Free>> owned_;
+  std::vector<std::unique_ptr<std::byte, FreeBytes>> owned_;
   int64_t reused_ = 0;
 };
 
@@ -186,9 +216,104 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+namespace layout_choice {
+
+double estimate_pass(const std::vector<WalkItem>& walk, const std::vector<LayerChoice>& choices,
+                     int& conversions) {
+  std::unordered_map<std::string, PortSig> value;  // value name → its buffer's layout
+  std::set<std::pair<std::string, std::string>> converted;
+  double us = 0;
+  conversions = 0;
+  auto convert = [&](const std::string& name, const PortSig& to, bool once) {
+    if (once && !converted.insert({name, fmt::format("{} {}", to.layout, to.bytes)}).second) return;
+    us += static_cast<double>(to.bytes) / kConversionBytesPerUs;
+    ++conversions;
+  };
+  for (const auto& w : walk) {
+    const mp::Layer& layer = *w.layer;
+    if (w.choice < 0) {
+      if (!layer.input_names.empty() && !layer.output_names.empty())
+        if (auto it = value.find(layer.input_names[0]); it != value.end())
+          value[layer.output_names[0]] = it->second;
+      continue;
+    }
+    const LayerChoice& c = choices[static_cast<size_t>(w.choice)];
+    const CaseSig& sig = *c.sigs[c.taken];
+    us += c.cases[c.taken]->us;
+    auto in_port = [&](size_t k) { return k < sig.in.size() ? sig.in[k] : std::nullopt; };
+    // An element-wise layer keeps its first blocked input's layout (replay_model below).
+    if (layout_agnostic(layer) && layer.input_names.size() == layer.config.inputs.size()) {
+      const PortSig* target = nullptr;
+      bool wired = true;
+      for (size_t k = 0; k < layer.input_names.size() && wired; ++k) {
+        auto src = value.find(layer.input_names[k]);
+        const auto to = in_port(k);
+        wired = src != value.end() && to && to->layout == "plain";
+        if (wired && !target && src->second.layout != "plain" && src->second.bytes == to->bytes)
+          target = &src->second;
+      }
+      const auto out = sig.out.empty() ? std::nullopt : sig.out[0];
+      if (wired && target && out && out->bytes == target->bytes) {
+        const PortSig t = *target;
+        for (const auto& name : layer.input_names)
+          if (value.at(name).layout != t.layout) convert(name, t, false);
+        value[layer.output_names[0]] = t;
+        continue;
+      }
+    }
+    for (size_t k = 0; k < layer.input_names.size(); ++k) {
+      auto src = value.find(layer.input_names[k]);
+      const auto to = in_port(k);
+      if (src == value.end() || !to) continue;
+      if (src->second.layout != to->layout || src->second.bytes != to->bytes)
+        convert(layer.input_names[k], *to, true);
+    }
+    size_t o = 0;
+    for (const auto& name : layer.output_names) {
+      if (name.empty()) continue;
+      if (o < sig.out.size() && sig.out[o])
+        value[name] = *sig.out[o];
+      else
+        value.erase(name);
+      ++o;
+    }
+  }
+  return us;
+}
+
+std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::vector<LayerChoice>& choices) {
+  int before = 0, n = 0;
+  double best = estimate_pass(walk, choices, before);
+  for (int sweep = 0; sweep < 4; ++sweep) {
+    bool changed = false;
+    for (auto& c : choices) {
+      if (c.cases.size() < 2) continue;
+      const size_t was = c.taken;
+      size_t pick = was;
+      for (size_t j = 0; j < c.cases.size(); ++j) {
+        if (j == was) continue;
+        c.taken = j;
+        const double t = estimate_pass(walk, choices, n);
+        if (t < best - 1e-6) {
+          best = t;
+          pick = j;
+        }
+      }
+      c.taken = pick;
+      changed = changed || pick != was;
+    }
+    if (!changed) break;
+  }
+  int after = 0;
+  (void)estimate_pass(walk, choices, after);
+  return {before, after};
+}
+
+}  // namespace layout_choice
+
 Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::string, ChosenCase>& chosen,
                                   const Backend& backend, const ReplayOptions& options,
-                                  const FusedChoices& epilogues) {
+                                  const FusedChoices& epilogues, const CaseAlternatives& alternatives) {
   ReplayResult r;
   r.model = model.name;
   r.batch = model.batch;
@@ -238,6 +363,90 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       in_epilogue.insert(m.absorbed[0]);
     }
   }
+  // The layout-aware choice: layer index → the case it runs where that is not its best.
+  std::unordered_map<int, const ChosenCase*> taken_case;
+  if (!alternatives.empty() && options.layout_slack > 1.0) {
+    using namespace layout_choice;
+    // A case's ports, from a build of it (cached by case and thread count; nullptr where it does
+    // not build: the pass below counts the layer missing).
+    std::map<std::pair<std::string, int>, std::optional<CaseSig>> sigs;
+    auto sig_of = [&](const ChosenCase& c, const mp::Layer& layer) -> const CaseSig* {
+      const int threads = c.threads > 0 ? c.threads : options.threads;
+      auto it = sigs.find({c.spec.name, threads});
+      if (it == sigs.end()) {
+        std::optional<CaseSig> sig;
+        if (const auto* own = backend_of(c.spec.variant.backend)) {
+          own->first->set_threads(threads);
+          if (auto built = own->second(c.spec)) {
+            CaseSig cs;
+            auto as_sig = [](const std::optional<kernels::Port>& p) {
+              return p ? std::optional<PortSig>(PortSig{p->layout, p->bytes}) : std::nullopt;
+            };
+            for (size_t k = 0; k < layer.input_names.size(); ++k)
+              cs.in.push_back(as_sig((*built)->port(false, k)));
+            size_t o = 0;
+            for (const auto& name : layer.output_names)
+              if (!name.empty()) cs.out.push_back(as_sig((*built)->port(true, o++)));
+            sig = std::move(cs);
+          }
+        }
+        it = sigs.emplace(std::make_pair(c.spec.name, threads), std::move(sig)).first;
+      }
+      return it->second ? &*it->second : nullptr;
+    };
+    auto same_ports = [](const CaseSig& a, const CaseSig& b) {
+      auto eq = [](const std::vector<std::optional<PortSig>>& x,
+                   const std::vector<std::optional<PortSig>>& y) {
+        return std::equal(x.begin(), x.end(), y.begin(), y.end(), [](const auto& p, const auto& q) {
+          return p.has_value() == q.has_value() && (!p || (p->layout == q->layout && p->bytes == q->bytes));
+        });
+      };
+      return eq(a.in, b.in) && eq(a.out, b.out);
+    };
+    std::vector<WalkItem> walk;
+    std::vector<LayerChoice> choices;
+    std::vector<int> choice_layer;
+    for (const auto& layer : model.layers) {
+      if (!layer.subgraph.empty()) continue;
+      if (layer.cost == mp::CostClass::kView || in_epilogue.count(layer.index)) {
+        walk.push_back({&layer, -1});
+        continue;
+      }
+      if (!layer.cost_bearing()) continue;
+      const auto fused = fused_head.find(layer.index);
+      const ChosenCase* best = nullptr;
+      if (fused != fused_head.end())
+        best = fused->second.first;
+      else if (auto c = chosen.find(layer.key); c != chosen.end())
+        best = &c->second;
+      const CaseSig* best_sig = best ? sig_of(*best, layer) : nullptr;
+      if (!best_sig) continue;
+      LayerChoice lc;
+      lc.cases.push_back(best);
+      lc.sigs.push_back(best_sig);
+      // The next fastest within the slack whose ports differ from every candidate's before it (one
+      // with the same ports as a faster one can only cost more).
+      if (auto a = alternatives.find(layer.key); a != alternatives.end() && fused == fused_head.end())
+        for (const auto& alt : a->second) {
+          if (static_cast<int>(lc.cases.size()) >= options.layout_candidates) break;
+          if (alt.us > options.layout_slack * best->us) break;
+          const CaseSig* sig = sig_of(alt, layer);
+          if (!sig || std::any_of(lc.sigs.begin(), lc.sigs.end(),
+                                  [&](const CaseSig* have) { return same_ports(*have, *sig); }))
+            continue;
+          lc.cases.push_back(&alt);
+          lc.sigs.push_back(sig);
+        }
+      walk.push_back({&layer, static_cast<int>(choices.size())});
+      choices.push_back(std::move(lc));
+      choice_layer.push_back(layer.index);
+    }
+    std::tie(r.conversions_expected_before, r.conversions_expected_after) =
+        layout_choice::choose_for_layouts(walk, choices);
+    for (size_t i = 0; i < choices.size(); ++i)
+      if (choices[i].taken != 0) taken_case[choice_layer[i]] = choices[i].cases[choices[i].taken];
+  }
+
   BufferPool pool;
   // (value, layout and size) → the buffer a conversion wrote it into, owned by that conversion.
   std::map<std::pair<std::string, std::string>, void*> converted;
@@ -280,10 +489,15 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     if (!layer.cost_bearing()) continue;
     const auto fused = fused_head.find(layer.index);
     const ChosenCase* choice = nullptr;
+    const ChosenCase* best = nullptr;  // the layer's best case where the layout-aware choice took another
     if (fused != fused_head.end()) {
       choice = fused->second.first;
     } else if (auto c = chosen.find(layer.key); c != chosen.end()) {
       choice = &c->second;
+      if (auto t = taken_case.find(layer.index); t != taken_case.end()) {
+        best = choice;
+        choice = t->second;
+      }
     } else {
       ++r.layers_missing;
       continue;
@@ -348,7 +562,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           if (wired)
             converts.push_back({std::move(conv).value(),
                                 fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                true, 0, by, "", "", "", threads, ""});
+                                true, 0, by, "", "", "", threads, "", "", false});
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -400,7 +614,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       converted[key] = dest->data;
       steps.push_back({std::move(conv).value(),
                        fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0, by,
-                       "", "", "", threads, ""});
+                       "", "", "", threads, "", "", false});
       ++r.conversions;
     }
     if (adopted) {
@@ -415,13 +629,29 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       }
     }
     steps.push_back({std::move(kernel), label, false, choice->us, own->first, layer.name, layer.op_type,
-                     layer.key, threads, fusion});
+                     layer.key, threads, fusion, choice->spec.name, best != nullptr});
     release(layer);
-    r.cases_us += choice->us;
+    r.cases_us += best ? best->us : choice->us;  // S's time for the layer
+    if (best) {
+      ++r.alternatives;
+      r.alternatives_us += choice->us - best->us;
+    }
     ++r.layers_replayed;
   }
   r.buffers = static_cast<int64_t>(pool.buffers());
   r.buffers_reused = pool.reused();
+  // One scratchpad for every case, of the largest size (not touched here: the warm-up passes do).
+  std::unique_ptr<std::byte, FreeBytes> workspace;
+  for (const auto& s : steps) r.workspace_bytes = std::max(r.workspace_bytes, s.kernel->workspace_bytes());
+  if (r.workspace_bytes > 0) {
+    const auto size = static_cast<size_t>((r.workspace_bytes + 4095) / 4096 * 4096);
+    workspace.reset(static_cast<std::byte*>(std::aligned_alloc(4096, size)));
+    if (!workspace)
+      return make_error("{} (batch {}): no memory for a {}-byte workspace", model.name, model.batch, size);
+    for (auto& s : steps)
+      if (s.kernel->workspace_bytes() > 0 && s.kernel->share_workspace(workspace.get()))
+        ++r.workspaces_shared;
+  }
   if (r.layers_replayed == 0)
     return make_error("{} (batch {}): no layer has a measured case to replay", model.name, model.batch);
 
@@ -482,7 +712,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
       r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us, steps[k].layer,
                          steps[k].op, steps[k].key, steps[k].threads, steps[k].backend->name(),
-                         steps[k].fusion});
+                         steps[k].fusion, steps[k].case_name, steps[k].alternative});
     }
   } catch (const std::exception& e) {
     if (backend_now) backend_now->park_threads();
@@ -518,7 +748,8 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                              {"fusion", s.fusion},
                              {"replay_us", s.in_graph_us},
                              {"case_us", s.alone_us},
-                             {"threads", s.threads}});
+                             {"threads", s.threads},
+                             {"alternative", s.alternative}});
   row.makeup = nlohmann::json{{"layers", r.layers_replayed},
                               {"layers_us", r.layers_us},
                               {"cases_us", r.cases_us},
@@ -529,6 +760,12 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                               {"operands_unwired", r.operands_unwired},
                               {"buffers", r.buffers},
                               {"buffers_reused", r.buffers_reused},
+                              {"alternatives", r.alternatives},
+                              {"alternatives_us", r.alternatives_us},
+                              {"conversions_expected_before", r.conversions_expected_before},
+                              {"conversions_expected_after", r.conversions_expected_after},
+                              {"workspaces_shared", r.workspaces_shared},
+                              {"workspace_bytes", r.workspace_bytes},
                               {"layer_times", layer_times}}
                    .dump();
   return row;
@@ -540,7 +777,8 @@ std::vector<std::string> cases_to_retime(const ReplayResult& r,
   if (r.cases_us <= 0 || r.ratio() >= below) return beaten;
   std::set<std::string> seen_beaten, seen_all;
   for (const auto& s : r.steps) {
-    if (s.conversion || !s.fusion.empty()) continue;  // a fused case is not one of `chosen`
+    // A fused case is not one of `chosen`, nor is the layout-aware choice's alternative.
+    if (s.conversion || !s.fusion.empty() || s.alternative) continue;
     auto c = chosen.find(s.key);
     if (c == chosen.end()) continue;
     const std::string& name = c->second.spec.name;
@@ -557,8 +795,10 @@ void rebase(ReplayResult& r, const std::map<std::string, ChosenCase>& chosen) {
   r.cases_us = 0;
   for (auto& s : r.steps) {
     if (s.conversion) continue;
-    if (auto c = chosen.find(s.key); c != chosen.end() && s.fusion.empty()) s.alone_us = c->second.us;
-    r.cases_us += s.alone_us;
+    const auto c = chosen.find(s.key);
+    if (c != chosen.end() && s.fusion.empty() && !s.alternative) s.alone_us = c->second.us;
+    // S's time for the layer: its best case's, also where the layout-aware choice ran another.
+    r.cases_us += c != chosen.end() && s.alternative ? c->second.us : s.alone_us;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -469,6 +470,175 @@ chain (float[1,64,224,224] x) => (float y)
       << "replay " << r->min_us << " us (steps " << r->steps[0].in_graph_us << ", " << r->steps[1].in_graph_us
       << ", median " << r->median_us << "); Sigmoid alone " << sigmoid_us << " us, Tanh alone " << tanh_us
       << " us";
+}
+
+// Conv → Relu (element-wise: keeps its input's layout) → Softmax (reads one layout).
+constexpr const char* kConvReluSoftmax = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+crs (float[1,64,56,56] x, float[64,64,1,1] w) => (float y)
+{
+  c = Conv (x, w)
+  r = Relu (c)
+  y = Softmax <axis = 1> (r)
+}
+)onnx";
+
+// The layout-aware choice on recorded times and ports: Conv's best case writes a blocked layout the
+// Softmax cannot read (a conversion of the 802,816-byte tensor, 80.3 µs at kConversionBytesPerUs);
+// another Conv case writes the plain layout.
+TEST(LayoutChoice, AProducerTakesTheCaseItsConsumerReadsWhereThatCostsLessThanTheConversion) {
+  using namespace layout_choice;
+  auto models = mp::process_model_text(kConvReluSoftmax, "crs.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const mp::ModelIR& model = models->front();
+  const int64_t bytes = 64 * 56 * 56 * 4;
+  const double conversion_us = static_cast<double>(bytes) / kConversionBytesPerUs;
+  const PortSig plain{"plain", bytes}, blocked{"f32 aBcd16b 1x64x56x56", bytes};
+  const CaseSig conv_blocked{{plain, std::nullopt}, {blocked}}, conv_plain{{plain, std::nullopt}, {plain}};
+  const CaseSig eltwise{{plain}, {plain}};
+  ChosenCase conv_best{{}, 100, 1}, conv_alt{{}, 150, 1}, relu{{}, 20, 1}, softmax{{}, 30, 1};
+  std::vector<WalkItem> walk;
+  std::vector<LayerChoice> choices;
+  for (const auto& l : model.layers) {
+    if (!l.cost_bearing()) continue;
+    LayerChoice c;
+    if (l.op_type == "Conv") c = {{&conv_best, &conv_alt}, {&conv_blocked, &conv_plain}, 0};
+    if (l.op_type == "Relu") c = {{&relu}, {&eltwise}, 0};
+    if (l.op_type == "Softmax") c = {{&softmax}, {&eltwise}, 0};
+    ASSERT_FALSE(c.cases.empty()) << l.op_type;
+    walk.push_back({&l, static_cast<int>(choices.size())});
+    choices.push_back(c);
+  }
+  ASSERT_EQ(choices.size(), 3u);
+  int n = -1;
+  // The Relu keeps the blocked layout; the Softmax's input is converted once.
+  EXPECT_DOUBLE_EQ(estimate_pass(walk, choices, n), 100 + 20 + 30 + conversion_us);
+  EXPECT_EQ(n, 1);
+  choices[0].taken = 1;
+  EXPECT_DOUBLE_EQ(estimate_pass(walk, choices, n), 150 + 20 + 30);
+  EXPECT_EQ(n, 0);
+
+  choices[0].taken = 0;
+  EXPECT_EQ(choose_for_layouts(walk, choices), std::make_pair(1, 0));
+  EXPECT_EQ(choices[0].taken, 1u);  // 50 µs more for the Conv, 80.3 less in conversions
+
+  conv_alt.us = 100 + conversion_us + 1;  // now the conversion is cheaper
+  choices[0].taken = 0;
+  EXPECT_EQ(choose_for_layouts(walk, choices), std::make_pair(1, 1));
+  EXPECT_EQ(choices[0].taken, 0u);
+}
+
+TEST(LayoutChoice, AnElementWiseLayerConvertsItsOtherInputsToTheLayoutItKeeps) {
+  using namespace layout_choice;
+  constexpr const char* kAdd = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+add (float[1,64,56,56] x, float[64,64,1,1] w, float[1,64,56,56] z) => (float y)
+{
+  c = Conv (x, w)
+  s = Sigmoid (z)
+  y = Add (s, c)
+}
+)onnx";
+  auto models = mp::process_model_text(kAdd, "add.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const int64_t bytes = 64 * 56 * 56 * 4;
+  const PortSig plain{"plain", bytes}, blocked{"f32 aBcd16b 1x64x56x56", bytes};
+  const CaseSig conv{{plain, std::nullopt}, {blocked}}, unary{{plain}, {plain}},
+      binary{{plain, plain}, {plain}};
+  ChosenCase c{{}, 100, 1}, e{{}, 10, 1};
+  std::vector<WalkItem> walk;
+  std::vector<LayerChoice> choices;
+  for (const auto& l : models->front().layers) {
+    if (!l.cost_bearing()) continue;
+    const CaseSig* sig = l.op_type == "Conv" ? &conv : l.op_type == "Add" ? &binary : &unary;
+    walk.push_back({&l, static_cast<int>(choices.size())});
+    choices.push_back({{l.op_type == "Conv" ? &c : &e}, {sig}, 0});
+  }
+  ASSERT_EQ(choices.size(), 3u);
+  int n = -1;
+  // The Add keeps the Conv's blocked layout (its first blocked input) and converts the Sigmoid's.
+  EXPECT_DOUBLE_EQ(estimate_pass(walk, choices, n), 120 + static_cast<double>(bytes) / kConversionBytesPerUs);
+  EXPECT_EQ(n, 1);
+}
+
+TEST(Replay, ACaseRunsCorrectlyOnASharedWorkspace) {
+  // Some implementation of the residual model's 3x3 convolution needs a scratchpad on every x86
+  // oneDNN (the im2col of gemm-based convolution, a Winograd or brgemm buffer).
+  auto models = mp::process_model_text(kResidual, "residual.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const Backend* onednn = find_backend("onednn");
+  PlanOptions po;
+  po.max_impls = 10000;
+  const Plan plan = make_plan(*models, {onednn}, po);
+  std::unique_ptr<kernels::Kernel> kernel;
+  for (const auto& c : plan.cases) {
+    if (c.spec.problem.op != "Conv" || c.status || !c.spec.variant.fusion.empty()) continue;
+    auto built = onednn->factory()(c.spec);
+    if (built.ok() && (*built)->workspace_bytes() > 0) {
+      kernel = std::move(built).value();
+      break;
+    }
+  }
+  if (!kernel) GTEST_SKIP() << "no oneDNN implementation of the 3x3 convolution needs a scratchpad here";
+  const auto bytes = static_cast<size_t>(kernel->workspace_bytes());
+  std::vector<unsigned char> shared(bytes + 64, 0xff);
+  void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(shared.data()) + 63) / 64 * 64);
+  ASSERT_TRUE(kernel->share_workspace(aligned)) << kernel->implementation();
+  const auto* w = static_cast<const unsigned char*>(aligned);
+  kernel->run();
+  EXPECT_TRUE(std::any_of(w, w + bytes, [](unsigned char b) { return b != 0xff; }))
+      << kernel->implementation() << " did not use the shared workspace";
+  std::fill(shared.begin(), shared.end(), 0xff);  // NaNs where the case would read stale values
+  const Status ok = kernel->verify();
+  EXPECT_TRUE(ok.ok()) << kernel->implementation() << ": " << ok.error().message;
+}
+
+TEST_F(BenchedResidual, TheLayoutChoiceKeepsSAndRunsEveryLayerWithinTheSlack) {
+  const mp::ModelIR& model = models.front();
+  auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
+  auto alternatives = passed_cases(*db, run.system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok() && alternatives.ok());
+  for (const auto& [key, cases] : *alternatives) {
+    ASSERT_FALSE(cases.empty());
+    EXPECT_EQ(cases.front().spec.name, chosen->at(key).spec.name) << key;  // fastest first: the best
+    EXPECT_DOUBLE_EQ(cases.front().us, chosen->at(key).us);
+    EXPECT_TRUE(std::is_sorted(cases.begin(), cases.end(),
+                               [](const ChosenCase& a, const ChosenCase& b) { return a.us < b.us; }));
+  }
+  auto plain = replay_model(model, *chosen, *backends[0], quick_replay());
+  ReplayOptions opts = quick_replay();
+  opts.layout_slack = 1e9;  // every passed case a candidate
+  auto r = replay_model(model, *chosen, *backends[0], opts, {}, *alternatives);
+  ASSERT_TRUE(plain.ok() && r.ok());
+  EXPECT_DOUBLE_EQ(r->cases_us, plain->cases_us);  // S over the layers: their best cases either way
+  EXPECT_EQ(r->layers_replayed, plain->layers_replayed);
+  int alternative_steps = 0;
+  for (const auto& st : r->steps) {
+    if (st.conversion) continue;
+    const ChosenCase& best = chosen->at(st.key);
+    if (!st.alternative) {
+      EXPECT_EQ(st.case_name, best.spec.name) << st.label;
+      continue;
+    }
+    ++alternative_steps;
+    EXPECT_NE(st.case_name, best.spec.name) << st.label;
+    EXPECT_GE(st.alone_us, best.us) << st.label;
+  }
+  EXPECT_EQ(alternative_steps, r->alternatives);
+  for (const auto& name : cases_to_retime(*r, *chosen, 1e9)) {
+    for (const auto& st : r->steps) {
+      if (st.alternative) {
+        EXPECT_NE(name, st.case_name);
+      }
+    }
+  }
+  rebase(*r, *chosen);
+  EXPECT_DOUBLE_EQ(r->cases_us, plain->cases_us);
+  // No slack: every layer its best case.
+  opts.layout_slack = 1.0;
+  auto none = replay_model(model, *chosen, *backends[0], opts, {}, *alternatives);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->alternatives, 0);
 }
 
 TEST(Replay, NoMeasuredCaseIsAnError) {

@@ -108,6 +108,16 @@ class OnednnKernel final : public Kernel {
   }
   std::string implementation() const override { return impl_; }
   int64_t workspace_bytes() const override { return workspace_; }
+  // Every step's scratchpad at `data`: the steps run one after another, so they may share it.
+  bool share_workspace(void* data) override {
+    bool any = false;
+    for (auto& s : steps_)
+      if (s.scratchpad) {
+        s.scratchpad.set_data_handle(data);
+        any = true;
+      }
+    return any;
+  }
 
   // A port is the memory run() itself reads or writes for the operand: the implementation's own
   // (blocked) buffer when the operand is converted once at build time, else the plain buffer.

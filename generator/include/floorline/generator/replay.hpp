@@ -34,6 +34,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "floorline/benchdb/database.hpp"
@@ -68,12 +69,25 @@ using FusedChoices = std::map<std::pair<std::string, std::string>, ChosenCase>;
 Result<FusedChoices> best_fused_cases(benchdb::Database& db, int64_t system_id, const Plan& plan, DType dtype,
                                       bool thread_budget = true);
 
+// Config key → every passed unfused case of `dtype` of the config (as best_cases takes them, the
+// layout-conversion cases left out), fastest first: the alternatives replay may run a layer with
+// where its best case's layout would cost conversions (replay_model).
+using CaseAlternatives = std::map<std::string, std::vector<ChosenCase>>;
+Result<CaseAlternatives> passed_cases(benchdb::Database& db, int64_t system_id, const Plan& plan, DType dtype,
+                                      bool thread_budget = true);
+
 struct ReplayOptions {
   int repetitions = 5;
   double min_time = 0.05;  // seconds per repetition (whole passes)
   double warmup_seconds = 0.02;
   int threads = 1;
   int profile_passes = 5;
+  // Layout-aware choice (replay_model): a layer may run another passed case of its config, up to
+  // `layout_slack` × its best case's time, where that saves more in layout conversions; at most
+  // `layout_candidates` cases per layer are considered (the fastest). 1 or less: every layer runs
+  // its best case.
+  double layout_slack = 1.5;
+  int layout_candidates = 6;
 };
 
 // One step of a replay, timed inside the graph (profile passes, each call timed alone).
@@ -90,6 +104,10 @@ struct ReplayStep {
   // The activation this step's fused case applies in its epilogue ("Relu"; "" for an unfused
   // case): the activation's layer is then no step of its own (replay_model, `epilogues`).
   std::string fusion;
+  // The case that ran ("" for a conversion): the layer's best case, or the alternative the
+  // layout-aware choice took (`alternative`).
+  std::string case_name;
+  bool alternative = false;
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }
@@ -109,6 +127,13 @@ struct ReplayResult {
   int operands_unwired = 0;    // activation inputs read from the consumer's own buffer
   int64_t buffers = 0;         // output buffers the memory planner allocated
   int64_t buffers_reused = 0;  // outputs written into a buffer an earlier layer had freed
+  // Layers the layout-aware choice ran with another case than their best (and Σ of those cases'
+  // times over the best ones', µs); the conversions it expected before and after the choice.
+  int alternatives = 0;
+  double alternatives_us = 0;
+  int conversions_expected_before = 0, conversions_expected_after = 0;
+  int workspaces_shared = 0;    // cases whose scratchpad is the replay's one shared workspace
+  int64_t workspace_bytes = 0;  // the shared workspace's size (the largest case's scratchpad)
   // Profile passes (each step timed alone, after the timed repetitions): where the pass time goes.
   double layers_us = 0;           // Σ in-graph times of the layers' cases
   double conversions_us = 0;      // Σ in-graph times of the conversions
@@ -122,16 +147,80 @@ struct ReplayResult {
 // come from several CPU libraries), at the thread count its case was timed at (ChosenCase::threads;
 // options.threads where 0). Values move between cases of two libraries where one of them converts (XNNPACK:
 // between its NHWC ports and plain ones); an operand no backend converts is read from the consumer's own
-// buffer (operands_unwired). Error when no layer has a chosen case, when a kernel cannot be built, or when a
-// pass throws (the library's message, naming the layer).
+// buffer (operands_unwired). Every case that can (Kernel::share_workspace) runs on one shared
+// scratchpad of the largest case's size, as a framework's workspace arena: a case's scratchpad is
+// then as warm in the graph as alone (measured: densenet121's Winograd 3x3 convolutions, 2.5-9 MB of
+// scratchpad each, ran 2x their time alone on scratchpads of their own). Error when no layer has a
+// chosen case, when a kernel cannot be built, or when a pass throws (the library's message, naming
+// the layer).
 // With `epilogues`, an activation that is the sole reader of a Conv/ConvTranspose/Gemm/MatMul's output
 // (an mp::fusion_matches chain of one activation) runs in that layer's fused case where the fused
 // case is faster than the two chosen cases, as the analyzer's S counts it (docs/ANALYZER.md, "The
 // activation epilogue"): one step, its alone_us the fused case's time, and the activation's output
 // is the fused case's.
+//
+// With `alternatives` (passed_cases), the cases are chosen for the graph as a runtime that knows
+// each implementation's layouts would (oneDNN's "any" format, ORT's layout transformer): every layer
+// starts with its best case; then, layer by layer in a few sweeps, each takes the candidate (its
+// best and the next fastest within options.layout_slack) that makes the whole pass cheapest by an
+// estimate: Σ the cases' times alone plus each conversion they need at kConversionBytesPerUs
+// (element-wise layers keeping their input's layout as below). S is unchanged (each layer's best);
+// the steps say which layers ran another case (ReplayStep::alternative).
 Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::string, ChosenCase>& chosen,
                                   const Backend& backend, const ReplayOptions& options,
-                                  const FusedChoices& epilogues = {});
+                                  const FusedChoices& epilogues = {},
+                                  const CaseAlternatives& alternatives = {});
+
+// The rate the layout-aware choice costs a conversion at: bytes of the converted tensor per µs.
+// Measured: conversions of 0.4-1.6 MB tensors inside the replays of densenet121 and efficientnet_b0
+// (2-core Xeon, 2026-11-27) ran at 8.8-11 GB/s, as they read a tensor that has left the cache.
+inline constexpr double kConversionBytesPerUs = 1.0e4;
+
+// The layout-aware choice replay_model makes with `alternatives`, exposed for its tests.
+namespace layout_choice {
+
+// A port as the choice sees it: the layout and size of the buffer a case reads or writes
+// (kernels::Port without its data).
+struct PortSig {
+  std::string layout;
+  int64_t bytes = 0;
+};
+// A case's ports: per input operand, and per output (in the order of the layer's non-empty output
+// names); nullopt where the case cannot be wired there.
+struct CaseSig {
+  std::vector<std::optional<PortSig>> in, out;
+};
+
+// One cost-bearing layer: its candidates (the first its best case, or its fused case) with their
+// ports, and the one taken (an index into both).
+struct LayerChoice {
+  std::vector<const ChosenCase*> cases;
+  std::vector<const CaseSig*> sigs;
+  size_t taken = 0;
+};
+
+// The layers in pass order: a cost-bearing one with its choice (an index into the choices), or
+// one whose output is its first input's buffer (a view, an activation its producer's fused case
+// applies): choice -1.
+struct WalkItem {
+  const mp::Layer* layer = nullptr;
+  int choice = -1;
+};
+
+// The estimated time of one pass with the choices taken (µs): Σ the cases' times alone and the
+// conversions replay_model inserts between them, each at its tensor's bytes / kConversionBytesPerUs
+// (a value converted once per layout; an element-wise layer keeping its first blocked input's
+// layout, its other inputs converted to it); `conversions` counts them. A graph input has no layout
+// (a case reads its own buffer there).
+double estimate_pass(const std::vector<WalkItem>& walk, const std::vector<LayerChoice>& choices,
+                     int& conversions);
+
+// Coordinate descent on estimate_pass: layer by layer, in sweeps until none changes (at most 4),
+// each choice takes the candidate that lowers the estimate most, the others held. Returns the
+// estimate's conversions before and after.
+std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::vector<LayerChoice>& choices);
+
+}  // namespace layout_choice
 
 // The row that stores a replay (benchdb replays table): the system whose cases were replayed, the
 // run that did it (when there is one), the timing, and in `makeup` a JSON object of the replay's

@@ -109,6 +109,15 @@ class Kernel {
     (void)data;
     return make_error("{} {} of this case cannot be wired to another case", output ? "output" : "input", k);
   }
+  // From now on run() uses `data` (host memory, 64-byte aligned, at least workspace_bytes() bytes,
+  // outliving this kernel's use) as its scratchpad instead of its own: replay gives every case of
+  // a model one shared scratchpad, as oneDNN's library scratchpad mode and a framework's workspace
+  // arena do, so that a case's scratchpad is as warm in the graph as it is alone. False where the
+  // case keeps its own (the default, and where workspace_bytes() is 0).
+  virtual bool share_workspace(void* data) {
+    (void)data;
+    return false;
+  }
 };
 
 // Builds a case. Error codes: Disposition::kUnsupported when the library (or Floorline's mapping)
