@@ -69,19 +69,35 @@ void apply_activation_epilogues(const mp::ModelIR& model, const CostTable& costs
   for (const auto& l : model.layers) layer_of[l.index] = &l;
   for (const auto& m : mp::fusion_matches(model)) {
     if (!mp::is_activation_epilogue(m)) continue;
-    const auto h = cost_at.find(m.head), a = cost_at.find(m.absorbed[0]);
-    if (h == cost_at.end() || a == cost_at.end()) continue;
+    // The activation's layers: one, or a Swish's Sigmoid and Mul (the first carries what the
+    // fused case adds, the others then cost 0).
+    const auto h = cost_at.find(m.head);
+    if (h == cost_at.end()) continue;
+    std::vector<LayerCost*> acts;
+    for (int index : m.absorbed)
+      if (auto a = cost_at.find(index); a != cost_at.end()) acts.push_back(&layers[a->second]);
+    if (acts.size() != m.absorbed.size()) continue;
     LayerCost& head = layers[h->second];
-    LayerCost& act = layers[a->second];
-    if (head.source != CostSource::kMeasured || act.source != CostSource::kMeasured) continue;
+    auto sum = [&](auto member) {
+      double t = 0;
+      for (const LayerCost* a : acts) t += a->*member;
+      return t;
+    };
+    if (head.source != CostSource::kMeasured || std::any_of(acts.begin(), acts.end(), [](const LayerCost* a) {
+          return a->source != CostSource::kMeasured;
+        }))
+      continue;
     const std::string dtype = layer_dtype(*layer_of.at(m.head), base_dtype);
     const auto fused = costs.best.find({head.key, dtype, math_mode_of(dtype), m.name});
-    if (fused == costs.best.end() || fused->second.us >= head.us + act.us) continue;
+    if (fused == costs.best.end() || fused->second.us >= head.us + sum(&LayerCost::us)) continue;
     const CaseTime& f = fused->second;
-    act.own_us = act.us;
-    act.epilogue_case = f.name;
+    for (LayerCost* a : acts) {
+      a->own_us = a->us;
+      a->epilogue_case = f.name;
+      a->us = 0;
+    }
     if (f.us >= head.us) {
-      act.us = f.us - head.us;
+      acts.front()->us = f.us - head.us;
     } else {
       head.us = f.us;
       head.best_case = f.name;
@@ -91,19 +107,24 @@ void apply_activation_epilogues(const mp::ModelIR& model, const CostTable& costs
       head.placements = f.placements;
       head.noisy = f.noisy;
       head.spread = f.spread;
-      act.us = 0;
     }
     // H too: a framework running the library defaults applies the activation in the epilogue as
     // well, and H − S is algorithm choice, not this fusion.
-    if (act.heuristic_us) act.heuristic_us = std::min(*act.heuristic_us, act.us);
-    // S_vendor the same way where the fused case is a vendor's and both layers have vendor times.
+    for (LayerCost* a : acts)
+      if (a->heuristic_us) a->heuristic_us = std::min(*a->heuristic_us, a->us);
+    // S_vendor the same way where the fused case is a vendor's and every layer has a vendor time.
     if (!is_own_kernel(f.id) && head.vendor_source == CostSource::kMeasured &&
-        act.vendor_source == CostSource::kMeasured) {
-      if (f.us >= head.vendor_us) {
-        act.vendor_us = std::min(act.vendor_us, f.us - head.vendor_us);
-      } else {
-        head.vendor_us = f.us;
-        act.vendor_us = 0;
+        std::all_of(acts.begin(), acts.end(),
+                    [](const LayerCost* a) { return a->vendor_source == CostSource::kMeasured; })) {
+      const double acts_vendor = sum(&LayerCost::vendor_us);
+      if (f.us < head.vendor_us + acts_vendor) {
+        if (f.us >= head.vendor_us) {
+          for (LayerCost* a : acts) a->vendor_us = 0;
+          acts.front()->vendor_us = f.us - head.vendor_us;
+        } else {
+          head.vendor_us = f.us;
+          for (LayerCost* a : acts) a->vendor_us = 0;
+        }
       }
     }
   }

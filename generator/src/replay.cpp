@@ -97,12 +97,13 @@ Result<std::map<std::string, ChosenCase>> best_cases(benchdb::Database& db, int6
 Result<CaseAlternatives> passed_cases(benchdb::Database& db, int64_t system_id, const Plan& plan, DType dtype,
                                       bool thread_budget) {
   CaseAlternatives out;
-  FL_TRY(for_each_best(
-      db, system_id, plan, dtype, thread_budget, false,
-      [&](const std::string& key, const std::string&, const PlannedCase& c, double us, int threads) {
-        out[key].push_back({c.spec, us, threads});
-      },
-      true));
+  for (const bool fused : {false, true})
+    FL_TRY(for_each_best(
+        db, system_id, plan, dtype, thread_budget, fused,
+        [&](const std::string& key, const std::string& fusion, const PlannedCase& c, double us, int threads) {
+          out[{key, fusion}].push_back({c.spec, us, threads});
+        },
+        true));
   for (auto& [key, cases] : out)  // fastest first; a tie to the fewer threads (systems come so)
     std::stable_sort(cases.begin(), cases.end(),
                      [](const ChosenCase& a, const ChosenCase& b) { return a.us < b.us; });
@@ -163,6 +164,7 @@ struct Step {
   std::string fusion;                // the activation its fused case applies ("" unfused)
   std::string case_name;             // the case it runs ("" for a conversion)
   bool alternative = false;          // the layout-aware choice's case, not the layer's best
+  double best_us = 0;                // the time S takes for the layer (its best case's)
 };
 
 // A conversion between the ports of two cases, by the consumer's backend, else the producer's
@@ -353,14 +355,25 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     for (const auto& l : model.layers) layer_at[l.index] = &l;
     for (const auto& m : mp::fusion_matches(model)) {
       if (!mp::is_activation_epilogue(m)) continue;
-      const auto head = layer_at.find(m.head), act = layer_at.find(m.absorbed[0]);
-      if (head == layer_at.end() || act == layer_at.end() || !head->second->subgraph.empty()) continue;
-      const auto h = chosen.find(head->second->key), a = chosen.find(act->second->key);
+      const auto head = layer_at.find(m.head);
+      if (head == layer_at.end() || !head->second->subgraph.empty()) continue;
+      const auto h = chosen.find(head->second->key);
       const auto f = epilogues.find({head->second->key, m.name});
-      if (h == chosen.end() || a == chosen.end() || f == epilogues.end()) continue;
-      if (f->second.us >= h->second.us + a->second.us) continue;
+      if (h == chosen.end() || f == epilogues.end()) continue;
+      // The activation's layers (a Swish's two) with their chosen cases' time.
+      double acts_us = 0;
+      bool all = true;
+      for (int index : m.absorbed) {
+        const auto act = layer_at.find(index);
+        const auto a = act == layer_at.end() ? chosen.end() : chosen.find(act->second->key);
+        if (a == chosen.end())
+          all = false;
+        else
+          acts_us += a->second.us;
+      }
+      if (!all || f->second.us >= h->second.us + acts_us) continue;
       fused_head[m.head] = {&f->second, m.name};
-      in_epilogue.insert(m.absorbed[0]);
+      in_epilogue.insert(m.absorbed.begin(), m.absorbed.end());
     }
   }
   // The layout-aware choice: layer index → the case it runs where that is not its best.
@@ -426,7 +439,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       lc.sigs.push_back(best_sig);
       // The next fastest within the slack whose ports differ from every candidate's before it (one
       // with the same ports as a faster one can only cost more).
-      if (auto a = alternatives.find(layer.key); a != alternatives.end() && fused == fused_head.end())
+      const std::string fusion = fused == fused_head.end() ? std::string() : fused->second.second;
+      if (auto a = alternatives.find({layer.key, fusion}); a != alternatives.end())
         for (const auto& alt : a->second) {
           if (static_cast<int>(lc.cases.size()) >= options.layout_candidates) break;
           if (alt.us > options.layout_slack * best->us) break;
@@ -494,13 +508,13 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       choice = fused->second.first;
     } else if (auto c = chosen.find(layer.key); c != chosen.end()) {
       choice = &c->second;
-      if (auto t = taken_case.find(layer.index); t != taken_case.end()) {
-        best = choice;
-        choice = t->second;
-      }
     } else {
       ++r.layers_missing;
       continue;
+    }
+    if (auto t = taken_case.find(layer.index); t != taken_case.end()) {
+      best = choice;
+      choice = t->second;
     }
     const std::string fusion = fused != fused_head.end() ? fused->second.second : std::string();
     const auto* own = backend_of(choice->spec.variant.backend);
@@ -562,7 +576,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           if (wired)
             converts.push_back({std::move(conv).value(),
                                 fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                true, 0, by, "", "", "", threads, "", "", false});
+                                true, 0, by, "", "", "", threads, "", "", false, 0});
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -614,7 +628,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       converted[key] = dest->data;
       steps.push_back({std::move(conv).value(),
                        fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0, by,
-                       "", "", "", threads, "", "", false});
+                       "", "", "", threads, "", "", false, 0});
       ++r.conversions;
     }
     if (adopted) {
@@ -628,10 +642,11 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++out;
       }
     }
+    const double s_us = best ? best->us : choice->us;  // S's time for the layer (its best case's)
     steps.push_back({std::move(kernel), label, false, choice->us, own->first, layer.name, layer.op_type,
-                     layer.key, threads, fusion, choice->spec.name, best != nullptr});
+                     layer.key, threads, fusion, choice->spec.name, best != nullptr, s_us});
     release(layer);
-    r.cases_us += best ? best->us : choice->us;  // S's time for the layer
+    r.cases_us += s_us;
     if (best) {
       ++r.alternatives;
       r.alternatives_us += choice->us - best->us;
@@ -712,7 +727,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
       r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us, steps[k].layer,
                          steps[k].op, steps[k].key, steps[k].threads, steps[k].backend->name(),
-                         steps[k].fusion, steps[k].case_name, steps[k].alternative});
+                         steps[k].fusion, steps[k].case_name, steps[k].alternative, steps[k].best_us});
     }
   } catch (const std::exception& e) {
     if (backend_now) backend_now->park_threads();
@@ -795,10 +810,13 @@ void rebase(ReplayResult& r, const std::map<std::string, ChosenCase>& chosen) {
   r.cases_us = 0;
   for (auto& s : r.steps) {
     if (s.conversion) continue;
-    const auto c = chosen.find(s.key);
-    if (c != chosen.end() && s.fusion.empty() && !s.alternative) s.alone_us = c->second.us;
-    // S's time for the layer: its best case's, also where the layout-aware choice ran another.
-    r.cases_us += c != chosen.end() && s.alternative ? c->second.us : s.alone_us;
+    // S's time for an unfused layer is its config's best case's; the case that ran is that one
+    // unless the layout-aware choice took another (whose own time stays).
+    if (auto c = chosen.find(s.key); c != chosen.end() && s.fusion.empty()) {
+      s.best_us = c->second.us;
+      if (!s.alternative) s.alone_us = c->second.us;
+    }
+    r.cases_us += s.best_us;
   }
 }
 

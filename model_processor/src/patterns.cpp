@@ -1,6 +1,7 @@
 // Fusable chains of a model's layer graph (patterns.hpp).
 #include "floorline/model_processor/patterns.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
@@ -53,16 +54,45 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
     const Layer& c = m.layers[at[it->second[0]]];
     return c.subgraph == l.subgraph && c.shapes_known && c.cost == CostClass::kCompute ? &c : nullptr;
   };
+  auto layer_at = [&](int index) -> const Layer& { return m.layers[at[index]]; };
+  // x·sigmoid(x) of the head's output: its only readers a Sigmoid, read by the Mul alone, and that
+  // Mul of the two (SiLU): {Sigmoid, Mul}, else empty.
+  auto swish_of = [&](const Layer& l) -> std::vector<int> {
+    using K = LayerKind;
+    auto it = consumers.find(l.index);
+    if (it == consumers.end() || it->second.size() != 2) return {};
+    const Layer* sig = nullptr;
+    const Layer* mul = nullptr;
+    for (int c : it->second) {
+      const Layer& x = layer_at(c);
+      if (x.subgraph != l.subgraph || !x.shapes_known || x.cost != CostClass::kCompute) return {};
+      if (x.config.kind == K::kSigmoid) sig = &x;
+      if (x.config.kind == K::kMul) mul = &x;
+    }
+    if (!sig || !mul || sole_consumer(*sig) != mul || mul->preds.size() != 2) return {};
+    if (mul->config.outputs.empty() || mul->config.outputs[0].shape != l.config.outputs[0].shape) return {};
+    if (std::any_of(mul->config.inputs.begin(), mul->config.inputs.end(),
+                    [&](const TensorArg& t) { return t.shape != l.config.outputs[0].shape; }))
+      return {};
+    return {sig->index, mul->index};
+  };
   for (const auto& l : m.layers) {
     using K = LayerKind;
     const K kind = l.config.kind;
     if (kind != K::kConv && kind != K::kConvTranspose && kind != K::kGemm && kind != K::kMatMul) continue;
     if (!l.shapes_known || l.config.outputs.empty()) continue;
-    const Layer* c = sole_consumer(l);
-    if (!c) continue;
     FusionMatch f;
     f.head = l.index;
     const Shape& y = l.config.outputs[0].shape;
+    if (auto swish = swish_of(l); !swish.empty()) {
+      f.absorbed = std::move(swish);
+      f.epilogue.push_back({"Swish"});
+      f.name = fusion_name(f.epilogue);
+      out.push_back(std::move(f));
+      continue;
+    }
+    const Layer* c = sole_consumer(l);
+    if (!c) continue;
     if (kind == K::kConv && c->config.kind == K::kBatchNormalization) {
       // Inference batch normalization folds into the conv's weights and bias at load time.
       f.absorbed.push_back(c->index);
@@ -101,8 +131,9 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
 }
 
 bool is_activation_epilogue(const FusionMatch& m) {
-  return !m.folded && m.epilogue.size() == 1 && m.absorbed.size() == 1 && m.epilogue[0].op != "Add" &&
-         m.epilogue[0].op != "BiasAdd";
+  if (m.folded || m.epilogue.size() != 1 || m.epilogue[0].op == "Add" || m.epilogue[0].op == "BiasAdd")
+    return false;
+  return m.absorbed.size() == (m.epilogue[0].op == "Swish" ? 2u : 1u);
 }
 
 std::string fusion_name(const std::vector<Epilogue>& epilogue) {

@@ -229,6 +229,41 @@ TEST(ActivationEpilogue, SCountsAnActivationAtWhatTheFusedCaseAddsToItsProducer)
   EXPECT_DOUBLE_EQ(sequential_bound(layers), 168);
 }
 
+// A Swish is two layers (Sigmoid, Mul): S counts the pair at what the fused Conv+Swish case adds to
+// the conv, on the Sigmoid, and the Mul at 0.
+TEST(ActivationEpilogue, ASwishCostsWhatItsFusedCaseAddsOverBothItsLayers) {
+  const auto m = process(R"(
+silu (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
+  c = Conv <pads = [1, 1, 1, 1]> (x, w)
+  s = Sigmoid (c)
+  y = Mul (c, s)
+}
+)",
+                         "silu");
+  CostTable costs;
+  for (auto [out, us] : {std::pair{"c", 100.0}, {"s", 12.0}, {"y", 9.0}})
+    costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(us, std::string("best:") + out);
+  costs.best[{writer(m, "c").key, "f32", "fp32", "Swish"}] = case_time(106, "fused");
+  auto layers = layer_costs(m, costs, "f32");
+  auto at = [&](const char* out) -> const LayerCost& {
+    for (const auto& l : layers)
+      if (l.index == writer(m, out).index) return l;
+    throw std::runtime_error(out);
+  };
+  EXPECT_DOUBLE_EQ(at("c").us, 100);
+  EXPECT_DOUBLE_EQ(at("s").us, 6);
+  EXPECT_DOUBLE_EQ(at("y").us, 0);
+  EXPECT_DOUBLE_EQ(at("s").own_us, 12);
+  EXPECT_DOUBLE_EQ(at("y").own_us, 9);
+  EXPECT_EQ(at("y").epilogue_case, "fused");
+  EXPECT_DOUBLE_EQ(sequential_bound(layers), 106);
+  // Slower than the three: each keeps its own time.
+  costs.best[{writer(m, "c").key, "f32", "fp32", "Swish"}] = case_time(122, "fused");
+  layers = layer_costs(m, costs, "f32");
+  EXPECT_DOUBLE_EQ(sequential_bound(layers), 121);
+  EXPECT_TRUE(at("y").epilogue_case.empty());
+}
+
 // A Relu after a residual Add is the Add's reader, not a conv's: no epilogue in S (F's Add+Relu).
 TEST(ActivationEpilogue, AnActivationAfterAnAddStaysItsOwnLayer) {
   const auto m = process(R"(

@@ -94,6 +94,27 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
   EXPECT_GT(verified, 60);
 }
 
+// A Conv with the Swish epilogue (x·sigmoid(x), oneDNN's eltwise_swish post-op) matches the
+// reference, on every implementation that takes it.
+TEST(OnednnKernels, ConvWithTheSwishEpilogueMatchesTheReference) {
+  const Plan plan = kinds_plan();
+  int verified = 0;
+  for (const auto& c : plan.cases) {
+    if (c.status || !c.spec.feeds.empty() || c.spec.problem.kind != LayerKind::kConv ||
+        !c.spec.variant.fusion.empty())
+      continue;
+    kernels::CaseSpec spec = c.spec;
+    spec.problem.post_ops = {{"Swish"}};
+    spec.variant.fusion = "Swish";
+    auto k = kernels::make_onednn_kernel(spec);
+    if (!k.ok()) continue;  // an implementation that takes no post-op
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << spec.name << ": " << (v.ok() ? "" : v.error().message);
+    ++verified;
+  }
+  EXPECT_GT(verified, 0);
+}
+
 // The kinds model's GELU chain is one Gelu layer, timed as oneDNN's gelu_erf and verified against
 // the reference; the same case with approximate = "tanh" runs gelu_tanh and verifies against the
 // tanh formula.
@@ -167,6 +188,15 @@ TEST(Reference, MatchesHandComputedValues) {
   conv.post_ops.clear();
   y = kernels::reference(conv, in, {});
   EXPECT_EQ((*y)[0].data, (std::vector<float>{-8.5f, -9.5f, -11.5f, -12.5f}));
+  // Swish: v·sigmoid(v) = v / (1 + e^-v).
+  conv.post_ops = {{"Swish"}};
+  y = kernels::reference(conv, in, {});
+  ASSERT_TRUE(y.ok()) << y.error().message;
+  for (size_t i = 0; i < 4; ++i) {
+    const double v = std::vector<double>{-8.5, -9.5, -11.5, -12.5}[i];
+    EXPECT_NEAR((*y)[0].data[i], v / (1 + std::exp(-v)), 1e-9) << i;
+  }
+  conv.post_ops.clear();
 
   kernels::Problem pool;
   pool.kind = LayerKind::kMaxPool;

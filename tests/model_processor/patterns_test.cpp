@@ -50,6 +50,29 @@ g (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2, float[4] s, float[4] b
   EXPECT_TRUE(fs[1].folded);
 }
 
+TEST(Patterns, ConvFollowedBySwishIsOneChainOfTwoLayers) {
+  // x·sigmoid(x) after c (SiLU, as EfficientNet exports it); after d, the Sigmoid has a second
+  // reader, so the pair is no epilogue.
+  const auto m = one(R"(
+g (float[1,4,8,8] x, float[4,4,3,3] w) => (float y1, float y2, float z) {
+  c = Conv <pads = [1, 1, 1, 1]> (x, w)
+  s = Sigmoid (c)
+  y1 = Mul (s, c)
+  d = Conv <pads = [1, 1, 1, 1]> (x, w)
+  t = Sigmoid (d)
+  y2 = Mul (d, t)
+  z = Relu (t)
+})");
+  const auto fs = fusion_matches(m);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].head, at(m, "c"));
+  EXPECT_EQ(fs[0].absorbed, (std::vector<int>{at(m, "s"), at(m, "y1")}));
+  EXPECT_EQ(fs[0].name, "Swish");
+  ASSERT_EQ(fs[0].epilogue.size(), 1u);
+  EXPECT_EQ(fs[0].epilogue[0].op, "Swish");
+  EXPECT_TRUE(is_activation_epilogue(fs[0]));
+}
+
 TEST(Patterns, ResidualAddThenActivationIsOneChainPerConv) {
   // Both convs feed only the Add: each can take the other's output as its residual input.
   const auto m = one(R"(

@@ -916,6 +916,8 @@ float eltwise_reference(LayerKind kind, float xf, double alpha, double beta) {
 }
 
 float eltwise_reference(const std::string& op, float x, double alpha, double beta) {
+  if (op == "Swish")
+    return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x))));  // x·sigmoid(x)
   const auto kind = kind_from_name(op);
   return kind ? eltwise_reference(*kind, x, alpha, beta) : std::numeric_limits<float>::quiet_NaN();
 }

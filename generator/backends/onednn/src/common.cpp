@@ -130,6 +130,10 @@ primitive_attr Ctx::attr(bool with_post_ops) const {
         continue;
       }
       if (op.op == "BiasAdd") continue;  // the primitive's own bias argument
+      if (op.op == "Swish") {            // x·sigmoid(alpha·x), alpha 1
+        po.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f);
+        continue;
+      }
       // A post-op names the ONNX op it fuses: its kind is the same name (layer_kind.hpp).
       const auto kind = kind_from_name(op.op);
       const auto chain = kind ? eltwise_chain(*kind, op.alpha, op.beta, nullptr) : std::vector<EltwiseOp>{};

@@ -128,6 +128,15 @@ void binary(Ctx& c, const std::string& variant) {
   }
   if (k == LayerKind::kDiv) c.set_fill(c.input(1), Fill::kPositive);
   c.b.algorithm = variant;
+  // A layout variant ("binary@channels_last", "binary@blocked16c"): the full-size operands and the
+  // output in that layout, a broadcast operand plain (per channel, 1xCx1x1, it is the same memory).
+  const bool laid_out = !layout_suffix(variant).empty();
+  if (laid_out && (y.size() < 4 || std::all_of(y.begin() + 2, y.end(), [](int64_t d) { return d == 1; }) ||
+                   int8_case(c) || k == LayerKind::kPRelu))
+    unsupported(
+        "the layout variants are for f32 NCHW/NCDHW outputs with a spatial extent, of Add, Sub, Mul, Div, "
+        "Max "
+        "and Min");
   if (int8_case(c)) {  // a QDQ model's Add: 8-bit operands, saturated 8-bit output
     if (k != LayerKind::kAdd) unsupported("int8: Add only");
     int8_operands(c);
@@ -151,7 +160,10 @@ void binary(Ctx& c, const std::string& variant) {
       {LayerKind::kEqual, algorithm::binary_eq},      {LayerKind::kLess, algorithm::binary_lt},
       {LayerKind::kGreater, algorithm::binary_gt},    {LayerKind::kGreaterOrEqual, algorithm::binary_ge},
       {LayerKind::kLessOrEqual, algorithm::binary_le}};
-  dnnl::binary::desc d(kAlg.at(k), c.md(s0, plain(sh0)), c.md(s1, plain(sh1)), c.md(c.output(0), plain(y)));
+  auto md_of = [&](int t, const Shape& sh) {
+    return laid_out && sh == y ? activation_md(c, t, sh, variant) : c.md(t, plain(sh));
+  };
+  dnnl::binary::desc d(kAlg.at(k), md_of(s0, sh0), md_of(s1, sh1), md_of(c.output(0), y));
   c.b.steps.push_back(make_step<dnnl::binary::primitive_desc>(d, c.attr(false),
                                                               {{DNNL_ARG_SRC_0, s0, plain(sh0)},
                                                                {DNNL_ARG_SRC_1, s1, plain(sh1)},

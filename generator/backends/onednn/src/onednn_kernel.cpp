@@ -103,6 +103,9 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kDiv:
     case K::kMax:
     case K::kMin:
+      // Also on the convolutions' layouts (eltwise.cpp): a runtime that keeps them runs a
+      // squeeze-excitation block's channel-broadcast Mul, or a residual Add, so.
+      return {with_layouts("binary"), binary, {}, {}};
     case K::kEqual:
     case K::kLess:
     case K::kGreater:

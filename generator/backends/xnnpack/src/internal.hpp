@@ -53,7 +53,10 @@ void transpose(const float* x, float* y, int64_t batch, int64_t rows, int64_t co
 // OpenMP pool (openmp_pool.cpp) the flag is ignored: libgomp's spin policy is the pool's one policy.
 uint32_t operator_flags();
 
-// "nhwc f32 1x64x56x56" (the dims in ONNX order): a port holding an NCHW tensor as NHWC.
+// The layout of a port holding an NCHW tensor as NHWC, named as oneDNN names its channels-last
+// formats, the dims in ONNX order: "f32 acdb 1x64x56x56" (acb, acdeb at rank 3, 5). A oneDNN case's
+// channels-last port and an XNNPACK case's are then one layout, and replay passes the buffer on
+// without a conversion. "plain" where every spatial dimension is 1: NHWC is then the NCHW order.
 std::string nhwc_port_layout(const Shape& nchw);
 
 // One operand of a case, in the Problem's operand order.

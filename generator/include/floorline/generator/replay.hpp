@@ -69,10 +69,11 @@ using FusedChoices = std::map<std::pair<std::string, std::string>, ChosenCase>;
 Result<FusedChoices> best_fused_cases(benchdb::Database& db, int64_t system_id, const Plan& plan, DType dtype,
                                       bool thread_budget = true);
 
-// Config key → every passed unfused case of `dtype` of the config (as best_cases takes them, the
-// layout-conversion cases left out), fastest first: the alternatives replay may run a layer with
-// where its best case's layout would cost conversions (replay_model).
-using CaseAlternatives = std::map<std::string, std::vector<ChosenCase>>;
+// (config key, fusion) → every passed case of `dtype` of the config with that fusion ("" unfused;
+// as best_cases and best_fused_cases take them, the layout-conversion cases left out), fastest
+// first: the alternatives replay may run a layer (or an activation epilogue's head) with where its
+// best case's layout would cost conversions (replay_model).
+using CaseAlternatives = std::map<std::pair<std::string, std::string>, std::vector<ChosenCase>>;
 Result<CaseAlternatives> passed_cases(benchdb::Database& db, int64_t system_id, const Plan& plan, DType dtype,
                                       bool thread_budget = true);
 
@@ -108,6 +109,9 @@ struct ReplayStep {
   // layout-aware choice took (`alternative`).
   std::string case_name;
   bool alternative = false;
+  // The time S takes for the layer (µs): its best case's, or its best fused case's for an
+  // activation epilogue's head; alone_us where the step ran that case. Σ over the steps is cases_us.
+  double best_us = 0;
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }

@@ -19,8 +19,9 @@ namespace floorline::mp {
 // library's post-op).
 struct Epilogue {
   // The ONNX op it replaces: an activation ("Relu", "Clip", "Sigmoid", "Tanh", "HardSwish",
-  // "HardSigmoid", "LeakyRelu", "Elu"), "Add" (a residual Add of a tensor of the head's output
-  // shape), or "BiasAdd" (a MatMul's Add of a vector along its last output dim).
+  // "HardSigmoid", "LeakyRelu", "Elu"), "Swish" (x·sigmoid(x): a Sigmoid and a Mul, SiLU), "Add" (a
+  // residual Add of a tensor of the head's output shape), or "BiasAdd" (a MatMul's Add of a vector
+  // along its last output dim).
   std::string op;
   double alpha = 0;  // Clip: min; LeakyRelu/Elu/HardSigmoid: alpha (ONNX defaults filled in)
   double beta = 0;   // Clip: max; HardSigmoid: beta
@@ -48,11 +49,14 @@ struct FusionMatch {
 //   - an Add of a tensor of the head's output shape, produced by another layer (residual): [Add],
 //     or for a MatMul an Add of a vector of its last dim: [BiasAdd]; then, when the Add's sole
 //     consumer is a fusable activation, that too: [Add, activation], [BiasAdd, activation].
+// Or, a head whose output's only readers are a Sigmoid (read by nothing else) and a Mul of the
+// output by that Sigmoid's: x·sigmoid(x), [Swish] absorbing {Sigmoid, Mul}.
 std::vector<FusionMatch> fusion_matches(const ModelIR& model);
 
-// A chain of exactly one activation after its head (not folded, no residual or bias Add): the
-// epilogue every library and runtime fuses, which S counts at its fused case's time where that is
-// faster (docs/ANALYZER.md, "The activation epilogue"; the analyzer's layer_costs and the replay).
+// A chain of exactly one activation after its head (not folded, no residual or bias Add), the
+// Swish's two layers included: the epilogue every library and runtime fuses, which S counts at its
+// fused case's time where that is faster (docs/ANALYZER.md, "The activation epilogue"; the
+// analyzer's layer_costs and the replay).
 bool is_activation_epilogue(const FusionMatch& match);
 
 // The fused case's name of an epilogue: the ops joined by '+', parameters in %g:

@@ -40,7 +40,8 @@ struct Operand {
 
 // One operation fused into the epilogue of the main one (oneDNN post-ops, cuDNN/cuBLASLt
 // epilogues). `op` is the ONNX op fused: "Relu", "Clip", "Sigmoid", "Tanh", "HardSwish",
-// "HardSigmoid", "LeakyRelu", "Elu"; "Add", an element-wise sum with a tensor of the output's
+// "HardSigmoid", "LeakyRelu", "Elu"; "Swish", x·sigmoid(x) (a Sigmoid and the Mul of its input by
+// it: SiLU, EfficientNet's activation); "Add", an element-wise sum with a tensor of the output's
 // shape (a residual connection); or "BiasAdd", a vector added along the last dimension (MatMul
 // followed by the Add of a bias).
 struct PostOp {

@@ -33,7 +33,8 @@ AxisSplit split_at_axis(const Shape& s, int64_t axis);
 // The element-wise function of an ONNX unary kind, as the ONNX operator documentation defines it.
 // `alpha`/`beta` as in PostOp (Pow: beta is the exponent). NaN for a kind that is not one.
 float eltwise_reference(LayerKind kind, float x, double alpha, double beta);
-// The same for a PostOp's op name ("Relu", "Clip"...): NaN for a name that is no such kind.
+// The same for a PostOp's op name ("Relu", "Clip"...; "Swish", x·sigmoid(x), the Sigmoid and Mul pair
+// mp::fusion_matches fuses): NaN for a name that is no such kind.
 float eltwise_reference(const std::string& op, float x, double alpha, double beta);
 
 // Whether the reference computes `kind` (mapping "plain loops"), or why not: every kind has one or
