@@ -251,14 +251,18 @@ int run_main(RunCmd o, const std::string& command_line) {
       std::fprintf(
           stderr,
           "  replay %-26s b%-3lld %9.1f us = S %9.1f us x %.2f (in-graph cases %.1f us, %d conversions %.1f "
-          "us%s)%s\n",
+          "us%s)%s%s\n",
           m.name.c_str(), static_cast<long long>(m.batch), r->min_us, r->cases_us, r->ratio(), r->layers_us,
           r->conversions, r->conversions_us,
           r->alternatives ? fmt::format("; {} layer(s) on another case for its layouts, +{:.1f} us alone",
                                         r->alternatives, r->alternatives_us)
                                 .c_str()
                           : "",
-          r->layers_missing ? fmt::format(", {} layer(s) without a case", r->layers_missing).c_str() : "");
+          r->layers_missing ? fmt::format(", {} layer(s) without a case", r->layers_missing).c_str() : "",
+          r->slow_steps ? fmt::format("; {} layer(s) over {}x their time alone, {} without a named cause",
+                                      r->slow_steps, gen::kSlowStep, r->slow_unexplained)
+                              .c_str()
+                        : "");
       if (o.replay_steps > 0) {
         // The steps that cost most over their time alone (a conversion has no time alone).
         auto steps = r->steps;
@@ -266,11 +270,14 @@ int run_main(RunCmd o, const std::string& command_line) {
           return a.in_graph_us - a.alone_us > b.in_graph_us - b.alone_us;
         });
         for (size_t k = 0; k < steps.size() && k < o.replay_steps; ++k)
-          std::fprintf(stderr,
-                       "      +%8.1f us  %8.1f us in the graph vs %8.1f us alone  %s [%s, %d thread(s)%s]\n",
-                       steps[k].in_graph_us - steps[k].alone_us, steps[k].in_graph_us, steps[k].alone_us,
-                       steps[k].label.c_str(), steps[k].backend.c_str(), steps[k].threads,
-                       steps[k].alternative ? ", chosen for its layouts" : "");
+          std::fprintf(
+              stderr, "      +%8.1f us  %8.1f us in the graph vs %8.1f us alone  %s [%s, %d thread(s)%s]%s\n",
+              steps[k].in_graph_us - steps[k].alone_us, steps[k].in_graph_us, steps[k].alone_us,
+              steps[k].label.c_str(), steps[k].backend.c_str(), steps[k].threads,
+              steps[k].alternative ? ", chosen for its layouts" : "",
+              steps[k].slow()
+                  ? fmt::format(" ({})", steps[k].cause.empty() ? "no named cause" : steps[k].cause).c_str()
+                  : "");
       }
     }
     // A re-timing lowers configs other models share: the rows written before it are written again

@@ -13,10 +13,14 @@
 #include <tuple>
 #include <unordered_map>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "floorline/common/statistics.hpp"
+#include "floorline/kernels/reference.hpp"
 #include "floorline/model_processor/layer.hpp"
 #include "floorline/model_processor/patterns.hpp"
 
@@ -157,14 +161,16 @@ struct Step {
   std::string label;  // the layer, for error messages
   bool conversion = false;
   double alone_us = 0;
-  const Backend* backend = nullptr;  // whose factory (or conversion) built the kernel
-  std::string layer, op;             // the layer's ONNX node name and op ("" for a conversion)
-  std::string key;                   // the layer's config key ("" for a conversion)
-  int threads = 1;                   // the backend's thread count while it runs (its case's)
-  std::string fusion;                // the activation its fused case applies ("" unfused)
-  std::string case_name;             // the case it runs ("" for a conversion)
-  bool alternative = false;          // the layout-aware choice's case, not the layer's best
-  double best_us = 0;                // the time S takes for the layer (its best case's)
+  const Backend* backend = nullptr;               // whose factory (or conversion) built the kernel
+  std::string layer, op;                          // the layer's ONNX node name and op ("" for a conversion)
+  std::string key;                                // the layer's config key ("" for a conversion)
+  int threads = 1;                                // the backend's thread count while it runs (its case's)
+  std::string fusion;                             // the activation its fused case applies ("" unfused)
+  std::string case_name;                          // the case it runs ("" for a conversion)
+  bool alternative = false;                       // the layout-aware choice's case, not the layer's best
+  double best_us = 0;                             // the time S takes for the layer (its best case's)
+  std::vector<std::pair<size_t, int64_t>> reads;  // (step that wrote it, bytes) per value read
+  int64_t own_bytes = 0, written_bytes = 0;       // its own operands' bytes, and what it writes
 };
 
 // A conversion between the ports of two cases, by the consumer's backend, else the producer's
@@ -462,8 +468,9 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   }
 
   BufferPool pool;
-  // (value, layout and size) → the buffer a conversion wrote it into, owned by that conversion.
-  std::map<std::pair<std::string, std::string>, void*> converted;
+  // (value, layout and size) → the buffer a conversion wrote it into, owned by that conversion, and
+  // that conversion's step.
+  std::map<std::pair<std::string, std::string>, std::pair<void*, size_t>> converted;
   struct Live {
     int64_t bytes = 0;
     int last = -1;  // index of the last layer reading the buffer under any name (views alias it)
@@ -534,6 +541,13 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     std::unique_ptr<kernels::Kernel> kernel = std::move(built).value();
     const std::string label = fusion.empty() ? fmt::format("{} ({})", layer.name, layer.op_type)
                                              : fmt::format("{} ({}+{})", layer.name, layer.op_type, fusion);
+    // What the step touches (ReplayStep::reads, own_bytes, written_bytes).
+    std::vector<std::pair<size_t, int64_t>> reads;
+    int64_t own_bytes = 0, written_bytes = 0;
+    auto operand_bytes = [&](size_t k) -> int64_t {
+      const auto& ins = choice->spec.problem.inputs;
+      return k < ins.size() ? kernels::elements(ins[k].shape) * element_size(choice->spec.variant.dtype) : 0;
+    };
     // Outputs into pooled buffers (inputs still live are never handed out).
     {
       size_t out = 0;
@@ -543,6 +557,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           void* buffer = pool.take(port->bytes);
           FL_TRY(kernel->bind(true, out, buffer));
           live[buffer] = {port->bytes, std::max(last_use(name), layer.index)};
+          written_bytes += port->bytes;
         }
         ++out;
       }
@@ -576,12 +591,28 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           if (wired)
             converts.push_back({std::move(conv).value(),
                                 fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                true, 0, by, "", "", "", threads, "", "", false, 0});
+                                true,
+                                0,
+                                by,
+                                "",
+                                "",
+                                "",
+                                threads,
+                                "",
+                                "",
+                                false,
+                                0,
+                                {{from.step, from.bytes}},
+                                0,
+                                layout.bytes});
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
             const Source& from = sources.at(layer.input_names[k]);
-            void* data = from.layout == layout.layout ? from.data : converts[c++].kernel->port(true, 0)->data;
+            const bool same = from.layout == layout.layout;
+            void* data = same ? from.data : converts[c].kernel->port(true, 0)->data;
+            reads.emplace_back(same ? from.step : steps.size() + c, same ? from.bytes : layout.bytes);
+            c += same ? 0 : 1;
             FL_TRY(kernel->bind(false, k, data));
             ++r.operands_shared;
           }
@@ -595,23 +626,27 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       auto src = sources.find(layer.input_names[k]);
       if (src == sources.end()) {
         if (produced.count(layer.input_names[k])) ++r.operands_unwired;  // its producer is not replayed
+        own_bytes += operand_bytes(k);  // a weight, a constant, a graph input: the case's own buffer
         continue;
       }
       const Source& from = src->second;
       const auto to = kernel->port(false, k);
       if (!to) {
         ++r.operands_unwired;
+        own_bytes += operand_bytes(k);
         continue;
       }
       if (from.layout == to->layout && from.bytes == to->bytes) {
         FL_TRY(kernel->bind(false, k, from.data));
+        reads.emplace_back(from.step, from.bytes);
         ++r.operands_shared;
         continue;
       }
       // A value converted into this layout for an earlier reader is read from that copy.
       const auto key = std::make_pair(layer.input_names[k], fmt::format("{} {}", to->layout, to->bytes));
       if (auto hit = converted.find(key); hit != converted.end()) {
-        FL_TRY(kernel->bind(false, k, hit->second));
+        FL_TRY(kernel->bind(false, k, hit->second.first));
+        reads.emplace_back(hit->second.second, to->bytes);
         ++r.operands_shared;
         continue;
       }
@@ -622,13 +657,28 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       const auto dest = conv ? (*conv)->port(true, 0) : std::nullopt;
       if (!conv || !dest) {
         ++r.operands_unwired;
+        own_bytes += to->bytes;
         continue;
       }
       FL_TRY(kernel->bind(false, k, dest->data));
-      converted[key] = dest->data;
+      converted[key] = {dest->data, steps.size()};
+      reads.emplace_back(steps.size(), dest->bytes);
       steps.push_back({std::move(conv).value(),
-                       fmt::format("conversion {} > {} for {}", from.layout, to->layout, label), true, 0, by,
-                       "", "", "", threads, "", "", false, 0});
+                       fmt::format("conversion {} > {} for {}", from.layout, to->layout, label),
+                       true,
+                       0,
+                       by,
+                       "",
+                       "",
+                       "",
+                       threads,
+                       "",
+                       "",
+                       false,
+                       0,
+                       {{from.step, from.bytes}},
+                       0,
+                       dest->bytes});
       ++r.conversions;
     }
     if (adopted) {
@@ -644,7 +694,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     }
     const double s_us = best ? best->us : choice->us;  // S's time for the layer (its best case's)
     steps.push_back({std::move(kernel), label, false, choice->us, own->first, layer.name, layer.op_type,
-                     layer.key, threads, fusion, choice->spec.name, best != nullptr, s_us});
+                     layer.key, threads, fusion, choice->spec.name, best != nullptr, s_us, std::move(reads),
+                     own_bytes, written_bytes});
     release(layer);
     r.cases_us += s_us;
     if (best) {
@@ -727,8 +778,11 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
       r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us, steps[k].layer,
                          steps[k].op, steps[k].key, steps[k].threads, steps[k].backend->name(),
-                         steps[k].fusion, steps[k].case_name, steps[k].alternative, steps[k].best_us});
+                         steps[k].fusion, steps[k].case_name, steps[k].alternative, steps[k].best_us,
+                         steps[k].reads, steps[k].own_bytes, steps[k].written_bytes,
+                         steps[k].kernel->workspace_bytes(), ""});
     }
+    name_slow_steps(r, options.l2_bytes > 0 ? options.l2_bytes : l2_cache_bytes());
   } catch (const std::exception& e) {
     if (backend_now) backend_now->park_threads();
     return make_error("{} (batch {}): replay failed at {}: {}", model.name, model.batch,
@@ -736,6 +790,52 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   }
   if (backend_now) backend_now->park_threads();
   return r;
+}
+
+int64_t l2_cache_bytes() {
+  const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return l2 > 0 ? static_cast<int64_t>(l2) : int64_t{1} << 20;
+}
+
+void name_slow_steps(ReplayResult& r, int64_t l2_bytes) {
+  constexpr int64_t kSizable = 64 * 1024;  // operands under this are no cause
+  auto mb = [](int64_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); };
+  // Bytes each step touches, and a pass's (the shared scratchpad once: the largest).
+  std::vector<int64_t> touched(r.steps.size());
+  int64_t pass = 0, workspace = 0;
+  for (size_t k = 0; k < r.steps.size(); ++k) {
+    const ReplayStep& s = r.steps[k];
+    int64_t read = 0;
+    for (const auto& [from, bytes] : s.reads) read += bytes;
+    touched[k] = read + s.own_bytes + s.written_bytes;
+    pass += touched[k];
+    workspace = std::max(workspace, s.workspace_bytes);
+  }
+  pass += workspace;
+  // Prefix sums: the bytes the steps before k touched.
+  std::vector<int64_t> before(r.steps.size() + 1, 0);
+  for (size_t k = 0; k < r.steps.size(); ++k) before[k + 1] = before[k] + touched[k];
+  r.slow_steps = r.slow_unexplained = 0;
+  for (size_t k = 0; k < r.steps.size(); ++k) {
+    ReplayStep& s = r.steps[k];
+    s.cause.clear();
+    if (!s.slow()) continue;
+    ++r.slow_steps;
+    const int64_t cache = l2_bytes * std::max(1, s.threads);
+    std::vector<std::string> causes;
+    if (s.own_bytes >= kSizable && pass - touched[k] + s.own_bytes > cache)
+      causes.push_back("cold weights " + mb(s.own_bytes));
+    int64_t cold_input = 0;
+    for (const auto& [from, bytes] : s.reads)
+      if (bytes >= kSizable && from < k && before[k] - before[from + 1] + bytes > cache)
+        cold_input = std::max(cold_input, bytes);
+    if (cold_input > 0) causes.push_back("cold input " + mb(cold_input));
+    if (k > 0 && r.steps[k - 1].threads != s.threads)
+      causes.push_back(fmt::format("thread switch {}>{}", r.steps[k - 1].threads, s.threads));
+    if (s.alone_us < 5) causes.push_back("short step");
+    s.cause = fmt::format("{}", fmt::join(causes, "; "));
+    if (causes.empty()) ++r.slow_unexplained;
+  }
 }
 
 benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::optional<int64_t> run_id,
@@ -764,7 +864,8 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                              {"replay_us", s.in_graph_us},
                              {"case_us", s.alone_us},
                              {"threads", s.threads},
-                             {"alternative", s.alternative}});
+                             {"alternative", s.alternative},
+                             {"cause", s.cause}});
   row.makeup = nlohmann::json{{"layers", r.layers_replayed},
                               {"layers_us", r.layers_us},
                               {"cases_us", r.cases_us},
@@ -775,6 +876,8 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                               {"operands_unwired", r.operands_unwired},
                               {"buffers", r.buffers},
                               {"buffers_reused", r.buffers_reused},
+                              {"slow_steps", r.slow_steps},
+                              {"slow_unexplained", r.slow_unexplained},
                               {"alternatives", r.alternatives},
                               {"alternatives_us", r.alternatives_us},
                               {"conversions_expected_before", r.conversions_expected_before},

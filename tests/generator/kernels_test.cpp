@@ -170,6 +170,60 @@ TEST(OnednnKernels, WhatCannotRunIsUnsupportedNotFailed) {
       << status["Sub(bc,x)"];
 }
 
+// The kernel API's readings of a problem's geometry, which every backend builds from.
+TEST(ProblemGeometry, ConvDescReadsConvAndConvTranspose) {
+  kernels::Problem conv;
+  conv.kind = LayerKind::kConv;
+  conv.op = "Conv";
+  conv.inputs = {{"x", {2, 8, 15, 17}}, {"w", {12, 4, 3, 5}}, {"bias", {12}}};
+  conv.outputs = {{"y", {2, 12, 8, 9}}};
+  conv.ints = {{"pads", {1, 2, 0, 3}}, {"strides", {2, 2}}, {"dil", {1, 2}}, {"group", {2}}};
+  auto d = kernels::conv_desc(conv);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_FALSE(d->transposed);
+  EXPECT_EQ(d->n, 2);
+  EXPECT_EQ(d->c, 8);
+  EXPECT_EQ(d->k, 12);
+  EXPECT_EQ(d->group, 2);
+  EXPECT_EQ(d->c_per_group(), 4);
+  EXPECT_EQ(d->k_per_group(), 6);
+  EXPECT_EQ(d->in, (std::vector<int64_t>{15, 17}));
+  EXPECT_EQ(d->out, (std::vector<int64_t>{8, 9}));
+  EXPECT_EQ(d->kernel, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(d->pads_begin, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(d->pads_end, (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(d->dilations, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(d->output_padding, (std::vector<int64_t>{0, 0}));
+  EXPECT_TRUE(d->has_bias);
+  EXPECT_FALSE(d->pointwise());
+  EXPECT_FALSE(d->symmetric_pads());
+
+  kernels::Problem deconv;  // (C, K/group, k) weights: 3 groups of 2 output channels
+  deconv.kind = LayerKind::kConvTranspose;
+  deconv.op = "ConvTranspose";
+  deconv.inputs = {{"x", {1, 6, 7}}, {"w", {6, 2, 1}}};
+  deconv.outputs = {{"y", {1, 6, 8}}};
+  deconv.ints = {{"group", {3}}, {"output_padding", {1}}};  // pads, strides, dil: the ONNX defaults
+  d = kernels::conv_desc(deconv);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_TRUE(d->transposed);
+  EXPECT_EQ(d->k, 6);
+  EXPECT_EQ(d->k_per_group(), 2);
+  EXPECT_EQ(d->output_padding, (std::vector<int64_t>{1}));
+  EXPECT_EQ(d->strides, (std::vector<int64_t>{1}));
+  EXPECT_TRUE(d->pointwise());
+  EXPECT_FALSE(d->has_bias);
+
+  conv.ints["group"] = {3};  // does not divide the 8 input channels
+  EXPECT_FALSE(kernels::conv_desc(conv).ok());
+  conv.ints["group"] = {2};
+  conv.ints["strides"] = {2};  // one value for two spatial dims
+  EXPECT_FALSE(kernels::conv_desc(conv).ok());
+  conv.ints["strides"] = {2, 2};
+  conv.inputs[0].shape = {2, 8};  // no spatial dim
+  EXPECT_FALSE(kernels::conv_desc(conv).ok());
+}
+
 TEST(Reference, MatchesHandComputedValues) {
   // The reference is what every kernel is judged by: check it on values worked out by hand.
   kernels::Problem conv;

@@ -628,6 +628,16 @@ TEST_F(BenchedResidual, TheLayoutChoiceKeepsSAndRunsEveryLayerWithinTheSlack) {
     EXPECT_GE(st.alone_us, best.us) << st.label;
   }
   EXPECT_EQ(alternative_steps, r->alternatives);
+  // What each step touches: values written by steps before it; every layer writes its output.
+  for (size_t k = 0; k < r->steps.size(); ++k) {
+    for (const auto& [from, bytes] : r->steps[k].reads) {
+      EXPECT_LT(from, k) << r->steps[k].label;
+      EXPECT_GT(bytes, 0) << r->steps[k].label;
+    }
+    if (!r->steps[k].conversion) {
+      EXPECT_GT(r->steps[k].written_bytes, 0) << r->steps[k].label;
+    }
+  }
   for (const auto& name : cases_to_retime(*r, *chosen, 1e9)) {
     for (const auto& st : r->steps) {
       if (st.alternative) {
@@ -642,6 +652,44 @@ TEST_F(BenchedResidual, TheLayoutChoiceKeepsSAndRunsEveryLayerWithinTheSlack) {
   auto none = replay_model(model, *chosen, *backends[0], opts, {}, *alternatives);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->alternatives, 0);
+}
+
+// The named causes of slow steps, on a hand-made replay with a 1 MB L2.
+TEST(Replay, SlowStepsGetTheirCausesNamed) {
+  auto step = [](double alone, double in_graph, int threads) {
+    ReplayStep s;
+    s.alone_us = alone;
+    s.in_graph_us = in_graph;
+    s.threads = threads;
+    return s;
+  };
+  ReplayResult r;
+  r.steps = {step(100, 200, 1), step(10, 12, 1),  step(40, 41, 1), step(10, 30, 1),
+             step(2, 6, 2),     step(50, 100, 2), step(50, 60, 2)};
+  r.steps[0].own_bytes = 4'000'000;  // weights the rest of the pass evicts
+  r.steps[0].written_bytes = 1'000'000;
+  r.steps[1].reads = {{0, 1'000'000}};
+  r.steps[1].written_bytes = 1'000'000;
+  r.steps[2].reads = {{1, 1'000'000}};
+  r.steps[2].written_bytes = 3'000'000;
+  r.steps[3].reads = {{0, 1'000'000}};  // written before 6 MB were touched
+  r.steps[4].reads = {{3, 1'000}};
+  r.steps[5].reads = {{4, 1'000}};   // slow, and nothing to blame
+  r.steps[6].own_bytes = 4'000'000;  // cold weights too, but not slow: no cause given
+  name_slow_steps(r, 1'000'000);
+  EXPECT_EQ(r.steps[0].cause, "cold weights 4.0 MB");
+  EXPECT_EQ(r.steps[1].cause, "");
+  EXPECT_EQ(r.steps[3].cause, "cold input 1.0 MB");
+  EXPECT_EQ(r.steps[4].cause, "thread switch 1>2; short step");
+  EXPECT_EQ(r.steps[5].cause, "");
+  EXPECT_EQ(r.steps[6].cause, "");
+  EXPECT_EQ(r.slow_steps, 4);
+  EXPECT_EQ(r.slow_unexplained, 1);
+  // With an L2 that holds the whole pass, nothing is cold.
+  name_slow_steps(r, 100'000'000);
+  EXPECT_EQ(r.steps[0].cause, "");
+  EXPECT_EQ(r.steps[3].cause, "");
+  EXPECT_EQ(r.slow_unexplained, 3);
 }
 
 TEST(Replay, NoMeasuredCaseIsAnError) {

@@ -141,4 +141,58 @@ Result<GemmDesc> gemm_desc(const Problem& p) {
   return g;
 }
 
+bool ConvDesc::pointwise() const {
+  auto all = [](const Shape& v, int64_t x) {
+    return std::all_of(v.begin(), v.end(), [x](int64_t d) { return d == x; });
+  };
+  return all(kernel, 1) && all(strides, 1) && all(pads_begin, 0) && all(pads_end, 0);
+}
+
+Result<ConvDesc> conv_desc(const Problem& p) {
+  if (p.kind != LayerKind::kConv && p.kind != LayerKind::kConvTranspose)
+    return make_error("{} is no convolution", p.op);
+  if (p.inputs.size() < 2 || p.outputs.empty()) return make_error("{} needs x, w and y", p.op);
+  const Shape& x = p.inputs[0].shape;
+  const Shape& w = p.inputs[1].shape;
+  const Shape& y = p.outputs[0].shape;
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size() || y.size() != x.size())
+    return make_error("{}: x, w and y must be of one rank, 3 to 5 (x is rank {}, w {}, y {})", p.op, x.size(),
+                      w.size(), y.size());
+  ConvDesc d;
+  const size_t n = x.size() - 2;
+  d.transposed = p.kind == LayerKind::kConvTranspose;
+  d.n = x[0];
+  d.c = x[1];
+  d.group = p.int_attr("group");
+  d.k = d.transposed ? w[1] * d.group : w[0];
+  d.in.assign(x.begin() + 2, x.end());
+  d.out.assign(y.begin() + 2, y.end());
+  d.kernel.assign(w.begin() + 2, w.end());
+  d.has_bias = p.inputs.size() > 2;
+  auto attr = [&](const char* name, int64_t fallback, size_t count) -> Result<Shape> {
+    Shape v = p.ints_attr(name);
+    if (v.empty()) v.assign(count, fallback);
+    if (v.size() != count)
+      return make_error("{}: {} has {} values for {} spatial dim(s)", p.op, name, v.size(), n);
+    return v;
+  };
+  FL_ASSIGN_OR_RETURN(d.strides, attr("strides", 1, n));
+  FL_ASSIGN_OR_RETURN(d.dilations, attr("dil", 1, n));
+  FL_ASSIGN_OR_RETURN(const Shape pads, attr("pads", 0, 2 * n));
+  d.pads_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n));
+  d.pads_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end());
+  if (d.transposed) {
+    Shape op = p.ints_attr("output_padding");
+    op.resize(n, 0);
+    d.output_padding = op;
+  } else {
+    d.output_padding.assign(n, 0);
+  }
+  if (d.group < 1 || d.c % d.group != 0 || d.k % d.group != 0)
+    return make_error("{}: group {} does not divide {} input and {} output channels", p.op, d.group, d.c,
+                      d.k);
+  if (y[1] != d.k) return make_error("{}: y has {} channels, the weights {}", p.op, y[1], d.k);
+  return d;
+}
+
 }  // namespace floorline::kernels

@@ -26,30 +26,22 @@ int64_t workspace_limit(int64_t free_bytes) {
 }
 
 Result<ConvGeometry> conv_geometry(const Problem& p) {
-  const Operand* x = p.input("x");
-  const Operand* w = p.input("w");
-  if (!x || !w || p.outputs.empty())
+  if (!p.input("x") || !p.input("w") || p.outputs.empty())
     return make_error(Disposition::kUnsupported, "{} needs x, w and y", p.op);
-  const Shape& xs = x->shape;
-  const Shape& ws = w->shape;
+  const auto cd = conv_desc(p);  // the kernel API's one reading of the geometry
+  if (!cd)
+    return make_error(Disposition::kUnsupported, "cuDNN convolutions are 1-D to 3-D: {}", cd.error().message);
+  const Shape& xs = p.inputs[0].shape;
+  const Shape& ws = p.inputs[1].shape;
   const Shape& ys = p.outputs[0].shape;
-  const size_t n = xs.size() < 2 ? 0 : xs.size() - 2;
-  if (n < 1 || n > 3 || ws.size() != xs.size() || ys.size() != xs.size())
-    return make_error(Disposition::kUnsupported, "cuDNN convolutions are 1-D to 3-D (x is rank {})",
-                      xs.size());
-  auto attr = [&](const std::string& name, int64_t fallback, size_t count) {
-    auto v = p.ints_attr(name);
-    if (v.size() < count) v.resize(count, fallback);
-    return v;
-  };
-  const auto pads = attr("pads", 0, 2 * n), strides = attr("strides", 1, n), dil = attr("dil", 1, n);
+  const size_t n = cd->spatial();
   for (auto v : xs)
     if (v > INT_MAX) return make_error(Disposition::kUnsupported, "a dimension over 2^31 ({})", v);
   for (size_t k = 0; k < n; ++k)
-    if (pads[k] < 0 || pads[k + n] < 0)
+    if (cd->pads_begin[k] < 0 || cd->pads_end[k] < 0)
       return make_error(Disposition::kUnsupported, "negative convolution padding");
   ConvGeometry g;
-  g.groups = static_cast<int>(p.int_attr("group"));
+  g.groups = static_cast<int>(cd->group);
   const bool one_d = n == 1;
   g.spatial = one_d ? 2 : static_cast<int>(n);
   auto dims = [&](const Shape& s) {
@@ -60,9 +52,7 @@ Result<ConvGeometry> conv_geometry(const Problem& p) {
   g.x = dims(xs);
   g.w = dims(ws);
   g.y = dims(ys);
-  std::vector<int64_t> begin(pads.begin(), pads.begin() + static_cast<long>(n)),
-      end(pads.begin() + static_cast<long>(n), pads.end());
-  std::vector<int64_t> st(strides.begin(), strides.end()), dl(dil.begin(), dil.end());
+  std::vector<int64_t> begin = cd->pads_begin, end = cd->pads_end, st = cd->strides, dl = cd->dilations;
   if (one_d) {
     begin.insert(begin.begin(), 0);
     end.insert(end.begin(), 0);

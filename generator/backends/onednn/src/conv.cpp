@@ -10,18 +10,11 @@ namespace {
 // Y[n] (Cout x S) = W (Cout x Cin) · X[n] (Cin x S), S the spatial size; grouped, one GEMM per
 // group: (G, Cout/G, Cin/G) · (N, G, Cin/G, S). oneDNN's matmul runs it with the weights as the
 // broadcast left operand, no layout conversion, where convolutions want blocked activations.
-void conv_as_matmul(Ctx& c, int64_t g, const dims& strides, const dims& pl, const dims& pr) {
-  const Shape& x = c.in_shape(0);
-  const Shape& w = c.in_shape(1);
-  for (size_t k = 2; k < w.size(); ++k)
-    if (w[k] != 1) unsupported("only a 1x1 convolution is a matmul");
-  for (size_t k = 0; k < strides.size(); ++k)
-    if (strides[k] != 1 || pl[k] != 0 || pr[k] != 0)
-      unsupported("only a 1x1 convolution with unit strides and no padding is a matmul");
-  if (g < 1 || x[1] % g != 0 || w[0] % g != 0) unsupported("groups must divide the channels");
-  int64_t spatial = 1;
-  for (size_t k = 2; k < x.size(); ++k) spatial *= x[k];
-  const int64_t n = x[0], co = w[0] / g, ci = x[1] / g;
+void conv_as_matmul(Ctx& c, const ConvDesc& cd) {
+  if (!cd.pointwise()) unsupported("only a 1x1 convolution with unit strides and no padding is a matmul");
+  const int64_t g = cd.group;
+  const int64_t spatial = elements(cd.in);
+  const int64_t n = cd.n, co = cd.k_per_group(), ci = cd.c_per_group();
   // Grouped, the groups are the batch of the GEMMs, one image at a time (oneDNN 2.6's optimized
   // matmuls broadcast the left operand over a batch, not over an image dim ahead of the groups).
   if (g > 1 && n != 1) unsupported("a grouped 1x1 convolution is a matmul at batch 1 only");
@@ -67,18 +60,13 @@ void conv(Ctx& c, const std::string& variant) {
   const Shape& x = c.in_shape(0);
   const Shape& w = c.in_shape(1);
   const Shape& y = c.out_shape();
-  if (x.size() < 3 || x.size() > 5) unsupported("oneDNN convolutions are 1-D, 2-D or 3-D");
-  const size_t n = x.size() - 2;
-  const int64_t g = c.p.int_attr("group");
-  const auto pads = c.p.ints_attr("pads");
-  dims strides, dil, pl, pr;
-  for (size_t k = 0; k < n; ++k) {
-    strides.push_back(c.p.ints_attr("strides").at(k));
-    dil.push_back(c.p.ints_attr("dil").at(k) - 1);  // oneDNN counts the gaps: ONNX dilation − 1
-    pl.push_back(pads.at(k));
-    pr.push_back(pads.at(k + n));
-  }
-  const bool deconv = c.p.kind == LayerKind::kConvTranspose;
+  const auto cd = conv_desc(c.p);  // the kernel API's one reading of the geometry
+  if (!cd) unsupported(cd.error().message);
+  const size_t n = cd->spatial();
+  const int64_t g = cd->group;
+  dims strides(cd->strides), pl(cd->pads_begin), pr(cd->pads_end), dil;
+  for (const int64_t d : cd->dilations) dil.push_back(d - 1);  // oneDNN counts the gaps: ONNX dilation − 1
+  const bool deconv = cd->transposed;
   const bool int8 = int8_case(c);
   if (int8) {
     if (deconv || (variant != "convolution_direct" && variant != "convolution_auto"))
@@ -87,7 +75,7 @@ void conv(Ctx& c, const std::string& variant) {
   }
   if (variant == "matmul") {
     if (deconv) unsupported("a transposed convolution is not offered as a matmul");
-    conv_as_matmul(c, g, strides, pl, pr);
+    conv_as_matmul(c, *cd);
     return;
   }
   // Weights as oneDNN sees them: (O, I, k...) or grouped (G, O/G, I/G, k...). ONNX stores Conv
@@ -121,8 +109,7 @@ void conv(Ctx& c, const std::string& variant) {
   c.b.algorithm = variant;
   if (deconv) {
     // ONNX output_padding adds rows at the end: oneDNN sees them as less right padding.
-    const auto out_pad = c.p.ints_attr("output_padding");
-    for (size_t k = 0; k < n && k < out_pad.size(); ++k) pr[k] -= out_pad[k];
+    for (size_t k = 0; k < n; ++k) pr[k] -= cd->output_padding[k];
     dnnl::deconvolution_forward::desc d =
         has_bias ? dnnl::deconvolution_forward::desc(kInference, algorithm::deconvolution_direct, src, wei,
                                                      bias, dst, strides, dil, pl, pr)

@@ -129,18 +129,17 @@ class MatMulKernel final : public BlasKernel {
 class ConvKernel final : public BlasKernel {
  public:
   explicit ConvKernel(Problem p) : BlasKernel(std::move(p)) {
-    const Shape& x = p_.inputs.at(0).shape;
-    const Shape& w = p_.inputs.at(1).shape;
-    const Shape& y = p_.outputs.at(0).shape;
-    n_ = x[0], c_ = x[1], h_ = x[2], w_ = x[3];
-    oc_ = w[0], kh_ = w[2], kw_ = w[3], oh_ = y[2], ow_ = y[3];
-    groups_ = p_.int_attr("group");
-    const auto pads = p_.ints_attr("pads"), strides = p_.ints_attr("strides"), dil = p_.ints_attr("dil");
-    pt_ = pads[0], pl_ = pads[1], sh_ = strides[0], sw_ = strides[1], dh_ = dil[0], dw_ = dil[1];
-    gic_ = c_ / groups_;
-    goc_ = oc_ / groups_;
-    direct_ =
-        kh_ == 1 && kw_ == 1 && sh_ == 1 && sw_ == 1 && pt_ == 0 && pl_ == 0 && pads[2] == 0 && pads[3] == 0;
+    const auto d = conv_desc(p_);  // the kernel API's one reading of the geometry
+    if (!d) unsupported(d.error().message);
+    if (d->spatial() != 2) unsupported("im2col is mapped for 2-D convolutions");
+    n_ = d->n, c_ = d->c, h_ = d->in[0], w_ = d->in[1];
+    oc_ = d->k, kh_ = d->kernel[0], kw_ = d->kernel[1], oh_ = d->out[0], ow_ = d->out[1];
+    groups_ = d->group;
+    pt_ = d->pads_begin[0], pl_ = d->pads_begin[1], sh_ = d->strides[0], sw_ = d->strides[1];
+    dh_ = d->dilations[0], dw_ = d->dilations[1];
+    gic_ = d->c_per_group();
+    goc_ = d->k_per_group();
+    direct_ = d->pointwise();
     if (!direct_) {
       col_ = Buffer(gic_ * kh_ * kw_ * oh_ * ow_);
       workspace_ = col_.elements * static_cast<int64_t>(sizeof(float));

@@ -57,9 +57,11 @@ void build_convolution(XnnKernel& k) {
   const Shape& x = p.inputs.at(0).shape;
   const Shape& w = p.inputs.at(1).shape;
   const Shape& y = p.outputs.at(0).shape;
-  const int64_t groups = p.int_attr("group");
-  const auto pads = p.ints_attr("pads"), strides = p.ints_attr("strides"), dil = p.ints_attr("dil");
-  const int64_t oc = w[0], gic = w[1], goc = oc / groups, kh = w[2], kw = w[3];
+  const auto d = conv_desc(p);  // the kernel API's one reading of the geometry
+  if (!d) unsupported(d.error().message);
+  if (d->spatial() != 2 || d->transposed) unsupported("XNNPACK's convolution here is 2-D, not transposed");
+  const int64_t groups = d->group, oc = d->k, gic = d->c_per_group(), goc = d->k_per_group();
+  const int64_t kh = d->kernel[0], kw = d->kernel[1];
   const Clamp clamp = epilogue_clamp(p, false);
   // Operands are read back through k.in by index, never through a reference that add() returned:
   // the next add() may reallocate the vector (a reference kept across the bias's add() read freed
@@ -79,11 +81,12 @@ void build_convolution(XnnKernel& k) {
         for (int64_t s = 0; s < kw; ++s)
           packed[sz(((o * kh + r) * kw + s) * gic + i)] = onnx_weights[sz(((o * gic + i) * kh + r) * kw + s)];
   xnn_operator_t op = nullptr;
-  check(xnn_create_convolution2d_nhwc_f32(u32(pads[0]), u32(pads[3]), u32(pads[2]), u32(pads[1]), u32(kh),
-                                          u32(kw), u32(strides[0]), u32(strides[1]), u32(dil[0]), u32(dil[1]),
-                                          u32(groups), sz(gic), sz(goc), sz(x[1]), sz(oc), packed.data(),
-                                          has_bias ? k.in[2].host.data.data() : nullptr, clamp.min, clamp.max,
-                                          operator_flags(), &op),
+  // Padding top, right, bottom, left.
+  check(xnn_create_convolution2d_nhwc_f32(
+            u32(d->pads_begin[0]), u32(d->pads_end[1]), u32(d->pads_end[0]), u32(d->pads_begin[1]), u32(kh),
+            u32(kw), u32(d->strides[0]), u32(d->strides[1]), u32(d->dilations[0]), u32(d->dilations[1]),
+            u32(groups), sz(gic), sz(goc), sz(x[1]), sz(oc), packed.data(),
+            has_bias ? k.in[2].host.data.data() : nullptr, clamp.min, clamp.max, operator_flags(), &op),
         "xnn_create_convolution2d_nhwc_f32", true);
   k.op_.reset(op);
   k.setup = [&k, n = x[0], h = x[2], wd = x[3]] {

@@ -89,6 +89,7 @@ struct ReplayOptions {
   // its best case.
   double layout_slack = 1.5;
   int layout_candidates = 6;
+  int64_t l2_bytes = 0;  // a core's L2 cache for name_slow_steps; 0: the machine's (l2_cache_bytes)
 };
 
 // One step of a replay, timed inside the graph (profile passes, each call timed alone).
@@ -112,10 +113,25 @@ struct ReplayStep {
   // The time S takes for the layer (µs): its best case's, or its best fused case's for an
   // activation epilogue's head; alone_us where the step ran that case. Σ over the steps is cases_us.
   double best_us = 0;
+  // What the step touches (bytes): the values it reads from earlier steps (the step that wrote
+  // each, an index into ReplayResult::steps), its own operands (weights and constants, a graph
+  // input), what it writes, and its scratchpad.
+  std::vector<std::pair<size_t, int64_t>> reads;
+  int64_t own_bytes = 0, written_bytes = 0, workspace_bytes = 0;
+  // Why the step took over kSlowStep × its time alone in the graph, where name_slow_steps finds a
+  // cause ("cold weights 2.4 MB; cold input 3.2 MB"); "" where it found none or the step is not slow.
+  std::string cause;
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }
+  bool slow() const;
 };
+
+// A layer step is slow when it takes over this × its case's time alone in the graph.
+inline constexpr double kSlowStep = 1.5;
+inline bool ReplayStep::slow() const {
+  return !conversion && alone_us > 0 && in_graph_us > kSlowStep * alone_us;
+}
 
 struct ReplayResult {
   std::string model;
@@ -138,6 +154,8 @@ struct ReplayResult {
   int conversions_expected_before = 0, conversions_expected_after = 0;
   int workspaces_shared = 0;    // cases whose scratchpad is the replay's one shared workspace
   int64_t workspace_bytes = 0;  // the shared workspace's size (the largest case's scratchpad)
+  // Layer steps over kSlowStep × their time alone, and those name_slow_steps names no cause for.
+  int slow_steps = 0, slow_unexplained = 0;
   // Profile passes (each step timed alone, after the timed repetitions): where the pass time goes.
   double layers_us = 0;           // Σ in-graph times of the layers' cases
   double conversions_us = 0;      // Σ in-graph times of the conversions
@@ -225,6 +243,25 @@ double estimate_pass(const std::vector<WalkItem>& walk, const std::vector<LayerC
 std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::vector<LayerChoice>& choices);
 
 }  // namespace layout_choice
+
+// Names the causes of the slow steps of a replay (ReplayStep::slow), from what each step touches
+// and a core's L2 cache (`l2_bytes`; a step on T threads has T cores' L2), the rest of the memory
+// hierarchy taken as slower than L2 (a case alone, repeated, finds its operands in L2 wherever they
+// fit). A step's causes, any of:
+//   "cold weights N MB": its own operands (at least 64 KiB) were evicted since the pass before: the
+//       bytes the other steps of a pass touch (Σ of their reads, own operands and writes; the
+//       shared scratchpad once) and its own exceed its L2;
+//   "cold input N MB": a value it reads (at least 64 KiB) was written by a step so far back that the
+//       bytes touched in between and the value's exceed its L2;
+//   "thread switch A>B": the step before ran at another thread count (the workers' wake-up, or the
+//       cores an idle team still spins on, are in the step);
+//   "short step": its case alone takes under 5 µs (the per-call costs of a library and the per-step
+//       clock weigh as much as the work).
+// Sets cause on every slow step, and slow_steps and slow_unexplained (the slow steps with none).
+void name_slow_steps(ReplayResult& r, int64_t l2_bytes);
+
+// A core's L2 cache in bytes (sysconf), 1 MiB where the system does not say.
+int64_t l2_cache_bytes();
 
 // The row that stores a replay (benchdb replays table): the system whose cases were replayed, the
 // run that did it (when there is one), the timing, and in `makeup` a JSON object of the replay's

@@ -132,6 +132,30 @@ struct GemmDesc {
 // (NumPy's vector promotion is the reference's alone), a kind that is neither.
 Result<GemmDesc> gemm_desc(const Problem& p);
 
+// --- convolution ------------------------------------------------------------------------------------
+// A Conv or ConvTranspose problem's geometry, read once for every backend (ONNX semantics):
+//   Conv:          x (N, C, in...), w (K, C/group, kernel...), y (N, K, out...)
+//   ConvTranspose: x (N, C, in...), w (C, K/group, kernel...), y (N, K, out...)
+// with 1 to 3 spatial dims each, in ONNX order (D, H, W). Dilations as ONNX counts them (1: dense;
+// oneDNN counts the gaps, dilation − 1); pads split into the begin and the end of each dim (ONNX's
+// pads = [begin..., end...]); output_padding (ConvTranspose's, else zeros) adds rows at the end.
+struct ConvDesc {
+  bool transposed = false;
+  int64_t n = 0, c = 0, k = 0, group = 1;  // batch, input channels, output channels, groups
+  std::vector<int64_t> in, out, kernel;    // spatial extents of x, y and w
+  std::vector<int64_t> strides, dilations, pads_begin, pads_end, output_padding;
+  bool has_bias = false;  // a third input: one value per output channel
+  size_t spatial() const { return in.size(); }
+  int64_t c_per_group() const { return c / group; }
+  int64_t k_per_group() const { return k / group; }
+  // 1x1 (every kernel dim 1), unit strides, no padding: a GEMM per image and group on NCHW.
+  bool pointwise() const;
+  bool symmetric_pads() const { return pads_begin == pads_end; }
+};
+// Error where the operands are not a 1-D to 3-D convolution's (ranks, a missing operand), an
+// attribute has the wrong length, or the group does not divide both channel counts.
+Result<ConvDesc> conv_desc(const Problem& p);
+
 // --- quantization (int8 cases) ---------------------------------------------------------------------
 // A problem run in int8 (CaseVariant dtype int8) reads its quantization from the attributes the QDQ
 // fusion puts in the key (model_processor: `qtypes` "u8,i8>u8", the 8-bit type of each quantized
