@@ -50,6 +50,7 @@ struct RunCmd {
   bool replay = true;
   bool reference = true;  // the reference runtime (ONNX Runtime) for M, when installed
   size_t replay_steps = 0;
+  bool replay_denormals = false;
   double retime_below = 1.05;  // re-time a model's cases after its replay when replay / S is below this
   size_t top = 1;
   bool quiet = false;
@@ -208,6 +209,8 @@ int run_main(RunCmd o, const std::string& command_line) {
     rpo.repetitions = repetitions;
     rpo.min_time = o.quick ? 0.01 : 0.05;
     rpo.profile_passes = o.quick ? 1 : 5;
+    rpo.flush_denormals = !o.replay_denormals;
+    rpo.huge_pages = ro.huge_pages;
     std::vector<gen::ReplayResult> written;  // the replays stored by this run
     int replays = 0, kept = 0, retimed_models = 0, retimed_cases = 0;
     double retime_seconds = 0;
@@ -387,6 +390,9 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
        "--replay-steps", o->replay_steps,
        "Per model, the N replay steps that take longest over their time alone (conversions included)")
       ->check(int_in(0, kMaxListed, "steps"));
+  r->add_flag("--replay-denormals", o->replay_denormals,
+              "Replay with denormal arithmetic as the hardware does it (by default flushed to zero while the "
+              "replay runs: its random weights drive softmax and sigmoid outputs into the denormal range)");
   r->add_option("--retime-below", o->retime_below,
                 "After a model's replay, time again the cases it ran faster in the graph than alone when "
                 "replay / S is below this, keeping the lower time (default 1.05; 0: never)")

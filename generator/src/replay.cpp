@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <new>
 #include <optional>
@@ -14,12 +15,16 @@
 #include <unordered_map>
 
 #include <unistd.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "floorline/common/statistics.hpp"
+#include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/reference.hpp"
 #include "floorline/model_processor/layer.hpp"
 #include "floorline/model_processor/patterns.hpp"
@@ -171,7 +176,25 @@ struct Step {
   double best_us = 0;                             // the time S takes for the layer (its best case's)
   std::vector<std::pair<size_t, int64_t>> reads;  // (step that wrote it, bytes) per value read
   int64_t own_bytes = 0, written_bytes = 0;       // its own operands' bytes, and what it writes
+  std::vector<std::pair<uint64_t, int64_t>> writes;  // (buffer, bytes) per output it writes
 };
+
+// The step of a conversion `kernel` built by `by` that reads `from` and writes `bytes` into its own
+// destination buffer.
+Step conversion_step(std::unique_ptr<kernels::Kernel> kernel, std::string label, const Backend* by,
+                     int threads, const Source& from, int64_t bytes) {
+  Step s;
+  const auto dest = kernel->port(true, 0);
+  s.kernel = std::move(kernel);
+  s.label = std::move(label);
+  s.conversion = true;
+  s.backend = by;
+  s.threads = threads;
+  s.reads = {{from.step, from.bytes}};
+  s.written_bytes = bytes;
+  if (dest) s.writes = {{reinterpret_cast<uintptr_t>(dest->data), bytes}};
+  return s;
+}
 
 // A conversion between the ports of two cases, by the consumer's backend, else the producer's
 // (cases of different libraries: XNNPACK converts between its NHWC ports and any plain port);
@@ -188,12 +211,13 @@ Result<std::unique_ptr<kernels::Kernel>> convert(const Backend* producer, const 
 
 // Replay's memory planner, as a framework's memory pool: a layer's outputs take buffers of their
 // exact size that earlier layers' outputs held until their last reader ran; new buffers otherwise.
-struct FreeBytes {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-
+// New buffers are the kernel API's (zeroed, outside timing), placed as a case's buffers are in a
+// build (placement 0, huge pages as the run asks): a large buffer on its own mapping at its own
+// offset within the page, so that no two of them alias at 4 KiB (loads stall behind stores to the
+// same offset), as the cases alone were timed.
 class BufferPool {
  public:
+  explicit BufferPool(bool huge_pages) : scope_(kernels::BufferPlacement{0, huge_pages}) {}
   void* take(int64_t bytes) {
     auto& list = free_[bytes];
     if (!list.empty()) {
@@ -202,20 +226,59 @@ class BufferPool {
       ++reused_;
       return p;
     }
-    const auto size = static_cast<size_t>((bytes + 63) / 64 * 64);
-    owned_.emplace_back(static_cast<std::byte*>(std::aligned_alloc(64, std::max<size_t>(size, 64))));
-    if (!owned_.back()) throw std::bad_alloc();
-    std::memset(owned_.back().get(), 0, size);  // touched once, outside timing
-    return owned_.back().get();
+    owned_.emplace_back(static_cast<size_t>(std::max<int64_t>(bytes, 64)));
+    return owned_.back().data();
   }
   void give(void* data, int64_t bytes) { free_[bytes].push_back(data); }
   int64_t reused() const { return reused_; }
   size_t buffers() const { return owned_.size(); }
 
  private:
+  kernels::PlacementScope scope_;  // while the pool allocates (the replay's build, on this thread)
   std::unordered_map<int64_t, std::vector<void*>> free_;
-  std::vector<std::unique_ptr<std::byte, FreeBytes>> owned_;
+  std::deque<kernels::HostBuffer> owned_;
   int64_t reused_ = 0;
+};
+
+// A block of host memory from std::aligned_alloc.
+struct FreeBytes {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+
+// While alive, denormals are flushed to zero and read as zero (MXCSR FTZ and DAZ) on the calling
+// thread and on the threads of the OpenMP pool (`threads` of them, the most any step uses), the
+// pool every CPU plugin runs on; each thread's own mode is restored after. No-op off x86 and
+// without OpenMP (the calling thread only).
+class FlushDenormals {
+ public:
+  explicit FlushDenormals(int threads) : threads_(std::max(1, threads)) { set(true); }
+  ~FlushDenormals() { set(false); }
+  FlushDenormals(const FlushDenormals&) = delete;
+  FlushDenormals& operator=(const FlushDenormals&) = delete;
+
+ private:
+  static void on_this_thread(bool flush) {
+#if defined(__SSE__)
+    thread_local unsigned saved = 0;
+    if (flush) {
+      saved = _mm_getcsr();
+      _mm_setcsr(saved | 0x8040u);  // FTZ (bit 15) | DAZ (bit 6)
+    } else {
+      _mm_setcsr(saved);
+    }
+#else
+    (void)flush;
+#endif
+  }
+  void set(bool flush) const {
+#if defined(FLOORLINE_REPLAY_OPENMP)
+#pragma omp parallel num_threads(threads_)
+    on_this_thread(flush);
+#else
+    on_this_thread(flush);
+#endif
+  }
+  int threads_;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -467,7 +530,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       if (choices[i].taken != 0) taken_case[choice_layer[i]] = choices[i].cases[choices[i].taken];
   }
 
-  BufferPool pool;
+  BufferPool pool(options.huge_pages);
   // (value, layout and size) → the buffer a conversion wrote it into, owned by that conversion, and
   // that conversion's step.
   std::map<std::pair<std::string, std::string>, std::pair<void*, size_t>> converted;
@@ -543,6 +606,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
                                              : fmt::format("{} ({}+{})", layer.name, layer.op_type, fusion);
     // What the step touches (ReplayStep::reads, own_bytes, written_bytes).
     std::vector<std::pair<size_t, int64_t>> reads;
+    std::vector<std::pair<uint64_t, int64_t>> writes;
     int64_t own_bytes = 0, written_bytes = 0;
     auto operand_bytes = [&](size_t k) -> int64_t {
       const auto& ins = choice->spec.problem.inputs;
@@ -558,6 +622,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
           FL_TRY(kernel->bind(true, out, buffer));
           live[buffer] = {port->bytes, std::max(last_use(name), layer.index)};
           written_bytes += port->bytes;
+          writes.emplace_back(reinterpret_cast<uintptr_t>(buffer), port->bytes);
         }
         ++out;
       }
@@ -589,22 +654,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
                               {steps[layout.step].kernel.get(), true, layout.out, nullptr}, by);
           wired = static_cast<bool>(conv);
           if (wired)
-            converts.push_back({std::move(conv).value(),
+            converts.push_back(
+                conversion_step(std::move(conv).value(),
                                 fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                true,
-                                0,
-                                by,
-                                "",
-                                "",
-                                "",
-                                threads,
-                                "",
-                                "",
-                                false,
-                                0,
-                                {{from.step, from.bytes}},
-                                0,
-                                layout.bytes});
+                                by, threads, from, layout.bytes));
         }
         if (wired) {
           for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -663,22 +716,9 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       FL_TRY(kernel->bind(false, k, dest->data));
       converted[key] = {dest->data, steps.size()};
       reads.emplace_back(steps.size(), dest->bytes);
-      steps.push_back({std::move(conv).value(),
-                       fmt::format("conversion {} > {} for {}", from.layout, to->layout, label),
-                       true,
-                       0,
-                       by,
-                       "",
-                       "",
-                       "",
-                       threads,
-                       "",
-                       "",
-                       false,
-                       0,
-                       {{from.step, from.bytes}},
-                       0,
-                       dest->bytes});
+      steps.push_back(conversion_step(
+          std::move(conv).value(), fmt::format("conversion {} > {} for {}", from.layout, to->layout, label),
+          by, threads, from, dest->bytes));
       ++r.conversions;
     }
     if (adopted) {
@@ -695,7 +735,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     const double s_us = best ? best->us : choice->us;  // S's time for the layer (its best case's)
     steps.push_back({std::move(kernel), label, false, choice->us, own->first, layer.name, layer.op_type,
                      layer.key, threads, fusion, choice->spec.name, best != nullptr, s_us, std::move(reads),
-                     own_bytes, written_bytes});
+                     own_bytes, written_bytes, std::move(writes)});
     release(layer);
     r.cases_us += s_us;
     if (best) {
@@ -743,6 +783,15 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   auto pass = [&] {
     for (failing = 0; failing < steps.size(); ++failing) run_step(steps[failing]);
   };
+  // Denormals flushed while the passes run: the cases' random weights drive softmax and sigmoid
+  // outputs into the denormal range, which trained weights do not (vit_b_16's attention MatMul took
+  // 1.7 ms in the graph against 0.15 alone on them), and a case alone is timed on inputs in [-1, 1).
+  std::optional<FlushDenormals> flush;
+  if (options.flush_denormals) {
+    int most = options.threads;
+    for (const auto& s : steps) most = std::max(most, s.threads);
+    flush.emplace(most);
+  }
   try {
     const auto w0 = std::chrono::steady_clock::now();
     int64_t warm = 0;
@@ -780,7 +829,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
                          steps[k].op, steps[k].key, steps[k].threads, steps[k].backend->name(),
                          steps[k].fusion, steps[k].case_name, steps[k].alternative, steps[k].best_us,
                          steps[k].reads, steps[k].own_bytes, steps[k].written_bytes,
-                         steps[k].kernel->workspace_bytes(), ""});
+                         steps[k].kernel->workspace_bytes(), steps[k].writes, ""});
     }
     name_slow_steps(r, options.l2_bytes > 0 ? options.l2_bytes : l2_cache_bytes());
   } catch (const std::exception& e) {
@@ -813,8 +862,35 @@ void name_slow_steps(ReplayResult& r, int64_t l2_bytes) {
   }
   pass += workspace;
   // Prefix sums: the bytes the steps before k touched.
-  std::vector<int64_t> before(r.steps.size() + 1, 0);
-  for (size_t k = 0; k < r.steps.size(); ++k) before[k + 1] = before[k] + touched[k];
+  const size_t n = r.steps.size();
+  std::vector<int64_t> before(n + 1, 0);
+  for (size_t k = 0; k < n; ++k) before[k + 1] = before[k] + touched[k];
+  // The bytes touched after step j and before step k, going forward through the passes (the pass
+  // before where j is not before k; all but k's own where j is k).
+  auto between = [&](size_t j, size_t k) {
+    if (j < k) return before[k] - before[j + 1];
+    if (j > k) return before[n] - before[j + 1] + before[k];
+    return before[n] - touched[k];
+  };
+  // Every step that touches a buffer: writes it, or reads a value a step wrote into it.
+  std::unordered_map<uint64_t, std::vector<size_t>> touching;
+  for (size_t k = 0; k < n; ++k) {
+    for (const auto& [buffer, bytes] : r.steps[k].writes) touching[buffer].push_back(k);
+    for (const auto& [from, bytes] : r.steps[k].reads)
+      if (from < n)
+        for (const auto& [buffer, b] : r.steps[from].writes) touching[buffer].push_back(k);
+  }
+  for (auto& [buffer, ks] : touching) {
+    std::sort(ks.begin(), ks.end());
+    ks.erase(std::unique(ks.begin(), ks.end()), ks.end());
+  }
+  // The last step before k (cyclically) that touched `buffer`.
+  auto last_touch = [&](uint64_t buffer, size_t k) {
+    const auto& ks = touching.at(buffer);
+    auto it = std::lower_bound(ks.begin(), ks.end(), k);
+    if (it != ks.begin()) return *std::prev(it);
+    return ks.back();  // in the pass before (k itself where it is the only one)
+  };
   r.slow_steps = r.slow_unexplained = 0;
   for (size_t k = 0; k < r.steps.size(); ++k) {
     ReplayStep& s = r.steps[k];
@@ -830,6 +906,11 @@ void name_slow_steps(ReplayResult& r, int64_t l2_bytes) {
       if (bytes >= kSizable && from < k && before[k] - before[from + 1] + bytes > cache)
         cold_input = std::max(cold_input, bytes);
     if (cold_input > 0) causes.push_back("cold input " + mb(cold_input));
+    int64_t cold_output = 0;
+    for (const auto& [buffer, bytes] : s.writes)
+      if (bytes >= kSizable && between(last_touch(buffer, k), k) + bytes > cache)
+        cold_output = std::max(cold_output, bytes);
+    if (cold_output > 0) causes.push_back("cold output " + mb(cold_output));
     if (k > 0 && r.steps[k - 1].threads != s.threads)
       causes.push_back(fmt::format("thread switch {}>{}", r.steps[k - 1].threads, s.threads));
     if (s.alone_us < 5) causes.push_back("short step");

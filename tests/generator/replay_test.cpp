@@ -674,22 +674,30 @@ TEST(Replay, SlowStepsGetTheirCausesNamed) {
   r.steps[2].written_bytes = 3'000'000;
   r.steps[3].reads = {{0, 1'000'000}};  // written before 6 MB were touched
   r.steps[4].reads = {{3, 1'000}};
-  r.steps[5].reads = {{4, 1'000}};   // slow, and nothing to blame
+  r.steps[5].reads = {{4, 1'000}};
+  r.steps[5].writes = {{42, 200'000}};  // a buffer only it uses: last touched a pass ago
+  r.steps[5].written_bytes = 200'000;
   r.steps[6].own_bytes = 4'000'000;  // cold weights too, but not slow: no cause given
   name_slow_steps(r, 1'000'000);
   EXPECT_EQ(r.steps[0].cause, "cold weights 4.0 MB");
   EXPECT_EQ(r.steps[1].cause, "");
   EXPECT_EQ(r.steps[3].cause, "cold input 1.0 MB");
   EXPECT_EQ(r.steps[4].cause, "thread switch 1>2; short step");
-  EXPECT_EQ(r.steps[5].cause, "");
+  EXPECT_EQ(r.steps[5].cause, "cold output 0.2 MB");
   EXPECT_EQ(r.steps[6].cause, "");
   EXPECT_EQ(r.slow_steps, 4);
-  EXPECT_EQ(r.slow_unexplained, 1);
+  EXPECT_EQ(r.slow_unexplained, 0);
   // With an L2 that holds the whole pass, nothing is cold.
   name_slow_steps(r, 100'000'000);
   EXPECT_EQ(r.steps[0].cause, "");
   EXPECT_EQ(r.steps[3].cause, "");
+  EXPECT_EQ(r.steps[5].cause, "");
   EXPECT_EQ(r.slow_unexplained, 3);
+  // The buffer written by the step just before, then 5's: warm again in a 1 MB L2.
+  r.steps[4].writes = {{42, 200'000}};
+  name_slow_steps(r, 1'000'000);
+  EXPECT_EQ(r.steps[5].cause, "");
+  EXPECT_EQ(r.slow_unexplained, 1);
 }
 
 TEST(Replay, NoMeasuredCaseIsAnError) {

@@ -90,6 +90,11 @@ struct ReplayOptions {
   double layout_slack = 1.5;
   int layout_candidates = 6;
   int64_t l2_bytes = 0;  // a core's L2 cache for name_slow_steps; 0: the machine's (l2_cache_bytes)
+  // Denormals flushed to zero (FTZ and DAZ) on the calling thread and the OpenMP pool while the
+  // passes run: the random weights the cases are built with drive softmax and sigmoid outputs into
+  // the denormal range, where trained weights keep them normal.
+  bool flush_denormals = true;
+  bool huge_pages = true;  // the output buffers on transparent huge pages, as the bench's (RunOptions)
 };
 
 // One step of a replay, timed inside the graph (profile passes, each call timed alone).
@@ -118,6 +123,9 @@ struct ReplayStep {
   // input), what it writes, and its scratchpad.
   std::vector<std::pair<size_t, int64_t>> reads;
   int64_t own_bytes = 0, written_bytes = 0, workspace_bytes = 0;
+  // The buffers it writes (an identity, and bytes): a pooled buffer other steps wrote and read
+  // before (the memory planner's reuse), or a conversion's own.
+  std::vector<std::pair<uint64_t, int64_t>> writes;
   // Why the step took over kSlowStep × its time alone in the graph, where name_slow_steps finds a
   // cause ("cold weights 2.4 MB; cold input 3.2 MB"); "" where it found none or the step is not slow.
   std::string cause;
@@ -253,6 +261,9 @@ std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::v
 //       shared scratchpad once) and its own exceed its L2;
 //   "cold input N MB": a value it reads (at least 64 KiB) was written by a step so far back that the
 //       bytes touched in between and the value's exceed its L2;
+//   "cold output N MB": a buffer it writes (at least 64 KiB) was last touched (written or read, in
+//       this pass or, for a buffer only it uses, in the pass before) so far back: its lines come
+//       from beyond L2 before they are written, where alone they stay in L2;
 //   "thread switch A>B": the step before ran at another thread count (the workers' wake-up, or the
 //       cores an idle team still spins on, are in the step);
 //   "short step": its case alone takes under 5 µs (the per-call costs of a library and the per-step
