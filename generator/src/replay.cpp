@@ -15,9 +15,6 @@
 #include <unordered_map>
 
 #include <unistd.h>
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -243,42 +240,6 @@ class BufferPool {
 // A block of host memory from std::aligned_alloc.
 struct FreeBytes {
   void operator()(std::byte* p) const { std::free(p); }
-};
-
-// While alive, denormals are flushed to zero and read as zero (MXCSR FTZ and DAZ) on the calling
-// thread and on the threads of the OpenMP pool (`threads` of them, the most any step uses), the
-// pool every CPU plugin runs on; each thread's own mode is restored after. No-op off x86 and
-// without OpenMP (the calling thread only).
-class FlushDenormals {
- public:
-  explicit FlushDenormals(int threads) : threads_(std::max(1, threads)) { set(true); }
-  ~FlushDenormals() { set(false); }
-  FlushDenormals(const FlushDenormals&) = delete;
-  FlushDenormals& operator=(const FlushDenormals&) = delete;
-
- private:
-  static void on_this_thread(bool flush) {
-#if defined(__SSE__)
-    thread_local unsigned saved = 0;
-    if (flush) {
-      saved = _mm_getcsr();
-      _mm_setcsr(saved | 0x8040u);  // FTZ (bit 15) | DAZ (bit 6)
-    } else {
-      _mm_setcsr(saved);
-    }
-#else
-    (void)flush;
-#endif
-  }
-  void set(bool flush) const {
-#if defined(FLOORLINE_REPLAY_OPENMP)
-#pragma omp parallel num_threads(threads_)
-    on_this_thread(flush);
-#else
-    on_this_thread(flush);
-#endif
-  }
-  int threads_;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -783,14 +744,24 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   auto pass = [&] {
     for (failing = 0; failing < steps.size(); ++failing) run_step(steps[failing]);
   };
-  // Denormals flushed while the passes run: the cases' random weights drive softmax and sigmoid
-  // outputs into the denormal range, which trained weights do not (vit_b_16's attention MatMul took
-  // 1.7 ms in the graph against 0.15 alone on them), and a case alone is timed on inputs in [-1, 1).
-  std::optional<FlushDenormals> flush;
+  // Denormals flushed while the passes run, on every backend's threads: the cases' random weights
+  // drive softmax and sigmoid outputs into the denormal range, which trained weights do not
+  // (vit_b_16's attention MatMul took 1.7 ms in the graph against 0.15 alone on them), and a case
+  // alone is timed on inputs in [-1, 1). Restored in reverse order when the replay returns.
+  struct Flushed {
+    std::vector<const Backend*> backends;
+    int threads = 1;
+    ~Flushed() {
+      for (auto it = backends.rbegin(); it != backends.rend(); ++it) (*it)->flush_denormals(false, threads);
+    }
+  } flushed;
   if (options.flush_denormals) {
-    int most = options.threads;
-    for (const auto& s : steps) most = std::max(most, s.threads);
-    flush.emplace(most);
+    flushed.threads = options.threads;
+    for (const auto& s : steps) flushed.threads = std::max(flushed.threads, s.threads);
+    for (const auto& s : steps)
+      if (std::find(flushed.backends.begin(), flushed.backends.end(), s.backend) == flushed.backends.end())
+        flushed.backends.push_back(s.backend);
+    for (const Backend* b : flushed.backends) b->flush_denormals(true, flushed.threads);
   }
   try {
     const auto w0 = std::chrono::steady_clock::now();

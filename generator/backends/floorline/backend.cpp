@@ -47,6 +47,9 @@ class FloorlineBackend final : public Backend {
 
   kernels::KernelFactory factory() const override { return kernels::make_floorline_kernel; }
   void set_threads(int threads) const override { kernels::set_floorline_threads(threads); }
+  void flush_denormals(bool flush, int threads) const override {
+    kernels::flush_floorline_denormals(flush, threads);
+  }
   std::string generated_header() const override { return "floorline/kernels/floorline.hpp"; }
   std::string generated_register_function() const override {
     return "floorline::kernels::register_floorline_case";

@@ -62,6 +62,9 @@ class OnednnBackend final : public Backend {
     return kernels::make_onednn_conversion(from, to);
   }
   void set_threads(int threads) const override { kernels::set_onednn_threads(threads); }
+  void flush_denormals(bool flush, int threads) const override {
+    kernels::flush_onednn_denormals(flush, threads);
+  }
   std::string generated_header() const override { return "floorline/kernels/onednn.hpp"; }
   std::string generated_register_function() const override {
     return "floorline::kernels::register_onednn_case";

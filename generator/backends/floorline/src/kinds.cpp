@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "floorline/kernels/omp_denormals.hpp"
 #include "internal.hpp"
 
 namespace floorline::kernels {
@@ -214,6 +215,9 @@ void set_floorline_threads(int threads) {
 }
 int floorline_threads() {
   return omp_get_max_threads();
+}
+void flush_floorline_denormals(bool flush, int threads) {
+  omp_flush_denormals(flush, threads);
 }
 
 namespace floorline_detail {

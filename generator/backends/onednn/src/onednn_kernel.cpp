@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "floorline/kernels/omp_denormals.hpp"
 #include "floorline/kernels/standard_recurrent.hpp"
 #include "kernel.hpp"
 
@@ -472,6 +473,9 @@ void set_onednn_threads(int threads) {
 }
 int onednn_threads() {
   return omp_get_max_threads();
+}
+void flush_onednn_denormals(bool flush, int threads) {
+  omp_flush_denormals(flush, threads);
 }
 
 }  // namespace floorline::kernels

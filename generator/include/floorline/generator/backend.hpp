@@ -58,6 +58,14 @@ class Backend {
   // library whose workers stop spinning on their own within a bounded time: OpenMP with
   // GOMP_SPINCOUNT, OpenBLAS with OPENBLAS_THREAD_TIMEOUT, both set by the registry).
   virtual void park_threads() const {}
+  // With `flush`, denormal results are flushed to zero and denormal operands read as zero (x86 FTZ
+  // and DAZ) on the threads the backend's library computes on, `threads` of them, the calling thread
+  // included; without, each thread's mode is restored. Replay sets it around its passes (calls in
+  // pairs, restored in reverse order). Default: nothing (a library without such threads, a GPU).
+  virtual void flush_denormals(bool flush, int threads) const {
+    (void)flush;
+    (void)threads;
+  }
   // Cold-cache timing from now on (`--cold`: the device's last-level cache is flushed before each
   // timed call). Default: error, the backend has no such mode.
   virtual Status set_cold_cache(bool cold) const {

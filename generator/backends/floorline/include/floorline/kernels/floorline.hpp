@@ -58,5 +58,7 @@ std::string floorline_version();
 // Threads the kernels use from now on (OpenMP). Floorline's default is 1.
 void set_floorline_threads(int threads);
 int floorline_threads();
+// Denormals flushed to zero on the kernels' OpenMP threads (omp_flush_denormals), or restored.
+void flush_floorline_denormals(bool flush, int threads);
 
 }  // namespace floorline::kernels

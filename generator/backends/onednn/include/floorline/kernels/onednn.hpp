@@ -68,5 +68,7 @@ std::string onednn_isa();      // the ISA oneDNN dispatches to ("avx512_core_bf1
 // Threads oneDNN uses from now on (OpenMP). Floorline's default is 1.
 void set_onednn_threads(int threads);
 int onednn_threads();
+// Denormals flushed to zero on oneDNN's OpenMP threads (omp_flush_denormals), or restored.
+void flush_onednn_denormals(bool flush, int threads);
 
 }  // namespace floorline::kernels
