@@ -158,6 +158,26 @@ bool layout_agnostic(const mp::Layer& layer) {
                      [&](const mp::TensorArg& t) { return t.shape == c.outputs[0].shape; });
 }
 
+// The input whose layout an element-wise layer keeps, as replay_model wires it and layout_choice's
+// estimate of it assumes: where every input has a source (`source_of(k)`: its buffer's layout and
+// bytes, or null) and a plain port (`port_of(k)`), the first input in a layout other than plain, of
+// its port's size, where the output port (`out_bytes`) is of that size too; nullopt where the layer
+// reads its inputs as any other layer does.
+template <class SourceOf, class PortOf>
+std::optional<size_t> kept_layout_input(const mp::Layer& layer, SourceOf source_of, PortOf port_of,
+                                        std::optional<int64_t> out_bytes) {
+  if (!layout_agnostic(layer) || layer.input_names.size() != layer.config.inputs.size()) return std::nullopt;
+  std::optional<size_t> kept;
+  for (size_t k = 0; k < layer.input_names.size(); ++k) {
+    const auto* src = source_of(k);
+    const auto to = port_of(k);
+    if (!src || !to || to->layout != "plain") return std::nullopt;
+    if (!kept && src->layout != "plain" && src->bytes == to->bytes) kept = k;
+  }
+  if (!kept || !out_bytes || *out_bytes != source_of(*kept)->bytes) return std::nullopt;
+  return kept;
+}
+
 struct Step {
   std::unique_ptr<kernels::Kernel> kernel;
   std::string label;  // the layer, for error messages
@@ -223,6 +243,10 @@ class BufferPool {
       ++reused_;
       return p;
     }
+    return fresh(bytes);
+  }
+  // A new buffer, never one another step held (the shared scratchpad).
+  void* fresh(int64_t bytes) {
     owned_.emplace_back(static_cast<size_t>(std::max<int64_t>(bytes, 64)));
     return owned_.back().data();
   }
@@ -235,11 +259,6 @@ class BufferPool {
   std::unordered_map<int64_t, std::vector<void*>> free_;
   std::deque<kernels::HostBuffer> owned_;
   int64_t reused_ = 0;
-};
-
-// A block of host memory from std::aligned_alloc.
-struct FreeBytes {
-  void operator()(std::byte* p) const { std::free(p); }
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -274,24 +293,18 @@ double estimate_pass(const std::vector<WalkItem>& walk, const std::vector<LayerC
     us += c.cases[c.taken]->us;
     auto in_port = [&](size_t k) { return k < sig.in.size() ? sig.in[k] : std::nullopt; };
     // An element-wise layer keeps its first blocked input's layout (replay_model below).
-    if (layout_agnostic(layer) && layer.input_names.size() == layer.config.inputs.size()) {
-      const PortSig* target = nullptr;
-      bool wired = true;
-      for (size_t k = 0; k < layer.input_names.size() && wired; ++k) {
-        auto src = value.find(layer.input_names[k]);
-        const auto to = in_port(k);
-        wired = src != value.end() && to && to->layout == "plain";
-        if (wired && !target && src->second.layout != "plain" && src->second.bytes == to->bytes)
-          target = &src->second;
-      }
-      const auto out = sig.out.empty() ? std::nullopt : sig.out[0];
-      if (wired && target && out && out->bytes == target->bytes) {
-        const PortSig t = *target;
-        for (const auto& name : layer.input_names)
-          if (value.at(name).layout != t.layout) convert(name, t, false);
-        value[layer.output_names[0]] = t;
-        continue;
-      }
+    auto value_of = [&](size_t k) -> const PortSig* {
+      auto it = value.find(layer.input_names[k]);
+      return it == value.end() ? nullptr : &it->second;
+    };
+    const auto out = sig.out.empty() ? std::nullopt : sig.out[0];
+    if (const auto kept = kept_layout_input(layer, value_of, in_port,
+                                            out ? std::optional<int64_t>(out->bytes) : std::nullopt)) {
+      const PortSig t = *value_of(*kept);
+      for (const auto& name : layer.input_names)
+        if (value.at(name).layout != t.layout) convert(name, t, false);
+      value[layer.output_names[0]] = t;
+      continue;
     }
     for (size_t k = 0; k < layer.input_names.size(); ++k) {
       auto src = value.find(layer.input_names[k]);
@@ -592,48 +605,44 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     // size): inputs in that layout are read where they are, the others converted into it, and its
     // output is in that layout too.
     std::optional<Source> adopted;
-    if (layout_agnostic(layer) && layer.input_names.size() == layer.config.inputs.size()) {
-      const Source* target = nullptr;
+    auto source_of = [&](size_t k) -> const Source* {
+      auto it = sources.find(layer.input_names[k]);
+      return it == sources.end() ? nullptr : &it->second;
+    };
+    const auto out_port = kernel->port(true, 0);
+    if (const auto kept = kept_layout_input(
+            layer, source_of, [&](size_t k) { return kernel->port(false, k); },
+            out_port ? std::optional<int64_t>(out_port->bytes) : std::nullopt)) {
+      const Source layout = *source_of(*kept);
       bool wired = true;
+      std::vector<Step> converts;
       for (size_t k = 0; k < layer.input_names.size() && wired; ++k) {
-        auto src = sources.find(layer.input_names[k]);
-        const auto to = kernel->port(false, k);
-        wired = src != sources.end() && to && to->layout == "plain";
-        if (wired && !target && src->second.layout != "plain" && src->second.bytes == to->bytes)
-          target = &src->second;
+        const Source& from = sources.at(layer.input_names[k]);
+        if (from.layout == layout.layout) continue;
+        const Backend* by = nullptr;
+        auto conv = convert(steps[from.step].backend, steps[layout.step].backend,
+                            {steps[from.step].kernel.get(), true, from.out, from.data},
+                            {steps[layout.step].kernel.get(), true, layout.out, nullptr}, by);
+        wired = static_cast<bool>(conv);
+        if (wired)
+          converts.push_back(
+              conversion_step(std::move(conv).value(),
+                              fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label), by,
+                              threads, from, layout.bytes));
       }
-      const auto out_port = kernel->port(true, 0);
-      if (wired && target && out_port && out_port->bytes == target->bytes) {
-        const Source layout = *target;
-        std::vector<Step> converts;
-        for (size_t k = 0; k < layer.input_names.size() && wired; ++k) {
+      if (wired) {
+        for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
           const Source& from = sources.at(layer.input_names[k]);
-          if (from.layout == layout.layout) continue;
-          const Backend* by = nullptr;
-          auto conv = convert(steps[from.step].backend, steps[layout.step].backend,
-                              {steps[from.step].kernel.get(), true, from.out, from.data},
-                              {steps[layout.step].kernel.get(), true, layout.out, nullptr}, by);
-          wired = static_cast<bool>(conv);
-          if (wired)
-            converts.push_back(
-                conversion_step(std::move(conv).value(),
-                                fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
-                                by, threads, from, layout.bytes));
+          const bool same = from.layout == layout.layout;
+          void* data = same ? from.data : converts[c].kernel->port(true, 0)->data;
+          reads.emplace_back(same ? from.step : steps.size() + c, same ? from.bytes : layout.bytes);
+          c += same ? 0 : 1;
+          FL_TRY(kernel->bind(false, k, data));
+          ++r.operands_shared;
         }
-        if (wired) {
-          for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
-            const Source& from = sources.at(layer.input_names[k]);
-            const bool same = from.layout == layout.layout;
-            void* data = same ? from.data : converts[c].kernel->port(true, 0)->data;
-            reads.emplace_back(same ? from.step : steps.size() + c, same ? from.bytes : layout.bytes);
-            c += same ? 0 : 1;
-            FL_TRY(kernel->bind(false, k, data));
-            ++r.operands_shared;
-          }
-          r.conversions += static_cast<int>(converts.size());
-          for (auto& c : converts) steps.push_back(std::move(c));
-          adopted = Source{layout.step, layout.out, out_port->data, layout.layout, layout.bytes};
-        }
+        r.conversions += static_cast<int>(converts.size());
+        for (auto& c : converts) steps.push_back(std::move(c));
+        adopted = Source{layout.step, layout.out, out_port->data, layout.layout, layout.bytes};
       }
     }
     for (size_t k = 0; k < layer.input_names.size() && !adopted; ++k) {
@@ -707,17 +716,12 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   }
   r.buffers = static_cast<int64_t>(pool.buffers());
   r.buffers_reused = pool.reused();
-  // One scratchpad for every case, of the largest size (not touched here: the warm-up passes do).
-  std::unique_ptr<std::byte, FreeBytes> workspace;
+  // One scratchpad for every case, of the largest size, placed as the pool's buffers are.
   for (const auto& s : steps) r.workspace_bytes = std::max(r.workspace_bytes, s.kernel->workspace_bytes());
   if (r.workspace_bytes > 0) {
-    const auto size = static_cast<size_t>((r.workspace_bytes + 4095) / 4096 * 4096);
-    workspace.reset(static_cast<std::byte*>(std::aligned_alloc(4096, size)));
-    if (!workspace)
-      return make_error("{} (batch {}): no memory for a {}-byte workspace", model.name, model.batch, size);
+    void* workspace = pool.fresh(r.workspace_bytes);
     for (auto& s : steps)
-      if (s.kernel->workspace_bytes() > 0 && s.kernel->share_workspace(workspace.get()))
-        ++r.workspaces_shared;
+      if (s.kernel->workspace_bytes() > 0 && s.kernel->share_workspace(workspace)) ++r.workspaces_shared;
   }
   if (r.layers_replayed == 0)
     return make_error("{} (batch {}): no layer has a measured case to replay", model.name, model.batch);

@@ -31,6 +31,9 @@ class XnnpackBackend final : public Backend {
     return kernels::make_xnnpack_conversion(from, to);
   }
   void set_threads(int threads) const override { kernels::set_xnnpack_threads(threads); }
+  void flush_denormals(bool flush, int threads) const override {
+    kernels::flush_xnnpack_denormals(flush, threads);
+  }
   void park_threads() const override { kernels::park_xnnpack_threads(); }
   std::string generated_header() const override { return "floorline/kernels/xnnpack.hpp"; }
   std::string generated_register_function() const override {

@@ -409,6 +409,7 @@ const char* xnnpack_thread_pool() {
 int64_t xnnpack_openmp_pool_calls() {
   return -1;
 }
+void flush_xnnpack_denormals(bool, int) {}
 #endif
 
 Status xnnpack_initialize() {

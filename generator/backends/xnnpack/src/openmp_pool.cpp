@@ -36,6 +36,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "floorline/kernels/omp_denormals.hpp"
 #include "floorline/kernels/xnnpack.hpp"
 
 struct pthreadpool {
@@ -164,6 +165,10 @@ void run(pthreadpool_t pool, uint32_t flags, const Grid<D>& grid, Body body) {
 
 int64_t xnnpack_openmp_pool_calls() {
   return static_cast<int64_t>(g_parallel_calls.load(std::memory_order_relaxed));
+}
+
+void flush_xnnpack_denormals(bool flush, int threads) {
+  omp_flush_denormals(flush, threads);
 }
 
 }  // namespace floorline::kernels

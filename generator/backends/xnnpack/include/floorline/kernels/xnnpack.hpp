@@ -76,5 +76,8 @@ int64_t xnnpack_openmp_pool_calls();
 // PTHREADPOOL_FLAG_YIELD_WORKERS; nothing on the OpenMP pool, whose workers sleep after
 // GOMP_SPINCOUNT spins as oneDNN's do.
 void park_xnnpack_threads();
+// Denormals flushed to zero on the threads XNNPACK's loops run on (omp_flush_denormals) where that is
+// the OpenMP pool, or restored; nothing with pthreadpool's own threads.
+void flush_xnnpack_denormals(bool flush, int threads);
 
 }  // namespace floorline::kernels
