@@ -11,7 +11,10 @@ Settings (the analyzer's M is the fastest of them):
   CPU  "eager"        the nn.Module as written
        "torchscript"  torch.jit.trace + torch.jit.optimize_for_inference (frozen, Conv+BN folded,
                       convolutions on oneDNN): PyTorch's own deployment path on a CPU
-  GPU  "eager cudnn.benchmark=0" and "eager cudnn.benchmark=1"
+  GPU  "eager fp32 cudnn.benchmark=0" and "eager fp32 cudnn.benchmark=1": TF32 off for cuDNN and for
+       matmuls (torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False), so
+       that PyTorch computes in the math S is measured in (fp32). PyTorch's own default lets cuDNN's
+       convolutions use TF32 Tensor Cores, which the analyzer's S_tf32 bound covers, not S.
 
   /usr/bin/python3 models/measure_pytorch.py --out pytorch.json                  # CPU, 1 thread, batch 1
   /usr/bin/python3 models/measure_pytorch.py --only resnet50,vit_b_16 --batch 1,8 --threads 2 --out p.json
@@ -97,7 +100,11 @@ def main():
         sys.exit(f"measure_pytorch: unknown model(s): {', '.join(unknown)} (known: {', '.join(ZOO)})")
     batches = [int(b) for b in args.batch.split(",")]
     device_name = "cpu" if args.device == "cpu" else torch.cuda.get_device_name(0)
-    settings = ["eager", "torchscript"] if args.device == "cpu" else ["eager cudnn.benchmark=0", "eager cudnn.benchmark=1"]
+    settings = (["eager", "torchscript"] if args.device == "cpu" else
+                ["eager fp32 cudnn.benchmark=0", "eager fp32 cudnn.benchmark=1"])
+    if args.device == "cuda":  # fp32 math, as S (the docstring)
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     rows = []
     for name in names:
         _, build, shape = ZOO[name]

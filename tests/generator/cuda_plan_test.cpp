@@ -404,6 +404,35 @@ TEST(CudaPlan, OpsWithoutALibraryKernelRunOursLabelledAsSuch) {
   }
 }
 
+// BERT's Gelu runs on our element-wise kernel (cuDNN's legacy activations have none), its default;
+// a bf16 GlobalAveragePool keeps cuDNN's pooling and ours, and says why cudnnReduceTensor is out.
+TEST(CudaPlan, GeluRunsOursAndBf16ReductionsSayWhyCudnnCannot) {
+  const Plan bert = cuda_plan(zoo_model("bert_base_encoder"));
+  int gelu = 0;
+  for (const auto& c : bert.cases)
+    if (c.spec.problem.op == "Gelu" && c.spec.variant.fusion.empty()) {
+      ++gelu;
+      EXPECT_EQ(c.spec.variant.algorithm, "floorline-kernel:eltwise");
+      EXPECT_EQ(c.status, std::nullopt) << c.reason;
+      EXPECT_TRUE(c.work.is_default);
+    }
+  EXPECT_GT(gelu, 0);
+  const Plan half = cuda_plan(zoo_model("resnet18"), {DType::kBF16});
+  int reduce = 0, others = 0;
+  for (const auto& c : half.cases) {
+    if (c.spec.problem.op != "GlobalAveragePool") continue;
+    if (c.spec.variant.algorithm == "cudnn_reduce") {
+      ++reduce;
+      EXPECT_EQ(c.status, Disposition::kUnsupported);
+      EXPECT_NE(c.reason.find("bf16"), std::string::npos) << c.reason;
+    } else if (!c.status) {
+      ++others;
+    }
+  }
+  EXPECT_EQ(reduce, 1);
+  EXPECT_GE(others, 2);  // cudnn_pooling (NCHW, NHWC) and floorline-kernel:pooling
+}
+
 TEST(CudaPlan, EveryConfigOfTheZooHasOneDefaultOrSaysWhyNot) {
   std::vector<mp::ModelIR> models;
   for (const std::string name :
@@ -432,7 +461,7 @@ TEST(CudaPlan, EveryConfigOfTheZooHasOneDefaultOrSaysWhyNot) {
   for (const auto& [k, n] : cases) {
     const bool fused = !std::get<2>(k).empty();
     // A framework's default exists for every unfused config (fused variants are alternatives), or
-    // the config says why it is not run (a kind with no mapping: Gelu).
+    // the config says why it is not run (a kind with no mapping: TopK).
     if (!fused && unsupported[k] < n) {
       EXPECT_EQ(defaults[k], 1) << std::get<0>(k) << " " << std::get<1>(k);
     }

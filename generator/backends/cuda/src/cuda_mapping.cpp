@@ -139,6 +139,8 @@ std::optional<device::UnaryOp> unary_op_for(LayerKind kind) {
       return U::kAbs;
     case K::kPow:
       return U::kPow;
+    case K::kGelu:
+      return U::kGelu;
     default:
       return std::nullopt;
   }

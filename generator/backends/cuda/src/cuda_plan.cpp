@@ -229,6 +229,17 @@ void binary_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   out.push_back(own);
 }
 
+// cudnnReduceTensor on f32 and f16 tensors: with bf16 ones it answers CUDNN_STATUS_NOT_SUPPORTED at
+// run time (cuDNN 9.19 on an H100), so a bf16 reduction is unsupported from the plan on.
+CudaCase cudnn_reduce_case(const CaseSpec& base, MathMode mode) {
+  CudaCase c = make(base, "cudnn_reduce", mode);
+  if (base.variant.dtype == DType::kBF16) {
+    c.status = Disposition::kUnsupported;
+    c.reason = "cudnnReduceTensor has no bf16 tensors (CUDNN_STATUS_NOT_SUPPORTED)";
+  }
+  return c;
+}
+
 void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   const Problem& p = base.problem;
   const MathMode mode = own_math_mode(base.variant.dtype);
@@ -264,7 +275,7 @@ void pooling_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
     }
     out.push_back(c);
   }
-  if (global) out.push_back(make(base, "cudnn_reduce", mode));
+  if (global) out.push_back(cudnn_reduce_case(base, mode));
   CudaCase own = make(base, "floorline-kernel", "pooling", mode);
   own.is_default = !why_not.empty();
   out.push_back(own);
@@ -303,8 +314,11 @@ void softmax_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
 void reduce_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   if (base.problem.inputs[0].shape.size() > 8)
     out.push_back(unsupported_case(base, "cuDNN reduces tensors of rank 8 or less"));
-  else
-    single(base, out, "cudnn_reduce");
+  else {
+    CudaCase c = cudnn_reduce_case(base, math_modes(base.variant.dtype, false)[0]);
+    c.is_default = out.empty();
+    out.push_back(c);
+  }
 }
 void transpose_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
   if (base.problem.inputs[0].shape.size() <= 8) single(base, out, "cudnn_transform");
@@ -502,17 +516,13 @@ CudaRow cuda_row(LayerKind k) {
     case K::kNeg:
     case K::kAbs:
     case K::kPow:
+    case K::kGelu:  // cuDNN's legacy activations have no GELU
       return {unary_cases, "floorline-kernel:eltwise", {}};
     case K::kFloor:
     case K::kCeil:
     case K::kNot:
     case K::kCast:
       return {nullptr, {}, kNoKernel};
-    case K::kGelu:
-      return {nullptr,
-              {},
-              "not mapped: cuDNN has no GELU activation and floorline-kernel:eltwise has no GELU op yet (its "
-              "UnaryOp list would need one, with approximate as its alpha)"};
     case K::kAdd:
     case K::kSub:
     case K::kMul:

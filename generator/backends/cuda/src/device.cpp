@@ -34,6 +34,15 @@ Result<Context*> context() {
     check(cudaEventCreate(&c->stop), "cudaEventCreate");
     c->flush_bytes = static_cast<size_t>(std::max(c->prop.l2CacheSize, 1 << 20)) * 2;
     check(cudaMalloc(&c->flush, c->flush_bytes), "cudaMalloc (L2 flush buffer)");
+    void* gate = nullptr;
+    void* gate_device = nullptr;
+    if (cudaHostAlloc(&gate, 2 * sizeof(int), cudaHostAllocMapped) == cudaSuccess &&
+        cudaHostGetDevicePointer(&gate_device, gate, 0) == cudaSuccess) {
+      c->gate = static_cast<volatile int*>(gate);
+      c->gate_device = static_cast<volatile int*>(gate_device);
+    } else {
+      cudaGetLastError();  // no mapped memory: timed calls go ungated
+    }
     c->nvml.open(c->device);
     ctx = c.release();
     return ctx;

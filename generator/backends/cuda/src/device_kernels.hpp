@@ -20,6 +20,13 @@ inline int64_t size_of(DType t) {
 
 constexpr int kMaxRank = 8;
 
+// The timed call's gate (as nvbench's blocking kernel): one thread that spins until the host sets
+// release[0] to non-zero (release: host memory mapped into the device), or until `max_ns` of the
+// GPU's global timer have passed, when it sets release[1] = 1 and returns. Enqueued before the
+// start event, it holds the stream while the host enqueues the case's calls, so that the events
+// time the GPU's work alone and not the host's launch overhead.
+cudaError_t hold(volatile int* release, uint64_t max_ns, cudaStream_t stream);
+
 // Random inputs, generated on the device (a hash of the element index and the seed): uniform in
 // [lo, lo + span) (int8: rounded down to whole numbers and saturated); indices uniform in [0, bound).
 cudaError_t fill_uniform(DType t, void* data, int64_t n, float lo, float span, uint64_t seed,
@@ -57,6 +64,7 @@ enum class UnaryOp {
   kNeg,
   kAbs,
   kPow,
+  kGelu,  // alpha 0: x·Φ(x) with erf (approximate = "none"); alpha 1: the tanh form (approximate = "tanh")
   kIdentity
 };
 cudaError_t unary(DType t, UnaryOp op, float alpha, float beta, const void* x, void* y, int64_t n,

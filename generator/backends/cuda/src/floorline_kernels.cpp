@@ -132,6 +132,7 @@ void own_eltwise(Ctx& c) {
     beta = static_cast<float>(c.p.float_attr("max", 3.4e38));
   }
   if (k == LayerKind::kPow) beta = static_cast<float>(c.p.float_attr("y", 1.0));
+  if (k == LayerKind::kGelu) alpha = c.p.string_attr("approximate", "none") == "tanh" ? 1.0f : 0.0f;
   if (k == LayerKind::kLog || k == LayerKind::kSqrt || k == LayerKind::kReciprocal || k == LayerKind::kPow)
     c.b.tensors[0].fill = Fill::kPositive;
   const int64_t n = elements(c.in_shape(0));

@@ -88,6 +88,10 @@ struct Context {
   cudaEvent_t start = nullptr, stop = nullptr;
   void* flush = nullptr;  // cold-cache mode: written over before each call
   size_t flush_bytes = 0;
+  // The timed call's gate (device::hold): two ints of mapped host memory, [0] release, [1] set by
+  // the device when the gate gave up waiting. Null where mapped memory is not available.
+  volatile int* gate = nullptr;         // host address
+  volatile int* gate_device = nullptr;  // the same memory, as the device sees it
   Nvml nvml;
 };
 
