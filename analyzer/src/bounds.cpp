@@ -54,43 +54,72 @@ void link_through_views(const mp::ModelIR& model, std::vector<LayerCost>& layers
   }
 }
 
-// The activation epilogue (docs/ANALYZER.md): every library runs an activation that is the sole
-// reader of a Conv/ConvTranspose/Gemm/MatMul's output in that layer's epilogue (oneDNN post-ops,
-// cuDNN's conv-bias-activation, XNNPACK's output clamp, ONNX Runtime's fused NCHWc Conv+Relu), so
-// S takes the pair at their measured fused case where it is faster than the two unfused cases: the
-// activation's t(v) becomes what the fused case adds to the producer, fused − t(producer), and the
-// producer keeps its own case; where the fused case beats the producer's own best, the producer
-// takes the fused case and the activation costs 0. Either way the pair costs the fused case, as the
-// replay runs it. Chains with a residual Add, a bias Add or a folded BatchNormalization stay F's.
-void apply_activation_epilogues(const mp::ModelIR& model, const CostTable& costs,
-                                const std::string& base_dtype, std::vector<LayerCost>& layers) {
+// The epilogue (docs/ANALYZER.md, "The epilogue"): every library runs an activation, a residual
+// Add (with its activation) or a MatMul's bias Add that is the sole reader of a
+// Conv/ConvTranspose/Gemm/MatMul's output in that layer's epilogue (oneDNN post-ops, cuDNN's
+// conv-bias-activation with its z input, XNNPACK's output clamp, cuBLASLt's epilogues), and so do
+// the runtimes (ONNX Runtime's fused NCHWc Conv with Sum and Relu, PyTorch's frozen graphs). S takes
+// such a chain at its measured fused case where that is faster than the unfused cases: the first
+// absorbed layer's t(v) becomes what the fused case adds to the producer, fused − t(producer), the
+// others cost 0, and the producer keeps its own case; where the fused case beats the producer's own
+// best, the producer takes the fused case and the absorbed layers cost 0. Either way the chain costs
+// the fused case, as the replay runs it. A residual Add two convolutions both feed is one chain of
+// either: the larger saving is taken, each layer in one chain at most. A folded BatchNormalization
+// stays F's (no fused case: the weights change).
+void apply_epilogues(const mp::ModelIR& model, const CostTable& costs, const std::string& base_dtype,
+                     std::vector<LayerCost>& layers) {
   const auto cost_at = positions(layers);
   std::unordered_map<int, const mp::Layer*> layer_of;
   for (const auto& l : model.layers) layer_of[l.index] = &l;
+  struct Candidate {
+    int head = 0;
+    std::vector<int> absorbed;  // positions in `layers`
+    const CaseTime* fused = nullptr;
+    double saving = 0;
+  };
+  std::vector<Candidate> candidates;
   for (const auto& m : mp::fusion_matches(model)) {
-    if (!mp::is_activation_epilogue(m)) continue;
-    // The activation's layers: one, or a Swish's Sigmoid and Mul (the first carries what the
-    // fused case adds, the others then cost 0).
+    if (!mp::is_epilogue_fusion(m)) continue;
     const auto h = cost_at.find(m.head);
     if (h == cost_at.end()) continue;
-    std::vector<LayerCost*> acts;
+    Candidate c;
+    c.head = static_cast<int>(h->second);
     for (int index : m.absorbed)
-      if (auto a = cost_at.find(index); a != cost_at.end()) acts.push_back(&layers[a->second]);
-    if (acts.size() != m.absorbed.size()) continue;
-    LayerCost& head = layers[h->second];
+      if (auto a = cost_at.find(index); a != cost_at.end()) c.absorbed.push_back(static_cast<int>(a->second));
+    if (c.absorbed.size() != m.absorbed.size()) continue;
+    const LayerCost& head = layers[c.head];
+    if (head.source != CostSource::kMeasured || std::any_of(c.absorbed.begin(), c.absorbed.end(), [&](int a) {
+          return layers[a].source != CostSource::kMeasured;
+        }))
+      continue;
+    const std::string dtype = layer_dtype(*layer_of.at(m.head), base_dtype);
+    const auto fused = costs.best.find({head.key, dtype, math_mode_of(dtype), m.name});
+    if (fused == costs.best.end()) continue;
+    double unfused = head.us;
+    for (int a : c.absorbed) unfused += layers[a].us;
+    if (fused->second.us >= unfused) continue;
+    c.fused = &fused->second;
+    c.saving = unfused - fused->second.us;
+    candidates.push_back(std::move(c));
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.saving > b.saving; });
+  std::set<int> taken;
+  for (const auto& c : candidates) {
+    if (taken.count(c.head) ||
+        std::any_of(c.absorbed.begin(), c.absorbed.end(), [&](int a) { return taken.count(a) > 0; }))
+      continue;
+    taken.insert(c.head);
+    taken.insert(c.absorbed.begin(), c.absorbed.end());
+    LayerCost& head = layers[c.head];
+    std::vector<LayerCost*> acts;
+    for (int a : c.absorbed) acts.push_back(&layers[a]);
     auto sum = [&](auto member) {
       double t = 0;
       for (const LayerCost* a : acts) t += a->*member;
       return t;
     };
-    if (head.source != CostSource::kMeasured || std::any_of(acts.begin(), acts.end(), [](const LayerCost* a) {
-          return a->source != CostSource::kMeasured;
-        }))
-      continue;
-    const std::string dtype = layer_dtype(*layer_of.at(m.head), base_dtype);
-    const auto fused = costs.best.find({head.key, dtype, math_mode_of(dtype), m.name});
-    if (fused == costs.best.end() || fused->second.us >= head.us + sum(&LayerCost::us)) continue;
-    const CaseTime& f = fused->second;
+    const CaseTime& f = *c.fused;
     for (LayerCost* a : acts) {
       a->own_us = a->us;
       a->epilogue_case = f.name;
@@ -108,8 +137,8 @@ void apply_activation_epilogues(const mp::ModelIR& model, const CostTable& costs
       head.noisy = f.noisy;
       head.spread = f.spread;
     }
-    // H too: a framework running the library defaults applies the activation in the epilogue as
-    // well, and H − S is algorithm choice, not this fusion.
+    // H too: a framework running the library defaults fuses the epilogue as well, and H − S is
+    // algorithm choice, not this fusion.
     for (LayerCost* a : acts)
       if (a->heuristic_us) a->heuristic_us = std::min(*a->heuristic_us, a->us);
     // S_vendor the same way where the fused case is a vendor's and every layer has a vendor time.
@@ -216,7 +245,7 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
     out.push_back(std::move(c));
   }
   link_through_views(model, out);
-  apply_activation_epilogues(model, costs, base_dtype, out);
+  apply_epilogues(model, costs, base_dtype, out);
   return out;
 }
 

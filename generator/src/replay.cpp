@@ -389,17 +389,51 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     auto it = last_reader.find(name);
     return it == last_reader.end() ? -1 : it->second;
   };
-  // The activation epilogues, as the analyzer's S counts them: a head layer → its fused case (and
-  // the fusion's name), and the activations those cases apply (no step of their own).
+  // The epilogues, as the analyzer's S counts them: a head layer → its fused case (and the
+  // fusion's name), and the layers those cases apply (no step of their own), each with the input
+  // that carries the chain's value (`chain_input`). A residual Add's other operand (`residual`) is
+  // the fused case's destination, summed into in place as a runtime does, so a chain is fused only
+  // where the Add is that value's last reader (else a runtime would copy it first).
   std::unordered_map<int, std::pair<const ChosenCase*, std::string>> fused_head;
   std::set<int> in_epilogue;
+  std::unordered_map<int, std::string> chain_input;  // absorbed layer → the input from the chain
+  std::unordered_map<int, std::string> residual;     // head layer → the residual value it sums into
   if (!epilogues.empty()) {
     std::unordered_map<int, const mp::Layer*> layer_at;
     for (const auto& l : model.layers) layer_at[l.index] = &l;
+    std::set<int> claimed;  // a layer is in one chain at most (two convolutions may share an Add)
     for (const auto& m : mp::fusion_matches(model)) {
-      if (!mp::is_activation_epilogue(m)) continue;
+      if (!mp::is_epilogue_fusion(m)) continue;
       const auto head = layer_at.find(m.head);
-      if (head == layer_at.end() || !head->second->subgraph.empty()) continue;
+      if (head == layer_at.end() || !head->second->subgraph.empty() || head->second->output_names.empty())
+        continue;
+      if (claimed.count(m.head) ||
+          std::any_of(m.absorbed.begin(), m.absorbed.end(), [&](int a) { return claimed.count(a) > 0; }))
+        continue;
+      // Each absorbed layer reads the chain's value so far: the head's output, then the layer before.
+      std::unordered_map<int, std::string> carries;
+      std::string value = head->second->output_names[0];
+      bool linked = true;
+      for (int index : m.absorbed) {
+        const auto a = layer_at.find(index);
+        if (a == layer_at.end() || a->second->output_names.empty() ||
+            std::find(a->second->input_names.begin(), a->second->input_names.end(), value) ==
+                a->second->input_names.end()) {
+          linked = false;
+          break;
+        }
+        carries[index] = value;
+        // A Swish's Mul reads the head's output and the Sigmoid's: both are the case's output.
+        value = a->second->output_names[0];
+      }
+      if (!linked) continue;
+      std::string summand;
+      if (mp::has_residual(m)) {
+        const mp::Layer& add = *layer_at.at(m.absorbed.front());
+        for (const auto& name : add.input_names)
+          if (name != carries.at(add.index)) summand = name;
+        if (summand.empty() || !produced.count(summand) || last_use(summand) != add.index) continue;
+      }
       const auto h = chosen.find(head->second->key);
       const auto f = epilogues.find({head->second->key, m.name});
       if (h == chosen.end() || f == epilogues.end()) continue;
@@ -417,6 +451,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       if (!all || f->second.us >= h->second.us + acts_us) continue;
       fused_head[m.head] = {&f->second, m.name};
       in_epilogue.insert(m.absorbed.begin(), m.absorbed.end());
+      claimed.insert(m.head);
+      claimed.insert(m.absorbed.begin(), m.absorbed.end());
+      for (const auto& [index, name] : carries) chain_input[index] = name;
+      if (!summand.empty()) residual[m.head] = summand;
     }
   }
   // The layout-aware choice: layer index → the case it runs where that is not its best.
@@ -535,8 +573,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       // A view passes its input's buffer on unchanged; an activation its producer's fused case
       // applied is that case's output.
       if (applied_by_producer) ++r.layers_replayed;
+      const auto carried = chain_input.find(layer.index);
       if (!layer.input_names.empty() && !layer.output_names.empty())
-        if (auto it = sources.find(layer.input_names[0]); it != sources.end()) {
+        if (auto it = sources.find(carried != chain_input.end() ? carried->second : layer.input_names[0]);
+            it != sources.end()) {
           sources[layer.output_names[0]] = it->second;
           if (auto l = live.find(it->second.data); l != live.end())
             l->second.last = std::max(l->second.last, last_use(layer.output_names[0]));
@@ -586,12 +626,31 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       const auto& ins = choice->spec.problem.inputs;
       return k < ins.size() ? kernels::elements(ins[k].shape) * element_size(choice->spec.variant.dtype) : 0;
     };
-    // Outputs into pooled buffers (inputs still live are never handed out).
+    // Outputs into pooled buffers (inputs still live are never handed out); a residual epilogue's
+    // output is its summand's buffer, where the summand's layout is the output's: the fused case
+    // adds into it in place, reading it (its last reader, the chain's condition above).
     {
       size_t out = 0;
+      const auto summand = fused != fused_head.end() ? residual.find(layer.index) : residual.end();
       for (const auto& name : layer.output_names) {
         if (name.empty()) continue;
         if (const auto port = kernel->port(true, out)) {
+          if (out == 0 && summand != residual.end()) {
+            const auto from = sources.find(summand->second);
+            if (from != sources.end() && from->second.layout == port->layout &&
+                from->second.bytes == port->bytes) {
+              FL_TRY(kernel->bind(true, out, from->second.data));
+              if (auto l = live.find(from->second.data); l != live.end())
+                l->second.last = std::max(l->second.last, std::max(last_use(name), layer.index));
+              reads.emplace_back(from->second.step, port->bytes);
+              written_bytes += port->bytes;
+              writes.emplace_back(reinterpret_cast<uintptr_t>(from->second.data), port->bytes);
+              ++r.operands_shared;
+              ++out;
+              continue;
+            }
+            ++r.operands_unwired;  // its own (pooled) destination: the summand is not wired in
+          }
           void* buffer = pool.take(port->bytes);
           FL_TRY(kernel->bind(true, out, buffer));
           live[buffer] = {port->bytes, std::max(last_use(name), layer.index)};

@@ -130,10 +130,12 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
   return out;
 }
 
-bool is_activation_epilogue(const FusionMatch& m) {
-  if (m.folded || m.epilogue.size() != 1 || m.epilogue[0].op == "Add" || m.epilogue[0].op == "BiasAdd")
-    return false;
-  return m.absorbed.size() == (m.epilogue[0].op == "Swish" ? 2u : 1u);
+bool is_epilogue_fusion(const FusionMatch& m) {
+  return !m.folded && !m.epilogue.empty() && !m.absorbed.empty();
+}
+
+bool has_residual(const FusionMatch& m) {
+  return !m.epilogue.empty() && m.epilogue[0].op == "Add";
 }
 
 std::string fusion_name(const std::vector<Epilogue>& epilogue) {

@@ -504,7 +504,7 @@ TEST(RuntimeLayers, FusedNodesAgainstTheSumOfTheirLayersViolationsAndLosses) {
 // fused node below a measured fused case; layer1.0's conv2+Add+Relu node beats its unfused cases
 // (1.2x) but not the measured fused Conv+Add+Relu case (0.95x), which F has: a fusion win; the
 // downsampling conv runs alone and is faster than its one case (a violation, no fusion involved).
-TEST(RuntimeLayers, ResnetFusedNodesAreFusionWinsWhereAFusedCaseIsAsFast) {
+TEST(RuntimeLayers, ResnetFusedNodesCompareWithTheEpiloguesSCounts) {
   const std::filesystem::path src = FLOORLINE_SOURCE_DIR;
   auto processed = mp::process_model(src / "models/zoo/resnet18.onnx", {});
   ASSERT_TRUE(processed.ok()) << processed.error().message;
@@ -580,28 +580,31 @@ TEST(RuntimeLayers, ResnetFusedNodesAreFusionWinsWhereAFusedCaseIsAsFast) {
   EXPECT_NE(conv1.best_cases[1].find("+Relu"), std::string::npos) << conv1.best_cases[1];
   EXPECT_TRUE(conv1.violation());
   EXPECT_FALSE(conv1.fusion_win());
+  // The residual Add and its Relu are conv2's epilogue in S too: the node's best is the fused case's
+  // 0.95 r2 (not the unfused 1.2 r2), below the runtime's node, and no fusion is left for F.
   const auto& block = c.nodes[at(block_node)];
   EXPECT_EQ(block.kinds, "Conv+Add+Relu");
-  EXPECT_DOUBLE_EQ(*block.best_us, 1.2 * r2);
-  EXPECT_DOUBLE_EQ(*block.best_fused_us, 0.95 * r2);
-  EXPECT_EQ(block.fusions, (std::vector<std::string>{"Conv+Add+Relu"}));
-  EXPECT_TRUE(block.below_unfused());
+  EXPECT_NEAR(*block.best_us, 0.95 * r2, 1e-9 * r2);
+  EXPECT_NEAR(*block.best_fused_us, 0.95 * r2, 1e-9 * r2);
+  EXPECT_TRUE(block.fusions.empty());
+  EXPECT_EQ(block.epilogues, (std::vector<std::string>{"Add", "Relu"}));
+  EXPECT_FALSE(block.below_unfused());
   EXPECT_FALSE(block.violation());
-  EXPECT_TRUE(block.fusion_win());
+  EXPECT_FALSE(block.fusion_win());
   const auto& down = c.nodes[at(down_node)];
   EXPECT_EQ(down.kinds, "Conv");
   EXPECT_DOUBLE_EQ(*down.best_fused_us, *down.best_us);  // no fused case inside the node
   EXPECT_TRUE(down.fusion_win() == false && down.violation());
   EXPECT_TRUE(down.fusions.empty());
-  // Violations, largest (best_fused − runtime) first; the fusion win in its own list. layer1.1's
-  // conv2 node has the same cases but ran 3.3x their unfused sum in the fixture: a loss.
+  // Violations, largest (best_fused − runtime) first; no fusion win is left. layer1.1's conv2 node
+  // has the same cases but ran 3.3x their unfused sum in the fixture: a loss.
   const std::vector<size_t> violations = 1.05 * r1 - r1 > 1.5 * r3 - r3
                                              ? std::vector<size_t>{at(conv1_node), at(down_node)}
                                              : std::vector<size_t>{at(down_node), at(conv1_node)};
   EXPECT_EQ(c.violations, violations);
-  EXPECT_EQ(c.fusion_wins, (std::vector<size_t>{at(block_node)}));
+  EXPECT_TRUE(c.fusion_wins.empty());
   const auto& block2 = c.nodes[at("/layer1/layer1.1/conv2/Conv_output_0_nchwc")];
-  EXPECT_DOUBLE_EQ(*block2.best_fused_us, 0.95 * r2);
+  EXPECT_NEAR(*block2.best_fused_us, 0.95 * r2, 1e-9 * r2);
   EXPECT_FALSE(block2.below_unfused());
 
   const std::string table = format_table(*report, false, 3);
@@ -609,12 +612,10 @@ TEST(RuntimeLayers, ResnetFusedNodesAreFusionWinsWhereAFusedCaseIsAsFast) {
   EXPECT_NE(table.find("1 of one layer, 1 fused below a measured fused case, 0 fused with none measured"),
             std::string::npos)
       << table;
-  EXPECT_NE(table.find("1 fusion win(s)"), std::string::npos) << table;
-  EXPECT_NE(table.find(block_node + " [Conv] Conv+Add+Relu: "), std::string::npos) << table;
-  EXPECT_NE(table.find("F fuses Conv+Add+Relu (onednn/brg)"), std::string::npos) << table;
+  EXPECT_EQ(table.find("1 fusion win(s)"), std::string::npos) << table;
   const auto json = nlohmann::json::parse(format_json(*report));
   const auto& rl = json["models"][0]["runtime_layers"];
-  EXPECT_EQ(rl["fusion_wins"], nlohmann::json::array({c.nodes[at(block_node)].order}));
+  EXPECT_EQ(rl["fusion_wins"], nlohmann::json::array());
   EXPECT_EQ(rl["violations"].size(), 2u);
   const auto& j1 = rl["nodes"][at(conv1_node)];
   EXPECT_EQ(j1["violation"], true);
@@ -624,7 +625,7 @@ TEST(RuntimeLayers, ResnetFusedNodesAreFusionWinsWhereAFusedCaseIsAsFast) {
   EXPECT_EQ(j1["epilogues"], nlohmann::json::array({"Relu"}));
   const std::string html = format_html(*report);
   EXPECT_NE(html.find("<b>2 bound violation(s)</b>"), std::string::npos);
-  EXPECT_NE(html.find("<b>1 fusion win(s)</b>"), std::string::npos);
+  EXPECT_EQ(html.find("<b>1 fusion win(s)</b>"), std::string::npos);
 }
 
 // The validity check: every framework latency and the replay against S = 10 + 20 + 5 + 7 = 42 µs;

@@ -264,8 +264,10 @@ silu (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
   EXPECT_TRUE(at("y").epilogue_case.empty());
 }
 
-// A Relu after a residual Add is the Add's reader, not a conv's: no epilogue in S (F's Add+Relu).
-TEST(ActivationEpilogue, AnActivationAfterAnAddStaysItsOwnLayer) {
+// A residual Add and the Relu after it are the conv's epilogue in S (oneDNN's sum post-op, cuDNN's z,
+// ONNX Runtime's fused Conv with Sum and Relu): the chain costs its fused case, the Add carries what
+// it adds over the conv, the Relu costs 0, and F has nothing left to fuse there.
+TEST(Epilogue, AResidualAddAndItsActivationCostTheFusedCase) {
   const auto m = process(R"(
 res (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w)
@@ -279,9 +281,43 @@ res (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
     costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(20, std::string("best:") + out);
   costs.best[{writer(m, "c").key, "f32", "fp32", "Add+Relu"}] = case_time(21, "fused");
   const auto layers = layer_costs(m, costs, "f32");
-  EXPECT_DOUBLE_EQ(sequential_bound(layers), 80);
-  for (const auto& l : layers) EXPECT_TRUE(l.epilogue_case.empty()) << l.name;
-  EXPECT_DOUBLE_EQ(fused_bound(m, layers, costs, "f32").us, 80 - (60 - 21));
+  EXPECT_DOUBLE_EQ(sequential_bound(layers), 80 - (60 - 21));
+  auto at = [&](const std::string& out) {
+    for (const auto& l : layers)
+      if (l.name == writer(m, out).name) return l;
+    return LayerCost{};
+  };
+  EXPECT_DOUBLE_EQ(at("c").us, 20);
+  EXPECT_DOUBLE_EQ(at("r").us, 1);
+  EXPECT_DOUBLE_EQ(at("y").us, 0);
+  EXPECT_EQ(at("r").epilogue_case, "fused");
+  EXPECT_EQ(at("y").epilogue_case, "fused");
+  EXPECT_DOUBLE_EQ(at("r").own_us, 20);
+  EXPECT_DOUBLE_EQ(fused_bound(m, layers, costs, "f32").us, sequential_bound(layers));
+}
+
+// Two convolutions feed one Add: S takes the chain of the larger saving, each layer in one chain.
+TEST(Epilogue, TwoConvolutionsOfOneAddTakeTheLargerSavingOnce) {
+  const auto m = process(R"(
+res (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2) => (float y) {
+  c2 = Conv <pads = [1, 1, 1, 1]> (x, w)
+  c3 = Conv (x, w2)
+  r = Add (c2, c3)
+  y = Relu (r)
+})",
+                         "res");
+  CostTable costs;
+  const std::map<std::string, double> own = {{"c2", 100}, {"c3", 60}, {"r", 10}, {"y", 5}};
+  for (const auto& [out, us] : own) costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(us, out);
+  costs.best[{writer(m, "c2").key, "f32", "fp32", "Add+Relu"}] = case_time(101, "c2 fused");  // saves 14
+  costs.best[{writer(m, "c3").key, "f32", "fp32", "Add+Relu"}] = case_time(62, "c3 fused");   // saves 13
+  const auto layers = layer_costs(m, costs, "f32");
+  EXPECT_DOUBLE_EQ(sequential_bound(layers), 175 - 14);
+  for (const auto& l : layers) {
+    if (l.name == writer(m, "r").name || l.name == writer(m, "y").name) {
+      EXPECT_EQ(l.epilogue_case, "c2 fused");
+    }
+  }
 }
 
 TEST(FusedBound, LargestSavingFirstAndEachLayerFusedOnce) {

@@ -201,10 +201,9 @@ TEST_F(BenchedResidual, EachLayerIsReplayedAtTheThreadCountItsCaseWonAt) {
   for (const auto& l : makeup.at("layer_times")) EXPECT_GE(l.at("threads").get<int>(), 1);
 }
 
-// The activation epilogue S counts (docs/ANALYZER.md): c1's Relu runs in c1's measured fused
-// Conv+Relu case when that case is faster than the two unfused ones, as one step whose output is the
-// Relu's (which c2 and the Add then read); slower, the two run apart. The residual Add is F's, never
-// fused by the replay.
+// The epilogues S counts (docs/ANALYZER.md): c1's Relu runs in c1's measured fused Conv+Relu case
+// when that case is faster than the two unfused ones, as one step whose output is the Relu's (which
+// c2 and the Add then read); slower, the two run apart. (c2's residual Add: the next test.)
 TEST_F(BenchedResidual, AnActivationInItsProducersFusedCaseIsOneStep) {
   const mp::ModelIR& model = models.front();
   std::string c1_key, relu_key, relu_name;
@@ -216,7 +215,8 @@ TEST_F(BenchedResidual, AnActivationInItsProducersFusedCaseIsOneStep) {
   auto fused = best_fused_cases(*db, run.system_id, plan, DType::kF32);
   ASSERT_TRUE(chosen.ok() && fused.ok());
   ASSERT_TRUE(fused->count({c1_key, "Relu"})) << "no fused Conv+Relu case measured";
-  EXPECT_FALSE(fused->count({c1_key, ""}));  // fused cases only
+  EXPECT_FALSE(fused->count({c1_key, ""}));                                // fused cases only
+  *fused = FusedChoices{{{c1_key, "Relu"}, fused->at({c1_key, "Relu"})}};  // c1's alone
   const double unfused = chosen->at(c1_key).us + chosen->at(relu_key).us;
   auto steps_of = [&](const ReplayResult& r) {
     std::vector<std::string> labels;
@@ -254,6 +254,48 @@ TEST_F(BenchedResidual, AnActivationInItsProducersFusedCaseIsOneStep) {
   auto slower = replay_model(model, *chosen, *backends[0], quick_replay(), *fused);
   ASSERT_TRUE(slower.ok()) << slower.error().message;
   EXPECT_EQ(steps_of(*slower), steps_of(*plain));
+}
+
+// A residual Add is its producer's epilogue too: c2's fused Conv+Add case, where faster than the two,
+// runs as one step that sums into r1's buffer in place (the Add is r1's last reader), as a runtime
+// does: no Add step, no buffer of its own, the summand wired (not unwired).
+TEST_F(BenchedResidual, AResidualAddSumsIntoItsOperandInPlace) {
+  const mp::ModelIR& model = models.front();
+  std::string c2_key, add_name, relu_name;
+  int convs = 0;
+  for (const auto& l : model.layers) {
+    if (l.op_type == "Conv" && ++convs == 2) c2_key = l.key;
+    if (l.op_type == "Add") add_name = l.name;
+    if (l.op_type == "Relu") relu_name = l.name;
+  }
+  auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
+  auto fused = best_fused_cases(*db, run.system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok() && fused.ok());
+  ASSERT_TRUE(fused->count({c2_key, "Add"})) << "no fused Conv+Add case measured";
+  std::string add_key;
+  for (const auto& l : model.layers)
+    if (l.name == add_name) add_key = l.key;
+  FusedChoices add_only{{{c2_key, "Add"}, fused->at({c2_key, "Add"})}};
+  add_only.at({c2_key, "Add"}).us = 0.9 * (chosen->at(c2_key).us + chosen->at(add_key).us);
+  auto r = replay_model(model, *chosen, *backends[0], quick_replay(), add_only);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->operands_unwired, 0);
+  const ReplayStep* relu = nullptr;
+  const ReplayStep* head = nullptr;
+  for (const auto& st : r->steps) {
+    EXPECT_NE(st.layer, add_name) << "the Add ran as a step of its own";
+    if (st.layer == relu_name) relu = &st;
+    if (st.fusion == "Add") head = &st;
+  }
+  ASSERT_NE(relu, nullptr);
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->key, c2_key);
+  EXPECT_NE(head->label.find("(Conv+Add)"), std::string::npos) << head->label;
+  // In place: the fused step writes the buffer the Relu wrote, and reads it.
+  ASSERT_FALSE(relu->writes.empty());
+  ASSERT_FALSE(head->writes.empty());
+  EXPECT_EQ(head->writes.front().first, relu->writes.front().first);
+  EXPECT_EQ(r->layers_replayed, 5);
 }
 
 // A case measured while the machine was slower (here: its rows made 4x slower in the database, as a

@@ -48,6 +48,8 @@ g (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2, float[4] s, float[4] b
   EXPECT_EQ(fs[1].name, "BatchNormalization(folded)");
   EXPECT_TRUE(fs[1].epilogue.empty());
   EXPECT_TRUE(fs[1].folded);
+  EXPECT_TRUE(is_epilogue_fusion(fs[0]));
+  EXPECT_FALSE(is_epilogue_fusion(fs[1]));  // folded into the weights: F's, no fused case
 }
 
 TEST(Patterns, ConvFollowedBySwishIsOneChainOfTwoLayers) {
@@ -70,7 +72,8 @@ g (float[1,4,8,8] x, float[4,4,3,3] w) => (float y1, float y2, float z) {
   EXPECT_EQ(fs[0].name, "Swish");
   ASSERT_EQ(fs[0].epilogue.size(), 1u);
   EXPECT_EQ(fs[0].epilogue[0].op, "Swish");
-  EXPECT_TRUE(is_activation_epilogue(fs[0]));
+  EXPECT_TRUE(is_epilogue_fusion(fs[0]));
+  EXPECT_FALSE(has_residual(fs[0]));
 }
 
 TEST(Patterns, ResidualAddThenActivationIsOneChainPerConv) {
@@ -91,6 +94,8 @@ g (float[1,4,8,8] x, float[1,4,8,8] x2, float[4,4,3,3] w, float[4] b) => (float 
     ASSERT_EQ(fs[k].epilogue.size(), 2u);
     EXPECT_EQ(fs[k].epilogue[0].op, "Add");
     EXPECT_EQ(fs[k].epilogue[1].op, "Relu");
+    EXPECT_TRUE(is_epilogue_fusion(fs[k]));
+    EXPECT_TRUE(has_residual(fs[k]));
   }
 }
 

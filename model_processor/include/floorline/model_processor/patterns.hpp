@@ -53,11 +53,16 @@ struct FusionMatch {
 // output by that Sigmoid's: x·sigmoid(x), [Swish] absorbing {Sigmoid, Mul}.
 std::vector<FusionMatch> fusion_matches(const ModelIR& model);
 
-// A chain of exactly one activation after its head (not folded, no residual or bias Add), the
-// Swish's two layers included: the epilogue every library and runtime fuses, which S counts at its
-// fused case's time where that is faster (docs/ANALYZER.md, "The activation epilogue"; the
-// analyzer's layer_costs and the replay).
-bool is_activation_epilogue(const FusionMatch& match);
+// A chain S counts at its fused case's time where that is faster (docs/ANALYZER.md, "The
+// epilogue"; the analyzer's layer_costs and the replay): every chain but a folded
+// BatchNormalization — an activation (a Swish's two layers included), a residual Add with its
+// activation, a MatMul's bias Add with its activation: what the libraries' epilogues and the
+// runtimes' fused nodes compute in the producer's pass.
+bool is_epilogue_fusion(const FusionMatch& match);
+
+// Whether the chain's first absorbed layer is a residual Add (epilogue [Add] or [Add, activation]):
+// the fused case reads the other operand of the Add (its destination, prefilled, in oneDNN's sum).
+bool has_residual(const FusionMatch& match);
 
 // The fused case's name of an epilogue: the ops joined by '+', parameters in %g:
 // "Relu", "Add+Relu", "Clip(0,6)", "LeakyRelu(0.1)", "HardSigmoid(0.2,0.5)", "BiasAdd+Erf".
