@@ -1010,11 +1010,12 @@ std::vector<std::string> cases_to_retime(const ReplayResult& r,
   if (r.cases_us <= 0 || r.ratio() >= below) return beaten;
   std::set<std::string> seen_beaten, seen_all;
   for (const auto& s : r.steps) {
-    // A fused case is not one of `chosen`, nor is the layout-aware choice's alternative.
-    if (s.conversion || !s.fusion.empty() || s.alternative) continue;
+    // The layout-aware choice's alternative is not S's case; an epilogue's fused case is.
+    if (s.conversion || s.alternative) continue;
     auto c = chosen.find(s.key);
-    if (c == chosen.end()) continue;
-    const std::string& name = c->second.spec.name;
+    if (s.fusion.empty() && c == chosen.end()) continue;
+    const std::string& name = s.fusion.empty() ? c->second.spec.name : s.case_name;
+    if (name.empty()) continue;
     if (seen_all.insert(name).second) all.push_back(name);
     if (s.beaten() && seen_beaten.insert(name).second) beaten.push_back(name);
   }
@@ -1024,15 +1025,19 @@ std::vector<std::string> cases_to_retime(const ReplayResult& r,
   return beaten;
 }
 
-void rebase(ReplayResult& r, const std::map<std::string, ChosenCase>& chosen) {
+void rebase(ReplayResult& r, const std::map<std::string, ChosenCase>& chosen, const FusedChoices& fused) {
   r.cases_us = 0;
   for (auto& s : r.steps) {
     if (s.conversion) continue;
     // S's time for an unfused layer is its config's best case's; the case that ran is that one
-    // unless the layout-aware choice took another (whose own time stays).
+    // unless the layout-aware choice took another (whose own time stays). An epilogue's is its
+    // fused case's, when that is the case that ran.
     if (auto c = chosen.find(s.key); c != chosen.end() && s.fusion.empty()) {
       s.best_us = c->second.us;
       if (!s.alternative) s.alone_us = c->second.us;
+    } else if (auto f = fused.find({s.key, s.fusion}); f != fused.end() && !s.fusion.empty() &&
+                                                       !s.alternative && f->second.spec.name == s.case_name) {
+      s.best_us = s.alone_us = f->second.us;
     }
     r.cases_us += s.best_us;
   }
@@ -1078,6 +1083,8 @@ Result<RetimeResult> retime_cases(benchdb::Database& db, const mp::ModelIR& mode
   // Each case is timed again at the thread count it won at (its system within the thread budget).
   std::map<std::string, int> threads_of;
   for (const auto& [key, c] : chosen) threads_of[c.spec.name] = c.threads > 0 ? c.threads : options.threads;
+  for (const auto& s : r.steps)  // an epilogue's fused case, at the count it ran at
+    if (!s.fusion.empty() && !s.case_name.empty()) threads_of.emplace(s.case_name, s.threads);
   std::map<int, Plan> by_threads;
   for (const auto& c : sub.cases) {
     const auto t = threads_of.find(c.spec.name);
@@ -1104,7 +1111,8 @@ Result<RetimeResult> retime_cases(benchdb::Database& db, const mp::ModelIR& mode
     if (a != chosen.end() && b != fresh.end() && b->second.us < a->second.us) ++out.lowered;
   }
   chosen = std::move(fresh);
-  rebase(r, chosen);
+  FL_ASSIGN_OR_RETURN(const auto fused, best_fused_cases(db, system_id, plan, dtype));
+  rebase(r, chosen, fused);
   out.cases_us_after = r.cases_us;
   out.seconds = seconds_since(t0);
   return out;

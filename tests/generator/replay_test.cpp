@@ -244,11 +244,18 @@ TEST_F(BenchedResidual, AnActivationInItsProducersFusedCaseIsOneStep) {
   EXPECT_NE(head->label.find("(Conv+Relu)"), std::string::npos) << head->label;
   EXPECT_DOUBLE_EQ(head->alone_us, 0.9 * unfused);
   EXPECT_NEAR(r->cases_us, plain->cases_us - unfused + 0.9 * unfused, 1e-9 * plain->cases_us);
-  // A fused step is none of `chosen`'s cases: never re-timed as one, and rebase keeps its time.
-  for (const auto& name : cases_to_retime(*r, *chosen, 1e9))
-    EXPECT_EQ(name.find("+Relu"), std::string::npos) << name;
+  // The fused case is S's case for the chain: named for re-timing where the graph beat it, and
+  // rebased from the fused cases (not from `chosen`, which keeps its time).
+  EXPECT_EQ(head->case_name, fused->at({c1_key, "Relu"}).spec.name);
+  const auto names = cases_to_retime(*r, *chosen, 1e9);
+  EXPECT_EQ(std::count(names.begin(), names.end(), head->case_name), head->beaten() ? 1 : 0);
   rebase(*r, *chosen);
   EXPECT_DOUBLE_EQ(head->alone_us, 0.9 * unfused);
+  FusedChoices lower = *fused;
+  lower.at({c1_key, "Relu"}).us = 0.8 * unfused;
+  rebase(*r, *chosen, lower);
+  EXPECT_DOUBLE_EQ(head->alone_us, 0.8 * unfused);
+  EXPECT_DOUBLE_EQ(head->best_us, 0.8 * unfused);
 
   (*fused)[{c1_key, "Relu"}].us = 1.1 * unfused;  // slower than the two: not applied
   auto slower = replay_model(model, *chosen, *backends[0], quick_replay(), *fused);

@@ -286,13 +286,14 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
 // The cases to time again after replay `r`: none when r.ratio() is at least `below` (or r has no
 // S); else the chosen cases of the layers that ran faster in the graph than alone (in_graph_us below
 // alone_us), or, when no single layer did and the replay is below S itself (ratio under 1), the
-// chosen case of every replayed layer. Case names, each once, in pass order.
+// chosen case of every replayed layer. An epilogue's step names its fused case (S's time for the
+// chain). Case names, each once, in pass order.
 std::vector<std::string> cases_to_retime(const ReplayResult& r,
                                          const std::map<std::string, ChosenCase>& chosen, double below);
 
-// Sets each layer step's alone_us, and cases_us, from `chosen` (after a re-timing). A step whose
-// key `chosen` lacks keeps its time.
-void rebase(ReplayResult& r, const std::map<std::string, ChosenCase>& chosen);
+// Sets each layer step's alone_us, and cases_us, from `chosen` (after a re-timing), an epilogue's
+// step from `fused` (its (key, fusion) entry). A step whose key neither has keeps its time.
+void rebase(ReplayResult& r, const std::map<std::string, ChosenCase>& chosen, const FusedChoices& fused = {});
 
 struct RetimeResult {
   int rounds = 0;                                  // re-timings (retime_after_replay: up to max_rounds)
