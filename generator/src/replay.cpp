@@ -379,11 +379,15 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   std::unordered_map<std::string, Source> sources;
   std::unordered_map<std::string, int> produced;     // every value some layer of the main graph writes
   std::unordered_map<std::string, int> last_reader;  // value → index of the last layer that reads it
+  std::unordered_map<std::string, std::vector<int>> readers;  // value → every layer that reads it
   for (const auto& layer : model.layers) {
     if (!layer.subgraph.empty()) continue;
     if (layer.cost != mp::CostClass::kHost)
       for (const auto& n : layer.output_names) produced[n] = layer.index;
-    for (const auto& n : layer.input_names) last_reader[n] = layer.index;
+    for (const auto& n : layer.input_names) {
+      last_reader[n] = layer.index;
+      readers[n].push_back(layer.index);
+    }
   }
   auto last_use = [&](const std::string& name) {
     auto it = last_reader.find(name);
@@ -393,7 +397,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   // fusion's name), and the layers those cases apply (no step of their own), each with the input
   // that carries the chain's value (`chain_input`). A residual Add's other operand (`residual`) is
   // the fused case's destination, summed into in place as a runtime does, so a chain is fused only
-  // where the Add is that value's last reader (else a runtime would copy it first).
+  // where that value is written before the head and read by no layer after it but the Add (else a
+  // runtime would copy it first).
   std::unordered_map<int, std::pair<const ChosenCase*, std::string>> fused_head;
   std::set<int> in_epilogue;
   std::unordered_map<int, std::string> chain_input;  // absorbed layer → the input from the chain
@@ -432,7 +437,13 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         const mp::Layer& add = *layer_at.at(m.absorbed.front());
         for (const auto& name : add.input_names)
           if (name != carries.at(add.index)) summand = name;
-        if (summand.empty() || !produced.count(summand) || last_use(summand) != add.index) continue;
+        // In place at the head's step: the summand must exist by then, and no layer but the Add may
+        // read it after (the convolution that writes it last claims a shared Add).
+        const auto p = produced.find(summand);
+        if (summand.empty() || p == produced.end() || p->second > m.head) continue;
+        const auto& read_by = readers[summand];
+        if (std::any_of(read_by.begin(), read_by.end(), [&](int r) { return r != add.index && r > m.head; }))
+          continue;
       }
       const auto h = chosen.find(head->second->key);
       const auto f = epilogues.find({head->second->key, m.name});
