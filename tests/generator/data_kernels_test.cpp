@@ -40,7 +40,9 @@ Seen verify_own(const std::vector<mp::ModelIR>& models, const std::string& algor
       continue;
     }
     EXPECT_EQ(c.spec.variant.backend, "floorline") << c.spec.name;
-    EXPECT_EQ(c.spec.variant.algorithm, algorithm) << c.spec.name;
+    // The kernel, or its blocked-layout form (concat@blocked16c).
+    EXPECT_EQ(c.spec.variant.algorithm.substr(0, c.spec.variant.algorithm.find('@')), algorithm)
+        << c.spec.name;
     seen.keys_with_own.insert(c.spec.problem.key);
     auto k = kernels::make_floorline_kernel(c.spec);
     EXPECT_TRUE(k.ok()) << c.spec.name << ": " << (k.ok() ? "" : k.error().message);
@@ -71,6 +73,45 @@ TEST(DataKernels, SwinAndGooglenetConcatsAreCopiedChunksBesideOnednnConcat) {
           "Concat|x0=1x64x28x28|x1=1x128x28x28|x2=1x32x28x28|x3=1x32x28x28|axis=1|f32"));
     }
   }
+}
+
+// DenseNet's concats (growth 32) also run on oneDNN's blocked layouts: the same copies, with ports
+// named as oneDNN's aBcd16b / aBcd8b, so that the replay wires the convolutions' blocked outputs
+// in without a conversion. A concat whose channels are no multiple of 8 gets no such case.
+TEST(DataKernels, DensenetConcatsRunOnTheBlockedLayoutsToo) {
+  const auto models = zoo_layers("densenet121", {"Concat"});
+  const Plan plan = make_plan(models, {find_backend("floorline")}, PlanOptions{});
+  int blocked16 = 0, blocked8 = 0;
+  for (const auto& c : plan.cases) {
+    if (c.status || c.spec.variant.algorithm.find("@blocked") == std::string::npos) continue;
+    const int block = c.spec.variant.algorithm == "concat@blocked16c" ? 16 : 8;
+    (block == 16 ? blocked16 : blocked8) += 1;
+    auto k = kernels::make_floorline_kernel(c.spec);
+    ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+    EXPECT_TRUE((*k)->verify().ok()) << c.spec.name;
+    const auto out = (*k)->port(true, 0);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(out->layout,
+              fmt::format("f32 aBcd{}b {}", block, fmt::join(c.spec.problem.outputs[0].shape, "x")));
+    int64_t n = 1;
+    for (const int64_t d : c.spec.problem.outputs[0].shape) n *= d;
+    EXPECT_EQ(out->bytes, n * 4);
+  }
+  EXPECT_EQ(blocked16, 62);  // every one of densenet121's 62 concats
+  EXPECT_EQ(blocked8, 62);
+  kernels::CaseSpec odd;
+  odd.problem.kind = LayerKind::kConcat;
+  odd.problem.op = "Concat";
+  odd.problem.key = "Concat|odd";
+  odd.problem.inputs = {{"x0", {1, 12, 4, 4}}, {"x1", {1, 16, 4, 4}}};
+  odd.problem.outputs = {{"y", {1, 28, 4, 4}}};
+  odd.problem.ints["axis"] = {1};
+  odd.variant.backend = "floorline";
+  odd.variant.dtype = DType::kF32;
+  odd.variant.algorithm = "concat@blocked8c";
+  auto k = kernels::make_floorline_kernel(odd);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported) << k.error().message;
 }
 
 TEST(DataKernels, BertAndVitSoftmaxMatchTheReference) {

@@ -1,6 +1,8 @@
 // The floorline backend: Floorline's own CPU kernels (floorline/kernels/floorline.hpp), one case
 // per layer its kind table maps. Registered in generator/src/registry.cpp; built, always (it needs
 // no vendor library), as the plugin libfloorline-backend-floorline.so (floorline/generator/plugin.hpp).
+#include <algorithm>
+
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/plan.hpp"
 #include "floorline/generator/plugin.hpp"
@@ -22,27 +24,46 @@ class FloorlineBackend final : public Backend {
 
   kernels::KindSupport support(LayerKind kind) const override { return kernels::floorline_support(kind); }
   // One candidate: the kernel floorline_kernel_name() names, where it builds for these shapes and
-  // this data type (unsupported, with the kernel's reason, where it does not).
+  // this data type (unsupported, with the kernel's reason, where it does not). A 4-D Concat along
+  // the channels, every input's a multiple of 16 (of 8), has a second (third) one on oneDNN's
+  // blocked layout, concat@blocked16c (concat@blocked8c): the same copies, where a oneDNN-aware
+  // runtime keeps the convolutions' blocked outputs (DenseNet's, whose 32-channel growth would
+  // otherwise convert every input); each its own group, so each is timed whatever the cap.
   std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
     const std::string name = kernels::floorline_kernel_name(base.problem);
-    kernels::LibraryCase c;
-    c.variant = base.variant;
-    c.variant.math_mode = MathMode::kFp32;
-    c.variant.algorithm = name.empty() ? "none" : name;
-    c.group = c.variant.algorithm;
-    c.library = "floorline";
-    c.is_default = true;
-    kernels::CaseSpec probe = base;
-    probe.variant = c.variant;
-    if (name.empty()) {
-      c.status = Disposition::kUnsupported;
-      c.reason = fmt::format("{}: no kernel of Floorline's for this layer", base.problem.op);
-    } else if (auto k = kernels::make_floorline_kernel(probe); !k.ok()) {
-      c.status =
-          k.error().code == Disposition::kUnsupported ? Disposition::kUnsupported : Disposition::kFailed;
-      c.reason = k.error().message;
+    std::vector<std::string> algorithms = {name.empty() ? "none" : name};
+    const auto& p = base.problem;
+    if (name == "concat" && !p.outputs.empty() && p.outputs[0].shape.size() == 4) {
+      const int64_t axis = p.int_attr("axis");
+      if (axis == 1 || axis == -3)
+        for (const int block : {16, 8})
+          if (std::all_of(p.inputs.begin(), p.inputs.end(), [&](const kernels::Operand& in) {
+                return in.shape.size() == 4 && in.shape[1] % block == 0;
+              }))
+            algorithms.push_back(fmt::format("concat@blocked{}c", block));
     }
-    return {c};
+    std::vector<kernels::LibraryCase> out;
+    for (const auto& algorithm : algorithms) {
+      kernels::LibraryCase c;
+      c.variant = base.variant;
+      c.variant.math_mode = MathMode::kFp32;
+      c.variant.algorithm = algorithm;
+      c.group = c.variant.algorithm;
+      c.library = "floorline";
+      c.is_default = out.empty();
+      kernels::CaseSpec probe = base;
+      probe.variant = c.variant;
+      if (name.empty()) {
+        c.status = Disposition::kUnsupported;
+        c.reason = fmt::format("{}: no kernel of Floorline's for this layer", base.problem.op);
+      } else if (auto k = kernels::make_floorline_kernel(probe); !k.ok()) {
+        c.status =
+            k.error().code == Disposition::kUnsupported ? Disposition::kUnsupported : Disposition::kFailed;
+        c.reason = k.error().message;
+      }
+      out.push_back(std::move(c));
+    }
+    return out;
   }
 
   kernels::KernelFactory factory() const override { return kernels::make_floorline_kernel; }

@@ -177,8 +177,8 @@ constexpr int64_t kPieceBytes = 256 << 10;  // copies are split at this size for
 
 class DataKernel final : public Kernel {
  public:
-  DataKernel(Problem p, std::string name, uint64_t seed)
-      : p_(std::move(p)), name_(std::move(name)), seed_(seed) {
+  DataKernel(Problem p, std::string name, uint64_t seed, int block)
+      : p_(std::move(p)), name_(std::move(name)), seed_(seed), block_(block) {
     for (const auto* list : {&p_.inputs, &p_.outputs})
       for (const auto& op : *list)
         if (std::any_of(op.shape.begin(), op.shape.end(), [](int64_t d) { return d < 0; }))
@@ -203,11 +203,14 @@ class DataKernel final : public Kernel {
   std::string implementation() const override { return "floorline " + name_; }
   int64_t workspace_bytes() const override { return 0; }
 
-  // Every operand, plain (replay wires them).
+  // Every operand, plain, or a blocked concat's in oneDNN's blocked layout aBcd<B>b, named as its
+  // ports name it (replay wires them).
   std::optional<Port> port(bool output, size_t k) const override {
     if (output ? k != 0 : k >= in_.size()) return std::nullopt;
     const Placed<float>& t = output ? out_ : in_[k];
-    return Port{t.data(), t.bytes(), "plain"};
+    if (block_ == 0) return Port{t.data(), t.bytes(), "plain"};
+    const Shape& s = output ? p_.outputs[0].shape : p_.inputs[k].shape;
+    return Port{t.data(), t.bytes(), fmt::format("f32 aBcd{}b {}", block_, fmt::join(s, "x"))};
   }
   Status bind(bool output, size_t k, void* data) override {
     if (!port(output, k))
@@ -264,6 +267,16 @@ class DataKernel final : public Kernel {
       at += in.shape[static_cast<size_t>(axis)];
     }
     if (at != ys[static_cast<size_t>(axis)]) unsupported("Concat: the inputs do not fill the output");
+    // On the blocked layout aBcd<B>b (N, C/B, H, W, B) with every input's channels a multiple of B,
+    // input k's channels of one image are C_k·H·W contiguous floats at the same offsets as in NCHW:
+    // the plain plan below copies them unchanged.
+    if (block_ > 0) {
+      if (rank != 4 || axis != 1) unsupported("Concat on a blocked layout: 4-D, along the channels only");
+      for (const auto& in : p_.inputs)
+        if (in.shape[1] % block_ != 0)
+          unsupported(fmt::format("Concat on blocked{}c: an input's {} channels are no multiple of {}",
+                                  block_, in.shape[1], block_));
+    }
     const int64_t out_chunk = ys[static_cast<size_t>(axis)] * inner * 4;
     for (int64_t o = 0; o < outer; ++o) {
       int64_t dst = o * out_chunk;
@@ -463,6 +476,7 @@ class DataKernel final : public Kernel {
   Problem p_;
   std::string name_;
   uint64_t seed_;
+  int block_ = 0;                  // concat@blocked<B>c: B; 0: plain
   std::vector<Placed<float>> in_;  // the operands, on placed host buffers
   Placed<float> out_;
   std::vector<Piece> pieces_;                // the copies (Concat, Resize), empty for softmax
@@ -472,8 +486,9 @@ class DataKernel final : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed) {
-  return std::make_unique<DataKernel>(p, name, seed);
+std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed,
+                                         int block) {
+  return std::make_unique<DataKernel>(p, name, seed, block);
 }
 
 }  // namespace floorline::kernels::floorline_detail

@@ -183,7 +183,11 @@ Result<std::unique_ptr<Kernel>> make_floorline_kernel(const CaseSpec& spec) {
     return make_error(
         Disposition::kUnsupported, "{}: {}", p.op,
         m.kernel.empty() ? m.reason : std::string_view("no kernel of Floorline's for this layer"));
-  if (!spec.variant.algorithm.empty() && spec.variant.algorithm != name)
+  // A Concat also runs on a blocked layout: "concat@blocked16c", "concat@blocked8c".
+  int block = 0;
+  if (name == "concat" && spec.variant.algorithm == "concat@blocked16c") block = 16;
+  if (name == "concat" && spec.variant.algorithm == "concat@blocked8c") block = 8;
+  if (!spec.variant.algorithm.empty() && spec.variant.algorithm != name && block == 0)
     return make_error(Disposition::kUnsupported, "no floorline kernel {} for {} (it runs {})",
                       spec.variant.algorithm, p.op, name);
   const uint64_t seed = seed_of(spec.name);
@@ -192,7 +196,7 @@ Result<std::unique_ptr<Kernel>> make_floorline_kernel(const CaseSpec& spec) {
       case Family::kDetection:
         return make_detection_kernel(p, name, seed);
       case Family::kData:
-        return make_data_kernel(p, name, seed);
+        return make_data_kernel(p, name, seed, block);
       case Family::kSampling:
         return make_sampling_kernel(p, name, seed);
       case Family::kNone:

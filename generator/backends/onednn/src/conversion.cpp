@@ -45,11 +45,45 @@ class ConversionKernel final : public Kernel {
 Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from_ref, const PortRef& to_ref) {
   const auto* p = dynamic_cast<const OnednnKernel*>(from_ref.kernel);
   const auto* c = dynamic_cast<const OnednnKernel*>(to_ref.kernel);
-  if (!p || !c) return make_error(Disposition::kUnsupported, "a oneDNN conversion joins two oneDNN cases");
-  const memory* from_port = p->port_memory(from_ref.output, from_ref.index);
-  const memory* to_port = c->port_memory(to_ref.output, to_ref.index);
-  if (!from_port || !to_port) return make_error(Disposition::kUnsupported, "no port to convert between");
-  const memory::desc fd = from_port->get_desc(), td = to_port->get_desc();
+  if (!p && !c)
+    return make_error(Disposition::kUnsupported, "a oneDNN conversion has a oneDNN case on one side");
+  const memory* from_port = p ? p->port_memory(from_ref.output, from_ref.index) : nullptr;
+  const memory* to_port = c ? c->port_memory(to_ref.output, to_ref.index) : nullptr;
+  if ((p && !from_port) || (c && !to_port))
+    return make_error(Disposition::kUnsupported, "no port to convert between");
+  // The other side, another backend's case (Floorline's concat, an OpenBLAS GEMM...), must hold its
+  // operand plain, or in a blocked layout named as oneDNN's (Floorline's concat@blocked<B>c), f32
+  // (those backends' only type), of the oneDNN side's element count: it is then seen with the
+  // oneDNN side's dims (a reshape of a plain buffer, as between oneDNN cases below).
+  auto foreign = [](const PortRef& ref, const memory::desc& other) -> Result<memory::desc> {
+    const auto port = ref.kernel->port(ref.output, ref.index);
+    if (!port) return make_error(Disposition::kUnsupported, "the other case's operand is no port");
+    // Floorline's blocked concat names its ports as oneDNN's blocked layouts are named.
+    const std::string dims = fmt::format("{}", fmt::join(other.dims(), "x"));
+    memory::desc md;
+    if (port->layout == "plain")
+      md = memory::desc(other.dims(), memory::data_type::f32, plain_strides(other.dims()));
+    else if (other.dims().size() == 4 && port->layout == "f32 aBcd16b " + dims)
+      md = memory::desc(other.dims(), memory::data_type::f32, memory::format_tag::aBcd16b);
+    else if (other.dims().size() == 4 && port->layout == "f32 aBcd8b " + dims)
+      md = memory::desc(other.dims(), memory::data_type::f32, memory::format_tag::aBcd8b);
+    else
+      return make_error(Disposition::kUnsupported, "the other case's operand is in {}", port->layout);
+    if (static_cast<int64_t>(md.get_size()) != port->bytes)
+      return make_error(Disposition::kUnsupported,
+                        "{} bytes of the other case's operand cannot meet {} f32 elements", port->bytes,
+                        md.get_size() / sizeof(float));
+    return md;
+  };
+  memory::desc fd, td;
+  if (p) fd = from_port->get_desc();
+  if (c) td = to_port->get_desc();
+  if (!p) {
+    FL_ASSIGN_OR_RETURN(fd, foreign(from_ref, td));
+  }
+  if (!c) {
+    FL_ASSIGN_OR_RETURN(td, foreign(to_ref, fd));
+  }
   auto count = [](const memory::desc& d) {
     int64_t n = 1;
     for (auto x : d.dims()) n *= x;
