@@ -296,16 +296,18 @@ res (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
   EXPECT_DOUBLE_EQ(fused_bound(m, layers, costs, "f32").us, sequential_bound(layers));
 }
 
-// Two convolutions feed one Add: S takes the chain of the larger saving, each layer in one chain.
-TEST(Epilogue, TwoConvolutionsOfOneAddTakeTheLargerSavingOnce) {
-  const auto m = process(R"(
+// Two convolutions feed one residual Add (then a Relu): either can absorb it.
+constexpr const char* kTwoConvsOneAdd = R"(
 res (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2) => (float y) {
   c2 = Conv <pads = [1, 1, 1, 1]> (x, w)
   c3 = Conv (x, w2)
   r = Add (c2, c3)
   y = Relu (r)
-})",
-                         "res");
+})";
+
+// Two convolutions feed one Add: S takes the chain of the larger saving, each layer in one chain.
+TEST(Epilogue, TwoConvolutionsOfOneAddTakeTheLargerSavingOnce) {
+  const auto m = process(kTwoConvsOneAdd, "res");
   CostTable costs;
   const std::map<std::string, double> own = {{"c2", 100}, {"c3", 60}, {"r", 10}, {"y", 5}};
   for (const auto& [out, us] : own) costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(us, out);
@@ -322,14 +324,7 @@ res (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2) => (float y) {
 
 TEST(FusedBound, LargestSavingFirstAndEachLayerFusedOnce) {
   // Both convs can absorb the same Add+Relu.
-  const auto m = process(R"(
-res (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2) => (float y) {
-  c2 = Conv <pads = [1, 1, 1, 1]> (x, w)
-  c3 = Conv (x, w2)
-  r = Add (c2, c3)
-  y = Relu (r)
-})",
-                         "res");
+  const auto m = process(kTwoConvsOneAdd, "res");
   const auto layers = costed(m, {{"c2", 100}, {"c3", 60}, {"r", 10}, {"y", 5}});
   CostTable costs;
   costs.best[{writer(m, "c2").key, "f32", "fp32", "Add+Relu"}] = case_time(101, "c2 fused");  // saves 14

@@ -91,6 +91,7 @@ TEST(DataKernels, DensenetConcatsRunOnTheBlockedLayoutsToo) {
     EXPECT_TRUE((*k)->verify().ok()) << c.spec.name;
     const auto out = (*k)->port(true, 0);
     ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(out->layout, kernels::blocked_channels_layout(block, c.spec.problem.outputs[0].shape));
     EXPECT_EQ(out->layout,
               fmt::format("f32 aBcd{}b {}", block, fmt::join(c.spec.problem.outputs[0].shape, "x")));
     int64_t n = 1;

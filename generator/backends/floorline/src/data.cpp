@@ -210,7 +210,7 @@ class DataKernel final : public Kernel {
     const Placed<float>& t = output ? out_ : in_[k];
     if (block_ == 0) return Port{t.data(), t.bytes(), "plain"};
     const Shape& s = output ? p_.outputs[0].shape : p_.inputs[k].shape;
-    return Port{t.data(), t.bytes(), fmt::format("f32 aBcd{}b {}", block_, fmt::join(s, "x"))};
+    return Port{t.data(), t.bytes(), blocked_channels_layout(block_, s)};
   }
   Status bind(bool output, size_t k, void* data) override {
     if (!port(output, k))

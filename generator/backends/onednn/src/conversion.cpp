@@ -59,13 +59,13 @@ Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from_ref, 
     const auto port = ref.kernel->port(ref.output, ref.index);
     if (!port) return make_error(Disposition::kUnsupported, "the other case's operand is no port");
     // Floorline's blocked concat names its ports as oneDNN's blocked layouts are named.
-    const std::string dims = fmt::format("{}", fmt::join(other.dims(), "x"));
+    const memory::dims dims = other.dims();
     memory::desc md;
     if (port->layout == "plain")
       md = memory::desc(other.dims(), memory::data_type::f32, plain_strides(other.dims()));
-    else if (other.dims().size() == 4 && port->layout == "f32 aBcd16b " + dims)
+    else if (dims.size() == 4 && port->layout == blocked_channels_layout(16, dims))
       md = memory::desc(other.dims(), memory::data_type::f32, memory::format_tag::aBcd16b);
-    else if (other.dims().size() == 4 && port->layout == "f32 aBcd8b " + dims)
+    else if (dims.size() == 4 && port->layout == blocked_channels_layout(8, dims))
       md = memory::desc(other.dims(), memory::data_type::f32, memory::format_tag::aBcd8b);
     else
       return make_error(Disposition::kUnsupported, "the other case's operand is in {}", port->layout);

@@ -20,6 +20,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
@@ -38,6 +39,15 @@ struct Port {
   // ("f32 aBcd16b 1x64x56x56"): two ports with equal strings hold their data the same way.
   std::string layout;
 };
+
+// Port::layout of an f32 4-D operand in oneDNN's channel-blocked layout aBcd<block>b (N, C/block,
+// H, W, block), as oneDNN's ports name it ("f32 aBcd16b 1x64x56x56"): the one spelling that
+// Floorline's blocked concat writes and oneDNN's conversions read.
+inline std::string blocked_channels_layout(int block, const std::vector<int64_t>& dims) {
+  std::string s = "f32 aBcd" + std::to_string(block) + "b ";
+  for (size_t k = 0; k < dims.size(); ++k) s += (k ? "x" : "") + std::to_string(dims[k]);
+  return s;
+}
 
 class Kernel;
 
