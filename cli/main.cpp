@@ -8,6 +8,7 @@
 
 #include "analyze_command.hpp"
 #include "bench_command.hpp"
+#include "compare_command.hpp"
 #include "db_command.hpp"
 #include "layers_command.hpp"
 #include "materialize_command.hpp"
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   floorline::cli::add_bench_commands(app, exit_code, command_line);
   floorline::cli::add_db_command(app, exit_code);
   floorline::cli::add_analyze_command(app, exit_code);
+  floorline::cli::add_compare_command(app, exit_code);
   floorline::cli::add_materialize_command(app, exit_code);
   floorline::cli::add_run_command(app, exit_code, command_line);
   floorline::cli::add_system_command(app, exit_code);

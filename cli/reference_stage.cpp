@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "floorline/benchdb/framework_io.hpp"
+#include "floorline/benchdb/system.hpp"
 #include "floorline/common/input_file.hpp"
 #include "floorline/model_processor/materialize.hpp"
 #include "floorline/model_processor/runtime_profile.hpp"
@@ -160,14 +161,14 @@ int spawn_and_wait(const std::vector<std::string>& args) {
 
 // Models whose ONNX Runtime latency at every batch and setting is already in the database.
 std::set<std::string> measured_before(bd::Database& db, const std::string& version, int threads,
-                                      const std::vector<int64_t>& batches,
+                                      const std::string& device, const std::vector<int64_t>& batches,
                                       const std::vector<std::string>& settings) {
   std::set<std::string> done;
   std::map<std::string, int> count;
   (void)db.for_each(
       "SELECT model_name, batch, settings FROM framework_latencies WHERE runtime = 'onnxruntime' AND "
-      "runtime_version = ?1 AND threads = ?2 AND device = 'cpu'",
-      {version, static_cast<int64_t>(threads)},
+      "runtime_version = ?1 AND threads = ?2 AND device IN ('cpu', ?3)",
+      {version, static_cast<int64_t>(threads), device},
       [&](const std::vector<std::string>&, const std::vector<bd::SqlValue>& v) {
         const int64_t b = std::get<int64_t>(v[1]);
         const std::string s = bd::value_text(v[2]);
@@ -198,7 +199,10 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
   const std::string version = reference_version(dir);
   const std::vector<std::string> settings =
       o.quick ? std::vector<std::string>{"all"} : std::vector<std::string>{"all", "disabled"};
-  const auto done = measured_before(db, version, o.threads, o.batches, settings);
+  // The rows name this host's CPU ("cpu:MODEL"): a database merged from several machines keeps
+  // each machine's latencies apart (analyzer.hpp, load_costs).
+  const std::string device = "cpu:" + bd::capture_host_system(o.threads).device_name;
+  const auto done = measured_before(db, version, o.threads, device, o.batches, settings);
 
   // 1. Weights: a copy with generated values for each model that lacks them, reused when up to date.
   const fs::path mat_dir = o.out / "materialized";
@@ -252,7 +256,8 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
                                    "--settings",    setting_list,
                                    "--out",         json,
                                    "--profile-dir", (ref_out / "profiles").string(),
-                                   "--names",       joined};
+                                   "--names",       joined,
+                                   "--device",      device};
   if (o.quick) {
     for (const char* a : {"--min-runs", "3", "--min-time-ms", "0", "--warmup", "1", "--profile-runs", "2"})
       args.emplace_back(a);

@@ -57,15 +57,6 @@ struct RunCmd {
   bool fail_on_violation = false;  // exit kExitBoundViolation when a latency is below S
 };
 
-// The embedded zoo: ./models/zoo when run from a checkout, else the source tree's.
-std::optional<std::string> embedded_zoo() {
-  for (const fs::path& p : {fs::path("models/zoo"), fs::path(FLOORLINE_SOURCE_DIR) / "models/zoo"}) {
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) return p.string();
-  }
-  return std::nullopt;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

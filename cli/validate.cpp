@@ -88,6 +88,15 @@ Status check_out_not_input(const std::string& out, const std::vector<std::string
   return {};
 }
 
+std::optional<std::string> embedded_zoo() {
+  for (const std::filesystem::path& p :
+       {std::filesystem::path("models/zoo"), std::filesystem::path(FLOORLINE_SOURCE_DIR) / "models/zoo"}) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) return p.string();
+  }
+  return std::nullopt;
+}
+
 Result<std::vector<std::filesystem::path>> find_model_files(const std::vector<std::string>& paths) {
   std::vector<std::filesystem::path> out;
   for (const auto& p : paths) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ Status check_out_not_input(const std::string& out, const std::vector<std::string
 // mp::find_models(); a folder holding no .onnx file is an error ("DIR: no .onnx file in this
 // folder") rather than a run over nothing.
 Result<std::vector<std::filesystem::path>> find_model_files(const std::vector<std::string>& paths);
+
+// The embedded zoo, the default MODELS of `run` and `compare`: ./models/zoo when run from a
+// checkout, else the source tree's; none when neither is a folder.
+std::optional<std::string> embedded_zoo();
 
 // Opens a results database for a write command (created when missing, an older schema upgraded)
 // and marks the runs whose process died (benchdb::Database::mark_dead_runs), saying so on stderr

@@ -148,6 +148,14 @@ Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::Model
 
 namespace {
 
+// Whether a framework row's device is this system's: a GPU's rows name it ("NVIDIA H100 80GB
+// HBM3"); a CPU's name its host's CPU ("cpu:Intel(R) Xeon(R) Processor", the reference stage), or
+// just "cpu" (imports and databases from before the name was recorded), which every CPU system takes.
+bool framework_device_matches(const std::string& device, const std::string& kind, const std::string& name) {
+  if (kind != "cpu") return device == name;
+  return device == "cpu" || device == "cpu:" + name;
+}
+
 // One system's own costs (load_costs without the thread budget). With `cases_only`, only what a
 // system of a thread budget gives the budget's system: its best cases (S's and S_vendor's) and the
 // conversions they need; not the defaults, peaks, replays or framework rows, which are the budget
@@ -257,16 +265,14 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
       }));
   FL_TRY(benchdb::for_each_row<benchdb::FrameworkLatencyRow>(
       db, benchdb::framework_latencies_table(), "", {}, [&](benchdb::FrameworkLatencyRow& r) -> Status {
-        const bool cpu = r.device == "cpu";
-        if ((t.device_kind == "cpu") == cpu && (cpu || r.device == t.device_name))
+        if (framework_device_matches(r.device, t.device_kind, t.device_name))
           t.framework.push_back(std::move(r));
         return Status{};
       }));
   if (db.schema_version() >= 5)
     FL_TRY(benchdb::for_each_row<benchdb::FrameworkLayerTimeRow>(
         db, benchdb::framework_layer_times_table(), "", {}, [&](benchdb::FrameworkLayerTimeRow& r) -> Status {
-          const bool cpu = r.device == "cpu";
-          if ((t.device_kind == "cpu") == cpu && (cpu || r.device == t.device_name))
+          if (framework_device_matches(r.device, t.device_kind, t.device_name))
             t.layer_times.push_back(std::move(r));
           return Status{};
         }));

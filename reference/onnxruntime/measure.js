@@ -19,6 +19,7 @@
 //                          settings that get a profiling pass (default: the first of --settings)
 //     --no-profile         skip the profiling pass
 //     --names a,b          model names to record (default: each file's stem)
+//     --device NAME        the device the rows name (default cpu; floorline run writes cpu:<CPU model>)
 //     --out FILE           the JSON written (default ort_latencies.json)
 //     --profile-dir DIR    where the profiles go (default: next to --out)
 //
@@ -62,6 +63,7 @@ function parseArgs(argv) {
     profile: true,
     profileSettings: null,
     names: null,
+    device: 'cpu',
     out: 'ort_latencies.json',
     profileDir: null,
     models: [],
@@ -88,6 +90,7 @@ function parseArgs(argv) {
     else if (a === '--no-profile') o.profile = false;
     else if (a === '--profile-settings') o.profileSettings = next().split(',');
     else if (a === '--names') o.names = next().split(',');
+    else if (a === '--device') o.device = next();
     else if (a === '--out') o.out = next();
     else if (a === '--profile-dir') o.profileDir = next();
     else if (a.startsWith('--')) usage(`unknown option ${a}`);
@@ -247,7 +250,7 @@ async function main() {
             model_name: name,
             runtime: 'onnxruntime',
             runtime_version: version,
-            device: 'cpu',
+            device: o.device,
             batch,
             dtype: 'f32',
             settings,
@@ -284,6 +287,7 @@ async function main() {
                 settings,
                 threads: o.threads,
                 runtime_version: version,
+                device: o.device,
                 profile: besideOut(o.out, target),
                 graph: graph && fs.existsSync(graph) ? besideOut(o.out, graph) : null,
                 model: path.resolve(file),

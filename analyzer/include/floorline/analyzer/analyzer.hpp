@@ -27,8 +27,10 @@
 //   R  roofline            Σ max(FLOPs(v) / peak FLOP/s, bytes(v) / peak bytes/s), peaks calibrated
 //                          on the system (system_peaks) for the base dtype
 //   M  measured            the fastest imported framework latency of the model at this batch and dtype
-//                          on this kind of device (framework_latencies; on a CPU, at the thread count
-//                          of the measurements), when there is one
+//                          on this device (framework_latencies: a GPU's rows name it; a CPU's name
+//                          its host's CPU, "cpu:MODEL", or just "cpu" for rows of unknown host, which
+//                          every CPU system takes; on a CPU, at the thread count of the
+//                          measurements), when there is one
 //   replay                 not a bound: the model's best cases executed back to back as its graph
 //                          (generator/replay.hpp), stored in the replays table for this system;
 //                          replay / S says how tight S is. Never counted as M.

@@ -1,0 +1,136 @@
+#include "compare_command.hpp"
+
+#include <cstdio>
+#include <memory>
+
+#include "floorline/analyzer/compare.hpp"
+#include "floorline/benchdb/database.hpp"
+#include "floorline/common/output.hpp"
+#include "floorline/model_processor/zoo.hpp"
+#include "validate.hpp"
+
+namespace floorline::cli {
+
+using namespace floorline::output;  // NOLINT: the output helpers are this layer's vocabulary
+
+namespace {
+
+struct CompareCmd {
+  std::vector<std::string> models;
+  std::string db;
+  std::vector<int64_t> systems;
+  std::optional<int64_t> baseline;
+  std::vector<int64_t> batches = {1};
+  int64_t max_detections = 100;
+  std::string dtype = "f32";
+  std::string format = "table";
+  std::string out = "-";
+  size_t top = 5;
+  bool threads_exact = false;
+};
+
+int run_compare(CompareCmd o) {
+  const bool color = use_color(stderr);
+  if (o.models.empty()) {
+    auto zoo = embedded_zoo();
+    if (!zoo) {
+      std::fprintf(stderr,
+                   "floorline compare: no MODELS given and the embedded zoo (models/zoo) is not here: name ONNX "
+                   "files or folders\n");
+      return 2;
+    }
+    o.models.push_back(*zoo);
+  }
+  auto files = find_model_files(o.models);
+  if (!files) {
+    std::fprintf(stderr, "floorline compare: %s\n", files.error().message.c_str());
+    return 2;
+  }
+  {
+    std::vector<std::string> inputs = o.models;
+    inputs.push_back(o.db);
+    if (auto st = check_out_not_input(o.out, inputs); !st) {
+      std::fprintf(stderr, "floorline compare: %s\n", st.error().message.c_str());
+      return 2;
+    }
+  }
+  benchdb::OpenOptions ro;
+  ro.read_only = true;
+  auto db = benchdb::Database::open(o.db, ro);
+  if (!db) {
+    std::fprintf(stderr, "floorline compare: %s\n", db.error().message.c_str());
+    return 2;
+  }
+  mp::ProcessOptions popts;
+  popts.batches = o.batches;
+  popts.max_detections = o.max_detections;
+  std::vector<mp::ModelIR> models;
+  int failures = 0;
+  for (const auto& path : *files) {
+    auto r = mp::process_model(path, popts);
+    if (!r) {
+      std::fprintf(stderr, "%s %s\n", red("error:", color).c_str(), r.error().message.c_str());
+      ++failures;
+      continue;
+    }
+    for (auto& m : *r) models.push_back(std::move(m));
+  }
+  analyzer::CompareOptions copts;
+  copts.systems = o.systems;
+  copts.baseline = o.baseline;
+  copts.dtype = o.dtype;
+  copts.thread_budget = !o.threads_exact;
+  copts.top_configs = o.top;
+  auto c = analyzer::compare_systems(*db, models, copts);
+  if (!c) {
+    std::fprintf(stderr, "floorline compare: %s\n", c.error().message.c_str());
+    return 2;
+  }
+  std::string text = o.format == "json"   ? analyzer::format_compare_json(*c)
+                     : o.format == "csv"  ? analyzer::format_compare_csv(*c)
+                     : o.format == "html" ? analyzer::format_compare_html(*c)
+                                          : analyzer::format_compare_table(*c);
+  if (auto st = write_checked(o.out, text); !st) {
+    std::fprintf(stderr, "floorline compare: %s\n", st.error().message.c_str());
+    return 1;
+  }
+  if (o.out != "-")
+    std::fprintf(stderr, "wrote %s (%zu model-batch(es) on %zu system(s))\n", o.out.c_str(), c->models.size(),
+                 c->systems.size());
+  return failures ? 1 : 0;
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<CompareCmd>();
+  auto* c = app.add_subcommand(
+      "compare", "The bounds of models on several systems side by side: speedups, layer kinds, thread scaling");
+  c->add_option("models", o->models, "ONNX files or folders (default: the embedded zoo, models/zoo)");
+  c->add_option("--db", o->db, "Results database holding the systems (merge several with floorline db merge)")
+      ->required();
+  c->add_option("--systems", o->systems,
+                "System ids, comma-separated (floorline db info lists them); default: every system with a "
+                "measurement of these models")
+      ->delimiter(',')
+      ->check(int_in(1, INT64_MAX, "system id"));
+  c->add_option("--baseline", o->baseline, "The system speedups are relative to (default: the first compared)")
+      ->check(int_in(1, INT64_MAX, "system id"));
+  c->add_option("--batch", o->batches, "Batch sizes, comma-separated")
+      ->delimiter(',')
+      ->check(int_in(1, kMaxBatch, "batch size"));
+  c->add_option("--max-detections", o->max_detections,
+                "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes)")
+      ->check(int_in(1, kMaxBatch, "detections"));
+  c->add_option("--dtype", o->dtype, "Base data type of the bounds: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  c->add_option("--format", o->format, "table, json, csv or html")
+      ->check(CLI::IsMember({"table", "json", "csv", "html"}));
+  c->add_option("--out", o->out, "Output file ('-' for stdout)");
+  c->add_option("--top", o->top, "Configurations listed per model (largest change between the systems first)")
+      ->check(int_in(0, kMaxListed, "configurations"));
+  c->add_flag("--threads-exact", o->threads_exact,
+              "Every layer at its system's own thread count (no thread budget)");
+  c->callback([o, &exit_code] { exit_code = run_compare(*o); });
+}
+
+}  // namespace floorline::cli

@@ -1,0 +1,260 @@
+// Systems side by side (analyzer/compare.hpp) on recorded times with hand-computed ratios: two
+// hosts in one database, a host at 1 and 2 threads, and two single-system files merged into one.
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "floorline/analyzer/compare.hpp"
+#include "floorline/benchdb/database.hpp"
+#include "floorline/benchdb/merge.hpp"
+#include "floorline/benchdb/writer.hpp"
+#include "floorline/model_processor/model.hpp"
+
+namespace floorline::analyzer {
+namespace {
+
+// x → Relu → Sigmoid → Tanh: three configs of three kinds.
+constexpr const char* kChain = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+compare_chain (float[1,4096] x) => (float y) {
+  a = Relu (x)
+  b = Sigmoid (a)
+  y = Tanh (b)
+}
+)onnx";
+
+template <class T>
+T value(Result<T> r) {
+  if (!r) throw std::runtime_error(r.error().message);
+  return std::move(r).value();
+}
+void check(const Status& s) {
+  if (!s) throw std::runtime_error(s.error().message);
+}
+
+mp::ModelIR chain_model() {
+  mp::ProcessOptions po;
+  po.batches = {1};
+  return value(mp::process_model_text(kChain, "compare_chain", po)).front();
+}
+
+struct CompareDb {
+  std::filesystem::path path;
+  std::optional<benchdb::Database> db;
+  mp::ModelIR model = chain_model();
+  std::map<std::string, std::string> key_of;  // op → config key
+
+  explicit CompareDb(const std::string& name)
+      : path(std::filesystem::temp_directory_path() /
+             ("floorline_compare_" + std::to_string(::getpid()) + "_" + name + ".db")) {
+    std::filesystem::remove(path);
+    db.emplace(value(benchdb::Database::open(path)));
+    check(db->record_models({model}));
+    for (const auto& l : model.layers) key_of[l.op_type] = l.key;
+  }
+  ~CompareDb() {
+    db.reset();
+    std::filesystem::remove(path);
+  }
+  int64_t system(const std::string& cpu, int64_t threads = 1) {
+    benchdb::SystemRow s;
+    s.device_kind = "cpu";
+    s.device_name = s.cpu_model = cpu;
+    s.threads = threads;
+    s.libraries = {{"onednn", "2.6.3"}};
+    s.floorline_version = "test";
+    return value(db->upsert_system(s));
+  }
+  void time(int64_t system, const std::string& op, double us) {
+    benchdb::RunRow run;
+    run.system_id = system;
+    const int64_t run_id = value(db->begin_run(run));
+    auto q = value(db->query("SELECT id FROM layer_configs WHERE key = ?1", {key_of.at(op)}));
+    benchdb::CaseRow c;
+    c.config_id = std::get<int64_t>(q.rows.at(0).at(0));
+    c.identity = {"onednn", "eltwise:jit", "f32", "fp32", "", "", key_of.at(op)};
+    benchdb::MeasurementRow m;
+    m.case_id = value(db->upsert_case(c));
+    m.status = Disposition::kPassed;
+    m.is_default = 1;
+    m.iterations = 10;
+    m.repetitions = 1;
+    m.min_us = m.median_us = m.mean_us = us;
+    benchdb::MeasurementWriter w(*db, system, run_id);
+    check(w.add(std::move(m)));
+    check(w.flush());
+  }
+  // ONNX Runtime's latency, on `device` ("cpu:MODEL", or "cpu" for a row of unknown host).
+  void runtime(const std::string& device, int64_t threads, double us) {
+    benchdb::FrameworkLatencyRow fw;
+    fw.model_name = model.name;
+    fw.runtime = "onnxruntime";
+    fw.runtime_version = "1.30.0";
+    fw.device = device;
+    fw.settings = "graph_optimization=all";
+    fw.batch = 1;
+    fw.threads = threads;
+    fw.median_us = us;
+    value(db->upsert_framework_latency(fw));
+  }
+};
+
+// Host A: Relu 10, Sigmoid 20, Tanh 40 (S 70); host B: Relu 5, Sigmoid 20, Tanh 10 (S 35).
+void two_hosts(CompareDb& t, int64_t a, int64_t b) {
+  t.time(a, "Relu", 10);
+  t.time(a, "Sigmoid", 20);
+  t.time(a, "Tanh", 40);
+  t.time(b, "Relu", 5);
+  t.time(b, "Sigmoid", 20);
+  t.time(b, "Tanh", 10);
+}
+
+TEST(Compare, TwoHostsSpeedupsKindsAndTheConfigsThatChangeMost) {
+  CompareDb t("hosts");
+  const int64_t a = t.system("CPU A"), b = t.system("CPU B");
+  two_hosts(t, a, b);
+  // Each host's ONNX Runtime names its CPU: A's 90 µs is above A's S, B's 30 is below B's S (a
+  // violation on B only); neither is the other's M.
+  t.runtime("cpu:CPU A", 1, 90);
+  t.runtime("cpu:CPU B", 1, 30);
+  const auto c = value(compare_systems(*t.db, {t.model}));
+  ASSERT_EQ(c.systems.size(), 2u);
+  EXPECT_EQ(c.systems[0].id, a);
+  EXPECT_EQ(c.baseline, 0u);
+  ASSERT_EQ(c.models.size(), 1u);
+  const auto& m = c.models[0];
+  EXPECT_DOUBLE_EQ(m.systems[0].S, 70);
+  EXPECT_DOUBLE_EQ(m.systems[1].S, 35);
+  EXPECT_DOUBLE_EQ(*m.speedup(1, 0), 2.0);
+  EXPECT_DOUBLE_EQ(*m.speedup(0, 0), 1.0);
+  EXPECT_DOUBLE_EQ(*m.systems[0].M, 90);
+  EXPECT_DOUBLE_EQ(*m.systems[1].M, 30);
+  EXPECT_EQ(m.systems[0].violations, 0);
+  EXPECT_EQ(m.systems[1].violations, 1);
+  ASSERT_TRUE(m.fastest);
+  EXPECT_EQ(*m.fastest, 1u);
+  EXPECT_EQ(c.fastest_count, (std::vector<int64_t>{0, 1}));
+  // Largest spread first: Tanh 40 → 10, Relu 10 → 5, Sigmoid unchanged.
+  ASSERT_EQ(m.configs.size(), 3u);
+  EXPECT_EQ(m.configs[0].kind, "Tanh");
+  EXPECT_DOUBLE_EQ(m.configs[0].spread_us, 30);
+  EXPECT_EQ(m.configs[1].kind, "Relu");
+  EXPECT_EQ(m.configs[2].kind, "Sigmoid");
+  EXPECT_DOUBLE_EQ(m.configs[2].spread_us, 0);
+  // Kinds by the baseline's time: Tanh 40, Sigmoid 20, Relu 10.
+  ASSERT_EQ(c.kinds.size(), 3u);
+  EXPECT_EQ(c.kinds[0].kind, "Tanh");
+  EXPECT_DOUBLE_EQ(c.kinds[0].us[0] / c.kinds[0].us[1], 4.0);
+  EXPECT_EQ(c.kinds[2].kind, "Relu");
+  EXPECT_DOUBLE_EQ(c.kinds[2].us[0] / c.kinds[2].us[1], 2.0);
+  EXPECT_TRUE(c.scaling.empty());  // two hosts, one thread each: nothing to scale
+
+  // Baseline B: A is half as fast.
+  CompareOptions o;
+  o.baseline = b;
+  const auto cb = value(compare_systems(*t.db, {t.model}, o));
+  EXPECT_DOUBLE_EQ(*cb.models[0].speedup(0, cb.baseline), 0.5);
+  o.baseline = 999;
+  EXPECT_FALSE(compare_systems(*t.db, {t.model}, o).ok());
+
+  // The formats carry the same figures.
+  const auto j = nlohmann::json::parse(format_compare_json(c));
+  EXPECT_EQ(j["baseline"], a);
+  EXPECT_DOUBLE_EQ(j["models"][0]["systems"][1]["speedup"].get<double>(), 2.0);
+  EXPECT_EQ(j["models"][0]["fastest_system"], b);
+  const std::string csv = format_compare_csv(c);
+  EXPECT_NE(csv.find("compare_chain,1," + std::to_string(b) + ",1,35.000,"), std::string::npos) << csv;
+  const std::string html = format_compare_html(c);
+  EXPECT_NE(html.find("id=\"chart-speedup\""), std::string::npos);
+  EXPECT_NE(html.find("2.00×"), std::string::npos);
+  EXPECT_NE(format_compare_table(c).find("1 below S"), std::string::npos);
+}
+
+TEST(Compare, ThreadScalingOfOneHostAtOneAndTwoThreads) {
+  CompareDb t("threads");
+  const int64_t one = t.system("CPU A", 1), two = t.system("CPU A", 2);
+  // Relu scales perfectly (10 → 5), Sigmoid loses to the fork/join at 2 threads (20 → 30: the
+  // budget keeps it at 1 thread), Tanh scales half way (40 → 30).
+  t.time(one, "Relu", 10);
+  t.time(one, "Sigmoid", 20);
+  t.time(one, "Tanh", 40);
+  t.time(two, "Relu", 5);
+  t.time(two, "Sigmoid", 30);
+  t.time(two, "Tanh", 30);
+  // A row of unknown host ("cpu") compares with every CPU system at its thread count.
+  t.runtime("cpu", 2, 60);
+  const auto c = value(compare_systems(*t.db, {t.model}));
+  ASSERT_EQ(c.scaling.size(), 1u);
+  const auto& s = c.scaling[0];
+  EXPECT_EQ(c.systems[s.one].id, one);
+  EXPECT_EQ(c.systems[s.many].id, two);
+  EXPECT_EQ(s.threads, 2);
+  ASSERT_EQ(s.models.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.models[0].S_one, 70);
+  EXPECT_DOUBLE_EQ(s.models[0].S_many, 55);  // 5 + 20 (1 thread) + 30
+  EXPECT_DOUBLE_EQ(s.efficiency(s.models[0].S_one, s.models[0].S_many), 70.0 / 55 / 2);
+  // Worst: Sigmoid (efficiency 0.5, 10 µs lost) before Tanh (0.67, 10 µs lost: same loss, kept in
+  // key order); Relu (1.0) scales.
+  ASSERT_EQ(s.worst.size(), 2u);
+  for (const auto& w : s.worst) EXPECT_NE(w.kind, "Relu");
+  const auto sigmoid = std::find_if(s.worst.begin(), s.worst.end(), [](const auto& w) { return w.kind == "Sigmoid"; });
+  ASSERT_NE(sigmoid, s.worst.end());
+  EXPECT_EQ(sigmoid->threads_chosen, 1);
+  EXPECT_DOUBLE_EQ(*c.models[0].systems[s.many].M, 60);
+  EXPECT_FALSE(c.models[0].systems[s.one].M);  // the runtime ran at 2 threads only
+  // Exactly 2 threads for every layer: Sigmoid's 30 counts.
+  CompareOptions exact;
+  exact.thread_budget = false;
+  EXPECT_DOUBLE_EQ(value(compare_systems(*t.db, {t.model}, exact)).models[0].systems[1].S, 65);
+}
+
+TEST(Compare, TwoSingleSystemFilesMergedCompareWithoutAnyFlag) {
+  CompareDb x("merge_x"), out("merge_out");
+  const int64_t xa = x.system("CPU A"), xb = x.system("CPU B");
+  two_hosts(x, xa, xb);
+  // Each host's file holds its own system only.
+  CompareDb ha("merge_a"), hb("merge_b");
+  const int64_t a = ha.system("CPU A");
+  ha.time(a, "Relu", 10);
+  ha.time(a, "Sigmoid", 20);
+  ha.time(a, "Tanh", 40);
+  const int64_t b = hb.system("CPU B");
+  hb.time(b, "Relu", 5);
+  hb.time(b, "Sigmoid", 20);
+  hb.time(b, "Tanh", 10);
+  ha.db.reset();
+  hb.db.reset();
+  value(benchdb::merge_into(*out.db, ha.path.string()));
+  value(benchdb::merge_into(*out.db, hb.path.string()));
+  const auto merged = value(compare_systems(*out.db, {out.model}));
+  const auto together = value(compare_systems(*x.db, {x.model}));
+  ASSERT_EQ(merged.systems.size(), 2u);
+  EXPECT_DOUBLE_EQ(merged.models[0].systems[0].S, together.models[0].systems[0].S);
+  EXPECT_DOUBLE_EQ(merged.models[0].systems[1].S, together.models[0].systems[1].S);
+  EXPECT_DOUBLE_EQ(*merged.models[0].speedup(1, 0), 2.0);
+}
+
+TEST(Compare, NoMeasurementIsAnErrorAndAMissingSystemHasNoColumn) {
+  CompareDb t("empty");
+  EXPECT_FALSE(compare_systems(*t.db, {t.model}).ok());
+  const int64_t a = t.system("CPU A"), b = t.system("CPU B");
+  t.time(a, "Relu", 10);
+  CompareOptions o;
+  o.systems = {a, b};
+  const auto c = value(compare_systems(*t.db, {t.model}, o));
+  EXPECT_TRUE(c.models[0].systems[0].present);
+  EXPECT_FALSE(c.models[0].systems[1].present);
+  EXPECT_FALSE(c.models[0].speedup(1, 0));
+  EXPECT_FALSE(c.models[0].fastest);  // A's S is incomplete (Sigmoid and Tanh have no time)
+  EXPECT_NE(format_compare_csv(c).find("compare_chain,1," + std::to_string(a)), std::string::npos);
+  EXPECT_EQ(format_compare_csv(c).find("compare_chain,1," + std::to_string(b)), std::string::npos);
+}
+
+}  // namespace
+}  // namespace floorline::analyzer
