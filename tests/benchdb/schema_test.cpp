@@ -465,6 +465,12 @@ TEST(Schema, SameStackSameSystemRow) {
   EXPECT_EQ(system_fingerprint(test_system("x")), system_fingerprint(again));
 }
 
+// A system's fingerprint is what every file written so far stores and what resume and merge match
+// on: pinned to the value the schema-8 build computed for this row (FNV-1a of its identity text).
+TEST(Schema, SystemFingerprintIsStable) {
+  EXPECT_EQ(system_fingerprint(test_system("x")), "9a76f4dc94ee4f20");
+}
+
 }  // namespace
 }  // namespace floorline::benchdb::test
 
