@@ -573,6 +573,10 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
       ->check(int_in(1, max_threads(), "threads: at most 4 x the hardware threads, 1024 at most"));
   b->add_flag("--threads-exact", bench->threads_exact,
               "Time at exactly --threads threads (one system), not at every count of the budget");
+  add_isa_option(
+      b,
+      "The CPU libraries capped at this ISA, a system of its own (XNNPACK, which cannot be capped, "
+      "left out)");
   b->add_flag(
       "--resume,!--no-resume", bench->resume,
       "Skip cases already passed or unsupported on this system (default); --no-resume measures again");

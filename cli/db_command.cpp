@@ -136,10 +136,11 @@ int run_info(const DbOptions& o) {
       "(SELECT count(*) FROM measurements) AS measurements, "
       "(SELECT count(*) FROM framework_latencies) AS framework_latencies, (SELECT count(*) FROM replays) AS "
       "replays, (SELECT count(*) FROM framework_layer_times) AS framework_layer_times";
-  const std::string systems_sql =
-      "SELECT id, device_kind, device_name, threads, cpu_flags, libraries, driver_version, "
-      "floorline_version, "
-      "fingerprint FROM systems ORDER BY id";
+  // The ISA cap ('' for none) from schema 9 on; an older file opened as it is has no column.
+  const std::string systems_sql = fmt::format(
+      "SELECT id, device_kind, device_name, threads, {} AS isa, cpu_flags, libraries, driver_version, "
+      "floorline_version, fingerprint FROM systems ORDER BY id",
+      db->schema_version() >= 9 ? "isa" : "''");
   const std::string runs_sql =
       "SELECT run_id, system_id, host_name, started_at, status, measurements, passed, skipped, unsupported, "
       "failed "

@@ -15,6 +15,7 @@
 #include "floorline/benchdb/framework_io.hpp"
 #include "floorline/benchdb/system.hpp"
 #include "floorline/common/input_file.hpp"
+#include "floorline/common/isa.hpp"
 #include "floorline/model_processor/materialize.hpp"
 #include "floorline/model_processor/runtime_profile.hpp"
 
@@ -188,6 +189,15 @@ std::set<std::string> measured_before(bd::Database& db, const std::string& versi
 ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageOptions& o) {
   ReferenceStageResult res;
   const auto t0 = std::chrono::steady_clock::now();
+  // ONNX Runtime's MLAS picks its kernels from the CPU's features: it cannot be capped, and its
+  // times are not those of the capped system (S is compared with it only where it can be).
+  if (const auto cap = isa_cap()) {
+    std::fprintf(stderr,
+                 "[ref] reference runtime not run: ONNX Runtime cannot be capped at %s=%s (it picks its "
+                 "kernels from the CPU's features), so no M for this system\n",
+                 kIsaCapVariable, std::string(isa_name(*cap)).c_str());
+    return res;
+  }
   const fs::path dir = reference_dir();
   if (const std::string why = reference_missing(dir); !why.empty()) {
     std::fprintf(stderr,

@@ -361,6 +361,10 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
                 "and N threads, and S, the replay and the reference runtime use N threads at most, each "
                 "layer at its fastest count")
       ->check(int_in(1, max_threads(), "threads: at most 4 x the hardware threads, 1024 at most"));
+  add_isa_option(
+      r,
+      "The CPU libraries capped at this ISA, a system of its own (XNNPACK, which cannot be capped, "
+      "left out; no ONNX Runtime reference)");
   r->add_flag("--threads-exact", o->threads_exact,
               "Exactly --threads threads for every layer (one system), not the budget's fastest count");
   r->add_option("--repetitions", o->repetitions, "Repetitions per case and pass (default 3; --quick 2)")

@@ -10,7 +10,9 @@
 
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/system.hpp"
+#include "floorline/common/isa.hpp"
 #include "floorline/generator/backend.hpp"
+#include "validate.hpp"
 
 namespace floorline::cli {
 namespace {
@@ -63,6 +65,9 @@ int run_system(const SystemCmd& o) {
   j["host"] = {{"name", benchdb::host_name()},       {"cpu", host.cpu_model}, {"cores", host.cpu_cores},
                {"memory_bytes", host.memory_bytes},  {"os", host.os},         {"compiler", host.compiler},
                {"floorline", host.floorline_version}};
+  // The ISA cap (--isa, FLOORLINE_MAX_CPU_ISA): "" for none, else the system is that capped one.
+  j["host"]["isa"] = host.isa;
+  j["host"]["cpu_isa"] = std::string(isa_name(cpu_isa()));
   j["backends"] = nlohmann::json::array();
   for (const auto& b : gen::backends()) j["backends"].push_back(backend_json(*b));
   if (auto choice = gen::choose_backend(); choice)
@@ -100,6 +105,10 @@ int run_system(const SystemCmd& o) {
   std::printf("host      %s: %s, %lld cores, %.1f GiB, %s\n", benchdb::host_name().c_str(),
               host.cpu_model.c_str(), static_cast<long long>(host.cpu_cores),
               static_cast<double>(host.memory_bytes) / (1 << 30), host.os.c_str());
+  const std::string isa = host.isa.empty()
+                              ? fmt::format("{} (no cap)", isa_name(cpu_isa()))
+                              : fmt::format("capped at {} (the CPU has {})", host.isa, isa_name(cpu_isa()));
+  std::printf("isa       %s\n", isa.c_str());
   for (const auto& b : j["backends"]) {
     std::string facts;
     for (const auto& [k, v] : b.items()) {
@@ -132,6 +141,7 @@ void add_system_command(CLI::App& app, int& exit_code) {
   s->add_option("--format", o->format, "table or json")->check(CLI::IsMember({"table", "json"}));
   s->add_option("--db", o->db, "Also list the roofline peaks measured into this results database")
       ->check(CLI::ExistingFile);
+  add_isa_option(s, "The system the CPU libraries make when capped at this ISA (bench/run --isa)");
   s->callback([o, &exit_code] { exit_code = run_system(*o); });
 }
 

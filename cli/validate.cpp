@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "floorline/common/isa.hpp"
 #include "floorline/model_processor/zoo.hpp"
 
 namespace floorline::cli {
@@ -132,6 +133,26 @@ Status write_checked(const std::string& out, const std::string& text) {
   if (!to_stdout && std::fclose(f) != 0 && err == 0) err = errno ? errno : EIO;
   if (err) return make_error("cannot write {}: {}", to_stdout ? "standard output" : out, std::strerror(err));
   return {};
+}
+
+void add_isa_option(CLI::App* cmd, const std::string& what) {
+  cmd->add_option_function<std::string>(
+         "--isa",
+         [](const std::string& name) {
+           // The plugins load at the first use of a backend, after the options are parsed: each
+           // library reads its cap then (generator/src/registry.cpp).
+           setenv(kIsaCapVariable, name.c_str(), /*overwrite=*/1);
+         },
+         what + " (" + isa_names() + ")")
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            const auto level = parse_isa(name);
+            if (!level) return level.error().message;
+            if (*level > cpu_isa())
+              return fmt::format("--isa {}: this CPU's highest level is {}", name, isa_name(cpu_isa()));
+            return "";
+          },
+          "ISA", "isa"));
 }
 
 }  // namespace floorline::cli

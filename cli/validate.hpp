@@ -35,6 +35,11 @@ inline constexpr int kExitBoundViolation = 3;
 // the count is unknown). More only oversubscribes the machine (libgomp crashed at 100000).
 int64_t max_threads();
 
+// --isa NAME (floorline/common/isa.hpp): one of oneDNN's ISA names, at most the CPU's highest level
+// (an error names it). Parsed before any subcommand runs, it sets FLOORLINE_MAX_CPU_ISA, the
+// process-wide cap each CPU library takes (or is left out under) when its plugin loads.
+void add_isa_option(CLI::App* cmd, const std::string& what);
+
 // An integer from `lo` to `hi` inclusive; `what` names the unit in the message ("threads").
 // Message: "100000 is not an integer from 1 to 64 (threads)".
 CLI::Validator int_in(int64_t lo, int64_t hi, const std::string& what = "");

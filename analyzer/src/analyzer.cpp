@@ -163,9 +163,13 @@ bool framework_device_matches(const std::string& device, const std::string& kind
 Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bool cases_only = false) {
   CostTable t;
   t.system_id = system_id;
-  FL_ASSIGN_OR_RETURN(const auto sys, db.query("SELECT device_kind, device_name, libraries, threads "
-                                               "FROM systems WHERE id = ?1",
-                                               {system_id}));
+  // systems.isa (the ISA cap) from schema 9 on.
+  FL_ASSIGN_OR_RETURN(
+      const auto sys,
+      db.query(fmt::format("SELECT device_kind, device_name, libraries, threads, {} FROM systems "
+                           "WHERE id = ?1",
+                           db.schema_version() >= 9 ? "isa" : "''"),
+               {system_id}));
   if (sys.rows.empty()) return make_error("{}: no system {}", db.path(), system_id);
   const auto& s = sys.rows[0];
   t.device_kind = text(s[0]);
@@ -174,6 +178,8 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
   std::string libraries;  // "onednn 2.6.3", "cublas 13.1.0, cuda_runtime 13.0, cudnn 9.19.0"
   for (const auto& [library, version] : benchdb::parse_string_map(text(s[2])))
     libraries += fmt::format(", {} {}", library, version);
+  const std::string isa = text(s[4]);  // "avx2 cap" in the label where the libraries were capped
+  if (!isa.empty()) libraries += fmt::format(", {} cap", isa);
   t.system = t.device_kind == "gpu" ? fmt::format("{} (gpu{})", t.device_name, libraries)
                                     : fmt::format("{} (cpu{}, {} thread{})", t.device_name, libraries,
                                                   t.threads, t.threads == 1 ? "" : "s");

@@ -68,6 +68,7 @@ const TableDef<SystemRow>& systems_table() {
         col("created_at", &R::created_at),
         // Last, where ALTER TABLE puts it in an upgraded file: both files list the same columns.
         json_col("libraries", &R::libraries, 4, true),
+        col("isa", &R::isa, "", 9, true),
     };
     for (const auto& [column, library] : kLegacyLibraryColumns)
       d.retired.push_back({std::string(column), SqlType::kText, false, "", 1, 4});
@@ -363,13 +364,18 @@ const TableDef<FrameworkLayerTimeRow>& framework_layer_times_table() {
   return t;
 }
 
+// Identity columns from this version on join the fingerprint's text only where set (schema.hpp).
+constexpr int kFingerprintAddsWhenSet = 9;
+
 std::string system_fingerprint(const SystemRow& s) {
   std::string text;
   for (const auto& c : systems_table().columns) {
     if (!c.identity) continue;
+    const std::string value = value_text(c.get(s));
+    if (c.since >= kFingerprintAddsWhenSet && value.empty()) continue;  // as before the column
     text += c.name;
     text += '=';
-    text += value_text(c.get(s));
+    text += value;
     text += '\n';
   }
   return mp::key_hash_hex(text);

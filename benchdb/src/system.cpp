@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "floorline/common/isa.hpp"
+
 #ifndef FLOORLINE_VERSION
 #define FLOORLINE_VERSION "unknown"
 #endif
@@ -43,6 +45,7 @@ SystemRow capture_host_system(int threads) {
   s.device_kind = "cpu";
   s.threads = threads;
   s.floorline_version = FLOORLINE_VERSION;
+  if (const auto cap = isa_cap()) s.isa = isa_name(*cap);
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
   std::set<std::string> flags;

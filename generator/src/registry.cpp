@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <array>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -12,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "floorline/common/isa.hpp"
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/plan.hpp"
 #include "floorline/generator/plugin.hpp"
@@ -131,6 +133,24 @@ std::vector<std::filesystem::path> plugin_dirs() {
   return dirs;
 }
 
+// The ISA cap (floorline/common/isa.hpp) in each CPU library's terms, set before a plugin loads and
+// over what the user set (the cap is what the system row records): oneDNN reads ONEDNN_MAX_CPU_ISA
+// (2.6 reads the DNNL_ name too) at its first dispatch, OpenBLAS's DYNAMIC_ARCH build
+// OPENBLAS_CORETYPE when it loads. XNNPACK cannot be capped (its backend is unavailable under a cap).
+void apply_isa_cap() {
+  const auto cap = isa_cap();
+  if (!cap) return;
+  std::string upper(isa_name(*cap));
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  setenv("ONEDNN_MAX_CPU_ISA", upper.c_str(), /*overwrite=*/1);
+  setenv("DNNL_MAX_CPU_ISA", upper.c_str(), /*overwrite=*/1);
+  const char* core = *cap <= IsaLevel::kSse41      ? "Nehalem"
+                     : *cap <= IsaLevel::kAvx      ? "Sandybridge"
+                     : *cap <= IsaLevel::kAvx2Vnni ? "Haswell"
+                                                   : "SkylakeX";
+  setenv("OPENBLAS_CORETYPE", core, /*overwrite=*/1);
+}
+
 // Loads the plugin of `entry`: its path, or why not. On success `out` is the plugin's backend.
 Result<std::string> load_plugin(const BackendEntry& entry, std::unique_ptr<Backend>& out) {
   const std::vector<std::filesystem::path> dirs = plugin_dirs();
@@ -151,6 +171,7 @@ Result<std::string> load_plugin(const BackendEntry& entry, std::unique_ptr<Backe
   }
   for (const EnvDefault& e : entry.env)
     if (e.name && !(e.unless && std::getenv(e.unless))) setenv(e.name, e.value, /*overwrite=*/0);
+  apply_isa_cap();
   // RTLD_NOW: a missing vendor symbol is reported here, not at the first call; RTLD_LOCAL: two
   // plugins never see each other's symbols.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

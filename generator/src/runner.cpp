@@ -154,6 +154,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
                                   {"verify", options.verify},
                                   {"cold", options.cold}};
       if (options.keep_lower) options_json["keep_lower"] = true;  // a re-timing (replay.hpp)
+      if (!sys.isa.empty()) options_json["isa"] = sys.isa;        // the cap (FLOORLINE_MAX_CPU_ISA)
       if (!options.shard.empty()) options_json["shard"] = options.shard;
       if (!options.shard_costs.empty()) options_json["shard_costs"] = options.shard_costs;
       run.options = options_json.dump();

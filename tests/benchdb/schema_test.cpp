@@ -465,6 +465,82 @@ TEST(Schema, SameStackSameSystemRow) {
   EXPECT_EQ(system_fingerprint(test_system("x")), system_fingerprint(again));
 }
 
+// A system's fingerprint is what every file written so far stores and what resume and merge match
+// on: pinned to the value the schema-8 build computed for this row (FNV-1a of its identity text).
+TEST(Schema, SystemFingerprintIsStable) {
+  EXPECT_EQ(system_fingerprint(test_system("x")), "9a76f4dc94ee4f20");
+}
+
+// An ISA-capped system is another system, and another host for the thread budget: the budget of
+// the capped system never borrows the uncapped one's cases, nor the other way round.
+TEST(Schema, IsaCappedSystemsAreDistinct) {
+  SystemRow capped = test_system("x");
+  capped.isa = "avx2";
+  SystemRow other_cap = capped;
+  other_cap.isa = "avx512_core";
+  EXPECT_EQ(system_fingerprint(test_system("x")), "9a76f4dc94ee4f20");  // uncapped: as before v9
+  EXPECT_NE(system_fingerprint(capped), system_fingerprint(test_system("x")));
+  EXPECT_NE(system_fingerprint(capped), system_fingerprint(other_cap));
+  EXPECT_NE(host_fingerprint(capped), host_fingerprint(test_system("x")));
+  EXPECT_NE(host_fingerprint(capped), host_fingerprint(other_cap));
+  // Threads still share a host under one cap.
+  SystemRow capped_two_threads = capped;
+  capped_two_threads.threads = 2;
+  EXPECT_EQ(host_fingerprint(capped_two_threads), host_fingerprint(capped));
+  EXPECT_NE(system_fingerprint(capped_two_threads), system_fingerprint(capped));
+
+  TempDir dir;
+  auto db = must(Database::open(dir.file("r.db")));
+  const int64_t plain = must(db.upsert_system(test_system("x")));
+  const int64_t avx2 = must(db.upsert_system(capped));
+  EXPECT_NE(plain, avx2);
+  EXPECT_EQ(must(db.upsert_system(capped)), avx2);
+  auto r = must(db.query("SELECT isa FROM systems ORDER BY id"));
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(value_text(r.rows[0][0]), "");
+  EXPECT_EQ(value_text(r.rows[1][0]), "avx2");
+}
+
+// A schema-8 file's systems keep the fingerprints they were stored with: the upgrade adds
+// systems.isa (empty) and a run on the same stack resumes on the same system; merged elsewhere,
+// the system is matched, not duplicated.
+TEST(Schema, Schema8SystemsKeepTheirFingerprints) {
+  TempDir dir;
+  const std::string path = dir.file("v8.db");
+  int64_t old_id = 0;
+  {
+    OpenOptions v8;
+    v8.target_schema_version = 8;
+    auto db = must(Database::open(path, v8));
+    EXPECT_FALSE(must(db.has_column("systems", "isa")));
+    SystemRow s = test_system("x");
+    s.fingerprint = "9a76f4dc94ee4f20";  // what the schema-8 build stored for this row
+    old_id = insert_as_of(db, systems_table(), s, 8);
+  }
+  auto merged = must(Database::open(dir.file("merged.db")));
+  const int64_t merged_plain = must(merged.upsert_system(test_system("x")));
+  SystemRow capped = test_system("x");
+  capped.isa = "avx2";
+  const int64_t merged_capped = must(merged.upsert_system(capped));
+  must(merge_into(merged, path));
+  EXPECT_EQ(scalar(merged, "SELECT count(*) FROM systems"), 2);
+  EXPECT_EQ(value_text(must(merged.query("SELECT fingerprint FROM systems WHERE id = ?1", {merged_plain}))
+                           .rows.at(0)
+                           .at(0)),
+            "9a76f4dc94ee4f20");
+
+  auto db = must(Database::open(path));
+  EXPECT_EQ(db.opened_at_version(), 8);
+  EXPECT_EQ(db.schema_version(), kSchemaVersion);
+  auto r = must(db.query("SELECT id, fingerprint, isa FROM systems"));
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(value_text(r.rows[0][1]), "9a76f4dc94ee4f20");
+  EXPECT_EQ(value_text(r.rows[0][2]), "");
+  EXPECT_EQ(must(db.upsert_system(test_system("x"))), old_id);
+  EXPECT_NE(must(db.upsert_system(capped)), old_id);
+  EXPECT_NE(merged_capped, merged_plain);
+}
+
 }  // namespace
 }  // namespace floorline::benchdb::test
 
@@ -485,6 +561,18 @@ TEST(System, HostCaptureReadsThisMachine) {
   // The same machine captured twice is the same system; another thread count is not.
   EXPECT_EQ(system_fingerprint(s), system_fingerprint(capture_host_system(1)));
   EXPECT_NE(system_fingerprint(s), system_fingerprint(capture_host_system(2)));
+}
+
+TEST(System, HostCaptureRecordsTheIsaCap) {
+  ASSERT_EQ(unsetenv("FLOORLINE_MAX_CPU_ISA"), 0);
+  const SystemRow plain = capture_host_system(1);
+  EXPECT_EQ(plain.isa, "");
+  ASSERT_EQ(setenv("FLOORLINE_MAX_CPU_ISA", "avx2", 1), 0);
+  const SystemRow capped = capture_host_system(1);
+  ASSERT_EQ(unsetenv("FLOORLINE_MAX_CPU_ISA"), 0);
+  EXPECT_EQ(capped.isa, "avx2");
+  EXPECT_EQ(capped.cpu_flags, plain.cpu_flags);  // the CPU is the same; the cap tells them apart
+  EXPECT_NE(system_fingerprint(capped), system_fingerprint(plain));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Floorline's own kernels planned beside oneDNN's primitives (the floorline backend's concat,
 // softmax, log_softmax, and copy for an identity Resize): planned for the real zoo layers where ONNX
 // Runtime's kernel beat every oneDNN implementation, and verified against the reference on them.
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -124,6 +125,32 @@ TEST(DataKernels, BertAndVitSoftmaxMatchTheReference) {
   EXPECT_GE(vit.verified, 1);
   const Seen swin = verify_own(zoo_layers("swin_t", {"Softmax"}), "softmax");
   EXPECT_TRUE(swin.keys_with_own.count("Softmax|x=64x3x49x49|axis=3|f32"));
+}
+
+// The softmax loops run the build the CPU and the ISA cap allow: under an avx2 cap never the AVX-512
+// one, and verified there. Each EXPECT_EXIT is a fresh process (the threadsafe style runs the test
+// binary again), so the build is picked there, at the first softmax, under that process's cap.
+int softmax_build_under(const char* cap) {
+  if (cap)
+    setenv("FLOORLINE_MAX_CPU_ISA", cap, 1);
+  else
+    unsetenv("FLOORLINE_MAX_CPU_ISA");
+  const Seen bert = verify_own(zoo_layers("bert_base_encoder", {"Softmax"}), "softmax");
+  if (bert.verified != 1) return 9;
+  return static_cast<int>(kernels::floorline_softmax_target());
+}
+
+TEST(DataKernels, SoftmaxRunsTheBuildTheIsaCapAllows) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f"), avx2 = __builtin_cpu_supports("avx2");
+  const int uncapped = static_cast<int>(avx512 ? KernelTarget::kAvx512
+                                        : avx2 ? KernelTarget::kAvx2
+                                               : KernelTarget::kBaseline);
+  const int at_avx2 = static_cast<int>(avx2 ? KernelTarget::kAvx2 : KernelTarget::kBaseline);
+  EXPECT_EXIT(std::exit(softmax_build_under(nullptr)), testing::ExitedWithCode(uncapped), "");
+  EXPECT_EXIT(std::exit(softmax_build_under("avx2")), testing::ExitedWithCode(at_avx2), "");
+  EXPECT_EXIT(std::exit(softmax_build_under("avx")), testing::ExitedWithCode(0), "");
 }
 
 // mnasnet's x.mean([2, 3]): the rows of 49 reduced by our reduce beside oneDNN's reduction (the

@@ -3,6 +3,7 @@
 // Registered in generator/src/registry.cpp; built as the plugin libfloorline-backend-xnnpack.so.
 
 #include "floorline/generator/backend.hpp"
+#include "floorline/common/isa.hpp"
 #include "floorline/generator/plan.hpp"
 #include "floorline/generator/plugin.hpp"
 #include "floorline/kernels/xnnpack.hpp"
@@ -14,7 +15,14 @@ class XnnpackBackend final : public Backend {
  public:
   std::string name() const override { return "xnnpack"; }
   std::string device_kind() const override { return "cpu"; }
-  Status available() const override { return kernels::xnnpack_initialize(); }
+  Status available() const override {
+    if (const auto cap = isa_cap())
+      return make_error(
+          "XNNPACK picks its kernels from the CPU's features and cannot be capped at {}={}: left out of "
+          "this system",
+          kIsaCapVariable, isa_name(*cap));
+    return kernels::xnnpack_initialize();
+  }
 
   void describe(benchdb::SystemRow& row) const override {
     row.libraries["xnnpack"] = kernels::xnnpack_version();

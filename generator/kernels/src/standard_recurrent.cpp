@@ -9,13 +9,15 @@
 
 #include <fmt/format.h>
 
+#include "floorline/kernels/dispatch.hpp"
+
 namespace floorline::kernels {
 namespace {
 
 // tanh(x) as x·p(x²)/q(x²) on x clamped to ±7.905 (where the float result is ±1): Eigen's
 // generic_fast_tanh_float (Eigen/src/Core/MathFunctionsImpl.h), the rational form ONNX Runtime's MLAS
 // uses too; 4.2e-7 from std::tanh at most. A branch-free loop the compiler vectorizes.
-inline float rational_tanh(float x) {
+[[gnu::always_inline]] inline float rational_tanh(float x) {
   constexpr float kClamp = 7.90531110763549805f;
   x = x < -kClamp ? -kClamp : x;
   x = x > kClamp ? kClamp : x;
@@ -35,10 +37,9 @@ inline float rational_tanh(float x) {
 }
 
 // The activation in place over n values; σ(x) = (1 + tanh(x/2)) / 2 (2.4e-7 from 1/(1+e^-x) at most).
-// Built for AVX-512, AVX2 and the baseline, chosen when the library loads (GCC function
-// multiversioning): the gate math of a step is then a few vector passes, as in ONNX Runtime's MLAS.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void activate(GateActivation a, float* v,
-                                                                           int64_t n) {
+// Built for AVX-512, AVX2 and the baseline, one chosen under the ISA cap (floorline/kernels/
+// dispatch.hpp): the gate math of a step is then a few vector passes, as in ONNX Runtime's MLAS.
+[[gnu::always_inline]] inline void activate_body(GateActivation a, float* v, int64_t n) {
   switch (a) {
     case GateActivation::kSigmoid:
       for (int64_t j = 0; j < n; ++j) v[j] = 0.5f + 0.5f * rational_tanh(0.5f * v[j]);
@@ -50,6 +51,9 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void activate(GateA
       for (int64_t j = 0; j < n; ++j) v[j] = v[j] > 0.f ? v[j] : 0.f;
       return;
   }
+}
+void activate(GateActivation a, float* v, int64_t n) {
+  ByTarget<activate_body>::call(a, v, n);
 }
 
 void clip(float* v, int64_t n, float c) {

@@ -47,7 +47,9 @@ namespace floorline::benchdb {
 //      two text forms) and cases.conversion_tensor, conversion_from, conversion_to (the conversion
 //      a case is, until then only the text of its layout); filled on upgrade from those texts, and
 //      best_measurements leaves out the cases with a conversion_tensor (rebuilt on upgrade)
-inline constexpr int kSchemaVersion = 8;
+//   9  systems.isa (the ISA cap the CPU libraries ran under, '' for none); systems of older files
+//      keep their fingerprints (system_fingerprint)
+inline constexpr int kSchemaVersion = 9;
 // PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
 inline constexpr int32_t kApplicationId = 0x464c524c;
 
@@ -81,6 +83,10 @@ struct SystemRow {
   // describe() names them: {"onednn": "2.6.3"}, {"cuda_runtime": "13.0", "cudnn": "9.19.0",
   // "cublas": "13.1.0"}. Stored as a JSON object (keys sorted); part of the identity.
   std::map<std::string, std::string> libraries;
+  // (v9) The ISA cap the CPU libraries ran under (floorline/common/isa.hpp: "avx2", oneDNN's
+  // names), "" for none: whatever the CPU offers. Part of the identity: an AVX-512 host measured
+  // under an avx2 cap is another system than the host uncapped.
+  std::string isa;
 };
 
 // One invocation of the runner (or an import). Host-specific facts live here, not in systems.
@@ -376,11 +382,14 @@ const TableDef<FrameworkLayerTimeRow>& framework_layer_times_table();
 using floorline::case_name;
 using floorline::parse_case_name;
 
-// The identity fingerprint of a system (16 hex digits) from its identity columns.
+// The identity fingerprint of a system (16 hex digits): FNV-1a of its identity columns'
+// "name=value" lines. An identity column added at schema 9 or later joins the text only where its
+// value is not empty, so that a system of an older file (where it is empty: systems.isa) keeps the
+// fingerprint it was stored with, and resume and merge still find it.
 std::string system_fingerprint(const SystemRow& s);
 // The fingerprint of the stack without its thread count: equal for the systems that are one
-// machine and library stack measured at different thread counts (the thread budget: a bound for
-// T threads takes each layer's fastest case over that host's systems of at most T threads).
+// machine and library stack (ISA cap included) measured at different thread counts (the thread budget: a
+// bound for T threads takes each layer's fastest case over that host's systems of at most T threads).
 std::string host_fingerprint(SystemRow s);
 
 // A string map as a JSON object ({"cudnn":"9.19.0"}, keys sorted, entries with an empty value

@@ -12,7 +12,8 @@ namespace floorline::benchdb {
 // cpu_cores (logical CPUs online), memory_bytes (MemTotal), clock_mhz (cpuinfo_max_freq when
 // the kernel exposes it, else 0), cpu_flags (the vector/matrix ISA extensions kernels dispatch
 // on: sse4_2 avx avx2 fma avx512f avx512bw avx512_vnni avx512_bf16 amx_tile ...), os, compiler,
-// floorline_version and `threads`. Backends fill in their own fields (their library
+// floorline_version, `threads`, and isa: the ISA cap of this process (FLOORLINE_MAX_CPU_ISA,
+// floorline/common/isa.hpp), "" where there is none. Backends fill in their own fields (their library
 // versions in `libraries`, the GPU fields) before the row is stored.
 SystemRow capture_host_system(int threads);
 

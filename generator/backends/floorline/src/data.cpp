@@ -5,7 +5,7 @@
 //                (one chunk per input per outer index), as ONNX Runtime's Concat copies them.
 //   softmax      Softmax and LogSoftmax over any axis (outer × axis × inner): max, exp and sum, scale,
 //   log_softmax  vectorised (a range-reduced polynomial exp over float arrays, built for AVX-512,
-//                AVX2 and the baseline by GCC function multiversioning).
+//                AVX2 and the baseline, one chosen under the ISA cap: kernels/dispatch.hpp).
 //   copy         Resize whose output shape equals its input shape: the identity, one copy.
 //   reduce       ReduceMean/Sum/Max/Min over one run of adjacent axes (outer × reduced × inner).
 // The buffers are host buffers of the case's placement; OpenMP over independent pieces when the
@@ -18,12 +18,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "floorline/kernels/dispatch.hpp"
 #include "internal.hpp"
 
 namespace floorline::kernels::floorline_detail {
 namespace {
 
-// --- softmax arithmetic, multiversioned -----------------------------------------------------------
+// --- softmax arithmetic, per ISA build -----------------------------------------------------------
 
 // e^−t for t ≥ 0 (t = max − x): −t = n·ln2 + r with |r| ≤ ln2/2 (n rounded to nearest by the
 // 1.5·2^23 shift, ln2 split in two so that n·ln2 is exact enough), e^r by its degree-6 Taylor
@@ -32,7 +33,7 @@ namespace {
 // (non-negative floats order as their bits): a float compare would be control flow that GCC at -O2
 // does not if-convert, and the loop would stay scalar. So: straight-line code, no call, no branch.
 // Written once for a float and for 16 floats (GCC vector extensions: one zmm register in the
-// AVX-512 clone, two ymm in the AVX2 one, four xmm in the baseline). Always inlined, so the vector
+// AVX-512 build, two ymm in the AVX2 one, four xmm in the baseline). Always inlined, so the vector
 // ABI warning (-Wpsabi, off for this file) concerns no real call.
 typedef float F16 __attribute__((vector_size(64)));
 typedef int32_t I16 __attribute__((vector_size(64)));
@@ -79,13 +80,15 @@ template <class F, class I>
   return b > c ? b : c;
 }
 
-#define FLOORLINE_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+// The loops below are the bodies; each is compiled for AVX-512F, AVX2 and the baseline and called
+// through ByTarget (floorline/kernels/dispatch.hpp), which picks the build under the ISA cap.
+#define FLOORLINE_MULTIVERSION [[gnu::always_inline]] inline
 
 // Rows: 16 lanes at a time, the lanes reduced at the end; the tail element by element.
 // Rows of at least 16: the last n mod 16 elements run as one more vector, the row's last 16
 // (overlapping the previous block: the max does not mind, the sum keeps only the new lanes, the
 // overlapped outputs are written again with the same values); shorter rows element by element.
-FLOORLINE_MULTIVERSION float row_max(const float* x, int64_t n) {
+FLOORLINE_MULTIVERSION float row_max_body(const float* x, int64_t n) {
   if (n < 16) {
     float m = -INFINITY;
     for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
@@ -104,7 +107,7 @@ FLOORLINE_MULTIVERSION float row_max(const float* x, int64_t n) {
 }
 
 // y = e^(x − m) (y null: not written); returns Σ e^(x − m).
-FLOORLINE_MULTIVERSION float exp_sum(const float* x, float m, float* y, int64_t n) {
+FLOORLINE_MULTIVERSION float exp_sum_body(const float* x, float m, float* y, int64_t n) {
   if (n < 16) {
     float s = 0.f;
     for (int64_t j = 0; j < n; ++j) {
@@ -132,23 +135,23 @@ FLOORLINE_MULTIVERSION float exp_sum(const float* x, float m, float* y, int64_t 
   return lanes_sum(acc);
 }
 
-FLOORLINE_MULTIVERSION void scale(float* y, float k, int64_t n) {
+FLOORLINE_MULTIVERSION void scale_body(float* y, float k, int64_t n) {
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) y[j] *= k;
 }
 
-FLOORLINE_MULTIVERSION void shift(const float* x, float c, float* y, int64_t n) {
+FLOORLINE_MULTIVERSION void shift_body(const float* x, float c, float* y, int64_t n) {
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) y[j] = x[j] - c;
 }
 
 // Softmax along a strided axis: rows of `inner` contiguous elements, reduced element-wise.
-FLOORLINE_MULTIVERSION void cols_max(const float* row, float* m, int64_t inner) {
+FLOORLINE_MULTIVERSION void cols_max_body(const float* row, float* m, int64_t inner) {
 #pragma omp simd
   for (int64_t i = 0; i < inner; ++i) m[i] = row[i] > m[i] ? row[i] : m[i];
 }
-FLOORLINE_MULTIVERSION void cols_exp_sum(const float* row, const float* m, float* y, float* s,
-                                         int64_t inner) {
+FLOORLINE_MULTIVERSION void cols_exp_sum_body(const float* row, const float* m, float* y, float* s,
+                                              int64_t inner) {
 #pragma omp simd
   for (int64_t i = 0; i < inner; ++i) {
     const float e = exp_neg<float, int32_t>(m[i] - row[i]);
@@ -156,16 +159,41 @@ FLOORLINE_MULTIVERSION void cols_exp_sum(const float* row, const float* m, float
     s[i] += e;
   }
 }
-FLOORLINE_MULTIVERSION void cols_scale(float* y, const float* k, int64_t inner) {
+FLOORLINE_MULTIVERSION void cols_scale_body(float* y, const float* k, int64_t inner) {
 #pragma omp simd
   for (int64_t i = 0; i < inner; ++i) y[i] *= k[i];
 }
-FLOORLINE_MULTIVERSION void cols_shift(const float* row, const float* c, float* y, int64_t inner) {
+FLOORLINE_MULTIVERSION void cols_shift_body(const float* row, const float* c, float* y, int64_t inner) {
 #pragma omp simd
   for (int64_t i = 0; i < inner; ++i) y[i] = row[i] - c[i];
 }
 
 #undef FLOORLINE_MULTIVERSION
+
+float row_max(const float* x, int64_t n) {
+  return ByTarget<row_max_body>::call(x, n);
+}
+float exp_sum(const float* x, float m, float* y, int64_t n) {
+  return ByTarget<exp_sum_body>::call(x, m, y, n);
+}
+void scale(float* y, float k, int64_t n) {
+  ByTarget<scale_body>::call(y, k, n);
+}
+void shift(const float* x, float c, float* y, int64_t n) {
+  ByTarget<shift_body>::call(x, c, y, n);
+}
+void cols_max(const float* row, float* m, int64_t inner) {
+  ByTarget<cols_max_body>::call(row, m, inner);
+}
+void cols_exp_sum(const float* row, const float* m, float* y, float* s, int64_t inner) {
+  ByTarget<cols_exp_sum_body>::call(row, m, y, s, inner);
+}
+void cols_scale(float* y, const float* k, int64_t inner) {
+  ByTarget<cols_scale_body>::call(y, k, inner);
+}
+void cols_shift(const float* row, const float* c, float* y, int64_t inner) {
+  ByTarget<cols_shift_body>::call(row, c, y, inner);
+}
 
 // --- the kernel -----------------------------------------------------------------------------------
 
@@ -492,3 +520,11 @@ std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& na
 }
 
 }  // namespace floorline::kernels::floorline_detail
+
+namespace floorline::kernels {
+
+KernelTarget floorline_softmax_target() {
+  return ByTarget<floorline_detail::row_max_body>::chosen();
+}
+
+}  // namespace floorline::kernels

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "floorline/common/isa.hpp"
 #include "floorline/kernels/kernel.hpp"
 #include "floorline/kernels/support.hpp"
 
@@ -55,6 +56,10 @@ struct TiledTranspose {
 // raised when a kernel changes what it computes or how (not with every Floorline release, so that
 // results of one machine stay one system across releases).
 std::string floorline_version();
+// The build (AVX-512F, AVX2, baseline) the softmax loops run in this process: the highest the CPU
+// supports and the ISA cap (FLOORLINE_MAX_CPU_ISA) allows, picked at their first use and then
+// fixed (floorline/kernels/dispatch.hpp). For tests and reports.
+KernelTarget floorline_softmax_target();
 // Threads the kernels use from now on (OpenMP). Floorline's default is 1.
 void set_floorline_threads(int threads);
 int floorline_threads();
