@@ -34,9 +34,10 @@ int run_compare(CompareCmd o) {
   if (o.models.empty()) {
     auto zoo = embedded_zoo();
     if (!zoo) {
-      std::fprintf(stderr,
-                   "floorline compare: no MODELS given and the embedded zoo (models/zoo) is not here: name ONNX "
-                   "files or folders\n");
+      std::fprintf(
+          stderr,
+          "floorline compare: no MODELS given and the embedded zoo (models/zoo) is not here: name ONNX "
+          "files or folders\n");
       return 2;
     }
     o.models.push_back(*zoo);
@@ -105,7 +106,8 @@ int run_compare(CompareCmd o) {
 void add_compare_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<CompareCmd>();
   auto* c = app.add_subcommand(
-      "compare", "The bounds of models on several systems side by side: speedups, layer kinds, thread scaling");
+      "compare",
+      "The bounds of models on several systems side by side: speedups, layer kinds, thread scaling");
   c->add_option("models", o->models, "ONNX files or folders (default: the embedded zoo, models/zoo)");
   c->add_option("--db", o->db, "Results database holding the systems (merge several with floorline db merge)")
       ->required();
@@ -114,7 +116,8 @@ void add_compare_command(CLI::App& app, int& exit_code) {
                 "measurement of these models")
       ->delimiter(',')
       ->check(int_in(1, INT64_MAX, "system id"));
-  c->add_option("--baseline", o->baseline, "The system speedups are relative to (default: the first compared)")
+  c->add_option("--baseline", o->baseline,
+                "The system speedups are relative to (default: the first compared)")
       ->check(int_in(1, INT64_MAX, "system id"));
   c->add_option("--batch", o->batches, "Batch sizes, comma-separated")
       ->delimiter(',')
@@ -122,7 +125,8 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   c->add_option("--max-detections", o->max_detections,
                 "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes)")
       ->check(int_in(1, kMaxBatch, "detections"));
-  c->add_option("--dtype", o->dtype, "Base data type of the bounds: f32 or bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  c->add_option("--dtype", o->dtype, "Base data type of the bounds: f32 or bf16")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   c->add_option("--format", o->format, "table, json, csv or html")
       ->check(CLI::IsMember({"table", "json", "csv", "html"}));
   c->add_option("--out", o->out, "Output file ('-' for stdout)");

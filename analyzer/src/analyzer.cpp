@@ -151,9 +151,12 @@ namespace {
 // Whether a framework row's device is this system's: a GPU's rows name it ("NVIDIA H100 80GB
 // HBM3"); a CPU's name its host's CPU ("cpu:Intel(R) Xeon(R) Processor", the reference stage), or
 // just "cpu" (imports and databases from before the name was recorded), which every CPU system takes.
-bool framework_device_matches(const std::string& device, const std::string& kind, const std::string& name) {
+// An ISA-capped CPU system takes none: the frameworks ran uncapped (docs/BACKENDS.md, ISA-capped
+// systems), so their latencies are no check of a capped S.
+bool framework_device_matches(const std::string& device, const std::string& kind, const std::string& name,
+                              const std::string& isa) {
   if (kind != "cpu") return device == name;
-  return device == "cpu" || device == "cpu:" + name;
+  return isa.empty() && (device == "cpu" || device == "cpu:" + name);
 }
 
 // One system's own costs (load_costs without the thread budget). With `cases_only`, only what a
@@ -271,14 +274,14 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
       }));
   FL_TRY(benchdb::for_each_row<benchdb::FrameworkLatencyRow>(
       db, benchdb::framework_latencies_table(), "", {}, [&](benchdb::FrameworkLatencyRow& r) -> Status {
-        if (framework_device_matches(r.device, t.device_kind, t.device_name))
+        if (framework_device_matches(r.device, t.device_kind, t.device_name, isa))
           t.framework.push_back(std::move(r));
         return Status{};
       }));
   if (db.schema_version() >= 5)
     FL_TRY(benchdb::for_each_row<benchdb::FrameworkLayerTimeRow>(
         db, benchdb::framework_layer_times_table(), "", {}, [&](benchdb::FrameworkLayerTimeRow& r) -> Status {
-          if (framework_device_matches(r.device, t.device_kind, t.device_name))
+          if (framework_device_matches(r.device, t.device_kind, t.device_name, isa))
             t.layer_times.push_back(std::move(r));
           return Status{};
         }));

@@ -36,13 +36,14 @@ Result<std::vector<int64_t>> measured_systems(benchdb::Database& db, const std::
     for (const auto& l : m.layers)
       if (l.cost_bearing()) keys.insert(l.key);
   std::set<int64_t> ids;
-  FL_TRY(db.for_each("SELECT DISTINCT b.system_id, lc.key FROM best_measurements b JOIN layer_configs lc ON "
-                     "lc.id = b.config_id",
-                     {}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-                       if (const auto* k = std::get_if<std::string>(&v[1]); k && keys.count(*k))
-                         ids.insert(as_int(v[0]));
-                       return Status{};
-                     }));
+  FL_TRY(
+      db.for_each("SELECT DISTINCT b.system_id, lc.key FROM best_measurements b JOIN layer_configs lc ON "
+                  "lc.id = b.config_id",
+                  {}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+                    if (const auto* k = std::get_if<std::string>(&v[1]); k && keys.count(*k))
+                      ids.insert(as_int(v[0]));
+                    return Status{};
+                  }));
   return std::vector<int64_t>(ids.begin(), ids.end());
 }
 
@@ -56,7 +57,8 @@ Result<ComparisonResult> compare_systems(benchdb::Database& db, const std::vecto
   if (ids.empty()) {
     FL_ASSIGN_OR_RETURN(ids, measured_systems(db, models));
     if (ids.empty())
-      return make_error("{}: no system has a measurement of these models (run floorline bench first)", db.path());
+      return make_error("{}: no system has a measurement of these models (run floorline bench first)",
+                        db.path());
   }
   AnalyzeOptions aopts;
   aopts.dtype = options.dtype;
@@ -219,7 +221,8 @@ std::string format_compare_table(const ComparisonResult& c) {
   o += "\nS per model (ms) and speedup over the baseline (S_baseline / S; above 1: faster); M: the "
        "fastest framework latency at the system's thread count\n";
   o += fmt::format("{:28} {:>5}", "model", "batch");
-  for (const auto& s : c.systems) o += fmt::format(" {:>10} {:>6} {:>10}", fmt::format("S #{}", s.id), "x", "M");
+  for (const auto& s : c.systems)
+    o += fmt::format(" {:>10} {:>6} {:>10}", fmt::format("S #{}", s.id), "x", "M");
   o += "  fastest\n";
   for (const auto& m : c.models) {
     o += fmt::format("{:28} {:>5}", output::terminal_safe(m.model), m.batch);
@@ -254,8 +257,9 @@ std::string format_compare_table(const ComparisonResult& c) {
     }
   }
   for (const auto& t : c.scaling) {
-    o += fmt::format("\nThread scaling: system #{} (1 thread) against #{} ({} threads); efficiency (S_1 / S_N) / N\n",
-                     c.systems[t.one].id, c.systems[t.many].id, t.threads);
+    o += fmt::format(
+        "\nThread scaling: system #{} (1 thread) against #{} ({} threads); efficiency (S_1 / S_N) / N\n",
+        c.systems[t.one].id, c.systems[t.many].id, t.threads);
     for (const auto& m : t.models)
       o += fmt::format("  {:28} b{:<4} S_1 {:>10} ms  S_{} {:>10} ms  speedup {:.2f}  efficiency {:.2f}\n",
                        output::terminal_safe(m.model), m.batch, ms(m.S_one), t.threads, ms(m.S_many),
@@ -264,10 +268,11 @@ std::string format_compare_table(const ComparisonResult& c) {
     for (const auto& [kind, v] : t.kinds)
       o += fmt::format("    {:24} {:>10} ms  {:>10} ms  efficiency {:.2f}\n", kind, ms(v.first), ms(v.second),
                        t.efficiency(v.first, v.second));
-    if (!t.worst.empty()) o += "  configurations that scale worst (efficiency below 0.75, most time lost first):\n";
+    if (!t.worst.empty())
+      o += "  configurations that scale worst (efficiency below 0.75, most time lost first):\n";
     for (const auto& w : t.worst)
-      o += fmt::format("    {:18} {:>10} ms  {:>10} ms  efficiency {:.2f}  S_{} takes {} thread(s)  {}\n", w.kind,
-                       ms(w.us_one), ms(w.us_many), t.efficiency(w.us_one, w.us_many), t.threads,
+      o += fmt::format("    {:18} {:>10} ms  {:>10} ms  efficiency {:.2f}  S_{} takes {} thread(s)  {}\n",
+                       w.kind, ms(w.us_one), ms(w.us_many), t.efficiency(w.us_one, w.us_many), t.threads,
                        w.threads_chosen, output::terminal_safe(w.layer));
   }
   o += "\nBound check per system (S below every framework latency at its thread count and its replay):\n";
@@ -281,10 +286,11 @@ std::string format_compare_table(const ComparisonResult& c) {
       viol += b.violations;
       replays += b.replay ? 1 : 0;
     }
-    o += fmt::format("  #{}: {} model-batch(es), {} framework latencies and {} replays compared, {}\n",
-                     c.systems[s].id, checked, lat, replays,
-                     viol ? fmt::format("{} below S (floorline analyze --system {} names them)", viol, c.systems[s].id)
-                          : std::string("S holds"));
+    o += fmt::format(
+        "  #{}: {} model-batch(es), {} framework latencies and {} replays compared, {}\n", c.systems[s].id,
+        checked, lat, replays,
+        viol ? fmt::format("{} below S (floorline analyze --system {} names them)", viol, c.systems[s].id)
+             : std::string("S holds"));
   }
   return o;
 }
@@ -349,9 +355,8 @@ std::string format_compare_json(const ComparisonResult& c) {
   for (const auto& k : c.kinds) j["kinds"].push_back({{"kind", k.kind}, {"us", k.us}});
   j["thread_scaling"] = nlohmann::json::array();
   for (const auto& t : c.scaling) {
-    nlohmann::json jt = {{"system_one", c.systems[t.one].id},
-                         {"system_many", c.systems[t.many].id},
-                         {"threads", t.threads}};
+    nlohmann::json jt = {
+        {"system_one", c.systems[t.one].id}, {"system_many", c.systems[t.many].id}, {"threads", t.threads}};
     jt["models"] = nlohmann::json::array();
     for (const auto& m : t.models)
       jt["models"].push_back({{"model", output::valid_utf8(m.model)},
@@ -389,9 +394,10 @@ std::string format_compare_csv(const ComparisonResult& c) {
       const auto& b = m.systems[s];
       if (!b.present) continue;
       o += fmt::format("{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{},{},{:.4f},{},{},{}\n",
-                       output::csv_escape(m.model), m.batch, c.systems[s].id, c.systems[s].threads, b.S, b.P, b.H,
-                       b.F, num(b.R), num(b.M), num(b.replay), num(m.speedup(s, c.baseline)), b.measured_fraction,
-                       b.complete ? 1 : 0, b.violations, m.fastest && *m.fastest == s ? 1 : 0);
+                       output::csv_escape(m.model), m.batch, c.systems[s].id, c.systems[s].threads, b.S, b.P,
+                       b.H, b.F, num(b.R), num(b.M), num(b.replay), num(m.speedup(s, c.baseline)),
+                       b.measured_fraction, b.complete ? 1 : 0, b.violations,
+                       m.fastest && *m.fastest == s ? 1 : 0);
     }
   return o;
 }
@@ -424,7 +430,9 @@ std::string ratio_chart(const std::string& id, const std::string& what, const st
   const double left = 220, right = 880, top = 24, bar = 7;
   const double group = bar * static_cast<double>(std::max<size_t>(series.size(), 1)) + 6;
   const double height = top + group * static_cast<double>(rows.size()) + 36;
-  auto x = [&](double v) { return left + (right - left) * (std::log2(v) - std::log2(lo)) / (std::log2(hi) - std::log2(lo)); };
+  auto x = [&](double v) {
+    return left + (right - left) * (std::log2(v) - std::log2(lo)) / (std::log2(hi) - std::log2(lo));
+  };
   std::string s = fmt::format(
       "<svg class=\"chart\" id=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{:.0f}\" "
       "role=\"img\" aria-label=\"{}\">\n",
@@ -434,8 +442,9 @@ std::string ratio_chart(const std::string& id, const std::string& what, const st
         "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2:.1f}\" stroke=\"{3}\"/><text x=\"{0:.1f}\" "
         "y=\"{4:.1f}\" font-size=\"10\" text-anchor=\"middle\">{5:g}×</text>\n",
         x(t), top - 4, height - 30, t == 1 ? "#333" : "#ddd", height - 18, t);
-  s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">{} (log scale)</text>\n",
-                   (left + right) / 2, height - 4, h(what));
+  s += fmt::format(
+      "<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">{} (log scale)</text>\n",
+      (left + right) / 2, height - 4, h(what));
   double y = top;
   for (const auto& r : rows) {
     s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{}</text>\n", left - 6,
@@ -446,8 +455,8 @@ std::string ratio_chart(const std::string& id, const std::string& what, const st
       s += fmt::format(
           "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"><title>{}: {}: "
           "{:.2f}×</title></rect>\n",
-          std::min(a, b), y + bar * static_cast<double>(k), std::max(std::fabs(b - a), 1.0), bar - 1, colors[k],
-          h(r.label), h(series[k]), *r.v[k]);
+          std::min(a, b), y + bar * static_cast<double>(k), std::max(std::fabs(b - a), 1.0), bar - 1,
+          colors[k], h(r.label), h(series[k]), *r.v[k]);
     }
     y += group;
   }
@@ -474,8 +483,9 @@ std::string format_compare_html(const ComparisonResult& c) {
   s += fmt::format("<p>Database <code>{}</code>. Baseline: system {}.</p>\n<ul>\n", h(c.database),
                    n ? c.systems[base].id : 0);
   for (size_t k = 0; k < n; ++k)
-    s += fmt::format("<li><span style=\"color:{}\">&#9632;</span> system {}: {} — lowest S for {} model-batch(es)</li>\n",
-                     color(k), c.systems[k].id, h(c.systems[k].label), c.fastest_count[k]);
+    s += fmt::format(
+        "<li><span style=\"color:{}\">&#9632;</span> system {}: {} — lowest S for {} model-batch(es)</li>\n",
+        color(k), c.systems[k].id, h(c.systems[k].label), c.fastest_count[k]);
   s += "</ul>\n<p class=\"note\">Speedup: S on the baseline over S on the system (above 1: the system is "
        "faster). S is the sum of each layer's fastest measured case among the system's libraries, at "
        "its thread budget; M the fastest framework latency at the system's thread count.</p>\n";
@@ -501,7 +511,8 @@ std::string format_compare_html(const ComparisonResult& c) {
       if (kinds.size() == 20) break;  // the kinds that take most of the baseline's time (the table has all)
       Bars b{k.kind, {}};
       for (size_t o : others)
-        b.v.push_back(k.us[o] > 0 && k.us[base] > 0 ? std::optional<double>(k.us[base] / k.us[o]) : std::nullopt);
+        b.v.push_back(k.us[o] > 0 && k.us[base] > 0 ? std::optional<double>(k.us[base] / k.us[o])
+                                                    : std::nullopt);
       kinds.push_back(std::move(b));
     }
     s += "<h2>Speedup by layer kind (Σ over the models; the 20 largest on the baseline)</h2>\n" +
@@ -519,7 +530,8 @@ std::string format_compare_html(const ComparisonResult& c) {
       const bool best = m.fastest && *m.fastest == k;
       s += fmt::format("<td{}>{}{}</td><td>{}</td><td>{}</td><td>{}</td>", best ? " class=\"best\"" : "",
                        b.present ? cell_ms(b.S) : "–", b.present && !b.complete ? " (incomplete)" : "",
-                       ratio(m.speedup(k, base)), b.present ? cell_ms(b.M) : "–", b.present ? cell_ms(b.replay) : "–");
+                       ratio(m.speedup(k, base)), b.present ? cell_ms(b.M) : "–",
+                       b.present ? cell_ms(b.replay) : "–");
     }
     s += fmt::format("<td>{}</td></tr>\n", m.fastest ? fmt::format("#{}", c.systems[*m.fastest].id) : "–");
   }
@@ -535,11 +547,12 @@ std::string format_compare_html(const ComparisonResult& c) {
   }
   s += "</table>\n";
   for (const auto& t : c.scaling) {
-    const std::string title = fmt::format("system {} (1 thread) → system {} ({} threads)", c.systems[t.one].id,
-                                          c.systems[t.many].id, t.threads);
+    const std::string title = fmt::format("system {} (1 thread) → system {} ({} threads)",
+                                          c.systems[t.one].id, c.systems[t.many].id, t.threads);
     std::vector<Bars> rows;
     for (const auto& m : t.models)
-      rows.push_back({fmt::format("{} b{}", m.model, m.batch), {m.S_many > 0 ? std::optional<double>(m.S_one / m.S_many) : std::nullopt}});
+      rows.push_back({fmt::format("{} b{}", m.model, m.batch),
+                      {m.S_many > 0 ? std::optional<double>(m.S_one / m.S_many) : std::nullopt}});
     s += "<h2>Thread scaling: " + h(title) + "</h2>\n" +
          ratio_chart(fmt::format("chart-scaling-{}", c.systems[t.many].id), "speedup of S", rows,
                      {fmt::format("S_1 / S_{}", t.threads)}, {color(t.many)});
@@ -550,12 +563,14 @@ std::string format_compare_html(const ComparisonResult& c) {
                        v.first / 1e3, v.second / 1e3, t.efficiency(v.first, v.second));
     s += "</table>\n";
     if (!t.worst.empty()) {
-      s += "<p>Configurations that scale worst (efficiency below 0.75, most time lost first):</p>\n<table "
-           "class=\"wide\"><tr><th>kind</th><th>1 thread</th><th>N threads</th><th>efficiency</th><th>threads "
-           "S takes</th><th>first layer</th></tr>\n";
+      s +=
+          "<p>Configurations that scale worst (efficiency below 0.75, most time lost first):</p>\n<table "
+          "class=\"wide\"><tr><th>kind</th><th>1 thread</th><th>N threads</th><th>efficiency</th><th>threads "
+          "S takes</th><th>first layer</th></tr>\n";
       for (const auto& w : t.worst)
         s += fmt::format(
-            "<tr><td>{}</td><td>{:.1f} µs</td><td>{:.1f} µs</td><td>{:.2f}</td><td>{}</td><td style=\"text-align:"
+            "<tr><td>{}</td><td>{:.1f} µs</td><td>{:.1f} µs</td><td>{:.2f}</td><td>{}</td><td "
+            "style=\"text-align:"
             "left\">{}</td></tr>\n",
             h(w.kind), w.us_one, w.us_many, t.efficiency(w.us_one, w.us_many), w.threads_chosen, h(w.layer));
       s += "</table>\n";
@@ -564,8 +579,9 @@ std::string format_compare_html(const ComparisonResult& c) {
   s += "<h2>Configurations whose time changes most</h2>\n";
   for (const auto& m : c.models) {
     if (m.configs.empty()) continue;
-    s += fmt::format("<details><summary>{} (batch {})</summary><table class=\"wide\"><tr><th>kind</th><th>layers</th>",
-                     h(m.model), m.batch);
+    s += fmt::format(
+        "<details><summary>{} (batch {})</summary><table class=\"wide\"><tr><th>kind</th><th>layers</th>",
+        h(m.model), m.batch);
     for (const auto& sys : c.systems) s += fmt::format("<th>#{}</th>", sys.id);
     s += "<th>first layer</th></tr>\n";
     for (const auto& cf : m.configs) {

@@ -62,8 +62,9 @@ struct CompareDb {
     db.reset();
     std::filesystem::remove(path);
   }
-  int64_t system(const std::string& cpu, int64_t threads = 1) {
+  int64_t system(const std::string& cpu, int64_t threads = 1, const std::string& isa = "") {
     benchdb::SystemRow s;
+    s.isa = isa;
     s.device_kind = "cpu";
     s.device_name = s.cpu_model = cpu;
     s.threads = threads;
@@ -203,7 +204,8 @@ TEST(Compare, ThreadScalingOfOneHostAtOneAndTwoThreads) {
   // key order); Relu (1.0) scales.
   ASSERT_EQ(s.worst.size(), 2u);
   for (const auto& w : s.worst) EXPECT_NE(w.kind, "Relu");
-  const auto sigmoid = std::find_if(s.worst.begin(), s.worst.end(), [](const auto& w) { return w.kind == "Sigmoid"; });
+  const auto sigmoid =
+      std::find_if(s.worst.begin(), s.worst.end(), [](const auto& w) { return w.kind == "Sigmoid"; });
   ASSERT_NE(sigmoid, s.worst.end());
   EXPECT_EQ(sigmoid->threads_chosen, 1);
   EXPECT_DOUBLE_EQ(*c.models[0].systems[s.many].M, 60);
@@ -212,6 +214,24 @@ TEST(Compare, ThreadScalingOfOneHostAtOneAndTwoThreads) {
   CompareOptions exact;
   exact.thread_budget = false;
   EXPECT_DOUBLE_EQ(value(compare_systems(*t.db, {t.model}, exact)).models[0].systems[1].S, 65);
+}
+
+// One host as it is and capped at AVX2: the capped system is its own, and takes no framework
+// latency (the runtime ran uncapped), not even one of unknown host.
+TEST(Compare, AnIsaCappedSystemIsItsOwnAndTakesNoFrameworkLatency) {
+  CompareDb t("isa");
+  const int64_t full = t.system("CPU A"), avx2 = t.system("CPU A", 1, "avx2");
+  ASSERT_NE(full, avx2);
+  two_hosts(t, full, avx2);  // uncapped S 70, capped S 35 (hand-made: the ratio is what is checked)
+  t.runtime("cpu:CPU A", 1, 80);
+  t.runtime("cpu", 1, 85);
+  const auto c = value(compare_systems(*t.db, {t.model}));
+  ASSERT_EQ(c.systems.size(), 2u);
+  EXPECT_NE(c.systems[1].label.find("avx2 cap"), std::string::npos) << c.systems[1].label;
+  EXPECT_DOUBLE_EQ(*c.models[0].systems[0].M, 80);
+  EXPECT_FALSE(c.models[0].systems[1].M);
+  EXPECT_EQ(c.models[0].systems[1].latencies, 0);
+  EXPECT_DOUBLE_EQ(*c.models[0].speedup(1, 0), 2.0);
 }
 
 TEST(Compare, TwoSingleSystemFilesMergedCompareWithoutAnyFlag) {

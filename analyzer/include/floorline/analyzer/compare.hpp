@@ -34,7 +34,7 @@
 namespace floorline::analyzer {
 
 struct CompareOptions {
-  std::vector<int64_t> systems;    // the systems to compare; empty: every system with a measurement
+  std::vector<int64_t> systems;     // the systems to compare; empty: every system with a measurement
   std::optional<int64_t> baseline;  // the system speedups are relative to; default the first compared
   std::string dtype = "f32";
   bool thread_budget = true;  // as `floorline analyze` (load_costs)
