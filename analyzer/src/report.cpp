@@ -271,6 +271,33 @@ nlohmann::json throughput_json(const Report& r) {
 
 }  // namespace
 
+std::map<std::pair<std::string, int64_t>, std::vector<std::string>> cases_to_retime(const Report& report) {
+  std::map<std::pair<std::string, int64_t>, std::vector<std::string>> out;
+  for (const auto& m : report.models) {
+    std::set<std::string> names;
+    bool any = false;
+    for (const auto& v : m.bound_check.violations) {
+      if (v.replay) continue;
+      any = true;
+      for (const auto& n : v.nodes) names.insert(n.best_cases.begin(), n.best_cases.end());
+      if (v.nodes.empty())
+        for (const auto& l : m.bounds.layers) {
+          if (!l.best_case.empty()) names.insert(l.best_case);
+          if (!l.epilogue_case.empty()) names.insert(l.epilogue_case);
+        }
+    }
+    if (any && !names.empty())
+      out[{m.bounds.model, m.bounds.batch}] = std::vector<std::string>(names.begin(), names.end());
+  }
+  return out;
+}
+
+double s_of(const Report& report, const std::string& model, int64_t batch) {
+  for (const auto& m : report.models)
+    if (m.bounds.model == model && m.bounds.batch == batch) return m.bounds.S;
+  return 0;
+}
+
 Result<Report> build_report(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
                             std::optional<int64_t> system, const AnalyzeOptions& options) {
   Report r;

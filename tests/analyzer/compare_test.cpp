@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "floorline/analyzer/compare.hpp"
+#include "floorline/analyzer/report.hpp"
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/merge.hpp"
 #include "floorline/benchdb/writer.hpp"
@@ -274,6 +275,31 @@ TEST(Compare, NoMeasurementIsAnErrorAndAMissingSystemHasNoColumn) {
   EXPECT_FALSE(c.models[0].fastest);  // A's S is incomplete (Sigmoid and Tanh have no time)
   EXPECT_NE(format_compare_csv(c).find("compare_chain,1," + std::to_string(a)), std::string::npos);
   EXPECT_EQ(format_compare_csv(c).find("compare_chain,1," + std::to_string(b)), std::string::npos);
+}
+
+// `floorline run` times again the cases of a model a framework beat (report.hpp, cases_to_retime):
+// without a per-layer profile, every layer's best case.
+TEST(BoundCheck, AFrameworkBelowSNamesTheBestCasesToTimeAgain) {
+  CompareDb t("retime");
+  const int64_t a = t.system("CPU A");
+  t.time(a, "Relu", 10);
+  t.time(a, "Sigmoid", 20);
+  t.time(a, "Tanh", 40);
+  t.runtime("cpu:CPU A", 1, 75);  // above S (70): nothing to time again
+  EXPECT_TRUE(cases_to_retime(value(build_report(*t.db, {t.model}, a))).empty());
+  t.runtime("cpu", 1, 60);  // below S
+  const auto report = value(build_report(*t.db, {t.model}, a));
+  EXPECT_DOUBLE_EQ(s_of(report, "compare_chain", 1), 70);
+  EXPECT_DOUBLE_EQ(s_of(report, "compare_chain", 8), 0);
+  const auto names = cases_to_retime(report);
+  ASSERT_EQ(names.size(), 1u);
+  const auto& n = names.at({"compare_chain", 1});
+  ASSERT_EQ(n.size(), 3u);
+  std::vector<std::string> best;
+  for (const auto& l : report.models.at(0).bounds.layers) best.push_back(l.best_case);
+  std::sort(best.begin(), best.end());
+  EXPECT_EQ(n, best);
+  for (const auto& c : n) EXPECT_FALSE(c.empty());
 }
 
 }  // namespace

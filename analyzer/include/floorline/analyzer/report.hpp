@@ -22,6 +22,7 @@
 //   dot    the layer graph of each model (Graphviz), critical path in red, times on the nodes
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,14 @@ struct ValiditySummary {
 ValiditySummary validity_summary(const Report& report);
 // One line for the end of `floorline run` and `floorline analyze` ("bound check: ..."), no newline.
 std::string validity_line(const Report& report);
+
+// The cases to time again where a framework latency is below S (`floorline run`, before its
+// analysis): per (model, batch) with such a violation, the best cases (and epilogue cases) of the
+// layers its runtime nodes beat, or of every layer of the model when the runtime gave no per-layer
+// profile; sorted, without repeats. Replay violations are left out (the replay re-times its own).
+std::map<std::pair<std::string, int64_t>, std::vector<std::string>> cases_to_retime(const Report& report);
+// S of (model, batch) in the report; 0 when absent.
+double s_of(const Report& report, const std::string& model, int64_t batch);
 
 std::string format_table(const Report& report, bool layers, size_t top_findings = 3);
 std::string format_json(const Report& report);
