@@ -5,6 +5,8 @@
 #include <set>
 #include <string>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "floorline/generator/plan.hpp"
@@ -189,6 +191,64 @@ TEST(DataKernels, MnasnetReduceMeanIsARowReductionBesideOnednn) {
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.error().code, Disposition::kUnsupported);
   EXPECT_NE(k.error().message.find("not adjacent"), std::string::npos) << k.error().message;
+}
+
+// Add, Sub, Mul, Div with broadcasting: every one of ssdlite's (the per-channel normalization
+// 3x320x320 − 3x1x1 among them, which oneDNN 2.6 runs with its reference kernel) and of
+// mobilenet_v3_large's (the squeeze-excitation Mul 1xCxHxW · 1xCx1x1) verified against the
+// reference, at one thread and at two; and every broadcast form on a small shape.
+TEST(DataKernels, BinaryOpsBroadcastAsTheReferenceDoes) {
+  for (const char* model : {"ssdlite320_mobilenet_v3_large", "mobilenet_v3_large"}) {
+    const Seen s = verify_own(zoo_layers(model, {"Add", "Sub", "Mul", "Div"}), "binary");
+    EXPECT_GE(s.verified, 5) << model;
+    EXPECT_EQ(static_cast<int>(s.keys_with_own.size()), s.verified) << model;
+  }
+  const Seen ssd = verify_own(zoo_layers("ssdlite320_mobilenet_v3_large", {"Sub", "Div"}), "binary");
+  EXPECT_TRUE(ssd.keys_with_own.count("Sub|a=3x320x320|b=3x1x1|f32"))
+      << fmt::format("{}", fmt::join(ssd.keys_with_own, " "));
+  const std::vector<std::pair<mp::Shape, mp::Shape>> forms = {
+      {{2, 3, 4, 5}, {2, 3, 4, 5}},  // same shape: one row
+      {{2, 3, 4, 5}, {3, 1, 1}},     // per channel
+      {{2, 3, 4, 5}, {5}},           // along the last axis (a bias)
+      {{2, 3, 4, 5}, {2, 1, 4, 1}},  // alternating
+      {{1, 3, 1, 5}, {2, 1, 4, 1}},  // both broadcast
+      {{2, 3, 4, 5}, {}},            // a scalar
+      {{1}, {1}},                    // one element
+  };
+  for (const char* op : {"Add", "Sub", "Mul", "Div"})
+    for (const auto& [a, b] : forms)
+      for (const bool swap : {false, true}) {
+        kernels::CaseSpec spec;
+        spec.problem.kind = *kind_from_name(op);
+        spec.problem.op = op;
+        spec.problem.key = op;
+        const mp::Shape& x = swap ? b : a;
+        const mp::Shape& z = swap ? a : b;
+        mp::Shape y(std::max(x.size(), z.size()), 1);
+        for (size_t k = 0; k < y.size(); ++k) {
+          const int64_t xd = k < x.size() ? x[x.size() - 1 - k] : 1,
+                        zd = k < z.size() ? z[z.size() - 1 - k] : 1;
+          y[y.size() - 1 - k] = std::max(xd, zd);
+        }
+        spec.problem.inputs = {{"a", x}, {"b", z}};
+        spec.problem.outputs = {{"y", y}};
+        spec.variant.dtype = DType::kF32;
+        auto k = kernels::make_floorline_kernel(spec);
+        ASSERT_TRUE(k.ok()) << op << ": " << k.error().message;
+        const Status st = (*k)->verify();
+        EXPECT_TRUE(st.ok()) << op << " " << fmt::format("{} and {}", fmt::join(x, "x"), fmt::join(z, "x"))
+                             << ": " << (st.ok() ? "" : st.error().message);
+      }
+  // Shapes that do not broadcast are not ours.
+  kernels::CaseSpec bad;
+  bad.problem.kind = LayerKind::kAdd;
+  bad.problem.op = "Add";
+  bad.problem.inputs = {{"a", {2, 3}}, {"b", {4}}};
+  bad.problem.outputs = {{"y", {2, 3}}};
+  bad.variant.dtype = DType::kF32;
+  auto k = kernels::make_floorline_kernel(bad);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported);
 }
 
 TEST(DataKernels, SsdliteIdentityResizeIsACopy) {

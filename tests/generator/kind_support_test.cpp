@@ -131,10 +131,28 @@ TEST(KindSupport, TheFloorlineTableHoldsOurKernelsAndOnlyThem) {
   std::set<std::string> ours;
   for (LayerKind k : compute_kinds())
     if (kernels::floorline_support(k).supported()) ours.insert(std::string(kind_name(k)));
-  EXPECT_EQ(ours, (std::set<std::string>{"CumSum", "ArgMax", "ArgMin", "TopK", "GatherND", "NonZero",
-                                         "NonMaxSuppression", "RoiAlign", "ScatterElements", "GridSample",
-                                         "Softmax", "LogSoftmax", "Concat", "Resize", "ReduceMean",
-                                         "ReduceSum", "ReduceMax", "ReduceMin"}));
+  EXPECT_EQ(ours, (std::set<std::string>{"CumSum",
+                                         "ArgMax",
+                                         "ArgMin",
+                                         "TopK",
+                                         "GatherND",
+                                         "NonZero",
+                                         "NonMaxSuppression",
+                                         "RoiAlign",
+                                         "ScatterElements",
+                                         "GridSample",
+                                         "Softmax",
+                                         "LogSoftmax",
+                                         "Concat",
+                                         "Resize",
+                                         "ReduceMean",
+                                         "ReduceSum",
+                                         "ReduceMax",
+                                         "ReduceMin",
+                                         "Add",
+                                         "Sub",
+                                         "Mul",
+                                         "Div"}));
   for (const char* op : {"TopK", "NonMaxSuppression", "RoiAlign", "CumSum"}) {
     const auto s = kernels::onednn_support(*kind_from_name(op));
     EXPECT_FALSE(s.supported()) << op;

@@ -52,7 +52,8 @@ Result<std::unique_ptr<Kernel>> own_kernel_or_error(const CaseSpec& spec, const 
 
 // TopK, GatherND, NonZero, NonMaxSuppression, CumSum, ArgMax and ArgMin (detection.cpp).
 std::unique_ptr<Kernel> make_detection_kernel(const Problem& p, const std::string& name, uint64_t seed);
-// Concat, Softmax, LogSoftmax and the identity Resize (data.cpp). `block` > 0: a Concat along the
+// Concat, Softmax, LogSoftmax, the identity Resize, ReduceMean/Sum/Max/Min and Add, Sub, Mul, Div
+// with broadcasting (data.cpp). `block` > 0: a Concat along the
 // channels of 4-D tensors held in oneDNN's blocked layout aBcd<block>b (concat@blocked<block>c).
 std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                          int block = 0);

@@ -56,6 +56,11 @@ KindMapping kind_mapping(LayerKind k) {
       return {"log_softmax", Family::kData, {}};
     case K::kResize:
       return {"copy", Family::kData, "the identity Resize only (output shape equal to the input's)"};
+    case K::kAdd:
+    case K::kSub:
+    case K::kMul:
+    case K::kDiv:
+      return {"binary", Family::kData, "with numpy broadcasting, rows of contiguous elements"};
     case K::kReduceMean:
     case K::kReduceSum:
     case K::kReduceMax:
@@ -92,10 +97,6 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kNot:
     case K::kCast:
     case K::kGelu:
-    case K::kAdd:
-    case K::kSub:
-    case K::kMul:
-    case K::kDiv:
     case K::kPow:
     case K::kMax:
     case K::kMin:
