@@ -31,7 +31,6 @@ struct AnalyzeCmd {
 };
 
 int run_analyze(const AnalyzeCmd& o) {
-  const bool color = use_color(stderr);
   auto files = find_model_files(o.models);
   if (!files) {
     std::fprintf(stderr, "floorline analyze: %s\n", files.error().message.c_str());
@@ -57,17 +56,8 @@ int run_analyze(const AnalyzeCmd& o) {
   mp::ProcessOptions popts;
   popts.batches = o.batches;
   popts.max_detections = o.max_detections;
-  std::vector<mp::ModelIR> models;
   int failures = 0;
-  for (const auto& path : *files) {
-    auto r = mp::process_model(path, popts);
-    if (!r) {
-      std::fprintf(stderr, "%s %s\n", red("error:", color).c_str(), r.error().message.c_str());
-      ++failures;
-      continue;
-    }
-    for (auto& m : *r) models.push_back(std::move(m));
-  }
+  const std::vector<mp::ModelIR> models = process_models(*files, popts, failures);
   analyzer::AnalyzeOptions aopts;
   aopts.dtype = o.dtype;
   aopts.thread_budget = !o.threads_exact;

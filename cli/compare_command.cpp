@@ -27,10 +27,10 @@ struct CompareCmd {
   std::string out = "-";
   size_t top = 5;
   bool threads_exact = false;
+  bool fail_on_violation = false;  // exit kExitBoundViolation when a system's S is above a latency
 };
 
 int run_compare(CompareCmd o) {
-  const bool color = use_color(stderr);
   if (o.models.empty()) {
     auto zoo = embedded_zoo();
     if (!zoo) {
@@ -65,17 +65,8 @@ int run_compare(CompareCmd o) {
   mp::ProcessOptions popts;
   popts.batches = o.batches;
   popts.max_detections = o.max_detections;
-  std::vector<mp::ModelIR> models;
   int failures = 0;
-  for (const auto& path : *files) {
-    auto r = mp::process_model(path, popts);
-    if (!r) {
-      std::fprintf(stderr, "%s %s\n", red("error:", color).c_str(), r.error().message.c_str());
-      ++failures;
-      continue;
-    }
-    for (auto& m : *r) models.push_back(std::move(m));
-  }
+  const std::vector<mp::ModelIR> models = process_models(*files, popts, failures);
   analyzer::CompareOptions copts;
   copts.systems = o.systems;
   copts.baseline = o.baseline;
@@ -98,7 +89,16 @@ int run_compare(CompareCmd o) {
   if (o.out != "-")
     std::fprintf(stderr, "wrote %s (%zu model-batch(es) on %zu system(s))\n", o.out.c_str(), c->models.size(),
                  c->systems.size());
-  return failures ? 1 : 0;
+  int64_t violations = 0;
+  for (const auto& m : c->models)
+    for (const auto& sb : m.systems) violations += sb.violations;
+  if (violations > 0)
+    std::fprintf(
+        stderr,
+        "bound check: %lld latency(ies) below S over the compared systems (the table's last section)\n",
+        static_cast<long long>(violations));
+  if (failures) return 1;
+  return o.fail_on_violation && violations > 0 ? kExitBoundViolation : 0;
 }
 
 }  // namespace
@@ -134,6 +134,8 @@ void add_compare_command(CLI::App& app, int& exit_code) {
       ->check(int_in(0, kMaxListed, "configurations"));
   c->add_flag("--threads-exact", o->threads_exact,
               "Every layer at its system's own thread count (no thread budget)");
+  c->add_flag("--fail-on-violation", o->fail_on_violation,
+              "Exit with status 3 when a framework latency or a replay is below a system's S");
   c->callback([o, &exit_code] { exit_code = run_compare(*o); });
 }
 

@@ -1,10 +1,13 @@
 // floorline: the executable only wires the stages together (docs/ARCHITECTURE.md).
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <string>
 
 #include <CLI/CLI.hpp>
+
+#include "floorline/common/isa.hpp"
 
 #include "analyze_command.hpp"
 #include "bench_command.hpp"
@@ -44,6 +47,21 @@ int main(int argc, char** argv) {
   // load (generator/src/registry.cpp).
   std::string command_line;
   for (int k = 0; k < argc; ++k) command_line += (k ? " " : "") + std::string(argv[k]);
+  // A cap set by hand (FLOORLINE_MAX_CPU_ISA, as --isa sets it) is checked before any backend
+  // loads, and written back in its canonical spelling, which the system row records.
+  if (const char* isa = std::getenv(floorline::kIsaCapVariable); isa && *isa) {
+    const auto level = floorline::parse_isa(isa);
+    if (!level) {
+      std::fprintf(stderr, "floorline: %s: %s\n", floorline::kIsaCapVariable, level.error().message.c_str());
+      return 2;
+    }
+    if (*level > floorline::cpu_isa()) {
+      std::fprintf(stderr, "floorline: %s=%s: this CPU's highest level is %s\n", floorline::kIsaCapVariable,
+                   isa, std::string(floorline::isa_name(floorline::cpu_isa())).c_str());
+      return 2;
+    }
+    setenv(floorline::kIsaCapVariable, std::string(floorline::isa_name(*level)).c_str(), /*overwrite=*/1);
+  }
   CLI::App app{
       "Floorline: lower-bound latencies of deep-learning models from vendor-library microbenchmarks"};
   app.set_version_flag("--version",

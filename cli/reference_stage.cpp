@@ -165,7 +165,9 @@ std::set<std::string> measured_before(bd::Database& db, const std::string& versi
                                       const std::string& device, const std::vector<int64_t>& batches,
                                       const std::vector<std::string>& settings) {
   std::set<std::string> done;
-  std::map<std::string, int> count;
+  // Distinct (batch, setting) pairs per model: a row of unknown host ("cpu", from before the rows
+  // named it) and this host's own may both be there.
+  std::map<std::string, std::set<std::pair<int64_t, std::string>>> count;
   (void)db.for_each(
       "SELECT model_name, batch, settings FROM framework_latencies WHERE runtime = 'onnxruntime' AND "
       "runtime_version = ?1 AND threads = ?2 AND device IN ('cpu', ?3)",
@@ -176,11 +178,11 @@ std::set<std::string> measured_before(bd::Database& db, const std::string& versi
         for (const auto& want : settings)
           if (s == "graph_optimization=" + want &&
               std::find(batches.begin(), batches.end(), b) != batches.end())
-            ++count[bd::value_text(v[0])];
+            count[bd::value_text(v[0])].insert({b, s});
         return Status{};
       });
-  for (const auto& [m, n] : count)
-    if (n >= static_cast<int>(batches.size() * settings.size())) done.insert(m);
+  for (const auto& [m, pairs] : count)
+    if (pairs.size() >= batches.size() * settings.size()) done.insert(m);
   return done;
 }
 

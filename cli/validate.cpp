@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "floorline/common/isa.hpp"
+#include "floorline/common/output.hpp"
 #include "floorline/model_processor/zoo.hpp"
 
 namespace floorline::cli {
@@ -87,6 +88,22 @@ Status check_out_not_input(const std::string& out, const std::vector<std::string
     }
   }
   return {};
+}
+
+std::vector<mp::ModelIR> process_models(const std::vector<std::filesystem::path>& files,
+                                        const mp::ProcessOptions& options, int& failures) {
+  const bool color = output::use_color(stderr);
+  std::vector<mp::ModelIR> models;
+  for (const auto& path : files) {
+    auto r = mp::process_model(path, options);
+    if (!r) {
+      std::fprintf(stderr, "%s %s\n", output::red("error:", color).c_str(), r.error().message.c_str());
+      ++failures;
+      continue;
+    }
+    for (auto& m : *r) models.push_back(std::move(m));
+  }
+  return models;
 }
 
 std::optional<std::string> embedded_zoo() {

@@ -16,6 +16,7 @@
 
 #include "floorline/benchdb/database.hpp"
 #include "floorline/common/result.hpp"
+#include "floorline/model_processor/model.hpp"
 
 namespace floorline::cli {
 
@@ -56,6 +57,11 @@ Status check_out_not_input(const std::string& out, const std::vector<std::string
 // mp::find_models(); a folder holding no .onnx file is an error ("DIR: no .onnx file in this
 // folder") rather than a run over nothing.
 Result<std::vector<std::filesystem::path>> find_model_files(const std::vector<std::string>& paths);
+
+// The models of `files` processed at `options` (one ModelIR per model and batch); a model that
+// cannot be processed prints one "error: ..." line on stderr and counts in `failures`.
+std::vector<mp::ModelIR> process_models(const std::vector<std::filesystem::path>& files,
+                                        const mp::ProcessOptions& options, int& failures);
 
 // The embedded zoo, the default MODELS of `run` and `compare`: ./models/zoo when run from a
 // checkout, else the source tree's; none when neither is a folder.

@@ -278,6 +278,18 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
           t.framework.push_back(std::move(r));
         return Status{};
       }));
+  // A row of unknown host ("cpu") gives way to this host's own row of the same identity: a
+  // database resumed after the rows named their host holds both.
+  {
+    auto identity = [](const benchdb::FrameworkLatencyRow& r) {
+      return std::tie(r.model_name, r.runtime, r.runtime_version, r.batch, r.dtype, r.settings, r.threads);
+    };
+    std::set<std::tuple<std::string, std::string, std::string, int64_t, std::string, std::string, int64_t>>
+        own;
+    for (const auto& r : t.framework)
+      if (r.device != "cpu") own.insert(identity(r));
+    std::erase_if(t.framework, [&](const auto& r) { return r.device == "cpu" && own.count(identity(r)); });
+  }
   if (db.schema_version() >= 5)
     FL_TRY(benchdb::for_each_row<benchdb::FrameworkLayerTimeRow>(
         db, benchdb::framework_layer_times_table(), "", {}, [&](benchdb::FrameworkLayerTimeRow& r) -> Status {
@@ -285,6 +297,16 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
             t.layer_times.push_back(std::move(r));
           return Status{};
         }));
+  {  // the same for the per-node profiles: one profile per identity
+    auto identity = [](const benchdb::FrameworkLayerTimeRow& r) {
+      return std::tie(r.model_name, r.runtime, r.runtime_version, r.batch, r.dtype, r.settings, r.threads);
+    };
+    std::set<std::tuple<std::string, std::string, std::string, int64_t, std::string, std::string, int64_t>>
+        own;
+    for (const auto& r : t.layer_times)
+      if (r.device != "cpu") own.insert(identity(r));
+    std::erase_if(t.layer_times, [&](const auto& r) { return r.device == "cpu" && own.count(identity(r)); });
+  }
   stamp();
   return t;
 }

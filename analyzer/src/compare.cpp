@@ -17,7 +17,8 @@ namespace floorline::analyzer {
 std::optional<double> ModelComparison::speedup(size_t system, size_t baseline) const {
   if (system >= systems.size() || baseline >= systems.size()) return std::nullopt;
   const auto &a = systems[baseline], &b = systems[system];
-  if (!a.present || !b.present || a.S <= 0 || b.S <= 0) return std::nullopt;
+  // An incomplete S (a layer without a time) would flatter its system.
+  if (!a.present || !b.present || !a.complete || !b.complete || a.S <= 0 || b.S <= 0) return std::nullopt;
   return a.S / b.S;
 }
 

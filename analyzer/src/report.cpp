@@ -274,17 +274,21 @@ nlohmann::json throughput_json(const Report& r) {
 std::map<std::pair<std::string, int64_t>, std::vector<std::string>> cases_to_retime(const Report& report) {
   std::map<std::pair<std::string, int64_t>, std::vector<std::string>> out;
   for (const auto& m : report.models) {
+    // The model's measured cases: a node's list may also say "roofline" for a layer without one.
+    std::set<std::string> cases;
+    for (const auto& l : m.bounds.layers) {
+      if (!l.best_case.empty()) cases.insert(l.best_case);
+      if (!l.epilogue_case.empty()) cases.insert(l.epilogue_case);
+    }
     std::set<std::string> names;
     bool any = false;
     for (const auto& v : m.bound_check.violations) {
       if (v.replay) continue;
       any = true;
-      for (const auto& n : v.nodes) names.insert(n.best_cases.begin(), n.best_cases.end());
-      if (v.nodes.empty())
-        for (const auto& l : m.bounds.layers) {
-          if (!l.best_case.empty()) names.insert(l.best_case);
-          if (!l.epilogue_case.empty()) names.insert(l.epilogue_case);
-        }
+      for (const auto& n : v.nodes)
+        for (const auto& c : n.best_cases)
+          if (cases.count(c)) names.insert(c);
+      if (v.nodes.empty()) names.insert(cases.begin(), cases.end());
     }
     if (any && !names.empty())
       out[{m.bounds.model, m.bounds.batch}] = std::vector<std::string>(names.begin(), names.end());

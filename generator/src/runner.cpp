@@ -131,6 +131,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     if (!options.dry_run) {
       benchdb::SystemRow sys = benchdb::capture_host_system(options.threads);
       describe_system(*backend, sys);
+      if (sys.device_kind == "gpu") sys.isa.clear();  // a CPU cap changes nothing on a GPU
       FL_ASSIGN_OR_RETURN(system_id, db.upsert_system(sys));
       benchdb::RunRow run;
       run.system_id = system_id;

@@ -287,7 +287,14 @@ TEST(BoundCheck, AFrameworkBelowSNamesTheBestCasesToTimeAgain) {
   t.time(a, "Tanh", 40);
   t.runtime("cpu:CPU A", 1, 75);  // above S (70): nothing to time again
   EXPECT_TRUE(cases_to_retime(value(build_report(*t.db, {t.model}, a))).empty());
-  t.runtime("cpu", 1, 60);  // below S
+  // A row of unknown host gives way to the host's own row of the same identity: still nothing.
+  t.runtime("cpu", 1, 60);
+  {
+    const auto r = value(build_report(*t.db, {t.model}, a));
+    EXPECT_DOUBLE_EQ(*r.models.at(0).bounds.M, 75);
+    EXPECT_TRUE(cases_to_retime(r).empty());
+  }
+  t.runtime("cpu:CPU A", 1, 60);  // below S
   const auto report = value(build_report(*t.db, {t.model}, a));
   EXPECT_DOUBLE_EQ(s_of(report, "compare_chain", 1), 70);
   EXPECT_DOUBLE_EQ(s_of(report, "compare_chain", 8), 0);

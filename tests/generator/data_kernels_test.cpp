@@ -198,11 +198,15 @@ TEST(DataKernels, MnasnetReduceMeanIsARowReductionBesideOnednn) {
 // mobilenet_v3_large's (the squeeze-excitation Mul 1xCxHxW · 1xCx1x1) verified against the
 // reference, at one thread and at two; and every broadcast form on a small shape.
 TEST(DataKernels, BinaryOpsBroadcastAsTheReferenceDoes) {
-  for (const char* model : {"ssdlite320_mobilenet_v3_large", "mobilenet_v3_large"}) {
-    const Seen s = verify_own(zoo_layers(model, {"Add", "Sub", "Mul", "Div"}), "binary");
-    EXPECT_GE(s.verified, 5) << model;
-    EXPECT_EQ(static_cast<int>(s.keys_with_own.size()), s.verified) << model;
+  for (const int threads : {1, 2}) {
+    kernels::set_floorline_threads(threads);  // the pieces of a row split between the threads
+    for (const char* model : {"ssdlite320_mobilenet_v3_large", "mobilenet_v3_large"}) {
+      const Seen s = verify_own(zoo_layers(model, {"Add", "Sub", "Mul", "Div"}), "binary");
+      EXPECT_GE(s.verified, 5) << model;
+      EXPECT_EQ(static_cast<int>(s.keys_with_own.size()), s.verified) << model;
+    }
   }
+  kernels::set_floorline_threads(1);
   const Seen ssd = verify_own(zoo_layers("ssdlite320_mobilenet_v3_large", {"Sub", "Div"}), "binary");
   EXPECT_TRUE(ssd.keys_with_own.count("Sub|a=3x320x320|b=3x1x1|f32"))
       << fmt::format("{}", fmt::join(ssd.keys_with_own, " "));

@@ -75,7 +75,7 @@ struct ModelComparison {
   std::vector<SystemBounds> systems;  // per compared system, in ComparisonResult::systems order
   std::optional<size_t> fastest;      // the system with the lowest S (of those with S complete)
   std::vector<ConfigChange> configs;  // top_configs, largest spread first
-  // S_baseline / S_system; none where either is missing.
+  // S_baseline / S_system; none where either is missing or incomplete.
   std::optional<double> speedup(size_t system, size_t baseline) const;
 };
 
@@ -126,7 +126,7 @@ Result<ComparisonResult> compare_systems(benchdb::Database& db, const std::vecto
                                          const CompareOptions& options = {});
 
 // The formats, with the analyzer's conventions (report.hpp): µs (`_us`), a missing figure "-"
-// (table, CSV) or null (JSON). CSV: one row per model × batch × system.
+// (table, CSV) or null (JSON). CSV: one row per model × batch × system that measured the model.
 std::string format_compare_table(const ComparisonResult& c);
 std::string format_compare_json(const ComparisonResult& c);
 std::string format_compare_csv(const ComparisonResult& c);

@@ -385,7 +385,9 @@ using floorline::parse_case_name;
 // The identity fingerprint of a system (16 hex digits): FNV-1a of its identity columns'
 // "name=value" lines. An identity column added at schema 9 or later joins the text only where its
 // value is not empty, so that a system of an older file (where it is empty: systems.isa) keeps the
-// fingerprint it was stored with, and resume and merge still find it.
+// fingerprint it was stored with, and resume and merge still find it. Such a column must be text
+// whose default (what ALTER TABLE gives older rows) is '': a later integer identity column needs
+// its own rule.
 std::string system_fingerprint(const SystemRow& s);
 // The fingerprint of the stack without its thread count: equal for the systems that are one
 // machine and library stack (ISA cap included) measured at different thread counts (the thread budget: a

@@ -11,8 +11,9 @@
 //              upper-cased, read by oneDNN at its first dispatch.
 //   OpenBLAS   OPENBLAS_CORETYPE of its DYNAMIC_ARCH build, read when it loads: Nehalem (sse41),
 //              Sandybridge (avx), Haswell (avx2, avx2_vnni), SkylakeX (the AVX-512 levels).
-//   Floorline  its own kernels, built for AVX-512F, AVX2 and the baseline, pick the highest that the
-//              CPU has and the cap allows (kernel_target below).
+//   Floorline  its vectorised loops (softmax, the recurrent gates), built for AVX-512F, AVX2 and the
+//              baseline, pick the highest that the CPU has and the cap allows (kernel_target below);
+//              its other kernels are built for the baseline (SSE2) only, which every cap allows.
 //   XNNPACK    picks its kernels from the CPU's features (cpuinfo) and cannot be capped: under a cap
 //              its backend is unavailable and left out of the system, and `floorline system` says why.
 // The system row records the cap (benchdb SystemRow::isa), so a capped system has its own
@@ -65,10 +66,19 @@ inline std::string isa_names() {
   return s;
 }
 
-// The level of a name (exactly as listed, lower case); an error listing the valid names otherwise.
+// The level of a name (as listed, in any case: oneDNN's ONEDNN_MAX_CPU_ISA spells them upper
+// case); an error listing the valid names otherwise.
 inline Result<IsaLevel> parse_isa(std::string_view name) {
+  auto same = [](std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const char c = a[i] >= 'A' && a[i] <= 'Z' ? static_cast<char>(a[i] - 'A' + 'a') : a[i];
+      if (c != b[i]) return false;
+    }
+    return true;
+  };
   for (size_t k = 0; k < kIsaNames.size(); ++k)
-    if (kIsaNames[k] == name) return static_cast<IsaLevel>(k);
+    if (same(name, kIsaNames[k])) return static_cast<IsaLevel>(k);
   return make_error("unknown ISA '{}' (valid: {})", name, isa_names());
 }
 

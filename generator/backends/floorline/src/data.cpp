@@ -437,6 +437,7 @@ class DataKernel final : public Kernel {
   void plan_binary() {
     if (p_.inputs.size() != 2) unsupported(p_.op + ": two inputs expected");
     const Shape& ys = p_.outputs[0].shape;
+    if (elements(ys) == 0) unsupported(p_.op + ": an empty output");
     const size_t rank = ys.size();
     std::vector<int64_t> size(rank), sa(rank), sb(rank);
     auto strides = [&](const Shape& xs, std::vector<int64_t>& st) {
