@@ -1,7 +1,5 @@
 // Systems side by side (analyzer/compare.hpp) on recorded times with hand-computed ratios: two
 // hosts in one database, a host at 1 and 2 threads, and two single-system files merged into one.
-#include <unistd.h>
-
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -12,10 +10,8 @@
 
 #include "floorline/analyzer/compare.hpp"
 #include "floorline/analyzer/report.hpp"
-#include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/merge.hpp"
-#include "floorline/benchdb/writer.hpp"
-#include "floorline/model_processor/model.hpp"
+#include "recorded_db.hpp"
 
 namespace floorline::analyzer {
 namespace {
@@ -30,81 +26,11 @@ compare_chain (float[1,4096] x) => (float y) {
 }
 )onnx";
 
-template <class T>
-T value(Result<T> r) {
-  if (!r) throw std::runtime_error(r.error().message);
-  return std::move(r).value();
-}
-void check(const Status& s) {
-  if (!s) throw std::runtime_error(s.error().message);
-}
+using recorded::check;
+using recorded::value;
 
-mp::ModelIR chain_model() {
-  mp::ProcessOptions po;
-  po.batches = {1};
-  return value(mp::process_model_text(kChain, "compare_chain", po)).front();
-}
-
-struct CompareDb {
-  std::filesystem::path path;
-  std::optional<benchdb::Database> db;
-  mp::ModelIR model = chain_model();
-  std::map<std::string, std::string> key_of;  // op → config key
-
-  explicit CompareDb(const std::string& name)
-      : path(std::filesystem::temp_directory_path() /
-             ("floorline_compare_" + std::to_string(::getpid()) + "_" + name + ".db")) {
-    std::filesystem::remove(path);
-    db.emplace(value(benchdb::Database::open(path)));
-    check(db->record_models({model}));
-    for (const auto& l : model.layers) key_of[l.op_type] = l.key;
-  }
-  ~CompareDb() {
-    db.reset();
-    std::filesystem::remove(path);
-  }
-  int64_t system(const std::string& cpu, int64_t threads = 1, const std::string& isa = "") {
-    benchdb::SystemRow s;
-    s.isa = isa;
-    s.device_kind = "cpu";
-    s.device_name = s.cpu_model = cpu;
-    s.threads = threads;
-    s.libraries = {{"onednn", "2.6.3"}};
-    s.floorline_version = "test";
-    return value(db->upsert_system(s));
-  }
-  void time(int64_t system, const std::string& op, double us) {
-    benchdb::RunRow run;
-    run.system_id = system;
-    const int64_t run_id = value(db->begin_run(run));
-    auto q = value(db->query("SELECT id FROM layer_configs WHERE key = ?1", {key_of.at(op)}));
-    benchdb::CaseRow c;
-    c.config_id = std::get<int64_t>(q.rows.at(0).at(0));
-    c.identity = {"onednn", "eltwise:jit", "f32", "fp32", "", "", key_of.at(op)};
-    benchdb::MeasurementRow m;
-    m.case_id = value(db->upsert_case(c));
-    m.status = Disposition::kPassed;
-    m.is_default = 1;
-    m.iterations = 10;
-    m.repetitions = 1;
-    m.min_us = m.median_us = m.mean_us = us;
-    benchdb::MeasurementWriter w(*db, system, run_id);
-    check(w.add(std::move(m)));
-    check(w.flush());
-  }
-  // ONNX Runtime's latency, on `device` ("cpu:MODEL", or "cpu" for a row of unknown host).
-  void runtime(const std::string& device, int64_t threads, double us) {
-    benchdb::FrameworkLatencyRow fw;
-    fw.model_name = model.name;
-    fw.runtime = "onnxruntime";
-    fw.runtime_version = "1.30.0";
-    fw.device = device;
-    fw.settings = "graph_optimization=all";
-    fw.batch = 1;
-    fw.threads = threads;
-    fw.median_us = us;
-    value(db->upsert_framework_latency(fw));
-  }
+struct CompareDb : recorded::RecordedDb {
+  explicit CompareDb(const std::string& name) : RecordedDb("compare_" + name, kChain, "compare_chain") {}
 };
 
 // Host A: Relu 10, Sigmoid 20, Tanh 40 (S 70); host B: Relu 5, Sigmoid 20, Tanh 10 (S 35).

@@ -2,8 +2,6 @@
 // case over the systems of the same host timed at T threads or fewer, on recorded times in a test
 // database with hand-computed sums; a system of another host never contributes; --threads-exact
 // keeps the system's own cases.
-#include <unistd.h>
-
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -13,10 +11,9 @@
 
 #include "floorline/analyzer/analyzer.hpp"
 #include "floorline/analyzer/report.hpp"
-#include "floorline/benchdb/database.hpp"
-#include "floorline/benchdb/writer.hpp"
 #include "floorline/generator/runner.hpp"
 #include "floorline/model_processor/model.hpp"
+#include "recorded_db.hpp"
 
 namespace floorline::analyzer {
 namespace {
@@ -31,77 +28,14 @@ budget_chain (float[1,4096] x) => (float y) {
 }
 )onnx";
 
-template <class T>
-T value(Result<T> r) {
-  if (!r) throw std::runtime_error(r.error().message);
-  return std::move(r).value();
-}
-void check(const Status& s) {
-  if (!s) throw std::runtime_error(s.error().message);
-}
+using recorded::value;
 
-struct BudgetDb {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("floorline_budget_" + std::to_string(::getpid()));
-  std::optional<benchdb::Database> db;
-  mp::ModelIR model;
-  std::map<std::string, std::string> key_of;  // op → config key
-
-  explicit BudgetDb(int64_t batch = 1) {
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    db.emplace(value(benchdb::Database::open(dir / "b.db")));
-    mp::ProcessOptions po;
-    po.batches = {batch};
-    auto r = mp::process_model_text(kChain, "budget_chain", po);
-    model = value(std::move(r)).front();
-    check(db->record_models({model}));
-    for (const auto& l : model.layers) key_of[l.op_type] = l.key;
-  }
-  // ONNX Runtime's latency of the model at its batch and `threads` intra-op threads.
-  void runtime(int64_t threads, double us) {
-    benchdb::FrameworkLatencyRow fw;
-    fw.model_name = model.name;
-    fw.runtime = "onnxruntime";
-    fw.runtime_version = "1.30.0";
-    fw.device = "cpu";
-    fw.settings = "graph_optimization=all";
-    fw.batch = model.batch;
-    fw.threads = threads;
-    fw.median_us = us;
-    value(db->upsert_framework_latency(fw));
-  }
-  ~BudgetDb() { std::filesystem::remove_all(dir); }
-
+struct BudgetDb : recorded::RecordedDb {
+  explicit BudgetDb(int64_t batch = 1) : RecordedDb("budget", kChain, "budget_chain", batch) {}
   int64_t system(int64_t threads, const std::string& cpu = "Test CPU") {
-    benchdb::SystemRow s;
-    s.device_kind = "cpu";
-    s.device_name = s.cpu_model = cpu;
-    s.threads = threads;
-    s.libraries = {{"onednn", "2.6.3"}};
-    s.floorline_version = "test";
-    return value(db->upsert_system(s));
+    return RecordedDb::system(cpu, threads);
   }
-  // One passed case of `op`'s config on `system`, the library's default.
-  void time(int64_t system, const std::string& op, double us) {
-    benchdb::RunRow run;
-    run.system_id = system;
-    const int64_t run_id = value(db->begin_run(run));
-    auto q = value(db->query("SELECT id FROM layer_configs WHERE key = ?1", {key_of.at(op)}));
-    benchdb::CaseRow c;
-    c.config_id = std::get<int64_t>(q.rows.at(0).at(0));
-    c.identity = {"onednn", "eltwise:jit", "f32", "fp32", "", "", key_of.at(op)};
-    benchdb::MeasurementRow m;
-    m.case_id = value(db->upsert_case(c));
-    m.status = Disposition::kPassed;
-    m.is_default = 1;
-    m.iterations = 10;
-    m.repetitions = 1;
-    m.min_us = m.median_us = m.mean_us = us;
-    benchdb::MeasurementWriter w(*db, system, run_id);
-    check(w.add(std::move(m)));
-    check(w.flush());
-  }
+  void runtime(int64_t threads, double us) { RecordedDb::runtime("cpu", threads, us); }
   const LayerCost& layer(const ModelBounds& b, const std::string& kind) {
     for (const auto& l : b.layers)
       if (l.kind == kind) return l;

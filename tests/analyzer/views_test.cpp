@@ -21,18 +21,13 @@
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/writer.hpp"
 #include "floorline/model_processor/model.hpp"
+#include "recorded_db.hpp"
 
 namespace floorline::analyzer {
 namespace {
 
-template <class T>
-T value(Result<T> r) {
-  if (!r) throw std::runtime_error(r.error().message);
-  return std::move(r).value();
-}
-void check(const Status& s) {
-  if (!s) throw std::runtime_error(s.error().message);
-}
+using recorded::check;
+using recorded::value;
 
 std::vector<mp::ModelIR> zoo(const std::string& name, std::vector<int64_t> batches) {
   mp::ProcessOptions o;
