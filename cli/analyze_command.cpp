@@ -31,38 +31,22 @@ struct AnalyzeCmd {
 };
 
 int run_analyze(const AnalyzeCmd& o) {
-  auto files = find_model_files(o.models);
-  if (!files) {
-    std::fprintf(stderr, "floorline analyze: %s\n", files.error().message.c_str());
-    return 2;
-  }
-  {
-    std::vector<std::string> inputs = o.models;
-    inputs.push_back(o.db);
-    if (auto st = check_out_not_input(o.out, inputs); !st) {
-      std::fprintf(stderr, "floorline analyze: %s\n", st.error().message.c_str());
-      return 2;
-    }
-  }
-  // A read command: read-only, nothing created or upgraded (an older file is refused with the
-  // command that migrates it).
-  benchdb::OpenOptions ro;
-  ro.read_only = true;
-  auto db = benchdb::Database::open(o.db, ro);
-  if (!db) {
-    std::fprintf(stderr, "floorline analyze: %s\n", db.error().message.c_str());
-    return 2;
-  }
   mp::ProcessOptions popts;
   popts.batches = o.batches;
   popts.max_detections = o.max_detections;
-  int failures = 0;
-  const std::vector<mp::ModelIR> models = process_models(*files, popts, failures);
+  auto in = open_read_inputs(o.models, o.db, o.out, popts);
+  if (!in) {
+    std::fprintf(stderr, "floorline analyze: %s\n", in.error().message.c_str());
+    return 2;
+  }
+  auto& db = in->db;
+  const std::vector<mp::ModelIR>& models = in->models;
+  const int failures = in->failures;
   analyzer::AnalyzeOptions aopts;
   aopts.dtype = o.dtype;
   aopts.thread_budget = !o.threads_exact;
   aopts.threads = o.threads;
-  auto report = analyzer::build_report(*db, models, o.system, aopts);
+  auto report = analyzer::build_report(db, models, o.system, aopts);
   if (!report) {
     std::fprintf(stderr, "floorline analyze: %s\n", report.error().message.c_str());
     return 2;
@@ -111,6 +95,7 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
               "Every layer at the system's own thread count (no thread budget)");
   a->add_option("--batch", o->batches, "Batch sizes, comma-separated")
       ->delimiter(',')
+      ->allow_extra_args(false)
       ->check(int_in(1, kMaxBatch, "batch size"));
   a->add_option("--max-detections", o->max_detections,
                 "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "

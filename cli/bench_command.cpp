@@ -82,6 +82,7 @@ void add_plan_options(CLI::App* cmd, CommonOptions& o) {
                   "floorline, xnnpack, openblas");
   cmd->add_option("--batch", o.batches, "Batch sizes, comma-separated")
       ->delimiter(',')
+      ->allow_extra_args(false)
       ->check(int_in(1, kMaxBatch, "batch size"));
   cmd->add_option("--max-detections", o.max_detections,
                   "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "
@@ -89,7 +90,8 @@ void add_plan_options(CLI::App* cmd, CommonOptions& o) {
       ->check(int_in(1, kMaxBatch, "detections"));
   cmd->add_option("--dtype", o.dtypes,
                   "Data types, comma-separated: f32, bf16, f16 (cuda; f32 is timed as fp32 and tf32 there)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false);
   cmd->add_option("--max-impls", o.max_impls,
                   "Implementations timed per config and data type (the rest are skipped)")
       ->check(int_in(1, kMaxImpls, "implementations"));

@@ -42,38 +42,24 @@ int run_compare(CompareCmd o) {
     }
     o.models.push_back(*zoo);
   }
-  auto files = find_model_files(o.models);
-  if (!files) {
-    std::fprintf(stderr, "floorline compare: %s\n", files.error().message.c_str());
-    return 2;
-  }
-  {
-    std::vector<std::string> inputs = o.models;
-    inputs.push_back(o.db);
-    if (auto st = check_out_not_input(o.out, inputs); !st) {
-      std::fprintf(stderr, "floorline compare: %s\n", st.error().message.c_str());
-      return 2;
-    }
-  }
-  benchdb::OpenOptions ro;
-  ro.read_only = true;
-  auto db = benchdb::Database::open(o.db, ro);
-  if (!db) {
-    std::fprintf(stderr, "floorline compare: %s\n", db.error().message.c_str());
-    return 2;
-  }
   mp::ProcessOptions popts;
   popts.batches = o.batches;
   popts.max_detections = o.max_detections;
-  int failures = 0;
-  const std::vector<mp::ModelIR> models = process_models(*files, popts, failures);
+  auto in = open_read_inputs(o.models, o.db, o.out, popts);
+  if (!in) {
+    std::fprintf(stderr, "floorline compare: %s\n", in.error().message.c_str());
+    return 2;
+  }
+  auto& db = in->db;
+  const std::vector<mp::ModelIR>& models = in->models;
+  const int failures = in->failures;
   analyzer::CompareOptions copts;
   copts.systems = o.systems;
   copts.baseline = o.baseline;
   copts.dtype = o.dtype;
   copts.thread_budget = !o.threads_exact;
   copts.top_configs = o.top;
-  auto c = analyzer::compare_systems(*db, models, copts);
+  auto c = analyzer::compare_systems(db, models, copts);
   if (!c) {
     std::fprintf(stderr, "floorline compare: %s\n", c.error().message.c_str());
     return 2;
@@ -115,12 +101,14 @@ void add_compare_command(CLI::App& app, int& exit_code) {
                 "System ids, comma-separated (floorline db info lists them); default: every system with a "
                 "measurement of these models")
       ->delimiter(',')
+      ->allow_extra_args(false)
       ->check(int_in(1, INT64_MAX, "system id"));
   c->add_option("--baseline", o->baseline,
                 "The system speedups are relative to (default: the first compared)")
       ->check(int_in(1, INT64_MAX, "system id"));
   c->add_option("--batch", o->batches, "Batch sizes, comma-separated")
       ->delimiter(',')
+      ->allow_extra_args(false)
       ->check(int_in(1, kMaxBatch, "batch size"));
   c->add_option("--max-detections", o->max_detections,
                 "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes)")

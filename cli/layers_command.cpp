@@ -138,6 +138,7 @@ void add_layers_command(CLI::App& app, LayersOptions& opts, int& exit_code) {
       ->required();
   cmd->add_option("--batch", opts.batches, "Batch sizes, comma-separated")
       ->delimiter(',')
+      ->allow_extra_args(false)
       ->check(int_in(1, kMaxBatch, "batch size"));
   cmd->add_option("--max-detections", opts.max_detections,
                   "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "

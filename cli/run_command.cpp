@@ -395,6 +395,7 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
                 "xnnpack, openblas");
   r->add_option("--batch", o->c.batches, "Batch sizes, comma-separated (e.g. 1,8,32)")
       ->delimiter(',')
+      ->allow_extra_args(false)
       ->check(int_in(1, kMaxBatch, "batch size"));
   r->add_option("--max-detections", o->c.max_detections,
                 "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "

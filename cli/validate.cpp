@@ -106,6 +106,20 @@ std::vector<mp::ModelIR> process_models(const std::vector<std::filesystem::path>
   return models;
 }
 
+Result<ReadInputs> open_read_inputs(const std::vector<std::string>& paths, const std::string& db,
+                                    const std::string& out, const mp::ProcessOptions& options) {
+  FL_ASSIGN_OR_RETURN(const auto files, find_model_files(paths));
+  std::vector<std::string> inputs = paths;
+  inputs.push_back(db);
+  FL_TRY(check_out_not_input(out, inputs));
+  benchdb::OpenOptions ro;
+  ro.read_only = true;
+  FL_ASSIGN_OR_RETURN(auto opened, benchdb::Database::open(db, ro));
+  ReadInputs r{std::move(opened), {}, 0};
+  r.models = process_models(files, options, r.failures);
+  return r;
+}
+
 std::optional<std::string> embedded_zoo() {
   for (const std::filesystem::path& p :
        {std::filesystem::path("models/zoo"), std::filesystem::path(FLOORLINE_SOURCE_DIR) / "models/zoo"}) {

@@ -63,6 +63,18 @@ Result<std::vector<std::filesystem::path>> find_model_files(const std::vector<st
 std::vector<mp::ModelIR> process_models(const std::vector<std::filesystem::path>& files,
                                         const mp::ProcessOptions& options, int& failures);
 
+// What a read command (analyze, compare) works on: the results database opened read-only (nothing
+// created or upgraded: an older file is refused with the command that migrates it) and the models
+// of `paths` processed at `options` (process_models: a model that fails counts in `failures`).
+// Errors: no model file under `paths`, `out` naming an input (check_out_not_input), the database.
+struct ReadInputs {
+  benchdb::Database db;
+  std::vector<mp::ModelIR> models;
+  int failures = 0;
+};
+Result<ReadInputs> open_read_inputs(const std::vector<std::string>& paths, const std::string& db,
+                                    const std::string& out, const mp::ProcessOptions& options);
+
 // The embedded zoo, the default MODELS of `run` and `compare`: ./models/zoo when run from a
 // checkout, else the source tree's; none when neither is a folder.
 std::optional<std::string> embedded_zoo();

@@ -67,3 +67,11 @@ run(2 ${CMAKE_COMMAND} -E env FLOORLINE_MAX_CPU_ISA=avx3 ${FLOORLINE} system)
 if(NOT err MATCHES "FLOORLINE_MAX_CPU_ISA: unknown ISA 'avx3' \\(valid: sse41,")
   message(FATAL_ERROR "FLOORLINE_MAX_CPU_ISA=avx3: expected the valid names:\n${err}")
 endif()
+# `floorline compare` reads the capped system (its options before the models: a list option takes
+# one argument, the models stay positional).
+run(0 ${FLOORLINE} compare --db ${DB} --systems 1 --batch 1 ${MODEL} --format json)
+string(JSON label GET "${out}" systems 0 label)
+string(JSON s_us GET "${out}" models 0 systems 0 S_us)
+if(NOT label MATCHES "avx2 cap" OR NOT s_us GREATER 0)
+  message(FATAL_ERROR "compare on the capped system: label '${label}', S_us ${s_us}:\n${out}")
+endif()
