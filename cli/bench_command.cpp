@@ -57,6 +57,7 @@ Result<Loaded> plan_models(const CommonOptions& o) {
   gen::PlanOptions popt;
   popt.dtypes = dtypes;
   popt.max_impls = o.all_impls ? 0 : o.max_impls;
+  popt.fused_all = o.all_impls;
   popt.include_reference = o.include_ref;
   popt.fusion = !o.no_fusion;
   popt.conversions = !o.no_conversions;
@@ -93,9 +94,12 @@ void add_plan_options(CLI::App* cmd, CommonOptions& o) {
       ->delimiter(',')
       ->allow_extra_args(false);
   cmd->add_option("--max-impls", o.max_impls,
-                  "Implementations timed per config and data type (the rest are skipped)")
+                  "Implementations timed per config and data type, the rest skipped (default: every one, "
+                  "raced: those that cannot win end raced out)")
       ->check(int_in(1, kMaxImpls, "implementations"));
-  cmd->add_flag("--all-impls", o.all_impls, "Time every implementation (no --max-impls cap)");
+  cmd->add_flag("--all-impls", o.all_impls,
+                "Time every implementation, the fused variants' too (by default a fused variant times the "
+                "first implementation of each algorithm family and layout)");
   cmd->add_flag("--include-ref", o.include_ref, "Time the reference (ref:) implementations too");
   cmd->add_flag("--no-fusion", o.no_fusion, "Do not plan fused variants");
   cmd->add_flag("--no-conversions", o.no_conversions, "Do not plan layout-conversion cases");
@@ -192,6 +196,12 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
                  p.peak == "flops" ? fmt::format("{:.1f} GFLOP/s", p.value_per_s / 1e9).c_str()
                                    : fmt::format("{:.1f} GB/s", p.value_per_s / 1e9).c_str(),
                  p.method.c_str());
+  if (r.raced_out)
+    std::fprintf(
+        stderr,
+        "%lld of the skipped case(s) raced out (above 1.5x their group's best on two readings or 2x on "
+        "one), %lld visit(s) saved\n",
+        static_cast<long long>(r.raced_out), static_cast<long long>(r.raced_out_visits));
   if (r.placement_searched)
     std::fprintf(stderr, "%lld short case(s) whose placements disagreed got %lld further placement(s)\n",
                  static_cast<long long>(r.placement_searched), static_cast<long long>(r.placement_visits));
@@ -509,6 +519,11 @@ void add_method_options(CLI::App* app, MethodCli& m) {
   app->add_flag(
       "--sentinel,!--no-sentinel", m.sentinel,
       "Time a sentinel kernel between cases and time again the cases of a slowed period (default on)");
+  app->add_flag(
+      "--race,!--no-race", m.race,
+      fmt::format("Race the implementations of each config: a case {:g}x its group's best on one reading, "
+                  "{:g}x on two, or {:g}x on its warm-up call ends raced out (default on)",
+                  gen::RunOptions{}.race_drop, gen::RunOptions{}.race_margin, gen::RunOptions{}.race_warmup));
 }
 
 void set_method(gen::RunOptions& ro, gen::CostOptions& costs, const MethodCli& m) {
@@ -519,6 +534,7 @@ void set_method(gen::RunOptions& ro, gen::CostOptions& costs, const MethodCli& m
   if (m.max_placements) ro.max_placements = *m.max_placements;
   ro.sentinel = m.sentinel;
   ro.huge_pages = m.huge_pages;
+  if (!m.race) ro.race_margin = 0;
   costs.passes = ro.passes;
   costs.min_iterations = ro.min_iterations;
 }

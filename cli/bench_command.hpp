@@ -21,7 +21,7 @@ struct CommonOptions {
   std::vector<int64_t> batches = {1};
   int64_t max_detections = 100;  // ProcessOptions::max_detections
   std::vector<std::string> dtypes = {"f32"};
-  int max_impls = 3;
+  int max_impls = 0;  // 0: every implementation (raced)
   bool all_impls = false;
   bool include_ref = false;
   bool no_fusion = false;
@@ -86,6 +86,7 @@ struct MethodCli {
   std::optional<int> max_placements;
   bool sentinel = true;
   bool huge_pages = true;
+  bool race = true;
 };
 void add_method_options(CLI::App* app, MethodCli& m);
 // Applies `m` to ro and to the partition's cost model.

@@ -95,7 +95,7 @@ int run_main(RunCmd o, const std::string& command_line) {
     if (!method.passes) method.passes = 1;
     if (!method.min_iterations) method.min_iterations = 1;
   }
-  if (o.quick && !o.c.all_impls) o.c.max_impls = std::min(o.c.max_impls, 2);
+  if (o.quick && !o.c.all_impls && (o.c.max_impls == 0 || o.c.max_impls > 2)) o.c.max_impls = 2;
 
   // Backend: auto is the GPU's backend when one is usable, else every CPU backend that can run.
   if (o.c.backend == "auto") {
@@ -422,11 +422,17 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
   r->add_option("--min-time", o->min_time, "Seconds per repetition, at least (default 0.003; --quick 0.002)")
       ->check(real_in(0, kMaxSecondsPerCase, "seconds", true));
   add_method_options(r, o->method);
-  r->add_option("--max-impls", o->c.max_impls, "Implementations timed per config (default 3)")
+  r->add_option(
+       "--max-impls", o->c.max_impls,
+       "Implementations timed per config (default: every one, raced: those that cannot win end raced "
+       "out; --quick 2)")
       ->check(int_in(1, kMaxImpls, "implementations"));
   r->add_flag("--quiet", o->quiet,
               "No progress line during the benchmarks (the stage lines are still printed)");
-  r->add_flag("--all-impls", o->c.all_impls, "Time every implementation (slower: hours on a CPU zoo)");
+  r->add_flag(
+      "--all-impls", o->c.all_impls,
+      "Time every implementation, the fused variants' too (slower; by default a fused variant times the "
+      "first implementation of each algorithm family and layout)");
   r->add_flag("--replay,!--no-replay", o->replay, "Replay each model's best cases as its graph (default on)");
   r->add_flag("--reference,!--no-reference", o->reference,
               "Time the models in the reference runtime, ONNX Runtime, for M, end to end and per layer "

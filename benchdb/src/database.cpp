@@ -665,13 +665,13 @@ Result<std::vector<BudgetSystem>> Database::thread_budget(int64_t system_id) {
 
 Result<std::unordered_set<int64_t>> Database::settled_cases(int64_t system_id) {
   std::unordered_set<int64_t> out;
-  FL_TRY(
-      for_each("SELECT case_id FROM measurements WHERE system_id = ?1 AND superseded = 0 "
-               "AND status IN ('passed', 'unsupported')",
-               {system_id}, [&](const auto&, const std::vector<SqlValue>& v) -> Status {
-                 out.insert(std::get<int64_t>(v[0]));
-                 return {};
-               }));
+  FL_TRY(for_each(
+      "SELECT case_id FROM measurements WHERE system_id = ?1 AND superseded = 0 "
+      "AND (status IN ('passed', 'unsupported') OR (status = 'skipped' AND reason LIKE 'raced out:%'))",
+      {system_id}, [&](const auto&, const std::vector<SqlValue>& v) -> Status {
+        out.insert(std::get<int64_t>(v[0]));
+        return {};
+      }));
   return out;
 }
 

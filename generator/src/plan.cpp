@@ -130,8 +130,8 @@ std::vector<PlannedCase> plan_cases(const kernels::CaseSpec& base,
         continue;
       }
       // A fused variant is timed with the first implementation of each variant only, every one with
-      // no cap (--all-impls): S's activation epilogues take the fastest fused case there is.
-      if (fused && !first_of_variant[k] && options.max_impls > 0) continue;
+      // fused_all (--all-impls): S's activation epilogues take the fastest fused case there is.
+      if (fused && !first_of_variant[k] && !options.fused_all) continue;
       PlannedCase pc = planned(base, c);
       if (c.reference && !options.include_reference && !only_reference) {
         pc.status = Disposition::kSkipped;

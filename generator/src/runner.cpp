@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -54,6 +55,17 @@ std::string duration(double s) {
   const auto t = static_cast<int64_t>(s + 0.5);
   return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t / 60 % 60)
                    : fmt::format("{}m{:02}s", t / 60, t % 60);
+}
+
+// The race a case runs in (RunOptions::race_margin): its system and group (config, data type,
+// math mode, fusion), the grouping of best_measurements.
+std::string race_key(int64_t system_id, const std::string& key, const std::string& dtype,
+                     const std::string& math_mode, const std::string& fusion) {
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", system_id, key, dtype, math_mode, fusion);
+}
+
+double lowest(const std::vector<double>& us) {
+  return us.empty() ? std::numeric_limits<double>::infinity() : *std::min_element(us.begin(), us.end());
 }
 
 }  // namespace
@@ -117,6 +129,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       if (b->device_kind() == kind) names += (names.empty() ? "" : ",") + b->name();
     return names;
   };
+  // Racing (RunOptions::race_margin): the lowest reading so far per system and group (race_key).
+  const bool racing = options.race_margin > 0 && !options.keep_lower && !options.dry_run;
+  std::unordered_map<std::string, double> race_best;
   // A backend's idle workers spin between its cases; they are parked before the next backend's
   // cases are timed (Backend::park_threads), and at the end.
   const Backend* previous = nullptr;
@@ -153,7 +168,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
                                   {"threads", options.threads},
                                   {"backend", names_of_kind(backend->device_kind())},
                                   {"verify", options.verify},
-                                  {"cold", options.cold}};
+                                  {"cold", options.cold},
+                                  {"race_margin", racing ? options.race_margin : 0.0}};
       if (options.keep_lower) options_json["keep_lower"] = true;  // a re-timing (replay.hpp)
       if (!sys.isa.empty()) options_json["isa"] = sys.isa;        // the cap (FLOORLINE_MAX_CPU_ISA)
       if (!options.shard.empty()) options_json["shard"] = options.shard;
@@ -201,6 +217,24 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         if (!current) return current.error();
         outcomes.swap(current.value());
       }
+      // The race starts from what the database holds: earlier runs', and earlier backends' of this
+      // run (the writer flushed them when their backend ended).
+      if (racing)
+        FL_TRY(db.for_each(
+            "SELECT l.key, b.dtype, b.math_mode, b.fusion, coalesce(b.min_us, b.median_us) FROM "
+            "best_measurements b "
+            "JOIN layer_configs l ON l.id = b.config_id WHERE b.system_id = ?1",
+            {system_id},
+            [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) -> Status {
+              const auto* us = std::get_if<double>(&v[4]);
+              if (!us) return {};
+              const std::string g =
+                  race_key(system_id, std::get<std::string>(v[0]), std::get<std::string>(v[1]),
+                           std::get<std::string>(v[2]), std::get<std::string>(v[3]));
+              auto [it, fresh] = race_best.emplace(g, *us);
+              if (!fresh) it->second = std::min(it->second, *us);
+              return {};
+            }));
     }
     sum.system_id = system_id;
     sum.run_id = run_id;
@@ -250,22 +284,86 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       bool reported = false;  // `row` holds what Google Benchmark's reporter made of a pass
       int64_t iterations = 0;
       std::optional<Error> error;
-      bool done = false;  // ended (error, dry run): no further pass
+      bool done = false;  // ended (error, dry run, raced out): no further pass
+      int visits = 0;
+      std::string group;               // race_key ("" for a case that does not race)
+      std::string layout_group;        // race_key with its layout
+      bool races = false;              // may be raced out (a default case offers readings only)
+      std::optional<double> raced_us;  // raced out on this reading (µs)
+      double raced_best = 0;           // ... against this best reading of its group (µs)
+      const char* raced_on = "";       // "first round", "second round", "warm-up call"
     };
     // Visits since the last sentinel reading: marked slowed together when that reading says so.
     std::vector<std::pair<Timing*, size_t>> since_reading;
     auto last_reading = clock::now();
+    bool last_slowed = false;  // the latest sentinel reading found the machine slowed
     auto take_reading = [&]() {
       if (!sentinel) return;
-      if (detector.record(sentinel_time()))
+      last_slowed = detector.record(sentinel_time());
+      if (last_slowed)
         for (auto& [tp, j] : since_reading)
           if (j < tp->passes.size()) tp->passes[j].slowed = true;
       since_reading.clear();
       last_reading = clock::now();
     };
     // One visit: a fresh build of the case (a new placement), warm-up, `repetitions` repetitions.
+    // Racing: a new reading of a group, and the end of a case that cannot win its group.
+    auto offer = [&](const Timing& t, double us) {
+      if (t.group.empty() || !std::isfinite(us)) return;
+      for (const std::string* g : {&t.group, &t.layout_group}) {
+        auto [it, fresh] = race_best.emplace(*g, us);
+        if (!fresh) it->second = std::min(it->second, us);
+      }
+    };
+    auto drop = [&](Timing& t, double reading, double best, const char* on) {
+      t.done = true;
+      t.raced_us = reading;
+      t.raced_best = best;
+      t.raced_on = on;
+      ++sum.raced_out;
+      const int64_t saved = std::max(0, passes - t.visits);
+      sum.raced_out_visits += saved;
+      total_visits -= saved;
+    };
+    // The readings of a case's passes outside slowed periods; the one to drop it on and the best
+    // it lost to, if any: one reading at race_drop × the group's best, or two above race_margin ×
+    // it or above race_layout_margin × the best of the case's layout.
+    auto verdict = [&](const Timing& t) -> std::optional<std::pair<double, double>> {
+      const auto g = race_best.find(t.group), l = race_best.find(t.layout_group);
+      if (g == race_best.end()) return std::nullopt;
+      const double best = g->second, layout_best = l == race_best.end() ? best : l->second;
+      int above = 0, above_layout = 0;
+      double low = std::numeric_limits<double>::infinity();
+      for (const auto& p : t.passes) {
+        if (p.slowed || p.us.empty()) continue;
+        const double r = lowest(p.us);
+        low = std::min(low, r);
+        above += r > options.race_margin * best;
+        above_layout += r > options.race_layout_margin * layout_best;
+      }
+      if (!std::isfinite(low)) return std::nullopt;
+      if (low >= options.race_drop * best || above >= 2) return std::pair{low, best};
+      if (above_layout >= 2 && low > options.race_layout_margin * layout_best)
+        return std::pair{low, layout_best};
+      return std::nullopt;
+    };
+    // Before a visit: true when the case is raced out (and ends). The sentinel is read first where
+    // one of its visits has not been judged yet, so that no reading of a slowed period counts.
+    auto raced_out = [&](Timing& t) -> bool {
+      if (!racing || !t.races || t.done || t.passes.empty() || !verdict(t)) return false;
+      if (std::any_of(since_reading.begin(), since_reading.end(),
+                      [&](const auto& e) { return e.first == &t; }))
+        take_reading();
+      const auto v = verdict(t);
+      if (!v) return false;
+      int readings = 0;
+      for (const auto& p : t.passes) readings += !p.slowed && !p.us.empty();
+      drop(t, v->first, v->second, readings >= 2 ? "second round" : "first round");
+      return true;
+    };
     auto visit = [&](const PlannedCase& c, int pass, Timing& t) -> Status {
       ++visits_now;
+      ++t.visits;
       if (options.progress != Progress::kNone) {
         // ETA: the visits left at the mean wall time per visit timed so far in this run (a resumed
         // run's settled cases took no time and are not in the mean).
@@ -325,6 +423,18 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         t.done = true;
         return {};
       }
+      // A warm-up call far above its group's best: raced out before its repetitions (the sentinel
+      // read first: not in a slowed period).
+      if (racing && t.races) {
+        if (auto it = race_best.find(t.group);
+            it != race_best.end() && per_call * 1e6 >= options.race_warmup * it->second) {
+          take_reading();
+          if (!last_slowed) {
+            drop(t, per_call * 1e6, it->second, "warm-up call");
+            return {};
+          }
+        }
+      }
       const double want = std::max(options.min_time / std::max(per_call, 1e-7),
                                    static_cast<double>(std::max(1, options.min_iterations)));
       const auto iterations = static_cast<benchmark::IterationCount>(std::clamp(std::ceil(want), 1.0, 1e7));
@@ -351,6 +461,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       t.iterations += row.iterations;
       t.row = std::move(row);
       t.reported = true;
+      offer(t, lowest(us));
       t.passes.push_back({std::move(us), false});
       since_reading.emplace_back(&t, t.passes.size() - 1);
       return {};
@@ -364,6 +475,21 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         else
           ++sum.passed;
         return {};
+      }
+      if (t.raced_us) {
+        // Raced out: skipped, with the reading it lost on (docs/MEASUREMENT.md, "Racing").
+        benchdb::MeasurementRow m;
+        m.case_id = case_id;
+        m.status = Disposition::kSkipped;
+        m.reason = fmt::format("raced out: {} {:.4g} us, {:.2f}x its group's best {:.4g} us", t.raced_on,
+                               *t.raced_us, *t.raced_us / t.raced_best, t.raced_best);
+        m.min_us = *t.raced_us;
+        m.iterations = t.iterations;
+        m.passes = std::max<int64_t>(1, static_cast<int64_t>(t.passes.size()));
+        m.placements = m.passes;
+        if (!t.passes.empty()) m.samples_us = samples_json(t.passes);
+        sum.tally(Disposition::kSkipped);
+        return writer->add(std::move(m));
       }
       if (t.error && t.passes.empty()) {
         if (!t.reported || t.row.status == Disposition::kPassed) return record(case_id, *t.error);
@@ -403,11 +529,22 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     for (size_t first = 0; first < timed.size() && !g_interrupted; first += block_size) {
       // One block: every pass over the same cases, then the re-measurements, then the rows.
       std::vector<Timing> block(std::min(block_size, timed.size() - first));
+      if (racing)
+        for (size_t i = 0; i < block.size(); ++i) {
+          const PlannedCase& c = *timed[first + i];
+          // A layout conversion is no candidate of its config; a default case is H's: it sets the
+          // pace but is not raced out.
+          if (c.conversion) continue;
+          const CaseId id = c.spec.id();
+          block[i].group = race_key(system_id, id.key, id.dtype, id.math_mode, id.fusion);
+          block[i].layout_group = block[i].group + "\x1f" + id.layout;
+          block[i].races = !c.work.is_default;
+        }
       take_reading();
       for (const Visit& v : interleaved_order(block.size(), passes, 0)) {
         if (g_interrupted) break;
         Timing& t = block[v.index];
-        if (t.done) continue;
+        if (t.done || raced_out(t)) continue;
         FL_TRY(visit(*timed[first + v.index], v.pass, t));
       }
       take_reading();  // the period after the last reading
@@ -425,7 +562,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         any = false;
         for (size_t i = 0; i < block.size() && !g_interrupted; ++i) {
           Timing& t = block[i];
-          if (!wants_placement(t)) continue;
+          if (raced_out(t) || !wants_placement(t)) continue;
           any = true;
           if (!searched[i]) ++sum.placement_searched;
           searched[i] = true;
@@ -441,7 +578,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       // those not timed at all are left to a rerun.
       for (size_t i = 0; i < block.size() && !g_interrupted; ++i) {
         Timing& t = block[i];
-        if (t.done || t.passes.empty()) continue;
+        if (t.done || t.passes.empty() || raced_out(t)) continue;
         const CaseStatistics st = case_statistics(t.passes);
         if (st.slowed == 0 && st.low_cv <= options.noisy_cv) continue;
         ++sum.remeasured;

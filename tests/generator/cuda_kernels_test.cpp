@@ -44,6 +44,7 @@ Tally verify_plan(const std::vector<mp::ModelIR>& models, const std::vector<DTyp
   PlanOptions o;
   o.dtypes = dtypes;
   o.max_impls = 0;  // every algorithm the plan offers
+  o.fused_all = true;
   const Plan plan = make_plan(models, {find_backend("cuda")}, o);
   Tally t;
   for (const auto& c : plan.cases) {

@@ -36,6 +36,7 @@ Plan cuda_plan(const std::vector<mp::ModelIR>& models, std::vector<DType> dtypes
   PlanOptions o;
   o.dtypes = std::move(dtypes);
   o.max_impls = max_impls;
+  o.fused_all = max_impls == 0;
   return cuda ? make_plan(models, {cuda}, o) : Plan{};
 }
 

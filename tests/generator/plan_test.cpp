@@ -164,14 +164,16 @@ TEST(Plan, PolicyOnCandidates) {
   EXPECT_EQ(row.params.find("feeds"), std::string::npos) << row.params;
   EXPECT_FALSE(benchdb::is_conversion(case_row(planned.front())));
   EXPECT_TRUE(case_row(planned.front()).feeds.empty());
-  // Fused: the first of each variant only under a cap, every implementation with none (--all-impls:
-  // S's activation epilogues take the fastest fused case); no conversions.
+  // Fused: the first of each variant only, with or without a cap; every implementation with fused_all
+  // (--all-impls: S's activation epilogues take the fastest fused case); no conversions.
   kernels::CaseSpec fused = base;
   fused.problem.post_ops = {{"Relu"}};
   EXPECT_EQ(outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 3})),
             (std::vector<std::string>{"direct:c", "winograd:a"}));
+  EXPECT_EQ(outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 0})),
+            (std::vector<std::string>{"direct:c", "winograd:a"}));
   EXPECT_EQ(
-      outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 0})),
+      outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 0, .fused_all = true})),
       (std::vector<std::string>{"direct:c", "winograd:a", "direct:ref skipped", "direct:a", "direct:b"}));
   // Only a reference: timed, so that the config has a measurement.
   EXPECT_EQ(outcome(plan_cases(base, {make("direct", "ref", true, true)}, PlanOptions{})),

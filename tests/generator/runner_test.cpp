@@ -1,5 +1,6 @@
 // The runner writes every case's outcome to a database; a second run resumes.
 #include <filesystem>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -98,8 +99,8 @@ TEST(Runner, StoresEveryCaseAndResumes) {
           "SELECT count(*) FROM system_peaks WHERE peak = 'bytes' AND dtype = 'f32' AND value_per_s > 5e8"),
       1);
 
-  // Resume: passed and unsupported cases are not measured again, nor are the cases the plan skips
-  // (the --max-impls cap) already recorded as skipped; cases skipped at build time are tried again.
+  // Resume: passed, unsupported and raced-out cases are not measured again, nor are the cases the plan
+  // skips (the --max-impls cap) already recorded as skipped; cases skipped at build time are tried again.
   int64_t planned_skips = 0;
   for (const auto& c : plan.cases) planned_skips += c.status == Disposition::kSkipped ? 1 : 0;
   ASSERT_GT(planned_skips, 0);
@@ -107,11 +108,124 @@ TEST(Runner, StoresEveryCaseAndResumes) {
   auto again = run_plan(&*db, *models, plan, backends, ro);
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_EQ(again->passed, 0);
-  EXPECT_EQ(again->already_measured, s->passed + s->unsupported + planned_skips);
+  EXPECT_EQ(again->already_measured, s->passed + s->unsupported + planned_skips + s->raced_out);
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements") - rows_before, again->skipped + again->failed);
   EXPECT_TRUE(again->peaks.empty());  // the system's peaks are stored: no second calibration
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 0"),
             static_cast<int64_t>(plan.cases.size()));
+}
+
+// One convolution, every oneDNN implementation with its reference (plain loops, tens of times slower
+// than the JIT ones on any CPU that runs this suite).
+constexpr const char* kOneConv = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+one_conv (float[1,32,28,28] x, float[32,32,3,3] w) => (float y)
+{
+  y = Conv <pads = [1, 1, 1, 1]> (x, w)
+}
+)onnx";
+
+struct RaceRun {
+  RunSummary summary;
+  std::map<std::string, std::pair<std::string, std::string>> outcome;  // algorithm -> (status, reason)
+  std::map<std::string, double> min_us;                                // algorithm -> its stored min_us
+};
+
+RaceRun race(benchdb::Database& db, const Plan& plan, const std::vector<mp::ModelIR>& models, RunOptions ro) {
+  RaceRun r;
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  auto s = run_plan(&db, models, plan, backends, ro);
+  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
+  if (s.ok()) r.summary = *s;
+  auto rows = db.query(
+      "SELECT c.algorithm, m.status, m.reason, m.min_us FROM measurements m JOIN cases c ON c.id = m.case_id "
+      "WHERE m.superseded = 0 AND c.conversion_tensor = '' AND c.fusion = ''");
+  EXPECT_TRUE(rows.ok());
+  for (const auto& row : rows->rows) {
+    const auto algorithm = std::get<std::string>(row[0]);
+    const auto* reason = std::get_if<std::string>(&row[2]);
+    r.outcome[algorithm] = {std::get<std::string>(row[1]), reason ? *reason : ""};
+    if (const auto* us = std::get_if<double>(&row[3])) r.min_us[algorithm] = *us;
+  }
+  return r;
+}
+
+TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {
+  TempDb tmp;
+  auto models = mp::process_model_text(kOneConv, "one_conv.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  PlanOptions po;
+  po.max_impls = 0;  // every implementation
+  po.include_reference = true;
+  po.conversions = false;
+  po.fusion = false;
+  const Plan plan = make_plan(*models, {find_backend("onednn")}, po);
+  std::string reference, jit;
+  for (const auto& c : plan.cases) {
+    if (c.status) continue;
+    if (c.reference) reference = c.spec.variant.algorithm;
+    if (c.work.is_default) jit = c.spec.variant.algorithm;
+  }
+  ASSERT_FALSE(reference.empty()) << "oneDNN offers no reference convolution";
+  ASSERT_FALSE(jit.empty());
+  RunOptions ro;
+  ro.min_time = 0.0005;
+  ro.repetitions = 2;
+  ro.warmup_seconds = 0.0005;
+  ro.calibrate = false;
+
+  // Every period slowed (the sentinel's first reading is its baseline, every later one twice it): no
+  // reading counts, nothing is raced out.
+  {
+    auto db = benchdb::Database::open(tmp.file());
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    RunOptions slowed = ro;
+    int readings = 0;
+    slowed.sentinel_clock = [&readings] { return readings++ == 0 ? 1e-3 : 2e-3; };
+    const RaceRun r = race(*db, plan, *models, slowed);
+    EXPECT_EQ(r.summary.raced_out, 0);
+    EXPECT_EQ(r.outcome.at(reference).first, "passed");
+  }
+  std::filesystem::remove(tmp.file());
+
+  auto db = benchdb::Database::open(tmp.file());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  const RaceRun r = race(*db, plan, *models, ro);
+  EXPECT_EQ(r.summary.failed, 0);
+  // The reference loops end raced out, with the reading they lost on; the library's default passes.
+  EXPECT_EQ(r.outcome.at(reference).first, "skipped");
+  EXPECT_EQ(r.outcome.at(reference).second.rfind("raced out: ", 0), 0u) << r.outcome.at(reference).second;
+  EXPECT_EQ(r.outcome.at(jit).first, "passed");
+  ASSERT_TRUE(r.min_us.count(reference) && r.min_us.count(jit));
+  EXPECT_GT(r.min_us.at(reference), 2 * r.min_us.at(jit));
+  EXPECT_GE(r.summary.raced_out, 1);
+  EXPECT_GT(r.summary.raced_out_visits, 0);
+  // Whatever else was raced out lost on a reading over race_layout_margin x the best passed case's.
+  double best_passed = r.min_us.at(jit);
+  for (const auto& [algorithm, o] : r.outcome)
+    if (o.first == "passed") best_passed = std::min(best_passed, r.min_us.at(algorithm));
+  for (const auto& [algorithm, o] : r.outcome)
+    if (o.second.rfind("raced out: ", 0) == 0) {
+      EXPECT_GT(r.min_us.at(algorithm), ro.race_layout_margin * best_passed) << algorithm << ": " << o.second;
+    }
+  // S never takes a raced-out case: the config's best is a passed one.
+  auto best = db->query(
+      "SELECT m.status FROM best_measurements b JOIN measurements m ON m.id = b.measurement_id WHERE "
+      "b.fusion = ''");
+  ASSERT_TRUE(best.ok());
+  ASSERT_EQ(best->rows.size(), 1u);
+  EXPECT_EQ(std::get<std::string>(best->rows[0][0]), "passed");
+  // A raced-out case is settled: resuming times nothing again.
+  const RaceRun again = race(*db, plan, *models, ro);
+  EXPECT_EQ(again.summary.passed + again.summary.skipped + again.summary.raced_out, 0);
+  EXPECT_EQ(again.outcome.at(reference), r.outcome.at(reference));
+  // With racing off (--no-race), the reference is timed in full.
+  RunOptions off = ro;
+  off.race_margin = 0;
+  off.force = true;
+  const RaceRun full = race(*db, plan, *models, off);
+  EXPECT_EQ(full.summary.raced_out, 0);
+  EXPECT_EQ(full.outcome.at(reference).first, "passed");
 }
 
 TEST(Runner, DryRunWritesNothing) {

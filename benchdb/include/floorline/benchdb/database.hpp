@@ -116,7 +116,8 @@ class Database {
   Result<int> upsert_replay(const ReplayRow& row);
 
   // Resume: ids of the cases with a current measurement on this system whose status is final
-  // (passed or unsupported). Skipped and failed cases are measured again.
+  // (passed, unsupported, or skipped as raced out: generator/runner.hpp). Other skipped and failed
+  // cases are measured again.
   Result<std::unordered_set<int64_t>> settled_cases(int64_t system_id);
   // The current (status, reason) of every case measured on this system: a case the plan decides
   // without timing (skipped by the --max-impls cap, unsupported) is not written again when its

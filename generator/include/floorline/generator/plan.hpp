@@ -28,6 +28,8 @@ struct PlanOptions {
   // implementation of each variant (formulation or algorithm family, and layout) is timed beyond
   // the cap (plan_cases). The same for every backend.
   int max_impls = 3;
+  // A fused variant plans every candidate (--all-impls), not the first of each variant only.
+  bool fused_all = false;
   bool include_reference = false;  // time reference implementations (oneDNN's "ref:", plain loops: slow)
   bool fusion = true;              // plan the fused variants (post-ops) the models contain
   bool conversions = true;         // plan the layout conversions blocked-format implementations need
@@ -63,7 +65,8 @@ kernels::Work conversion_work(const kernels::CaseSpec& base, const LayoutConvers
 //    the rest are planned as skipped;
 //  - reference implementations are skipped unless options.include_reference, or unless they are
 //    all there is (every config keeps a measurement);
-//  - a fused base (post-ops) plans the first of each variant only, every candidate with no cap;
+//  - a fused base (post-ops) plans the first of each variant only, every candidate with
+//    options.fused_all;
 //  - a conversion is planned after the first timed case it feeds, unfused, with
 //    options.conversions; each once.
 // A candidate whose status the backend set is planned as it is. spec.name is left to make_plan.

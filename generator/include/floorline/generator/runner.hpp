@@ -67,6 +67,24 @@ struct RunOptions {
   double sentinel_interval = 0.2;      // seconds between sentinel readings, at least
   double sentinel_slow_factor = 1.15;  // a reading above this × the lowest one marks a slowed period
   double warmup_seconds = 0.002;       // per visit, before timing
+  // Racing (docs/MEASUREMENT.md, "Racing"): the candidates of one group (config, data type, math
+  // mode, fusion) are raced against the lowest reading of the group so far on this system (this
+  // run's passes and the database's best), and against the lowest of their own layout in the group.
+  // Layout conversions and the libraries' default cases (H's) never race. A case is raced out (ends
+  // skipped, reason "raced out: ...", its reading stored as min_us), and gets no further visit:
+  //  - after a reading (a visit's lowest repetition mean, in a period the sentinel did not find
+  //    slowed) at or above race_drop × the group's best;
+  //  - after two such readings above race_margin × the group's best, or above race_layout_margin ×
+  //    the best of its layout (the second reading on a fresh placement);
+  //  - on its warm-up call, before its repetitions, at or above race_warmup × the group's best.
+  // The sentinel is read before any drop, so that a visit of a slowed period is never a reading.
+  // race_margin is the replay's layout slack (ReplayOptions::layout_slack): a candidate within it
+  // may be run by the replay to save conversions, unless a case of the same layout (the same ports)
+  // is faster. 0 turns racing off.
+  double race_margin = 1.5;
+  double race_layout_margin = 1.25;
+  double race_drop = 2.0;
+  double race_warmup = 3.0;
   // Tests inject a slowed machine here: called instead of timing the sentinel, it returns the
   // sentinel's time in seconds. Unset: the real sentinel (measurement.hpp).
   std::function<double()> sentinel_clock;
@@ -94,6 +112,8 @@ struct RunOptions {
 
 struct RunSummary {
   int64_t passed = 0, skipped = 0, unsupported = 0, failed = 0;
+  int64_t raced_out = 0;         // of the skipped: dropped by racing (RunOptions::race_margin)
+  int64_t raced_out_visits = 0;  // the visits racing saved (passes the raced-out cases did not get)
   int64_t already_measured = 0;  // not run: settled in an earlier run (resume), or a planned
                                  // status (skipped, unsupported) already recorded the same way
   int64_t verified = 0;          // passed verification before timing (--verify)
