@@ -639,7 +639,9 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     };
     // Outputs into pooled buffers (inputs still live are never handed out); a residual epilogue's
     // output is its summand's buffer, where the summand's layout is the output's: the fused case
-    // adds into it in place, reading it (its last reader, the chain's condition above).
+    // adds into it in place, reading it (its last reader, the chain's condition above). A summand in
+    // another layout is converted into the output's first, as a runtime reorders it, and the fused
+    // case adds into the conversion's buffer (never the copy an input of the layer reads).
     {
       size_t out = 0;
       const auto summand = fused != fused_head.end() ? residual.find(layer.index) : residual.end();
@@ -659,6 +661,28 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
               ++r.operands_shared;
               ++out;
               continue;
+            }
+            if (from != sources.end()) {
+              const Source& sum = from->second;
+              const Backend* by = nullptr;
+              auto conv = convert(steps[sum.step].backend, own->first,
+                                  {steps[sum.step].kernel.get(), true, sum.out, sum.data},
+                                  {kernel.get(), true, out, nullptr}, by);
+              const auto dest = conv ? (*conv)->port(true, 0) : std::nullopt;
+              if (dest && dest->bytes == port->bytes) {
+                FL_TRY(kernel->bind(true, out, dest->data));
+                reads.emplace_back(steps.size(), port->bytes);
+                written_bytes += port->bytes;
+                writes.emplace_back(reinterpret_cast<uintptr_t>(dest->data), port->bytes);
+                steps.push_back(conversion_step(
+                    std::move(conv).value(),
+                    fmt::format("conversion {} > {} for {} (its summand)", sum.layout, port->layout, label),
+                    by, threads, sum, dest->bytes));
+                ++r.conversions;
+                ++r.operands_shared;
+                ++out;
+                continue;
+              }
             }
             ++r.operands_unwired;  // its own (pooled) destination: the summand is not wired in
           }

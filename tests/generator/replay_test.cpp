@@ -108,7 +108,7 @@ class BenchedResidual : public ::testing::Test {
     ro.calibrate = false;
     // Without racing: every planned case passes, so the layouts the replay may choose from do not
     // depend on which candidates a noisy reading raced out.
-    ro.race_margin = 0;
+    if (!std::getenv("FL_RACE_FIXTURE")) ro.race_margin = 0;
     auto r = run_plan(&*db, models, plan, backends, ro);
     ASSERT_TRUE(r.ok()) << r.error().message;
     ASSERT_EQ(r->failed, 0);
@@ -306,6 +306,58 @@ TEST_F(BenchedResidual, AResidualAddSumsIntoItsOperandInPlace) {
   ASSERT_FALSE(head->writes.empty());
   EXPECT_EQ(head->writes.front().first, relu->writes.front().first);
   EXPECT_EQ(r->layers_replayed, 5);
+}
+
+// Every measured Conv+Add case of the residual chain sums into the Relu's value: in place where its
+// destination has the Relu's layout, else into a conversion of it made just before (as a runtime
+// reorders the summand); the summand is never left out.
+TEST_F(BenchedResidual, ASummandInAnotherLayoutIsConvertedIntoTheFusedDestination) {
+  const mp::ModelIR& model = models.front();
+  std::string c2_key, add_key, relu_name;
+  int convs = 0;
+  for (const auto& l : model.layers) {
+    if (l.op_type == "Conv" && ++convs == 2) c2_key = l.key;
+    if (l.op_type == "Add") add_key = l.key;
+    if (l.op_type == "Relu") relu_name = l.name;
+  }
+  auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
+  auto all = passed_cases(*db, run.system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok() && all.ok());
+  ASSERT_TRUE(all->count({c2_key, "Add"})) << "no fused Conv+Add case measured";
+  int in_place = 0, converted = 0;
+  for (ChosenCase c : all->at({c2_key, "Add"})) {
+    c.us = 0.9 * (chosen->at(c2_key).us + chosen->at(add_key).us);  // so that the chain is fused
+    const FusedChoices one{{{c2_key, "Add"}, c}};
+    auto r = replay_model(model, *chosen, *backends[0], quick_replay(), one);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->operands_unwired, 0) << c.spec.name;
+    const ReplayStep* relu = nullptr;
+    const ReplayStep* head = nullptr;
+    const ReplayStep* summand = nullptr;
+    for (const auto& st : r->steps) {
+      if (st.layer == relu_name) relu = &st;
+      if (st.fusion == "Add") head = &st;
+      if (st.conversion && st.label.find("(its summand)") != std::string::npos) summand = &st;
+    }
+    ASSERT_TRUE(relu && head) << c.spec.name;
+    ASSERT_FALSE(head->writes.empty());
+    if (summand) {
+      ++converted;
+      // The conversion runs after the Relu and before the fused case, and writes the buffer the fused
+      // case adds into.
+      EXPECT_LT(relu, summand);
+      EXPECT_LT(summand, head);
+      ASSERT_FALSE(summand->writes.empty());
+      EXPECT_EQ(head->writes.front().first, summand->writes.front().first);
+      EXPECT_NE(head->writes.front().first, relu->writes.front().first);
+    } else {
+      ++in_place;
+      EXPECT_EQ(head->writes.front().first, relu->writes.front().first) << c.spec.name;
+    }
+    // The fused result: the replayed model's output passes through the Sigmoid of (conv + r1).
+    EXPECT_EQ(r->layers_replayed, 5);
+  }
+  EXPECT_GT(in_place + converted, 0);
 }
 
 // A case measured while the machine was slower (here: its rows made 4x slower in the database, as a
