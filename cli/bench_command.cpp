@@ -199,8 +199,7 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
   if (r.raced_out)
     std::fprintf(
         stderr,
-        "%lld of the skipped case(s) raced out (above 1.5x their group's best on two readings or 2x on "
-        "one), %lld visit(s) saved\n",
+        "%lld of the skipped case(s) raced out (docs/MEASUREMENT.md, \"Racing\"), %lld visit(s) saved\n",
         static_cast<long long>(r.raced_out), static_cast<long long>(r.raced_out_visits));
   if (r.placement_searched)
     std::fprintf(stderr, "%lld short case(s) whose placements disagreed got %lld further placement(s)\n",

@@ -290,8 +290,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       std::string layout_group;        // race_key with its layout
       bool races = false;              // may be raced out (a default case offers readings only)
       std::optional<double> raced_us;  // raced out on this reading (µs)
-      double raced_best = 0;           // ... against this best reading of its group (µs)
-      const char* raced_on = "";       // "first round", "second round", "warm-up call"
+      double raced_best = 0;           // ... against this best reading (µs)
+      std::string raced_on;            // "first round", ..., and whose best it lost to
     };
     // Visits since the last sentinel reading: marked slowed together when that reading says so.
     std::vector<std::pair<Timing*, size_t>> since_reading;
@@ -315,36 +315,41 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         if (!fresh) it->second = std::min(it->second, us);
       }
     };
-    auto drop = [&](Timing& t, double reading, double best, const char* on) {
+    auto drop = [&](Timing& t, double reading, double best, std::string on) {
       t.done = true;
       t.raced_us = reading;
       t.raced_best = best;
-      t.raced_on = on;
+      t.raced_on = std::move(on);
       ++sum.raced_out;
       const int64_t saved = std::max(0, passes - t.visits);
       sum.raced_out_visits += saved;
       total_visits -= saved;
     };
-    // The readings of a case's passes outside slowed periods; the one to drop it on and the best
-    // it lost to, if any: one reading at race_drop × the group's best, or two above race_margin ×
-    // it or above race_layout_margin × the best of the case's layout.
-    auto verdict = [&](const Timing& t) -> std::optional<std::pair<double, double>> {
+    // Its readings (passes outside slowed periods): the lowest one to drop it on, the best it lost
+    // to and whose best that is, if any: one reading at race_drop × the group's best, or every
+    // reading, two at least, above race_margin × it or above race_layout_margin × the best of the
+    // case's layout.
+    struct Verdict {
+      double reading, best;
+      int readings;
+      const char* whose;
+    };
+    auto verdict = [&](const Timing& t) -> std::optional<Verdict> {
       const auto g = race_best.find(t.group), l = race_best.find(t.layout_group);
       if (g == race_best.end()) return std::nullopt;
-      const double best = g->second, layout_best = l == race_best.end() ? best : l->second;
-      int above = 0, above_layout = 0;
+      int readings = 0;
       double low = std::numeric_limits<double>::infinity();
-      for (const auto& p : t.passes) {
-        if (p.slowed || p.us.empty()) continue;
-        const double r = lowest(p.us);
-        low = std::min(low, r);
-        above += r > options.race_margin * best;
-        above_layout += r > options.race_layout_margin * layout_best;
-      }
-      if (!std::isfinite(low)) return std::nullopt;
-      if (low >= options.race_drop * best || above >= 2) return std::pair{low, best};
-      if (above_layout >= 2 && low > options.race_layout_margin * layout_best)
-        return std::pair{low, layout_best};
+      for (const auto& p : t.passes)
+        if (!p.slowed && !p.us.empty()) {
+          low = std::min(low, lowest(p.us));
+          ++readings;
+        }
+      if (readings == 0) return std::nullopt;
+      const double best = g->second;
+      if (low >= options.race_drop * best || (readings >= 2 && low > options.race_margin * best))
+        return Verdict{low, best, readings, "its group's"};
+      if (l != race_best.end() && readings >= 2 && low > options.race_layout_margin * l->second)
+        return Verdict{low, l->second, readings, "its layout's"};
       return std::nullopt;
     };
     // Before a visit: true when the case is raced out (and ends). The sentinel is read first where
@@ -356,9 +361,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         take_reading();
       const auto v = verdict(t);
       if (!v) return false;
-      int readings = 0;
-      for (const auto& p : t.passes) readings += !p.slowed && !p.us.empty();
-      drop(t, v->first, v->second, readings >= 2 ? "second round" : "first round");
+      drop(t, v->reading, v->best,
+           fmt::format("{} round, {}", v->readings >= 2 ? "second" : "first", v->whose));
       return true;
     };
     auto visit = [&](const PlannedCase& c, int pass, Timing& t) -> Status {
@@ -430,7 +434,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
             it != race_best.end() && per_call * 1e6 >= options.race_warmup * it->second) {
           take_reading();
           if (!last_slowed) {
-            drop(t, per_call * 1e6, it->second, "warm-up call");
+            drop(t, per_call * 1e6, it->second, "warm-up call, its group's");
             return {};
           }
         }
@@ -481,8 +485,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         benchdb::MeasurementRow m;
         m.case_id = case_id;
         m.status = Disposition::kSkipped;
-        m.reason = fmt::format("raced out: {} {:.4g} us, {:.2f}x its group's best {:.4g} us", t.raced_on,
-                               *t.raced_us, *t.raced_us / t.raced_best, t.raced_best);
+        m.reason = fmt::format("raced out: {} best {:.4g} us, {:.4g} us ({:.2f}x)", t.raced_on, t.raced_best,
+                               *t.raced_us, *t.raced_us / t.raced_best);
         m.min_us = *t.raced_us;
         m.iterations = t.iterations;
         m.passes = std::max<int64_t>(1, static_cast<int64_t>(t.passes.size()));

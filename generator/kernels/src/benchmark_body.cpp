@@ -1,5 +1,7 @@
 // The Google Benchmark body shared by the runner and generated sources (kernel.hpp).
+#include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "floorline/common/benchmark_error.hpp"
 #include "floorline/kernels/kernel.hpp"
@@ -44,11 +46,11 @@ LibraryCase conversion_case(const CaseSpec& base, std::string algorithm, MathMod
 double warm_up(Kernel& kernel, double seconds) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  double last = 0;
+  double lowest = std::numeric_limits<double>::infinity();
   do {
-    last = kernel.timed_run();
+    lowest = std::min(lowest, kernel.timed_run());
   } while (std::chrono::duration<double>(clock::now() - start).count() < seconds);
-  return last;
+  return lowest;
 }
 
 benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& work, KernelFactory factory,

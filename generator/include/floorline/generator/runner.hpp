@@ -74,9 +74,10 @@ struct RunOptions {
   // skipped, reason "raced out: ...", its reading stored as min_us), and gets no further visit:
   //  - after a reading (a visit's lowest repetition mean, in a period the sentinel did not find
   //    slowed) at or above race_drop × the group's best;
-  //  - after two such readings above race_margin × the group's best, or above race_layout_margin ×
-  //    the best of its layout (the second reading on a fresh placement);
-  //  - on its warm-up call, before its repetitions, at or above race_warmup × the group's best.
+  //  - after two readings or more (the second on a fresh placement), every one above race_margin ×
+  //    the group's best, or above race_layout_margin × the best of its layout;
+  //  - on its warm-up (kernels::warm_up's lowest call), before its repetitions, at or above
+  //    race_warmup × the group's best.
   // The sentinel is read before any drop, so that a visit of a slowed period is never a reading.
   // race_margin is the replay's layout slack (ReplayOptions::layout_slack): a candidate within it
   // may be run by the replay to save conversions, unless a case of the same layout (the same ports)

@@ -135,8 +135,9 @@ class Kernel {
 // no longer offered where it was (or the policy declines it); kFailed for anything else.
 using KernelFactory = std::function<Result<std::unique_ptr<Kernel>>(const CaseSpec&)>;
 
-// Warm-up before timing: at least one call and at least `seconds`. Returns the time of the last
-// call in seconds (the runner's estimate for choosing an iteration count).
+// Warm-up before timing: at least one call and at least `seconds`. Returns the lowest call's time in
+// seconds: the runner's estimate for choosing an iteration count, and its warm-up reading for racing
+// (runner.hpp; the lowest, so that one interrupted call of a short case is no reading).
 double warm_up(Kernel& kernel, double seconds);
 
 // The work of one call, for the throughput counters.
