@@ -1111,15 +1111,19 @@ Result<RetimeResult> retime_cases(benchdb::Database& db, const mp::ModelIR& mode
   options.keep_lower = true;
   options.calibrate = false;
   options.progress = Progress::kNone;
-  options.command = options.command.empty()
-                        ? fmt::format("re-timing after the replay of {} (batch {})", model.name, model.batch)
-                        : fmt::format("{} (re-timing after the replay of {}, batch {})", options.command,
-                                      model.name, model.batch);
-  // Each case is timed again at the thread count it won at (its system within the thread budget).
+  options.command =
+      options.command.empty()
+          ? fmt::format("re-timing cases of {} (batch {})", model.name, model.batch)
+          : fmt::format("{} (re-timing cases of {}, batch {})", options.command, model.name, model.batch);
+  // Each case is timed again at the thread count it won at (its system within the thread budget):
+  // an unfused or fused best case at its own, another case the replay ran at the count it ran at.
+  FL_ASSIGN_OR_RETURN(const auto fused_before, best_fused_cases(db, system_id, plan, dtype));
   std::map<std::string, int> threads_of;
   for (const auto& [key, c] : chosen) threads_of[c.spec.name] = c.threads > 0 ? c.threads : options.threads;
-  for (const auto& s : r.steps)  // an epilogue's fused case, at the count it ran at
-    if (!s.fusion.empty() && !s.case_name.empty()) threads_of.emplace(s.case_name, s.threads);
+  for (const auto& [key, c] : fused_before)
+    threads_of.emplace(c.spec.name, c.threads > 0 ? c.threads : options.threads);
+  for (const auto& s : r.steps)
+    if (!s.case_name.empty()) threads_of.emplace(s.case_name, s.threads);
   std::map<int, Plan> by_threads;
   for (const auto& c : sub.cases) {
     const auto t = threads_of.find(c.spec.name);

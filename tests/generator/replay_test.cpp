@@ -204,6 +204,43 @@ TEST_F(BenchedResidual, EachLayerIsReplayedAtTheThreadCountItsCaseWonAt) {
   for (const auto& l : makeup.at("layer_times")) EXPECT_GE(l.at("threads").get<int>(), 1);
 }
 
+// A re-timing with no replay behind it (after the bound check: `floorline run`) times a fused best
+// case at the thread count it won at within the budget: here a fused case whose 2-thread row is made
+// 4x slower, so that its 1-thread row is the budget's best, is timed again on the 1-thread system.
+TEST_F(BenchedResidual, ARetimingWithoutAReplayTimesAFusedCaseAtTheCountItWonAt) {
+  RunOptions two = ro;
+  two.threads = 2;
+  auto r2 = run_plan(&*db, models, plan, backends, two);
+  ASSERT_TRUE(r2.ok()) << r2.error().message;
+  auto fused = best_fused_cases(*db, r2->system_id, plan, DType::kF32, false);
+  ASSERT_TRUE(fused.ok() && !fused->empty());
+  const auto group = fused->begin()->first;  // (config key, fusion)
+  // Every case of the group 4x slower at 2 threads, in its rows and in the best row.
+  for (const char* table : {"measurements", "best_measurements"})
+    ASSERT_TRUE(
+        db->query(fmt::format("UPDATE {} SET min_us = 4 * min_us, median_us = 4 * median_us WHERE "
+                              "system_id = ?1 AND case_id IN (SELECT c.id FROM cases c JOIN "
+                              "layer_configs l ON l.id = c.config_id WHERE l.key = ?2 AND c.fusion = ?3)",
+                              table),
+                  {r2->system_id, group.first, group.second})
+            .ok());
+  auto budget = best_fused_cases(*db, r2->system_id, plan, DType::kF32);
+  ASSERT_TRUE(budget.ok());
+  ASSERT_EQ(budget->at(group).threads, 1);
+  const std::string name = budget->at(group).spec.name;
+  auto chosen = best_cases(*db, r2->system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok());
+  ReplayResult none;
+  auto rt = retime_cases(*db, models.front(), plan, {name}, backends, two, r2->system_id, DType::kF32,
+                         *chosen, none);
+  ASSERT_TRUE(rt.ok()) << rt.error().message;
+  EXPECT_EQ(rt->cases, 1);
+  // Its run was the 1-thread system's (the lower time kept there).
+  EXPECT_EQ(rt->run.system_id, run.system_id);
+  EXPECT_EQ(rt->run.threads, 1);
+  EXPECT_EQ(rt->run.passed, 1);
+}
+
 // The epilogues S counts (docs/ANALYZER.md): c1's Relu runs in c1's measured fused Conv+Relu case
 // when that case is faster than the two unfused ones, as one step whose output is the Relu's (which
 // c2 and the Add then read); slower, the two run apart. (c2's residual Add: the next test.)
