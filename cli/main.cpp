@@ -48,19 +48,12 @@ int main(int argc, char** argv) {
   std::string command_line;
   for (int k = 0; k < argc; ++k) command_line += (k ? " " : "") + std::string(argv[k]);
   // A cap set by hand (FLOORLINE_MAX_CPU_ISA, as --isa sets it) is checked before any backend
-  // loads, and written back in its canonical spelling, which the system row records.
+  // loads (every reader spells it through isa_cap() and isa_name()).
   if (const char* isa = std::getenv(floorline::kIsaCapVariable); isa && *isa) {
-    const auto level = floorline::parse_isa(isa);
-    if (!level) {
+    if (const auto level = floorline::check_isa_cap(isa); !level) {
       std::fprintf(stderr, "floorline: %s: %s\n", floorline::kIsaCapVariable, level.error().message.c_str());
       return 2;
     }
-    if (*level > floorline::cpu_isa()) {
-      std::fprintf(stderr, "floorline: %s=%s: this CPU's highest level is %s\n", floorline::kIsaCapVariable,
-                   isa, std::string(floorline::isa_name(floorline::cpu_isa())).c_str());
-      return 2;
-    }
-    setenv(floorline::kIsaCapVariable, std::string(floorline::isa_name(*level)).c_str(), /*overwrite=*/1);
   }
   CLI::App app{
       "Floorline: lower-bound latencies of deep-learning models from vendor-library microbenchmarks"};

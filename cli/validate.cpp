@@ -177,11 +177,8 @@ void add_isa_option(CLI::App* cmd, const std::string& what) {
          what + " (" + isa_names() + ")")
       ->check(CLI::Validator(
           [](std::string& name) -> std::string {
-            const auto level = parse_isa(name);
-            if (!level) return level.error().message;
-            if (*level > cpu_isa())
-              return fmt::format("--isa {}: this CPU's highest level is {}", name, isa_name(cpu_isa()));
-            return "";
+            const auto level = check_isa_cap(name);
+            return level ? std::string() : level.error().message;
           },
           "ISA", "isa"));
 }

@@ -126,6 +126,17 @@ inline IsaLevel cpu_isa() {
   return IsaLevel::kSse41;
 }
 
+// A cap named `name` (--isa, FLOORLINE_MAX_CPU_ISA), checked: one of oneDNN's ISA names in any
+// letter case, at most this CPU's highest level (a cap above it would cap nothing). Errors: "unknown
+// ISA 'avx3' (valid: ...)", "'avx512_core' is above this CPU's: this CPU's highest level is avx2".
+inline Result<IsaLevel> check_isa_cap(std::string_view name) {
+  auto level = parse_isa(name);
+  if (!level) return level.error();
+  if (*level > cpu_isa())
+    return make_error("'{}' is above this CPU's: this CPU's highest level is {}", name, isa_name(cpu_isa()));
+  return *level;
+}
+
 // The builds of Floorline's own vectorised kernels: AVX-512F, AVX2, the baseline (SSE2).
 enum class KernelTarget { kBaseline, kAvx2, kAvx512 };
 
