@@ -115,6 +115,26 @@ void add_method(CaseTime& t, const std::vector<benchdb::SqlValue>& v, size_t at)
 
 }  // namespace
 
+Result<std::map<int64_t, MeasuringSystem>> systems_measuring(benchdb::Database& db,
+                                                             const std::vector<mp::ModelIR>& models) {
+  std::set<std::string> keys;
+  for (const auto& m : models)
+    for (const auto& l : m.layers)
+      if (l.cost_bearing()) keys.insert(l.key);
+  std::map<int64_t, MeasuringSystem> out;
+  FL_TRY(db.for_each(
+      "SELECT b.system_id, lc.key, s.threads FROM best_measurements b JOIN layer_configs lc ON lc.id = "
+      "b.config_id JOIN systems s ON s.id = b.system_id",
+      {}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+        if (!keys.count(text(v[1]))) return Status{};
+        MeasuringSystem& s = out[integer(v[0])];
+        ++s.best_cases;
+        s.threads = integer(v[2]);
+        return Status{};
+      }));
+  return out;
+}
+
 Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
                               std::optional<int64_t> requested, std::optional<int64_t> threads) {
   if (requested) {
@@ -123,18 +143,10 @@ Result<int64_t> choose_system(benchdb::Database& db, const std::vector<mp::Model
       return make_error("{}: no system {} (floorline db info lists them)", db.path(), *requested);
     return *requested;
   }
-  std::set<std::string> keys;
-  for (const auto& m : models)
-    for (const auto& l : m.layers)
-      if (l.cost_bearing()) keys.insert(l.key);
+  FL_ASSIGN_OR_RETURN(const auto measuring, systems_measuring(db, models));
   std::map<int64_t, int64_t> hits;
-  FL_TRY(db.for_each(
-      "SELECT b.system_id, lc.key, s.threads FROM best_measurements b JOIN layer_configs lc ON lc.id = "
-      "b.config_id JOIN systems s ON s.id = b.system_id",
-      {}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-        if (keys.count(text(v[1])) && (!threads || integer(v[2]) == *threads)) ++hits[integer(v[0])];
-        return Status{};
-      }));
+  for (const auto& [id, s] : measuring)
+    if (!threads || s.threads == *threads) hits[id] = s.best_cases;
   if (hits.empty() && threads)
     return make_error("{}: no measurement of any layer of these models at {} thread(s)", db.path(), *threads);
   if (hits.empty())
@@ -159,6 +171,20 @@ bool framework_device_matches(const std::string& device, const std::string& kind
   return isa.empty() && (device == "cpu" || device == "cpu:" + name);
 }
 
+// A framework row of unknown host ("cpu") gives way to this host's own row of the same identity
+// (FrameworkLatencyRow, FrameworkLayerTimeRow): a database resumed after the rows named their host
+// holds both.
+template <class Row>
+void prefer_own_host(std::vector<Row>& rows) {
+  auto identity = [](const Row& r) {
+    return std::tie(r.model_name, r.runtime, r.runtime_version, r.batch, r.dtype, r.settings, r.threads);
+  };
+  std::set<std::tuple<std::string, std::string, std::string, int64_t, std::string, std::string, int64_t>> own;
+  for (const auto& r : rows)
+    if (r.device != "cpu") own.insert(identity(r));
+  std::erase_if(rows, [&](const Row& r) { return r.device == "cpu" && own.count(identity(r)); });
+}
+
 // One system's own costs (load_costs without the thread budget). With `cases_only`, only what a
 // system of a thread budget gives the budget's system: its best cases (S's and S_vendor's) and the
 // conversions they need; not the defaults, peaks, replays or framework rows, which are the budget
@@ -166,22 +192,20 @@ bool framework_device_matches(const std::string& device, const std::string& kind
 Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bool cases_only = false) {
   CostTable t;
   t.system_id = system_id;
-  // systems.isa (the ISA cap) from schema 9 on.
-  FL_ASSIGN_OR_RETURN(
-      const auto sys,
-      db.query(fmt::format("SELECT device_kind, device_name, libraries, threads, {} FROM systems "
-                           "WHERE id = ?1",
-                           db.schema_version() >= 9 ? "isa" : "''"),
-               {system_id}));
-  if (sys.rows.empty()) return make_error("{}: no system {}", db.path(), system_id);
-  const auto& s = sys.rows[0];
-  t.device_kind = text(s[0]);
-  t.device_name = text(s[1]);
-  t.threads = integer(s[3]);
+  // The row as the file has it (a column newer than the file, systems.isa before v9, stays empty).
+  std::optional<benchdb::SystemRow> sys;
+  FL_TRY(benchdb::for_each_row<benchdb::SystemRow>(db, benchdb::systems_table(), "id = ?1", {system_id},
+                                                   [&](benchdb::SystemRow& r) -> Status {
+                                                     sys = std::move(r);
+                                                     return Status{};
+                                                   }));
+  if (!sys) return make_error("{}: no system {}", db.path(), system_id);
+  t.device_kind = sys->device_kind;
+  t.device_name = sys->device_name;
+  t.threads = sys->threads;
   std::string libraries;  // "onednn 2.6.3", "cublas 13.1.0, cuda_runtime 13.0, cudnn 9.19.0"
-  for (const auto& [library, version] : benchdb::parse_string_map(text(s[2])))
-    libraries += fmt::format(", {} {}", library, version);
-  const std::string isa = text(s[4]);  // "avx2 cap" in the label where the libraries were capped
+  for (const auto& [library, version] : sys->libraries) libraries += fmt::format(", {} {}", library, version);
+  const std::string isa = sys->isa;  // "avx2 cap" in the label where the libraries were capped
   if (!isa.empty()) libraries += fmt::format(", {} cap", isa);
   t.system = t.device_kind == "gpu" ? fmt::format("{} (gpu{})", t.device_name, libraries)
                                     : fmt::format("{} (cpu{}, {} thread{})", t.device_name, libraries,
@@ -278,18 +302,7 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
           t.framework.push_back(std::move(r));
         return Status{};
       }));
-  // A row of unknown host ("cpu") gives way to this host's own row of the same identity: a
-  // database resumed after the rows named their host holds both.
-  {
-    auto identity = [](const benchdb::FrameworkLatencyRow& r) {
-      return std::tie(r.model_name, r.runtime, r.runtime_version, r.batch, r.dtype, r.settings, r.threads);
-    };
-    std::set<std::tuple<std::string, std::string, std::string, int64_t, std::string, std::string, int64_t>>
-        own;
-    for (const auto& r : t.framework)
-      if (r.device != "cpu") own.insert(identity(r));
-    std::erase_if(t.framework, [&](const auto& r) { return r.device == "cpu" && own.count(identity(r)); });
-  }
+  prefer_own_host(t.framework);
   if (db.schema_version() >= 5)
     FL_TRY(benchdb::for_each_row<benchdb::FrameworkLayerTimeRow>(
         db, benchdb::framework_layer_times_table(), "", {}, [&](benchdb::FrameworkLayerTimeRow& r) -> Status {
@@ -297,16 +310,7 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
             t.layer_times.push_back(std::move(r));
           return Status{};
         }));
-  {  // the same for the per-node profiles: one profile per identity
-    auto identity = [](const benchdb::FrameworkLayerTimeRow& r) {
-      return std::tie(r.model_name, r.runtime, r.runtime_version, r.batch, r.dtype, r.settings, r.threads);
-    };
-    std::set<std::tuple<std::string, std::string, std::string, int64_t, std::string, std::string, int64_t>>
-        own;
-    for (const auto& r : t.layer_times)
-      if (r.device != "cpu") own.insert(identity(r));
-    std::erase_if(t.layer_times, [&](const auto& r) { return r.device == "cpu" && own.count(identity(r)); });
-  }
+  prefer_own_host(t.layer_times);  // one per-node profile per identity
   stamp();
   return t;
 }
@@ -347,6 +351,15 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id, bool thre
                             fmt::join(counts, ", "));
   }
   return t;
+}
+
+Result<CostTable> load_model_costs(benchdb::Database& db, int64_t system_id,
+                                   const std::vector<mp::ModelIR>& models, const std::string& dtype,
+                                   bool thread_budget) {
+  FL_ASSIGN_OR_RETURN(CostTable costs, load_costs(db, system_id, thread_budget));
+  raise_peaks(costs, models, dtype);
+  if (dtype != "int8") raise_peaks(costs, models, "int8");
+  return costs;
 }
 
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype) {

@@ -22,41 +22,14 @@ std::optional<double> ModelComparison::speedup(size_t system, size_t baseline) c
   return a.S / b.S;
 }
 
-namespace {
-
-int64_t as_int(const benchdb::SqlValue& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
-  if (const auto* d = std::get_if<double>(&v)) return static_cast<int64_t>(*d);
-  return 0;
-}
-
-// The systems with a best case of any of the models' configurations, by id.
-Result<std::vector<int64_t>> measured_systems(benchdb::Database& db, const std::vector<mp::ModelIR>& models) {
-  std::set<std::string> keys;
-  for (const auto& m : models)
-    for (const auto& l : m.layers)
-      if (l.cost_bearing()) keys.insert(l.key);
-  std::set<int64_t> ids;
-  FL_TRY(
-      db.for_each("SELECT DISTINCT b.system_id, lc.key FROM best_measurements b JOIN layer_configs lc ON "
-                  "lc.id = b.config_id",
-                  {}, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
-                    if (const auto* k = std::get_if<std::string>(&v[1]); k && keys.count(*k))
-                      ids.insert(as_int(v[0]));
-                    return Status{};
-                  }));
-  return std::vector<int64_t>(ids.begin(), ids.end());
-}
-
-}  // namespace
-
 Result<ComparisonResult> compare_systems(benchdb::Database& db, const std::vector<mp::ModelIR>& models,
                                          const CompareOptions& options) {
   ComparisonResult out;
   out.database = db.path();
   std::vector<int64_t> ids = options.systems;
   if (ids.empty()) {
-    FL_ASSIGN_OR_RETURN(ids, measured_systems(db, models));
+    FL_ASSIGN_OR_RETURN(const auto measuring, systems_measuring(db, models));
+    for (const auto& [id, s] : measuring) ids.push_back(id);
     if (ids.empty())
       return make_error("{}: no system has a measurement of these models (run floorline bench first)",
                         db.path());
@@ -66,8 +39,7 @@ Result<ComparisonResult> compare_systems(benchdb::Database& db, const std::vecto
   aopts.thread_budget = options.thread_budget;
   std::vector<CostTable> costs;
   for (const int64_t id : ids) {
-    FL_ASSIGN_OR_RETURN(CostTable c, load_costs(db, id, options.thread_budget));
-    raise_peaks(c, models, options.dtype);
+    FL_ASSIGN_OR_RETURN(CostTable c, load_model_costs(db, id, models, options.dtype, options.thread_budget));
     out.systems.push_back({id, c.system, c.device_kind, c.threads});
     costs.push_back(std::move(c));
   }
@@ -101,12 +73,6 @@ Result<ComparisonResult> compare_systems(benchdb::Database& db, const std::vecto
         const BoundCheck check = check_bound(b, costs[s]);
         sb.latencies = check.latencies;
         sb.violations = static_cast<int64_t>(check.violations.size());
-        for (const auto& l : b.layers) {
-          if (l.source == CostSource::kNone) continue;
-          auto& k = kind_us[l.kind];
-          k.resize(n, 0.0);
-          k[s] += l.us;
-        }
       }
       for (const auto& l : b.layers) {
         auto [it, fresh] = configs.try_emplace(l.key);
@@ -117,10 +83,28 @@ Result<ComparisonResult> compare_systems(benchdb::Database& db, const std::vecto
           order.push_back(l.key);
         }
         if (s == 0) ++c.layers;
-        if (sb.present && l.source != CostSource::kNone) c.us[s] = c.us[s].value_or(0.0) + l.us;
+        if (sb.present && l.source == CostSource::kMeasured) c.us[s] = c.us[s].value_or(0.0) + l.us;
       }
       mc.systems.push_back(sb);
       bounds[s].push_back(std::move(b));
+    }
+    // Time by layer kind: the layers measured on every system that measured the model, so that each
+    // system's total covers the same layers (a system missing a config does not look faster on it).
+    const size_t cost_bearing = bounds[0].back().layers.size();  // the same model on every system
+    for (size_t j = 0; j < cost_bearing; ++j) {
+      const LayerCost* first = nullptr;
+      bool everywhere = true;
+      for (size_t s = 0; s < n && everywhere; ++s) {
+        if (!mc.systems[s].present) continue;
+        const auto& layers = bounds[s].back().layers;
+        everywhere = j < layers.size() && layers[j].source == CostSource::kMeasured;
+        if (!first && everywhere) first = &layers[j];
+      }
+      if (!everywhere || !first) continue;
+      auto& k = kind_us[first->kind];
+      k.resize(n, 0.0);
+      for (size_t s = 0; s < n; ++s)
+        if (mc.systems[s].present) k[s] += bounds[s].back().layers[j].us;
     }
     // The fastest: the lowest complete S (a system missing layers has no comparable S).
     for (size_t s = 0; s < n; ++s) {
@@ -171,7 +155,7 @@ Result<ComparisonResult> compare_systems(benchdb::Database& db, const std::vecto
       t.models.push_back({a.model, a.batch, a.S, b.S});
       for (size_t j = 0; j < a.layers.size() && j < b.layers.size(); ++j) {
         const LayerCost &la = a.layers[j], &lb = b.layers[j];
-        if (la.source == CostSource::kNone || lb.source == CostSource::kNone) continue;
+        if (la.source != CostSource::kMeasured || lb.source != CostSource::kMeasured) continue;
         kinds[la.kind].first += la.us;
         kinds[la.kind].second += lb.us;
         auto [it, fresh] = cfg.try_emplace(la.key);
@@ -405,11 +389,6 @@ std::string format_compare_csv(const ComparisonResult& c) {
 
 namespace {
 
-const char* const kColors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                               "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
-std::string color(size_t s) {
-  return kColors[s % std::size(kColors)];
-}
 std::string h(const std::string& s) {
   return html_text(s);
 }
@@ -471,6 +450,8 @@ std::string ratio_chart(const std::string& id, const std::string& what, const st
 
 std::string format_compare_html(const ComparisonResult& c) {
   const size_t n = c.systems.size(), base = c.baseline;
+  const std::vector<std::string> system_colors = distinct_colors(n);  // one per system, on every chart
+  auto color = [&](size_t k) { return system_colors[k]; };
   std::string s =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Floorline: systems "
       "compared</title>\n<style>\n"

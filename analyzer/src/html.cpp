@@ -62,9 +62,8 @@ const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59
                                 "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 constexpr size_t kPaletteSize = std::size(kPalette);
 
-// n pairwise distinct colours, for charts whose categories (layer kinds, models, runtimes) can
-// outnumber the palette: the palette first, then hues a golden angle apart (so that neighbours
-// differ most) at alternating lightness and saturation; a colour already given is skipped.
+}  // namespace
+
 std::vector<std::string> distinct_colors(size_t n) {
   std::vector<std::string> given;
   std::set<std::string> seen;
@@ -91,6 +90,8 @@ std::vector<std::string> distinct_colors(size_t n) {
   }
   return given;
 }
+
+namespace {
 
 // Marker shapes beside the colours: every further ten categories change shape, so that points of
 // categories whose generated colours are close still read apart.

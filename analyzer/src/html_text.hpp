@@ -5,9 +5,16 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace floorline::analyzer {
 
 std::string html_text(std::string_view s);
+
+// n pairwise distinct colours ("#4e79a7"), for charts whose categories (layer kinds, models,
+// runtimes, systems) can outnumber the palette: a ten-colour palette first, then hues a golden
+// angle apart (so that neighbours differ most) at alternating lightness and saturation; a colour
+// already given is skipped.
+std::vector<std::string> distinct_colors(size_t n);
 
 }  // namespace floorline::analyzer

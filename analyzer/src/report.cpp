@@ -309,10 +309,7 @@ Result<Report> build_report(benchdb::Database& db, const std::vector<mp::ModelIR
   if (!dtype_of(options.dtype))
     return make_error("unknown data type '{}' (f32, f16, bf16 or int8)", options.dtype);
   FL_ASSIGN_OR_RETURN(const int64_t id, choose_system(db, models, system, options.threads));
-  FL_ASSIGN_OR_RETURN(r.costs, load_costs(db, id, options.thread_budget));
-  raise_peaks(r.costs, models, options.dtype);
-  // quantization: a quantized model's int8 layers are costed against the int8 peaks (bounds.hpp)
-  if (options.dtype != "int8") raise_peaks(r.costs, models, "int8");
+  FL_ASSIGN_OR_RETURN(r.costs, load_model_costs(db, id, models, options.dtype, options.thread_budget));
   for (const auto& m : models) {
     ModelReport mr;
     mr.bounds = analyze_model(m, r.costs, options);

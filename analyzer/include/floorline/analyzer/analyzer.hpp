@@ -123,6 +123,15 @@ struct CostTable {
   MethodSummary method;
 };
 
+// The systems holding best cases of these models' configurations: per system id, how many (of
+// best_measurements' groups) and its thread count.
+struct MeasuringSystem {
+  int64_t best_cases = 0;
+  int64_t threads = 1;
+};
+Result<std::map<int64_t, MeasuringSystem>> systems_measuring(benchdb::Database& db,
+                                                             const std::vector<mp::ModelIR>& models);
+
 // The system to analyze: `requested` when given (error if absent); otherwise, of the systems with
 // measurements of these models' configs, the one with the most best cases (ties: the newest).
 // Error when the database has no measurement of any of them.
@@ -151,6 +160,13 @@ int64_t roofline_flops(const mp::Layer& layer);
 // Winograd and FFT convolutions excepted (they do fewer multiplications than the count), and notes
 // it in peak_notes.
 void raise_peaks(CostTable& costs, const std::vector<mp::ModelIR>& models, const std::string& dtype);
+
+// The costs these models are analyzed with on a system, as `analyze` and `compare` take them:
+// load_costs, then raise_peaks for `dtype` and, for a quantized model's int8 layers (bounds.hpp), for
+// int8.
+Result<CostTable> load_model_costs(benchdb::Database& db, int64_t system_id,
+                                   const std::vector<mp::ModelIR>& models, const std::string& dtype,
+                                   bool thread_budget = true);
 
 // Where a layer's t(v) comes from.
 enum class CostSource {
