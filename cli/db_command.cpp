@@ -34,7 +34,7 @@ struct DbOptions {
   std::string out = "-";
   // query
   std::string sql;
-  bool best = false, unique = false, framework_table = false, runs = false, algorithms = false;
+  bool best = false, unique = false, framework_table = false, runs = false, algorithms = false, raced = false;
   std::string model;
   int64_t batch = 1;
   int64_t system = 0;
@@ -184,11 +184,12 @@ int run_info(const DbOptions& o) {
 
 int run_query(const DbOptions& o) {
   const int canned = (o.best ? 1 : 0) + (o.unique ? 1 : 0) + (o.framework_table ? 1 : 0) + (o.runs ? 1 : 0) +
-                     (o.algorithms ? 1 : 0) + (o.model.empty() ? 0 : 1) + (o.sql.empty() ? 0 : 1);
+                     (o.algorithms ? 1 : 0) + (o.raced ? 1 : 0) + (o.model.empty() ? 0 : 1) +
+                     (o.sql.empty() ? 0 : 1);
   if (canned != 1) {
     std::fprintf(stderr,
                  "floorline db query: give exactly one of SQL, --best, --model, --unique, --runs, "
-                 "--algorithms, --framework\n");
+                 "--algorithms, --raced, --framework\n");
     return 2;
   }
   auto db = open_for_reading(o.file);
@@ -223,6 +224,20 @@ int run_query(const DbOptions& o) {
         "FROM best LEFT JOIN dflt USING (system_id, config_id, dtype, math_mode)" +
         std::string(o.system ? " WHERE best.system_id = ?1" : "") +
         " GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, configs DESC";
+  } else if (o.raced) {
+    // How close each raced-out candidate came (docs/MEASUREMENT.md, "Racing"): the reading it was
+    // dropped on against its group's best case now, closest first.
+    sql =
+        "SELECT m.system_id, lc.kind, lc.key, c.dtype, c.math_mode, c.fusion, c.backend, c.algorithm, "
+        "c.layout, "
+        "  m.min_us AS raced_us, b.min_us AS best_us, round(m.min_us / b.min_us, 3) AS over_best, "
+        "  b.backend AS best_backend, b.algorithm AS best_algorithm, m.reason "
+        "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
+        "LEFT JOIN best_cases b ON b.config_id = c.config_id AND b.system_id = m.system_id "
+        "  AND b.dtype = c.dtype AND b.math_mode = c.math_mode AND b.fusion = c.fusion "
+        "WHERE m.superseded = 0 AND m.status = 'skipped' AND m.reason LIKE 'raced out:%'" +
+        std::string(o.system ? " AND m.system_id = ?1" : "") +
+        " ORDER BY m.system_id, over_best, lc.kind, lc.key";
   } else if (o.unique) {
     sql =
         "SELECT kind, key, dtype, flops, bytes, multiplicity, models, model_names FROM unique_configs "
@@ -444,7 +459,9 @@ void add_db_command(CLI::App& app, int& exit_code) {
   query->add_option("--model", opts->model, "Per-layer table of this model, with each layer's best case");
   query->add_option("--batch", opts->batch, "Batch size for --model")
       ->check(int_in(1, kMaxBatch, "batch size"));
-  query->add_option("--system", opts->system, "Only this system id (--best, --runs, --model, --algorithms)")
+  query
+      ->add_option("--system", opts->system,
+                   "Only this system id (--best, --runs, --model, --algorithms, --raced)")
       ->check(int_in(1, INT64_MAX, "system id"));
   query
       ->add_option(
@@ -458,6 +475,8 @@ void add_db_command(CLI::App& app, int& exit_code) {
   query->add_flag(
       "--algorithms", opts->algorithms,
       "Per kind and math mode: how often each algorithm is the fastest, and the default's gap to the best");
+  query->add_flag("--raced", opts->raced,
+                  "Every raced-out case: the time it was dropped on against its group's best, closest first");
   query->add_flag("--unique", opts->unique, "Unique layer configs with their multiplicity across models");
   query->add_flag("--runs", opts->runs, "Runs with their measurement counts by status");
   query->add_flag("--framework", opts->framework_table, "Imported framework latencies");

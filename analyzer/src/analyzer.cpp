@@ -13,6 +13,13 @@
 
 namespace floorline::analyzer {
 
+std::string slowed_text(const MethodSummary& m) {
+  if (m.slowed_only == 0) return "each also has a pass outside a slowed period";
+  return fmt::format(
+      "{} of them have no pass outside one (their times may be high; `run --quick` times nothing again)",
+      m.slowed_only);
+}
+
 namespace {
 
 std::string text(const benchdb::SqlValue& v) {
@@ -230,7 +237,8 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
   if (!cases_only) {
     FL_TRY(
         db.for_each("SELECT count(*), coalesce(sum(slowed > 0), 0), coalesce(sum(noisy), 0), "
-                    "coalesce(min(passes), 0), coalesce(max(passes), 0) FROM measurements "
+                    "coalesce(min(passes), 0), coalesce(max(passes), 0), "
+                    "coalesce(sum(slowed > 0 AND slowed >= passes), 0) FROM measurements "
                     "WHERE system_id = ?1 AND superseded = 0 AND status = 'passed'",
                     id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
                       t.method.cases = integer(v[0]);
@@ -238,6 +246,7 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
                       t.method.noisy_cases = integer(v[2]);
                       t.method.min_passes = integer(v[3]);
                       t.method.max_passes = integer(v[4]);
+                      t.method.slowed_only = integer(v[5]);
                       return Status{};
                     }));
     FL_TRY(db.for_each(
@@ -264,6 +273,7 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
         if (integer(v[11]) == 0) {
           // S_vendor's best: the fastest passed case of a vendor library (best_measurements' rule).
           CaseTime c = case_time(v);
+          t.races[{text(v[0]), text(v[1]), text(v[2]), text(v[3]), system_id}].add(c.us);
           if (is_own_kernel(c.id)) return Status{};
           auto [it, fresh] = t.best_vendor.try_emplace({text(v[0]), text(v[1]), text(v[2]), text(v[3])}, c);
           if (!fresh && c.us < it->second.us) it->second = std::move(c);
@@ -272,6 +282,14 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
         const CaseFeeds feeds{text(v[9]), text(v[10])};
         if (feeds.empty()) return Status{};  // feeds nothing it names: charged to no case
         t.conversions[{text(v[0]), text(v[1]), text(v[2]), feeds}].push_back(case_time(v));
+        return Status{};
+      }));
+  FL_TRY(db.for_each(
+      "SELECT lc.key, c.dtype, c.math_mode, c.fusion, count(*) FROM measurements m JOIN cases c ON c.id = "
+      "m.case_id JOIN layer_configs lc ON lc.id = c.config_id WHERE m.system_id = ?1 AND m.superseded = 0 "
+      "AND m.status = 'skipped' AND m.reason LIKE 'raced out:%' GROUP BY 1, 2, 3, 4",
+      id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+        t.races[{text(v[0]), text(v[1]), text(v[2]), text(v[3]), system_id}].raced_out = integer(v[4]);
         return Status{};
       }));
   auto stamp = [&] {  // each case's thread count and system: the budget's merge keeps them apart
@@ -340,6 +358,7 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id, bool thre
       auto& mine = t.conversions[k];
       mine.insert(mine.end(), list.begin(), list.end());
     }
+    t.races.insert(o.races.begin(), o.races.end());
   }
   std::sort(
       t.budget.begin(), t.budget.end(),

@@ -211,6 +211,12 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
       c.placements = it->second.placements;
       c.noisy = it->second.noisy;
       c.spread = it->second.spread;
+      if (auto race = costs.races.find({l.key, dtype, mode, "", it->second.system_id});
+          race != costs.races.end()) {
+        c.candidates = race->second.passed + race->second.raced_out;
+        c.raced_out = race->second.raced_out;
+        if (std::isfinite(race->second.runner_up)) c.runner_up_us = race->second.runner_up;
+      }
       // Conversions feed the cases of one algorithm (oneDNN) or every case in one layout (XNNPACK
       // and CUDA: "nhwc", shared by every algorithm in that layout).
       auto cv = costs.conversions.find({l.key, dtype, mode, CaseFeeds{c.algorithm, ""}});

@@ -600,6 +600,17 @@ std::string opt_us(const std::optional<double>& v) {
   return v ? us_text(*v) : "–";
 }
 
+// The per-layer table's candidates cell: the cases timed for the layer's best, how many of them were
+// raced out, and how close the runner-up came ("7 (2 raced out); runner-up 1.04×"); "–" unmeasured.
+std::string candidates_text(const LayerCost& l) {
+  if (l.candidates == 0) return "–";
+  std::string s = fmt::format("{}", l.candidates);
+  if (l.raced_out > 0) s += fmt::format(" ({} raced out)", l.raced_out);
+  if (l.runner_up_us && l.us > 0 && l.epilogue_case.empty())
+    s += fmt::format("; runner-up {:.2f}×", *l.runner_up_us / l.us);
+  return s;
+}
+
 // The runtime against the bound per layer, per model (runtime_layers.hpp); "" when no profile was imported.
 std::string runtime_layers_section(const Report& r) {
   std::string s;
@@ -627,12 +638,12 @@ std::string method_html(const MethodSummary& m) {
   if (m.slowed_cases)
     s += fmt::format(
         "<p class=\"note\" id=\"sentinel\">Sentinel: the machine slowed down while {} case(s) were timed; "
-        "they "
-        "were timed again.</p>\n",
-        m.slowed_cases);
+        "{}.</p>\n",
+        m.slowed_cases, esc(slowed_text(m)));
   if (m.noisy_cases)
     s += fmt::format(
-        "<p class=\"note\">Noisy: {} case(s) whose repetitions still disagreed after re-measurement.</p>\n",
+        "<p class=\"note\">Noisy: {} case(s) whose lowest repetitions disagree by more than 5% (after a "
+        "re-measurement, but for <code>run --quick</code>).</p>\n",
         m.noisy_cases);
   return s;
 }
@@ -724,11 +735,12 @@ std::string format_html(const Report& r) {
     }
     s += "</ul>\n<table><tr><th>layer</th><th>kind</th><th>time</th><th>% of "
          "S</th><th>default</th><th>roofline</th>"
-         "<th>critical</th><th>best case</th></tr>\n";
+         "<th>critical</th><th>best case</th><th>candidates</th></tr>\n";
     for (const auto& l : b.layers)
       s += fmt::format(
-          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></"
-          "tr>\n",
+          "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+          "td><td>{}"
+          "</td></tr>\n",
           esc(l.name), esc(l.kind),
           l.source == CostSource::kNone
               ? "–"
@@ -740,7 +752,8 @@ std::string format_html(const Report& r) {
           l.on_critical_path ? "yes" : "",
           esc(l.algorithm) + (r.costs.budget.size() > 1 && l.threads > 0
                                   ? fmt::format(" ({} thread{})", l.threads, l.threads == 1 ? "" : "s")
-                                  : std::string()));
+                                  : std::string()),
+          candidates_text(l));
     s += "</table></details>\n";
   }
   s += runtime_layers_section(r);

@@ -117,6 +117,10 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"heuristic_us", [opt](const L& r) { return opt(r.layer->heuristic_us); }},
       {"roofline_us", [opt](const L& r) { return opt(r.layer->roofline_us); }},
       {"conversion_us", [](const L& r) { return float_cell(r.layer->conversion_us, 2); }},
+      // Its candidates (passed and raced out) and the runner-up, the second-fastest passed case.
+      {"candidates", [](const L& r) { return int_cell(r.layer->candidates); }},
+      {"raced_out", [](const L& r) { return int_cell(r.layer->raced_out); }},
+      {"runner_up_us", [opt](const L& r) { return opt(r.layer->runner_up_us); }},
       // An activation S counts in its producer's epilogue: the fused case, and the activation's own time.
       {"epilogue_case", [](const L& r) { return text_cell(r.layer->epilogue_case); }},
       {"own_us",
@@ -340,12 +344,13 @@ std::string method_lines(const MethodSummary& m) {
                                    : fmt::format("{}-{}", m.min_passes, m.max_passes),
       100 * m.median_spread);
   if (m.slowed_cases)
-    out +=
-        fmt::format("sentinel: the machine slowed down while {} case(s) were timed; they were timed again\n",
-                    m.slowed_cases);
+    out += fmt::format("sentinel: the machine slowed down while {} case(s) were timed; {}\n", m.slowed_cases,
+                       slowed_text(m));
   if (m.noisy_cases)
-    out += fmt::format("noisy: {} case(s) whose repetitions still disagreed after re-measurement (flagged)\n",
-                       m.noisy_cases);
+    out += fmt::format(
+        "noisy: {} case(s) whose lowest repetitions disagree by more than 5% (flagged; after a "
+        "re-measurement, but for `run --quick`)\n",
+        m.noisy_cases);
   return out;
 }
 

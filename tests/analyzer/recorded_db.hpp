@@ -62,19 +62,23 @@ struct RecordedDb {
     s.floorline_version = "test";
     return value(db->upsert_system(s));
   }
-  // One passed case of `op`'s config on `system`, the library's default.
-  void time(int64_t system, const std::string& op, double us) {
+  // One passed case of `op`'s config on `system`: the library's default, or with `algorithm` another
+  // of its implementations; raced out (skipped, its reading `us`) with `raced_out`.
+  void time(int64_t system, const std::string& op, double us, const std::string& algorithm = "",
+            bool raced_out = false) {
     benchdb::RunRow run;
     run.system_id = system;
     const int64_t run_id = value(db->begin_run(run));
     auto q = value(db->query("SELECT id FROM layer_configs WHERE key = ?1", {key_of.at(op)}));
     benchdb::CaseRow c;
     c.config_id = std::get<int64_t>(q.rows.at(0).at(0));
-    c.identity = {"onednn", "eltwise:jit", "f32", "fp32", "", "", key_of.at(op)};
+    c.identity = {"onednn",     algorithm.empty() ? "eltwise:jit" : algorithm, "f32", "fp32", "", "",
+                  key_of.at(op)};
     benchdb::MeasurementRow m;
     m.case_id = value(db->upsert_case(c));
-    m.status = Disposition::kPassed;
-    m.is_default = 1;
+    m.status = raced_out ? Disposition::kSkipped : Disposition::kPassed;
+    if (raced_out) m.reason = "raced out: first round, its group's best";
+    m.is_default = algorithm.empty() ? 1 : 0;
     m.iterations = 10;
     m.repetitions = 1;
     m.min_us = m.median_us = m.mean_us = us;

@@ -99,6 +99,40 @@ TEST(ThreadBudget, EachLayerTakesItsFastestCountUpToTheBudgetOnItsOwnHost) {
   EXPECT_EQ(value(load_costs(*t.db, two, false)).system.find("thread budget"), std::string::npos);
 }
 
+// How close the runner-up came, per layer (the per-layer table's candidates): counted on the system
+// the layer's best case comes from, raced-out cases among the candidates but never the runner-up.
+TEST(ThreadBudget, EachLayerCountsTheCandidatesOfItsBestCasesSystem) {
+  BudgetDb t;
+  const int64_t one = t.system(1), two = t.system(2);
+  t.time(one, "Relu", 10);
+  t.time(one, "Relu", 12.5, "eltwise:jit:avx2");
+  t.time(one, "Relu", 11, "eltwise:ref", /*raced_out=*/true);  // a reading below the runner-up's
+  t.time(one, "Relu", 31, "eltwise:jit:sse41", /*raced_out=*/true);
+  t.time(one, "Sigmoid", 20);
+  t.time(one, "Tanh", 40);
+  t.time(two, "Relu", 6);
+  t.time(two, "Sigmoid", 25);
+  t.time(two, "Sigmoid", 50, "eltwise:jit:avx2");
+  t.time(two, "Tanh", 30);
+
+  const auto s1 = analyze_model(t.model, value(load_costs(*t.db, one)));
+  const LayerCost& relu1 = t.layer(s1, "Relu");
+  EXPECT_EQ(relu1.candidates, 4);
+  EXPECT_EQ(relu1.raced_out, 2);
+  ASSERT_TRUE(relu1.runner_up_us.has_value());
+  EXPECT_DOUBLE_EQ(*relu1.runner_up_us, 12.5);
+  EXPECT_EQ(t.layer(s1, "Tanh").candidates, 1);
+  EXPECT_FALSE(t.layer(s1, "Tanh").runner_up_us.has_value());
+  // At a budget of 2: Relu's best is the 2-thread case (one candidate there), Sigmoid's the 1-thread
+  // one: its candidates are system one's, not the two of system two.
+  const auto s2 = analyze_model(t.model, value(load_costs(*t.db, two)));
+  EXPECT_EQ(t.layer(s2, "Relu").candidates, 1);
+  EXPECT_EQ(t.layer(s2, "Relu").raced_out, 0);
+  EXPECT_EQ(t.layer(s2, "Sigmoid").threads, 1);
+  EXPECT_EQ(t.layer(s2, "Sigmoid").candidates, 1);
+  EXPECT_FALSE(t.layer(s2, "Sigmoid").runner_up_us.has_value());
+}
+
 // The bound check at a batch above 1 and a budget of 2 threads: S at 2 threads (the budget's) is
 // checked against the runtime's latency at 2 threads, S at 1 against the latency at 1.
 TEST(ThreadBudget, TheBoundCheckComparesEachThreadCountAtItsBatch) {

@@ -39,6 +39,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -82,10 +83,34 @@ struct Interval {
 // How this system's current passed measurements were taken, for the report's trust line.
 struct MethodSummary {
   int64_t cases = 0;         // current passed measurements
-  int64_t slowed_cases = 0;  // with a pass the sentinel found slowed (re-measured)
+  int64_t slowed_cases = 0;  // with a pass the sentinel found slowed (re-measured by the default method)
+  int64_t slowed_only = 0;   // ... every pass of which was (`run --quick` does not re-measure): maybe high
   int64_t noisy_cases = 0;   // whose repetitions still disagreed after re-measurement
   int64_t min_passes = 0, max_passes = 0;
   double median_spread = 0;  // of the best cases' pass medians (max / min − 1), median over them
+};
+
+// What became of the cases timed in a slowed period, for the reports' sentinel line: "each was timed
+// again outside it", or how many have no pass outside one (their time may be high).
+std::string slowed_text(const MethodSummary& m);
+
+// The candidates of one group (a configuration, data type, math mode and fusion) on one system: how
+// many passed and how many ended raced out (docs/MEASUREMENT.md, "Racing"), and the two lowest
+// times of the passed ones (µs; infinity when there are fewer), so that a report can say how close
+// the runner-up came.
+struct RaceSummary {
+  int64_t passed = 0, raced_out = 0;
+  double lowest = std::numeric_limits<double>::infinity();
+  double runner_up = std::numeric_limits<double>::infinity();
+  void add(double us) {
+    ++passed;
+    if (us < lowest) {
+      runner_up = lowest;
+      lowest = us;
+    } else if (us < runner_up) {
+      runner_up = us;
+    }
+  }
 };
 
 // What the database knows about one system, loaded once and shared by every model analyzed.
@@ -102,6 +127,9 @@ struct CostTable {
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> best;
   // (key, dtype, math_mode, fusion) → fastest passed case of a vendor library (not is_own_kernel).
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> best_vendor;
+  // (key, dtype, math_mode, fusion, system id) → its candidates on that system (the budget's systems
+  // each have their own: a layer reads its best case's).
+  std::map<std::tuple<std::string, std::string, std::string, std::string, int64_t>, RaceSummary> races;
   // (key, dtype, math_mode, fusion) → the library's own first choice, when it passed.
   std::map<std::tuple<std::string, std::string, std::string, std::string>, CaseTime> heuristic;
   // (key, dtype, math_mode, the cases fed) → the layout conversion cases that feed them (cases
@@ -207,6 +235,10 @@ struct LayerCost {
   std::optional<double> heuristic_us;  // the library's first choice, when it passed
   std::optional<double> roofline_us;   // max(FLOPs / peak FLOP/s, bytes / peak bytes/s)
   double conversion_us = 0;            // layout conversions t(v)'s implementation needs (Σ of their cases)
+  // Its candidates on the best case's system (measured layers; RaceSummary): the cases that passed
+  // and those raced out, and the runner-up's time (the second-fastest passed case), when there is one.
+  int64_t candidates = 0, raced_out = 0;
+  std::optional<double> runner_up_us;
   // t(v) over the vendor libraries' cases only (S_vendor): t(v) where the best case is a vendor's,
   // else the fastest vendor case ("measured"), else as a layer with no case: "roofline" or "none".
   CostSource vendor_source = CostSource::kNone;
