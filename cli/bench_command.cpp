@@ -196,23 +196,33 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
                  p.peak == "flops" ? fmt::format("{:.1f} GFLOP/s", p.value_per_s / 1e9).c_str()
                                    : fmt::format("{:.1f} GB/s", p.value_per_s / 1e9).c_str(),
                  p.method.c_str());
-  if (r.raced_out)
+  if (r.race_groups)
     std::fprintf(
         stderr,
-        "%lld of the skipped case(s) raced out (docs/MEASUREMENT.md, \"Racing\"), %lld visit(s) saved\n",
-        static_cast<long long>(r.raced_out), static_cast<long long>(r.raced_out_visits));
+        "racing (docs/MEASUREMENT.md): %lld race(s) of %lld candidate(s) (%.1f each); %lld raced out (%lld "
+        "on "
+        "their warm-up call), %lld visit(s) saved; the others timed in full\n",
+        static_cast<long long>(r.race_groups), static_cast<long long>(r.race_candidates),
+        r.race_groups ? static_cast<double>(r.race_candidates) / static_cast<double>(r.race_groups) : 0.0,
+        static_cast<long long>(r.raced_out), static_cast<long long>(r.raced_on_warmup),
+        static_cast<long long>(r.raced_out_visits));
   if (r.placement_searched)
     std::fprintf(stderr, "%lld short case(s) whose placements disagreed got %lld further placement(s)\n",
                  static_cast<long long>(r.placement_searched), static_cast<long long>(r.placement_visits));
-  if (r.remeasured || r.noisy)
+  if (!r.remeasure && r.noisy)
+    std::fprintf(stderr, "%lld case(s) noisy: their repetitions disagree (not timed again: --quick)\n",
+                 static_cast<long long>(r.noisy));
+  else if (r.remeasured || r.noisy)
     std::fprintf(stderr,
                  "%lld case(s) timed again (slowed period or disagreeing repetitions), %lld still noisy\n",
                  static_cast<long long>(r.remeasured), static_cast<long long>(r.noisy));
   if (r.sentinel_slowed)
     std::fprintf(stderr,
                  "sentinel: the machine slowed down in %d of %d periods (up to %.2fx the sentinel's best "
-                 "time); the cases timed then were timed again\n",
-                 r.sentinel_slowed, r.sentinel_readings, r.sentinel_worst);
+                 "time); %s\n",
+                 r.sentinel_slowed, r.sentinel_readings, r.sentinel_worst,
+                 r.remeasure ? "the cases timed then were timed again"
+                             : "the cases timed then were not timed again (no re-measurement: --quick)");
   if (!r.calibration_error.empty())
     std::fprintf(stderr, "floorline bench: calibration failed, no roofline peaks stored: %s\n",
                  r.calibration_error.c_str());

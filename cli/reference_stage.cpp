@@ -4,10 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -216,12 +219,18 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
   const std::string device = "cpu:" + bd::capture_host_system(o.threads).device_name;
   const auto done = measured_before(db, version, o.threads, device, o.batches, settings);
 
-  // 1. Weights: a copy with generated values for each model that lacks them, reused when up to date.
+  // 1. Weights: a copy with generated values for each model that lacks them, reused when up to date;
+  // the copies are written on every hardware thread (nothing is timed meanwhile), one model each.
   const fs::path mat_dir = o.out / "materialized";
-  std::vector<std::string> names, files;
+  struct Entry {
+    fs::path model;
+    fs::path file;
+    bool materialize = false;
+    std::string error;
+  };
+  std::vector<Entry> entries;
   for (const auto& m : o.models) {
-    const std::string name = m.stem().string();
-    if (done.count(name)) {
+    if (done.count(m.stem().string())) {
       ++res.kept;
       continue;
     }
@@ -231,20 +240,36 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
       ++res.failures;
       continue;
     }
-    fs::path file = m;
+    Entry e{m, m, false, ""};
     if (*missing > 0) {
-      if (!mp::materialized_up_to_date(m, mat_dir)) {
-        auto mat = mp::materialize_model(m, mat_dir);
-        if (!mat) {
-          std::fprintf(stderr, "[ref] %s\n", mat.error().message.c_str());
-          ++res.failures;
-          continue;
-        }
-      }
-      file = mat_dir / (name + ".onnx");
+      e.file = mat_dir / (m.stem().string() + ".onnx");
+      e.materialize = !mp::materialized_up_to_date(m, mat_dir);
     }
-    names.push_back(name);
-    files.push_back(fs::absolute(file).string());
+    entries.push_back(std::move(e));
+  }
+  {
+    std::atomic<size_t> next{0};
+    auto work = [&]() {
+      for (size_t i = next++; i < entries.size(); i = next++)
+        if (entries[i].materialize)
+          if (auto mat = mp::materialize_model(entries[i].model, mat_dir); !mat)
+            entries[i].error = mat.error().message;
+    };
+    std::vector<std::thread> workers;
+    const size_t n = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+    for (size_t k = 1; k < n; ++k) workers.emplace_back(work);
+    work();
+    for (auto& w : workers) w.join();
+  }
+  std::vector<std::string> names, files;
+  for (const auto& e : entries) {
+    if (!e.error.empty()) {
+      std::fprintf(stderr, "[ref] %s\n", e.error.c_str());
+      ++res.failures;
+      continue;
+    }
+    names.push_back(e.model.stem().string());
+    files.push_back(fs::absolute(e.file).string());
   }
   if (names.empty()) {
     std::fprintf(stderr, "[ref] reference: onnxruntime %s: %lld model(s) kept from an earlier run, %.1f s\n",
@@ -254,7 +279,8 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
   }
 
   // 2. Measure. The main job keeps this stage short: at least 5 timed runs and 0.5 s per model,
-  // batch and setting (10 runs and 1 s when measure.js is run by hand); --quick 3 runs.
+  // batch and setting (10 runs and 1 s when measure.js is run by hand); --quick 1 run after a warm-up,
+  // both in the profiling session (measure.js --time-in-profile: one session per model, not two).
   const fs::path ref_out = o.out / "reference";
   const std::string json = (ref_out / "ort_latencies.json").string();
   std::string batches, joined;
@@ -271,8 +297,7 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
                                    "--names",       joined,
                                    "--device",      device};
   if (o.quick) {
-    for (const char* a : {"--min-runs", "3", "--min-time-ms", "0", "--warmup", "1", "--profile-runs", "2"})
-      args.emplace_back(a);
+    for (const char* a : {"--min-runs", "1", "--min-time-ms", "0", "--time-in-profile"}) args.emplace_back(a);
   } else {
     for (const char* a : {"--min-runs", "5", "--min-time-ms", "500", "--max-time-ms", "5000", "--warmup", "1",
                           "--profile-runs", "3"})

@@ -48,7 +48,8 @@ struct RunCmd {
   std::optional<int> repetitions;
   std::optional<double> min_time;
   bool replay = true;
-  bool reference = true;  // the reference runtime (ONNX Runtime) for M, when installed
+  bool replay_given = false;  // --replay or --no-replay on the command line (--quick: no replay unless asked)
+  bool reference = true;      // the reference runtime (ONNX Runtime) for M, when installed
   size_t replay_steps = 0;
   bool replay_denormals = false;
   double retime_below = 1.05;  // re-time a model's cases after its replay when replay / S is below this
@@ -87,8 +88,8 @@ int run_main(RunCmd o, const std::string& command_line) {
     o.c.models.push_back(*zoo);
   }
   const gen::RunOptions defaults;
-  const int repetitions = o.repetitions.value_or(o.quick ? 2 : defaults.repetitions);
-  const double min_time = o.min_time.value_or(o.quick ? 0.002 : defaults.min_time);
+  const int repetitions = o.repetitions.value_or(o.quick ? 1 : defaults.repetitions);
+  const double min_time = o.min_time.value_or(o.quick ? 0.001 : defaults.min_time);
   // --quick: one pass, one call at least per repetition (the method's rigour traded for time).
   MethodCli method = o.method;
   if (o.quick) {
@@ -96,6 +97,12 @@ int run_main(RunCmd o, const std::string& command_line) {
     if (!method.min_iterations) method.min_iterations = 1;
   }
   if (o.quick && !o.c.all_impls && (o.c.max_impls == 0 || o.c.max_impls > 2)) o.c.max_impls = 2;
+  // --quick is a first look (docs/MEASUREMENT.md, "What it costs"): no replay unless asked for, and
+  // so no layout conversions to time (the replay is what runs them; the blocked-layout finding,
+  // which sums them, is left out), no re-measurement of a case timed in a slowed period (the bound
+  // check still times again, with the full method, the cases of a layer a framework beats).
+  if (o.quick && !o.replay_given) o.replay = false;
+  if (o.quick && !o.replay) o.c.no_conversions = true;
 
   // Backend: auto is the GPU's backend when one is usable, else every CPU backend that can run.
   if (o.c.backend == "auto") {
@@ -117,7 +124,7 @@ int run_main(RunCmd o, const std::string& command_line) {
   if (!loaded) return fail(loaded.error().message);
   Loaded& l = *loaded;
   if (l.models.empty()) return fail("no model could be processed");
-  const double warmup = o.quick ? 0.001 : defaults.warmup_seconds;
+  const double warmup = o.quick ? 0.0005 : defaults.warmup_seconds;
   gen::CostOptions costs;
   costs.min_time = min_time;
   costs.repetitions = repetitions;
@@ -125,6 +132,10 @@ int run_main(RunCmd o, const std::string& command_line) {
   costs.threads = o.threads;
   gen::RunOptions ro;
   set_method(ro, costs, method);
+  if (o.quick) {
+    ro.remeasure = false;
+    ro.reuse_frames = true;
+  }
   if (auto st = select_shard(l, o.c, costs, "run"); !st) return fail(st.error().message);
   int64_t layers = 0;
   std::set<std::string> files;
@@ -413,7 +424,8 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
   r->add_option("--out", o->out, "Folder for the database and the reports (report.html, report.json)");
   r->add_flag(
       "--quick", o->quick,
-      "A first look: 1 pass of 2 repetitions, at most 2 implementations per config (the batch sizes stay "
+      "A first look: 1 pass of 1 repetition, at most 2 implementations per config, no re-measurement, "
+      "no replay (unless --replay) and so no layout conversions, ONNX Runtime 1 run (the batch sizes stay "
       "--batch's, default 1)");
   r->add_option("--threads", o->threads,
                 "CPU threads available (a thread budget): cases are timed at 1, the powers of two below N, "
@@ -426,9 +438,9 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       "left out; no ONNX Runtime reference)");
   r->add_flag("--threads-exact", o->threads_exact,
               "Exactly --threads threads for every layer (one system), not the budget's fastest count");
-  r->add_option("--repetitions", o->repetitions, "Repetitions per case and pass (default 3; --quick 2)")
+  r->add_option("--repetitions", o->repetitions, "Repetitions per case and pass (default 3; --quick 1)")
       ->check(int_in(1, kMaxRepetitions, "repetitions"));
-  r->add_option("--min-time", o->min_time, "Seconds per repetition, at least (default 0.003; --quick 0.002)")
+  r->add_option("--min-time", o->min_time, "Seconds per repetition, at least (default 0.003; --quick 0.001)")
       ->check(real_in(0, kMaxSecondsPerCase, "seconds", true));
   add_method_options(r, o->method);
   r->add_option(
@@ -442,7 +454,8 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       "--all-impls", o->c.all_impls,
       "Time every implementation, the fused variants' too (slower; by default a fused variant times the "
       "first implementation of each algorithm family and layout)");
-  r->add_flag("--replay,!--no-replay", o->replay, "Replay each model's best cases as its graph (default on)");
+  auto* replay_flag = r->add_flag("--replay,!--no-replay", o->replay,
+                                  "Replay each model's best cases as its graph (default on; --quick: off)");
   r->add_flag("--reference,!--no-reference", o->reference,
               "Time the models in the reference runtime, ONNX Runtime, for M, end to end and per layer "
               "(default on when reference/onnxruntime is installed)");
@@ -468,7 +481,10 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
                 "(merge the shards, then analyze)");
   r->add_option("--shard-costs", o->c.shard_costs,
                 "An earlier database whose measurements and peaks estimate the cases' times for --shard");
-  r->callback([o, command_line, &exit_code] { exit_code = run_main(*o, command_line); });
+  r->callback([o, replay_flag, command_line, &exit_code] {
+    o->replay_given = replay_flag->count() > 0;
+    exit_code = run_main(*o, command_line);
+  });
 }
 
 }  // namespace floorline::cli

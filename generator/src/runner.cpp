@@ -64,11 +64,40 @@ std::string race_key(int64_t system_id, const std::string& key, const std::strin
   return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", system_id, key, dtype, math_mode, fusion);
 }
 
+// The racing order's prior (race_order): a case's kind, backend, algorithm and layout.
+std::string prior_key(const CaseId& id) {
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}", id.key.substr(0, id.key.find('|')), id.backend, id.algorithm,
+                     id.layout);
+}
+
 double lowest(const std::vector<double>& us) {
   return us.empty() ? std::numeric_limits<double>::infinity() : *std::min_element(us.begin(), us.end());
 }
 
 }  // namespace
+
+void race_order(std::vector<const PlannedCase*>::iterator begin,
+                std::vector<const PlannedCase*>::iterator end,
+                const std::function<double(const PlannedCase&)>& prior) {
+  auto group = [](const PlannedCase& c) {
+    const CaseId id = c.spec.id();
+    return fmt::format("{}\x1f{}\x1f{}\x1f{}", id.key, id.dtype, id.math_mode, id.fusion);
+  };
+  for (auto run = begin; run != end;) {
+    if ((*run)->conversion) {
+      ++run;
+      continue;
+    }
+    const std::string g = group(**run);
+    auto last = std::next(run);
+    while (last != end && !(*last)->conversion && group(**last) == g) ++last;
+    std::vector<std::pair<double, const PlannedCase*>> ranked;
+    for (auto it = run; it != last; ++it) ranked.emplace_back(prior(**it), *it);
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [p, c] : ranked) *run++ = c;
+  }
+}
 
 std::vector<int> budget_thread_counts(int threads, bool exact) {
   threads = std::max(1, threads);
@@ -83,6 +112,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
                             const std::vector<const Backend*>& backends, const RunOptions& options) {
   RunSummary sum;
   sum.threads = options.threads;
+  sum.remeasure = options.remeasure;
   if (!dbp && !options.dry_run) return make_error("no database to write to");
   benchdb::Database& db = *dbp;  // only used when not a dry run
   // Every backend must be able to run here (a dry run builds kernels too), before anything is written.
@@ -106,14 +136,13 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   auto previous_int = std::signal(SIGINT, on_interrupt);
   auto previous_term = std::signal(SIGTERM, on_interrupt);
   const int passes = std::max(1, options.passes);
-  // Progress counts visits (a case in one pass): settled cases count as done, re-measurements add.
-  int64_t total_visits = 0, total_cases = 0;
+  // Progress counts cases: settled ones are done, a case is done once its row is written (after its
+  // block's passes, further placements and re-measurements). The ETA is the cases left at the visits
+  // a finished case took on average (the passes until one finished), at the mean wall time per visit.
+  int64_t total_cases = 0;
   for (const auto& c : plan.cases)
-    if (!c.status) {
-      total_visits += passes;
-      ++total_cases;
-    }
-  int64_t visits_done = 0, visits_now = 0;
+    if (!c.status) ++total_cases;
+  int64_t cases_done = 0, visits_now = 0, finished_now = 0, finished_visits = 0;
   // The sentinel (measurement.hpp), read between visits; not in a dry run, which times nothing.
   std::optional<Sentinel> sentinel;
   if (options.sentinel && !options.dry_run) sentinel.emplace();
@@ -132,6 +161,11 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   // Racing (RunOptions::race_margin): the lowest reading so far per system and group (race_key).
   const bool racing = options.race_margin > 0 && !options.keep_lower && !options.dry_run;
   std::unordered_map<std::string, double> race_best;
+  // The racing order's prior: per prior_key, the sum and count of its cases' times over their
+  // group's best (capped at 4x), from this system's earlier groups (the database's, then this run's).
+  std::unordered_map<std::string, std::pair<double, int64_t>> prior_sum;
+  constexpr double kPriorCap = 4;
+  std::unordered_set<std::string> groups_seen;  // RunSummary::race_groups
   // A backend's idle workers spin between its cases; they are parked before the next backend's
   // cases are timed (Backend::park_threads), and at the end.
   const Backend* previous = nullptr;
@@ -171,7 +205,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
                                   {"cold", options.cold},
                                   {"race_margin", racing ? options.race_margin : 0.0}};
       if (options.keep_lower) options_json["keep_lower"] = true;  // a re-timing (replay.hpp)
-      if (!sys.isa.empty()) options_json["isa"] = sys.isa;        // the cap (FLOORLINE_MAX_CPU_ISA)
+      if (!options.remeasure) options_json["remeasure"] = false;
+      if (options.reuse_frames) options_json["reuse_frames"] = true;
+      if (!sys.isa.empty()) options_json["isa"] = sys.isa;  // the cap (FLOORLINE_MAX_CPU_ISA)
       if (!options.shard.empty()) options_json["shard"] = options.shard;
       if (!options.shard_costs.empty()) options_json["shard_costs"] = options.shard_costs;
       run.options = options_json.dump();
@@ -236,6 +272,27 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
               return {};
             }));
     }
+    prior_sum.clear();
+    if (racing)
+      FL_TRY(db.for_each(
+          "SELECT lc.key, c.backend, c.algorithm, c.layout, min(m.min_us / b.min_us, ?2) "
+          "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
+          "JOIN best_measurements b ON b.config_id = c.config_id AND b.system_id = m.system_id "
+          "AND b.dtype = c.dtype AND b.math_mode = c.math_mode AND b.fusion = c.fusion "
+          "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.min_us > 0 AND b.min_us > 0 "
+          "AND c.conversion_tensor = '' AND (m.status = 'passed' OR m.reason LIKE 'raced out:%')",
+          {system_id, kPriorCap},
+          [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) -> Status {
+            CaseId id;
+            id.key = std::get<std::string>(v[0]);
+            id.backend = std::get<std::string>(v[1]);
+            id.algorithm = std::get<std::string>(v[2]);
+            id.layout = std::get<std::string>(v[3]);
+            auto& [total, n] = prior_sum[prior_key(id)];
+            total += std::get<double>(v[4]);
+            ++n;
+            return {};
+          }));
     sum.system_id = system_id;
     sum.run_id = run_id;
     benchdb::WriterOptions wopts;
@@ -261,7 +318,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       const int64_t case_id = options.dry_run ? 0 : case_ids.at(c.spec.name);
       if (settled.count(case_id)) {
         ++sum.already_measured;
-        if (!c.status) visits_done += passes;
+        if (!c.status) ++cases_done;
         continue;
       }
       if (c.status) {
@@ -321,9 +378,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       t.raced_best = best;
       t.raced_on = std::move(on);
       ++sum.raced_out;
+      if (t.raced_on.rfind("warm-up", 0) == 0) ++sum.raced_on_warmup;
       const int64_t saved = std::max(0, passes - t.visits);
       sum.raced_out_visits += saved;
-      total_visits -= saved;
     };
     // Its readings (passes outside slowed periods): the lowest one to drop it on, the best it lost
     // to and whose best that is, if any: one reading at race_drop × the group's best, or every
@@ -369,26 +426,26 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       ++visits_now;
       ++t.visits;
       if (options.progress != Progress::kNone) {
-        // ETA: the visits left at the mean wall time per visit timed so far in this run (a resumed
-        // run's settled cases took no time and are not in the mean).
         const auto now = clock::now();
         const double el = std::chrono::duration<double>(now - cases_start).count();
-        const int64_t done = visits_done + visits_now - 1;  // this visit has not run yet
-        const double eta = visits_now > 1 ? el / static_cast<double>(visits_now - 1) *
-                                                static_cast<double>(total_visits - done)
-                                          : -1;
+        // A resumed run's settled cases took no time and are not in the means.
+        const double per_case = finished_now > 0
+                                    ? static_cast<double>(finished_visits) / static_cast<double>(finished_now)
+                                    : static_cast<double>(passes);
+        const double left = std::max(0.0, static_cast<double>(total_cases - cases_done) * per_case -
+                                              static_cast<double>(visits_now - 1 - finished_visits));
+        const double eta = visits_now > 1 ? el / static_cast<double>(visits_now - 1) * left : -1;
         if (options.progress == Progress::kTerminal) {
-          std::fprintf(stderr, "\r\033[K[%lld/%lld] %s elapsed, ETA %s  pass %d %.50s",
-                       static_cast<long long>(done + 1), static_cast<long long>(total_visits),
+          std::fprintf(stderr, "\r\033[K[%lld/%lld cases] %s elapsed, ETA %s  visit %d %.50s",
+                       static_cast<long long>(cases_done), static_cast<long long>(total_cases),
                        duration(el).c_str(), duration(eta).c_str(), pass + 1, c.spec.name.c_str());
           std::fflush(stderr);
         } else if (std::chrono::duration<double>(now - last_line).count() >=
                    options.progress_interval_seconds) {
           last_line = now;
-          // In cases: the visits done over the passes per case (re-measurements make it lag).
           std::fprintf(stderr, "progress: %lld/%lld cases done, %s elapsed, ETA %s\n",
-                       static_cast<long long>(std::min<int64_t>(done / passes, total_cases)),
-                       static_cast<long long>(total_cases), duration(el).c_str(), duration(eta).c_str());
+                       static_cast<long long>(cases_done), static_cast<long long>(total_cases),
+                       duration(el).c_str(), duration(eta).c_str());
           std::fflush(stderr);
         }
       }
@@ -396,7 +453,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         take_reading();
       // The visit's buffer placement (kernels/buffer.hpp), built by the backend inside its scope.
       kernels::CaseSpec spec = c.spec;
-      spec.placement = {options.placements > 0 ? pass % options.placements : pass, options.huge_pages};
+      spec.placement = {options.placements > 0 ? pass % options.placements : pass, options.huge_pages,
+                        options.reuse_frames};
       auto built = factory(spec);
       if (!built) {
         t.error = built.error();
@@ -533,6 +591,14 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     for (size_t first = 0; first < timed.size() && !g_interrupted; first += block_size) {
       // One block: every pass over the same cases, then the re-measurements, then the rows.
       std::vector<Timing> block(std::min(block_size, timed.size() - first));
+      // Likely winners first within each race (an order, not a cut): 1 where nothing is known yet.
+      if (racing)
+        race_order(
+            timed.begin() + static_cast<std::ptrdiff_t>(first),
+            timed.begin() + static_cast<std::ptrdiff_t>(first + block.size()), [&](const PlannedCase& c) {
+              const auto it = prior_sum.find(prior_key(c.spec.id()));
+              return it == prior_sum.end() ? 1.0 : it->second.first / static_cast<double>(it->second.second);
+            });
       if (racing)
         for (size_t i = 0; i < block.size(); ++i) {
           const PlannedCase& c = *timed[first + i];
@@ -541,6 +607,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           if (c.conversion) continue;
           const CaseId id = c.spec.id();
           block[i].group = race_key(system_id, id.key, id.dtype, id.math_mode, id.fusion);
+          ++sum.race_candidates;
+          if (groups_seen.insert(block[i].group).second) ++sum.race_groups;
           block[i].layout_group = block[i].group + "\x1f" + id.layout;
           block[i].races = !c.work.is_default;
         }
@@ -571,7 +639,6 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           if (!searched[i]) ++sum.placement_searched;
           searched[i] = true;
           ++sum.placement_visits;
-          ++total_visits;
           FL_TRY(visit(*timed[first + i], static_cast<int>(t.passes.size()), t));
         }
         if (any) take_reading();
@@ -582,15 +649,30 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       // those not timed at all are left to a rerun.
       for (size_t i = 0; i < block.size() && !g_interrupted; ++i) {
         Timing& t = block[i];
-        if (t.done || t.passes.empty() || raced_out(t)) continue;
+        if (!options.remeasure || t.done || t.passes.empty() || raced_out(t)) continue;
         const CaseStatistics st = case_statistics(t.passes);
         if (st.slowed == 0 && st.low_cv <= options.noisy_cv) continue;
         ++sum.remeasured;
-        ++total_visits;
         FL_TRY(visit(*timed[first + i], static_cast<int>(t.passes.size()), t));
       }
       take_reading();
-      for (size_t i = 0; i < block.size(); ++i) FL_TRY(finish(*timed[first + i], block[i]));
+      for (size_t i = 0; i < block.size(); ++i) {
+        // What this race teaches the next ones' order: the case's time over its group's best now.
+        if (const Timing& t = block[i]; racing && !t.group.empty()) {
+          const double us = t.raced_us
+                                ? *t.raced_us
+                                : (t.passes.empty() || t.error ? 0.0 : case_statistics(t.passes).min_us);
+          if (auto g = race_best.find(t.group); us > 0 && g != race_best.end() && g->second > 0) {
+            auto& [total, n] = prior_sum[prior_key(timed[first + i]->spec.id())];
+            total += std::min(us / g->second, kPriorCap);
+            ++n;
+          }
+        }
+        FL_TRY(finish(*timed[first + i], block[i]));
+        ++cases_done;
+        ++finished_now;
+        finished_visits += block[i].visits;
+      }
     }
     if (writer) {
       if (auto st = writer->flush(); !st && result.ok()) result = st;

@@ -123,6 +123,14 @@ void append_values(Stream& s, DataType dtype, int64_t count, Range r, std::strin
   const size_t at = out.size();
   out.resize(at + static_cast<size_t>(count) * size);
   char* p = out.data() + at;
+  if (dtype == DataType::kF32) {  // the common case, without the per-value dispatch below
+    for (int64_t k = 0; k < count; ++k, p += 4) {
+      float f = static_cast<float>(r.lo + (r.hi - r.lo) * s.uniform());
+      if (std::fabs(f) < std::numeric_limits<float>::min()) f = 0.0f;
+      std::memcpy(p, &f, 4);
+    }
+    return;
+  }
   for (int64_t k = 0; k < count; ++k, p += size) {
     if (dtype == DataType::kF32 || dtype == DataType::kF16 || dtype == DataType::kBF16 ||
         dtype == DataType::kF64) {

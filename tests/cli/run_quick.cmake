@@ -1,6 +1,7 @@
-# `floorline run --quick` end to end on a small subset of the zoo: the database holds the models,
-# the measurements and one replay per model; both reports exist and name every model; a second run
-# measures nothing and only re-analyzes.
+# `floorline run --quick` end to end on a small subset of the zoo: the database holds the models and
+# the measurements, one visit each, no layout conversion and no replay (a first look); both reports
+# exist and name every model. `--quick --replay` then times the conversions and replays each model;
+# a third run measures nothing and only re-analyzes.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(OUT ${WORK_DIR}/out)
@@ -27,7 +28,7 @@ endfunction()
 # The reference runtime is not installed where FLOORLINE_REFERENCE_DIR points (tests/CMakeLists.txt
 # points it nowhere): one line says how to install it, and the rest of the run goes on.
 run(0 ${FLOORLINE} run ${MODELS} --quick --out ${OUT})
-foreach(want "backend onednn" "[1/4] layers: 2 model(s)" "[3/4] replay: 2 model(s) replayed"
+foreach(want "backend onednn" "[1/4] layers: 2 model(s)" "[3/4] replay: not asked for"
         "[ref] reference runtime not run:" "scripts/install-deps")
   string(FIND "${err}" "${want}" at)
   if(at EQUAL -1)
@@ -46,9 +47,27 @@ expect("SELECT count(DISTINCT m.name) FROM model_layers ml JOIN models m ON m.id
 expect("SELECT count(*) > 100 FROM measurements WHERE status = 'passed'" 1)
 expect("SELECT count(*) FROM measurements WHERE status = 'failed'" 0)
 expect("SELECT count(*) FROM system_peaks WHERE dtype = 'f32'" 2)
-expect("SELECT count(*) FROM replays r JOIN runs ON runs.id = r.run_id WHERE r.median_us > 0" 2)
+expect("SELECT count(*) FROM replays" 0)
+expect("SELECT count(*) FROM cases WHERE conversion_to <> ''" 0)
 expect("SELECT count(*) FROM framework_latencies" 0)
 expect("SELECT count(*) FROM runs WHERE status = 'finished'" 1)
+# One visit of one repetition per case, none timed again, the frames of earlier builds reused.
+expect("SELECT max(passes) || ',' || max(repetitions) FROM measurements WHERE status = 'passed'" "1,1")
+expect("SELECT json_extract(options, '$.remeasure') || ',' || json_extract(options, '$.reuse_frames') FROM runs" "0,1")
+file(READ ${OUT}/report.json json)
+string(JSON replay TYPE "${json}" models 0 replay_us)
+if(NOT replay STREQUAL "NULL")
+  message(FATAL_ERROR "report.json: replay_us is ${replay} where no replay was run")
+endif()
+
+# --quick --replay: the layout conversions are planned and timed, and each model is replayed.
+run(0 ${FLOORLINE} run ${MODELS} --quick --replay --out ${OUT})
+string(FIND "${err}" "[3/4] replay: 2 model(s) replayed" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "--quick --replay: stderr lacks the replays:\n${err}")
+endif()
+expect("SELECT count(*) > 0 FROM cases c JOIN measurements m ON m.case_id = c.id WHERE c.conversion_to <> '' AND m.status = 'passed'" 1)
+expect("SELECT count(*) FROM replays r JOIN runs ON runs.id = r.run_id WHERE r.median_us > 0" 2)
 sql("SELECT count(*) FROM measurements")
 set(rows ${value})
 
@@ -76,7 +95,7 @@ endforeach()
 
 # Again: nothing new to measure, the replays stand, the reports are rewritten.
 file(REMOVE ${OUT}/report.html)
-run(0 ${FLOORLINE} run ${MODELS} --quick --out ${OUT})
+run(0 ${FLOORLINE} run ${MODELS} --quick --replay --out ${OUT})
 foreach(want "0 passed" "0 model(s) replayed, 2 kept from an earlier run")
   string(FIND "${err}" "${want}" at)
   if(at EQUAL -1)
@@ -103,4 +122,18 @@ if(NOT conv_configs EQUAL value OR conv_configs EQUAL 0)
 endif()
 if(out MATCHES ",-[0-9.]+\n")
   message(FATAL_ERROR "a default faster than the best:\n${out}")
+endif()
+
+# How close each raced-out candidate came: one row per raced-out case, each above 1.25x its group's
+# best now (the narrowest margin it can have been dropped on, against a best that only falls).
+run(0 ${FLOORLINE} db query ${DB} --raced --format csv)
+string(REGEX MATCHALL "\n[0-9]+,[^\n]*raced out:[^\n]*" raced_rows "${out}")
+list(LENGTH raced_rows n)
+sql("SELECT count(*) FROM measurements WHERE superseded = 0 AND reason LIKE 'raced out:%'")
+if(NOT n EQUAL value)
+  message(FATAL_ERROR "--raced lists ${n} cases, the database has ${value} raced out:\n${out}")
+endif()
+sql("SELECT count(*) FROM measurements m JOIN cases c ON c.id = m.case_id JOIN best_cases b ON b.config_id = c.config_id AND b.system_id = m.system_id AND b.dtype = c.dtype AND b.math_mode = c.math_mode AND b.fusion = c.fusion WHERE m.superseded = 0 AND m.reason LIKE 'raced out:%' AND m.min_us <= 1.25 * b.min_us")
+if(NOT value EQUAL 0)
+  message(FATAL_ERROR "${value} raced-out case(s) within 1.25x of their group's best")
 endif()

@@ -109,6 +109,35 @@ TEST(Placement, TheFallbackGivesPlainPagesAtThePlacementsOffsets) {
   EXPECT_EQ(large.data(), nullptr);
 }
 
+// reuse_frames (`run --quick`): a large buffer takes back the mapping a released one of its size
+// left, zeroed again and at its own placement's offset; without it, it never does (the placements
+// of the default method land on other frames); a much larger one gets a mapping of its own.
+TEST(Placement, ReusedFramesComeBackZeroedAtTheirOffset) {
+  void* first_map = nullptr;
+  {
+    const PlacementScope scope(BufferPlacement{3, false});
+    HostBuffer a(1 << 20);
+    std::memset(a.data(), 0x5a, a.bytes());
+    first_map = static_cast<char*>(a.data()) - a.offset();
+  }
+  {
+    const PlacementScope scope(BufferPlacement{3, false, true});
+    HostBuffer b(1 << 20);
+    EXPECT_EQ(static_cast<char*>(b.data()) - b.offset(), first_map);
+    EXPECT_EQ(b.offset(), kernels::offset_in_page(3, 0));
+    const auto* bytes = static_cast<const unsigned char*>(b.data());
+    EXPECT_EQ(bytes[0], 0);
+    EXPECT_EQ(bytes[b.bytes() - 1], 0);
+    HostBuffer c(8 << 20);  // no retired mapping of 8 to 16 MiB: a fresh one
+    EXPECT_NE(static_cast<char*>(c.data()) - c.offset(), first_map);
+  }
+  {
+    const PlacementScope scope(BufferPlacement{3, false});
+    HostBuffer d(1 << 20);
+    EXPECT_NE(static_cast<char*>(d.data()) - d.offset(), first_map);
+  }
+}
+
 // Asked for: huge pages exactly where the host's mode allows them, and then 2 MiB-aligned.
 TEST(Placement, HugePagesWhereTheSystemAllowsThem) {
   const bool allowed = kernels::huge_pages_allowed(kernels::transparent_huge_pages());

@@ -1,4 +1,5 @@
 // The runner writes every case's outcome to a database; a second run resumes.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -226,6 +227,70 @@ TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {
   const RaceRun full = race(*db, plan, *models, off);
   EXPECT_EQ(full.summary.raced_out, 0);
   EXPECT_EQ(full.outcome.at(reference).first, "passed");
+}
+
+// The racing order on a real plan (a convolution and its Relu: every oneDNN implementation, the
+// fused variants and the layout conversions): within each run of one race the cases come by prior, lowest
+// first, ties in plan order; the races, the conversions and every case keep their places otherwise.
+TEST(Runner, TheRacingOrderPutsLikelyWinnersFirstWithinEachRace) {
+  constexpr const char* kConvRelu = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+conv_relu (float[1,32,28,28] x, float[32,32,3,3] w) => (float y)
+{
+  c = Conv <pads = [1, 1, 1, 1]> (x, w)
+  y = Relu (c)
+}
+)onnx";
+  auto models = mp::process_model_text(kConvRelu, "conv_relu.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  PlanOptions po;
+  po.max_impls = 0;
+  po.include_reference = true;
+  po.fused_all = true;
+  const Plan plan = make_plan(*models, {find_backend("onednn")}, po);
+  std::vector<const PlannedCase*> cases;
+  for (const auto& c : plan.cases)
+    if (!c.status) cases.push_back(&c);
+  ASSERT_GT(cases.size(), 8u);
+  // The reference loops last, the default first, the rest by their plan position from the back.
+  std::map<const PlannedCase*, double> prior;
+  for (size_t i = 0; i < cases.size(); ++i)
+    prior[cases[i]] = cases[i]->reference         ? 10
+                      : cases[i]->work.is_default ? 0
+                                                  : 1 + 1.0 / static_cast<double>(i + 1);
+  auto group = [](const PlannedCase* c) {
+    const CaseId id = c->spec.id();
+    return c->conversion ? c->spec.name : id.key + "|" + id.dtype + "|" + id.math_mode + "|" + id.fusion;
+  };
+  std::vector<const PlannedCase*> ordered = cases;
+  race_order(ordered.begin(), ordered.end(), [&](const PlannedCase& c) { return prior.at(&c); });
+  ASSERT_EQ(ordered.size(), cases.size());
+  EXPECT_TRUE(std::is_permutation(ordered.begin(), ordered.end(), cases.begin()));
+  int moved = 0, conversions = 0, fused = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(group(ordered[i]), group(cases[i])) << i;  // every race and conversion in its place
+    if (cases[i]->conversion) {
+      ++conversions;
+      EXPECT_EQ(ordered[i], cases[i]);
+    }
+    if (!cases[i]->spec.id().fusion.empty()) ++fused;
+    moved += ordered[i] != cases[i];
+    if (i > 0 && !ordered[i]->conversion && group(ordered[i]) == group(ordered[i - 1])) {
+      EXPECT_LE(prior.at(ordered[i - 1]), prior.at(ordered[i])) << ordered[i]->spec.name;
+    }
+  }
+  EXPECT_GT(conversions, 0);
+  EXPECT_GT(fused, 0);
+  EXPECT_GT(moved, 0);
+  // A reference implementation never comes before a JIT one of its race.
+  for (size_t i = 1; i < ordered.size(); ++i)
+    if (!ordered[i]->reference && group(ordered[i]) == group(ordered[i - 1])) {
+      EXPECT_FALSE(ordered[i - 1]->reference) << ordered[i]->spec.name;
+    }
+  // Equal priors keep the plan's order.
+  std::vector<const PlannedCase*> same = cases;
+  race_order(same.begin(), same.end(), [](const PlannedCase&) { return 1.0; });
+  EXPECT_EQ(same, cases);
 }
 
 TEST(Runner, DryRunWritesNothing) {

@@ -9,7 +9,9 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <iterator>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -29,9 +31,14 @@ size_t round_up(size_t v, size_t to) {
 
 // Released mappings, kept mapped (retired) until their total passes kRetiredBytes, then unmapped
 // oldest first (buffer.hpp). Never destroyed: a buffer may be released during static destruction.
+struct RetiredMap {
+  void* map;
+  size_t bytes;
+  bool huge;  // 2 MiB-aligned and advised MADV_HUGEPAGE
+};
 struct Retired {
   std::mutex mutex;
-  std::deque<std::pair<void*, size_t>> maps;
+  std::deque<RetiredMap> maps;
   size_t bytes = 0;
 };
 Retired& retired() {
@@ -39,20 +46,35 @@ Retired& retired() {
   return *r;
 }
 
-void retire(void* map, size_t bytes) {
+void retire(void* map, size_t bytes, bool huge) {
   if (bytes > kRetiredBytes) {
     munmap(map, bytes);
     return;
   }
   Retired& r = retired();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.maps.emplace_back(map, bytes);
+  r.maps.push_back({map, bytes, huge});
   r.bytes += bytes;
   while (r.bytes > kRetiredBytes) {
-    munmap(r.maps.front().first, r.maps.front().second);
-    r.bytes -= r.maps.front().second;
+    munmap(r.maps.front().map, r.maps.front().bytes);
+    r.bytes -= r.maps.front().bytes;
     r.maps.pop_front();
   }
+}
+
+// BufferPlacement::reuse_frames: the most recently retired mapping of `len` to 2 × `len` bytes with
+// the same page size, taken out of the retired ones; nullopt when none fits.
+std::optional<RetiredMap> take_retired(size_t len, bool huge) {
+  Retired& r = retired();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (auto it = r.maps.rbegin(); it != r.maps.rend(); ++it)
+    if (it->huge == huge && it->bytes >= len && it->bytes <= 2 * len) {
+      const RetiredMap m = *it;
+      r.bytes -= m.bytes;
+      r.maps.erase(std::next(it).base());
+      return m;
+    }
+  return std::nullopt;
 }
 
 // The system's mode, read once per process (per copy of this library).
@@ -108,6 +130,16 @@ HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   const size_t align = huge ? kHugePageBytes : page;
   const size_t len = round_up(offset_ + want, align);
+  if (t_placement.reuse_frames) {
+    if (auto m = take_retired(len, huge)) {
+      map_ = m->map;
+      map_bytes_ = m->bytes;
+      huge_ = m->huge;
+      data_ = static_cast<char*>(map_) + offset_;
+      std::memset(data_, 0, want);  // zeroed, as a fresh mapping is
+      return;
+    }
+  }
   // Over-map by the alignment and trim both ends: an mmap is page-aligned only.
   const size_t over = len + (huge ? align : 0);
   void* raw = mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -134,7 +166,7 @@ HostBuffer::~HostBuffer() {
 }
 
 void HostBuffer::release() {
-  if (map_) retire(map_, map_bytes_);
+  if (map_) retire(map_, map_bytes_, huge_);
   std::free(heap_);
   map_ = heap_ = data_ = nullptr;
   map_bytes_ = bytes_ = offset_ = 0;

@@ -50,6 +50,9 @@ struct RunOptions {
   // Large host buffers on transparent huge pages where the system allows it (buffer.hpp); recorded
   // in runs.options as "buffers" (kernels::page_policy).
   bool huge_pages = true;
+  // Large buffers take released mappings back (kernels::BufferPlacement::reuse_frames): faster
+  // builds, the frames of the last builds. For one visit per case (`run --quick`).
+  bool reuse_frames = false;
   // More placements for the short cases whose placements disagree: after the block's passes, a case
   // whose call takes under placement_search_below_us and whose second-best placement's median is
   // more than placement_tolerance above its best gets another placement (another visit, on other
@@ -63,6 +66,9 @@ struct RunOptions {
   // Above this low_cv (measurement.hpp: cv of the lowest half of the repetitions) a case is timed
   // once more, and flagged noisy when it still is.
   double noisy_cv = 0.05;
+  // Time once more the cases with a slowed pass or disagreeing repetitions (false: `run --quick`,
+  // a first look; their rows keep `slowed` and `noisy` as they are).
+  bool remeasure = true;
   bool sentinel = true;                // time the sentinel between visits and re-measure slowed periods
   double sentinel_interval = 0.2;      // seconds between sentinel readings, at least
   double sentinel_slow_factor = 1.15;  // a reading above this × the lowest one marks a slowed period
@@ -115,6 +121,9 @@ struct RunSummary {
   int64_t passed = 0, skipped = 0, unsupported = 0, failed = 0;
   int64_t raced_out = 0;         // of the skipped: dropped by racing (RunOptions::race_margin)
   int64_t raced_out_visits = 0;  // the visits racing saved (passes the raced-out cases did not get)
+  int64_t raced_on_warmup = 0;   // of the raced out: on their warm-up call, before any repetition
+  int64_t race_groups = 0;       // races (config, data type, math mode, fusion) with cases to time
+  int64_t race_candidates = 0;   // the cases to time in them (layout conversions are in none)
   int64_t already_measured = 0;  // not run: settled in an earlier run (resume), or a planned
                                  // status (skipped, unsupported) already recorded the same way
   int64_t verified = 0;          // passed verification before timing (--verify)
@@ -127,6 +136,7 @@ struct RunSummary {
   std::string calibration_error;   // why a calibration failed ("" when none did); the cases still ran
   bool interrupted = false;        // stopped by SIGINT/SIGTERM; what was measured is committed
   int64_t remeasured = 0;          // cases timed once more (slowed period or noisy repetitions)
+  bool remeasure = true;           // RunOptions::remeasure: whether cases were timed once more at all
   int64_t placement_searched = 0;  // cases given placements beyond the passes (max_placements)
   int64_t placement_visits = 0;    // the visits those took
   int64_t noisy = 0;               // passed cases whose repetitions still disagreed (flagged)
@@ -159,6 +169,16 @@ struct RunSummary {
 // timed at 1, every power of two below T, and T; S at T takes each layer's fastest of them. With
 // `exact`, T alone. Ascending; T >= 1.
 std::vector<int> budget_thread_counts(int threads, bool exact = false);
+
+// The racing order (docs/MEASUREMENT.md, "Racing"): within each run of consecutive cases of one race
+// (configuration, data type, math mode, fusion), the likely winners first, by `prior` (lower first:
+// the runner's is a case's mean time over its group's best in the groups raced before, by kind,
+// backend, algorithm and layout); ties and everything else keep their order, and layout conversions
+// their places. An order, never a cut: every case is still timed or raced. The first candidates visited
+// set the pace the others are raced against from their first warm-up call.
+void race_order(std::vector<const PlannedCase*>::iterator begin,
+                std::vector<const PlannedCase*>::iterator end,
+                const std::function<double(const PlannedCase&)>& prior);
 
 // Records the models (configs, layers) and the plan's cases, then times the cases of each
 // backend. `db` may be null for a dry run. Error, before anything is written, when a backend cannot

@@ -36,6 +36,11 @@ namespace floorline::kernels {
 struct BufferPlacement {
   int index = 0;            // the placement, 0-based (offset_in_page)
   bool huge_pages = false;  // large buffers on transparent huge pages where the system allows it
+  // Large buffers take a released mapping back when one fits (as large, at most twice as large, the
+  // same page size) instead of a fresh one: no page faults and no page clearing at build time, but
+  // the frames of the last builds. For a single visit per case (`run --quick`), where placements
+  // are not compared.
+  bool reuse_frames = false;
   bool operator==(const BufferPlacement&) const = default;
 };
 
