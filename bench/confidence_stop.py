@@ -9,13 +9,15 @@ script replays the rule on a database's recorded samples (`measurements.samples_
 repetition means per visit, in timing order) and reports, by the case's time:
 
   - stopped: the share of cases the rule would have ended after K visits;
-  - visits saved and time saved: the share of visits and of timed seconds those cases had after;
+  - visits saved and time saved: the share of visits and of timed seconds (each repetition's mean ×
+    the case's calls per repetition, its iterations over its repetitions) those cases had after;
   - raised: of the stopped cases, the share whose lowest reading after K visits is above the
     lowest over all of their visits by more than W, and by more than 2% (the time S would have
     taken too high).
 
 The same is done within one visit (`--within`): stop a visit's repetitions once its first two
-agree within W.
+agree within W. Last, for the cases with 3 to 5 visits, which visit gave the lowest reading: a
+minimum that repeats comes early; one that keeps falling comes from any visit alike.
 
     bench/confidence_stop.py DB [--width 0.01] [--after 2] [--clean-only] [--within] [--json]
 
@@ -43,35 +45,35 @@ def tally():
             "raised_w": 0, "raised_2pct": 0}
 
 
-def across_visits(visits, width, after, t):
+def across_visits(visits, calls, width, after, t):
     readings = [min(v) for v in visits]
     t["cases"] += 1
     t["visits"] += len(readings)
-    t["time"] += sum(sum(v) for v in visits)
+    t["time"] += calls * sum(sum(v) for v in visits)
     first = sorted(readings[:after])
     if len(first) < 2 or first[1] > first[0] * (1 + width):
         return
     t["stopped"] += 1
     t["visits_saved"] += len(readings) - after
-    t["time_saved"] += sum(sum(v) for v in visits[after:])
+    t["time_saved"] += calls * sum(sum(v) for v in visits[after:])
     final = min(readings)
     t["raised_w"] += first[0] > final * (1 + width)
     t["raised_2pct"] += first[0] > final * 1.02
 
 
-def within_visit(visits, width, t):
+def within_visit(visits, calls, width, t):
     for v in visits:
         if len(v) < 3:
             continue
         t["cases"] += 1
         t["visits"] += len(v)
-        t["time"] += sum(v)
+        t["time"] += calls * sum(v)
         a, b = sorted(v[:2])
         if b > a * (1 + width):
             continue
         t["stopped"] += 1
         t["visits_saved"] += len(v) - 2
-        t["time_saved"] += sum(v[2:])
+        t["time_saved"] += calls * sum(v[2:])
         t["raised_w"] += a > min(v) * (1 + width)
         t["raised_2pct"] += a > min(v) * 1.02
 
@@ -88,18 +90,23 @@ def main():
     if a.after < 2:
         sys.exit("confidence_stop.py: --after must be at least 2 (two readings to agree)")
     con = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True)
-    sql = ("SELECT samples_us, min_us FROM measurements WHERE status = 'passed' AND samples_us IS NOT NULL"
-           + (" AND coalesce(slowed, 0) = 0" if a.clean_only else ""))
+    sql = ("SELECT samples_us, min_us, iterations, repetitions FROM measurements WHERE status = 'passed' "
+           "AND samples_us IS NOT NULL AND superseded = 0" + (" AND coalesce(slowed, 0) = 0" if a.clean_only else ""))
     bins = {b: tally() for b in BINS}
-    for samples, min_us in con.execute(sql):
+    lowest_at = {}  # visits -> [count of cases whose lowest reading came at visit i]
+    for samples, min_us, iterations, repetitions in con.execute(sql):
         visits = [v for v in json.loads(samples) if v]
+        if 3 <= len(visits) <= 5:
+            readings = [min(v) for v in visits]
+            lowest_at.setdefault(len(visits), [0] * len(visits))[readings.index(min(readings))] += 1
         if min_us is None or (not a.within and len(visits) <= a.after):
             continue
+        calls = (iterations or 0) / repetitions if repetitions else 1.0
         b = next(b for b in BINS if b[0] <= min_us < b[1])
         if a.within:
-            within_visit(visits, a.width, bins[b])
+            within_visit(visits, calls, a.width, bins[b])
         else:
-            across_visits(visits, a.width, a.after, bins[b])
+            across_visits(visits, calls, a.width, a.after, bins[b])
     rows = []
     for (lo, hi), t in bins.items():
         if not t["cases"]:
@@ -111,7 +118,7 @@ def main():
     unit = "visits (repetitions)" if a.within else f"cases with more than {a.after} visits"
     if a.json:
         print(json.dumps({"db": a.db, "width": a.width, "after": a.after, "within": a.within,
-                          "clean_only": a.clean_only, "rows": rows}, indent=1))
+                          "clean_only": a.clean_only, "rows": rows, "lowest_at_visit": lowest_at}, indent=1))
         return
     print(f"{a.db}: stop {'a visit after 2 repetitions' if a.within else f'after {a.after} visits'} "
           f"when the two lowest agree within {a.width:.1%}; rows count {unit}")
@@ -119,6 +126,8 @@ def main():
     for r in rows:
         print(f"{r['time']:>14} {r['cases']:>7} {r['stopped']:>8.1%} {r['visits_saved']:>7.1%} "
               f"{r['time_saved']:>7.1%} {r['raised_over_width']:>9.1%} {r['raised_over_2pct']:>10.1%}")
+    for n, counts in sorted(lowest_at.items()):
+        print(f"cases with {n} visits: lowest reading at visit 1..{n}: {', '.join(str(c) for c in counts)}")
 
 
 if __name__ == "__main__":

@@ -230,14 +230,15 @@ int run_query(const DbOptions& o) {
     sql =
         "SELECT m.system_id, lc.kind, lc.key, c.dtype, c.math_mode, c.fusion, c.backend, c.algorithm, "
         "c.layout, "
-        "  m.min_us AS raced_us, b.min_us AS best_us, round(m.min_us / b.min_us, 3) AS over_best, "
+        "  m.min_us AS raced_us, coalesce(b.min_us, b.median_us) AS best_us, "
+        "  round(m.min_us / coalesce(b.min_us, b.median_us), 3) AS over_best, "
         "  b.backend AS best_backend, b.algorithm AS best_algorithm, m.reason "
         "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
         "LEFT JOIN best_cases b ON b.config_id = c.config_id AND b.system_id = m.system_id "
         "  AND b.dtype = c.dtype AND b.math_mode = c.math_mode AND b.fusion = c.fusion "
         "WHERE m.superseded = 0 AND m.status = 'skipped' AND m.reason LIKE 'raced out:%'" +
         std::string(o.system ? " AND m.system_id = ?1" : "") +
-        " ORDER BY m.system_id, over_best, lc.kind, lc.key";
+        " ORDER BY m.system_id, over_best IS NULL, over_best, lc.kind, lc.key";
   } else if (o.unique) {
     sql =
         "SELECT kind, key, dtype, flops, bytes, multiplicity, models, model_names FROM unique_configs "

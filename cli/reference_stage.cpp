@@ -220,7 +220,8 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
   const auto done = measured_before(db, version, o.threads, device, o.batches, settings);
 
   // 1. Weights: a copy with generated values for each model that lacks them, reused when up to date;
-  // the copies are written on every hardware thread (nothing is timed meanwhile), one model each.
+  // the copies are written on the hardware threads (up to 8; nothing is timed meanwhile), one model
+  // each. Two models of one name would write one copy: the second is refused.
   const fs::path mat_dir = o.out / "materialized";
   struct Entry {
     fs::path model;
@@ -229,7 +230,14 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
     std::string error;
   };
   std::vector<Entry> entries;
+  std::set<std::string> stems;
   for (const auto& m : o.models) {
+    if (!stems.insert(m.stem().string()).second) {
+      std::fprintf(stderr, "[ref] %s: another model is named %s; not run\n", m.string().c_str(),
+                   m.stem().string().c_str());
+      ++res.failures;
+      continue;
+    }
     if (done.count(m.stem().string())) {
       ++res.kept;
       continue;
@@ -251,9 +259,12 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
     std::atomic<size_t> next{0};
     auto work = [&]() {
       for (size_t i = next++; i < entries.size(); i = next++)
-        if (entries[i].materialize)
-          if (auto mat = mp::materialize_model(entries[i].model, mat_dir); !mat)
-            entries[i].error = mat.error().message;
+        if (entries[i].materialize) try {
+            if (auto mat = mp::materialize_model(entries[i].model, mat_dir); !mat)
+              entries[i].error = mat.error().message;
+          } catch (const std::exception& e) {  // no exception may end a worker thread (std::terminate)
+            entries[i].error = fmt::format("{}: {}", entries[i].model.string(), e.what());
+          }
     };
     std::vector<std::thread> workers;
     const size_t n = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);

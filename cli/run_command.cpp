@@ -134,7 +134,7 @@ int run_main(RunCmd o, const std::string& command_line) {
   set_method(ro, costs, method);
   if (o.quick) {
     ro.remeasure = false;
-    ro.reuse_frames = true;
+    ro.reuse_frames = ro.passes <= 1;  // placements compared (--passes N) need frames of their own
   }
   if (auto st = select_shard(l, o.c, costs, "run"); !st) return fail(st.error().message);
   int64_t layers = 0;
@@ -337,6 +337,9 @@ int run_main(RunCmd o, const std::string& command_line) {
       full.min_iterations = defaults.min_iterations;
       full.warmup_seconds = defaults.warmup_seconds;
       full.max_placements = defaults.max_placements;
+      full.placements = defaults.placements;
+      full.remeasure = defaults.remeasure;
+      full.reuse_frames = defaults.reuse_frames;
       auto chosen = gen::best_cases(db, system_id, l.plan, DType::kF32, !o.threads_exact);
       if (!chosen) return fail(chosen.error().message);
       struct Retimed {

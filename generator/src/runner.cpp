@@ -66,8 +66,8 @@ std::string race_key(int64_t system_id, const std::string& key, const std::strin
 
 // The racing order's prior (race_order): a case's kind, backend, algorithm and layout.
 std::string prior_key(const CaseId& id) {
-  return fmt::format("{}\x1f{}\x1f{}\x1f{}", id.key.substr(0, id.key.find('|')), id.backend, id.algorithm,
-                     id.layout);
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", id.key.substr(0, id.key.find('|')), id.dtype,
+                     id.math_mode, id.backend, id.algorithm, id.layout);
 }
 
 double lowest(const std::vector<double>& us) {
@@ -143,6 +143,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   for (const auto& c : plan.cases)
     if (!c.status) ++total_cases;
   int64_t cases_done = 0, visits_now = 0, finished_now = 0, finished_visits = 0;
+  // Elapsed and the ETA's wall time per visit span every backend, as the counts do.
+  const auto cases_start = std::chrono::steady_clock::now();
+  auto last_line = cases_start;  // Progress::kLines: when the last line was printed
   // The sentinel (measurement.hpp), read between visits; not in a dry run, which times nothing.
   std::optional<Sentinel> sentinel;
   if (options.sentinel && !options.dry_run) sentinel.emplace();
@@ -275,7 +278,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     prior_sum.clear();
     if (racing)
       FL_TRY(db.for_each(
-          "SELECT lc.key, c.backend, c.algorithm, c.layout, min(m.min_us / b.min_us, ?2) "
+          "SELECT lc.key, c.backend, c.algorithm, c.layout, c.dtype, c.math_mode, min(m.min_us / b.min_us, "
+          "?2) "
           "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
           "JOIN best_measurements b ON b.config_id = c.config_id AND b.system_id = m.system_id "
           "AND b.dtype = c.dtype AND b.math_mode = c.math_mode AND b.fusion = c.fusion "
@@ -288,8 +292,10 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
             id.backend = std::get<std::string>(v[1]);
             id.algorithm = std::get<std::string>(v[2]);
             id.layout = std::get<std::string>(v[3]);
+            id.dtype = std::get<std::string>(v[4]);
+            id.math_mode = std::get<std::string>(v[5]);
             auto& [total, n] = prior_sum[prior_key(id)];
-            total += std::get<double>(v[4]);
+            total += std::get<double>(v[6]);
             ++n;
             return {};
           }));
@@ -309,8 +315,6 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       return options.dry_run ? Status{} : writer->add(std::move(m));
     };
     const auto factory = backend->factory();
-    const auto cases_start = clock::now();
-    auto last_line = cases_start;  // Progress::kLines: when the last line was printed
     // The cases of this backend to time, in plan order; the others are settled or recorded here.
     std::vector<const PlannedCase*> timed;
     for (const auto& c : plan.cases) {
@@ -591,14 +595,24 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     for (size_t first = 0; first < timed.size() && !g_interrupted; first += block_size) {
       // One block: every pass over the same cases, then the re-measurements, then the rows.
       std::vector<Timing> block(std::min(block_size, timed.size() - first));
-      // Likely winners first within each race (an order, not a cut): 1 where nothing is known yet.
-      if (racing)
-        race_order(
-            timed.begin() + static_cast<std::ptrdiff_t>(first),
-            timed.begin() + static_cast<std::ptrdiff_t>(first + block.size()), [&](const PlannedCase& c) {
-              const auto it = prior_sum.find(prior_key(c.spec.id()));
-              return it == prior_sum.end() ? 1.0 : it->second.first / static_cast<double>(it->second.second);
-            });
+      // Likely winners first within each race (an order, not a cut). A candidate never seen before
+      // takes the mean of what is known: neither ahead of the known winners nor behind the losers.
+      if (racing) {
+        double known = 0;
+        int64_t kinds = 0;
+        for (const auto& [k, tn] : prior_sum) {
+          known += tn.first / static_cast<double>(tn.second);
+          ++kinds;
+        }
+        const double unknown = kinds > 0 ? known / static_cast<double>(kinds) : 1.0;
+        race_order(timed.begin() + static_cast<std::ptrdiff_t>(first),
+                   timed.begin() + static_cast<std::ptrdiff_t>(first + block.size()),
+                   [&](const PlannedCase& c) {
+                     const auto it = prior_sum.find(prior_key(c.spec.id()));
+                     return it == prior_sum.end() ? unknown
+                                                  : it->second.first / static_cast<double>(it->second.second);
+                   });
+      }
       if (racing)
         for (size_t i = 0; i < block.size(); ++i) {
           const PlannedCase& c = *timed[first + i];

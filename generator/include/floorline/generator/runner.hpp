@@ -121,7 +121,7 @@ struct RunSummary {
   int64_t passed = 0, skipped = 0, unsupported = 0, failed = 0;
   int64_t raced_out = 0;         // of the skipped: dropped by racing (RunOptions::race_margin)
   int64_t raced_out_visits = 0;  // the visits racing saved (passes the raced-out cases did not get)
-  int64_t raced_on_warmup = 0;   // of the raced out: on their warm-up call, before any repetition
+  int64_t raced_on_warmup = 0;   // of the raced out: on a warm-up call (not a repetition's reading)
   int64_t race_groups = 0;       // races (config, data type, math mode, fusion) with cases to time
   int64_t race_candidates = 0;   // the cases to time in them (layout conversions are in none)
   int64_t already_measured = 0;  // not run: settled in an earlier run (resume), or a planned
@@ -173,7 +173,8 @@ std::vector<int> budget_thread_counts(int threads, bool exact = false);
 // The racing order (docs/MEASUREMENT.md, "Racing"): within each run of consecutive cases of one race
 // (configuration, data type, math mode, fusion), the likely winners first, by `prior` (lower first:
 // the runner's is a case's mean time over its group's best in the groups raced before, by kind,
-// backend, algorithm and layout); ties and everything else keep their order, and layout conversions
+// data type, math mode, backend, algorithm and layout; for one never seen, the mean of those known);
+// ties and everything else keep their order, and layout conversions
 // their places. An order, never a cut: every case is still timed or raced. The first candidates visited
 // set the pace the others are raced against from their first warm-up call.
 void race_order(std::vector<const PlannedCase*>::iterator begin,

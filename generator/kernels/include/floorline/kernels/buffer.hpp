@@ -37,9 +37,9 @@ struct BufferPlacement {
   int index = 0;            // the placement, 0-based (offset_in_page)
   bool huge_pages = false;  // large buffers on transparent huge pages where the system allows it
   // Large buffers take a released mapping back when one fits (as large, at most twice as large, the
-  // same page size) instead of a fresh one: no page faults and no page clearing at build time, but
-  // the frames of the last builds. For a single visit per case (`run --quick`), where placements
-  // are not compared.
+  // same page size) instead of a fresh one: no page faults and no clearing by the kernel at build
+  // time (the buffer is still zeroed), but the frames of the last builds. For a single visit per
+  // case (`run --quick`), where placements are not compared.
   bool reuse_frames = false;
   bool operator==(const BufferPlacement&) const = default;
 };
