@@ -65,17 +65,25 @@ def rel(a, b):
     return abs(a - b) / min(a, b) if min(a, b) > 0 else float("inf")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def two_run_args(doc, default_models, default_out):
+    """The command line of a script that benches the same models twice (this one, race_agreement.py):
+    its arguments, the model files (zoo names resolved), the arguments after `--` for both runs, and
+    the output folder (created)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--floorline", default=str(ROOT / "build/bin/floorline"))
-    ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS, help="zoo names or ONNX files")
-    ap.add_argument("--out", default="floorline-repeatability")
+    ap.add_argument("--models", nargs="+", default=default_models, help="zoo names or ONNX files")
+    ap.add_argument("--out", default=default_out)
     ap.add_argument("bench_args", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     extra = [x for x in a.bench_args if x != "--"]
     models = [m if m.endswith(".onnx") else str(ROOT / "models/zoo" / (m + ".onnx")) for m in a.models]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    return a, models, extra, out
+
+
+def main():
+    a, models, extra, out = two_run_args(__doc__, DEFAULT_MODELS, "floorline-repeatability")
     dbs = [out / "run1.db", out / "run2.db"]
     walls = []
     for db in dbs:

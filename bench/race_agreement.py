@@ -18,25 +18,15 @@ both orders where it matters, and say what else ran. Exit status 0; the report i
 written to DIR/report.json.
 """
 
-import argparse
 import json
-import os
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from measurement_repeatability import bench, two_run_args
+
 DEFAULT_MODELS = ["resnet18", "mobilenet_v2", "squeezenet1_1", "bert_base_encoder", "vit_b_16"]
-
-
-def bench(floorline, models, db, extra):
-    env = dict(os.environ, OMP_WAIT_POLICY="passive")
-    cmd = [floorline, "bench", *models, "--db", str(db), "--batch", "1", "--threads", "1", "--quiet", *extra]
-    t0 = time.monotonic()
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-    return time.monotonic() - t0
 
 
 def winners(db):
@@ -59,16 +49,7 @@ def bounds(floorline, models, db):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--floorline", default=str(ROOT / "build/bin/floorline"))
-    ap.add_argument("--models", nargs="+", default=DEFAULT_MODELS, help="zoo names or ONNX files")
-    ap.add_argument("--out", default="floorline-race-agreement")
-    ap.add_argument("bench_args", nargs=argparse.REMAINDER)
-    a = ap.parse_args()
-    extra = [x for x in a.bench_args if x != "--"]
-    models = [m if m.endswith(".onnx") else str(ROOT / "models/zoo" / (m + ".onnx")) for m in a.models]
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+    a, models, extra, out = two_run_args(__doc__, DEFAULT_MODELS, "floorline-race-agreement")
     runs = {"exhaustive": (out / "exhaustive.db", ["--all-impls", "--no-race"]),
             "raced": (out / "raced.db", ["--all-impls"])}
     walls = {}
