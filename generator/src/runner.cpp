@@ -81,7 +81,7 @@ void race_order(std::vector<const PlannedCase*>::iterator begin,
                 const std::function<double(const PlannedCase&)>& prior) {
   auto group = [](const PlannedCase& c) {
     const CaseId id = c.spec.id();
-    return fmt::format("{}\x1f{}\x1f{}\x1f{}", id.key, id.dtype, id.math_mode, id.fusion);
+    return race_key(0, id.key, id.dtype, id.math_mode, id.fusion);
   };
   for (auto run = begin; run != end;) {
     if ((*run)->conversion) {

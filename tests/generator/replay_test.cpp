@@ -108,11 +108,25 @@ class BenchedResidual : public ::testing::Test {
     ro.calibrate = false;
     // Without racing: every planned case passes, so the layouts the replay may choose from do not
     // depend on which candidates a noisy reading raced out.
-    if (!std::getenv("FL_RACE_FIXTURE")) ro.race_margin = 0;
+    ro.race_margin = 0;
     auto r = run_plan(&*db, models, plan, backends, ro);
     ASSERT_TRUE(r.ok()) << r.error().message;
     ASSERT_EQ(r->failed, 0);
     run = *r;
+  }
+  // The residual chain's layers by role: the second Conv's key, the Add's key and name, the Relu's name.
+  struct Roles {
+    std::string c2_key, add_key, add_name, relu_name;
+  };
+  Roles roles() const {
+    Roles r;
+    int convs = 0;
+    for (const auto& l : models.front().layers) {
+      if (l.op_type == "Conv" && ++convs == 2) r.c2_key = l.key;
+      if (l.op_type == "Add") r.add_key = l.key, r.add_name = l.name;
+      if (l.op_type == "Relu") r.relu_name = l.name;
+    }
+    return r;
   }
   static ReplayOptions quick_replay() {
     ReplayOptions opts;
@@ -308,20 +322,11 @@ TEST_F(BenchedResidual, AnActivationInItsProducersFusedCaseIsOneStep) {
 // does: no Add step, no buffer of its own, the summand wired (not unwired).
 TEST_F(BenchedResidual, AResidualAddSumsIntoItsOperandInPlace) {
   const mp::ModelIR& model = models.front();
-  std::string c2_key, add_name, relu_name;
-  int convs = 0;
-  for (const auto& l : model.layers) {
-    if (l.op_type == "Conv" && ++convs == 2) c2_key = l.key;
-    if (l.op_type == "Add") add_name = l.name;
-    if (l.op_type == "Relu") relu_name = l.name;
-  }
+  const auto [c2_key, add_key, add_name, relu_name] = roles();
   auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
   auto fused = best_fused_cases(*db, run.system_id, plan, DType::kF32);
   ASSERT_TRUE(chosen.ok() && fused.ok());
   ASSERT_TRUE(fused->count({c2_key, "Add"})) << "no fused Conv+Add case measured";
-  std::string add_key;
-  for (const auto& l : model.layers)
-    if (l.name == add_name) add_key = l.key;
   FusedChoices add_only{{{c2_key, "Add"}, fused->at({c2_key, "Add"})}};
   add_only.at({c2_key, "Add"}).us = 0.9 * (chosen->at(c2_key).us + chosen->at(add_key).us);
   auto r = replay_model(model, *chosen, *backends[0], quick_replay(), add_only);
@@ -350,13 +355,7 @@ TEST_F(BenchedResidual, AResidualAddSumsIntoItsOperandInPlace) {
 // reorders the summand); the summand is never left out.
 TEST_F(BenchedResidual, ASummandInAnotherLayoutIsConvertedIntoTheFusedDestination) {
   const mp::ModelIR& model = models.front();
-  std::string c2_key, add_key, relu_name;
-  int convs = 0;
-  for (const auto& l : model.layers) {
-    if (l.op_type == "Conv" && ++convs == 2) c2_key = l.key;
-    if (l.op_type == "Add") add_key = l.key;
-    if (l.op_type == "Relu") relu_name = l.name;
-  }
+  const auto [c2_key, add_key, add_name, relu_name] = roles();
   auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
   auto all = passed_cases(*db, run.system_id, plan, DType::kF32);
   ASSERT_TRUE(chosen.ok() && all.ok());
