@@ -325,7 +325,7 @@ int run_main(RunCmd o, const std::string& command_line) {
   if (!report) return fail(report.error().message);
   // A framework latency below S: the cases of the layers it beats are timed again with the full
   // method (bench's defaults, whatever --quick or --passes said), keeping the lower time, and the
-  // analysis is done again: a case timed in a slowed period or on a first look's two repetitions
+  // analysis is done again: a case timed in a slowed period or on a first look's one repetition
   // may overstate its layer (docs/ANALYZER.md, "The bound check").
   if (o.retime_below > 0 && !l.backends.empty()) {
     auto names = analyzer::cases_to_retime(*report);
