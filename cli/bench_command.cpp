@@ -99,7 +99,7 @@ void add_plan_options(CLI::App* cmd, CommonOptions& o) {
       ->check(int_in(1, kMaxImpls, "implementations"));
   cmd->add_flag("--all-impls", o.all_impls,
                 "Time every implementation, the fused variants' too (by default a fused variant times the "
-                "first implementation of each algorithm family and layout)");
+                "first implementation of each algorithm family, layout and layout it reads)");
   cmd->add_flag("--include-ref", o.include_ref, "Time the reference (ref:) implementations too");
   cmd->add_flag("--no-fusion", o.no_fusion, "Do not plan fused variants");
   cmd->add_flag("--no-conversions", o.no_conversions, "Do not plan layout-conversion cases");

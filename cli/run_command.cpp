@@ -456,7 +456,7 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
   r->add_flag(
       "--all-impls", o->c.all_impls,
       "Time every implementation, the fused variants' too (slower; by default a fused variant times the "
-      "first implementation of each algorithm family and layout)");
+      "first implementation of each algorithm family, layout and layout it reads)");
   auto* replay_flag = r->add_flag("--replay,!--no-replay", o->replay,
                                   "Replay each model's best cases as its graph (default on; --quick: off)");
   r->add_flag("--reference,!--no-reference", o->reference,

@@ -21,11 +21,38 @@ std::vector<mp::ModelIR> resnet18() {
   return zoo_model("resnet18");
 }
 
+// A fused case's variant beyond its group: the layout families its operands are converted to, from
+// the backend's own candidates for the case (the policy of plan_cases); "" for an unfused case.
+std::string fused_reads(const Backend& backend, const PlannedCase& c) {
+  if (c.spec.variant.fusion.empty()) return "";
+  std::set<std::string> reads;
+  for (const auto& cand : backend.candidates(c.spec))
+    if (cand.conversion && cand.variant.math_mode == c.spec.variant.math_mode &&
+        cand.feeds.feeds(c.spec.variant.algorithm, c.spec.variant.layout))
+      reads.insert(cand.conversion->tensor + ":" + layout_family(cand.conversion->to));
+  std::string out;
+  for (const auto& r : reads) out += "|" + r;
+  return out;
+}
+
+TEST(Plan, LayoutFamiliesGroupChannelBlocksAndChannelsLast) {
+  EXPECT_EQ(layout_family("aBcd16b"), "blocked");
+  EXPECT_EQ(layout_family("aBcd8b"), "blocked");
+  EXPECT_EQ(layout_family("aBcde4b"), "blocked");
+  EXPECT_EQ(layout_family("acdb"), "channels_last");
+  EXPECT_EQ(layout_family("nhwc"), "channels_last");
+  EXPECT_EQ(layout_family("abcd"), "abcd");
+  EXPECT_EQ(layout_family("nchw"), "nchw");
+  EXPECT_EQ(layout_family("ABcd16a16b"), "blocked");
+}
+
 TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
   const auto models = resnet18();
   PlanOptions o;
   o.max_impls = 2;
-  const Plan plan = make_plan(models, {find_backend("onednn")}, o);
+  const Backend* onednn = find_backend("onednn");
+  ASSERT_NE(onednn, nullptr);
+  const Plan plan = make_plan(models, {onednn}, o);
   ASSERT_EQ(plan.configs.size(), 23u);  // `floorline layers --show-unique` on resnet18 at batch 1
   std::map<std::pair<std::string, std::string>, int> timed_per_config, defaults_per_config;
   // Per config: the algorithms (variants) with a real implementation, and those timed.
@@ -46,7 +73,7 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
     EXPECT_TRUE(names.insert(c.spec.name).second) << "duplicate " << c.spec.name;
     if (!c.spec.feeds.empty()) continue;
     const auto k = std::make_pair(c.spec.problem.key, c.spec.variant.fusion);
-    const std::string variant = c.group;
+    const std::string variant = c.group + fused_reads(*onednn, c);
     if (!c.reference) offered_variants[k].insert(variant);
     if (!c.status) {
       ++timed_per_config[k];
@@ -60,7 +87,8 @@ TEST(Plan, Resnet18CasesAreNamedCappedAndComplete) {
   }
   for (const auto& [k, n] : timed_per_config) {
     // The cap (2) bounds the implementations beyond the first of each algorithm and layout, which
-    // are all timed (a fused variant only with the first implementation of each, under a cap).
+    // are all timed (a fused variant only with the first implementation of each, under a cap, its
+    // variant naming the layout families it reads too).
     const int variants = static_cast<int>(timed_variants[k].size());
     EXPECT_LE(n, k.second.empty() ? std::max(2, variants) : variants) << k.first;
     if (k.second.empty()) {
@@ -164,17 +192,25 @@ TEST(Plan, PolicyOnCandidates) {
   EXPECT_EQ(row.params.find("feeds"), std::string::npos) << row.params;
   EXPECT_FALSE(benchdb::is_conversion(case_row(planned.front())));
   EXPECT_TRUE(case_row(planned.front()).feeds.empty());
-  // Fused: the first of each variant only, with or without a cap; every implementation with fused_all
-  // (--all-impls: S's activation epilogues take the fastest fused case); no conversions.
+  // Fused: the first of each variant only, with or without a cap, where a fused variant is also
+  // told apart by the layouts it reads (direct:b reads the blocked source its conversion writes, so
+  // it is the first of its own: a replay whose producer wrote that layout can keep it); every
+  // implementation with fused_all (--all-impls: S's activation epilogues take the fastest fused
+  // case); no conversions.
   kernels::CaseSpec fused = base;
   fused.problem.post_ops = {{"Relu"}};
   EXPECT_EQ(outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 3})),
-            (std::vector<std::string>{"direct:c", "winograd:a"}));
+            (std::vector<std::string>{"direct:c", "direct:b", "winograd:a"}));
   EXPECT_EQ(outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 0})),
-            (std::vector<std::string>{"direct:c", "winograd:a"}));
+            (std::vector<std::string>{"direct:c", "direct:b", "winograd:a"}));
   EXPECT_EQ(
       outcome(plan_cases(fused, candidates, PlanOptions{.max_impls = 0, .fused_all = true})),
-      (std::vector<std::string>{"direct:c", "winograd:a", "direct:ref skipped", "direct:a", "direct:b"}));
+      (std::vector<std::string>{"direct:c", "direct:b", "winograd:a", "direct:ref skipped", "direct:a"}));
+  // Without the conversion, direct:b reads what direct:c reads: the first of the variant is enough.
+  std::vector<kernels::LibraryCase> unconverted = candidates;
+  unconverted.erase(unconverted.begin() + 4);
+  EXPECT_EQ(outcome(plan_cases(fused, unconverted, PlanOptions{.max_impls = 0})),
+            (std::vector<std::string>{"direct:c", "winograd:a"}));
   // Only a reference: timed, so that the config has a measurement.
   EXPECT_EQ(outcome(plan_cases(base, {make("direct", "ref", true, true)}, PlanOptions{})),
             (std::vector<std::string>{"direct:ref"}));
@@ -209,12 +245,13 @@ TEST(Plan, EveryCpuBackendHonoursThePolicy) {
         const Config k{c.spec.problem.key, c.spec.variant.fusion,
                        std::string(math_mode_name(c.spec.variant.math_mode))};
         if (c.status == Disposition::kUnsupported || c.status == Disposition::kFailed) continue;
-        if (!c.reference) offered[k].insert({c.group, c.spec.variant.layout});
+        const std::string variant = c.group + fused_reads(*backend, c);
+        if (!c.reference) offered[k].insert({variant, c.spec.variant.layout});
         if (c.status) continue;
         ++timed[k];
         ++timed_total;
         if (!c.reference) real_timed[k] = true;
-        timed_variants[k].insert({c.group, c.spec.variant.layout});
+        timed_variants[k].insert({variant, c.spec.variant.layout});
         timed_cases.insert({c.spec.problem.key, c.spec.variant.algorithm, c.spec.variant.layout});
       }
       EXPECT_GT(timed_total, 0) << name;

@@ -56,6 +56,12 @@ struct PlannedCase {
 // planner from filling in the layer's FLOPs).
 kernels::Work conversion_work(const kernels::CaseSpec& base, const LayoutConversion& conversion);
 
+// The family of a layout a conversion writes (LayoutConversion::to, in oneDNN's or the NHWC
+// backends' spelling): "blocked" for any channel block (aBcd16b, aBcd8b, aBcde4b: one family, so that
+// an AVX2 implementation on an AVX-512 host adds no fused case of its own), "channels_last" (acb,
+// acdb, acdeb, nwc, nhwc, ndhwc), else the layout itself.
+std::string layout_family(std::string_view layout);
+
 // The planning policy, one for every backend: the planned cases of `base` from the backend's
 // candidates (Backend::candidates, in its order). Per math mode:
 //  - the library's defaults come first, then the first candidate of every other variant (variant
@@ -65,8 +71,10 @@ kernels::Work conversion_work(const kernels::CaseSpec& base, const LayoutConvers
 //    the rest are planned as skipped;
 //  - reference implementations are skipped unless options.include_reference, or unless they are
 //    all there is (every config keeps a measurement);
-//  - a fused base (post-ops) plans the first of each variant only, every candidate with
-//    options.fused_all;
+//  - a fused base (post-ops) plans the first of each variant only, where its variant also names
+//    the layout families its operands are converted to (layout_family of the conversions that feed
+//    it: a fused convolution reading NHWC and one reading the blocked layout are both timed, so
+//    that a replay can keep the layout its producer wrote); every candidate with options.fused_all;
 //  - a conversion is planned after the first timed case it feeds, unfused, with
 //    options.conversions; each once.
 // A candidate whose status the backend set is planned as it is. spec.name is left to make_plan.
