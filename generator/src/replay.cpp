@@ -892,13 +892,31 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         per_step[failing].push_back(seconds_since(t0) * 1e6);
       }
     for (size_t k = 0; k < steps.size(); ++k) {
-      const double us = summarize(per_step[k]).min;
+      const Summary step_summary = summarize(per_step[k]);
+      const double us = step_summary.min;
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
-      r.steps.push_back({steps[k].label, steps[k].conversion, us, steps[k].alone_us, steps[k].layer,
-                         steps[k].op, steps[k].key, steps[k].threads, steps[k].backend->name(),
-                         steps[k].fusion, steps[k].case_name, steps[k].alternative, steps[k].best_us,
-                         steps[k].reads, steps[k].own_bytes, steps[k].written_bytes,
-                         steps[k].kernel->workspace_bytes(), steps[k].writes, ""});
+      r.steps_median_us += step_summary.median;
+      r.steps.push_back({steps[k].label,
+                         steps[k].conversion,
+                         us,
+                         step_summary.median,
+                         steps[k].alone_us,
+                         steps[k].layer,
+                         steps[k].op,
+                         steps[k].key,
+                         steps[k].threads,
+                         steps[k].backend->name(),
+                         steps[k].fusion,
+                         steps[k].case_name,
+                         steps[k].alternative,
+                         steps[k].best_us,
+                         steps[k].reads,
+                         steps[k].own_bytes,
+                         steps[k].written_bytes,
+                         steps[k].kernel->workspace_bytes(),
+                         steps[k].writes,
+                         "",
+                         ""});
     }
     name_slow_steps(r, options.l2_bytes > 0 ? options.l2_bytes : l2_cache_bytes());
   } catch (const std::exception& e) {
@@ -964,8 +982,8 @@ void name_slow_steps(ReplayResult& r, int64_t l2_bytes) {
   for (size_t k = 0; k < r.steps.size(); ++k) {
     ReplayStep& s = r.steps[k];
     s.cause.clear();
-    if (!s.slow()) continue;
-    ++r.slow_steps;
+    s.excess_cause.clear();
+    if (s.conversion || s.in_graph_us <= s.alone_us) continue;
     const int64_t cache = l2_bytes * std::max(1, s.threads);
     std::vector<std::string> causes;
     if (s.own_bytes >= kSizable && pass - touched[k] + s.own_bytes > cache)
@@ -983,7 +1001,10 @@ void name_slow_steps(ReplayResult& r, int64_t l2_bytes) {
     if (k > 0 && r.steps[k - 1].threads != s.threads)
       causes.push_back(fmt::format("thread switch {}>{}", r.steps[k - 1].threads, s.threads));
     if (s.alone_us < 5) causes.push_back("short step");
-    s.cause = fmt::format("{}", fmt::join(causes, "; "));
+    s.excess_cause = fmt::format("{}", fmt::join(causes, "; "));
+    if (!s.slow()) continue;
+    ++r.slow_steps;
+    s.cause = s.excess_cause;
     if (causes.empty()) ++r.slow_unexplained;
   }
 }
@@ -1012,15 +1033,18 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                              {"op", s.op},
                              {"fusion", s.fusion},
                              {"replay_us", s.in_graph_us},
+                             {"replay_median_us", s.in_graph_median_us},
                              {"case_us", s.alone_us},
                              {"threads", s.threads},
                              {"alternative", s.alternative},
-                             {"cause", s.cause}});
+                             {"cause", s.cause},
+                             {"excess_cause", s.excess_cause}});
   row.makeup = nlohmann::json{{"layers", r.layers_replayed},
                               {"layers_us", r.layers_us},
                               {"cases_us", r.cases_us},
                               {"conversions", r.conversions},
                               {"conversions_us", r.conversions_us},
+                              {"steps_median_us", r.steps_median_us},
                               {"operands_shared", r.operands_shared},
                               {"layers_missing", r.layers_missing},
                               {"operands_unwired", r.operands_unwired},

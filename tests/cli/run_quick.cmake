@@ -68,6 +68,11 @@ if(at EQUAL -1)
 endif()
 expect("SELECT count(*) > 0 FROM cases c JOIN measurements m ON m.case_id = c.id WHERE c.conversion_to <> '' AND m.status = 'passed'" 1)
 expect("SELECT count(*) FROM replays r JOIN runs ON runs.id = r.run_id WHERE r.median_us > 0" 2)
+# What bench/replay_breakdown.py reads: each step's median profile pass (no lower than its lowest,
+# their sum stored), and for every layer step the causes of its excess over its time alone.
+expect("SELECT count(*) FROM replays WHERE json_extract(makeup, '$.steps_median_us') + 1e-6 >= json_extract(makeup, '$.layers_us') + json_extract(makeup, '$.conversions_us')" 2)
+expect("SELECT count(*) FROM replays r, json_each(r.makeup, '$.layer_times') j WHERE json_extract(j.value, '$.replay_median_us') < json_extract(j.value, '$.replay_us')" 0)
+expect("SELECT count(*) FROM replays r, json_each(r.makeup, '$.layer_times') j WHERE json_type(j.value, '$.excess_cause') IS NOT 'text'" 0)
 sql("SELECT count(*) FROM measurements")
 set(rows ${value})
 

@@ -769,11 +769,15 @@ TEST_F(BenchedResidual, TheLayoutChoiceKeepsSAndRunsEveryLayerWithinTheSlack) {
   }
   EXPECT_EQ(alternative_steps, r->alternatives);
   // What each step touches: values written by steps before it; every layer writes its output.
+  double medians = 0;
   for (size_t k = 0; k < r->steps.size(); ++k) {
     for (const auto& [from, bytes] : r->steps[k].reads) {
       EXPECT_LT(from, k) << r->steps[k].label;
       EXPECT_GT(bytes, 0) << r->steps[k].label;
     }
+    // The median over the profile passes is no lower than their minimum; each step's is summed.
+    EXPECT_GE(r->steps[k].in_graph_median_us, r->steps[k].in_graph_us) << r->steps[k].label;
+    medians += r->steps[k].in_graph_median_us;
     if (!r->steps[k].conversion) {
       EXPECT_GT(r->steps[k].written_bytes, 0) << r->steps[k].label;
     }
@@ -785,6 +789,8 @@ TEST_F(BenchedResidual, TheLayoutChoiceKeepsSAndRunsEveryLayerWithinTheSlack) {
       }
     }
   }
+  EXPECT_DOUBLE_EQ(r->steps_median_us, medians);
+  EXPECT_GE(r->steps_median_us, r->layers_us + r->conversions_us);
   rebase(*r, *chosen);
   EXPECT_DOUBLE_EQ(r->cases_us, plain->cases_us);
   // No slack: every layer its best case.
@@ -827,8 +833,15 @@ TEST(Replay, SlowStepsGetTheirCausesNamed) {
   EXPECT_EQ(r.steps[6].cause, "");
   EXPECT_EQ(r.slow_steps, 4);
   EXPECT_EQ(r.slow_unexplained, 0);
+  // The excess of every step slower in the graph gets the same causes, slow or not: 6's weights
+  // are cold; 1 and 2 read what the step before wrote, warm; a slow step's are its cause.
+  EXPECT_EQ(r.steps[6].excess_cause, "cold weights 4.0 MB");
+  EXPECT_EQ(r.steps[1].excess_cause, "");
+  EXPECT_EQ(r.steps[2].excess_cause, "");
+  for (const int k : {0, 3, 4, 5}) EXPECT_EQ(r.steps[k].excess_cause, r.steps[k].cause) << k;
   // With an L2 that holds the whole pass, nothing is cold.
   name_slow_steps(r, 100'000'000);
+  EXPECT_EQ(r.steps[6].excess_cause, "");
   EXPECT_EQ(r.steps[0].cause, "");
   EXPECT_EQ(r.steps[3].cause, "");
   EXPECT_EQ(r.steps[5].cause, "");

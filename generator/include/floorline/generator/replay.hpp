@@ -101,13 +101,15 @@ struct ReplayOptions {
 struct ReplayStep {
   std::string label;  // "name (op)", or "conversion <from> > <to> for name (op)"
   bool conversion = false;
-  double in_graph_us = 0;  // lowest over the profile passes
-  double alone_us = 0;     // the case's own time as S takes it (0 for a conversion)
-  std::string layer;       // the layer's ONNX node name ("" for a conversion)
-  std::string op;          // its ONNX op type ("" for a conversion)
-  std::string key;         // its config key, as in the chosen cases ("" for a conversion)
-  int threads = 1;         // the thread count it ran at (its case's, within the thread budget)
-  std::string backend;     // the backend whose kernel ran it (a conversion: the one that built it)
+  double in_graph_us = 0;         // lowest over the profile passes
+  double in_graph_median_us = 0;  // their median (Σ over the steps, against the pass's median time,
+                                  // separates the passes' spread from the time between steps)
+  double alone_us = 0;            // the case's own time as S takes it (0 for a conversion)
+  std::string layer;              // the layer's ONNX node name ("" for a conversion)
+  std::string op;                 // its ONNX op type ("" for a conversion)
+  std::string key;                // its config key, as in the chosen cases ("" for a conversion)
+  int threads = 1;                // the thread count it ran at (its case's, within the thread budget)
+  std::string backend;            // the backend whose kernel ran it (a conversion: the one that built it)
   // The activation this step's fused case applies in its epilogue ("Relu"; "" for an unfused
   // case): the activation's layer is then no step of its own (replay_model, `epilogues`).
   std::string fusion;
@@ -129,6 +131,10 @@ struct ReplayStep {
   // Why the step took over kSlowStep × its time alone in the graph, where name_slow_steps finds a
   // cause ("cold weights 2.4 MB; cold input 3.2 MB"); "" where it found none or the step is not slow.
   std::string cause;
+  // The same causes for any layer step slower in the graph than alone, slow or not: what its excess
+  // over its time alone is charged to where the replay's time beyond S is broken down
+  // (bench/replay_breakdown.py); "" where none is found or the step is not slower.
+  std::string excess_cause;
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }
@@ -167,6 +173,7 @@ struct ReplayResult {
   // Profile passes (each step timed alone, after the timed repetitions): where the pass time goes.
   double layers_us = 0;           // Σ in-graph times of the layers' cases
   double conversions_us = 0;      // Σ in-graph times of the conversions
+  double steps_median_us = 0;     // Σ over every step of its median profile-pass time
   std::vector<ReplayStep> steps;  // every step, in pass order
   // replay / S: the lowest repetition mean over S, the same statistic on both sides.
   double ratio() const { return cases_us > 0 ? min_us / cases_us : 0; }
@@ -268,7 +275,8 @@ std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::v
 //       cores an idle team still spins on, are in the step);
 //   "short step": its case alone takes under 5 µs (the per-call costs of a library and the per-step
 //       clock weigh as much as the work).
-// Sets cause on every slow step, and slow_steps and slow_unexplained (the slow steps with none).
+// Sets cause on every slow step, and slow_steps and slow_unexplained (the slow steps with none);
+// excess_cause on every layer step slower in the graph than alone.
 void name_slow_steps(ReplayResult& r, int64_t l2_bytes);
 
 // A core's L2 cache in bytes (sysconf), 1 MiB where the system does not say.
@@ -276,10 +284,11 @@ int64_t l2_cache_bytes();
 
 // The row that stores a replay (benchdb replays table): the system whose cases were replayed, the
 // run that did it (when there is one), the timing, and in `makeup` a JSON object of the replay's
-// make-up: layers, layers_us, cases_us, conversions, conversions_us, operands_shared,
-// layers_missing, operands_unwired, buffers, buffers_reused, and layer_times: per replayed layer
-// {layer, op, replay_us (its lowest profile-pass time in the graph), case_us (its case's time, its
-// share of S)}, in pass order.
+// make-up: layers, layers_us, cases_us, conversions, conversions_us, steps_median_us,
+// operands_shared, layers_missing, operands_unwired, buffers, buffers_reused, and layer_times: per
+// replayed layer {layer, op, fusion, replay_us (its lowest profile-pass time in the graph),
+// replay_median_us (their median), case_us (its case's time, its share of S), threads, alternative,
+// cause, excess_cause}, in pass order.
 benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::optional<int64_t> run_id,
                               const std::string& dtype);
 
