@@ -76,6 +76,10 @@ double lowest(const std::vector<double>& us) {
 
 }  // namespace
 
+double repetition_call_seconds(double timed, double wall) {
+  return wall > kDeviceTimedRatio * timed ? wall : timed;
+}
+
 void race_order(std::vector<const PlannedCase*>::iterator begin,
                 std::vector<const PlannedCase*>::iterator end,
                 const std::function<double(const PlannedCase&)>& prior) {
@@ -481,9 +485,11 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         t.done = true;
         return {};
       }
-      double per_call = 0;
+      double per_call = 0, wall_per_call = 0;
       try {
-        per_call = kernels::warm_up(*kernel, options.warmup_seconds);
+        const kernels::WarmUp w = kernels::warm_up_calls(*kernel, options.warmup_seconds);
+        per_call = w.lowest;
+        wall_per_call = w.wall_per_call;
       } catch (const std::exception& e) {
         t.error = kernels::error_of(e).with_context("warm-up");
         t.done = true;
@@ -501,8 +507,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           }
         }
       }
-      const double want = std::max(options.min_time / std::max(per_call, 1e-7),
-                                   static_cast<double>(std::max(1, options.min_iterations)));
+      const double want =
+          std::max(options.min_time / std::max(repetition_call_seconds(per_call, wall_per_call), 1e-7),
+                   static_cast<double>(std::max(1, options.min_iterations)));
       const auto iterations = static_cast<benchmark::IterationCount>(std::clamp(std::ceil(want), 1.0, 1e7));
       benchmark::ClearRegisteredBenchmarks();
       kernels::register_case(c.spec, c.work, factory, kernel)

@@ -1,5 +1,6 @@
 // Every kind the oneDNN backend maps, on a small config, checked against the plain reference
 // before anything is timed; statuses of what cannot run.
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "floorline/generator/plan.hpp"
+#include "floorline/generator/runner.hpp"
 #include "floorline/kernels/onednn.hpp"
 #include "floorline/kernels/reference.hpp"
 #include "kinds_model.hpp"
@@ -307,6 +309,51 @@ class FailingKernel final : public kernels::Kernel {
  private:
   int calls_ = 0;
 };
+
+// A kernel that spins for `wall_us` per call and reports `reported_us` from timed_run: a
+// device-timed case (CUDA events leave out the host's enqueue) when reported < wall.
+class SpinningKernel final : public kernels::Kernel {
+ public:
+  SpinningKernel(double wall_us, double reported_us) : wall_us_(wall_us), reported_us_(reported_us) {}
+  void run() override {
+    const auto start = std::chrono::steady_clock::now();
+    while (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() <
+           wall_us_) {
+    }
+  }
+  double timed_run() override {
+    run();
+    return reported_us_ * 1e-6;
+  }
+  std::string implementation() const override { return "spinning"; }
+  int64_t workspace_bytes() const override { return 0; }
+  Status verify() override { return {}; }
+
+ private:
+  double wall_us_, reported_us_;
+};
+
+// The warm-up reads both what a call reports and what it costs the host; a repetition is sized by
+// wall time only where the case is device-timed (wall over kDeviceTimedRatio × reported).
+TEST(BenchmarkBody, DeviceTimedCasesAreSizedByTheirWallTime) {
+  SpinningKernel device(200, 20);  // 20 µs on the device, 200 µs of host time per call
+  const kernels::WarmUp d = kernels::warm_up_calls(device, 0.005);
+  EXPECT_GE(d.calls, 2);
+  EXPECT_DOUBLE_EQ(d.lowest, 20e-6);
+  EXPECT_GE(d.wall_per_call, 200e-6);
+  EXPECT_DOUBLE_EQ(gen::repetition_call_seconds(d.lowest, d.wall_per_call), d.wall_per_call);
+  // A host-timed case reports about its wall time: sized by what it reports, as before.
+  SpinningKernel host(200, 190);
+  const kernels::WarmUp h = kernels::warm_up_calls(host, 0.005);
+  EXPECT_DOUBLE_EQ(gen::repetition_call_seconds(h.lowest, h.wall_per_call), 190e-6);
+  // One call only (a warm-up shorter than a call): its wall time is the first call's.
+  SpinningKernel slow(3000, 300);
+  const kernels::WarmUp s1 = kernels::warm_up_calls(slow, 0.001);
+  EXPECT_EQ(s1.calls, 1);
+  EXPECT_GE(s1.wall_per_call, 3000e-6);
+  EXPECT_DOUBLE_EQ(gen::repetition_call_seconds(300e-6, 0), 300e-6);
+  EXPECT_DOUBLE_EQ(kernels::warm_up(slow, 0.001), 300e-6);
+}
 
 class CapturingReporter final : public benchmark::BenchmarkReporter {
  public:

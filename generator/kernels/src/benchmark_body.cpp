@@ -43,14 +43,25 @@ LibraryCase conversion_case(const CaseSpec& base, std::string algorithm, MathMod
   return c;
 }
 
-double warm_up(Kernel& kernel, double seconds) {
+WarmUp warm_up_calls(Kernel& kernel, double seconds) {
   using clock = std::chrono::steady_clock;
+  auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   const auto start = clock::now();
-  double lowest = std::numeric_limits<double>::infinity();
-  do {
-    lowest = std::min(lowest, kernel.timed_run());
-  } while (std::chrono::duration<double>(clock::now() - start).count() < seconds);
-  return lowest;
+  WarmUp w;
+  w.lowest = kernel.timed_run();
+  w.calls = 1;
+  w.wall_per_call = since(start);
+  const auto after_first = clock::now();
+  while (since(start) < seconds) {
+    w.lowest = std::min(w.lowest, kernel.timed_run());
+    ++w.calls;
+  }
+  if (w.calls > 1) w.wall_per_call = since(after_first) / static_cast<double>(w.calls - 1);
+  return w;
+}
+
+double warm_up(Kernel& kernel, double seconds) {
+  return warm_up_calls(kernel, seconds).lowest;
 }
 
 benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& work, KernelFactory factory,

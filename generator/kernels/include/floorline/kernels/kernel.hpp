@@ -140,6 +140,18 @@ using KernelFactory = std::function<Result<std::unique_ptr<Kernel>>(const CaseSp
 // (runner.hpp; the lowest, so that one interrupted call of a short case is no reading).
 double warm_up(Kernel& kernel, double seconds);
 
+// The same warm-up, with what a call costs the host as well: `lowest` as warm_up returns it (the
+// time timed_run reports), and `wall_per_call`, the wall-clock time per call after the first (the
+// first's, where there was one call only), in seconds. They differ where the timing is the
+// device's own (CUDA events exclude the host's enqueue: on an H200, 8 µs timed took 86 µs of wall
+// per call).
+struct WarmUp {
+  double lowest = 0;
+  double wall_per_call = 0;
+  int64_t calls = 0;
+};
+WarmUp warm_up_calls(Kernel& kernel, double seconds);
+
 // The work of one call, for the throughput counters.
 struct Work {
   int64_t flops = 0;        // FLOPs per call (model_processor's formula); <= 0 if unknown
