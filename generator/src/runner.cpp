@@ -76,8 +76,8 @@ double lowest(const std::vector<double>& us) {
 
 }  // namespace
 
-double repetition_call_seconds(double timed, double wall) {
-  return wall > kDeviceTimedRatio * timed ? wall : timed;
+double repetition_call_seconds(double timed, double wall, bool device_timed) {
+  return device_timed && wall > timed ? wall : timed;
 }
 
 void race_order(std::vector<const PlannedCase*>::iterator begin,
@@ -507,9 +507,10 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           }
         }
       }
-      const double want =
-          std::max(options.min_time / std::max(repetition_call_seconds(per_call, wall_per_call), 1e-7),
-                   static_cast<double>(std::max(1, options.min_iterations)));
+      const double want = std::max(
+          options.min_time /
+              std::max(repetition_call_seconds(per_call, wall_per_call, kernel->device_timed()), 1e-7),
+          static_cast<double>(std::max(1, options.min_iterations)));
       const auto iterations = static_cast<benchmark::IterationCount>(std::clamp(std::ceil(want), 1.0, 1e7));
       benchmark::ClearRegisteredBenchmarks();
       kernels::register_case(c.spec, c.work, factory, kernel)

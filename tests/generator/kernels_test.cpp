@@ -311,10 +311,12 @@ class FailingKernel final : public kernels::Kernel {
 };
 
 // A kernel that spins for `wall_us` per call and reports `reported_us` from timed_run: a
-// device-timed case (CUDA events leave out the host's enqueue) when reported < wall.
+// device-timed case (CUDA events leave out the host's enqueue) when it says so.
 class SpinningKernel final : public kernels::Kernel {
  public:
-  SpinningKernel(double wall_us, double reported_us) : wall_us_(wall_us), reported_us_(reported_us) {}
+  SpinningKernel(double wall_us, double reported_us, bool device = true)
+      : wall_us_(wall_us), reported_us_(reported_us), device_(device) {}
+  bool device_timed() const override { return device_; }
   void run() override {
     const auto start = std::chrono::steady_clock::now();
     while (std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() <
@@ -331,27 +333,30 @@ class SpinningKernel final : public kernels::Kernel {
 
  private:
   double wall_us_, reported_us_;
+  bool device_;
 };
 
 // The warm-up reads both what a call reports and what it costs the host; a repetition is sized by
-// wall time only where the case is device-timed (wall over kDeviceTimedRatio × reported).
+// wall time only where the kernel is device-timed.
 TEST(BenchmarkBody, DeviceTimedCasesAreSizedByTheirWallTime) {
   SpinningKernel device(200, 20);  // 20 µs on the device, 200 µs of host time per call
   const kernels::WarmUp d = kernels::warm_up_calls(device, 0.005);
   EXPECT_GE(d.calls, 2);
   EXPECT_DOUBLE_EQ(d.lowest, 20e-6);
   EXPECT_GE(d.wall_per_call, 200e-6);
-  EXPECT_DOUBLE_EQ(gen::repetition_call_seconds(d.lowest, d.wall_per_call), d.wall_per_call);
-  // A host-timed case reports about its wall time: sized by what it reports, as before.
-  SpinningKernel host(200, 190);
+  EXPECT_DOUBLE_EQ(gen::repetition_call_seconds(d.lowest, d.wall_per_call, device.device_timed()),
+                   d.wall_per_call);
+  // A host-timed kernel (every CPU one) is sized by what it reports, whatever its wall time.
+  SpinningKernel host(200, 20, false);
+  EXPECT_FALSE(host.device_timed());
   const kernels::WarmUp h = kernels::warm_up_calls(host, 0.005);
-  EXPECT_DOUBLE_EQ(gen::repetition_call_seconds(h.lowest, h.wall_per_call), 190e-6);
+  EXPECT_DOUBLE_EQ(gen::repetition_call_seconds(h.lowest, h.wall_per_call, host.device_timed()), 20e-6);
   // One call only (a warm-up shorter than a call): its wall time is the first call's.
   SpinningKernel slow(3000, 300);
   const kernels::WarmUp s1 = kernels::warm_up_calls(slow, 0.001);
   EXPECT_EQ(s1.calls, 1);
   EXPECT_GE(s1.wall_per_call, 3000e-6);
-  EXPECT_DOUBLE_EQ(gen::repetition_call_seconds(300e-6, 0), 300e-6);
+  EXPECT_DOUBLE_EQ(gen::repetition_call_seconds(300e-6, 0, true), 300e-6);
   EXPECT_DOUBLE_EQ(kernels::warm_up(slow, 0.001), 300e-6);
 }
 

@@ -279,6 +279,8 @@ class CudaKernel final : public Kernel {
     return static_cast<double>(ms) * 1e-3;
   }
 
+  // CUDA events time the GPU's work alone (and the gate keeps the host's enqueue out of them).
+  bool device_timed() const override { return true; }
   std::string implementation() const override { return b_.implementation; }
   int64_t workspace_bytes() const override { return b_.workspace; }
 

@@ -5,10 +5,10 @@
 // visit every case in turn. A visit builds the kernel afresh (outside timing) in its buffer
 // placement (kernels/buffer.hpp: buffer offsets by placement, large buffers on huge pages), warms it up for
 // warmup_seconds, chooses the iteration count so that one repetition lasts at least min_time and holds at
-// least min_iterations calls (min_time of the case's own timed time; of wall-clock time where a call's
-// wall time is over kDeviceTimedRatio × its timed time: a device-timed case, whose CUDA events leave
-// out the host's tens of µs per call, would otherwise take ten times min_time of wall per
-// repetition), and times `repetitions` repetitions through Google Benchmark
+// least min_iterations calls (min_time of the case's own timed time; of wall-clock time for a
+// Kernel::device_timed case, whose CUDA events leave out the host's tens of µs per call and would
+// otherwise take ten times min_time of wall per repetition), and times `repetitions` repetitions
+// through Google Benchmark
 // (RegisterBenchmark, manual timing: the same body as the generated sources). Between visits (every
 // sentinel_interval seconds) the sentinel kernel is timed; the visits of a period it finds slowed are marked.
 // After the block's passes, the short cases whose placements disagree get further placements, round-robin,
@@ -184,13 +184,11 @@ void race_order(std::vector<const PlannedCase*>::iterator begin,
                 std::vector<const PlannedCase*>::iterator end,
                 const std::function<double(const PlannedCase&)>& prior);
 
-// A device-timed case: its calls' wall time over this × the time they report.
-inline constexpr double kDeviceTimedRatio = 4.0;
-
 // The seconds a call counts for when a repetition's iteration count is chosen (min_time over it):
-// its timed time `timed` (the warm-up's lowest), or its wall time `wall` (the warm-up's wall per
-// call) where that is over kDeviceTimedRatio × `timed`. Seconds; `wall` 0 when unknown.
-double repetition_call_seconds(double timed, double wall);
+// its timed time `timed` (the warm-up's lowest), or, for a device-timed kernel
+// (Kernel::device_timed), its wall time `wall` (the warm-up's wall per call) where that is longer.
+// Seconds; `wall` 0 when unknown. A CPU case's count is the same as before.
+double repetition_call_seconds(double timed, double wall, bool device_timed);
 
 // Records the models (configs, layers) and the plan's cases, then times the cases of each
 // backend. `db` may be null for a dry run. Error, before anything is written, when a backend cannot

@@ -87,6 +87,10 @@ class Kernel {
   // One timed call, in seconds: by default the steady clock around run(). GPU kernels override it
   // with CUDA events on their stream around the library calls only (a cold-cache flush outside).
   virtual double timed_run();
+  // Whether timed_run reports the device's time rather than the host's wall time around the call
+  // (CUDA events: the host's time in each library call is left out). The runner then sizes a
+  // repetition by wall time (runner.hpp, repetition_call_seconds).
+  virtual bool device_timed() const { return false; }
   // The implementation actually built (oneDNN's impl_info_str(), a cuDNN algorithm name).
   virtual std::string implementation() const = 0;
   // Scratchpad (workspace) the implementation needs, in bytes.
@@ -142,9 +146,9 @@ double warm_up(Kernel& kernel, double seconds);
 
 // The same warm-up, with what a call costs the host as well: `lowest` as warm_up returns it (the
 // time timed_run reports), and `wall_per_call`, the wall-clock time per call after the first (the
-// first's, where there was one call only), in seconds. They differ where the timing is the
-// device's own (CUDA events exclude the host's enqueue: on an H200, 8 µs timed took 86 µs of wall
-// per call).
+// first's, where there was one call only), in seconds. They differ where the kernel is
+// device_timed (CUDA events exclude the host's enqueue: on an H200, calls of 8 µs on the GPU took
+// 86 µs of wall each).
 struct WarmUp {
   double lowest = 0;
   double wall_per_call = 0;
