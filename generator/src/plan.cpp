@@ -117,8 +117,8 @@ std::vector<PlannedCase> plan_cases(const kernels::CaseSpec& base,
     // converted to (layout_family of the conversions that feed it). A fused convolution timed only
     // with the group's first implementation reads one layout (brgconv: NHWC on AVX-512), and a
     // replay whose batch normalization before it wrote the blocked layout converted every such
-    // input (densenet121 at batch 1 on 2 threads: 95 conversions, 3.9 ms); with the first
-    // implementation of each family timed, the layout-aware choice keeps the blocked one (15).
+    // input (densenet121 at batch 1 on 2 threads: 95 conversions, 4.2 ms); with the first
+    // implementation of each family timed, the layout-aware choice keeps the blocked one (11 left).
     auto variant_of = [&](size_t i) {
       std::string v = candidates[i].group + "|" + candidates[i].variant.layout;
       if (!fused) return v;
