@@ -281,7 +281,8 @@ int run_main(RunCmd o, const std::string& command_line) {
               steps[k].label.c_str(), steps[k].backend.c_str(), steps[k].threads,
               steps[k].alternative ? ", chosen for its layouts" : "",
               steps[k].slow()
-                  ? fmt::format(" ({})", steps[k].cause.empty() ? "no named cause" : steps[k].cause).c_str()
+                  ? fmt::format(" ({})", steps[k].cause().empty() ? "no named cause" : steps[k].cause())
+                        .c_str()
                   : "");
       }
     }

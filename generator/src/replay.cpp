@@ -915,7 +915,6 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
                          steps[k].written_bytes,
                          steps[k].kernel->workspace_bytes(),
                          steps[k].writes,
-                         "",
                          ""});
     }
     name_slow_steps(r, options.l2_bytes > 0 ? options.l2_bytes : l2_cache_bytes());
@@ -981,7 +980,6 @@ void name_slow_steps(ReplayResult& r, int64_t l2_bytes) {
   r.slow_steps = r.slow_unexplained = 0;
   for (size_t k = 0; k < r.steps.size(); ++k) {
     ReplayStep& s = r.steps[k];
-    s.cause.clear();
     s.excess_cause.clear();
     if (s.conversion || s.in_graph_us <= s.alone_us) continue;
     const int64_t cache = l2_bytes * std::max(1, s.threads);
@@ -1004,7 +1002,6 @@ void name_slow_steps(ReplayResult& r, int64_t l2_bytes) {
     s.excess_cause = fmt::format("{}", fmt::join(causes, "; "));
     if (!s.slow()) continue;
     ++r.slow_steps;
-    s.cause = s.excess_cause;
     if (causes.empty()) ++r.slow_unexplained;
   }
 }
@@ -1037,7 +1034,7 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                              {"case_us", s.alone_us},
                              {"threads", s.threads},
                              {"alternative", s.alternative},
-                             {"cause", s.cause},
+                             {"cause", s.cause()},
                              {"excess_cause", s.excess_cause}});
   row.makeup = nlohmann::json{{"layers", r.layers_replayed},
                               {"layers_us", r.layers_us},

@@ -825,12 +825,12 @@ TEST(Replay, SlowStepsGetTheirCausesNamed) {
   r.steps[5].written_bytes = 200'000;
   r.steps[6].own_bytes = 4'000'000;  // cold weights too, but not slow: no cause given
   name_slow_steps(r, 1'000'000);
-  EXPECT_EQ(r.steps[0].cause, "cold weights 4.0 MB");
-  EXPECT_EQ(r.steps[1].cause, "");
-  EXPECT_EQ(r.steps[3].cause, "cold input 1.0 MB");
-  EXPECT_EQ(r.steps[4].cause, "thread switch 1>2; short step");
-  EXPECT_EQ(r.steps[5].cause, "cold output 0.2 MB");
-  EXPECT_EQ(r.steps[6].cause, "");
+  EXPECT_EQ(r.steps[0].cause(), "cold weights 4.0 MB");
+  EXPECT_EQ(r.steps[1].cause(), "");
+  EXPECT_EQ(r.steps[3].cause(), "cold input 1.0 MB");
+  EXPECT_EQ(r.steps[4].cause(), "thread switch 1>2; short step");
+  EXPECT_EQ(r.steps[5].cause(), "cold output 0.2 MB");
+  EXPECT_EQ(r.steps[6].cause(), "");
   EXPECT_EQ(r.slow_steps, 4);
   EXPECT_EQ(r.slow_unexplained, 0);
   // The excess of every step slower in the graph gets the same causes, slow or not: 6's weights
@@ -838,18 +838,18 @@ TEST(Replay, SlowStepsGetTheirCausesNamed) {
   EXPECT_EQ(r.steps[6].excess_cause, "cold weights 4.0 MB");
   EXPECT_EQ(r.steps[1].excess_cause, "");
   EXPECT_EQ(r.steps[2].excess_cause, "");
-  for (const int k : {0, 3, 4, 5}) EXPECT_EQ(r.steps[k].excess_cause, r.steps[k].cause) << k;
+  for (const int k : {0, 3, 4, 5}) EXPECT_EQ(r.steps[k].excess_cause, r.steps[k].cause()) << k;
   // With an L2 that holds the whole pass, nothing is cold.
   name_slow_steps(r, 100'000'000);
   EXPECT_EQ(r.steps[6].excess_cause, "");
-  EXPECT_EQ(r.steps[0].cause, "");
-  EXPECT_EQ(r.steps[3].cause, "");
-  EXPECT_EQ(r.steps[5].cause, "");
+  EXPECT_EQ(r.steps[0].cause(), "");
+  EXPECT_EQ(r.steps[3].cause(), "");
+  EXPECT_EQ(r.steps[5].cause(), "");
   EXPECT_EQ(r.slow_unexplained, 3);
   // The buffer written by the step just before, then 5's: warm again in a 1 MB L2.
   r.steps[4].writes = {{42, 200'000}};
   name_slow_steps(r, 1'000'000);
-  EXPECT_EQ(r.steps[5].cause, "");
+  EXPECT_EQ(r.steps[5].cause(), "");
   EXPECT_EQ(r.slow_unexplained, 1);
 }
 

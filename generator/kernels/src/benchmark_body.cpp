@@ -1,7 +1,6 @@
 // The Google Benchmark body shared by the runner and generated sources (kernel.hpp).
 #include <algorithm>
 #include <chrono>
-#include <limits>
 
 #include "floorline/common/benchmark_error.hpp"
 #include "floorline/kernels/kernel.hpp"

@@ -128,17 +128,18 @@ struct ReplayStep {
   // The buffers it writes (an identity, and bytes): a pooled buffer other steps wrote and read
   // before (the memory planner's reuse), or a conversion's own.
   std::vector<std::pair<uint64_t, int64_t>> writes;
-  // Why the step took over kSlowStep × its time alone in the graph, where name_slow_steps finds a
-  // cause ("cold weights 2.4 MB; cold input 3.2 MB"); "" where it found none or the step is not slow.
-  std::string cause;
-  // The same causes for any layer step slower in the graph than alone, slow or not: what its excess
-  // over its time alone is charged to where the replay's time beyond S is broken down
-  // (bench/replay_breakdown.py); "" where none is found or the step is not slower.
+  // Why a layer step took longer in the graph than alone, slow or not, where name_slow_steps finds
+  // a cause ("cold weights 2.4 MB; cold input 3.2 MB"): what its excess over its time alone is
+  // charged to where the replay's time beyond S is broken down (bench/replay_breakdown.py); "" where
+  // it found none or the step is not slower.
   std::string excess_cause;
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }
   bool slow() const;
+  // Why the step took over kSlowStep × its time alone in the graph: its excess_cause where it is
+  // slow, else "".
+  std::string cause() const { return slow() ? excess_cause : std::string(); }
 };
 
 // A layer step is slow when it takes over this × its case's time alone in the graph.
@@ -275,8 +276,8 @@ std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::v
 //       cores an idle team still spins on, are in the step);
 //   "short step": its case alone takes under 5 µs (the per-call costs of a library and the per-step
 //       clock weigh as much as the work).
-// Sets cause on every slow step, and slow_steps and slow_unexplained (the slow steps with none);
-// excess_cause on every layer step slower in the graph than alone.
+// Sets excess_cause on every layer step slower in the graph than alone (and so cause() on every
+// slow one), and slow_steps and slow_unexplained (the slow steps with none).
 void name_slow_steps(ReplayResult& r, int64_t l2_bytes);
 
 // A core's L2 cache in bytes (sysconf), 1 MiB where the system does not say.
