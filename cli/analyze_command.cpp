@@ -19,7 +19,8 @@ struct AnalyzeCmd {
   std::string db;
   std::optional<int64_t> system;
   std::vector<int64_t> batches = {1};
-  int64_t max_detections = 100;  // ProcessOptions::max_detections
+  int64_t max_detections = 100;                      // ProcessOptions::max_detections
+  std::map<std::string, std::vector<int64_t>> dims;  // ProcessOptions::dims (--dim)
   std::string dtype = "f32";
   std::string format = "table";
   std::string out = "-";
@@ -34,6 +35,7 @@ int run_analyze(const AnalyzeCmd& o) {
   mp::ProcessOptions popts;
   popts.batches = o.batches;
   popts.max_detections = o.max_detections;
+  popts.dims = o.dims;
   auto in = open_read_inputs(o.models, o.db, o.out, popts);
   if (!in) {
     std::fprintf(stderr, "floorline analyze: %s\n", in.error().message.c_str());
@@ -97,6 +99,7 @@ void add_analyze_command(CLI::App& app, int& exit_code) {
       ->delimiter(',')
       ->allow_extra_args(false)
       ->check(int_in(1, kMaxBatch, "batch size"));
+  add_dim_option(a, o->dims);
   a->add_option("--max-detections", o->max_detections,
                 "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "
                 "reports state it)")

@@ -44,6 +44,7 @@ Result<Loaded> plan_models(const CommonOptions& o) {
   mp::ProcessOptions popts;
   popts.batches = o.batches;
   popts.max_detections = o.max_detections;
+  popts.dims = o.dims;
   const bool color = use_color(stderr);
   for (const auto& path : files) {
     auto r = mp::process_model(path, popts);
@@ -85,6 +86,7 @@ void add_plan_options(CLI::App* cmd, CommonOptions& o) {
       ->delimiter(',')
       ->allow_extra_args(false)
       ->check(int_in(1, kMaxBatch, "batch size"));
+  add_dim_option(cmd, o.dims);
   cmd->add_option("--max-detections", o.max_detections,
                   "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "
                   "reports state it)")

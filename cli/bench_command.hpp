@@ -1,6 +1,7 @@
 // `floorline plan`, `floorline generate` and `floorline bench`: the generator and runner.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,8 @@ struct CommonOptions {
   std::vector<std::string> models;
   std::string backend = "auto";
   std::vector<int64_t> batches = {1};
-  int64_t max_detections = 100;  // ProcessOptions::max_detections
+  int64_t max_detections = 100;                      // ProcessOptions::max_detections
+  std::map<std::string, std::vector<int64_t>> dims;  // ProcessOptions::dims (--dim)
   std::vector<std::string> dtypes = {"f32"};
   int max_impls = 0;  // 0: every implementation (raced)
   bool all_impls = false;

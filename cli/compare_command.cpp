@@ -22,6 +22,7 @@ struct CompareCmd {
   std::optional<int64_t> baseline;
   std::vector<int64_t> batches = {1};
   int64_t max_detections = 100;
+  std::map<std::string, std::vector<int64_t>> dims;  // ProcessOptions::dims (--dim)
   std::string dtype = "f32";
   std::string format = "table";
   std::string out = "-";
@@ -45,6 +46,7 @@ int run_compare(CompareCmd o) {
   mp::ProcessOptions popts;
   popts.batches = o.batches;
   popts.max_detections = o.max_detections;
+  popts.dims = o.dims;
   auto in = open_read_inputs(o.models, o.db, o.out, popts);
   if (!in) {
     std::fprintf(stderr, "floorline compare: %s\n", in.error().message.c_str());
@@ -110,6 +112,7 @@ void add_compare_command(CLI::App& app, int& exit_code) {
       ->delimiter(',')
       ->allow_extra_args(false)
       ->check(int_in(1, kMaxBatch, "batch size"));
+  add_dim_option(c, o->dims);
   c->add_option("--max-detections", o->max_detections,
                 "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes)")
       ->check(int_in(1, kMaxBatch, "detections"));

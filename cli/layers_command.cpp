@@ -140,6 +140,7 @@ void add_layers_command(CLI::App& app, LayersOptions& opts, int& exit_code) {
       ->delimiter(',')
       ->allow_extra_args(false)
       ->check(int_in(1, kMaxBatch, "batch size"));
+  add_dim_option(cmd, opts.dims);
   cmd->add_option("--max-detections", opts.max_detections,
                   "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "
                   "reports state it)")
@@ -172,6 +173,7 @@ int run_layers(const LayersOptions& opts) {
   mp::ProcessOptions popts;
   popts.batches = opts.batches;
   popts.max_detections = opts.max_detections;
+  popts.dims = opts.dims;
   std::vector<ModelIR> models;
   std::vector<mp::ModelFailure> failures;
   const auto t0 = std::chrono::steady_clock::now();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,8 @@ namespace floorline::cli {
 struct LayersOptions {
   std::vector<std::string> models;
   std::vector<int64_t> batches = {1};
-  int64_t max_detections = 100;  // ProcessOptions::max_detections
+  int64_t max_detections = 100;                      // ProcessOptions::max_detections
+  std::map<std::string, std::vector<int64_t>> dims;  // ProcessOptions::dims (--dim)
   std::string format = "table";
   std::string out = "-";
   bool show_unique = false;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "floorline/benchdb/framework_io.hpp"
@@ -238,7 +239,12 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
       ++res.failures;
       continue;
     }
-    if (done.count(m.stem().string())) {
+    const auto known = o.scenarios.find(m);
+    const bool measured = known == o.scenarios.end() || known->second.empty()
+                              ? done.count(m.stem().string()) > 0
+                              : std::all_of(known->second.begin(), known->second.end(),
+                                            [&](const std::string& n) { return done.count(n) > 0; });
+    if (measured) {
       ++res.kept;
       continue;
     }
@@ -314,6 +320,8 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
                           "--profile-runs", "3"})
       args.emplace_back(a);
   }
+  for (const auto& [name, values] : o.dims)
+    args.insert(args.end(), {"--dim", fmt::format("{}={}", name, fmt::join(values, ","))});
   args.insert(args.end(), files.begin(), files.end());
   std::error_code ec;
   fs::create_directories(ref_out, ec);

@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,12 @@ Result<ProfileImportSummary> import_framework_profiles(benchdb::Database& db, co
 struct ReferenceStageOptions {
   std::vector<std::filesystem::path> models;  // the run's model files
   std::vector<int64_t> batches = {1};
+  // Named dims (--dim, mp::ProcessOptions::dims), passed to measure.js, which runs each model in
+  // each of its scenarios and names them as Floorline does (mp::scenario_name). `scenarios`: the
+  // scenario names of each model file (from the run's processed models): a model is measured again
+  // unless every one of them is in the database already (a model absent here: its file stem).
+  std::map<std::string, std::vector<int64_t>> dims;
+  std::map<std::filesystem::path, std::set<std::string>> scenarios;
   int threads = 1;
   bool quick = false;         // fewer runs, graph optimizations on only
   std::filesystem::path out;  // the run's --out: materialized/ and reference/ go there

@@ -310,6 +310,8 @@ int run_main(RunCmd o, const std::string& command_line) {
     ReferenceStageOptions ref;
     for (const auto& f : files) ref.models.emplace_back(f);
     ref.batches = o.c.batches;
+    ref.dims = o.c.dims;
+    for (const auto& m : l.models) ref.scenarios[m.path].insert(m.name);
     ref.threads = o.threads;
     ref.quick = o.quick;
     ref.out = o.out;
@@ -421,6 +423,7 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       ->delimiter(',')
       ->allow_extra_args(false)
       ->check(int_in(1, kMaxBatch, "batch size"));
+  add_dim_option(r, o->c.dims);
   r->add_option("--max-detections", o->c.max_detections,
                 "Elements NonZero/NonMaxSuppression are assumed to select (their data-dependent sizes; "
                 "reports state it)")

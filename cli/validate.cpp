@@ -50,6 +50,37 @@ CLI::Validator int_in(int64_t lo, int64_t hi, const std::string& what) {
       fmt::format("INT in [{}, {}]", lo, hi));
 }
 
+void add_dim_option(CLI::App* cmd, std::map<std::string, std::vector<int64_t>>& dims) {
+  cmd->add_option_function<std::vector<std::string>>(
+         "--dim",
+         [&dims](const std::vector<std::string>& given) {
+           for (const auto& text : given) {
+             const auto eq = text.find('=');
+             if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+               throw CLI::ValidationError("--dim", fmt::format("{}: expected NAME=VALUE[,VALUE...]", text));
+             const std::string name = text.substr(0, eq);
+             if (dims.count(name))
+               throw CLI::ValidationError("--dim", fmt::format("{}: {} is given twice", text, name));
+             std::vector<int64_t> values;
+             std::string rest = text.substr(eq + 1);
+             for (size_t at = 0; at <= rest.size();) {
+               const size_t comma = std::min(rest.find(',', at), rest.size());
+               std::string v = rest.substr(at, comma - at);
+               const std::string why = int_in(0, int64_t{1} << 31, "")(v);
+               if (!why.empty()) throw CLI::ValidationError("--dim", fmt::format("{}: {}", text, why));
+               values.push_back(std::stoll(v));
+               at = comma + 1;
+             }
+             dims[name] = std::move(values);
+           }
+         },
+         "Value(s) of a named symbolic input dim, NAME=V or NAME=V1,V2 to sweep (repeatable; e.g. "
+         "--dim sequence_length=128 --dim past_sequence_length=0,512): each combination is a scenario, "
+         "named MODEL[NAME=V;...]")
+      ->allow_extra_args(false)
+      ->type_name("NAME=VALUES");
+}
+
 CLI::Validator real_in(double lo, double hi, const std::string& what, bool lo_open) {
   const std::string range = fmt::format(fmt::runtime(lo_open ? "a finite number over {:g}, at most {:g}{}"
                                                              : "a finite number from {:g} to {:g}{}"),

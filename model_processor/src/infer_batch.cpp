@@ -57,17 +57,26 @@ void collect_shapes(const onnx::GraphProto& g, ShapeMap& out) {
     }
 }
 
-// The model at batch size `batch`, on `arena`: graph inputs take the batch as their first dim, and
-// outputs and value_info lose the shapes ONNX is to infer again.
+// The model at batch size `batch` and the scenario's named dims (L.dims), on `arena`: a named
+// symbolic dim takes its value at every axis, graph inputs take the batch as their first dim
+// otherwise, and outputs and value_info lose the shapes ONNX is to infer again.
 onnx::ModelProto* batched_model(const Loaded& L, int64_t batch, google::protobuf::Arena& arena) {
   onnx::ModelProto* copy = google::protobuf::Arena::CreateMessage<onnx::ModelProto>(&arena);
   copy->CopyFrom(*L.model);
   onnx::ModelProto& m = *copy;
   auto* bg = m.mutable_graph();
+  auto named = [&](const onnx::TensorShapeProto::Dimension& d) -> std::optional<int64_t> {
+    if (!d.has_dim_param() || d.has_dim_value()) return std::nullopt;
+    for (const auto& [name, value] : L.dims)
+      if (name == d.dim_param()) return value;
+    return std::nullopt;
+  };
   for (auto& in : *bg->mutable_input()) {
     if (L.initializers.count(in.name())) continue;  // IR < 4 lists initializers as inputs
     auto* tt = in.mutable_type()->mutable_tensor_type();
     if (!tt->has_shape() || tt->shape().dim_size() == 0) continue;
+    for (auto& d : *tt->mutable_shape()->mutable_dim())
+      if (auto v = named(d)) d.set_dim_value(*v);
     auto* d0 = tt->mutable_shape()->mutable_dim(0);
     if (d0->has_dim_param() || !d0->has_dim_value() || d0->dim_value() == 1) d0->set_dim_value(batch);
   }

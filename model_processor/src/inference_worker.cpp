@@ -47,6 +47,11 @@ std::string encode_request(const Loaded& L, const ProcessOptions& opts, const st
   encode_i64(opts.max_detections, out);
   encode_i64(static_cast<int64_t>(batches.size()), out);
   for (int64_t b : batches) encode_i64(b, out);
+  encode_i64(static_cast<int64_t>(L.dims.size()), out);
+  for (const auto& [name, value] : L.dims) {
+    encode_string(name, out);
+    encode_i64(value, out);
+  }
   // encode_string(model bytes), serialized in place: the length is written once they are known.
   const size_t at = out.size();
   encode_i64(0, out);
@@ -87,6 +92,14 @@ void serve_inference(std::string_view request, const std::function<bool(const st
     auto b = in.i64();
     if (!b) return;
     batches.push_back(*b);
+  }
+  auto dim_count = in.i64();
+  if (!dim_count || *dim_count < 0) return;
+  for (int64_t k = 0; k < *dim_count; ++k) {
+    auto name = in.string();
+    auto value = in.i64();
+    if (!name || !value) return;
+    L.dims.emplace_back(std::move(*name), *value);
   }
   auto model = in.bytes();
   if (!model || model->size() > static_cast<size_t>(INT32_MAX) ||

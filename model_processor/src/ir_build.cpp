@@ -211,7 +211,7 @@ class IrBuilder {
                                    "ONNX 1.12 knows, so it is kept as Unsupported",
                                    L_.opset));
       kind.reset();
-    } else if (!kind && !is_einsum) {
+    } else if (!kind && !is_einsum && !folded) {  // a folded layer is a constant: no work to cost
       note_unsupported(node.op_type(),
                        !v.schema
                            ? fmt::format("not known to ONNX 1.12 (domain '{}'); kept as Unsupported, "

@@ -47,6 +47,34 @@ Status check_rebatch(const Loaded& L, const Inference& ref, const Inference& inf
   return {};
 }
 
+// The graph's inputs and outputs as inferred, and the bytes of its initializers.
+void graph_values(const Loaded& L, const Inference& inf, ModelIR& ir) {
+  const auto& g = L.model->graph();
+  auto value = [&](const std::string& name) {
+    GraphValue v;
+    v.name = name;
+    if (auto it = inf.shapes.find(name); it != inf.shapes.end()) {
+      v.dtype = it->second.dtype;
+      if (it->second.shape && shape_known(*it->second.shape)) {
+        v.shape = *it->second.shape;
+        v.shape_known = true;
+      }
+    }
+    return v;
+  };
+  for (const auto& in : g.input())
+    if (!L.initializers.count(in.name())) ir.inputs.push_back(value(in.name()));
+  for (const auto& out : g.output()) ir.outputs.push_back(value(out.name()));
+  for (const auto& t : g.initializer()) {
+    const int64_t n = tensor_numel(t);
+    const int64_t size = dtype_size(static_cast<DataType>(t.data_type()));
+    int64_t bytes = 0;  // saturating: a hostile model may declare more than int64 counts
+    if (n < 0 || __builtin_mul_overflow(n, size, &bytes) ||
+        __builtin_add_overflow(ir.weight_bytes, bytes, &ir.weight_bytes))
+      ir.weight_bytes = INT64_MAX;
+  }
+}
+
 Status check_options(const ProcessOptions& opts) {
   if (opts.batches.empty()) return make_error("no batch size requested");
   for (auto b : opts.batches)
@@ -84,14 +112,16 @@ Result<std::vector<ModelIR>> build_models(const Loaded& L, const ProcessOptions&
     FL_ASSIGN_OR_RETURN(const Inference* inf, inference_at(b));
     if (b != 1) FL_TRY(check_rebatch(L, *r1, *inf));
     ModelIR ir;
-    ir.name = L.name;
+    ir.name = scenario_name(L.name, L.dims);
     ir.path = L.path;
     ir.batch = b;
+    ir.dims = L.dims;
     ir.ir_version = L.model->ir_version();
     ir.opset = L.opset;
     ir.node_count = L.model->graph().node_size();
     ir.fingerprint = fingerprint;
     ir.warnings = L.warnings;
+    graph_values(L, *inf, ir);
     FL_TRY(build_layers(L, *inf, ir));
     int64_t assumed = 0;
     for (const auto& l : ir.layers)
@@ -115,11 +145,39 @@ Result<std::vector<ModelIR>> process_loaded(Loaded& L, const ProcessOptions& opt
 
 // An error fit for every output: one line, valid UTF-8 (a file name or a library's message may
 // carry any bytes).
+Error safe_error(Error e);
+
+// The model in each of its scenarios of named dims in turn (every batch of each), on the same
+// loaded model; errors name the file (`ctx`) and the scenario.
+Result<std::vector<ModelIR>> process_scenarios(Loaded& L, const ProcessOptions& opts, Clock::time_point t0,
+                                               const std::string& ctx) {
+  std::vector<ModelIR> out;
+  const auto scenarios = L.scenarios;
+  for (const auto& dims : scenarios) {
+    L.dims = dims;
+    auto result = process_loaded(L, opts, t0);
+    if (!result) {
+      const std::string where = dims.empty() ? ctx : fmt::format("{} {}", ctx, scenario_name("", dims));
+      return safe_error(result.error().with_context(where));
+    }
+    for (auto& ir : *result) out.push_back(std::move(ir));
+  }
+  return out;
+}
+
+// An error fit for every output: one line, valid UTF-8 (a file name or a library's message may
+// carry any bytes).
 Error safe_error(Error e) {
   e.message = to_valid_utf8(clean_onnx_message(std::move(e.message)));
   return e;
 }
 }  // namespace
+
+int64_t GraphValue::bytes() const {
+  if (!shape_known) return 0;
+  const int64_t n = numel(shape);
+  return n >= 0 ? n * dtype_size(dtype) : 0;
+}
 
 int64_t ModelIR::total_flops() const {
   int64_t f = 0;
@@ -141,9 +199,7 @@ Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, co
   try {
     auto loaded = load_file(path, opts);
     if (!loaded) return safe_error(loaded.error().with_context(ctx));
-    auto result = process_loaded(*loaded, opts, t0);
-    if (!result) return safe_error(result.error().with_context(ctx));
-    return result;
+    return process_scenarios(*loaded, opts, t0, ctx);
   } catch (const std::bad_alloc&) {
     return make_error("{}: out of memory while loading the model", to_valid_utf8(ctx));
   } catch (const std::exception& e) {
@@ -153,7 +209,10 @@ Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, co
 
 void process_models(const std::vector<std::filesystem::path>& paths, const ProcessOptions& opts,
                     const std::function<void(size_t, Result<std::vector<ModelIR>>)>& done) {
-  if (!opts.isolate) {
+  // A sweep of named dims (a model in several scenarios) is processed model by model.
+  const bool sweep =
+      std::any_of(opts.dims.begin(), opts.dims.end(), [](const auto& d) { return d.second.size() > 1; });
+  if (!opts.isolate || sweep) {
     for (size_t i = 0; i < paths.size(); ++i) done(i, process_model(paths[i], opts));
     return;
   }
@@ -391,9 +450,10 @@ Result<std::vector<ModelIR>> process_model_text(std::string_view text, std::stri
     if (!status.IsOK()) return make_error("{}: ONNX text does not parse: {}", name, status.ErrorMessage());
     auto st = validate_and_prepare(L, opts.max_folded_elements);
     if (!st) return safe_error(st.error().with_context(name));
-    auto result = process_loaded(L, opts, t0);
-    if (!result) return safe_error(result.error().with_context(name));
-    return result;
+    auto scenarios = dim_scenarios(L, opts.dims);
+    if (!scenarios) return safe_error(scenarios.error().with_context(name));
+    L.scenarios = std::move(*scenarios);
+    return process_scenarios(L, opts, t0, std::string(name));
   } catch (const std::exception& e) {
     return make_error("{}: {}", name, clean_onnx_message(e.what()));
   }

@@ -308,6 +308,8 @@ Result<Loaded> load_file(const std::filesystem::path& path, const ProcessOptions
     return make_error("not an ONNX model: protobuf parsing failed (truncated or not a ModelProto)");
   L.structure_bytes = skimmed->size();
   FL_TRY(validate_and_prepare(L, opts.max_folded_elements));
+  FL_ASSIGN_OR_RETURN(L.scenarios, dim_scenarios(L, opts.dims));
+  L.dims = L.scenarios.front();
   return L;
 }
 

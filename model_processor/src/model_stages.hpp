@@ -82,7 +82,18 @@ struct Loaded {
   std::vector<std::string> unreadable_external;  // why small external tensors could not be read
   std::set<int> read_as_17;    // top-level nodes of an opset >= 18 model read as opset 17 (opset18.hpp)
   size_t structure_bytes = 0;  // of the file, without the payloads that were passed over
+  // The scenarios of named dims the options give this model (dim_scenarios; one empty one for a
+  // model without named dims), and the one being inferred.
+  std::vector<DimValues> scenarios = {DimValues{}};
+  DimValues dims;
 };
+
+// The scenarios of `L` under the requested dim values (ProcessOptions::dims): every combination of
+// the values of the named dims its graph inputs use. Errors (one line, naming the dim and the
+// input): a symbolic dim other than a leading one without a value; a value given for a leading
+// (batch) dim; a value outside 0..kMaxDim.
+Result<std::vector<DimValues>> dim_scenarios(const Loaded& L,
+                                             const std::map<std::string, std::vector<int64_t>>& dims);
 
 // An initializer whose payload the skim left out: dims and type only.
 bool payload_dropped(const onnx::TensorProto& t);

@@ -6,6 +6,10 @@
 //
 //   node measure.js [options] MODEL.onnx...
 //     --batch 1,8          batch sizes (default 1)
+//     --dim NAME=V1,V2     values of a named symbolic input dim (repeatable; several values sweep):
+//                          a model runs in every combination of the values of the dims its inputs
+//                          use, each recorded as MODEL[NAME=V;...] (names sorted), as Floorline
+//                          names the scenario (model_processor/model.hpp, scenario_name)
 //     --threads N          intra-op threads, the benchmarks' thread count (default 1)
 //     --settings all,disabled
 //                          graph optimization levels to time (default both: "all" is what a user
@@ -30,8 +34,9 @@
 // execution provider, graph optimization level per setting. Inputs: fixed-seed values (floats
 // uniform in [-1, 1), integers and bools 0 or 1), the first dimension of each input set to the
 // batch size when it is symbolic (or when it is 1 and a larger batch is asked: Floorline
-// re-batches the same way); a model whose inputs have other symbolic dims, or a fixed batch dim
-// other than the one asked for, is skipped with a reason. Times are wall-clock per
+// re-batches the same way) unless --dim names it, a dim --dim names set to its value; a model
+// whose inputs have other symbolic dims, or a fixed batch dim other than the one asked for, is
+// skipped with a reason. Times are wall-clock per
 // session.run() (steady clock, process.hrtime), in microseconds.
 //
 // Output: {"framework_latencies": [rows], "profiles": [{model_name, batch, settings, file}],
@@ -56,6 +61,7 @@ function usage(msg) {
 function parseArgs(argv) {
   const o = {
     batch: [1],
+    dims: {},
     threads: 1,
     settings: ['all', 'disabled'],
     minTimeMs: 1000,
@@ -84,6 +90,14 @@ function parseArgs(argv) {
       return n;
     };
     if (a === '--batch') o.batch = next().split(',').map(int);
+    else if (a === '--dim') {
+      const v = next();
+      const eq = v.indexOf('=');
+      if (eq <= 0 || eq === v.length - 1) usage(`--dim ${v}: expected NAME=VALUE[,VALUE...]`);
+      const name = v.slice(0, eq);
+      if (name in o.dims) usage(`--dim ${v}: ${name} is given twice`);
+      o.dims[name] = v.slice(eq + 1).split(',').map(int);
+    }
     else if (a === '--threads') o.threads = int(next());
     else if (a === '--settings') o.settings = next().split(',');
     else if (a === '--min-time-ms') o.minTimeMs = int(next());
@@ -129,13 +143,30 @@ function rng(seed) {
   };
 }
 
-// The feeds of a session at a batch size, or a reason why the model cannot take it.
-function makeFeeds(ort, session, batch) {
+// The scenarios of a model under --dim: every combination of the values of the named dims its
+// inputs use (names sorted, the last varying fastest), as [[name, value], ...] lists.
+function scenarios(session, dims) {
+  const used = new Set();
+  for (const meta of session.inputMetadata)
+    if (meta.isTensor) for (const d of meta.shape) if (typeof d === 'string' && d in dims) used.add(d);
+  let out = [[]];
+  for (const name of [...used].sort()) out = out.flatMap((p) => dims[name].map((v) => [...p, [name, v]]));
+  return out;
+}
+
+function scenarioName(stem, scenario) {
+  return scenario.length === 0 ? stem : `${stem}[${scenario.map(([n, v]) => `${n}=${v}`).join(';')}]`;
+}
+
+// The feeds of a session at a batch size and scenario, or a reason why the model cannot take it.
+function makeFeeds(ort, session, batch, scenario) {
   const feeds = {};
+  const named = new Map(scenario);
   let k = 0;
   for (const meta of session.inputMetadata) {
     if (!meta.isTensor) return { reason: `input '${meta.name}' is not a tensor` };
     const dims = meta.shape.map((d, i) => {
+      if (typeof d === 'string' && named.has(d)) return named.get(d);
       if (i === 0 && (typeof d === 'string' || d === 1 || d === -1)) return batch;
       return d;
     });
@@ -235,14 +266,29 @@ async function main() {
   const t_all = Date.now();
   for (let m = 0; m < o.models.length; ++m) {
     const file = o.models[m];
-    const name = o.names ? o.names[m] : path.basename(file, '.onnx');
+    const stem = o.names ? o.names[m] : path.basename(file, '.onnx');
+    let cases = [[]];
+    if (Object.keys(o.dims).length > 0) {
+      try {
+        const probe = await ort.InferenceSession.create(file, sessionOptions(o.threads, 'disabled'));
+        cases = scenarios(probe, o.dims);
+        await probe.release();
+      } catch (e) {
+        const reason = String(e.message || e).split('\n')[0];
+        result.skipped.push({ model_name: stem, batch: o.batch[0], settings: '', reason });
+        process.stderr.write(`  ort ${stem}: failed: ${reason}\n`);
+        continue;
+      }
+    }
+    for (const scenario of cases)
     for (const batch of o.batch) {
+      const name = scenarioName(stem, scenario);
       for (const level of o.settings) {
         const settings = `graph_optimization=${level}`;
         const t0 = Date.now();
         try {
           const profiled = o.profile && o.profileSettings.includes(level);
-          const prefix = path.join(o.profileDir, `${name}_b${batch}_${level}`);
+          const prefix = path.join(o.profileDir, `${name.replace(/[^A-Za-z0-9_.-]/g, '_')}_b${batch}_${level}`);
           const graph = level === 'disabled' ? null : `${prefix}.optimized.onnx`;
           // --time-in-profile: one session, the profiling one; its first run is the warm-up (which
           // the importer leaves out of the profile), the timed runs follow.
@@ -252,7 +298,7 @@ async function main() {
             shared ? sessionOptions(o.threads, level, prefix, graph) : sessionOptions(o.threads, level),
           );
           if (shared && graph && fs.existsSync(graph + '.data')) fs.unlinkSync(graph + '.data');
-          const f = makeFeeds(ort, session, batch);
+          const f = makeFeeds(ort, session, batch, scenario);
           if (f.reason) {
             result.skipped.push({ model_name: name, batch, settings, reason: f.reason });
             process.stderr.write(`  ort ${name} b${batch} ${level}: skipped: ${f.reason}\n`);

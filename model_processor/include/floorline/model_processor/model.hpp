@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "floorline/common/result.hpp"
@@ -20,11 +22,39 @@
 
 namespace floorline::mp {
 
-// A model processed at one batch size.
+// The values of a model's named symbolic input dims in one scenario, sorted by name
+// ({{"past_sequence_length", 512}, {"sequence_length", 1}}); empty for a model that has none.
+using DimValues = std::vector<std::pair<std::string, int64_t>>;
+
+// A model's name in one scenario of named dims: the file stem, then the values in brackets,
+// separated by ';' ("llama_1b_decode[past_sequence_length=512;sequence_length=1]"); the stem alone
+// when `dims` is empty. This name is the model's identity in the database and every report, so a
+// scenario's results never mix with another's.
+std::string scenario_name(const std::string& stem, const DimValues& dims);
+
+// A graph input or output of a processed model, at its batch and scenario.
+struct GraphValue {
+  std::string name;
+  DataType dtype = DataType::kUndefined;
+  Shape shape;  // -1 where a dim is unknown; empty for a scalar or an unknown rank
+  bool shape_known = false;
+  // numel × element size; 0 where the shape is unknown.
+  int64_t bytes() const;
+};
+
+// A model processed at one batch size (and one value of each of its named dims).
 struct ModelIR {
-  std::string name;  // file stem ("resnet50")
+  std::string name;  // scenario_name(file stem, dims): "resnet50",
+                     // "gpt2_small_decode[past_sequence_length=512;sequence_length=1]"
   std::filesystem::path path;
   int64_t batch = 1;
+  DimValues dims;  // the named dims set in this scenario (ProcessOptions::dims)
+  // The graph's inputs (initializers excluded) and outputs with their inferred shapes: a decoder's
+  // KV cache is among them (analyzer/llm.hpp).
+  std::vector<GraphValue> inputs, outputs;
+  // Σ bytes of the initializers (dims × element size, read even where the payload is absent): the
+  // parameters one run of the graph reads.
+  int64_t weight_bytes = 0;
   int64_t ir_version = 0;
   int64_t opset = 0;   // default-domain opset of the model
   int node_count = 0;  // ONNX nodes in the main graph (subgraph nodes not included)
@@ -48,7 +78,16 @@ struct ModelIR {
 };
 
 struct ProcessOptions {
-  std::vector<int64_t> batches = {1};  // each graph input's leading dim (symbolic or 1) is set to B
+  // Each graph input's leading dim (symbolic or 1) is set to B, unless `dims` names it.
+  std::vector<int64_t> batches = {1};
+  // Values of named symbolic input dims (`--dim NAME=V1,V2`): a dim_param NAME takes its value at
+  // every axis of every graph input it appears at. Several values sweep: a model is processed in
+  // every combination of the values of the dims it uses (in the order given, the last dim varying
+  // fastest), each combination a scenario of its own (scenario_name). A symbolic dim other than a
+  // leading one, left without a value, is an error naming it and its input; so is a value for a
+  // dim that is some input's leading (batch) dim, which --batch sets. Values 0..2^31: zero-size
+  // dims are legal ONNX (an empty KV cache).
+  std::map<std::string, std::vector<int64_t>> dims;
   // Constant tensors larger than this many elements are not evaluated at load time (they stay
   // run-time layers); a cap on the memory that constant folding may take.
   int64_t max_folded_elements = 1 << 20;
