@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "floorline/analyzer/llm.hpp"
 #include "floorline/model_processor/patterns.hpp"
 #include "math_mode.hpp"
 
@@ -540,6 +541,14 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   b.replay_conversions_us = replay.conversions_us;
   b.replay_conversions = replay.conversions;
   b.replay_layers = std::move(replay.layer_times);
+
+  b.dims = model.dims;
+  std::optional<double> bandwidth;
+  for (const std::string& dt : {b.dtype, std::string("f32")})
+    if (auto it = costs.calibrated_peaks.find({"bytes", dt});
+        !bandwidth && it != costs.calibrated_peaks.end())
+      bandwidth = it->second;
+  b.decoder = decoder_step(model, b.S, bandwidth);
   return b;
 }
 

@@ -600,6 +600,144 @@ std::string opt_us(const std::optional<double>& v) {
   return v ? us_text(*v) : "–";
 }
 
+// --- language-model view (llm.hpp) -------------------------------------------------------------
+
+// The file stem of a scenario name: "llama_1b_decode[past_sequence_length=512]" -> "llama_1b_decode".
+std::string scenario_stem(const std::string& name) {
+  const auto at = name.find('[');
+  return at == std::string::npos ? name : name.substr(0, at);
+}
+
+// One decoder's panel (one file stem, batch and new-token count): time per output token (µs, linear
+// from 0) against the past tokens in the cache, the bound S solid black, the memory floor dotted
+// grey, the fastest runtime (M) dashed red.
+std::string decoder_panel(const std::string& title, std::vector<const ModelBounds*> steps) {
+  std::sort(steps.begin(), steps.end(), [](const ModelBounds* a, const ModelBounds* b) {
+    return a->decoder->past_tokens < b->decoder->past_tokens;
+  });
+  const double w = 360, h = 262, left = 58, right = w - 14, top = 42, bottom = h - 42;
+  const double lo = static_cast<double>(steps.front()->decoder->past_tokens),
+               hi_x = static_cast<double>(steps.back()->decoder->past_tokens);
+  double hi = 0;
+  for (const auto* b : steps) {
+    hi = std::max({hi, b->S, b->M.value_or(0), b->decoder->memory_floor_us.value_or(0)});
+  }
+  auto x_at = [&](double t) {
+    return hi_x <= lo ? (left + right) / 2 : left + 12 + (right - left - 24) * (t - lo) / (hi_x - lo);
+  };
+  const double step = nice_step(hi > 0 ? hi * 1.08 : 1, 4),
+               ymax = step * std::ceil((hi > 0 ? hi * 1.08 : 1) / step);
+  auto y_at = [&](double v) { return bottom - (bottom - top) * v / ymax; };
+  std::string s = fmt::format(
+      "<svg class=\"chart\" id=\"chart-tpot-{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" "
+      "height=\"{}\" "
+      "role=\"img\" aria-label=\"time per output token of {} against context length\">\n",
+      esc(title), w, h, esc(title));
+  s += fmt::format(
+      "<text x=\"{}\" y=\"14\" font-size=\"12\" font-weight=\"bold\" text-anchor=\"middle\">{}</text>\n",
+      (left + right) / 2, esc(title));
+  for (double v = 0; v <= ymax * 1.0001; v += step)
+    s += fmt::format(
+        "<line x1=\"{1}\" x2=\"{2}\" y1=\"{0:.1f}\" y2=\"{0:.1f}\" stroke=\"#e4e4e4\"/><text x=\"{3}\" "
+        "y=\"{4:.1f}\" font-size=\"10\" text-anchor=\"end\">{5}</text>\n",
+        y_at(v), left, right, left - 4, y_at(v) + 3, tick_label(v));
+  for (const auto* b : steps)
+    s += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#e4e4e4\"/><text x=\"{0:.1f}\" "
+        "y=\"{3}\" font-size=\"10\" text-anchor=\"middle\">{4}</text>\n",
+        x_at(static_cast<double>(b->decoder->past_tokens)), top, bottom, bottom + 14,
+        b->decoder->past_tokens);
+  s += fmt::format(
+      "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">past tokens in the KV cache</text>"
+      "<text x=\"13\" y=\"{}\" font-size=\"11\" transform=\"rotate(-90 13 {})\" "
+      "text-anchor=\"middle\">µs per step</text>\n",
+      (left + right) / 2, bottom + 32, (top + bottom) / 2, (top + bottom) / 2);
+  struct Series {
+    const char* name;
+    const char* color;
+    const char* dash;
+    std::optional<double> (*value)(const ModelBounds&);
+  };
+  const Series series[] = {
+      {"memory floor", "#888888", " stroke-dasharray=\"2,3\"",
+       [](const ModelBounds& b) { return b.decoder->memory_floor_us; }},
+      {"fastest runtime (M)", "#d62728", " stroke-dasharray=\"5,3\"",
+       [](const ModelBounds& b) { return b.M; }},
+      {"bound S", "#000000", "", [](const ModelBounds& b) { return std::optional<double>(b.S); }},
+  };
+  for (const auto& x : series) {
+    std::string d;
+    for (const auto* b : steps)
+      if (auto v = x.value(*b))
+        d += fmt::format("{}{:.1f},{:.1f}", d.empty() ? "M" : " L",
+                         x_at(static_cast<double>(b->decoder->past_tokens)), y_at(*v));
+    if (d.empty()) continue;
+    s += fmt::format(
+        "<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}><title>{}</title></path>\n", d,
+        x.color, x.dash, x.name);
+    for (const auto* b : steps)
+      if (auto v = x.value(*b))
+        s += fmt::format(
+            "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"><title>{}, {} past tokens: "
+            "{}</title></circle>\n",
+            x_at(static_cast<double>(b->decoder->past_tokens)), y_at(*v), x.color, x.name,
+            b->decoder->past_tokens, us_text(*v));
+  }
+  return s + "</svg>\n";
+}
+
+// The language-model section: a table of every decoder step (TTFT and TPOT bounds, tokens/s, KV
+// cache, memory floor) and, per decoder with decode steps at two or more past lengths, the chart of
+// time per output token against the context.
+std::string decoder_section(const Report& r) {
+  std::vector<const ModelBounds*> steps;
+  for (const auto& m : r.models)
+    if (m.bounds.decoder) steps.push_back(&m.bounds);
+  if (steps.empty()) return "";
+  std::string s =
+      "<p class=\"note\">A decoder's prefill step bounds the <b>time to first token</b> (TTFT), its decode "
+      "step the <b>time per output token</b> (TPOT) at each length of the KV cache; tokens/s = batch × new "
+      "tokens / time. The memory floor is (weights + the cache read) / the calibrated bandwidth: a decode "
+      "step streams both at least once.</p>\n<table "
+      "id=\"decoders\"><tr><th>model</th><th>batch</th><th>phase</th>"
+      "<th>new tokens</th><th>past tokens</th><th>S</th><th>tokens/s</th><th>M</th><th>M tokens/s</th>"
+      "<th>KV cache (MiB)</th><th>weights (MiB)</th><th>memory floor</th><th>S / floor</th></tr>\n";
+  for (const auto* b : steps) {
+    const auto& d = *b->decoder;
+    const double tokens = static_cast<double>(b->batch * d.new_tokens);
+    s += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+        "td>"
+        "<td>{:.1f}</td><td>{:.1f}</td><td>{}</td><td>{}</td></tr>\n",
+        esc(b->model), b->batch, d.phase, d.new_tokens, d.past_tokens, us_text(b->S),
+        per_s_text(d.tokens_per_s), opt_us(b->M),
+        b->M && *b->M > 0 ? per_s_text(tokens * 1e6 / *b->M) : std::string("–"),
+        static_cast<double>(d.kv_cache_bytes) / (1 << 20), static_cast<double>(d.weight_bytes) / (1 << 20),
+        opt_us(d.memory_floor_us),
+        d.S_over_floor ? fmt::format("{:.2f}", *d.S_over_floor) : std::string("–"));
+  }
+  s += "</table>\n";
+  std::map<std::tuple<std::string, int64_t, int64_t>, std::vector<const ModelBounds*>> groups;
+  for (const auto* b : steps)
+    if (b->decoder->phase == "decode")
+      groups[{scenario_stem(b->model), b->batch, b->decoder->new_tokens}].push_back(b);
+  std::string panels;
+  for (const auto& [key, group] : groups)
+    if (group.size() >= 2)
+      panels += decoder_panel(fmt::format("{} batch {}", std::get<0>(key), std::get<1>(key)), group);
+  if (panels.empty())
+    return s +
+           "<p class=\"note\" id=\"chart-tpot\">No decoder was analyzed at two or more past lengths: sweep "
+           "them (<code>--dim past_sequence_length=0,512,2048</code>) for the chart of time per output token "
+           "against the context.</p>\n";
+  return s + "<div id=\"chart-tpot\" style=\"display:flex;flex-wrap:wrap;gap:8px;margin-top:16px\">\n" +
+         panels +
+         "</div>\n<p class=\"legend\"><span style=\"color:#000\">&#9644;</span> bound S (TPOT) <span "
+         "style=\"color:#d62728\">&#9644;</span> fastest runtime (M) <span "
+         "style=\"color:#888\">&#9644;</span> "
+         "memory floor</p>\n";
+}
+
 // The per-layer table's candidates cell: the cases timed for the layer's best, how many of them were
 // raced out, and how close the runner-up came ("7 (2 raced out); runner-up 1.04×"); "–" unmeasured.
 std::string candidates_text(const LayerCost& l) {
@@ -710,6 +848,8 @@ std::string format_html(const Report& r) {
   s += "<h2>Bounds per model</h2>\n" + bounds_chart(r);
   s += "<h2>Latency vs batch size</h2>\n" + batch_chart(r);
   s += "<h2>Throughput (MLPerf single stream and offline)</h2>\n" + throughput_section(r);
+  if (const std::string llm = decoder_section(r); !llm.empty())
+    s += "<h2>Language models (TTFT, TPOT, tokens/s)</h2>\n" + llm;
   s += "<h2>Time by layer kind (share of S)</h2>\n" + kind_chart(r);
   s += "<h2>Roofline</h2>\n" + roofline_chart(r);
   s += "<h2>Critical paths (length relative to S)</h2>\n" + critical_path_chart(r);

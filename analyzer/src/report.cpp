@@ -238,6 +238,54 @@ std::string throughput_section(const Report& r) {
   return out;
 }
 
+// --- language-model view (llm.hpp) -------------------------------------------------------------
+
+// The fields of a decoder step's row: the same names in the table and in JSON's "decoder".
+std::vector<Field<ModelReport>> decoder_fields() {
+  using M = ModelReport;
+  auto d = [](const M& m) -> const DecoderStep& { return *m.bounds.decoder; };
+  auto mib = [](int64_t bytes) { return float_cell(static_cast<double>(bytes) / (1 << 20), 1); };
+  return {
+      {"model", [](const M& m) { return text_cell(m.bounds.model); }},
+      {"batch", [](const M& m) { return int_cell(m.bounds.batch); }},
+      {"phase", [d](const M& m) { return text_cell(d(m).phase); }},
+      {"new_tokens", [d](const M& m) { return int_cell(d(m).new_tokens); }},
+      {"past_tokens", [d](const M& m) { return int_cell(d(m).past_tokens); }},
+      {"S_us", [](const M& m) { return float_cell(m.bounds.S, 1); }},
+      {"tokens_per_s", [d](const M& m) { return float_cell(d(m).tokens_per_s, 1); }},
+      {"M_us", [](const M& m) { return float_cell(m.bounds.M, 1); }},
+      {"M_tokens_per_s",
+       [d](const M& m) {
+         if (!m.bounds.M || *m.bounds.M <= 0) return output::missing_cell();
+         return float_cell(static_cast<double>(m.bounds.batch * d(m).new_tokens) * 1e6 / *m.bounds.M, 1);
+       }},
+      {"kv_cache_mib", [d, mib](const M& m) { return mib(d(m).kv_cache_bytes); }},
+      {"weights_mib", [d, mib](const M& m) { return mib(d(m).weight_bytes); }},
+      {"memory_floor_us", [d](const M& m) { return float_cell(d(m).memory_floor_us, 1); }},
+      {"S_over_floor", [d](const M& m) { return float_cell(d(m).S_over_floor, 2); }},
+      {"measured_share", [](const M& m) { return float_cell(m.bounds.measured_fraction, 3); }},
+  };
+}
+
+std::vector<ModelReport> decoder_rows(const Report& r) {
+  std::vector<ModelReport> rows;
+  for (const auto& m : r.models)
+    if (m.bounds.decoder) rows.push_back(m);
+  return rows;
+}
+
+// The table's language-model section: only when a decoder was analyzed.
+std::string decoder_section(const Report& r) {
+  const auto rows = decoder_rows(r);
+  if (rows.empty()) return "";
+  std::string out =
+      "\nlanguage models: S of a prefill step bounds the time to first token (TTFT), S of a decode step the "
+      "time per output token (TPOT) at its past length; tokens_per_s = batch × new tokens / S (M_*: the "
+      "fastest runtime); kv_cache: the cache after the step; memory_floor: (weights + cache read) / the "
+      "calibrated bandwidth\n";
+  return out + output::render_table(decoder_fields(), rows);
+}
+
 nlohmann::json point_json(const ThroughputPoint& p) {
   return {{"batch", p.batch},
           {"latency_us", p.latency_us},
@@ -387,6 +435,7 @@ std::string format_table_text(const Report& r, bool layers, size_t top_findings)
       "cases run as the graph (all µs); measured_share: share of S from measured cases; *_ci_hi: high end of "
       "the 95% bootstrap interval of S, P, F over the cases' repetitions (the low end is the bound itself)\n";
   out += throughput_section(r);
+  out += decoder_section(r);
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
     std::vector<std::string> notes;
@@ -462,6 +511,18 @@ std::string format_json(const Report& r) {
     o["complete"] = b.complete;
     o["peaks_note"] = b.peaks_note;
     if (!b.assumption.empty()) o["assumption"] = b.assumption;
+    if (!b.dims.empty()) {
+      o["dims"] = nlohmann::json::object();
+      for (const auto& [name, value] : b.dims) o["dims"][name] = value;
+    }
+    if (b.decoder) {
+      nlohmann::json d = output::render_json(decoder_fields(), std::vector<ModelReport>{m}).at(0);
+      for (const char* k : {"model", "batch", "S_us", "M_us", "measured_share"}) d.erase(k);
+      d["weight_bytes"] = b.decoder->weight_bytes;
+      d["kv_read_bytes"] = b.decoder->kv_read_bytes;
+      d["kv_cache_bytes"] = b.decoder->kv_cache_bytes;
+      o["decoder"] = d;
+    }
     o["heuristic_missing"] = b.heuristic_missing;
     o["critical_path"] = b.critical_path;
     nlohmann::json reduced = nlohmann::json::array();

@@ -47,6 +47,7 @@
 #include <tuple>
 #include <vector>
 
+#include "floorline/analyzer/llm.hpp"
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/schema.hpp"
 #include "floorline/common/case_id.hpp"
@@ -330,10 +331,12 @@ struct ModelBounds {
   std::vector<FusionUse> fusions;
   double conversions_us = 0;  // Σ conversion_us
   int64_t measured_layers = 0, roofline_layers = 0, untimed_layers = 0, heuristic_missing = 0;
-  double measured_fraction = 0;  // share of S that rests on measured cases (1 when S is 0)
-  bool complete = true;          // every cost-bearing layer has a time (measured or roofline)
-  std::string peaks_note;        // why R or the roofline fallback is missing ("" when present)
-  std::string assumption;        // mp::ModelIR::assumption: what the shapes rest on ("" when nothing)
+  double measured_fraction = 0;        // share of S that rests on measured cases (1 when S is 0)
+  bool complete = true;                // every cost-bearing layer has a time (measured or roofline)
+  std::string peaks_note;              // why R or the roofline fallback is missing ("" when present)
+  std::string assumption;              // mp::ModelIR::assumption: what the shapes rest on ("" when nothing)
+  mp::DimValues dims;                  // mp::ModelIR::dims: the scenario's named dims
+  std::optional<DecoderStep> decoder;  // a decoder's step (llm.hpp): TTFT/TPOT, tokens/s, KV cache
 };
 
 struct AnalyzeOptions {

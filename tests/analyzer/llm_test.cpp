@@ -1,0 +1,100 @@
+// The language-model view (llm.hpp): a decoder's step from its graph values, by hand and on the
+// decoders of models/llm processed with named dims.
+#include <gtest/gtest.h>
+
+#include "floorline/analyzer/llm.hpp"
+#include "floorline/model_processor/model.hpp"
+
+namespace floorline::analyzer {
+namespace {
+
+mp::GraphValue value(const std::string& name, mp::Shape shape, mp::DataType t = mp::DataType::kF32) {
+  mp::GraphValue v;
+  v.name = name;
+  v.shape = std::move(shape);
+  v.shape_known = true;
+  v.dtype = t;
+  return v;
+}
+
+TEST(DecoderStep, DecodeAddsOneTokenToThePastAndStreamsWeightsAndCache) {
+  mp::ModelIR m;
+  m.batch = 2;
+  m.weight_bytes = 1000000;
+  m.inputs = {value("input_ids", {2, 1}, mp::DataType::kI64), value("past_key_values.0.key", {2, 4, 100, 8}),
+              value("past_key_values.0.value", {2, 4, 100, 8})};
+  m.outputs = {value("logits", {2, 1, 50}), value("present.0.key", {2, 4, 101, 8}),
+               value("present.0.value", {2, 4, 101, 8})};
+  const auto d = decoder_step(m, /*S_us=*/500, /*bytes_per_s=*/1e10);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->phase, "decode");
+  EXPECT_EQ(d->new_tokens, 1);
+  EXPECT_EQ(d->past_tokens, 100);
+  EXPECT_EQ(d->kv_read_bytes, 2 * (2 * 4 * 100 * 8 * 4));
+  EXPECT_EQ(d->kv_cache_bytes, 2 * (2 * 4 * 101 * 8 * 4));
+  EXPECT_DOUBLE_EQ(d->tokens_per_s, 2 * 1e6 / 500);  // two sequences, one token each, per 500 µs
+  ASSERT_TRUE(d->memory_floor_us);
+  EXPECT_DOUBLE_EQ(*d->memory_floor_us, (1000000.0 + 51200.0) / 1e10 * 1e6);
+  EXPECT_DOUBLE_EQ(*d->S_over_floor, 500 / *d->memory_floor_us);
+}
+
+TEST(DecoderStep, APromptWithoutPastIsAPrefill) {
+  mp::ModelIR m;
+  m.inputs = {value("input_ids", {1, 128}, mp::DataType::kI64)};
+  m.outputs = {value("logits", {1, 128, 50}), value("present.0.key", {1, 4, 128, 8})};
+  const auto d = decoder_step(m, 1000, std::nullopt);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->phase, "prefill");
+  EXPECT_EQ(d->new_tokens, 128);
+  EXPECT_EQ(d->past_tokens, 0);
+  EXPECT_DOUBLE_EQ(d->tokens_per_s, 128e3);
+  EXPECT_FALSE(d->memory_floor_us);  // no calibrated bandwidth: no floor
+  // Several new tokens on top of a cache: a prefill (of the next chunk), not a decode step.
+  m.inputs.push_back(value("past_key", {1, 4, 16, 8}));
+  m.outputs.back().shape = {1, 4, 144, 8};
+  EXPECT_EQ(decoder_step(m, 1000, std::nullopt)->phase, "prefill");
+}
+
+TEST(DecoderStep, ModelsWithoutAKvCacheAreNoDecoders) {
+  mp::ModelIR m;
+  m.inputs = {value("input", {1, 3, 224, 224})};
+  m.outputs = {value("output", {1, 1000})};
+  EXPECT_FALSE(decoder_step(m, 100, 1e10));
+  // A cache of unknown shape gives no figures rather than wrong ones.
+  m.outputs.push_back(value("present.0.key", {1, 4, 8, 8}));
+  m.outputs.back().shape_known = false;
+  EXPECT_FALSE(decoder_step(m, 100, 1e10));
+}
+
+TEST(DecoderStep, TheZooDecodersWithNamedDims) {
+  // GPT-2 small's shapes (12 layers, 12 heads of 64): its decode graph at 512 past tokens.
+  mp::ProcessOptions o;
+  o.dims = {{"sequence_length", {1}}, {"past_sequence_length", {512}}};
+  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/llm/gpt2_small_decode.onnx", o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto& m = r->at(0);
+  EXPECT_EQ(m.name, "gpt2_small_decode[past_sequence_length=512;sequence_length=1]");
+  const auto d = decoder_step(m, 1000, 1e10);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->phase, "decode");
+  EXPECT_EQ(d->past_tokens, 512);
+  EXPECT_EQ(d->kv_read_bytes, int64_t{12} * 2 * 12 * 512 * 64 * 4);
+  EXPECT_EQ(d->kv_cache_bytes, int64_t{12} * 2 * 12 * 513 * 64 * 4);
+  // 165,396,480 parameters in f32 (models/llm/MANIFEST.json), less the scales and biases of the 25
+  // LayerNorms (all ones, all zeros at initialization), which PyTorch's exporter stores once each:
+  // 2 x 24 x 768 floats fewer; plus the graph's small constants.
+  const int64_t params = int64_t{165396480} * 4, deduplicated = int64_t{2} * 24 * 768 * 4;
+  EXPECT_GE(d->weight_bytes, params - deduplicated);
+  EXPECT_LT(d->weight_bytes, params - deduplicated + (1 << 16));
+  // Its prefill graph at 128 tokens: no past input.
+  o.dims = {{"sequence_length", {128}}};
+  auto p = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/llm/gpt2_small_prefill.onnx", o);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const auto pd = decoder_step(p->at(0), 1000, 1e10);
+  ASSERT_TRUE(pd);
+  EXPECT_EQ(pd->phase, "prefill");
+  EXPECT_EQ(pd->new_tokens, 128);
+}
+
+}  // namespace
+}  // namespace floorline::analyzer
