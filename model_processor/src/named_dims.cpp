@@ -43,10 +43,12 @@ Result<std::vector<DimValues>> dim_scenarios(const Loaded& L,
       if (!given) {
         if (axis == 0) continue;  // a rank-1 input's only dim: the batch, as before named dims
         if (name.empty())
-          return make_error("graph input '{}' has an unnamed symbolic dim at axis {}: Floorline cannot set it",
-                            in.name(), axis);
-        return make_error("graph input '{}' has the symbolic dim '{}' at axis {}: give its value with --dim {}=N",
-                          in.name(), name, axis, name);
+          return make_error(
+              "graph input '{}' has an unnamed symbolic dim at axis {}: Floorline cannot set it", in.name(),
+              axis);
+        return make_error(
+            "graph input '{}' has the symbolic dim '{}' at axis {}: give its value with --dim {}=N",
+            in.name(), name, axis, name);
       }
       if (std::find(used.begin(), used.end(), name) == used.end()) used.push_back(name);
     }

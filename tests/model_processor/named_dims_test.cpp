@@ -43,7 +43,8 @@ const Layer& nth(const ModelIR& m, const std::string& op, int k) {
   return none;
 }
 
-ProcessOptions with_dims(std::map<std::string, std::vector<int64_t>> dims, std::vector<int64_t> batches = {1}) {
+ProcessOptions with_dims(std::map<std::string, std::vector<int64_t>> dims,
+                         std::vector<int64_t> batches = {1}) {
   ProcessOptions o;
   o.dims = std::move(dims);
   o.batches = std::move(batches);
@@ -76,8 +77,9 @@ TEST(NamedDims, SeveralValuesSweepEveryCombinationAtEveryBatch) {
   std::vector<std::pair<std::string, int64_t>> got;
   for (const auto& m : *r) got.emplace_back(m.name, m.batch);
   const std::vector<std::pair<std::string, int64_t>> want = {
-      {"dec[past=0;seq=1]", 1},  {"dec[past=0;seq=1]", 2},  {"dec[past=0;seq=4]", 1},  {"dec[past=0;seq=4]", 2},
-      {"dec[past=16;seq=1]", 1}, {"dec[past=16;seq=1]", 2}, {"dec[past=16;seq=4]", 1}, {"dec[past=16;seq=4]", 2}};
+      {"dec[past=0;seq=1]", 1},  {"dec[past=0;seq=1]", 2},  {"dec[past=0;seq=4]", 1},
+      {"dec[past=0;seq=4]", 2},  {"dec[past=16;seq=1]", 1}, {"dec[past=16;seq=1]", 2},
+      {"dec[past=16;seq=4]", 1}, {"dec[past=16;seq=4]", 2}};
   EXPECT_EQ(got, want);
   // The last scenario at batch 2: [2, 16 + 4, 8] keys.
   EXPECT_EQ(only(r->back(), "Concat").config.outputs[0].shape, (Shape{2, 20, 8}));
@@ -96,8 +98,9 @@ TEST(NamedDims, ZeroSizeDimsAreLegal) {
 TEST(NamedDims, ADimWithoutAValueIsAnErrorNamingItAndItsInput) {
   auto r = process_model_text(kDecoder, "dec", with_dims({{"seq", {3}}}));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().message,
-            "dec: graph input 'past_k' has the symbolic dim 'past' at axis 1: give its value with --dim past=N");
+  EXPECT_EQ(
+      r.error().message,
+      "dec: graph input 'past_k' has the symbolic dim 'past' at axis 1: give its value with --dim past=N");
   auto none = process_model_text(kDecoder, "dec", ProcessOptions{});
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.error().message.find("'seq' at axis 1"), std::string::npos) << none.error().message;
@@ -107,7 +110,8 @@ TEST(NamedDims, TheBatchDimIsSetByBatchNotDim) {
   auto r = process_model_text(kDecoder, "dec", with_dims({{"seq", {3}}, {"past", {5}}, {"batch_size", {4}}}));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message,
-            "dec: --dim batch_size: 'batch_size' is the batch dim of graph input 'x' (its axis 0); set it with --batch");
+            "dec: --dim batch_size: 'batch_size' is the batch dim of graph input 'x' (its axis 0); set it "
+            "with --batch");
 }
 
 TEST(NamedDims, AModelWithoutNamedDimsKeepsItsNameAndIgnoresOthers) {
@@ -137,7 +141,8 @@ TEST(NamedDims, TheInferenceWorkerGetsTheDimsToo) {
   o.isolate = false;
   auto in = process_model_text(kDecoder, "dec", o);
   ASSERT_TRUE(iso.ok() && in.ok());
-  EXPECT_EQ(only((*iso)[0], "Concat").config.outputs[0].shape, only((*in)[0], "Concat").config.outputs[0].shape);
+  EXPECT_EQ(only((*iso)[0], "Concat").config.outputs[0].shape,
+            only((*in)[0], "Concat").config.outputs[0].shape);
   EXPECT_EQ((*iso)[0].name, (*in)[0].name);
 }
 
