@@ -194,7 +194,8 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
                verify ? fmt::format(", {} verified", r.verified).c_str() : "", plan_seconds, r.wall_seconds,
                r.timed_seconds, r.efficiency());
   for (const auto& p : r.peaks)
-    std::fprintf(stderr, "calibrated peak %s %s: %s (%s)\n", p.peak.c_str(), p.dtype.c_str(),
+    std::fprintf(stderr, "calibrated peak %s %s: %s (%s)\n",
+                 p.math_mode == "memory" ? "bytes (memory)" : p.peak.c_str(), p.dtype.c_str(),
                  p.peak == "flops" ? fmt::format("{:.1f} GFLOP/s", p.value_per_s / 1e9).c_str()
                                    : fmt::format("{:.1f} GB/s", p.value_per_s / 1e9).c_str(),
                  p.method.c_str());

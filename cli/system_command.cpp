@@ -83,7 +83,9 @@ int run_system(const SystemCmd& o) {
       return 2;
     }
     auto peaks = db->query(
-        "SELECT s.id, s.device_name, p.peak, p.dtype, p.value_per_s, p.method FROM system_peaks p "
+        "SELECT s.id, s.device_name, p.peak || CASE WHEN p.math_mode = 'memory' THEN ' (memory)' ELSE '' "
+        "END, "
+        "p.dtype, p.value_per_s, p.method FROM system_peaks p "
         "JOIN systems s ON s.id = p.system_id ORDER BY s.id, p.peak, p.dtype");
     if (!peaks) {
       std::fprintf(stderr, "floorline system: %s\n", peaks.error().message.c_str());

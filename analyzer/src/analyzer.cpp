@@ -303,8 +303,12 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
     stamp();
     return t;
   }
-  FL_TRY(db.for_each("SELECT peak, dtype, value_per_s FROM system_peaks WHERE system_id = ?1", id,
+  FL_TRY(db.for_each("SELECT peak, dtype, value_per_s, math_mode FROM system_peaks WHERE system_id = ?1", id,
                      [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+                       if (text(v[3]) == "memory") {  // the streaming bandwidth: not a roofline peak
+                         t.memory_bandwidth[text(v[1])] = real(v[2]);
+                         return Status{};
+                       }
                        t.calibrated_peaks[{text(v[0]), text(v[1])}] = real(v[2]);
                        t.peaks[{text(v[0]), text(v[1])}] = real(v[2]);
                        return Status{};

@@ -545,8 +545,7 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   b.dims = model.dims;
   std::optional<double> bandwidth;
   for (const std::string& dt : {b.dtype, std::string("f32")})
-    if (auto it = costs.calibrated_peaks.find({"bytes", dt});
-        !bandwidth && it != costs.calibrated_peaks.end())
+    if (auto it = costs.memory_bandwidth.find(dt); !bandwidth && it != costs.memory_bandwidth.end())
       bandwidth = it->second;
   b.decoder = decoder_step(model, b.S, bandwidth);
   return b;

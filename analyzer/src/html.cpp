@@ -697,8 +697,10 @@ std::string decoder_section(const Report& r) {
   std::string s =
       "<p class=\"note\">A decoder's prefill step bounds the <b>time to first token</b> (TTFT), its decode "
       "step the <b>time per output token</b> (TPOT) at each length of the KV cache; tokens/s = batch × new "
-      "tokens / time. The memory floor is (weights + the cache read) / the calibrated bandwidth: a decode "
-      "step streams both at least once.</p>\n<table "
+      "tokens / time. The memory floor is (weights + the cache read) / the memory bandwidth (a copy of 4× "
+      "the "
+      "largest cache): a decode step whose weights exceed the caches streams them at least once. It is a "
+      "reference, not a bound: S times each layer with its weights warm in the caches.</p>\n<table "
       "id=\"decoders\"><tr><th>model</th><th>batch</th><th>phase</th>"
       "<th>new tokens</th><th>past tokens</th><th>S</th><th>tokens/s</th><th>M</th><th>M tokens/s</th>"
       "<th>KV cache (MiB)</th><th>weights (MiB)</th><th>memory floor</th><th>S / floor</th></tr>\n";

@@ -17,7 +17,8 @@ std::optional<int64_t> tokens_of(const mp::GraphValue& v) {
 
 }  // namespace
 
-std::optional<DecoderStep> decoder_step(const mp::ModelIR& model, double S_us, std::optional<double> bytes_per_s) {
+std::optional<DecoderStep> decoder_step(const mp::ModelIR& model, double S_us,
+                                        std::optional<double> bytes_per_s) {
   DecoderStep d;
   std::optional<int64_t> past, present;
   bool has_past = false;

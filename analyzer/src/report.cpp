@@ -282,7 +282,7 @@ std::string decoder_section(const Report& r) {
       "\nlanguage models: S of a prefill step bounds the time to first token (TTFT), S of a decode step the "
       "time per output token (TPOT) at its past length; tokens_per_s = batch × new tokens / S (M_*: the "
       "fastest runtime); kv_cache: the cache after the step; memory_floor: (weights + cache read) / the "
-      "calibrated bandwidth\n";
+      "memory bandwidth (a copy of 4x the largest cache), a reference, not a bound\n";
   return out + output::render_table(decoder_fields(), rows);
 }
 
@@ -496,6 +496,9 @@ std::string format_json(const Report& r) {
                        {"value_per_s", v},
                        {"calibrated_per_s", r.costs.calibrated_peaks.at(k)}});
     j["system"]["peaks"] = peaks;
+    nlohmann::json memory = nlohmann::json::object();
+    for (const auto& [dtype, v] : r.costs.memory_bandwidth) memory[dtype] = v;
+    j["system"]["memory_bandwidth_per_s"] = memory;
     j["system"]["peak_notes"] = r.costs.peak_notes;
     nlohmann::json budget = nlohmann::json::array();
     for (const auto& b : r.costs.budget)

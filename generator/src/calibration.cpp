@@ -1,15 +1,39 @@
 // Calibration cases and timing for the roofline peaks.
 #include "floorline/generator/calibration.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 
 #include <fmt/format.h>
 
 #include "floorline/generator/plan.hpp"
 
 namespace floorline::gen {
+
+int64_t memory_copy_elements(bool cpu, int64_t element_bytes) {
+  if (!cpu) return int64_t{1} << 28;
+  int64_t largest = 0;  // bytes of the largest cache the kernel reports for CPU 0
+  for (int k = 0; k < 8; ++k) {
+    std::ifstream in(fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/size", k));
+    std::string size;
+    if (!(in >> size) || size.empty()) continue;
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(size.data(), size.data() + size.size(), v);
+    if (ec != std::errc()) continue;
+    const char unit = end < size.data() + size.size() ? *end : ' ';
+    v *= unit == 'K' ? int64_t{1} << 10 : unit == 'M' ? int64_t{1} << 20 : unit == 'G' ? int64_t{1} << 30 : 1;
+    largest = std::max(largest, v);
+  }
+  int64_t elements = std::max(int64_t{1} << 25, 4 * largest / element_bytes);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) elements = std::min(elements, int64_t{pages} * page / 8 / 2 / element_bytes);
+  return std::max<int64_t>(elements, 1 << 20);
+}
 
 Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, DType dtype_type) {
   const std::string_view dtype = dtype_name(dtype_type);
@@ -65,11 +89,26 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, D
     FL_TRY(add("bytes", copy, {0, 2 * elements * element_bytes, false},
                fmt::format("copy of {} elements", elements)));
   }
+  const int64_t streamed = memory_copy_elements(!gpu, element_bytes);
+  kernels::Problem stream;
+  stream.kind = LayerKind::kTranspose;
+  stream.op = "Transpose";
+  stream.key = fmt::format("Transpose|x={}|perm=0|{}", streamed, dtype);
+  stream.inputs = {{"x", {streamed}}};
+  stream.outputs = {{"y", {streamed}}};
+  stream.ints["perm"] = {0};
+  FL_TRY(add("memory", stream, {0, 2 * streamed * element_bytes, false},
+             fmt::format("copy of {} elements from memory", streamed)));
   return out;
 }
 
-Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const CalibrationOptions& options) {
-  FL_ASSIGN_OR_RETURN(const auto cases, calibration_cases(backend, dtype));
+Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const CalibrationOptions& options,
+                                    bool memory_only) {
+  FL_ASSIGN_OR_RETURN(auto cases, calibration_cases(backend, dtype));
+  if (memory_only)
+    cases.erase(std::remove_if(cases.begin(), cases.end(),
+                               [](const CalibrationCase& c) { return c.peak != "memory"; }),
+                cases.end());
   backend.set_threads(options.threads);
   const auto factory = backend.factory();
   std::vector<Peak> out;
@@ -95,16 +134,19 @@ Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const C
     }
     const double value = static_cast<double>(c.peak == "flops" ? c.work.flops : c.work.bytes) / best;
     const std::string method = fmt::format("{}: {:.1f} G/s", c.method, value / 1e9);
-    auto same = std::find_if(out.begin(), out.end(), [&](const Peak& p) { return p.peak == c.peak; });
+    const bool memory = c.peak == "memory";
+    auto same = std::find_if(out.begin(), out.end(), [&](const Peak& p) {
+      return p.peak == c.peak && p.math_mode != "memory" && !memory;
+    });
     if (same != out.end()) {  // several cases of one peak: the fastest is the peak, every one is named
       same->method += "; " + method;
       same->value_per_s = std::max(same->value_per_s, value);
       continue;
     }
     Peak p;
-    p.peak = c.peak;
+    p.peak = memory ? "bytes" : c.peak;
     p.dtype = dtype_name(dtype);
-    p.math_mode = c.peak == "flops" ? math_mode_name(c.spec.variant.math_mode) : "";
+    p.math_mode = c.peak == "flops" ? math_mode_name(c.spec.variant.math_mode) : memory ? "memory" : "";
     p.value_per_s = value;
     p.method = method;
     out.push_back(std::move(p));
@@ -118,10 +160,13 @@ Result<std::vector<Peak>> calibrate_missing(benchdb::Database& db, int64_t syste
   std::vector<Peak> measured;
   for (const auto& dtype : dtypes) {
     FL_ASSIGN_OR_RETURN(const auto have,
-                        db.query("SELECT count(*) FROM system_peaks WHERE system_id = ?1 AND dtype = ?2",
+                        db.query("SELECT count(*), coalesce(sum(math_mode = 'memory'), 0) FROM system_peaks "
+                                 "WHERE system_id = ?1 AND dtype = ?2",
                                  {system_id, std::string(dtype_name(dtype))}));
-    if (std::get<int64_t>(have.rows.at(0).at(0)) >= 2) continue;
-    FL_ASSIGN_OR_RETURN(auto peaks, calibrate(backend, dtype, options));
+    const int64_t all = std::get<int64_t>(have.rows.at(0).at(0)),
+                  memory = std::get<int64_t>(have.rows.at(0).at(1));
+    if (all - memory >= 2 && memory >= 1) continue;
+    FL_ASSIGN_OR_RETURN(auto peaks, calibrate(backend, dtype, options, /*memory_only=*/all - memory >= 2));
     FL_TRY(db.transaction([&]() -> Status {
       for (const auto& p : peaks) {
         benchdb::SystemPeakRow row;

@@ -84,10 +84,19 @@ TEST(Runner, StoresEveryCaseAndResumes) {
              "SELECT count(*) FROM systems WHERE json_extract(libraries, '$.onednn') != '' AND threads = 1"),
       1);
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM runs WHERE status = 'finished'"), 1);
-  // The roofline peaks were calibrated once for the system: a MatMul (FLOP/s) and a copy (bytes/s).
+  // The roofline peaks were calibrated once for the system: a MatMul (FLOP/s) and a copy (bytes/s),
+  // and the memory bandwidth: a copy of at least 4x the largest cache (never faster than the
+  // roofline's bytes peak, the faster of a cached and an uncached copy, beyond 10% noise).
   // Any CPU that runs this suite does more than 1 GFLOP/s and copies more than 0.5 GB/s on one core.
   ASSERT_TRUE(s->calibration_error.empty()) << s->calibration_error;
-  ASSERT_EQ(s->peaks.size(), 2u);
+  ASSERT_EQ(s->peaks.size(), 3u);
+  EXPECT_EQ(
+      scalar(
+          *db,
+          "SELECT count(*) FROM system_peaks m JOIN system_peaks b ON b.peak = 'bytes' AND b.math_mode = '' "
+          "WHERE m.peak = 'bytes' AND m.math_mode = 'memory' AND m.value_per_s > 5e8 AND "
+          "m.value_per_s < 1.1 * b.value_per_s AND m.method LIKE '%from memory%'"),
+      1);
   EXPECT_EQ(
       scalar(
           *db,
@@ -97,7 +106,8 @@ TEST(Runner, StoresEveryCaseAndResumes) {
   EXPECT_EQ(
       scalar(
           *db,
-          "SELECT count(*) FROM system_peaks WHERE peak = 'bytes' AND dtype = 'f32' AND value_per_s > 5e8"),
+          "SELECT count(*) FROM system_peaks WHERE peak = 'bytes' AND math_mode = '' AND dtype = 'f32' AND "
+          "value_per_s > 5e8"),
       1);
 
   // Resume: passed, unsupported and raced-out cases are not measured again, nor are the cases the plan

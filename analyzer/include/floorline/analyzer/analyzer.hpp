@@ -142,6 +142,9 @@ struct CostTable {
   std::map<std::pair<std::string, std::string>, double> calibrated_peaks;
   std::map<std::pair<std::string, std::string>, double> peaks;
   std::vector<std::string> peak_notes;  // which case raised a peak, from what to what
+  // dtype → bytes/s of a copy far beyond the caches (the "memory" calibration, gen::calibrate):
+  // the streaming bandwidth of the language-model view's memory floor (llm.hpp); never R's.
+  std::map<std::string, double> memory_bandwidth;
   std::vector<benchdb::FrameworkLatencyRow> framework;
   // (schema 6) Per-node runtime profiles mapped to layers, of this kind of device (runtime_layers.hpp).
   std::vector<benchdb::FrameworkLayerTimeRow> layer_times;

@@ -16,11 +16,13 @@
 //   tokens/s     batch × new_tokens / S
 //   KV cache     bytes of the present outputs (the cache after the step); kv_read bytes of the past
 //                inputs (what the step reads of it)
-//   memory floor (weight bytes + kv_read bytes) / the system's calibrated memory bandwidth (the
-//                "bytes" peak of the base dtype as calibrated, before any raise): the decode step
-//                must stream every weight and the whole cache at least once, so S / floor ≥ 1 says
-//                how close the best kernels come to the memory roofline (the decode bound of
-//                Williams et al., "Roofline", CACM 2009, applied as in the LLM inference literature)
+//   memory floor (weight bytes + kv_read bytes) / the system's memory bandwidth (the "memory"
+//                calibration, gen::calibrate: a copy of at least 4 × the largest cache, so every
+//                byte comes from memory): a decode step whose weights and cache exceed the caches
+//                streams them at least once, and S / floor says how close the best kernels come to
+//                that memory roofline (Williams et al., "Roofline", CACM 2009). S, timed with each
+//                layer's weights warm in the caches, can be below it: the floor is a reference for
+//                what a real decode step pays, not a bound
 #pragma once
 
 #include <cstdint>
@@ -36,10 +38,10 @@ struct DecoderStep {
   std::string phase;  // "prefill" or "decode"
   int64_t new_tokens = 0;
   int64_t past_tokens = 0;
-  int64_t weight_bytes = 0;    // mp::ModelIR::weight_bytes
-  int64_t kv_read_bytes = 0;   // Σ bytes of the past inputs
-  int64_t kv_cache_bytes = 0;  // Σ bytes of the present outputs
-  double tokens_per_s = 0;     // batch × new_tokens / S (0 when S is 0)
+  int64_t weight_bytes = 0;               // mp::ModelIR::weight_bytes
+  int64_t kv_read_bytes = 0;              // Σ bytes of the past inputs
+  int64_t kv_cache_bytes = 0;             // Σ bytes of the present outputs
+  double tokens_per_s = 0;                // batch × new_tokens / S (0 when S is 0)
   std::optional<double> memory_floor_us;  // none without a calibrated bandwidth
   std::optional<double> S_over_floor;
 };
