@@ -15,6 +15,7 @@
 #include "kinds.hpp"
 #include "model_stages.hpp"
 #include "qdq.hpp"
+#include "transposed_matmul.hpp"
 #include "validate.hpp"
 
 namespace floorline::mp {
@@ -99,6 +100,10 @@ class IrBuilder {
             ir_, [this](const std::string& name) { return describe(name).value; }, graph_outputs))
       ir_.notes.push_back(fmt::format(
           "{} GELU chain(s) (Div or Mul, Erf, Add, Mul, Mul) collapsed into one Gelu layer each", n));
+    // Transpose of a MatMul's right operand: read transposed by the MatMul (transposed_matmul.hpp).
+    if (const int n = collapse_transposed_matmul(ir_, graph_outputs))
+      ir_.notes.push_back(fmt::format(
+          "{} Transpose(s) of a MatMul's right operand folded into the MatMul (transB: read transposed)", n));
     int64_t flops = 0, bytes = 0;
     for (const auto& l : ir_.layers)
       if (l.cost_bearing() &&

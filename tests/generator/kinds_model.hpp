@@ -11,14 +11,14 @@ kinds (float[1,8,10,10] x, float[16,8,3,3] w, float[16] b, float[8,4,3,3] wg, fl
        float[5,12] ga, float[7,12] gb, float[7] gc, float[12,5] gat, float[2,3,5,6] ma, float[6,4] mb,
        float[4] mbias, float[8] s, float[8] sh, float[8] mean, float[8] var, float[10] lns, float[10] lnb,
        float[1,8,1,1] bc, float[1,8,10,10] x2, float[2,4] rr, int64[2] rb, int64[1,3,10,10] si,
-       float[1,3,10,10] su, float[1,4,5,2] gg)
+       float[1,3,10,10] su, float[1,4,5,2] gg, float[2,3,7,6] mk, float[4,6] mw)
     => (float o1, float o2, float o3, float o4, float o5, float o6, float o7, float o8, float o9, float o10,
         float o11, float o12, float o13, float o14, float o15, float o16, float o17, float o18, float o19,
         float o20, float o21, float o22, float o23, float o24, float o25, float o26, float o27, float o28,
         float o29, float o30, float o31, float o32, float o33, float o34, float o35, float o36, float o37,
         float o38, float o39, float o40, float o41, float o42, float o43, float o44, float o45, float o46a,
         float o46b, float o47, float o48, float o49, float o50, float o51, int64 o51i, float o52,
-        float o53, float o54, float o55, float o56)
+        float o53, float o54, float o55, float o56, float o57, float o58)
 {
   c1 = Conv <pads = [1, 0, 2, 1], strides = [2, 1], dilations = [1, 2]> (x, w, b)
   o1 = Relu (c1)
@@ -31,6 +31,10 @@ kinds (float[1,8,10,10] x, float[16,8,3,3] w, float[16] b, float[8,4,3,3] wg, fl
   o8 = Gemm <transA = 1> (gat, gb2)
   gb2 = Transpose <perm = [1, 0]> (gb)
   o9 = MatMul (ma, mb)
+  mkt = Transpose <perm = [0, 1, 3, 2]> (mk)
+  o57 = MatMul (ma, mkt)
+  mwt = Transpose <perm = [1, 0]> (mw)
+  o58 = MatMul (ma, mwt)
   mm = MatMul (ma, mb)
   mmb = Add (mm, mbias)
   o10 = Relu (mmb)

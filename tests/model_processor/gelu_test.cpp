@@ -127,7 +127,8 @@ TEST(GeluCollapse, ZooTransformersHaveGeluLayers) {
       if (l.cost_bearing()) ++kinds[l.config.kind];
     EXPECT_EQ(kinds[LayerKind::kGelu], count);
     EXPECT_EQ(kinds[LayerKind::kErf], 0);
-    ASSERT_EQ(m.notes.size(), 1u);
+    // swin_t's attention scores also fold a Transpose into their MatMul (the second note).
+    ASSERT_EQ(m.notes.size(), name == "swin_t" ? 2u : 1u);
     EXPECT_EQ(m.notes[0].rfind(fmt::format("{} GELU chain(s)", count), 0), 0u) << m.notes[0];
     for (size_t k = 0; k < m.layers.size(); ++k) {
       EXPECT_EQ(m.layers[k].index, static_cast<int>(k));

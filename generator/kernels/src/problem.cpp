@@ -127,9 +127,11 @@ Result<GemmDesc> gemm_desc(const Problem& p) {
   }
   if (p.kind != LayerKind::kMatMul) return make_error("{} is no GEMM", p.op);
   if (a.size() < 2 || b.size() < 2 || y.size() < 2) return make_error("MatMul with a 1-D operand");
+  // transB (the Transpose-into-MatMul collapse, docs/LAYERS.md): b holds B's last two dims swapped.
+  g.tb = p.int_attr("transB", 0) != 0;
   g.m = a[a.size() - 2];
   g.k = a.back();
-  g.n = b.back();
+  g.n = g.tb ? b[b.size() - 2] : b.back();
   g.a_batch = elements(Shape(a.begin(), a.end() - 2));
   g.b_batch = elements(Shape(b.begin(), b.end() - 2));
   if (g.b_batch == 1) {

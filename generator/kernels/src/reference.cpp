@@ -186,7 +186,9 @@ Result<std::vector<HostTensor>> matmul(const Problem& p, const std::vector<HostT
   const size_t r = std::max(as.size(), bs.size());
   while (as.size() < r) as.insert(as.begin(), 1);
   while (bs.size() < r) bs.insert(bs.begin(), 1);
-  const int64_t M = as[r - 2], K = as[r - 1], N = bs[r - 1];
+  // transB (the Transpose-into-MatMul collapse): b is stored (…, N, K).
+  const bool tb = p.int_attr("transB", 0) != 0;
+  const int64_t M = as[r - 2], K = as[r - 1], N = tb ? bs[r - 2] : bs[r - 1];
   Shape batch(r - 2);
   for (size_t k = 0; k + 2 < r; ++k) batch[k] = std::max(as[k], bs[k]);
   Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
@@ -200,7 +202,8 @@ Result<std::vector<HostTensor>> matmul(const Problem& p, const std::vector<HostT
       for (int64_t j = 0; j < N; ++j) {
         double acc = 0;
         for (int64_t k = 0; k < K; ++k)
-          acc += static_cast<double>(in[0].data[ao * M * K + i * K + k]) * in[1].data[bo * K * N + k * N + j];
+          acc += static_cast<double>(in[0].data[ao * M * K + i * K + k]) *
+                 in[1].data[bo * K * N + (tb ? j * K + k : k * N + j)];
         y.data[(bi * M + i) * N + j] = static_cast<float>(acc);
       }
     ++bi;

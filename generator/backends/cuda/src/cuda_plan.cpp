@@ -108,6 +108,9 @@ void conv_cases(const CaseSpec& base, std::vector<CudaCase>& out) {
 // batch dims into M; strided-batched GEMM takes a whole-operand broadcast of a only.
 Result<GemmDesc> gemm_shape(const Problem& p) {
   FL_ASSIGN_OR_RETURN(GemmDesc g, gemm_desc(p));
+  if (p.kind == LayerKind::kMatMul && g.tb)
+    return make_error(
+        "MatMul with a transposed right operand (transB) is not mapped until verified on a GPU");
   if (!g.folded && ((g.a_batch != g.batch && g.a_batch != 1) || g.b_batch != g.batch))
     return make_error("MatMul broadcasting other than a whole operand is not mapped to strided-batched GEMM");
   return g;

@@ -64,6 +64,11 @@ void gemm(Ctx& c, const std::string& variant) {
 
 void matmul(Ctx& c, const std::string& variant) {
   Shape as = c.in_shape(0), bs = c.in_shape(1);
+  // transB (the Transpose-into-MatMul collapse): b is stored (…, N, K); oneDNN reads it through a
+  // permuted view, strides and no copy, as B (…, K, N).
+  const bool tb = c.p.int_attr("transB", 0) != 0;
+  if (tb && bs.size() < 2) unsupported("transB needs a right operand of rank 2 or more");
+  if (tb) std::swap(bs[bs.size() - 1], bs[bs.size() - 2]);
   if (as.size() == 1) as.insert(as.begin(), 1);
   if (bs.size() == 1) bs.push_back(1);
   const size_t r = std::max(as.size(), bs.size());
@@ -91,12 +96,20 @@ void matmul(Ctx& c, const std::string& variant) {
   Shape bias_shape(rr, 1);
   bias_shape.back() = ys.back();
   const Epilogue e = epilogue_tensors(c, bias_shape);
+  // B as oneDNN reads it: the stored tensor, or with transB the stored (…, N, K) seen as (…, K, N).
+  std::vector<int64_t> swap_last(rr);
+  for (size_t k = 0; k < rr; ++k) swap_last[k] = static_cast<int64_t>(k);
+  std::swap(swap_last[rr - 1], swap_last[rr - 2]);
+  Shape stored = bs;
+  std::swap(stored[rr - 1], stored[rr - 2]);
+  const View bv = tb ? permuted(stored, swap_last) : plain(bs);
   std::vector<ArgDef> args = {{DNNL_ARG_SRC, c.input(0), plain(as)},
-                              {DNNL_ARG_WEIGHTS, c.input(1), plain(bs)},
+                              {DNNL_ARG_WEIGHTS, c.input(1), bv},
                               {DNNL_ARG_DST, yi, plain(ys), e.sum}};
   c.b.algorithm = variant;
-  // A 2-D right operand is a weight matrix: oneDNN may pack it (format any), as frameworks do.
-  const auto wei = rr == 2 ? c.any_t(c.input(1), bs) : c.md(c.input(1), plain(bs));
+  // A 2-D right operand is a weight matrix: oneDNN may pack it (format any), as frameworks do; a
+  // transposed one is read in place.
+  const auto wei = rr == 2 && !tb ? c.any_t(c.input(1), bs) : c.md(c.input(1), bv);
   if (e.bias >= 0) {
     args.push_back({DNNL_ARG_BIAS, e.bias, plain(bias_shape)});
     dnnl::matmul::desc d(c.md(c.input(0), plain(as)), wei, c.md(e.bias, plain(bias_shape)),

@@ -75,11 +75,13 @@ class MatMulKernel final : public BlasKernel {
     g_.m = a[a.size() - 2];  // one output matrix's (d.m has a's batch folded in when b has none)
     g_.k = d.k;
     g_.n = d.n;
+    g_.tb = d.tb;  // transB: b stored (…, N, K), read transposed by the GEMM
     const Shape yb(y.begin(), y.end() - 2);
     if (flat_) {
       if (!d.folded) unsupported("one flattened GEMM needs 2-D weights");
       g_.m = d.m;
-      impl_ = fmt::format("cblas_sgemm {}x{}x{} (batch folded into M)", g_.m, g_.n, g_.k);
+      impl_ =
+          fmt::format("cblas_sgemm {}x{}x{}{} (batch folded into M)", g_.m, g_.n, g_.k, g_.tb ? " B^T" : "");
       return;
     }
     // Offsets of each output matrix's operands, by NumPy broadcasting of the batch dims.
@@ -105,7 +107,7 @@ class MatMulKernel final : public BlasKernel {
     };
     a_off_ = offsets(a, g_.m * g_.k);
     b_off_ = offsets(b, g_.k * g_.n);
-    impl_ = fmt::format("cblas_sgemm {}x{}x{}, {} calls", g_.m, g_.n, g_.k, batches);
+    impl_ = fmt::format("cblas_sgemm {}x{}x{}{}, {} calls", g_.m, g_.n, g_.k, g_.tb ? " B^T" : "", batches);
   }
   void run() override {
     if (flat_) {

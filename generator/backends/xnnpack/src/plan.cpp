@@ -182,6 +182,8 @@ std::string plan_limit(const Problem& p) {
       break;
     case LayerKind::kMatMul:
       if (rank(0) < 2 || rank(1) < 2) return "MatMul with a 1-D operand is not mapped to fully connected";
+      if (p.int_attr("transB", 0) != 0)
+        return "MatMul with a transposed right operand (transB) is not mapped";
       if (elements(Shape(p.inputs[1].shape.begin(), p.inputs[1].shape.end() - 2)) != 1)
         return "XNNPACK 2022-02 has no batched matrix multiplication: the right operand must be 2-D weights";
       break;
