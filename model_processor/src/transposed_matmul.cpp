@@ -22,7 +22,8 @@ bool swaps_last_two(const std::vector<int64_t>& perm) {
 }  // namespace
 
 int collapse_transposed_matmul(ModelIR& ir, const std::unordered_set<std::string>& graph_outputs) {
-  if (std::none_of(ir.layers.begin(), ir.layers.end(), [](const Layer& l) { return l.config.kind == K::kMatMul; }))
+  if (std::none_of(ir.layers.begin(), ir.layers.end(),
+                   [](const Layer& l) { return l.config.kind == K::kMatMul; }))
     return 0;
   // Readers of each value, over every layer (a value read anywhere else keeps its Transpose).
   std::unordered_map<std::string, std::vector<int>> readers;
@@ -38,7 +39,8 @@ int collapse_transposed_matmul(ModelIR& ir, const std::unordered_set<std::string
     const auto it = readers.find(out);
     if (it == readers.end() || it->second.size() != 1) continue;
     Layer& m = ir.layers[static_cast<size_t>(it->second[0])];
-    if (m.config.kind != K::kMatMul || m.cost != CostClass::kCompute || !m.shapes_known || m.subgraph != t.subgraph)
+    if (m.config.kind != K::kMatMul || m.cost != CostClass::kCompute || !m.shapes_known ||
+        m.subgraph != t.subgraph)
       continue;
     if (m.input_names.size() != 2 || m.input_names[1] != out || m.input_names[0] == out) continue;
     if (m.config.find_attr("transB") || m.config.inputs.size() != 2) continue;

@@ -22,7 +22,7 @@ TEST(TransposedMatMul, AttentionScoresReadKeysTransposed) {
   EXPECT_EQ(count(m[0], "Transpose"), 0);
   const Layer& mm = only(m[0], "MatMul");
   EXPECT_EQ(mm.key, "MatMul|a=2x4x3x8|b=2x4x9x8|transB=1|f32");
-  EXPECT_EQ(mm.flops, 2 * (2 * 4 * 3 * 9) * 8);                        // 2·|y|·K, K = 8
+  EXPECT_EQ(mm.flops, 2 * (2 * 4 * 3 * 9) * 8);                              // 2·|y|·K, K = 8
   EXPECT_EQ(mm.bytes, 4 * (2 * 4 * 3 * 8 + 2 * 4 * 9 * 8 + 2 * 4 * 3 * 9));  // a, b read once; y written
   EXPECT_EQ(mm.input_names, (std::vector<std::string>{"q", "k"}));
   EXPECT_TRUE(mm.preds.empty());
@@ -31,8 +31,9 @@ TEST(TransposedMatMul, AttentionScoresReadKeysTransposed) {
 }
 
 TEST(TransposedMatMul, ThePredecessorsOfTheTransposeBecomeTheMatMuls) {
-  auto m = process_ok(model_text("g (float[1,6,8] q, float[1,5,8] k) => (s) {\n  r = Relu (k)\n"
-                                 "  kt = Transpose <perm = [0, 2, 1]> (r)\n  s = MatMul (q, kt)\n}"));
+  auto m =
+      process_ok(model_text("g (float[1,6,8] q, float[1,5,8] k) => (s) {\n  r = Relu (k)\n"
+                            "  kt = Transpose <perm = [0, 2, 1]> (r)\n  s = MatMul (q, kt)\n}"));
   ASSERT_EQ(m.size(), 1u);
   const Layer& mm = only(m[0], "MatMul");
   EXPECT_EQ(mm.key, "MatMul|a=1x6x8|b=1x5x8|transB=1|f32");
@@ -43,8 +44,10 @@ TEST(TransposedMatMul, ThePredecessorsOfTheTransposeBecomeTheMatMuls) {
 TEST(TransposedMatMul, OtherTransposesStay) {
   // Another permutation; a transposed left operand; a Transpose read twice; one that is a graph output.
   const char* graphs[] = {
-      "g (float[1,6,8] q, float[8,1,5] k) => (s) {\n  kt = Transpose <perm = [1, 0, 2]> (k)\n  s = MatMul (q, kt)\n}",
-      "g (float[1,8,6] q, float[1,8,5] k) => (s) {\n  qt = Transpose <perm = [0, 2, 1]> (q)\n  s = MatMul (qt, k)\n}",
+      "g (float[1,6,8] q, float[8,1,5] k) => (s) {\n  kt = Transpose <perm = [1, 0, 2]> (k)\n  s = MatMul "
+      "(q, kt)\n}",
+      "g (float[1,8,6] q, float[1,8,5] k) => (s) {\n  qt = Transpose <perm = [0, 2, 1]> (q)\n  s = MatMul "
+      "(qt, k)\n}",
       "g (float[1,6,8] q, float[1,5,8] k) => (s, u) {\n  kt = Transpose <perm = [0, 2, 1]> (k)\n"
       "  s = MatMul (q, kt)\n  u = Relu (kt)\n}",
       "g (float[1,6,8] q, float[1,5,8] k) => (s, kt) {\n  kt = Transpose <perm = [0, 2, 1]> (k)\n"
