@@ -98,8 +98,11 @@ class IrBuilder {
     // GELU written as Div/Mul → Erf → Add → Mul → Mul: one Gelu layer (gelu.hpp).
     if (const int n = collapse_gelu(
             ir_, [this](const std::string& name) { return describe(name).value; }, graph_outputs))
-      ir_.notes.push_back(fmt::format(
-          "{} GELU chain(s) (Div or Mul, Erf, Add, Mul, Mul) collapsed into one Gelu layer each", n));
+      ir_.notes.push_back(
+          fmt::format("{} GELU chain(s) (erf: Div or Mul, Erf, Add, Mul, Mul; or the tanh approximation's) "
+                      "collapsed into "
+                      "one Gelu layer each",
+                      n));
     // Transpose of a MatMul's right operand: read transposed by the MatMul (transposed_matmul.hpp).
     if (const int n = collapse_transposed_matmul(ir_, graph_outputs))
       ir_.notes.push_back(fmt::format(

@@ -112,6 +112,45 @@ TEST(GeluCollapse, NearMissesStayFiveLayers) {
   }
 }
 
+// The tanh approximation as PyTorch 1.13 writes gelu(approximate='tanh') (GPT-2's MLP): x³ as
+// Mul(x, Mul(x, x)) or Pow(x, 3), then √(2/π)·(x + 0.044715·x³), Tanh, +1, ·x, ·½.
+std::string tanh_gelu_model(const std::string& cube, const std::string& cubic = "0.044715") {
+  return model_text(
+      fmt::format("g (float[N,4,8] x) => (y) {{\n"
+                  "  k = Constant <value = float {{{}}}> ()\n"
+                  "  s = Constant <value = float {{0.7978846}}> ()\n"
+                  "  one = Constant <value = float {{1.0}}> ()\n"
+                  "  half = Constant <value = float {{0.5}}> ()\n"
+                  "  three = Constant <value = float {{3.0}}> ()\n"
+                  "  r = Relu (x)\n"
+                  "{}"
+                  "  m2 = Mul (k, x3)\n  a3 = Add (r, m2)\n  m3 = Mul (s, a3)\n  t = Tanh (m3)\n"
+                  "  a4 = Add (one, t)\n  m4 = Mul (r, a4)\n  g = Mul (half, m4)\n"
+                  "  y = Relu (g)\n}}",
+                  cubic, cube));
+}
+
+TEST(GeluCollapse, TheTanhApproximationIsOneGeluLayer) {
+  for (const char* cube : {"  m0 = Mul (r, r)\n  x3 = Mul (r, m0)\n", "  x3 = Pow (r, three)\n"}) {
+    SCOPED_TRACE(cube);
+    auto m = process_ok(tanh_gelu_model(cube), {2});
+    ASSERT_EQ(m.size(), 1u);
+    const auto layers = compute_layers(m[0]);
+    ASSERT_EQ(layers.size(), 3u);  // Relu, Gelu, Relu
+    const Layer& gelu = *layers[1];
+    EXPECT_EQ(gelu.key, "Gelu|x=2x4x8|approximate=tanh|f32");
+    EXPECT_EQ(gelu.flops, 9 * 2 * 4 * 8);
+    EXPECT_EQ(gelu.name.rfind("Tanh_", 0), 0u) << gelu.name;  // after its Tanh, as the erf form after its Erf
+    ASSERT_EQ(gelu.preds.size(), 1u);
+    EXPECT_EQ(m[0].layers[static_cast<size_t>(gelu.preds[0])].op_type, "Relu");
+    EXPECT_EQ(layers[2]->preds, std::vector<int>{gelu.index});
+  }
+  // Another cubic coefficient is another function: the chain stays.
+  auto m = process_ok(tanh_gelu_model("  m0 = Mul (r, r)\n  x3 = Mul (r, m0)\n", "0.05"));
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(compute_layers(m[0]).size(), 11u);
+}
+
 // The zoo's transformer and ConvNeXt exports (PyTorch 1.13, opset 17) write every GELU as the
 // five-node chain: each becomes one Gelu layer and no Erf is left.
 TEST(GeluCollapse, ZooTransformersHaveGeluLayers) {
