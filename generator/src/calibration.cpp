@@ -78,26 +78,22 @@ Result<std::vector<CalibrationCase>> calibration_cases(const Backend& backend, D
   // Two copies: one that stays in cache and one far larger than any cache. The bytes peak is the
   // faster of the two: layers whose working set stays in cache (as in a warm microbenchmark) move
   // data at cache bandwidth, and a roofline bound must not exceed what any layer can reach.
-  for (const int64_t elements : {cache_elements, memory_elements}) {
-    kernels::Problem copy;
-    copy.kind = LayerKind::kTranspose;
-    copy.op = "Transpose";
-    copy.key = fmt::format("Transpose|x={}|perm=0|{}", elements, dtype);
-    copy.inputs = {{"x", {elements}}};
-    copy.outputs = {{"y", {elements}}};
-    copy.ints["perm"] = {0};
-    FL_TRY(add("bytes", copy, {0, 2 * elements * element_bytes, false},
+  // An identity Transpose of `elements` elements: a plain copy.
+  auto copy = [&](int64_t elements) {
+    kernels::Problem p;
+    p.kind = LayerKind::kTranspose;
+    p.op = "Transpose";
+    p.key = fmt::format("Transpose|x={}|perm=0|{}", elements, dtype);
+    p.inputs = {{"x", {elements}}};
+    p.outputs = {{"y", {elements}}};
+    p.ints["perm"] = {0};
+    return p;
+  };
+  for (const int64_t elements : {cache_elements, memory_elements})
+    FL_TRY(add("bytes", copy(elements), {0, 2 * elements * element_bytes, false},
                fmt::format("copy of {} elements", elements)));
-  }
   const int64_t streamed = memory_copy_elements(!gpu, element_bytes);
-  kernels::Problem stream;
-  stream.kind = LayerKind::kTranspose;
-  stream.op = "Transpose";
-  stream.key = fmt::format("Transpose|x={}|perm=0|{}", streamed, dtype);
-  stream.inputs = {{"x", {streamed}}};
-  stream.outputs = {{"y", {streamed}}};
-  stream.ints["perm"] = {0};
-  FL_TRY(add("memory", stream, {0, 2 * streamed * element_bytes, false},
+  FL_TRY(add("memory", copy(streamed), {0, 2 * streamed * element_bytes, false},
              fmt::format("copy of {} elements from memory", streamed)));
   return out;
 }

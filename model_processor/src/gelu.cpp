@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "drop_layers.hpp"
+
 namespace floorline::mp {
 
 namespace {
@@ -41,7 +43,7 @@ class Collapser {
       for (int r : ch.gone) removed[static_cast<size_t>(r)] = true;
       ++collapsed;
     }
-    if (collapsed > 0) renumber(removed);
+    if (collapsed > 0) drop_layers(ir_, removed);
     return collapsed;
   }
 
@@ -250,27 +252,6 @@ class Collapser {
     g.input_names = {ch.x};
     g.preds.clear();
     if (Layer* p = producer_of(ch.x); p && p->cost != CostClass::kHost) g.preds.push_back(p->index);
-  }
-
-  // Drops the removed layers; indices and preds follow.
-  void renumber(const std::vector<bool>& removed) {
-    std::vector<int> new_index(ir_.layers.size(), -1);
-    std::vector<Layer> kept;
-    kept.reserve(ir_.layers.size());
-    for (size_t k = 0; k < ir_.layers.size(); ++k) {
-      if (removed[k]) continue;
-      new_index[k] = static_cast<int>(kept.size());
-      kept.push_back(std::move(ir_.layers[k]));
-    }
-    for (auto& l : kept) {
-      l.index = new_index[static_cast<size_t>(l.index)];
-      std::vector<int> preds;
-      for (int p : l.preds)
-        if (new_index[static_cast<size_t>(p)] >= 0) preds.push_back(new_index[static_cast<size_t>(p)]);
-      std::sort(preds.begin(), preds.end());
-      l.preds = std::move(preds);
-    }
-    ir_.layers = std::move(kept);
   }
 
   ModelIR& ir_;

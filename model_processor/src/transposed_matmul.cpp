@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "drop_layers.hpp"
+
 namespace floorline::mp {
 
 namespace {
@@ -67,22 +69,7 @@ int collapse_transposed_matmul(ModelIR& ir, const std::unordered_set<std::string
     ++collapsed;
   }
   if (collapsed == 0) return 0;
-  std::vector<int> new_index(ir.layers.size(), -1);
-  std::vector<Layer> kept;
-  kept.reserve(ir.layers.size());
-  for (size_t k = 0; k < ir.layers.size(); ++k) {
-    if (removed[k]) continue;
-    new_index[k] = static_cast<int>(kept.size());
-    kept.push_back(std::move(ir.layers[k]));
-  }
-  for (auto& l : kept) {
-    l.index = new_index[static_cast<size_t>(l.index)];
-    std::vector<int> preds;
-    for (int p : l.preds)
-      if (new_index[static_cast<size_t>(p)] >= 0) preds.push_back(new_index[static_cast<size_t>(p)]);
-    l.preds = std::move(preds);
-  }
-  ir.layers = std::move(kept);
+  drop_layers(ir, removed);
   return collapsed;
 }
 
