@@ -45,7 +45,8 @@ int collapse_transposed_matmul(ModelIR& ir, const std::unordered_set<std::string
         m.subgraph != t.subgraph)
       continue;
     if (m.input_names.size() != 2 || m.input_names[1] != out || m.input_names[0] == out) continue;
-    if (m.config.find_attr("transB") || m.config.inputs.size() != 2) continue;
+    // An int8 MatMul fused from QDQ keeps its Transpose: its kernels read plain operands only.
+    if (m.config.find_attr("transB") || m.config.inputs.size() != 2 || quantized_config(m.config)) continue;
     const Shape& stored = t.config.inputs[0].shape;
     if (stored.size() != m.config.inputs[1].shape.size() || m.config.inputs[0].shape.size() < 2) continue;
     m.config.inputs[1].shape = stored;

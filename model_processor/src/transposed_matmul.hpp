@@ -15,7 +15,8 @@ namespace floorline::mp {
 
 // Rewrites `ir`'s layers in place: each compute Transpose layer with known shapes whose perm swaps
 // the last two of its r ≥ 2 axes and keeps the others, whose output is read by exactly one layer —
-// a compute MatMul of the same (sub)graph, as its right operand (b), of the same rank — and is no
+// a compute MatMul of the same (sub)graph, not int8 from QDQ, as its right operand (b), of the same
+// rank — and is no
 // graph output, is removed; the MatMul reads the Transpose's input as b, with the integer attribute
 // transB = 1 (b stored (…, N, K)), and takes the Transpose's predecessors. The layers are
 // renumbered and every `preds` list follows. Returns the number of Transposes collapsed.
