@@ -20,16 +20,16 @@ exports of decoders compute them. Give the dims to Floorline with
 """
 import argparse
 import hashlib
-import json
 import math
 import os
 import sys
 import tempfile
-import time
 
 import onnx
 import torch
 from onnx import external_data_helper
+
+from export_common import run_exports
 
 OPSET = 17
 
@@ -234,30 +234,9 @@ def main():
         sys.exit("export_decoders: unknown architecture(s): " + ", ".join(unknown))
     shape_only = args.full is None
     out_dir = args.full or os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm")
-    os.makedirs(out_dir, exist_ok=True)
-    manifest_path = os.path.join(out_dir, "MANIFEST.json")
-    manifest = {}
-    if os.path.exists(manifest_path):
-        with open(manifest_path) as f:
-            manifest = {m["name"]: m for m in json.load(f)["models"]}
-    failed = []
-    for name in names:
-        for phase in ("prefill", "decode"):
-            t0 = time.time()
-            try:
-                entry = export(name, phase, out_dir, shape_only)
-                manifest[entry["name"]] = entry
-                print("%-30s ok  %6.1f s" % (entry["name"], time.time() - t0), flush=True)
-            except Exception as e:  # one bad export never stops the others
-                failed.append(name + "_" + phase)
-                print("%-30s FAILED: %s" % (name + "_" + phase, str(e).splitlines()[0] if str(e) else type(e).__name__),
-                      flush=True)
-    with open(manifest_path, "w") as f:
-        json.dump({"opset": OPSET, "models": [manifest[k] for k in sorted(manifest)]}, f, indent=1)
-        f.write("\n")
-    if failed:
-        sys.exit("export_decoders: failed: " + ", ".join(failed))
-
+    run_exports("export_decoders", out_dir, OPSET,
+                [("%s_%s" % (name, phase), lambda name=name, phase=phase: export(name, phase, out_dir, shape_only))
+                 for name in names for phase in ("prefill", "decode")])
 
 if __name__ == "__main__":
     main()

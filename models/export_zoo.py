@@ -14,10 +14,8 @@ data file: the graph keeps each initializer's dims and dtype, and Floorline need
 """
 import argparse
 import hashlib
-import json
 import os
 import sys
-import time
 
 import onnx
 import torch
@@ -27,6 +25,8 @@ from torchvision import models as tvm
 from torchvision.models import segmentation as tvs
 from torchvision.models import video as tvv
 from torchvision.models import detection as tvd
+
+from export_common import run_exports
 
 OPSET = 17
 
@@ -275,27 +275,8 @@ def main():
         sys.exit("export_zoo: unknown model(s): " + ", ".join(unknown))
     shape_only = args.full is None
     out_dir = args.full or os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo")
-    os.makedirs(out_dir, exist_ok=True)
-    manifest_path = os.path.join(out_dir, "MANIFEST.json")
-    manifest = {}
-    if os.path.exists(manifest_path):
-        with open(manifest_path) as f:
-            manifest = {m["name"]: m for m in json.load(f)["models"]}
-    failed = []
-    for name in names:
-        t0 = time.time()
-        try:
-            manifest[name] = export(name, out_dir, shape_only)
-            print("%-30s ok  %6.1f s" % (name, time.time() - t0), flush=True)
-        except Exception as e:  # one bad export never stops the zoo
-            failed.append(name)
-            print("%-30s FAILED: %s" % (name, str(e).splitlines()[0] if str(e) else type(e).__name__), flush=True)
-    with open(manifest_path, "w") as f:
-        json.dump({"opset": OPSET, "models": [manifest[k] for k in sorted(manifest)]}, f, indent=1)
-        f.write("\n")
-    if failed:
-        sys.exit("export_zoo: failed: " + ", ".join(failed))
-
+    run_exports("export_zoo", out_dir, OPSET,
+                [(name, lambda name=name: export(name, out_dir, shape_only)) for name in names])
 
 if __name__ == "__main__":
     main()
