@@ -152,7 +152,9 @@ TEST(KindSupport, TheFloorlineTableHoldsOurKernelsAndOnlyThem) {
                                          "Add",
                                          "Sub",
                                          "Mul",
-                                         "Div"}));
+                                         "Div",
+                                         "Expand",
+                                         "Tile"}));
   for (const char* op : {"TopK", "NonMaxSuppression", "RoiAlign", "CumSum"}) {
     const auto s = kernels::onednn_support(*kind_from_name(op));
     EXPECT_FALSE(s.supported()) << op;

@@ -511,6 +511,36 @@ Result<std::vector<HostTensor>> transpose(const Problem& p, const std::vector<Ho
   return std::vector<HostTensor>{std::move(y)};
 }
 
+// Expand: x broadcast to the output shape (NumPy rules; ONNX Expand).
+Result<std::vector<HostTensor>> expand(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  HostTensor y = zeros(p.outputs[0].shape);
+  if (y.data.empty()) return std::vector<HostTensor>{std::move(y)};
+  Shape idx(y.shape.size(), 0);
+  int64_t o = 0;
+  do {
+    y.data[o++] = x.data[broadcast_offset(idx, x.shape)];
+  } while (next_index(idx, y.shape));
+  return std::vector<HostTensor>{std::move(y)};
+}
+
+// Tile: y[i_0, ..., i_r] = x[i_0 mod x_0, ..., i_r mod x_r] (ONNX Tile).
+Result<std::vector<HostTensor>> tile(const Problem& p, const std::vector<HostTensor>& in) {
+  const auto& x = in[0];
+  HostTensor y = zeros(p.outputs[0].shape);
+  if (y.data.empty()) return std::vector<HostTensor>{std::move(y)};
+  if (x.shape.size() != y.shape.size()) return make_error("Tile: the input's rank differs from the output's");
+  const Shape xs = strides_of(x.shape);
+  Shape idx(y.shape.size(), 0);
+  int64_t o = 0;
+  do {
+    int64_t off = 0;
+    for (size_t k = 0; k < idx.size(); ++k) off += (idx[k] % x.shape[k]) * xs[k];
+    y.data[o++] = x.data[off];
+  } while (next_index(idx, y.shape));
+  return std::vector<HostTensor>{std::move(y)};
+}
+
 Result<std::vector<HostTensor>> slice(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& x = in[0];
   HostTensor y = zeros(p.outputs[0].shape);
@@ -806,7 +836,9 @@ ReferenceRow reference_row(LayerKind k) {
     case K::kGather:
       return {nullptr, "no reference: its indices are random, so its output is not checked"};
     case K::kExpand:
+      return {expand, {}};
     case K::kTile:
+      return {tile, {}};
     case K::kScatterND:
       return {nullptr, "no reference: backends time it as a copy of its output"};
     case K::kRange:

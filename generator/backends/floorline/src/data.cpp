@@ -222,6 +222,8 @@ class DataKernel final : public Kernel {
       plan_reduce();
     } else if (is_binary()) {
       plan_binary();
+    } else if (is_expand()) {
+      plan_expand();
     } else {
       plan_softmax();
     }
@@ -256,6 +258,8 @@ class DataKernel final : public Kernel {
       reduce();
     else if (is_binary())
       binary();
+    else if (is_expand())
+      expand();
     else
       softmax();
   }
@@ -272,7 +276,7 @@ class DataKernel final : public Kernel {
     if (ref.empty() || ref[0].shape != p_.outputs[0].shape)
       return make_error("the reference's output is not of shape {}", fmt::join(p_.outputs[0].shape, "x"));
     const float* y = out_.data();
-    if (pieces_.empty()) return compare_output(y, ref[0], verify_tolerance(p_));
+    if (pieces_.empty() && !is_expand()) return compare_output(y, ref[0], verify_tolerance(p_));
     for (size_t e = 0; e < ref[0].data.size(); ++e)  // a copy: exactly
       if (y[e] != ref[0].data[e])
         return make_error("output element {}: {} vs the reference's {}", e, y[e], ref[0].data[e]);
@@ -459,17 +463,23 @@ class DataKernel final : public Kernel {
       if (size[d] == 1) continue;  // a dimension of 1 moves nothing
       dims_.push_back({size[d], sa[d], sb[d]});
     }
-    // Merge from the inside out: dim i (outer) into i+1 (inner) when both strides chain.
+    std::reverse(dims_.begin(), dims_.end());  // innermost first
+    merge_rows();
+  }
+
+  // dims_, innermost first, merged (an outer dim into the inner one when both strides chain) and
+  // turned outermost first; the last is a row, split in pieces of kBinaryPiece elements.
+  void merge_rows() {
     std::vector<BinaryDim> merged;
-    for (auto it = dims_.rbegin(); it != dims_.rend(); ++it) {
+    for (const BinaryDim& d : dims_) {
       if (!merged.empty()) {
         BinaryDim& inner = merged.back();
-        if (it->sa == inner.sa * inner.n && it->sb == inner.sb * inner.n) {
-          inner.n *= it->n;
+        if (d.sa == inner.sa * inner.n && d.sb == inner.sb * inner.n) {
+          inner.n *= d.n;
           continue;
         }
       }
-      merged.push_back(*it);
+      merged.push_back(d);
     }
     std::reverse(merged.begin(), merged.end());
     if (merged.empty()) merged.push_back({1, 1, 1});  // one element
@@ -479,6 +489,88 @@ class DataKernel final : public Kernel {
       unsupported(p_.op + ": no contiguous innermost run");
     rows_ = elements(p_.outputs[0].shape) / row.n;
     pieces_per_row_ = (row.n + kBinaryPiece - 1) / kBinaryPiece;
+  }
+
+  // Piece i of the rows: its row's offsets into the inputs (element strides sa, sb), where it
+  // starts in the row, and its length.
+  struct RowPiece {
+    int64_t row = 0, oa = 0, ob = 0, from = 0, n = 0;
+  };
+  RowPiece row_piece(int64_t i) const {
+    const BinaryDim& row = dims_.back();
+    RowPiece rp;
+    rp.row = i / pieces_per_row_;
+    rp.from = (i % pieces_per_row_) * kBinaryPiece;
+    rp.n = std::min(kBinaryPiece, row.n - rp.from);
+    int64_t rest = rp.row;
+    for (int64_t d = static_cast<int64_t>(dims_.size()) - 2; d >= 0; --d) {  // the row's outer index
+      const BinaryDim& dim = dims_[static_cast<size_t>(d)];
+      const int64_t at = rest % dim.n;
+      rest /= dim.n;
+      rp.oa += at * dim.sa;
+      rp.ob += at * dim.sb;
+    }
+    return rp;
+  }
+  template <class F>
+  void over_pieces(const F& piece) const {
+    const int64_t n = rows_ * pieces_per_row_;
+    if (n == 1 || omp_get_max_threads() == 1) {  // no parallel region for one thread
+      for (int64_t i = 0; i < n; ++i) piece(row_piece(i));
+      return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) piece(row_piece(i));
+  }
+
+  bool is_expand() const {
+    return p_.kind == LayerKind::kExpand || p_.kind == LayerKind::kTile;
+  }
+
+  // Expand (x broadcast to the output shape, NumPy rules) and Tile (x repeated r_d times along each
+  // dim d) as rows of copies. Each output dim gets x's element stride, 0 where x is broadcast along
+  // it. A Tile's dim of r_d·x_d elements is two dims, r_d of stride 0 outside x_d of x's stride,
+  // since its output index is rep·x_d + i. Merged as the binary ops' dims are, the innermost is a
+  // row: a memcpy where x's stride there is 1, a fill of one value where it is 0. Llama's
+  // grouped-query K/V Expand (1x4x1xTx64 to 1x4x8xTx64) is 32 copies of T·64 floats: it reads an
+  // eighth of what a copy of its output (the oneDNN backend's proxy) reads.
+  void plan_expand() {
+    if (p_.inputs.size() != 1) unsupported(p_.op + ": its shape or repeats are not constant");
+    const Shape& xs = p_.inputs[0].shape;
+    const Shape& ys = p_.outputs[0].shape;
+    if (elements(ys) == 0) unsupported(p_.op + ": an empty output");
+    const bool tile = p_.kind == LayerKind::kTile;
+    if (tile ? xs.size() != ys.size() : xs.size() > ys.size())
+      unsupported(p_.op + ": the input's rank does not fit the output's");
+    dims_.clear();
+    int64_t step = 1;
+    for (size_t k = 0; k < ys.size(); ++k) {  // from the last dim
+      const int64_t y = ys[ys.size() - 1 - k], x = k < xs.size() ? xs[xs.size() - 1 - k] : 1;
+      if (tile) {
+        if (x == 0 || y % x != 0) unsupported("Tile: an output dim is not a multiple of the input's");
+        if (x != 1) dims_.push_back({x, step, 0});
+        if (y / x != 1) dims_.push_back({y / x, 0, 0});
+      } else {
+        if (x != y && x != 1) unsupported("Expand: the input does not broadcast to the output");
+        if (y != 1) dims_.push_back({y, x == 1 ? 0 : step, 0});
+      }
+      step *= x;
+    }
+    merge_rows();
+  }
+
+  void expand() {
+    const float* x = in_[0].data();
+    float* y = out_.data();
+    const int64_t row_n = dims_.back().n;
+    const bool contiguous = dims_.back().sa != 0;
+    over_pieces([&](const RowPiece& rp) {
+      float* py = y + rp.row * row_n + rp.from;
+      if (contiguous)
+        std::memcpy(py, x + rp.oa + rp.from, static_cast<size_t>(rp.n) * sizeof(float));
+      else
+        std::fill_n(py, rp.n, x[rp.oa]);
+    });
   }
 
   template <int Op, int A, int B>
@@ -517,39 +609,21 @@ class DataKernel final : public Kernel {
                    : p_.kind == LayerKind::kSub ? 1
                    : p_.kind == LayerKind::kMul ? 2
                                                 : 3;
-    const int64_t outer_dims = static_cast<int64_t>(dims_.size()) - 1;
-    auto piece = [&](int64_t i) {
-      const int64_t r = i / pieces_per_row_, from = (i % pieces_per_row_) * kBinaryPiece;
-      const int64_t n = std::min(kBinaryPiece, row.n - from);
-      int64_t oa = 0, ob = 0, rest = r;
-      for (int64_t d = outer_dims - 1; d >= 0; --d) {  // the row's index in the outer dims
-        const BinaryDim& dim = dims_[static_cast<size_t>(d)];
-        const int64_t at = rest % dim.n;
-        rest /= dim.n;
-        oa += at * dim.sa;
-        ob += at * dim.sb;
-      }
-      const float* pa = a + oa + from * row.sa;
-      const float* pb = b + ob + from * row.sb;
-      float* py = y + r * row.n + from;
+    over_pieces([&](const RowPiece& rp) {
+      const float* pa = a + rp.oa + rp.from * row.sa;
+      const float* pb = b + rp.ob + rp.from * row.sb;
+      float* py = y + rp.row * row.n + rp.from;
       switch (op) {
         case 0:
-          return binary_row<0>(pa, row.sa, pb, row.sb, py, n);
+          return binary_row<0>(pa, row.sa, pb, row.sb, py, rp.n);
         case 1:
-          return binary_row<1>(pa, row.sa, pb, row.sb, py, n);
+          return binary_row<1>(pa, row.sa, pb, row.sb, py, rp.n);
         case 2:
-          return binary_row<2>(pa, row.sa, pb, row.sb, py, n);
+          return binary_row<2>(pa, row.sa, pb, row.sb, py, rp.n);
         default:
-          return binary_row<3>(pa, row.sa, pb, row.sb, py, n);
+          return binary_row<3>(pa, row.sa, pb, row.sb, py, rp.n);
       }
-    };
-    const int64_t n = rows_ * pieces_per_row_;
-    if (n == 1 || omp_get_max_threads() == 1) {  // no parallel region for one thread
-      for (int64_t i = 0; i < n; ++i) piece(i);
-      return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) piece(i);
+    });
   }
 
   void fill(uint64_t seed) {
@@ -564,7 +638,7 @@ class DataKernel final : public Kernel {
         continue;
       }
       // Softmax: logits in [−8, 8), as attention scores spread, so the exp sees a real range.
-      if (pieces_.empty())
+      if (pieces_.empty() && !is_expand())
         for (int64_t e = 0; e < n; ++e) v[e] *= 8.f;
     }
   }
@@ -651,7 +725,7 @@ class DataKernel final : public Kernel {
   struct BinaryDim {
     int64_t n = 1, sa = 0, sb = 0;  // size, the inputs' element strides (0: broadcast)
   };
-  std::vector<BinaryDim> dims_;  // a binary op's merged dims, outermost first; the last is a row
+  std::vector<BinaryDim> dims_;  // a binary op's or an Expand's merged dims, outermost first; the last a row
   int64_t rows_ = 0, pieces_per_row_ = 1;
   static constexpr int64_t kBinaryPiece = 16384;  // elements of a row per thread's piece
   std::vector<float> m_, s_;                      // softmax scratch along a strided axis (one thread)

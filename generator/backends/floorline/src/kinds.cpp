@@ -66,6 +66,10 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kReduceMax:
     case K::kReduceMin:
       return {"reduce", Family::kData, "over one run of adjacent axes (outer × reduced × inner)"};
+    case K::kExpand:
+      return {"expand", Family::kData, "a broadcast copy: rows of contiguous elements"};
+    case K::kTile:
+      return {"tile", Family::kData, "repeated rows of contiguous elements"};
     case K::kConv:
     case K::kConvTranspose:
     case K::kGemm:
@@ -125,8 +129,6 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kTranspose:
     case K::kPad:
     case K::kGather:
-    case K::kExpand:
-    case K::kTile:
     case K::kScatterND:
     case K::kRange:
     case K::kQuantizeLinear:
