@@ -56,8 +56,10 @@ void add_dim_option(CLI::App* cmd, std::map<std::string, std::vector<int64_t>>& 
          [&dims](const std::vector<std::string>& given) {
            for (const auto& text : given) {
              const auto eq = text.find('=');
-             if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
-               throw CLI::ValidationError("--dim", fmt::format("{}: expected NAME=VALUE[,VALUE...]", text));
+             const auto colon = text.substr(0, eq).find(':');
+             if (eq == std::string::npos || eq == 0 || eq + 1 == text.size() || colon == 0 || colon + 1 == eq)
+               throw CLI::ValidationError("--dim",
+                                          fmt::format("{}: expected [MODEL:]NAME=VALUE[,VALUE...]", text));
              const std::string name = text.substr(0, eq);
              if (dims.count(name))
                throw CLI::ValidationError("--dim", fmt::format("{}: {} is given twice", text, name));
@@ -76,9 +78,10 @@ void add_dim_option(CLI::App* cmd, std::map<std::string, std::vector<int64_t>>& 
          },
          "Value(s) of a named symbolic input dim, NAME=V or NAME=V1,V2 to sweep (repeatable; e.g. "
          "--dim sequence_length=128 --dim past_sequence_length=0,512): each combination is a scenario, "
-         "named MODEL[NAME=V;...]")
+         "named MODEL[NAME=V;...]; MODEL:NAME=V applies to the model of that file stem only, over NAME=V "
+         "(--dim llama_1b_decode:sequence_length=1)")
       ->allow_extra_args(false)
-      ->type_name("NAME=VALUES");
+      ->type_name("[MODEL:]NAME=VALUES");
 }
 
 CLI::Validator real_in(double lo, double hi, const std::string& what, bool lo_open) {

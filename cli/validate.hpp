@@ -49,10 +49,11 @@ CLI::Validator int_in(int64_t lo, int64_t hi, const std::string& what = "");
 // Message: "1e308 is not a finite number from 0 to 600 (seconds)".
 CLI::Validator real_in(double lo, double hi, const std::string& what = "", bool lo_open = false);
 
-// --dim NAME=V1[,V2...] (repeatable), into `dims` (mp::ProcessOptions::dims: values of the named
-// symbolic input dims; several values sweep). Checked as the command line is parsed, a usage error
-// otherwise: NAME=VALUES with a non-empty NAME, each value an integer from 0 to 2^31, a NAME given
-// once. Message: "--dim past_sequence_length=x: x is not an integer from 0 to 2147483648".
+// --dim [MODEL:]NAME=V1[,V2...] (repeatable), into `dims` (mp::ProcessOptions::dims: values of
+// the named symbolic input dims; several values sweep; MODEL: for the model of that file stem
+// only). Checked as the command line is parsed, a usage error otherwise: [MODEL:]NAME=VALUES with a
+// non-empty NAME (and MODEL where a colon is given), each value an integer from 0 to 2^31, a key
+// given once. Message: "--dim past_sequence_length=x: x is not an integer from 0 to 2147483648".
 void add_dim_option(CLI::App* cmd, std::map<std::string, std::vector<int64_t>>& dims);
 
 // Refuses an output file that is one of the inputs (the same file by device and inode, so a

@@ -14,8 +14,22 @@ std::string scenario_name(const std::string& stem, const DimValues& dims) {
   return out + "]";
 }
 
+std::map<std::string, std::vector<int64_t>> dims_for(
+    const std::string& stem, const std::map<std::string, std::vector<int64_t>>& dims) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto& [name, values] : dims)
+    if (name.find(':') == std::string::npos) out[name] = values;
+  for (const auto& [name, values] : dims) {
+    const size_t colon = name.find(':');
+    if (colon != std::string::npos && name.compare(0, colon, stem) == 0 && colon == stem.size())
+      out[name.substr(colon + 1)] = values;
+  }
+  return out;
+}
+
 Result<std::vector<DimValues>> dim_scenarios(const Loaded& L,
-                                             const std::map<std::string, std::vector<int64_t>>& dims) {
+                                             const std::map<std::string, std::vector<int64_t>>& all_dims) {
+  const auto dims = dims_for(L.name, all_dims);
   for (const auto& [name, values] : dims) {
     if (values.empty()) return make_error("--dim {}: no value given", name);
     for (int64_t v : values)

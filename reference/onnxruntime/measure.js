@@ -6,10 +6,12 @@
 //
 //   node measure.js [options] MODEL.onnx...
 //     --batch 1,8          batch sizes (default 1)
-//     --dim NAME=V1,V2     values of a named symbolic input dim (repeatable; several values sweep):
+//     --dim [MODEL:]NAME=V1,V2
+//                          values of a named symbolic input dim (repeatable; several values sweep):
 //                          a model runs in every combination of the values of the dims its inputs
 //                          use, each recorded as MODEL[NAME=V;...] (names sorted), as Floorline
-//                          names the scenario (model_processor/model.hpp, scenario_name)
+//                          names the scenario (model_processor/model.hpp, scenario_name); with
+//                          MODEL: (a model's file stem) for that model only, over NAME=V
 //     --threads N          intra-op threads, the benchmarks' thread count (default 1)
 //     --settings all,disabled
 //                          graph optimization levels to time (default both: "all" is what a user
@@ -93,8 +95,10 @@ function parseArgs(argv) {
     else if (a === '--dim') {
       const v = next();
       const eq = v.indexOf('=');
-      if (eq <= 0 || eq === v.length - 1) usage(`--dim ${v}: expected NAME=VALUE[,VALUE...]`);
+      if (eq <= 0 || eq === v.length - 1) usage(`--dim ${v}: expected [MODEL:]NAME=VALUE[,VALUE...]`);
       const name = v.slice(0, eq);
+      const colon = name.indexOf(':');
+      if (colon === 0 || colon === name.length - 1) usage(`--dim ${v}: expected [MODEL:]NAME=VALUE[,VALUE...]`);
       if (name in o.dims) usage(`--dim ${v}: ${name} is given twice`);
       o.dims[name] = v.slice(eq + 1).split(',').map(int);
     }
@@ -141,6 +145,18 @@ function rng(seed) {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+// The dims that apply to the model `stem`: NAME=V for every model, MODEL:NAME=V for the model of
+// that name only (over NAME=V), as Floorline resolves them (model_processor/src/named_dims.cpp).
+function dimsFor(stem, dims) {
+  const out = {};
+  for (const [k, v] of Object.entries(dims)) if (!k.includes(':')) out[k] = v;
+  for (const [k, v] of Object.entries(dims)) {
+    const c = k.indexOf(':');
+    if (c > 0 && k.slice(0, c) === stem) out[k.slice(c + 1)] = v;
+  }
+  return out;
 }
 
 // The scenarios of a model under --dim: every combination of the values of the named dims its
@@ -271,7 +287,7 @@ async function main() {
     if (Object.keys(o.dims).length > 0) {
       try {
         const probe = await ort.InferenceSession.create(file, sessionOptions(o.threads, 'disabled'));
-        cases = scenarios(probe, o.dims);
+        cases = scenarios(probe, dimsFor(stem, o.dims));
         await probe.release();
       } catch (e) {
         const reason = String(e.message || e).split('\n')[0];

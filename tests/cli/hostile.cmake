@@ -50,7 +50,9 @@ expect_only_line("floorline plan: --batch: 0 is not an integer from 1 to 65536 (
 # without a value is its model's error, naming the dim and the input.
 set(DECODER ${SOURCE_DIR}/models/llm/gpt2_small_decode.onnx)
 run(2 ${FLOORLINE} layers ${DECODER} --dim sequence_length)
-expect_only_line("floorline layers: --dim: sequence_length: expected NAME=VALUE[,VALUE...]")
+expect_only_line("floorline layers: --dim: sequence_length: expected [MODEL:]NAME=VALUE[,VALUE...]")
+run(2 ${FLOORLINE} layers ${DECODER} --dim :sequence_length=1)
+expect_only_line("floorline layers: --dim: :sequence_length=1: expected [MODEL:]NAME=VALUE[,VALUE...]")
 run(2 ${FLOORLINE} plan ${DECODER} --dim sequence_length=1 --dim sequence_length=2)
 expect_only_line("floorline plan: --dim: sequence_length=2: sequence_length is given twice")
 run(2 ${FLOORLINE} layers ${DECODER} --dim past_sequence_length=0,-1)
@@ -62,6 +64,14 @@ endif()
 run(0 ${FLOORLINE} layers ${DECODER} --dim sequence_length=1 --dim past_sequence_length=0,16 --format csv)
 if(NOT out MATCHES "gpt2_small_decode\\[past_sequence_length=0;sequence_length=1\\],1,.*gpt2_small_decode\\[past_sequence_length=16;sequence_length=1\\],1,")
   message(FATAL_ERROR "a sweep of named dims:\n${out}")
+endif()
+# A dim scoped to one model: the prefill graph takes 128 tokens, the decode graph 1, in one run.
+set(PREFILL ${SOURCE_DIR}/models/llm/gpt2_small_prefill.onnx)
+run(0 ${FLOORLINE} layers ${DECODER} ${PREFILL} --dim sequence_length=128 --dim gpt2_small_decode:sequence_length=1
+    --dim past_sequence_length=16 --format csv)
+if(NOT out MATCHES "gpt2_small_decode\\[past_sequence_length=16;sequence_length=1\\],1,.*gpt2_small_prefill\\[sequence_length=128\\],1,"
+   OR out MATCHES "gpt2_small_decode\\[past_sequence_length=16;sequence_length=128\\]")
+  message(FATAL_ERROR "a dim scoped to one model:\n${out}")
 endif()
 run(2 ${FLOORLINE} bench ${MODEL} --dry-run --repetitions 1e3)
 expect_only_line("floorline bench: --repetitions: 1e3 is not an integer from 1 to 10000 (repetitions)")

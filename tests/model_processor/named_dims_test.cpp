@@ -146,6 +146,30 @@ TEST(NamedDims, TheInferenceWorkerGetsTheDimsToo) {
   EXPECT_EQ((*iso)[0].name, (*in)[0].name);
 }
 
+// MODEL:NAME=V applies to the model of that stem only, over NAME=V; other models' scoped dims are
+// left out (a prefill and a decode graph that both name the new tokens' dim, in one run).
+TEST(NamedDims, AScopedDimAppliesToItsModelOnly) {
+  const std::map<std::string, std::vector<int64_t>> dims = {
+      {"seq", {3}}, {"past", {2}}, {"dec:seq", {1}}, {"other:past", {7, 8}}, {"decoder:seq", {9}}};
+  EXPECT_EQ(dims_for("dec", dims),
+            (std::map<std::string, std::vector<int64_t>>{{"past", {2}}, {"seq", {1}}}));
+  EXPECT_EQ(dims_for("other", dims),
+            (std::map<std::string, std::vector<int64_t>>{{"past", {7, 8}}, {"seq", {3}}}));
+  auto r = process_model_text(kDecoder, "dec", with_dims(dims));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].name, "dec[past=2;seq=1]");
+  auto o = process_model_text(kDecoder, "other", with_dims(dims));
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  ASSERT_EQ(o->size(), 2u);
+  EXPECT_EQ((*o)[1].name, "other[past=8;seq=3]");
+  // A model without a value of its own, nor a plain one, still gets the usual error.
+  auto e = process_model_text(kDecoder, "third", with_dims({{"dec:past", {2}}, {"seq", {1}}}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("give its value with --dim past=N"), std::string::npos)
+      << e.error().message;
+}
+
 TEST(NamedDims, ScenarioNames) {
   EXPECT_EQ(scenario_name("m", {}), "m");
   EXPECT_EQ(scenario_name("m", {{"a", 0}, {"b", 2048}}), "m[a=0;b=2048]");

@@ -32,6 +32,11 @@ using DimValues = std::vector<std::pair<std::string, int64_t>>;
 // scenario's results never mix with another's.
 std::string scenario_name(const std::string& stem, const DimValues& dims);
 
+// The named dims (ProcessOptions::dims) that apply to the model of file stem `stem`: every plain
+// "NAME", then every "stem:NAME" as "NAME" over it. Scoped keys of other models are left out.
+std::map<std::string, std::vector<int64_t>> dims_for(const std::string& stem,
+                                                     const std::map<std::string, std::vector<int64_t>>& dims);
+
 // A graph input or output of a processed model, at its batch and scenario.
 struct GraphValue {
   std::string name;
@@ -86,7 +91,9 @@ struct ProcessOptions {
   // fastest), each combination a scenario of its own (scenario_name). A symbolic dim other than a
   // leading one, left without a value, is an error naming it and its input; so is a value for a
   // dim that is some input's leading (batch) dim, which --batch sets. Values 0..2^31: zero-size
-  // dims are legal ONNX (an empty KV cache).
+  // dims are legal ONNX (an empty KV cache). A key "MODEL:NAME" applies to the model whose file
+  // stem is MODEL only, over a plain "NAME" (dims_for): a prefill graph and a decode graph that
+  // both name `sequence_length` take different values in one run.
   std::map<std::string, std::vector<int64_t>> dims;
   // Constant tensors larger than this many elements are not evaluated at load time (they stay
   // run-time layers); a cap on the memory that constant folding may take.
