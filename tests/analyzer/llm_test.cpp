@@ -96,5 +96,54 @@ TEST(DecoderStep, TheZooDecodersWithNamedDims) {
   EXPECT_EQ(pd->new_tokens, 128);
 }
 
+// A decoder not written for Floorline (tests/fixtures/outside_decoder: written from PyTorch
+// primitives by someone who had not read Floorline's exporter, its dims named bsz, seq, n_past and
+// n_total; multi-query attention broadcast by Expand, parallel attention and MLP blocks, partial
+// rotary, a tied LM head): with its own dim names given, every layer shaped and none unsupported.
+TEST(DecoderStep, AnOutsideDecoderWithItsOwnDimNames) {
+  const std::string dir = std::string(FLOORLINE_SOURCE_DIR) + "/tests/fixtures/outside_decoder/";
+  mp::ProcessOptions o;
+  o.dims = {{"seq", {1}}, {"n_past", {512}}};
+  auto r = mp::process_model(dir + "tp_decode.onnx", o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto& m = r->at(0);
+  EXPECT_EQ(m.name, "tp_decode[n_past=512;seq=1]");
+  int cost_bearing = 0;
+  for (const auto& l : m.layers) {
+    if (!l.cost_bearing()) continue;
+    ++cost_bearing;
+    EXPECT_NE(l.cost, mp::CostClass::kUnsupported) << l.name << " " << l.op_type;
+    EXPECT_TRUE(l.shapes_known) << l.name << " " << l.op_type;
+  }
+  EXPECT_EQ(cost_bearing, 250);
+  const auto d = decoder_step(m, 1000, 1e10);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->phase, "decode");
+  EXPECT_EQ(d->new_tokens, 1);
+  EXPECT_EQ(d->past_tokens, 512);
+  // 6 layers, one K/V head of 64: the cache read and the cache after the step.
+  EXPECT_EQ(d->kv_read_bytes, int64_t{6} * 2 * 512 * 64 * 4);
+  EXPECT_EQ(d->kv_cache_bytes, int64_t{6} * 2 * 513 * 64 * 4);
+  // 32,528,384 parameters in f32 (the embedding stored once, the head tied to it), less the 7
+  // LayerNorms' scales and biases (all ones, all zeros at initialization), which PyTorch's exporter
+  // stores once each: 2 x 6 x 512 floats fewer; plus the graph's small constants.
+  const int64_t params = int64_t{32528384} * 4, deduplicated = int64_t{2} * 6 * 512 * 4;
+  EXPECT_GE(d->weight_bytes, params - deduplicated);
+  EXPECT_LT(d->weight_bytes, params - deduplicated + (1 << 16));
+  // Its prefill graph at 128 tokens.
+  o.dims = {{"seq", {128}}};
+  auto p = mp::process_model(dir + "tp_prefill.onnx", o);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const auto pd = decoder_step(p->at(0), 1000, 1e10);
+  ASSERT_TRUE(pd);
+  EXPECT_EQ(pd->phase, "prefill");
+  EXPECT_EQ(pd->new_tokens, 128);
+  for (const auto& l : p->at(0).layers) {
+    if (l.cost_bearing()) {
+      EXPECT_TRUE(l.shapes_known && l.cost != mp::CostClass::kUnsupported) << l.name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace floorline::analyzer
