@@ -11,6 +11,11 @@ S <= replay, the thinnest margin, replay / S; and per model S at 2 threads again
 
     bench/thread_budget_sweep.py --floorline build/bin/floorline [--models resnet18,gru_kws]
                                  [--batch 1,8] [--threads 1,2] [--out DIR] [-- RUN ARGS...]
+    bench/thread_budget_sweep.py --from-reports 1=DIR1/report.json,2=DIR2/report.json
+
+`--from-reports T=FILE,...` prints the table of reports that runs already wrote (each FILE the
+report.json of a `floorline run` at T threads: e.g. a budget of 2 run at batch 1 only), running
+nothing. Each run's report is also kept as DIR/report_t<T>.json.
 
 Models are names in models/zoo (default: the ten of the thread-budget issue's table). Arguments after
 `--` go to every `floorline run` (e.g. `--quick`). The figures are only as quiet as the machine:
@@ -57,17 +62,25 @@ def main():
     ap.add_argument("--batch", default="1,8")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--out", default=str(ROOT / "floorline-out/thread-budget"))
+    ap.add_argument("--from-reports", default="", help="T=REPORT.json,...: print their table, run nothing")
     ap.add_argument("extra", nargs="*")
     a = ap.parse_args()
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    models = [str(ROOT / "models/zoo" / f"{n}.onnx") for n in a.models.split(",")]
-    db = out / "floorline.db"
     rows, seconds = [], {}
-    for t in sorted(int(x) for x in a.threads.split(",")):
-        seconds[t] = run(a.floorline, models, out, db, a.batch, t, a.extra)
-        report = json.loads((out / "report.json").read_text())
-        rows += rows_of(report, t)
+    if a.from_reports:
+        for item in a.from_reports.split(","):
+            t, path = item.split("=", 1)
+            rows += rows_of(json.loads(Path(path).read_text()), int(t))
+        a.threads = ",".join(sorted({item.split("=", 1)[0] for item in a.from_reports.split(",")}))
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        models = [str(ROOT / "models/zoo" / f"{n}.onnx") for n in a.models.split(",")]
+        db = out / "floorline.db"
+        for t in sorted(int(x) for x in a.threads.split(",")):
+            seconds[t] = run(a.floorline, models, out, db, a.batch, t, a.extra)
+            text = (out / "report.json").read_text()
+            (out / f"report_t{t}.json").write_text(text)
+            rows += rows_of(json.loads(text), t)
     bad = 0
     print(f"{'model':26} {'b':>3} {'T':>2} {'S ms':>9} {'replay ms':>10} {'ORT ms':>9} {'S<=ORT':>7} "
           f"{'S<=replay':>9} {'replay/S':>8}")
@@ -90,7 +103,8 @@ def main():
                 bad += 1
     for t, sec in seconds.items():
         print(f"floorline run at a budget of {t} thread(s): {sec:.0f} s")
-    (out / "sweep.json").write_text(json.dumps({"rows": rows, "seconds": seconds}, indent=1))
+    if not a.from_reports:
+        (out / "sweep.json").write_text(json.dumps({"rows": rows, "seconds": seconds}, indent=1))
     print("bounds hold" if bad == 0 else f"{bad} bound violation(s)")
     return 0 if bad == 0 else 1
 
