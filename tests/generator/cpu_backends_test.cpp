@@ -212,9 +212,14 @@ std::string openblas_label(const PlannedCase& c, const kernels::Kernel& k) {
   return impl.rfind("im2col", 0) == 0 ? "Conv im2col" : "Conv 1x1";
 }
 
+bool split_case(const PlannedCase& c) {
+  const std::string& a = c.spec.variant.algorithm;
+  return a.size() > 6 && a.compare(a.size() - 6, 6, "_split") == 0;
+}
+
 TEST(OpenblasKernels, ZooLayersMatchTheReference) {
   REQUIRE_BUILT(FLOORLINE_TEST_OPENBLAS, "openblas");
-  auto all = [](const PlannedCase&) { return true; };
+  auto all = [](const PlannedCase& c) { return !split_case(c); };  // the _split cases: below
   std::set<std::string> labels;
   // resnet18: 7×7, 3×3 and strided 1×1 convolutions (im2col), its Gemm; squeezenet1_1: 1×1
   // stride-1 convolutions (no im2col); bert_base_encoder: MatMul with 2-D weights as one GEMM and
@@ -232,6 +237,65 @@ TEST(OpenblasKernels, ZooLayersMatchTheReference) {
     labels.insert(l);
   EXPECT_EQ(labels, (std::set<std::string>{"Conv 1x1", "Conv im2col", "Conv grouped", "Gemm", "MatMul sgemm",
                                            "MatMul sgemm_loop"}));
+}
+
+// The _split variants: at T threads, T one-thread calls on OpenMP's threads, each on a block of y
+// (columns where N >= M, rows otherwise) or on its share of a loop's matrices. At one thread they are
+// the plain case and say so; at 2 and 3 threads every form matches the reference: C broadcast into
+// row and column blocks, transposed operands, a loop with fewer matrices than threads, and
+// bert_base_encoder's and resnet18's GEMMs.
+TEST(OpenblasKernels, SplitCasesCutTheGemmIntoOneThreadCallsThatMatchTheReference) {
+  REQUIRE_BUILT(FLOORLINE_TEST_OPENBLAS, "openblas");
+  constexpr const char* kModel = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[50,97] a, float[50,21] b, float[1,21] c, float[19,40] d, float[243,40] e, float[243] f,
+   float[2,37,50] x, float[2,50,29] w)
+    => (float rows, float cols, float loop)
+{
+  rows = Gemm <transA = 1> (a, b, c)
+  cols = Gemm <transB = 1> (d, e, f)
+  loop = MatMul (x, w)
+}
+)onnx";
+  auto m = mp::process_model_text(kModel, "split.onnx", {});
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const Plan plan = make_plan(*m, {backend}, PlanOptions{});
+  const auto factory = backend->factory();
+  int at_one = 0;
+  for (const auto& c : plan.cases) {
+    if (c.status || !split_case(c)) continue;
+    auto k = factory(c.spec);
+    ASSERT_FALSE(k.ok()) << c.spec.name;
+    EXPECT_EQ(k.error().code, Disposition::kUnsupported);
+    EXPECT_NE(k.error().message.find("at one thread is the plain GEMM"), std::string::npos)
+        << k.error().message;
+    ++at_one;
+  }
+  EXPECT_EQ(at_one, 3);
+  std::set<std::string> impls;
+  auto record = [&impls](const PlannedCase& c, const kernels::Kernel& k) {
+    impls.insert(k.implementation());
+    return c.spec.variant.algorithm;
+  };
+  for (const int threads : {2, 3}) {
+    backend->set_threads(threads);
+    EXPECT_EQ(verify_cases(*backend, *m, split_case, record),
+              (std::set<std::string>{"sgemm_split", "sgemm_loop_split"}));
+  }
+  EXPECT_TRUE(impls.count("cblas_sgemm 97x21x50 A^T, 2 one-thread calls on row blocks of y"))
+      << ::testing::PrintToString(impls);
+  EXPECT_TRUE(impls.count("cblas_sgemm 19x243x40 B^T, 3 one-thread calls on column blocks of y"));
+  EXPECT_TRUE(impls.count("cblas_sgemm 37x29x50, 2 calls, shared out among 2 threads"));
+  EXPECT_TRUE(impls.count("cblas_sgemm 37x29x50, 2 calls, 3 one-thread calls on row blocks of y"));
+  backend->set_threads(2);
+  std::set<std::string> zoo_labels;
+  for (const char* name : {"resnet18", "bert_base_encoder"})
+    for (const auto& l : verify_cases(*backend, zoo(name), split_case, record)) zoo_labels.insert(l);
+  EXPECT_EQ(zoo_labels, (std::set<std::string>{"sgemm_split", "sgemm_loop_split"}));
+  EXPECT_TRUE(
+      impls.count("cblas_sgemm 128x2304x768 (batch folded into M), 2 one-thread calls on column blocks of y"))
+      << ::testing::PrintToString(impls);
+  backend->set_threads(1);
 }
 
 // Recurrent layers as one input-projection GEMM over all time steps plus per-step recurrent

@@ -29,17 +29,52 @@ inline int blas_int(int64_t v) {
   return static_cast<int>(v);
 }
 
-// One row-major GEMM: y[m×n] = alpha · op(a)[m×k] · op(b)[k×n] + beta · y.
+// One row-major GEMM: y[m×n] = alpha · op(a)[m×k] · op(b)[k×n] + beta · y. The leading dimensions
+// are the dense ones (a: k, or m transposed; b: n, or k transposed; y: n) unless set, as a block of
+// a larger GEMM sets them (gemm_block).
 struct Gemm {
   int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
   float alpha = 1, beta = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;  // 0: dense
   void operator()(const float* a, const float* b, float* y) const {
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, blas_int(m),
-                blas_int(n), blas_int(k), alpha, a, blas_int(ta ? m : k), b, blas_int(tb ? k : n), beta, y,
-                blas_int(n));
+                blas_int(n), blas_int(k), alpha, a,
+                blas_int(lda  ? lda
+                         : ta ? m
+                              : k),
+                b,
+                blas_int(ldb  ? ldb
+                         : tb ? k
+                              : n),
+                beta, y, blas_int(ldc ? ldc : n));
   }
 };
+
+// Part `part` of `parts` of one dense GEMM: a block of y's columns where N ≥ M (each part reads all
+// of op(a) and its columns of op(b)), else a block of its rows; column blocks are multiples of 16
+// floats (64-byte lines), so that no two parts write one cache line of y. An empty part is none.
+// The parts' calls run on one thread each (openblas_set_num_threads(1), by the caller).
+inline void gemm_block(const Gemm& g, const float* a, const float* b, float* y, int part, int parts) {
+  Gemm s = g;
+  s.lda = g.ta ? g.m : g.k;
+  s.ldb = g.tb ? g.k : g.n;
+  s.ldc = g.n;
+  if (g.n >= g.m) {
+    const int64_t lines = (g.n + 15) / 16;
+    const int64_t n0 = std::min(g.n, lines * part / parts * 16),
+                  n1 = std::min(g.n, lines * (part + 1) / parts * 16);
+    s.n = n1 - n0;
+    b += g.tb ? n0 * g.k : n0;
+    y += n0;
+  } else {
+    const int64_t m0 = g.m * part / parts, m1 = g.m * (part + 1) / parts;
+    s.m = m1 - m0;
+    a += g.ta ? m0 : m0 * g.k;
+    y += m0 * g.n;
+  }
+  if (s.m > 0 && s.n > 0) s(a, b, y);
+}
 
 using BlasKernel = PlainKernel;
 

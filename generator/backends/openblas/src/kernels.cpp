@@ -1,6 +1,9 @@
-// OpenBLAS kernels: Gemm and MatMul as cblas_sgemm (one GEMM, or a loop over the batch), Conv as
-// im2col + cblas_sgemm per group (LSTM, GRU and RNN: recurrent.cpp); the library's version, core
-// and threads.
+// OpenBLAS kernels: Gemm and MatMul as cblas_sgemm (one GEMM, or a loop over the batch; or, at
+// more than one thread, the work cut into one-thread calls on OpenMP's threads: the _split
+// variants), Conv as im2col + cblas_sgemm per group (LSTM, GRU and RNN: recurrent.cpp); the
+// library's version, core and threads.
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -18,6 +21,26 @@ using namespace openblas_detail;
 
 std::atomic<int> g_threads{1};
 
+// The _split variants: the threads set when the kernel is built, at least 2 (at one thread the split
+// is the plain call, timed as its own case).
+int split_threads(const std::string& algorithm) {
+  const int threads = g_threads.load();
+  if (threads < 2)
+    unsupported(fmt::format("{} at one thread is the plain GEMM (case {})", algorithm,
+                            algorithm.substr(0, algorithm.size() - 6)));
+  return threads;
+}
+
+// Runs part(i, parts) for i in [0, parts) on `parts` OpenMP threads, OpenBLAS held to one thread
+// per call meanwhile (it counts its threads globally; the kernels' setting is put back after).
+template <typename Part>
+void on_threads(int parts, const Part& part) {
+  openblas_set_num_threads(1);
+#pragma omp parallel num_threads(parts)
+  part(omp_get_thread_num(), omp_get_num_threads());
+  openblas_set_num_threads(g_threads.load());
+}
+
 // The kernel API's GEMM reading of a Gemm/MatMul problem; an operand of the wrong rank is unsupported.
 GemmDesc desc_of(const Problem& p) {
   auto d = gemm_desc(p);
@@ -26,9 +49,18 @@ GemmDesc desc_of(const Problem& p) {
 }
 
 // Gemm: y = alpha · op(A) · op(B) + beta · C, with C broadcast into y first (part of the call).
+// The implementation's note for a _split case: how many one-thread calls, on which blocks of y.
+std::string split_note(const Gemm& g, int parts) {
+  if (parts == 0) return "";
+  return fmt::format(", {} one-thread calls on {} blocks of y", parts, g.n >= g.m ? "column" : "row");
+}
+
+// sgemm_split: y's columns (or rows) in one block per thread, C broadcast into each block by its
+// thread, then one one-thread call per block (gemm_block).
 class GemmKernel final : public BlasKernel {
  public:
-  explicit GemmKernel(Problem p) : BlasKernel(std::move(p)) {
+  GemmKernel(Problem p, bool split) : BlasKernel(std::move(p)) {
+    if (split) parts_ = split_threads("sgemm_split");
     const GemmDesc d = desc_of(p_);
     g_.ta = d.ta;
     g_.tb = d.tb;
@@ -44,30 +76,49 @@ class GemmKernel final : public BlasKernel {
         unsupported("Gemm's C does not broadcast to (M, N)");
       g_.beta = d.beta;
     }
-    impl_ =
-        fmt::format("cblas_sgemm {}x{}x{}{}{}", g_.m, g_.n, g_.k, g_.ta ? " A^T" : "", g_.tb ? " B^T" : "");
+    impl_ = fmt::format("cblas_sgemm {}x{}x{}{}{}{}", g_.m, g_.n, g_.k, g_.ta ? " A^T" : "",
+                        g_.tb ? " B^T" : "", split_note(g_, parts_));
   }
   void run() override {
     float* y = out_[0].data;
-    if (in_.size() > 2) {
-      const float* c = in_[2].data;
-      for (int64_t i = 0; i < g_.m; ++i)
-        for (int64_t j = 0; j < g_.n; ++j)
-          y[i * g_.n + j] = c[(c_rows_ == 1 ? 0 : i) * c_cols_ + (c_cols_ == 1 ? 0 : j)];
+    if (parts_ == 0) {
+      fill_c(y, 0, g_.m);
+      g_(in_[0].data, in_[1].data, y);
+      return;
     }
-    g_(in_[0].data, in_[1].data, y);
+    on_threads(parts_, [&](int part, int parts) {
+      fill_c(y, g_.m * part / parts, g_.m * (part + 1) / parts);
+      if (g_.n >= g_.m) {
+#pragma omp barrier  // a column block reads rows of C the other threads wrote
+      }
+      gemm_block(g_, in_[0].data, in_[1].data, y, part, parts);
+    });
   }
 
  private:
+  // Rows [r0, r1) of y := C broadcast (nothing without C).
+  void fill_c(float* y, int64_t r0, int64_t r1) const {
+    if (in_.size() <= 2) return;
+    const float* c = in_[2].data;
+    for (int64_t i = r0; i < r1; ++i)
+      for (int64_t j = 0; j < g_.n; ++j)
+        y[i * g_.n + j] = c[(c_rows_ == 1 ? 0 : i) * c_cols_ + (c_cols_ == 1 ? 0 : j)];
+  }
   Gemm g_;
   int64_t c_rows_ = 1, c_cols_ = 1;
+  int parts_ = 0;  // sgemm_split: the threads; 0: one call
 };
 
 // MatMul with NumPy batch broadcasting: one GEMM per output matrix ("sgemm_loop"), or, where b is
-// 2-D, one GEMM with a's batch folded into M ("sgemm").
+// 2-D, one GEMM with a's batch folded into M ("sgemm"). Their _split variants: the one GEMM in
+// blocks, one per thread (gemm_block); the loop's matrices shared out among the threads, each
+// matrix in blocks where there are fewer matrices than threads.
 class MatMulKernel final : public BlasKernel {
  public:
-  MatMulKernel(Problem p, bool flat) : BlasKernel(std::move(p)), flat_(flat) {
+  MatMulKernel(Problem p, const std::string& algorithm)
+      : BlasKernel(std::move(p)), flat_(algorithm.rfind("sgemm_loop", 0) != 0) {
+    if (algorithm.size() > 6 && algorithm.compare(algorithm.size() - 6, 6, "_split") == 0)
+      parts_ = split_threads(algorithm);
     const Shape& a = p_.inputs.at(0).shape;
     const Shape& b = p_.inputs.at(1).shape;
     const Shape& y = p_.outputs.at(0).shape;
@@ -80,8 +131,8 @@ class MatMulKernel final : public BlasKernel {
     if (flat_) {
       if (!d.folded) unsupported("one flattened GEMM needs 2-D weights");
       g_.m = d.m;
-      impl_ =
-          fmt::format("cblas_sgemm {}x{}x{}{} (batch folded into M)", g_.m, g_.n, g_.k, g_.tb ? " B^T" : "");
+      impl_ = fmt::format("cblas_sgemm {}x{}x{}{} (batch folded into M){}", g_.m, g_.n, g_.k,
+                          g_.tb ? " B^T" : "", split_note(g_, parts_));
       return;
     }
     // Offsets of each output matrix's operands, by NumPy broadcasting of the batch dims.
@@ -107,20 +158,39 @@ class MatMulKernel final : public BlasKernel {
     };
     a_off_ = offsets(a, g_.m * g_.k);
     b_off_ = offsets(b, g_.k * g_.n);
-    impl_ = fmt::format("cblas_sgemm {}x{}x{}{}, {} calls", g_.m, g_.n, g_.k, g_.tb ? " B^T" : "", batches);
+    impl_ = fmt::format("cblas_sgemm {}x{}x{}{}, {} calls{}", g_.m, g_.n, g_.k, g_.tb ? " B^T" : "", batches,
+                        parts_ == 0         ? ""
+                        : batches >= parts_ ? fmt::format(", shared out among {} threads", parts_)
+                                            : split_note(g_, parts_));
   }
   void run() override {
-    if (flat_) {
-      g_(in_[0].data, in_[1].data, out_[0].data);
-      return;
+    const float* a = in_[0].data;
+    const float* b = in_[1].data;
+    float* y = out_[0].data;
+    const auto batches = static_cast<int64_t>(a_off_.size());
+    auto matrix = [&](int64_t t) { return y + t * g_.m * g_.n; };
+    if (parts_ == 0 && flat_) {
+      g_(a, b, y);
+    } else if (parts_ == 0) {
+      for (int64_t t = 0; t < batches; ++t) g_(a + a_off_[t], b + b_off_[t], matrix(t));
+    } else if (flat_) {
+      on_threads(parts_, [&](int part, int parts) { gemm_block(g_, a, b, y, part, parts); });
+    } else if (batches < parts_) {
+      on_threads(parts_, [&](int part, int parts) {
+        for (int64_t t = 0; t < batches; ++t)
+          gemm_block(g_, a + a_off_[t], b + b_off_[t], matrix(t), part, parts);
+      });
+    } else {
+      on_threads(parts_, [&](int part, int parts) {
+        for (int64_t t = batches * part / parts; t < batches * (part + 1) / parts; ++t)
+          g_(a + a_off_[t], b + b_off_[t], matrix(t));
+      });
     }
-    for (size_t t = 0; t < a_off_.size(); ++t)
-      g_(in_[0].data + a_off_[t], in_[1].data + b_off_[t],
-         out_[0].data + static_cast<int64_t>(t) * g_.m * g_.n);
   }
 
  private:
   bool flat_;
+  int parts_ = 0;  // the _split variants: the threads; 0: the calls on OpenBLAS's own threads
   Gemm g_;
   std::vector<int64_t> a_off_, b_off_;
 };
@@ -219,11 +289,11 @@ Result<std::unique_ptr<Kernel>> make_openblas_kernel(const CaseSpec& spec) {
         if (spec.problem.inputs.at(0).shape.size() != 4) unsupported("im2col is mapped for 2-D convolutions");
         return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(spec.problem));
       case LayerKind::kGemm:
-        return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(spec.problem));
+        return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(spec.problem, alg == "sgemm_split"));
       case LayerKind::kMatMul:
         if (spec.problem.inputs.at(0).shape.size() < 2 || spec.problem.inputs.at(1).shape.size() < 2)
           unsupported("MatMul with a 1-D operand is not mapped");
-        return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(spec.problem, alg == "sgemm"));
+        return std::unique_ptr<Kernel>(std::make_unique<MatMulKernel>(spec.problem, alg));
       case LayerKind::kLSTM:
       case LayerKind::kGRU:
       case LayerKind::kRNN:

@@ -150,8 +150,11 @@ std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
             base, MathMode::kFp32,
             fmt::format("im2col is mapped for 2-D convolutions, not {}-D", p.inputs.at(0).shape.size() - 2))};
       return {make("im2col_sgemm", true)};
+    // Each GEMM formulation also as its _split variant: at T > 1 threads, the work cut into T
+    // one-thread calls on OpenMP's threads (ONNX Runtime's MLAS cuts a GEMM so, on its one pool);
+    // at one thread the kernel reports it unsupported (it is the plain case).
     case LayerKind::kGemm:
-      return {make("sgemm", true)};
+      return {make("sgemm", true), make("sgemm_split", false)};
     case LayerKind::kMatMul: {
       const Shape& a = p.inputs.at(0).shape;
       const Shape& b = p.inputs.at(1).shape;
@@ -159,9 +162,11 @@ std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
         return {unsupported_case(base, MathMode::kFp32, "MatMul with a 1-D operand is not mapped")};
       const bool weights_2d = elements(Shape(b.begin(), b.end() - 2)) == 1;
       const bool batched_a = elements(Shape(a.begin(), a.end() - 2)) > 1;
-      if (weights_2d && batched_a) return {make("sgemm", true), make("sgemm_loop", false)};
-      if (weights_2d) return {make("sgemm", true)};
-      return {make("sgemm_loop", true)};
+      if (weights_2d && batched_a)
+        return {make("sgemm", true), make("sgemm_split", false), make("sgemm_loop", false),
+                make("sgemm_loop_split", false)};
+      if (weights_2d) return {make("sgemm", true), make("sgemm_split", false)};
+      return {make("sgemm_loop", true), make("sgemm_loop_split", false)};
     }
     case LayerKind::kLSTM:
     case LayerKind::kGRU:
