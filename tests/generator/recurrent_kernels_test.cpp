@@ -85,10 +85,12 @@ TEST(OnednnRecurrent, EveryFormMatchesTheReference) {
   EXPECT_GE(v.cases, 14);  // 9 recurrent layers, 3 element-wise, CumSum, ArgMax
   // Every form also as the standard formulation on oneDNN matmul (the shared skeleton), and clip
   // and input_forget, which the RNN primitive does not map, only so; bidirectional layers also with
-  // both directions' products as one batched matmul. (Which forms the RNN primitive times depends
-  // on the ISA: below AVX-512 oneDNN 2.6 has only its untimed reference implementation.)
-  for (const char* a : {"LSTM matmul_standard", "GRU matmul_standard", "RNN matmul_standard",
-                        "LSTM matmul_standard_batched", "GRU matmul_standard_batched"})
+  // both directions' products as one batched matmul. And the RNN primitive itself, at every ISA:
+  // its "ref" (the cell loop around oneDNN's jit GEMMs) is timed, not skipped as a plain-loop
+  // reference (is_reference_implementation).
+  for (const char* a :
+       {"LSTM matmul_standard", "GRU matmul_standard", "RNN matmul_standard", "LSTM matmul_standard_batched",
+        "GRU matmul_standard_batched", "LSTM rnn", "GRU rnn", "RNN rnn"})
     EXPECT_TRUE(v.algorithms.count(a)) << a << " in " << ::testing::PrintToString(v.algorithms);
 }
 
@@ -104,10 +106,10 @@ TEST(OnednnRecurrent, ZooRecurrentAndEinsumLayersMatchTheReference) {
   EXPECT_TRUE(v.proxies.empty());
   EXPECT_GE(v.cases, 4);
   // lstm_lm's LSTMs and gru_kws's bidirectional GRUs (linear_before_reset; per direction and
-  // batched over both) as the standard formulation on oneDNN matmul, at every ISA: oneDNN's RNN
-  // primitive has only its untimed reference implementation for these GRUs, and below AVX-512 for
-  // the LSTMs too.
-  for (const char* a : {"LSTM matmul_standard", "GRU matmul_standard", "GRU matmul_standard_batched"})
+  // batched over both) as the standard formulation on oneDNN matmul, and as oneDNN's RNN primitive
+  // (for these GRUs, and below AVX-512 for the LSTMs too, its "ref": jit GEMMs in a C++ cell loop).
+  for (const char* a :
+       {"LSTM matmul_standard", "GRU matmul_standard", "GRU matmul_standard_batched", "LSTM rnn", "GRU rnn"})
     EXPECT_TRUE(v.algorithms.count(a)) << a << " in " << ::testing::PrintToString(v.algorithms);
 }
 

@@ -356,7 +356,8 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
   }
 }
 
-bool is_reference_implementation(const std::string& impl_name) {
+bool is_reference_implementation(const std::string& impl_name, bool rnn_primitive) {
+  if (rnn_primitive && impl_name == "ref") return false;  // ref_rnn (its impl_info_str() is "ref")
   return impl_name.rfind("ref", 0) == 0 || impl_name.find("_ref") != std::string::npos;
 }
 
@@ -386,7 +387,9 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
         im.algorithm = join_algorithm(variant, im.impl_name);
         im.variant = variant;
         im.impl_index = index;
-        im.reference = is_reference_implementation(im.impl_name);
+        im.reference = is_reference_implementation(im.impl_name, p.kind == LayerKind::kLSTM ||
+                                                                     p.kind == LayerKind::kGRU ||
+                                                                     p.kind == LayerKind::kRNN);
         if (p.kind == LayerKind::kConv || p.kind == LayerKind::kConvTranspose || p.kind == LayerKind::kGemm ||
             p.kind == LayerKind::kMatMul || !layout_suffix(variant).empty()) {
           std::vector<std::string> parts;
