@@ -213,8 +213,7 @@ std::string openblas_label(const PlannedCase& c, const kernels::Kernel& k) {
 }
 
 bool split_case(const PlannedCase& c) {
-  const std::string& a = c.spec.variant.algorithm;
-  return a.size() > 6 && a.compare(a.size() - 6, 6, "_split") == 0;
+  return c.spec.variant.algorithm.ends_with("_split");
 }
 
 TEST(OpenblasKernels, ZooLayersMatchTheReference) {

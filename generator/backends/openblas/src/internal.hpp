@@ -52,8 +52,9 @@ struct Gemm {
 };
 
 // Part `part` of `parts` of one dense GEMM: a block of y's columns where N ≥ M (each part reads all
-// of op(a) and its columns of op(b)), else a block of its rows; column blocks are multiples of 16
-// floats (64-byte lines), so that no two parts write one cache line of y. An empty part is none.
+// of op(a) and its columns of op(b)), else a block of its rows; column blocks start at multiples of
+// 16 floats (64 bytes), so that two parts share no cache line of a row of y where N is a multiple
+// of 16 (vit_b_16's 3072 and 768), and at most one per row otherwise. An empty part is none.
 // The parts' calls run on one thread each (openblas_set_num_threads(1), by the caller).
 inline void gemm_block(const Gemm& g, const float* a, const float* b, float* y, int part, int parts) {
   Gemm s = g;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -21,13 +22,17 @@ using namespace openblas_detail;
 
 std::atomic<int> g_threads{1};
 
-// The _split variants: the threads set when the kernel is built, at least 2 (at one thread the split
-// is the plain call, timed as its own case).
+constexpr std::string_view kSplit = "_split";
+
+// The threads a case of `algorithm` cuts its GEMMs over: 0 for a plain case (its calls on
+// OpenBLAS's own threads); for a _split variant the threads set when the kernel is built, at least
+// 2 (at one thread the split is the plain call, timed as its own case).
 int split_threads(const std::string& algorithm) {
+  if (!algorithm.ends_with(kSplit)) return 0;
   const int threads = g_threads.load();
   if (threads < 2)
     unsupported(fmt::format("{} at one thread is the plain GEMM (case {})", algorithm,
-                            algorithm.substr(0, algorithm.size() - 6)));
+                            algorithm.substr(0, algorithm.size() - kSplit.size())));
   return threads;
 }
 
@@ -48,19 +53,19 @@ GemmDesc desc_of(const Problem& p) {
   return *d;
 }
 
-// Gemm: y = alpha · op(A) · op(B) + beta · C, with C broadcast into y first (part of the call).
 // The implementation's note for a _split case: how many one-thread calls, on which blocks of y.
 std::string split_note(const Gemm& g, int parts) {
   if (parts == 0) return "";
   return fmt::format(", {} one-thread calls on {} blocks of y", parts, g.n >= g.m ? "column" : "row");
 }
 
-// sgemm_split: y's columns (or rows) in one block per thread, C broadcast into each block by its
-// thread, then one one-thread call per block (gemm_block).
+// Gemm: y = alpha · op(A) · op(B) + beta · C, with C broadcast into y first (part of the call).
+// sgemm_split: C broadcast into y's rows by the threads, then one one-thread call per block of y
+// (gemm_block).
 class GemmKernel final : public BlasKernel {
  public:
-  GemmKernel(Problem p, bool split) : BlasKernel(std::move(p)) {
-    if (split) parts_ = split_threads("sgemm_split");
+  GemmKernel(Problem p, const std::string& algorithm)
+      : BlasKernel(std::move(p)), parts_(split_threads(algorithm)) {
     const GemmDesc d = desc_of(p_);
     g_.ta = d.ta;
     g_.tb = d.tb;
@@ -104,9 +109,9 @@ class GemmKernel final : public BlasKernel {
       for (int64_t j = 0; j < g_.n; ++j)
         y[i * g_.n + j] = c[(c_rows_ == 1 ? 0 : i) * c_cols_ + (c_cols_ == 1 ? 0 : j)];
   }
+  int parts_;  // sgemm_split: the threads; 0: one call
   Gemm g_;
   int64_t c_rows_ = 1, c_cols_ = 1;
-  int parts_ = 0;  // sgemm_split: the threads; 0: one call
 };
 
 // MatMul with NumPy batch broadcasting: one GEMM per output matrix ("sgemm_loop"), or, where b is
@@ -116,9 +121,9 @@ class GemmKernel final : public BlasKernel {
 class MatMulKernel final : public BlasKernel {
  public:
   MatMulKernel(Problem p, const std::string& algorithm)
-      : BlasKernel(std::move(p)), flat_(algorithm.rfind("sgemm_loop", 0) != 0) {
-    if (algorithm.size() > 6 && algorithm.compare(algorithm.size() - 6, 6, "_split") == 0)
-      parts_ = split_threads(algorithm);
+      : BlasKernel(std::move(p)),
+        flat_(!algorithm.starts_with("sgemm_loop")),
+        parts_(split_threads(algorithm)) {
     const Shape& a = p_.inputs.at(0).shape;
     const Shape& b = p_.inputs.at(1).shape;
     const Shape& y = p_.outputs.at(0).shape;
@@ -190,7 +195,7 @@ class MatMulKernel final : public BlasKernel {
 
  private:
   bool flat_;
-  int parts_ = 0;  // the _split variants: the threads; 0: the calls on OpenBLAS's own threads
+  int parts_;  // the _split variants: the threads; 0: the calls on OpenBLAS's own threads
   Gemm g_;
   std::vector<int64_t> a_off_, b_off_;
 };
@@ -289,7 +294,7 @@ Result<std::unique_ptr<Kernel>> make_openblas_kernel(const CaseSpec& spec) {
         if (spec.problem.inputs.at(0).shape.size() != 4) unsupported("im2col is mapped for 2-D convolutions");
         return std::unique_ptr<Kernel>(std::make_unique<ConvKernel>(spec.problem));
       case LayerKind::kGemm:
-        return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(spec.problem, alg == "sgemm_split"));
+        return std::unique_ptr<Kernel>(std::make_unique<GemmKernel>(spec.problem, alg));
       case LayerKind::kMatMul:
         if (spec.problem.inputs.at(0).shape.size() < 2 || spec.problem.inputs.at(1).shape.size() < 2)
           unsupported("MatMul with a 1-D operand is not mapped");
