@@ -56,6 +56,7 @@ PlannedCase planned(const kernels::CaseSpec& base, const kernels::LibraryCase& c
   pc.work.is_default = c.is_default;
   pc.group = c.group;
   pc.reference = c.reference;
+  pc.multi_thread_only = c.multi_thread_only;
   pc.library = c.library;
   pc.conversion = c.conversion;
   if (c.conversion) pc.work = conversion_work(base, *c.conversion);
@@ -168,7 +169,7 @@ std::vector<PlannedCase> plan_cases(const kernels::CaseSpec& base,
       } else if (options.max_impls > 0 && timed >= options.max_impls && !first_of_variant[k]) {
         pc.status = Disposition::kSkipped;
         pc.reason = fmt::format("beyond --max-impls {}; --all-impls times it", options.max_impls);
-      } else {
+      } else if (!c.multi_thread_only) {
         ++timed;
       }
       const bool timed_case = !pc.status;

@@ -29,7 +29,25 @@ Plan kinds_plan(const std::vector<DType>& dtypes = {DType::kF32}) {
   return make_plan(kinds_models(), {find_backend("onednn")}, o);
 }
 
+// Sets the oneDNN kernels' threads for a scope, and puts the setting back.
+class OnednnThreads {
+ public:
+  explicit OnednnThreads(int threads) : saved_(kernels::onednn_threads()) {
+    kernels::set_onednn_threads(threads);
+  }
+  ~OnednnThreads() { kernels::set_onednn_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+bool split_case(const PlannedCase& c) {
+  return c.spec.variant.algorithm.rfind("convolution_direct_split", 0) == 0;
+}
+
+// At two threads, so that the split convolutions (one-thread parts side by side) run too.
 TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
+  const OnednnThreads two(2);
   const Plan plan = kinds_plan();
   ASSERT_FALSE(plan.cases.empty());
   std::set<std::string> verified_ops, proxies;
@@ -94,6 +112,76 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
     EXPECT_TRUE(verified_ops.count(op)) << op << " has no verified case";
   EXPECT_EQ(proxies, (std::set<std::string>{"Erf", "Gather"}));
   EXPECT_GT(verified, 60);
+}
+
+// "convolution_direct_split": at T threads, T one-thread convolutions side by side, at batch 1 on
+// ranges of output channel blocks, at batch N on ranges of images. At one thread it is the plain
+// convolution and says so; at 2 and 3 threads every form matches the reference (bias, a fused Relu,
+// strides, parts of unequal size), its input and output are ports a replay can wire (the tensor
+// whole, in the layout the parts share), and what it cannot cut is not planned.
+TEST(OnednnKernels, SplitConvolutionCutsChannelsAtBatchOneAndImagesAtBatchN) {
+  constexpr const char* kModel = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,16,14,14] x, float[48,16,3,3] w, float[48] b, float[3,8,9,9] u, float[24,8,3,3] v,
+   float[1,16,8,8] z, float[16,2,3,3] gw) => (float r, float q, float gy)
+{
+  y = Conv <pads = [1, 1, 1, 1]> (x, w, b)
+  r = Relu (y)
+  q = Conv <strides = [2, 2]> (u, v)
+  gy = Conv <group = 8, pads = [1, 1, 1, 1]> (z, gw)
+}
+)onnx";
+  auto m = mp::process_model_text(kModel, "split.onnx", {});
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  std::set<std::string> configs;
+  {
+    const OnednnThreads one(1);
+    const Plan plan = make_plan(*m, {find_backend("onednn")}, PlanOptions{});
+    for (const auto& c : plan.cases) {
+      if (c.status || !split_case(c) || !c.spec.feeds.empty()) continue;
+      EXPECT_EQ(c.spec.problem.int_attr("group"), 1) << c.spec.name << ": a grouped convolution is not cut";
+      configs.insert(c.spec.problem.key + "|" + c.spec.variant.fusion);
+      auto k = kernels::make_onednn_kernel(c.spec);
+      ASSERT_FALSE(k.ok()) << c.spec.name;
+      EXPECT_EQ(k.error().code, Disposition::kUnsupported);
+      EXPECT_NE(k.error().message.find("at one thread is the plain convolution"), std::string::npos)
+          << k.error().message;
+    }
+  }
+  // Both ungrouped convolutions, the first also with its Relu fused.
+  EXPECT_EQ(configs.size(), 3u) << ::testing::PrintToString(configs);
+  for (const int threads : {2, 3}) {
+    const OnednnThreads at(threads);
+    const Plan plan = make_plan(*m, {find_backend("onednn")}, PlanOptions{});
+    std::set<std::string> verified;
+    for (const auto& c : plan.cases) {
+      if (c.status || !split_case(c) || !c.spec.feeds.empty()) continue;
+      auto k = kernels::make_onednn_kernel(c.spec);
+      ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+      const Status v = (*k)->verify();
+      EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+      const bool images = c.spec.problem.inputs[0].shape[0] > 1;
+      const std::string impl = (*k)->implementation();
+      // 48 channels: 6 blocks of 8 or 3 of 16 cut in 2 or 3; 3 images in 2 (0-0, 1-2) or 3.
+      EXPECT_NE(impl.find(fmt::format(", {} one-thread convolutions side by side on {}", threads,
+                                      images ? "images" : "output channels")),
+                std::string::npos)
+          << impl;
+      for (const bool output : {false, true}) {
+        const auto port = (*k)->port(output, 0);
+        ASSERT_TRUE(port.has_value()) << c.spec.name << (output ? ": output" : ": input");
+        const auto& shape = output ? c.spec.problem.outputs[0].shape : c.spec.problem.inputs[0].shape;
+        EXPECT_GE(port->bytes, static_cast<int64_t>(sizeof(float)) * kernels::elements(shape)) << c.spec.name;
+        // The whole tensor, not a part's window: "plain", or "f32 aBcd8b 1x48x14x14".
+        if (port->layout != "plain") {
+          EXPECT_NE(port->layout.find(fmt::format(" {}", fmt::join(shape, "x"))), std::string::npos)
+              << port->layout;
+        }
+      }
+      if (v.ok()) verified.insert(c.spec.problem.key + "|" + c.spec.variant.fusion);
+    }
+    EXPECT_EQ(verified, configs) << threads << " threads";
+  }
 }
 
 // A Conv with the Swish epilogue (x·sigmoid(x), oneDNN's eltwise_swish post-op) matches the

@@ -244,7 +244,7 @@ Plan first_timed_cases(const std::vector<mp::ModelIR>& models, const std::vector
   Plan plan = make_plan(models, backends, po);
   std::vector<PlannedCase> kept;
   for (auto& c : plan.cases)
-    if (!c.status && kept.size() < n) kept.push_back(std::move(c));
+    if (!c.status && !c.multi_thread_only && kept.size() < n) kept.push_back(std::move(c));
   plan.cases = std::move(kept);
   return plan;
 }

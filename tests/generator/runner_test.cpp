@@ -49,8 +49,13 @@ TEST(Runner, StoresEveryCaseAndResumes) {
   EXPECT_EQ(s->failed, 0);
   EXPECT_EQ(static_cast<size_t>(s->passed + s->skipped + s->unsupported), plan.cases.size());
   // Floor, cubic Resize, Sub with a broadcast first operand; and TopK, GatherND, RoiAlign,
-  // ScatterElements and GridSample, which oneDNN has no primitive for (the floorline backend runs them).
-  EXPECT_EQ(s->unsupported, 8);
+  // ScatterElements and GridSample, which oneDNN has no primitive for (the floorline backend runs them);
+  // and the split convolutions, which at one thread are the plain ones.
+  int64_t splits = 0;
+  for (const auto& c : plan.cases)
+    if (!c.status && c.spec.variant.algorithm.rfind("convolution_direct_split", 0) == 0) ++splits;
+  EXPECT_GT(splits, 0);
+  EXPECT_EQ(s->unsupported, 8 + splits);
   EXPECT_GT(s->verified, 40);
   EXPECT_GT(s->timed_seconds, 0);
   EXPECT_LE(s->timed_seconds, s->wall_seconds);
@@ -184,6 +189,9 @@ TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {
   ro.repetitions = 2;
   ro.warmup_seconds = 0.0005;
   ro.calibrate = false;
+  // A quiet machine: every sentinel reading the same. With the real sentinel a loaded host (CI runs
+  // two tests at once) has slowed periods, whose readings race nothing out, and the test failed so.
+  ro.sentinel_clock = [] { return 1e-3; };
 
   // Every period slowed (the sentinel's first reading is its baseline, every later one twice it): no
   // reading counts, nothing is raced out.

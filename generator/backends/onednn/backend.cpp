@@ -41,6 +41,7 @@ class OnednnBackend final : public Backend {
       c.reference = im.reference;
       c.library = "onednn";
       c.is_default = im.is_default;
+      c.multi_thread_only = im.variant.ends_with("_split");
       c.impl_index = im.impl_index;
       c.impl_name = im.impl_name;
       c.formats = im.layout;

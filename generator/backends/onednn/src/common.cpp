@@ -172,16 +172,20 @@ int sum_prefill(Ctx& c) {
 // The name of a memory descriptor's format ("aBcd16b"), found by comparing against every format tag
 // of its rank; "strided" when it is a plain layout with unusual strides, "blocked" otherwise.
 std::string format_name(const memory::desc& md) {
+  if (const auto tag = format_tag_of(md)) return dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(*tag));
+  return md.data.format_desc.blocking.inner_nblks == 0 ? "strided" : "blocked";
+}
+
+std::optional<memory::format_tag> format_tag_of(const memory::desc& md) {
   const int ndims = md.data.ndims;
   for (int t = static_cast<int>(dnnl_a); t < static_cast<int>(dnnl_format_tag_last); ++t) {
     dnnl_memory_desc_t candidate;
     if (dnnl_memory_desc_init_by_tag(&candidate, ndims, md.data.dims, md.data.data_type,
                                      static_cast<dnnl_format_tag_t>(t)) != dnnl_success)
       continue;
-    if (dnnl_memory_desc_equal(&candidate, &md.data))
-      return dnnl_fmt_tag2str(static_cast<dnnl_format_tag_t>(t));
+    if (dnnl_memory_desc_equal(&candidate, &md.data)) return static_cast<memory::format_tag>(t);
   }
-  return md.data.format_desc.blocking.inner_nblks == 0 ? "strided" : "blocked";
+  return std::nullopt;
 }
 
 bool is_plain(const memory::desc& md) {

@@ -74,6 +74,12 @@ struct ArgDef {
   int tensor = -1;
   View view;
   int prefill = -1;  // an output first filled from this tensor (the sum post-op reads dst)
+  // A window: the primitive reads or writes whole_offset_bytes onwards of the tensor held whole in
+  // the format `whole` (a part of a split case: an image range, or at batch 1 a range of channel
+  // blocks, which is contiguous there). The tensor is converted to and from that format once, as
+  // one buffer the parts share; with `whole` plain, the window is on the tensor's plain buffer.
+  std::optional<memory::desc> whole{};
+  int64_t whole_offset_bytes = 0;
 };
 
 struct StepDef {
@@ -104,6 +110,10 @@ struct Build {
   std::string not_verifiable;  // why the output is not the layer's (a proxy), "" otherwise
   // A Winograd convolution: verify() relaxes its tolerance (reference.hpp).
   FastAlgorithm fast_algorithm = FastAlgorithm::kNone;
+  // A split case: the steps (but `once` ones) run at the same time, step i on OpenMP thread i,
+  // each a primitive created for one thread (conv.cpp, "convolution_direct_split").
+  bool parallel = false;
+  std::string impl_note;  // appended to the implementation's name: how a split case cuts its work
 };
 
 // Builders throw the kernel API's unsupported() (a KernelError) for problems Floorline's mapping or
@@ -114,6 +124,9 @@ struct Ctx {
   const Problem& p;
   dt type;
   Build b;
+  // The OpenMP threads a split case cuts its work over: the kernels' setting when a case is built;
+  // at least 2 when implementations are enumerated (the plan is made once for every thread count).
+  int threads = 1;
 
   int input(size_t k) const {
     if (k >= p.inputs.size()) unsupported(fmt::format("{} has no input {}", p.op, k));
@@ -255,6 +268,7 @@ Result<std::vector<Implementation>> recurrent_matmul_implementations(const CaseS
 // --- memory formats and random data (common.cpp) -------------------------------------------------
 
 std::string format_name(const memory::desc& md);
+std::optional<memory::format_tag> format_tag_of(const memory::desc& md);  // the tag format_name names
 bool is_plain(const memory::desc& md);
 std::string dtype_name(dt t);
 std::string port_layout(const memory::desc& md);

@@ -2,6 +2,8 @@
 // shared by the factory (onednn_kernel.cpp) and replay's conversions (conversion.cpp).
 #pragma once
 
+#include <omp.h>
+
 #include <map>
 #include <unordered_map>
 
@@ -61,12 +63,29 @@ class OnednnKernel final : public Kernel {
         const auto& td = b_.tensors[a.tensor];
         const dt tt = tensor_type(td);
         const size_t esize = memory::data_type_size(tt);
+        const memory::desc want = sd.pd().query_md(dnnl::query::exec_arg_md, a.arg);
+        if (a.whole) {
+          s.args[a.arg] = window(s, a, want);
+          continue;
+        }
         auto* base = static_cast<char*>(dev_[a.tensor].get_data_handle()) +
                      a.view.offset * static_cast<int64_t>(esize);
         memory view(memory::desc(a.view.d, tt, a.view.strides), cpu_engine(), base);
-        const memory::desc want = sd.pd().query_md(dnnl::query::exec_arg_md, a.arg);
         memory m = view;
         if (want.get_size() != 0 && want != view.get_desc()) {
+          // An input another step reads through the same view in the same format shares its
+          // conversion (the parts of a split case read one input, or one set of weights).
+          const Use* same = nullptr;
+          if (!td.is_output)
+            for (const auto& u : uses_)
+              if (u.tensor == a.tensor && u.converted && u.view.get_desc() == view.get_desc() &&
+                  u.offset_bytes == a.view.offset * static_cast<int64_t>(esize) &&
+                  u.converted.get_desc() == want)
+                same = &u;
+          if (same) {
+            s.args[a.arg] = same->converted;
+            continue;
+          }
           m = host_memory(want);
           if (td.is_output)
             s.out_conversions.push_back({dnnl::reorder(m, view), {m, view}});
@@ -74,7 +93,7 @@ class OnednnKernel final : public Kernel {
             s.in_conversions.push_back({dnnl::reorder(view, m), {view, m}});
         }
         uses_.push_back(
-            {a.tensor, view, a.view.offset * static_cast<int64_t>(esize), m == view ? memory() : m});
+            {a.tensor, view, a.view.offset * static_cast<int64_t>(esize), m == view ? memory() : m, {}});
         if (a.prefill >= 0) {
           memory src(memory::desc(a.view.d, tt, plain_strides(a.view.d)), cpu_engine(),
                      dev_[a.prefill].get_data_handle());
@@ -96,11 +115,21 @@ class OnednnKernel final : public Kernel {
       }
       steps_.push_back(std::move(s));
     }
+    if (b_.parallel)
+      for (size_t i = 0; i < steps_.size(); ++i)
+        if (!steps_[i].once) {
+          run_steps_.push_back(i);
+          streams_.emplace_back(cpu_engine());
+        }
     initialise(seed_);
     return {};
   }
 
   void run() override {
+    if (b_.parallel) {
+      run_parallel();
+      return;
+    }
     auto& strm = cpu_stream();
     for (auto& s : steps_)
       if (!s.once) s.prim.execute(strm, s.args);
@@ -108,8 +137,10 @@ class OnednnKernel final : public Kernel {
   }
   std::string implementation() const override { return impl_; }
   int64_t workspace_bytes() const override { return workspace_; }
-  // Every step's scratchpad at `data`: the steps run one after another, so they may share it.
+  // Every step's scratchpad at `data`: the steps run one after another, so they may share it
+  // (a split case's run at the same time: each keeps its own).
   bool share_workspace(void* data) override {
+    if (b_.parallel) return false;
     bool any = false;
     for (auto& s : steps_)
       if (s.scratchpad) {
@@ -142,6 +173,7 @@ class OnednnKernel final : public Kernel {
         u.converted.set_data_handle(data);
       else
         u.view.set_data_handle(static_cast<char*>(data) + u.offset_bytes);
+      for (auto& [m, offset] : u.windows) m.set_data_handle(static_cast<char*>(data) + offset);
     }
     return {};
   }
@@ -248,6 +280,48 @@ class OnednnKernel final : public Kernel {
     strm.wait();
   }
 
+  // The memory a split case's part reads or writes for `a` (ArgDef::whole): `want` at the part's
+  // offset into the tensor held whole, on the plain buffer where the whole format is plain, else on
+  // one converted buffer that every part's window shares, converted once (inputs: before timing,
+  // by the first step that reads it; outputs: for verify()).
+  memory window(Step& s, const ArgDef& a, const memory::desc& want) {
+    const auto& td = b_.tensors[a.tensor];
+    const dt tt = tensor_type(td);
+    const dims d = td.shape.empty() ? dims{1} : dims(td.shape.begin(), td.shape.end());
+    const memory::desc plain_md(d, tt, plain_strides(d));
+    Use* u = nullptr;
+    for (auto& candidate : uses_)
+      if (candidate.tensor == a.tensor && !candidate.windows.empty()) u = &candidate;
+    if (!u) {
+      memory view(plain_md, cpu_engine(), dev_[a.tensor].get_data_handle());
+      memory converted;
+      if (*a.whole != plain_md) {
+        converted = host_memory(*a.whole);
+        if (td.is_output)
+          s.out_conversions.push_back({dnnl::reorder(converted, view), {converted, view}});
+        else
+          s.in_conversions.push_back({dnnl::reorder(view, converted), {view, converted}});
+      }
+      uses_.push_back({a.tensor, view, 0, converted, {}});
+      u = &uses_.back();
+    }
+    const memory& whole = u->converted ? u->converted : u->view;
+    memory m(want, cpu_engine(), static_cast<char*>(whole.get_data_handle()) + a.whole_offset_bytes);
+    u->windows.push_back({m, a.whole_offset_bytes});
+    return m;
+  }
+
+  // Build::parallel: step i on OpenMP thread i, each on its own stream, all at the same time.
+  void run_parallel() {
+    const int n = static_cast<int>(run_steps_.size());
+#pragma omp parallel num_threads(n)
+    for (int i = omp_get_thread_num(); i < n; i += omp_get_num_threads()) {
+      Step& s = steps_[run_steps_[static_cast<size_t>(i)]];
+      s.prim.execute(streams_[static_cast<size_t>(i)], s.args);
+      streams_[static_cast<size_t>(i)].wait();
+    }
+  }
+
   // A memory object on a HostBuffer of this kernel (buffer.hpp: placed by the factory's
   // PlacementScope, on huge pages where asked and allowed), instead of oneDNN's own allocation.
   memory host_memory(const memory::desc& md) {
@@ -255,7 +329,9 @@ class OnednnKernel final : public Kernel {
     return memory(md, cpu_engine(), buffers_.back().data());
   }
 
-  dt tensor_type(const TensorDef& td) const { return td.type ? *td.type : td.f32_only ? dt::f32 : type_; }
+  dt tensor_type(const TensorDef& td) const {
+    return td.type ? *td.type : td.f32_only ? dt::f32 : type_;
+  }
 
   Problem problem_;
   Build b_;
@@ -274,7 +350,11 @@ class OnednnKernel final : public Kernel {
     memory view;
     int64_t offset_bytes = 0;
     memory converted;  // empty when the primitive uses the view directly
+    // A tensor held whole (ArgDef::whole): the parts' memories in it, at their byte offsets.
+    std::vector<std::pair<memory, int64_t>> windows;
   };
+  std::vector<size_t> run_steps_;      // Build::parallel: the steps run() runs (not `once`)
+  std::vector<dnnl::stream> streams_;  // ... and a stream for each
   std::vector<Use> uses_;
   std::map<size_t, void*> bound_;  // plain tensors bound to outside buffers (replay)
 };

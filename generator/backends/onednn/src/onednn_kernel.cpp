@@ -54,8 +54,10 @@ KindMapping kind_mapping(LayerKind k) {
   switch (k) {
     case K::kConv:
       // "matmul": a 1x1 convolution (stride 1, no padding) as one GEMM per image on NCHW, no
-      // layout conversion (conv.cpp); offered where it applies.
-      return {{"convolution_direct", "convolution_winograd", "matmul"}, conv, {}, {}};
+      // layout conversion (conv.cpp); offered where it applies. "convolution_direct_split": at T > 1
+      // threads, T one-thread convolutions side by side, each on a slice of the output (conv.cpp).
+      return {
+          {"convolution_direct", "convolution_winograd", "matmul", "convolution_direct_split"}, conv, {}, {}};
     case K::kConvTranspose:
       return {{"deconvolution_direct"}, conv, {}, {}};
     case K::kGemm:
@@ -235,8 +237,9 @@ dt data_type(DType t) {
   unsupported(fmt::format("the oneDNN backend measures f32 and bf16, not {}", dtype_name(t)));
 }
 
-// Builds the primitives of one variant. Errors coded unsupported (see make_kernel()).
-Result<Build> build(const CaseSpec& spec, const std::string& variant) {
+// Builds the primitives of one variant, for `threads` OpenMP threads (a split case's parts). Errors
+// coded unsupported (see make_kernel()).
+Result<Build> build(const CaseSpec& spec, const std::string& variant, int threads) {
   // An int8 case runs (and verify() checks) its quantization with the defaults written in.
   const Problem p = spec.variant.dtype == DType::kInt8 ? with_quantization(spec.problem) : spec.problem;
   const KindMapping& m = mapping_for(p.kind);
@@ -246,7 +249,7 @@ Result<Build> build(const CaseSpec& spec, const std::string& variant) {
       p.kind != LayerKind::kDequantizeLinear && p.kind != LayerKind::kTranspose)
     return make_error(Disposition::kUnsupported, "{}: no int8 form (not fused from QDQ)", p.op);
   try {
-    Ctx c{spec, p, data_type(spec.variant.dtype), {}};
+    Ctx c{spec, p, data_type(spec.variant.dtype), {}, threads};
     for (const auto& in : p.inputs) c.b.tensors.push_back({in.shape, Fill::kUniform, false, false});
     for (const auto& out : p.outputs) c.b.tensors.push_back({out.shape, Fill::kNone, false, true});
     c.b.n_inputs = p.inputs.size();
@@ -295,7 +298,7 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
   // "convolution_direct:brg:avx512_core": the variant, then oneDNN's implementation name.
   const auto [variant, impl_name] = split_algorithm(main_spec->variant.algorithm);
   if (!conversion && is_recurrent_matmul(variant)) return make_recurrent_matmul(spec, variant);
-  FL_ASSIGN_OR_RETURN(Build b, build(*main_spec, variant));
+  FL_ASSIGN_OR_RETURN(Build b, build(*main_spec, variant, omp_get_max_threads()));
   try {
     if (b.iterate) {
       for (int k = 0; k < main_spec->impl_index; ++k)
@@ -314,18 +317,26 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
       if (!converted) return make_error("{} is not a layout conversion", spec.variant.layout);
       const std::string tensor = converted->tensor;
       const int arg = tensor == "dst" ? DNNL_ARG_DST : DNNL_ARG_SRC;
-      const memory::desc want = b.steps[0].pd().query_md(dnnl::query::exec_arg_md, arg);
+      memory::desc want = b.steps[0].pd().query_md(dnnl::query::exec_arg_md, arg);
       const ArgDef* a = nullptr;
       for (const auto& ad : b.steps[0].args)
         if (ad.arg == arg) a = &ad;
       if (!a || want.get_size() == 0)
         return make_error(Disposition::kUnsupported, "no {} tensor to convert", tensor);
-      const memory::desc plain_md(a->view.d, type, a->view.strides);
+      View whole_view;
+      const View* a_view = &a->view;
+      if (a->whole) {  // a split case's window: the tensor is converted whole
+        want = *a->whole;
+        const Shape& full = b.tensors[static_cast<size_t>(a->tensor)].shape;
+        whole_view = plain(full);
+        a_view = &whole_view;
+      }
+      const memory::desc plain_md(a_view->d, type, a_view->strides);
       Build rb;
       rb.algorithm = "reorder";
       rb.iterate = false;
       rb.not_verifiable = "a layout conversion has no ONNX counterpart";
-      const Shape shape(a->view.d.begin(), a->view.d.end());
+      const Shape shape(a_view->d.begin(), a_view->d.end());
       rb.tensors = {{shape, Fill::kUniform, false, false}, {shape, Fill::kNone, false, true}};
       rb.n_inputs = 1;
       rb.n_outputs = 1;
@@ -335,16 +346,17 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
       dnnl::reorder::primitive_desc rpd(cpu_engine(), from, cpu_engine(), to, primitive_attr(), true);
       if (!rpd) return make_error(Disposition::kUnsupported, "oneDNN has no reorder {}", spec.variant.layout);
       const std::string reorder_impl = rpd.impl_info_str();
-      rb.steps.push_back(step(std::move(rpd), {{DNNL_ARG_FROM, 0, View{a->view.d, a->view.strides, 0}},
-                                               {DNNL_ARG_TO, 1, View{a->view.d, a->view.strides, 0}}}));
+      rb.steps.push_back(step(std::move(rpd), {{DNNL_ARG_FROM, 0, View{a_view->d, a_view->strides, 0}},
+                                               {DNNL_ARG_TO, 1, View{a_view->d, a_view->strides, 0}}}));
       auto k =
           std::make_unique<OnednnKernel>(spec.problem, std::move(rb), reorder_impl, type, seed_of(spec.name));
       FL_TRY(k->init());
       return std::unique_ptr<Kernel>(std::move(k));
     }
+    const std::string described = impl + b.impl_note;
     auto k = std::make_unique<OnednnKernel>(
         spec.variant.dtype == DType::kInt8 ? with_quantization(spec.problem) : spec.problem, std::move(b),
-        impl, type, seed_of(spec.name));
+        described, type, seed_of(spec.name));
     FL_TRY(k->init());
     return std::unique_ptr<Kernel>(std::move(k));
   } catch (const KernelError& e) {
@@ -370,10 +382,13 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
   // oneDNN's own first choice: convolution_auto's first implementation for Conv, else the first
   // implementation of the first algorithm that has one.
   std::string auto_impl;
+  const int threads = omp_get_max_threads();
   if (p.kind == LayerKind::kConv)
-    if (auto ab = build(spec, "convolution_auto"); ab.ok()) auto_impl = ab->steps[0].pd().impl_info_str();
+    if (auto ab = build(spec, "convolution_auto", threads); ab.ok())
+      auto_impl = ab->steps[0].pd().impl_info_str();
   for (const auto& variant : m.variants) {
-    auto b = build(spec, variant);
+    // A split case is planned at two threads at least: the plan serves every thread count.
+    auto b = build(spec, variant, std::max(2, threads));
     if (!b.ok()) {
       if (!first_error) first_error = b.error();
       continue;
@@ -400,8 +415,11 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
                                : a.arg == DNNL_ARG_DST     ? "dst"
                                                            : nullptr;
             if (!name) continue;
-            const memory::desc got = st0.pd().query_md(dnnl::query::exec_arg_md, a.arg);
-            const memory::desc view(a.view.d, got.data_type(), a.view.strides);
+            // A split case's window: its tensor's format and conversion are the whole tensor's.
+            const memory::desc got = a.whole ? *a.whole : st0.pd().query_md(dnnl::query::exec_arg_md, a.arg);
+            const Shape& full = b->tensors[static_cast<size_t>(a.tensor)].shape;
+            const View v = a.whole ? plain(full) : a.view;
+            const memory::desc view(v.d, got.data_type(), v.strides);
             parts.push_back(fmt::format("{}:{}", name, format_name(got)));
             // Weights are packed once by any framework; activations are converted on every call.
             if (a.arg != DNNL_ARG_WEIGHTS && got != view)

@@ -1,4 +1,6 @@
 // The OpenBLAS kind table and planner.
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "floorline/kernels/openblas.hpp"
@@ -141,6 +143,7 @@ std::vector<OpenblasCase> openblas_cases(const CaseSpec& base) {
     c.group = algorithm;
     c.library = "openblas";
     c.is_default = is_default;
+    c.multi_thread_only = std::string_view(algorithm).ends_with("_split");
     return c;
   };
   switch (p.kind) {

@@ -47,6 +47,7 @@ struct PlannedCase {
   // it feeds are spec.feeds).
   std::string group;
   bool reference = false;
+  bool multi_thread_only = false;  // a _split variant: unsupported at one thread (the plain case)
   std::string library;
   std::optional<LayoutConversion> conversion;
 };

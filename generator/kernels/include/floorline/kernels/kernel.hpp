@@ -180,6 +180,10 @@ struct LibraryCase {
   bool reference = false;   // a plain-loop implementation (oneDNN's "ref:"), timed only where asked or alone
   std::string library;      // whose code runs: "onednn", "cudnn", "xnnpack", "floorline" (ours), ...
   bool is_default = false;  // what a framework gets by default from this library
+  // A form that runs at more than one thread only (a _split variant: the work cut into one-thread
+  // calls side by side; at one thread it is unsupported, being the plain case). The plan serves
+  // every thread count, so it is planned, but not counted against --max-impls.
+  bool multi_thread_only = false;
   // For backends that enumerate implementations (CaseSpec::impl_index, impl_name).
   int impl_index = 0;
   std::string impl_name;
