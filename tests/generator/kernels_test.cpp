@@ -1,5 +1,6 @@
 // Every kind the oneDNN backend maps, on a small config, checked against the plain reference
 // before anything is timed; statuses of what cannot run.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -117,18 +118,23 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
 // "convolution_direct_split": at T threads, T one-thread convolutions side by side, at batch 1 on
 // ranges of output channel blocks, at batch N on ranges of images. At one thread it is the plain
 // convolution and says so; at 2 and 3 threads every form matches the reference (bias, a fused Relu,
-// strides, parts of unequal size), its input and output are ports a replay can wire (the tensor
-// whole, in the layout the parts share), and what it cannot cut is not planned.
+// a fused residual sum, strides, parts of unequal size), its input and output are ports a replay can wire
+// (the tensor whole, in the layout the parts share), and what it cannot cut is not planned.
 TEST(OnednnKernels, SplitConvolutionCutsChannelsAtBatchOneAndImagesAtBatchN) {
   constexpr const char* kModel = R"onnx(
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[1,16,14,14] x, float[48,16,3,3] w, float[48] b, float[3,8,9,9] u, float[24,8,3,3] v,
-   float[1,16,8,8] z, float[16,2,3,3] gw) => (float r, float q, float gy)
+   float[1,16,8,8] z, float[16,2,3,3] gw, float[3,8,9,9] h, float[8,8,3,3] hw, float[8] hb)
+    => (float r, float q, float gy, float hr)
 {
   y = Conv <pads = [1, 1, 1, 1]> (x, w, b)
   r = Relu (y)
   q = Conv <strides = [2, 2]> (u, v)
   gy = Conv <group = 8, pads = [1, 1, 1, 1]> (z, gw)
+  h1 = Relu (h)
+  hy = Conv <pads = [1, 1, 1, 1]> (h1, hw, hb)
+  hs = Add (hy, h1)
+  hr = Relu (hs)
 }
 )onnx";
   auto m = mp::process_model_text(kModel, "split.onnx", {});
@@ -148,8 +154,13 @@ g (float[1,16,14,14] x, float[48,16,3,3] w, float[48] b, float[3,8,9,9] u, float
           << k.error().message;
     }
   }
-  // Both ungrouped convolutions, the first also with its Relu fused.
-  EXPECT_EQ(configs.size(), 3u) << ::testing::PrintToString(configs);
+  // The three ungrouped convolutions, the first also with its Relu fused, the last also with its
+  // residual sum (prefilled whole, the parts adding into their windows) and Relu.
+  EXPECT_EQ(configs.size(), 5u) << ::testing::PrintToString(configs);
+  EXPECT_EQ(std::count_if(configs.begin(), configs.end(),
+                          [](const std::string& k) { return k.ends_with("|Add+Relu"); }),
+            1)
+      << ::testing::PrintToString(configs);
   for (const int threads : {2, 3}) {
     const OnednnThreads at(threads);
     const Plan plan = make_plan(*m, {find_backend("onednn")}, PlanOptions{});

@@ -283,7 +283,7 @@ class OnednnKernel final : public Kernel {
   // The memory a split case's part reads or writes for `a` (ArgDef::whole): `want` at the part's
   // offset into the tensor held whole, on the plain buffer where the whole format is plain, else on
   // one converted buffer that every part's window shares, converted once (inputs: before timing,
-  // by the first step that reads it; outputs: for verify()).
+  // by the first step that reads it; outputs: for verify()), and prefilled once for a fused sum.
   memory window(Step& s, const ArgDef& a, const memory::desc& want) {
     const auto& td = b_.tensors[a.tensor];
     const dt tt = tensor_type(td);
@@ -302,6 +302,9 @@ class OnednnKernel final : public Kernel {
         else
           s.in_conversions.push_back({dnnl::reorder(view, converted), {view, converted}});
       }
+      if (a.prefill >= 0)  // a fused sum: the whole output first filled from the summed tensor
+        s.prefills.push_back({memory(plain_md, cpu_engine(), dev_[a.prefill].get_data_handle()),
+                              converted ? converted : view});
       uses_.push_back({a.tensor, view, 0, converted, {}});
       u = &uses_.back();
     }
