@@ -147,48 +147,46 @@ void conv_split(Ctx& c, const ConvDesc& cd, const Shape& x, const Shape& w, cons
   c.b.algorithm = std::string(kName);
   c.b.parallel = true;
   c.b.iterate = false;
-  {
-    const OmpThreadsScope one(1);  // each part is created for the one thread it runs on
-    for (const auto& [first, count] : ranges) {
-      Shape px = x, pw = w, py = y;
-      (by_images ? px[0] : pw[0]) = count;
-      py[by_images ? 0 : 1] = count;
-      const View xv = by_images ? View{dims(px.begin(), px.end()), plain_strides(dims(px.begin(), px.end())),
-                                       first * x_image}
-                                : plain(x);
-      const View wv = by_images ? plain(w)
-                                : View{dims(pw.begin(), pw.end()), plain_strides(dims(pw.begin(), pw.end())),
-                                       first * w_filter};
-      const View yv{dims(py.begin(), py.end()), plain_strides(dims(py.begin(), py.end())),
-                    by_images ? first * y_image : first * y[2] * y[3]};
-      std::vector<ArgDef> args = {
-          {DNNL_ARG_SRC, xi, xv}, {DNNL_ARG_WEIGHTS, wi, wv}, {DNNL_ARG_DST, yi, yv, prefill}};
-      const auto src = c.any_t(xi, xv.d), wei = c.any_t(wi, wv.d), dst = c.any_t(yi, yv.d);
-      if (has_bias) {
-        const View bv = by_images ? plain(c.in_shape(2)) : View{{count}, {1}, first};
-        args.push_back({DNNL_ARG_BIAS, bi, bv});
-        const dnnl::convolution_forward::desc d(kInference, algorithm::convolution_direct, src, wei,
-                                                c.md(bi, bv), dst, strides, dil, pl, pr);
-        c.b.steps.push_back(make_step<dnnl::convolution_forward::primitive_desc>(d, attr, std::move(args)));
-      } else {
-        const dnnl::convolution_forward::desc d(kInference, algorithm::convolution_direct, src, wei, dst,
-                                                strides, dil, pl, pr);
-        c.b.steps.push_back(make_step<dnnl::convolution_forward::primitive_desc>(d, attr, std::move(args)));
-      }
-    }
-  }
-  // Each part takes oneDNN's first implementation that writes a layout its window is contiguous in
-  // (at batch 1 not NHWC, which AVX-512's brgconv picks), the same for every part.
+  // Each part is created for the one thread it runs on, and takes oneDNN's first implementation
+  // that writes a layout its window is contiguous in (at batch 1 not NHWC, which AVX-512's brgconv
+  // picks), the same for every part.
   using tag = memory::format_tag;
-  auto fits = [&](const StepDef& st) {
+  auto fits = [&](const StepDef& st, const std::string& impl) {
+    if (!impl.empty() && st.pd().impl_info_str() != impl) return false;
     if (by_images) return true;
     const auto t = format_tag_of(st.pd().query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST));
     return t == tag::nchw || t == tag::nChw8c || t == tag::nChw16c;
   };
+  const OmpThreadsScope one(1);
   std::string impl;
-  for (auto& st : c.b.steps) {
-    const OmpThreadsScope one(1);
-    while (!fits(st) || (!impl.empty() && st.pd().impl_info_str() != impl))
+  for (const auto& [first, count] : ranges) {
+    Shape px = x, pw = w, py = y;
+    (by_images ? px[0] : pw[0]) = count;
+    py[by_images ? 0 : 1] = count;
+    const View xv = by_images ? View{dims(px.begin(), px.end()), plain_strides(dims(px.begin(), px.end())),
+                                     first * x_image}
+                              : plain(x);
+    const View wv = by_images ? plain(w)
+                              : View{dims(pw.begin(), pw.end()), plain_strides(dims(pw.begin(), pw.end())),
+                                     first * w_filter};
+    const View yv{dims(py.begin(), py.end()), plain_strides(dims(py.begin(), py.end())),
+                  by_images ? first * y_image : first * y[2] * y[3]};
+    std::vector<ArgDef> args = {
+        {DNNL_ARG_SRC, xi, xv}, {DNNL_ARG_WEIGHTS, wi, wv}, {DNNL_ARG_DST, yi, yv, prefill}};
+    const auto src = c.any_t(xi, xv.d), wei = c.any_t(wi, wv.d), dst = c.any_t(yi, yv.d);
+    if (has_bias) {
+      const View bv = by_images ? plain(c.in_shape(2)) : View{{count}, {1}, first};
+      args.push_back({DNNL_ARG_BIAS, bi, bv});
+      const dnnl::convolution_forward::desc d(kInference, algorithm::convolution_direct, src, wei,
+                                              c.md(bi, bv), dst, strides, dil, pl, pr);
+      c.b.steps.push_back(make_step<dnnl::convolution_forward::primitive_desc>(d, attr, std::move(args)));
+    } else {
+      const dnnl::convolution_forward::desc d(kInference, algorithm::convolution_direct, src, wei, dst,
+                                              strides, dil, pl, pr);
+      c.b.steps.push_back(make_step<dnnl::convolution_forward::primitive_desc>(d, attr, std::move(args)));
+    }
+    StepDef& st = c.b.steps.back();
+    while (!fits(st, impl))
       if (!st.next_impl())
         unsupported(
             fmt::format("{}: no implementation {} writes a layout each part's channels are contiguous in",

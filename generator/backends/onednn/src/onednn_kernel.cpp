@@ -269,6 +269,13 @@ Result<Build> build(const CaseSpec& spec, const std::string& variant, int thread
   }
 }
 
+// The format the implementation of step `st` holds argument `a`'s tensor in, and the plain view it
+// is converted from: for a split case's window (ArgDef::whole), the whole tensor's.
+std::pair<memory::desc, View> held_format(const Build& b, const StepDef& st, const ArgDef& a) {
+  if (a.whole) return {*a.whole, plain(b.tensors[static_cast<size_t>(a.tensor)].shape)};
+  return {st.pd().query_md(dnnl::query::exec_arg_md, a.arg), a.view};
+}
+
 uint64_t seed_of(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
@@ -317,26 +324,19 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
       if (!converted) return make_error("{} is not a layout conversion", spec.variant.layout);
       const std::string tensor = converted->tensor;
       const int arg = tensor == "dst" ? DNNL_ARG_DST : DNNL_ARG_SRC;
-      memory::desc want = b.steps[0].pd().query_md(dnnl::query::exec_arg_md, arg);
       const ArgDef* a = nullptr;
       for (const auto& ad : b.steps[0].args)
         if (ad.arg == arg) a = &ad;
-      if (!a || want.get_size() == 0)
+      if (!a) return make_error(Disposition::kUnsupported, "no {} tensor to convert", tensor);
+      const auto [want, v] = held_format(b, b.steps[0], *a);
+      if (want.get_size() == 0)
         return make_error(Disposition::kUnsupported, "no {} tensor to convert", tensor);
-      View whole_view;
-      const View* a_view = &a->view;
-      if (a->whole) {  // a split case's window: the tensor is converted whole
-        want = *a->whole;
-        const Shape& full = b.tensors[static_cast<size_t>(a->tensor)].shape;
-        whole_view = plain(full);
-        a_view = &whole_view;
-      }
-      const memory::desc plain_md(a_view->d, type, a_view->strides);
+      const memory::desc plain_md(v.d, type, v.strides);
       Build rb;
       rb.algorithm = "reorder";
       rb.iterate = false;
       rb.not_verifiable = "a layout conversion has no ONNX counterpart";
-      const Shape shape(a_view->d.begin(), a_view->d.end());
+      const Shape shape(v.d.begin(), v.d.end());
       rb.tensors = {{shape, Fill::kUniform, false, false}, {shape, Fill::kNone, false, true}};
       rb.n_inputs = 1;
       rb.n_outputs = 1;
@@ -346,8 +346,8 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
       dnnl::reorder::primitive_desc rpd(cpu_engine(), from, cpu_engine(), to, primitive_attr(), true);
       if (!rpd) return make_error(Disposition::kUnsupported, "oneDNN has no reorder {}", spec.variant.layout);
       const std::string reorder_impl = rpd.impl_info_str();
-      rb.steps.push_back(step(std::move(rpd), {{DNNL_ARG_FROM, 0, View{a_view->d, a_view->strides, 0}},
-                                               {DNNL_ARG_TO, 1, View{a_view->d, a_view->strides, 0}}}));
+      rb.steps.push_back(step(std::move(rpd), {{DNNL_ARG_FROM, 0, View{v.d, v.strides, 0}},
+                                               {DNNL_ARG_TO, 1, View{v.d, v.strides, 0}}}));
       auto k =
           std::make_unique<OnednnKernel>(spec.problem, std::move(rb), reorder_impl, type, seed_of(spec.name));
       FL_TRY(k->init());
@@ -415,10 +415,7 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
                                : a.arg == DNNL_ARG_DST     ? "dst"
                                                            : nullptr;
             if (!name) continue;
-            // A split case's window: its tensor's format and conversion are the whole tensor's.
-            const memory::desc got = a.whole ? *a.whole : st0.pd().query_md(dnnl::query::exec_arg_md, a.arg);
-            const Shape& full = b->tensors[static_cast<size_t>(a.tensor)].shape;
-            const View v = a.whole ? plain(full) : a.view;
+            const auto [got, v] = held_format(*b, st0, a);
             const memory::desc view(v.d, got.data_type(), v.strides);
             parts.push_back(fmt::format("{}:{}", name, format_name(got)));
             // Weights are packed once by any framework; activations are converted on every call.
