@@ -227,7 +227,7 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
                  r.remeasure ? "the cases timed then were timed again"
                              : "the cases timed then were not timed again (no re-measurement: --quick)");
   if (!r.calibration_error.empty())
-    std::fprintf(stderr, "floorline bench: calibration failed, no roofline peaks stored: %s\n",
+    std::fprintf(stderr, "floorline bench: calibration failed, those roofline peaks not stored: %s\n",
                  r.calibration_error.c_str());
   if (r.interrupted)
     std::fprintf(stderr,

@@ -152,7 +152,8 @@ Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const C
 
 Result<std::vector<Peak>> calibrate_missing(benchdb::Database& db, int64_t system_id, const Backend& backend,
                                             const std::vector<DType>& dtypes,
-                                            const CalibrationOptions& options) {
+                                            const CalibrationOptions& options,
+                                            std::vector<std::string>* failures) {
   std::vector<Peak> measured;
   for (const auto& dtype : dtypes) {
     FL_ASSIGN_OR_RETURN(const auto have,
@@ -162,7 +163,13 @@ Result<std::vector<Peak>> calibrate_missing(benchdb::Database& db, int64_t syste
     const int64_t all = std::get<int64_t>(have.rows.at(0).at(0)),
                   memory = std::get<int64_t>(have.rows.at(0).at(1));
     if (all - memory >= 2 && memory >= 1) continue;
-    FL_ASSIGN_OR_RETURN(auto peaks, calibrate(backend, dtype, options, /*memory_only=*/all - memory >= 2));
+    auto calibrated = calibrate(backend, dtype, options, /*memory_only=*/all - memory >= 2);
+    if (!calibrated) {
+      if (!failures) return calibrated.error();
+      failures->push_back(fmt::format("{}: {}", dtype_name(dtype), calibrated.error().message));
+      continue;
+    }
+    auto peaks = std::move(calibrated).value();
     FL_TRY(db.transaction([&]() -> Status {
       for (const auto& p : peaks) {
         benchdb::SystemPeakRow row;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -150,11 +151,37 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   // Elapsed and the ETA's wall time per visit span every backend, as the counts do.
   const auto cases_start = std::chrono::steady_clock::now();
   auto last_line = cases_start;  // Progress::kLines: when the last line was printed
-  // The sentinel (measurement.hpp), read between visits; not in a dry run, which times nothing.
-  std::optional<Sentinel> sentinel;
-  if (options.sentinel && !options.dry_run) sentinel.emplace();
-  auto sentinel_time = [&]() { return options.sentinel_clock ? options.sentinel_clock() : sentinel->time(); };
-  SlowdownDetector detector(options.sentinel_slow_factor);
+  // The sentinels, read between visits; not in a dry run, which times nothing. The CPU backends'
+  // cases are watched by the CPU sentinel (measurement.hpp) at the run's thread count, a device
+  // backend's by its own (Backend::sentinel); each has its own detector, since each reading is
+  // judged against the lowest of its own sentinel.
+  struct Watch {
+    std::function<double()> clock;
+    SlowdownDetector detector;
+  };
+  std::optional<Sentinel> cpu_sentinel;            // made at its first use (its buffers: 4 MiB per thread)
+  std::unordered_map<std::string, Watch> watches;  // by sentinel: "cpu", or a backend's name
+  Watch* watch = nullptr;                          // the sentinel of the backend being timed
+  auto watch_for = [&](const Backend& backend) -> Watch* {
+    if (!options.sentinel || options.dry_run) return nullptr;
+    std::string key = "cpu";
+    std::function<double()> clock;
+    if (options.sentinel_clock) {
+      clock = options.sentinel_clock;
+    } else if (clock = backend.sentinel(); clock) {
+      key = backend.name();
+    } else {
+      clock = [&cpu_sentinel, threads = options.threads]() {
+        if (!cpu_sentinel) cpu_sentinel.emplace(threads);
+        return cpu_sentinel->time();
+      };
+    }
+    auto it = watches.find(key);
+    if (it == watches.end())
+      it =
+          watches.emplace(key, Watch{std::move(clock), SlowdownDetector(options.sentinel_slow_factor)}).first;
+    return &it->second;
+  };
   Status result;
   // Backends of one device kind share a system (describe_system): one run per system, so that a
   // command timing oneDNN, XNNPACK and OpenBLAS is one run of one system.
@@ -180,6 +207,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     if (previous) previous->park_threads();
     previous = backend;
     backend->set_threads(options.threads);
+    watch = watch_for(*backend);
     int64_t system_id = 0, run_id = 0;
     std::unordered_map<std::string, int64_t> case_ids;
     std::unordered_set<int64_t> settled;
@@ -245,12 +273,15 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
             dtypes.push_back(c.spec.variant.dtype);
         CalibrationOptions copts;
         copts.threads = options.threads;
-        auto peaks = calibrate_missing(db, system_id, *backend, dtypes, copts);
+        std::vector<std::string> failures;
+        auto peaks = calibrate_missing(db, system_id, *backend, dtypes, copts, &failures);
         if (peaks) {
           for (auto& p : *peaks) sum.peaks.push_back(std::move(p));
         } else {
-          sum.calibration_error = peaks.error().message;
+          failures.push_back(peaks.error().message);
         }
+        for (const auto& f : failures)
+          sum.calibration_error += (sum.calibration_error.empty() ? "" : "; ") + f;
       }
       if (!options.force) {
         auto done = db.settled_cases(system_id);
@@ -363,8 +394,12 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     auto last_reading = clock::now();
     bool last_slowed = false;  // the latest sentinel reading found the machine slowed
     auto take_reading = [&]() {
-      if (!sentinel) return;
-      last_slowed = detector.record(sentinel_time());
+      if (!watch) return;
+      // A sentinel that cannot run (a device error: NaN) judges nothing; its period stays unmarked.
+      if (const double seconds = watch->clock(); std::isfinite(seconds) && seconds > 0)
+        last_slowed = watch->detector.record(seconds);
+      else
+        last_slowed = false;
       if (last_slowed)
         for (auto& [tp, j] : since_reading)
           if (j < tp->passes.size()) tp->passes[j].slowed = true;
@@ -707,9 +742,11 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
   sum.interrupted = g_interrupted != 0;
-  sum.sentinel_readings = detector.readings();
-  sum.sentinel_slowed = detector.slowed_periods();
-  sum.sentinel_worst = detector.worst_ratio();
+  for (const auto& [key, w] : watches) {
+    sum.sentinel_readings += w.detector.readings();
+    sum.sentinel_slowed += w.detector.slowed_periods();
+    sum.sentinel_worst = std::max(sum.sentinel_worst, w.detector.worst_ratio());
+  }
   if (options.progress == Progress::kTerminal) std::fprintf(stderr, "\r\033[K");
   sum.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
   if (!result.ok()) return result.error();

@@ -1,5 +1,7 @@
 // The measurement method (measurement.hpp): interleaving order, per-case statistics on real
 // repetitions, the sentinel's slowdown detection, and the runner re-measuring a slowed period.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -101,6 +103,25 @@ TEST(Measurement, TheSentinelDetectsAnInjectedSlowdown) {
   EXPECT_FALSE(d.record(0.5 * base));  // faster: a new baseline
   EXPECT_DOUBLE_EQ(d.baseline(), 0.5 * base);
   EXPECT_EQ(d.readings(), 5);
+}
+
+TEST(Measurement, TheSentinelAtTThreadsRunsOneBufferPerThread) {
+  EXPECT_EQ(Sentinel(0).threads(), 1);
+  EXPECT_EQ(Sentinel().threads(), 1);
+  Sentinel one(1), two(2);
+  EXPECT_EQ(two.threads(), 2);
+  // Each thread runs the one-thread work on its own buffer, and the reading is the slowest thread's
+  // lowest call: on any machine it is a finite time of the same order as one thread's (two threads
+  // on two cores), never a fraction of it. The lowest of three readings each, against load.
+  double t1 = one.time(), t2 = two.time();
+  for (int i = 0; i < 2; ++i) {
+    t1 = std::min(t1, one.time());
+    t2 = std::min(t2, two.time());
+  }
+  EXPECT_GT(t1, 0);
+  EXPECT_TRUE(std::isfinite(t2));
+  EXPECT_GT(t2, 0.5 * t1);
+  EXPECT_LT(t2, 100 * t1);
 }
 
 int64_t scalar(benchdb::Database& db, const std::string& sql) {

@@ -1,11 +1,17 @@
 // The runner writes every case's outcome to a database; a second run resumes.
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <map>
+#include <optional>
+#include <set>
 
 #include <gtest/gtest.h>
 
 #include "floorline/benchdb/database.hpp"
+#include "floorline/benchdb/system.hpp"
+#include "floorline/generator/calibration.hpp"
 #include "floorline/generator/runner.hpp"
 #include "kinds_model.hpp"
 
@@ -309,6 +315,124 @@ conv_relu (float[1,32,28,28] x, float[32,32,3,3] w) => (float y)
   std::vector<const PlannedCase*> same = cases;
   race_order(same.begin(), same.end(), [](const PlannedCase&) { return 1.0; });
   EXPECT_EQ(same, cases);
+}
+
+// oneDNN's cases, with a sentinel of the backend's own (Backend::sentinel), as a GPU backend has, and
+// optionally no kernel in one data type (`refused`), as the CUDA backend has no int8 copy.
+class OwnSentinelBackend final : public Backend {
+ public:
+  OwnSentinelBackend(const Backend& inner, std::function<double()> clock, std::optional<DType> refused = {})
+      : inner_(inner), clock_(std::move(clock)), refused_(refused) {}
+  std::string name() const override { return inner_.name(); }
+  std::string device_kind() const override { return inner_.device_kind(); }
+  Status available() const override { return inner_.available(); }
+  void describe(benchdb::SystemRow& row) const override { inner_.describe(row); }
+  kernels::KindSupport support(LayerKind kind) const override { return inner_.support(kind); }
+  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
+    return inner_.candidates(base);
+  }
+  kernels::KernelFactory factory() const override {
+    return [inner = inner_.factory(),
+            refused = refused_](const kernels::CaseSpec& spec) -> Result<std::unique_ptr<kernels::Kernel>> {
+      if (refused && spec.variant.dtype == *refused)
+        return make_error(Disposition::kUnsupported, "no kernel in {}", dtype_name(*refused));
+      return inner(spec);
+    };
+  }
+  void set_threads(int threads) const override { inner_.set_threads(threads); }
+  void park_threads() const override { inner_.park_threads(); }
+  std::function<double()> sentinel() const override { return clock_; }
+  std::string generated_header() const override { return inner_.generated_header(); }
+  std::string generated_register_function() const override { return inner_.generated_register_function(); }
+  std::string generated_cmake_target() const override { return inner_.generated_cmake_target(); }
+
+ private:
+  const Backend& inner_;
+  std::function<double()> clock_;
+  std::optional<DType> refused_;
+};
+
+TEST(Runner, ADataTypeThatCannotBeCalibratedLeavesTheOthersCalibrated) {
+  const Backend* onednn = find_backend("onednn");
+  const OwnSentinelBackend no_bf16(*onednn, {}, DType::kBF16);
+  TempDb tmp;
+  auto db = benchdb::Database::open(tmp.file());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  benchdb::SystemRow sys = benchdb::capture_host_system(1);
+  describe_system(*onednn, sys);
+  auto system_id = db->upsert_system(sys);
+  ASSERT_TRUE(system_id.ok()) << system_id.error().message;
+  CalibrationOptions co;
+  co.seconds_per_repetition = 0.002;
+  co.repetitions = 1;
+  std::vector<std::string> failures;
+  auto peaks = calibrate_missing(*db, *system_id, no_bf16, {DType::kBF16, DType::kF32}, co, &failures);
+  ASSERT_TRUE(peaks.ok()) << peaks.error().message;
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].rfind("bf16: ", 0), 0u) << failures[0];
+  // f32's flops, bytes and memory peaks were measured and stored, after bf16 failed.
+  std::set<std::string> measured;
+  for (const Peak& p : *peaks) {
+    EXPECT_EQ(p.dtype, "f32");
+    EXPECT_GT(p.value_per_s, 0);
+    measured.insert(p.peak + "/" + p.math_mode);
+  }
+  EXPECT_TRUE(measured.count("flops/fp32")) << peaks->size();
+  EXPECT_TRUE(measured.count("bytes/memory"));
+  auto stored = db->query("SELECT count(*) FROM system_peaks WHERE dtype = 'f32'");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(std::get<int64_t>(stored->rows.at(0).at(0)), static_cast<int64_t>(peaks->size()));
+  // Without a list of failures, the first one is the error.
+  EXPECT_FALSE(calibrate_missing(*db, *system_id, no_bf16, {DType::kBF16}, co).ok());
+}
+
+TEST(Runner, ABackendsOwnSentinelJudgesItsPeriods) {
+  auto models = mp::process_model_text(kOneConv, "one_conv.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const Backend* onednn = find_backend("onednn");
+  PlanOptions po;
+  po.max_impls = 2;
+  po.conversions = false;
+  po.fusion = false;
+  RunOptions ro;
+  ro.min_time = 0.0005;
+  ro.repetitions = 2;
+  ro.warmup_seconds = 0.0005;
+  ro.calibrate = false;
+  ro.sentinel_interval = 0;  // a reading before every visit
+  // The device slowed from its second reading on: every period is slowed, and its cases timed again.
+  int readings = 0;
+  const OwnSentinelBackend slowed(*onednn, [&readings] { return readings++ == 0 ? 1e-3 : 2e-3; });
+  const Plan plan = make_plan(*models, {&slowed}, po);
+  {
+    TempDb tmp;
+    auto db = benchdb::Database::open(tmp.file());
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    auto s = run_plan(&*db, *models, plan, {&slowed}, ro);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_GT(s->passed, 0);
+    EXPECT_GT(readings, 2);
+    // Every reading was the backend's (the CPU sentinel was not read), and every one after the first slowed.
+    EXPECT_EQ(s->sentinel_readings, readings);
+    EXPECT_EQ(s->sentinel_slowed, readings - 1);
+    EXPECT_DOUBLE_EQ(s->sentinel_worst, 2.0);
+    EXPECT_GT(s->remeasured, 0);
+  }
+  // A sentinel that cannot run (NaN: a device error) judges nothing: no reading, no slowed period.
+  int calls = 0;
+  const OwnSentinelBackend broken(*onednn, [&calls] {
+    ++calls;
+    return std::numeric_limits<double>::quiet_NaN();
+  });
+  TempDb tmp;
+  auto db = benchdb::Database::open(tmp.file());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  auto s = run_plan(&*db, *models, plan, {&broken}, ro);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_GT(calls, 2);
+  EXPECT_EQ(s->sentinel_readings, 0);
+  EXPECT_EQ(s->sentinel_slowed, 0);
+  EXPECT_EQ(s->remeasured, 0);
 }
 
 TEST(Runner, DryRunWritesNothing) {

@@ -33,6 +33,7 @@ class CudaBackend final : public Backend {
     row.libraries["cublas"] = d.cublas_version;
   }
 
+  std::function<double()> sentinel() const override { return kernels::cuda_sentinel_seconds; }
   std::string device_uuid() const override { return kernels::cuda_device_info().uuid; }
 
   kernels::KindSupport support(LayerKind kind) const override { return kernels::cuda_support(kind); }

@@ -1,6 +1,7 @@
 // The CUDA device: availability, device information, and the context (stream, library handles,
 // events, L2 flush buffer, NVML) that every kernel runs on.
 #include <algorithm>
+#include <limits>
 #include <mutex>
 
 #include "kernel_internal.hpp"
@@ -65,6 +66,30 @@ Status cuda_available() {
   }
   if (count < 1) return make_error("no usable GPU (cudaGetDeviceCount found none)");
   return {};
+}
+
+double cuda_sentinel_seconds() {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  auto c = cuda_detail::context();
+  if (!c) return kNaN;
+  cuda_detail::Context& ctx = **c;
+  float best = std::numeric_limits<float>::infinity();
+  for (int call = 0; call < 3; ++call) {
+    if (cudaEventRecord(ctx.start, ctx.stream) != cudaSuccess ||
+        cudaMemsetAsync(ctx.flush, call, ctx.flush_bytes, ctx.stream) != cudaSuccess ||
+        cudaEventRecord(ctx.stop, ctx.stream) != cudaSuccess ||
+        cudaEventSynchronize(ctx.stop) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return kNaN;
+    }
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, ctx.start, ctx.stop) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return kNaN;
+    }
+    best = std::min(best, ms);
+  }
+  return static_cast<double>(best) * 1e-3;
 }
 
 CudaDeviceInfo cuda_device_info() {

@@ -8,6 +8,7 @@
 // needs no backend loads no vendor library.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,6 +73,13 @@ class Backend {
     if (!cold) return {};
     return make_error("the {} backend has no cold-cache mode (--cold)", name());
   }
+  // The sentinel of a backend that times its cases on a device of its own (docs/MEASUREMENT.md,
+  // "The sentinel"): a clock that runs fixed work on that device and returns its time (s), read
+  // between visits as the CPU sentinel is, so that a period in which the device slowed down (clocks,
+  // a neighbour on it) is timed again. Empty (the default): the cases are the CPU's, and the bench
+  // reads the CPU sentinel (measurement.hpp) at the run's thread count. A GPU backend must not leave
+  // it empty: its cases' times are the device's, which a CPU sentinel neither sees nor explains.
+  virtual std::function<double()> sentinel() const { return {}; }
   // The identity of the device measured (runs.device_uuid): the GPU's UUID; "" for CPUs.
   virtual std::string device_uuid() const { return ""; }
   // For generated sources: the header that declares the registration function, that function's

@@ -61,9 +61,13 @@ Result<std::vector<Peak>> calibrate(const Backend& backend, DType dtype, const C
 
 // Calibrates each data type whose peaks the database lacks for `system_id` (the memory peak alone
 // where a database from before it has the others), and stores the peaks.
-// Returns the peaks measured now (empty when every one was already stored).
+// Returns the peaks measured now (empty when every one was already stored). A data type whose
+// calibration fails (the CUDA backend has no int8 copy for the int8 bytes peak) is said in
+// `failures` ("int8: ...") and the others are still calibrated; without `failures` the first
+// failure is the error. A database error is always the error.
 Result<std::vector<Peak>> calibrate_missing(benchdb::Database& db, int64_t system_id, const Backend& backend,
                                             const std::vector<DType>& dtypes,
-                                            const CalibrationOptions& options);
+                                            const CalibrationOptions& options,
+                                            std::vector<std::string>* failures = nullptr);
 
 }  // namespace floorline::gen

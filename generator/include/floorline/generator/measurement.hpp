@@ -89,19 +89,25 @@ class SlowdownDetector {
 };
 
 // The sentinel kernel: fixed work of Floorline's own, independent of every backend, that touches
-// both the core and the memory hierarchy (a 4 MiB buffer, beyond the private caches, read with a
-// dependent multiply-add chain): it slows down when a neighbour takes the core or the memory
-// bandwidth, as the cases do. time() is the lowest of three calls (s), so that one interrupt does
-// not make a period look slowed.
+// both the core and the memory hierarchy (a 4 MiB buffer per thread, beyond the private caches, read
+// with a dependent multiply-add chain): it slows down when a neighbour takes a core or the memory
+// bandwidth, as the cases do. At `threads` > 1 (the cases of a thread budget's count T are timed on T
+// cores) each of `threads` threads runs the work on its own buffer, the calling thread one of them,
+// so that a neighbour on any of the T cores shows: one thread's reading misses a neighbour on the
+// core it does not run on, and that neighbour slows every T-thread case. time() is, per thread, the
+// lowest of three calls (so that one interrupt does not make a period look slowed), and the highest
+// of those over the threads (s). threads < 1 counts as 1.
 class Sentinel {
  public:
-  Sentinel();
+  explicit Sentinel(int threads = 1);
   double time();
+  int threads() const { return static_cast<int>(data_.size()); }
 
  private:
-  std::unique_ptr<float[]> data_;
+  double time_one(size_t t);
+  std::vector<std::unique_ptr<float[]>> data_;  // one buffer per thread
   size_t n_ = 0;
-  volatile float sink_ = 0;
+  std::vector<float> sink_;
 };
 
 }  // namespace floorline::gen

@@ -2,7 +2,7 @@
 // dlopen must agree on.
 //
 // Each backend is a shared library, libfloorline-backend-<name>.so, that exports one C function,
-// floorline_backend_v1 (FLOORLINE_BACKEND_ENTRY), returning a BackendPluginEntry. The registry
+// floorline_backend_v2 (FLOORLINE_BACKEND_ENTRY), returning a BackendPluginEntry. The registry
 // (generator/src/registry.cpp) loads it at the first use of the backend and refuses it, saying why,
 // when its abi tag differs from the executable's: Backend and the types crossing it (CaseSpec,
 // PlannedCase, SystemRow...) are C++ types passed by reference, so both sides must be built from
@@ -28,13 +28,13 @@ namespace floorline::gen {
 
 // Bumped whenever Backend, or a type crossing it, changes in a way the sizes in the tag do not show
 // (a virtual function added or reordered, a member's type changed for one of the same size).
-inline constexpr int kBackendInterfaceVersion = 1;
+inline constexpr int kBackendInterfaceVersion = 2;
 
 // The entry point's name; its suffix is kBackendInterfaceVersion.
-#define FLOORLINE_BACKEND_ENTRY floorline_backend_v1
-inline constexpr const char* kBackendEntrySymbol = "floorline_backend_v1";
+#define FLOORLINE_BACKEND_ENTRY floorline_backend_v2
+inline constexpr const char* kBackendEntrySymbol = "floorline_backend_v2";
 
-// "backend-v1 floorline-0.1.0 gcc-12.2 libstdc++-<date> cxx11abi-1 sizes-<bytes of each type>": what
+// "backend-v2 floorline-0.1.0 gcc-12.2 libstdc++-<date> cxx11abi-1 sizes-<bytes of each type>": what
 // a plugin must have been built with. The sizes catch a header edited between two builds.
 inline std::string backend_abi_tag() {
 #if defined(__clang__)

@@ -101,6 +101,12 @@ struct CudaDeviceInfo {
 };
 CudaDeviceInfo cuda_device_info();
 
+// The device's sentinel (gen::Backend::sentinel): the lowest of three timings, by the context's
+// events, of a write over the cold-cache buffer (twice the L2 cache, so from device memory), in
+// seconds; NaN when the device cannot run it. It slows down with the GPU's clocks and with a
+// neighbour on its memory, which the CPU's sentinel does not see.
+double cuda_sentinel_seconds();
+
 // Cold-cache mode: each timed call is preceded (outside its events) by a write over twice the L2
 // cache, so that the call reads its operands from device memory.
 void set_cuda_cold_cache(bool cold);
