@@ -11,6 +11,8 @@
 #include "floorline/generator/plan.hpp"
 #include "floorline/kernels/cuda.hpp"
 #include "floorline/kernels/reference.hpp"
+// The kernels' host-side index plans (no device code): coalesced() and fits_int32().
+#include "../../generator/backends/cuda/src/device_index.hpp"
 
 namespace floorline::gen {
 namespace {
@@ -575,6 +577,108 @@ TEST(CudaPlan, BinaryOpsGetOpTensorAddTensorForPerChannelBiasAndOurs) {
   // A data type no backend measures cannot reach a CaseSpec: the command line's --dtype is parsed
   // against common/dtype.hpp's table.
   EXPECT_EQ(parse_dtype("f64"), std::nullopt);
+}
+
+// Every element offset of a strided copy, in the kernel's order (element i of the row-major index
+// space over dims), as the kernel computes it: the outermost index undivided.
+std::vector<std::pair<int64_t, int64_t>> copy_offsets(const kernels::device::StridedCopy& c) {
+  int64_t n = 1;
+  for (int k = 0; k < c.rank; ++k) n *= c.dims[k];
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rest = i, s = c.src_offset, d = c.dst_offset;
+    for (int k = c.rank - 1; k > 0; --k) {
+      s += rest % c.dims[k] * c.src_strides[k];
+      d += rest % c.dims[k] * c.dst_strides[k];
+      rest /= c.dims[k];
+    }
+    out.emplace_back(s + rest * c.src_strides[0], d + rest * c.dst_strides[0]);
+  }
+  return out;
+}
+
+kernels::device::StridedCopy make_copy(const std::vector<int64_t>& dims, const std::vector<int64_t>& src,
+                                       const std::vector<int64_t>& dst, int64_t src_offset = 0) {
+  kernels::device::StridedCopy c;
+  c.rank = static_cast<int>(dims.size());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    c.dims[k] = dims[k];
+    c.src_strides[k] = src[k];
+    c.dst_strides[k] = dst[k];
+  }
+  c.src_offset = src_offset;
+  return c;
+}
+
+TEST(CudaOwnKernels, CoalescedCopiesVisitTheSameElementsInFewerDims) {
+  using kernels::device::coalesced;
+  struct Case {
+    kernels::device::StridedCopy copy;
+    int rank;  // after coalescing
+  };
+  const std::vector<Case> cases = {
+      // bert's Slice of the fused QKV projection: [32, 128, 768] of [32, 128, 2304], the second third.
+      {make_copy({32, 128, 768}, {128 * 2304, 2304, 1}, {128 * 768, 768, 1}, 768), 2},
+      // A contiguous copy with unit dims (Reshape/Squeeze-like): one dim.
+      {make_copy({1, 4, 1, 6}, {24, 6, 6, 1}, {24, 6, 6, 1}), 1},
+      // A transpose [2, 3, 4] -> perm (0, 2, 1): nothing merges but the outer pair... which does not.
+      {make_copy({2, 4, 3}, {12, 1, 4}, {12, 3, 1}), 3},
+      // Expand (stride 0) of a row over 5 rows, then contiguous: the broadcast dim stays.
+      {make_copy({5, 7}, {0, 1}, {7, 1}), 2},
+      // A reversed Slice (negative step) of the last axis, whole rows: dims stay apart.
+      {make_copy({3, 4}, {4, -1}, {4, 1}, 3), 2},
+      // All extents 1: a scalar copy.
+      {make_copy({1, 1}, {5, 1}, {1, 1}, 2), 1},
+  };
+  for (const Case& c : cases) {
+    const auto merged = coalesced(c.copy);
+    EXPECT_EQ(merged.rank, c.rank);
+    EXPECT_EQ(copy_offsets(merged), copy_offsets(c.copy)) << "rank " << c.copy.rank;
+  }
+}
+
+TEST(CudaOwnKernels, CoalescedBroadcastsReadTheSameOperandsAndIndexIn32BitsWhereTheyFit) {
+  using kernels::device::Broadcast;
+  using kernels::device::coalesced;
+  using kernels::device::fits_int32;
+  // bert's attention scale: [32, 12, 128, 64] / a scalar: one dim, b never moves.
+  Broadcast s;
+  s.rank = 4;
+  const int64_t dims[4] = {32, 12, 128, 64};
+  for (int k = 3, step = 1; k >= 0; step *= static_cast<int>(dims[k]), --k) {
+    s.dims[k] = dims[k];
+    s.a_strides[k] = step;
+    s.b_strides[k] = 0;
+  }
+  Broadcast m = coalesced(s);
+  EXPECT_EQ(m.rank, 1);
+  EXPECT_EQ(m.dims[0], 32 * 12 * 128 * 64);
+  EXPECT_EQ(m.a_strides[0], 1);
+  EXPECT_EQ(m.b_strides[0], 0);
+  // A bias over channels of NCHW [2, 3, 4, 5] (b is [3, 1, 1]): [2, 3, 20], b moves on the middle dim.
+  Broadcast bias;
+  bias.rank = 4;
+  const int64_t d2[4] = {2, 3, 4, 5}, a2[4] = {60, 20, 5, 1}, b2[4] = {0, 1, 0, 0};
+  for (int k = 0; k < 4; ++k) {
+    bias.dims[k] = d2[k];
+    bias.a_strides[k] = a2[k];
+    bias.b_strides[k] = b2[k];
+  }
+  m = coalesced(bias);
+  ASSERT_EQ(m.rank, 3);
+  EXPECT_EQ(m.dims[0], 2);
+  EXPECT_EQ(m.dims[1], 3);
+  EXPECT_EQ(m.dims[2], 20);
+  EXPECT_EQ(m.b_strides[1], 1);
+  EXPECT_EQ(m.b_strides[2], 0);
+  // 32-bit offsets: up to INT32_MAX (2^31 elements at stride 1 reach it), from the offset through the
+  // farthest element either way.
+  const int64_t big[1] = {(int64_t{1} << 31) + 1}, unit[1] = {1}, back[1] = {-1};
+  EXPECT_FALSE(fits_int32(1, big, unit, 0));
+  EXPECT_TRUE(fits_int32(1, unit, unit, INT32_MAX));
+  EXPECT_TRUE(fits_int32(1, dims, unit, 0));
+  EXPECT_FALSE(fits_int32(1, dims, back, 0));  // reaches below 0
+  EXPECT_TRUE(fits_int32(1, dims, back, 31));
 }
 
 }  // namespace

@@ -90,16 +90,28 @@ __global__ void fill_indices_kernel(int64_t* data, int64_t n, int64_t bound, uin
                                  static_cast<uint64_t>(bound));
 }
 
-template <class T>
-__global__ void strided_copy_kernel(const T* src, T* dst, StridedCopy c, int64_t n) {
-  FL_GRID_LOOP(i, n) {
-    int64_t rest = i, s = c.src_offset, d = c.dst_offset;
-    for (int k = c.rank - 1; k >= 0; --k) {
-      const int64_t idx = rest % c.dims[k];
-      rest /= c.dims[k];
-      s += idx * c.src_strides[k];
-      d += idx * c.dst_strides[k];
+// Index arithmetic in I: int32_t where every offset fits (fits_int32) and n ≤ kMax32 (so that the
+// grid-stride step cannot overflow), else int64_t. The dims come coalesced (coalesced()): the
+// outermost index needs no division, as i < n bounds it.
+constexpr int64_t kMax32 = int64_t{1} << 30;
+
+#define FL_GRID_LOOP_I(I, i, n)                                                              \
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x))
+
+template <class T, class I>
+__global__ void strided_copy_kernel(const T* src, T* dst, StridedCopy c, I n) {
+  FL_GRID_LOOP_I(I, i, n) {
+    I rest = i, s = static_cast<I>(c.src_offset), d = static_cast<I>(c.dst_offset);
+    for (int k = c.rank - 1; k > 0; --k) {
+      const I dim = static_cast<I>(c.dims[k]);
+      const I q = rest / dim, idx = rest - q * dim;
+      rest = q;
+      s += idx * static_cast<I>(c.src_strides[k]);
+      d += idx * static_cast<I>(c.dst_strides[k]);
     }
+    s += rest * static_cast<I>(c.src_strides[0]);
+    d += rest * static_cast<I>(c.dst_strides[0]);
     dst[d] = src[s];
   }
 }
@@ -178,16 +190,19 @@ __device__ float apply_binary(BinaryOp op, float a, float b) {
   return a;
 }
 
-template <class T>
-__global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* y, Broadcast s, int64_t n) {
-  FL_GRID_LOOP(i, n) {
-    int64_t rest = i, ia = 0, ib = 0;
-    for (int k = s.rank - 1; k >= 0; --k) {
-      const int64_t idx = rest % s.dims[k];
-      rest /= s.dims[k];
-      ia += idx * s.a_strides[k];
-      ib += idx * s.b_strides[k];
+template <class T, class I>
+__global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* y, Broadcast s, I n) {
+  FL_GRID_LOOP_I(I, i, n) {
+    I rest = i, ia = 0, ib = 0;
+    for (int k = s.rank - 1; k > 0; --k) {
+      const I dim = static_cast<I>(s.dims[k]);
+      const I q = rest / dim, idx = rest - q * dim;
+      rest = q;
+      ia += idx * static_cast<I>(s.a_strides[k]);
+      ib += idx * static_cast<I>(s.b_strides[k]);
     }
+    ia += rest * static_cast<I>(s.a_strides[0]);
+    ib += rest * static_cast<I>(s.b_strides[0]);
     store(y, i, apply_binary(op, load(a, ia), load(b, ib)));
   }
 }
@@ -360,13 +375,21 @@ cudaError_t fill_indices(int64_t* data, int64_t n, int64_t bound, uint64_t seed,
   return cudaGetLastError();
 }
 
-cudaError_t strided_copy(DType t, const void* src, void* dst, const StridedCopy& c, cudaStream_t stream) {
+cudaError_t strided_copy(DType t, const void* src, void* dst, const StridedCopy& copy, cudaStream_t stream) {
+  const StridedCopy c = coalesced(copy);
   const int64_t n = product(c.dims, c.rank);
   if (n == 0) return cudaSuccess;
+  const bool narrow = n <= kMax32 && fits_int32(c.rank, c.dims, c.src_strides, c.src_offset) &&
+                      fits_int32(c.rank, c.dims, c.dst_strides, c.dst_offset);
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    strided_copy_kernel<T>
-        <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), c, n);
+    const auto* sp = static_cast<const T*>(src);
+    auto* dp = static_cast<T*>(dst);
+    if (narrow)
+      strided_copy_kernel<T, int32_t>
+          <<<blocks_for(n), kThreads, 0, stream>>>(sp, dp, c, static_cast<int32_t>(n));
+    else
+      strided_copy_kernel<T, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(sp, dp, c, n);
   });
 }
 
@@ -380,14 +403,23 @@ cudaError_t unary(DType t, UnaryOp op, float alpha, float beta, const void* x, v
   });
 }
 
-cudaError_t binary(DType t, BinaryOp op, const void* a, const void* b, void* y, const Broadcast& s,
+cudaError_t binary(DType t, BinaryOp op, const void* a, const void* b, void* y, const Broadcast& shape,
                    cudaStream_t stream) {
+  const Broadcast s = coalesced(shape);
   const int64_t n = product(s.dims, s.rank);
   if (n == 0) return cudaSuccess;
+  const bool narrow =
+      n <= kMax32 && fits_int32(s.rank, s.dims, s.a_strides, 0) && fits_int32(s.rank, s.dims, s.b_strides, 0);
   return dispatch(t, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    binary_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
-        op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), s, n);
+    const auto* ap = static_cast<const T*>(a);
+    const auto* bp = static_cast<const T*>(b);
+    auto* yp = static_cast<T*>(y);
+    if (narrow)
+      binary_kernel<T, int32_t>
+          <<<blocks_for(n), kThreads, 0, stream>>>(op, ap, bp, yp, s, static_cast<int32_t>(n));
+    else
+      binary_kernel<T, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(op, ap, bp, yp, s, n);
   });
 }
 

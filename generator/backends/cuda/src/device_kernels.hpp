@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "device_index.hpp"
 #include "floorline/common/dtype.hpp"
 
 namespace floorline::kernels::device {
@@ -17,8 +18,6 @@ using DType = ::floorline::DType;
 inline int64_t size_of(DType t) {
   return ::floorline::element_size(t);
 }
-
-constexpr int kMaxRank = 8;
 
 // The timed call's gate (as nvbench's blocking kernel): one thread that spins until the host sets
 // release[0] to non-zero (release: host memory mapped into the device), or until `max_ns` of the
@@ -33,15 +32,7 @@ cudaError_t fill_uniform(DType t, void* data, int64_t n, float lo, float span, u
                          cudaStream_t stream);
 cudaError_t fill_indices(int64_t* data, int64_t n, int64_t bound, uint64_t seed, cudaStream_t stream);
 
-// dst[dst_offset + Σ i_k·dst_strides[k]] = src[src_offset + Σ i_k·src_strides[k]] for every index i of
-// `dims`: Transpose, Slice, Concat and Split pieces, Expand (stride 0), Pad's interior, layouts.
-struct StridedCopy {
-  int rank = 0;
-  int64_t dims[kMaxRank] = {};
-  int64_t src_strides[kMaxRank] = {};
-  int64_t dst_strides[kMaxRank] = {};
-  int64_t src_offset = 0, dst_offset = 0;
-};
+// The strided copy (StridedCopy, device_index.hpp), its dims coalesced first.
 cudaError_t strided_copy(DType t, const void* src, void* dst, const StridedCopy& c, cudaStream_t stream);
 
 // The ONNX unary ops, with PostOp's alpha/beta (Clip: min/max; Pow: beta is the exponent).
@@ -71,13 +62,7 @@ cudaError_t unary(DType t, UnaryOp op, float alpha, float beta, const void* x, v
                   cudaStream_t stream);
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kPRelu };
-// y[i] = op(a[Σ i_k·a_strides[k]], b[Σ i_k·b_strides[k]]) over `dims` (stride 0: broadcast).
-struct Broadcast {
-  int rank = 0;
-  int64_t dims[kMaxRank] = {};
-  int64_t a_strides[kMaxRank] = {};
-  int64_t b_strides[kMaxRank] = {};
-};
+// y[i] = op(a[...], b[...]) over a Broadcast (device_index.hpp), its dims coalesced first.
 cudaError_t binary(DType t, BinaryOp op, const void* a, const void* b, void* y, const Broadcast& shape,
                    cudaStream_t stream);
 
