@@ -99,19 +99,27 @@ constexpr int64_t kMax32 = int64_t{1} << 30;
   for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x))
 
+// The offsets of element i in two operands over `rank` coalesced dims, added to a and b: a
+// division per dim but the outermost, which i < n bounds.
+template <class I>
+__device__ __forceinline__ void add_offsets(I i, int rank, const int64_t* dims, const int64_t* a_strides,
+                                            const int64_t* b_strides, I& a, I& b) {
+  for (int k = rank - 1; k > 0; --k) {
+    const I dim = static_cast<I>(dims[k]);
+    const I q = i / dim, idx = i - q * dim;
+    i = q;
+    a += idx * static_cast<I>(a_strides[k]);
+    b += idx * static_cast<I>(b_strides[k]);
+  }
+  a += i * static_cast<I>(a_strides[0]);
+  b += i * static_cast<I>(b_strides[0]);
+}
+
 template <class T, class I>
 __global__ void strided_copy_kernel(const T* src, T* dst, StridedCopy c, I n) {
   FL_GRID_LOOP_I(I, i, n) {
-    I rest = i, s = static_cast<I>(c.src_offset), d = static_cast<I>(c.dst_offset);
-    for (int k = c.rank - 1; k > 0; --k) {
-      const I dim = static_cast<I>(c.dims[k]);
-      const I q = rest / dim, idx = rest - q * dim;
-      rest = q;
-      s += idx * static_cast<I>(c.src_strides[k]);
-      d += idx * static_cast<I>(c.dst_strides[k]);
-    }
-    s += rest * static_cast<I>(c.src_strides[0]);
-    d += rest * static_cast<I>(c.dst_strides[0]);
+    I s = static_cast<I>(c.src_offset), d = static_cast<I>(c.dst_offset);
+    add_offsets(i, c.rank, c.dims, c.src_strides, c.dst_strides, s, d);
     dst[d] = src[s];
   }
 }
@@ -193,16 +201,8 @@ __device__ float apply_binary(BinaryOp op, float a, float b) {
 template <class T, class I>
 __global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* y, Broadcast s, I n) {
   FL_GRID_LOOP_I(I, i, n) {
-    I rest = i, ia = 0, ib = 0;
-    for (int k = s.rank - 1; k > 0; --k) {
-      const I dim = static_cast<I>(s.dims[k]);
-      const I q = rest / dim, idx = rest - q * dim;
-      rest = q;
-      ia += idx * static_cast<I>(s.a_strides[k]);
-      ib += idx * static_cast<I>(s.b_strides[k]);
-    }
-    ia += rest * static_cast<I>(s.a_strides[0]);
-    ib += rest * static_cast<I>(s.b_strides[0]);
+    I ia = 0, ib = 0;
+    add_offsets(i, s.rank, s.dims, s.a_strides, s.b_strides, ia, ib);
     store(y, i, apply_binary(op, load(a, ia), load(b, ib)));
   }
 }
