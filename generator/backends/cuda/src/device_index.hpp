@@ -76,16 +76,11 @@ struct Broadcast {
   int64_t a_strides[kMaxRank] = {};
   int64_t b_strides[kMaxRank] = {};
 };
-// The same broadcast in the fewest dims (coalesce_dims, with y's row-major strides as a third array).
+// The same broadcast in the fewest dims (coalesce_dims over a's and b's strides; y is row-major over
+// dims, which merges wherever a and b do).
 inline Broadcast coalesced(Broadcast s) {
-  int64_t y[kMaxRank] = {};
-  int64_t step = 1;
-  for (int k = s.rank - 1; k >= 0; --k) {
-    y[k] = step;
-    step *= s.dims[k];
-  }
-  int64_t* strides[3] = {s.a_strides, s.b_strides, y};
-  s.rank = coalesce_dims(s.rank, s.dims, strides, 3);
+  int64_t* strides[2] = {s.a_strides, s.b_strides};
+  s.rank = coalesce_dims(s.rank, s.dims, strides, 2);
   return s;
 }
 
