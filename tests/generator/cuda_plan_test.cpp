@@ -599,15 +599,7 @@ std::vector<std::pair<int64_t, int64_t>> copy_offsets(const kernels::device::Str
 
 kernels::device::StridedCopy make_copy(const std::vector<int64_t>& dims, const std::vector<int64_t>& src,
                                        const std::vector<int64_t>& dst, int64_t src_offset = 0) {
-  kernels::device::StridedCopy c;
-  c.rank = static_cast<int>(dims.size());
-  for (size_t k = 0; k < dims.size(); ++k) {
-    c.dims[k] = dims[k];
-    c.src_strides[k] = src[k];
-    c.dst_strides[k] = dst[k];
-  }
-  c.src_offset = src_offset;
-  return c;
+  return kernels::device::make_strided_copy(dims, src, src_offset, dst, 0);
 }
 
 TEST(CudaOwnKernels, CoalescedCopiesVisitTheSameElementsInFewerDims) {

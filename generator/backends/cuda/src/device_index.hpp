@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 namespace floorline::kernels::device {
 
@@ -19,6 +20,21 @@ struct StridedCopy {
   int64_t dst_strides[kMaxRank] = {};
   int64_t src_offset = 0, dst_offset = 0;
 };
+// The copy of `dims` (rank at most kMaxRank: the caller checks) with these strides and offsets.
+inline StridedCopy make_strided_copy(const std::vector<int64_t>& dims,
+                                     const std::vector<int64_t>& src_strides, int64_t src_offset,
+                                     const std::vector<int64_t>& dst_strides, int64_t dst_offset) {
+  StridedCopy c;
+  c.rank = static_cast<int>(dims.size());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    c.dims[k] = dims[k];
+    c.src_strides[k] = src_strides[k];
+    c.dst_strides[k] = dst_strides[k];
+  }
+  c.src_offset = src_offset;
+  c.dst_offset = dst_offset;
+  return c;
+}
 
 // The same index space in the fewest dims: dims of extent 1 dropped, and each dim merged into the
 // one before it where every stride array walks the pair as one run (stride[k-1] = stride[k] ×

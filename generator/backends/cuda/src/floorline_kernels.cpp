@@ -21,15 +21,8 @@ void copy_step(Ctx& c, int src, int dst, const Shape& box, const std::vector<int
   if (box.size() > device::kMaxRank)
     fail(Disposition::kUnsupported,
          fmt::format("rank {} exceeds the copy kernel's {}", box.size(), device::kMaxRank));
-  device::StridedCopy cp;
-  cp.rank = static_cast<int>(box.size());
-  for (size_t k = 0; k < box.size(); ++k) {
-    cp.dims[k] = box[k];
-    cp.src_strides[k] = src_strides[k];
-    cp.dst_strides[k] = dst_strides[k];
-  }
-  cp.src_offset = src_offset;
-  cp.dst_offset = dst_offset;
+  const device::StridedCopy cp =
+      device::make_strided_copy(box, src_strides, src_offset, dst_strides, dst_offset);
   const void* sp = c.ptr(src);
   void* dp = c.ptr(dst);
   const DType t = c.type;
