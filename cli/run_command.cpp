@@ -268,6 +268,17 @@ int run_main(RunCmd o, const std::string& command_line) {
                                       r->slow_steps, gen::kSlowStep, r->slow_unexplained)
                               .c_str()
                         : "");
+      if (r->denormal_steps > 0 || r->nonfinite_steps > 0) {
+        // The data check (gen::ReplayResult::denormal_steps): values a trained model would not make.
+        const auto first = std::find_if(r->steps.begin(), r->steps.end(), [](const gen::ReplayStep& s) {
+          return s.denormals > 0 || s.nonfinite > 0;
+        });
+        std::fprintf(stderr,
+                     "    data: %d layer(s) wrote denormal values, %d infinities or NaN (first: %s): the "
+                     "replay's time reflects its data as well as its kernels\n",
+                     r->denormal_steps, r->nonfinite_steps,
+                     first != r->steps.end() ? first->label.c_str() : "?");
+      }
       if (o.replay_steps > 0) {
         // The steps that cost most over their time alone (a conversion has no time alone).
         auto steps = r->steps;
@@ -472,7 +483,7 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       ->check(int_in(0, kMaxListed, "steps"));
   r->add_flag("--replay-denormals", o->replay_denormals,
               "Replay with denormal arithmetic as the hardware does it (by default flushed to zero while the "
-              "replay runs: its random weights drive softmax and sigmoid outputs into the denormal range)");
+              "timed passes run, a guard; the replay's data check reports the layers that write denormals)");
   r->add_option("--retime-below", o->retime_below,
                 "After a model's replay, time again the cases it ran faster in the graph than alone when "
                 "replay / S is below this, keeping the lower time; and after the bound check, with the full "

@@ -449,6 +449,12 @@ Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch
                          j["layers"].get<int64_t>(), r.conversions, *r.conversions_us,
                          j.value("buffers_reused", int64_t{0}),
                          j.value("buffers", int64_t{0}) + j.value("buffers_reused", int64_t{0}));
+    // The replay's data check (generator/replay.hpp, ReplayResult::denormal_steps).
+    const int64_t denormal = j.value("denormal_steps", int64_t{0}),
+                  nonfinite = j.value("nonfinite_steps", int64_t{0});
+    if (denormal > 0 || nonfinite > 0)
+      r.note +=
+          fmt::format("; its data: {} layer(s) wrote denormals, {} infinities or NaN", denormal, nonfinite);
   }
   if (j.is_object() && j.contains("layer_times") && j["layer_times"].is_array())
     for (const auto& l : j["layer_times"])

@@ -194,6 +194,7 @@ struct Step {
   std::vector<std::pair<size_t, int64_t>> reads;  // (step that wrote it, bytes) per value read
   int64_t own_bytes = 0, written_bytes = 0;       // its own operands' bytes, and what it writes
   std::vector<std::pair<uint64_t, int64_t>> writes;  // (buffer, bytes) per output it writes
+  std::vector<size_t> f32_outputs;  // its output ports that hold f32 values (the data check scans them)
 };
 
 // The step of a conversion `kernel` built by `by` that reads `from` and writes `bytes` into its own
@@ -796,10 +797,25 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++out;
       }
     }
+    // The outputs the data check reads: f32 values, in a plain layout of an f32 case whose layer
+    // writes floats, or in a blocked layout that names f32.
+    std::vector<size_t> f32_outputs;
+    if (!adopted)
+      for (size_t out = 0, named = 0; named < layer.output_names.size(); ++named) {
+        if (layer.output_names[named].empty()) continue;
+        if (const auto port = kernel->port(true, out)) {
+          const bool float_value =
+              out < layer.config.outputs.size() && layer.config.outputs[out].dtype == mp::DataType::kF32;
+          if (port->layout.rfind("f32 ", 0) == 0 ||
+              (port->layout == "plain" && float_value && choice->spec.variant.dtype == DType::kF32))
+            f32_outputs.push_back(out);
+        }
+        ++out;
+      }
     const double s_us = best ? best->us : choice->us;  // S's time for the layer (its best case's)
     steps.push_back({std::move(kernel), label, false, choice->us, own->first, layer.name, layer.op_type,
                      layer.key, threads, fusion, choice->spec.name, best != nullptr, s_us, std::move(reads),
-                     own_bytes, written_bytes, std::move(writes)});
+                     own_bytes, written_bytes, std::move(writes), std::move(f32_outputs)});
     release(layer);
     r.cases_us += s_us;
     if (best) {
@@ -842,10 +858,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   auto pass = [&] {
     for (failing = 0; failing < steps.size(); ++failing) run_step(steps[failing]);
   };
-  // Denormals flushed while the passes run, on every backend's threads: the cases' random weights
-  // drive softmax and sigmoid outputs into the denormal range, which trained weights do not
-  // (vit_b_16's attention MatMul took 1.7 ms in the graph against 0.15 alone on them), and a case
-  // alone is timed on inputs in [-1, 1). Restored in reverse order when the replay returns.
+  // Denormals flushed while the timed passes run, on every backend's threads (ReplayOptions::
+  // flush_denormals): a guard. With the weights in [-1, 1) the cases had before they were scaled by
+  // their fan-in, softmax and sigmoid outputs went denormal (vit_b_16's attention MatMul took 1.7 ms
+  // in the graph against 0.15 alone on them). Restored in reverse order when the replay returns.
   struct Flushed {
     std::vector<const Backend*> backends;
     int threads = 1;
@@ -853,6 +869,26 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       for (auto it = backends.rbegin(); it != backends.rend(); ++it) (*it)->flush_denormals(false, threads);
     }
   } flushed;
+  // The data check (ReplayResult::denormal_steps): one pass with denormals as the hardware makes
+  // them, each step's f32 outputs scanned right after it runs (a pooled buffer holds a later
+  // step's values by the end of the pass).
+  std::vector<DataCount> counts(steps.size());
+  try {
+    for (failing = 0; failing < steps.size(); ++failing) {
+      run_step(steps[failing]);
+      for (const size_t out : steps[failing].f32_outputs)
+        if (const auto port = steps[failing].kernel->port(true, out))
+          counts[failing] += count_abnormal(static_cast<const float*>(port->data), port->bytes / 4);
+    }
+  } catch (const std::exception& e) {
+    if (backend_now) backend_now->park_threads();
+    return make_error("{} (batch {}): replay failed at {}: {}", model.name, model.batch,
+                      failing < steps.size() ? steps[failing].label : "?", e.what());
+  }
+  for (const auto& c : counts) {
+    r.denormal_steps += c.denormals > 0 ? 1 : 0;
+    r.nonfinite_steps += c.nonfinite > 0 ? 1 : 0;
+  }
   if (options.flush_denormals) {
     flushed.threads = options.threads;
     for (const auto& s : steps) flushed.threads = std::max(flushed.threads, s.threads);
@@ -916,6 +952,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
                          steps[k].kernel->workspace_bytes(),
                          steps[k].writes,
                          ""});
+      r.steps.back().denormals = counts[k].denormals;
+      r.steps.back().nonfinite = counts[k].nonfinite;
     }
     name_slow_steps(r, options.l2_bytes > 0 ? options.l2_bytes : l2_cache_bytes());
   } catch (const std::exception& e) {
@@ -925,6 +963,19 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   }
   if (backend_now) backend_now->park_threads();
   return r;
+}
+
+DataCount count_abnormal(const float* x, int64_t n) {
+  DataCount c;
+  for (int64_t i = 0; i < n; ++i) {
+    // Classified by the bits: no floating-point operation on a denormal (DAZ may be set).
+    uint32_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    const uint32_t exponent = (bits >> 23) & 0xFFu, mantissa = bits & 0x7FFFFFu;
+    c.denormals += exponent == 0 && mantissa != 0 ? 1 : 0;
+    c.nonfinite += exponent == 0xFFu ? 1 : 0;
+  }
+  return c;
 }
 
 int64_t l2_cache_bytes() {
@@ -1055,6 +1106,8 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                               {"conversions_expected_after", r.conversions_expected_after},
                               {"workspaces_shared", r.workspaces_shared},
                               {"workspace_bytes", r.workspace_bytes},
+                              {"denormal_steps", r.denormal_steps},
+                              {"nonfinite_steps", r.nonfinite_steps},
                               {"layer_times", layer_times}}
                    .dump();
   return row;

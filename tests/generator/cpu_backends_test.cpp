@@ -5,7 +5,9 @@
 // share with oneDNN.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -460,6 +462,9 @@ TEST(CpuBackends, ReplayWiresXnnpackNhwcCasesToOnednnCases) {
   EXPECT_EQ(r->layers_missing, 0);
   EXPECT_EQ(r->operands_unwired, 0);
   EXPECT_GT(r->conversions, 0);  // NHWC → plain before each Concat, plain → NHWC after it
+  // 26 convolutions chained on weights at their fan-in's scale: every value stays normal and finite.
+  EXPECT_EQ(r->denormal_steps, 0);
+  EXPECT_EQ(r->nonfinite_steps, 0);
   EXPECT_GT(r->median_us, 0);
   // Every conversion is XNNPACK's (oneDNN has no NHWC port of XNNPACK's to convert), and runs on
   // XNNPACK's pool: its step is XNNPACK's, so that the replay parks that pool before oneDNN's next
@@ -471,6 +476,54 @@ TEST(CpuBackends, ReplayWiresXnnpackNhwcCasesToOnednnCases) {
     conversion_steps += s.conversion ? 1 : 0;
   }
   EXPECT_EQ(conversion_steps, r->conversions);
+}
+
+// Weights are filled on ±√(3 / fan-in) (kernels::fill_half_width) in every CPU backend, so that a
+// layer's output keeps its input's scale and a chain of cases (the replay) keeps f32's normal range.
+// resnet18's 64-channel 3×3 convolution (fan-in 576) and its Gemm (fan-in 512), each run once on its
+// own random input (uniform in [-1, 1), RMS 0.577) and bias (the same): the output's RMS is about
+// √2 × the input's (the weights' term plus the bias's); with weights in [-1, 1) it would be
+// √(fan-in / 3) ≈ 13 × larger.
+TEST(CpuBackends, ALayersOutputKeepsItsInputsScaleInEveryBackend) {
+  const auto models = zoo("resnet18");
+  ASSERT_EQ(models.size(), 1u);
+  auto rms = [](const kernels::Port& port) {
+    const auto* v = static_cast<const float*>(port.data);
+    const int64_t n = port.bytes / 4;
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(v[i]) * v[i];
+    return std::sqrt(sum / static_cast<double>(std::max<int64_t>(n, 1)));
+  };
+  std::vector<std::string> names = {"onednn"};
+  if (FLOORLINE_TEST_XNNPACK) names.push_back("xnnpack");
+  if (FLOORLINE_TEST_OPENBLAS) names.push_back("openblas");
+  for (const auto& name : names) {
+    const Backend* backend = loaded(name);
+    ASSERT_NE(backend, nullptr);
+    const Plan plan = make_plan(models, {backend}, PlanOptions{});
+    const auto factory = backend->factory();
+    std::set<std::string> checked;
+    for (const auto& c : plan.cases) {
+      const auto& p = c.spec.problem;
+      const bool conv64 =
+          p.kind == LayerKind::kConv && p.inputs[1].shape == std::vector<int64_t>{64, 64, 3, 3};
+      const bool fc = p.kind == LayerKind::kGemm;
+      if (c.status || !c.spec.variant.fusion.empty() || !c.spec.feeds.empty() || !(conv64 || fc) ||
+          checked.count(p.op))
+        continue;
+      EXPECT_NEAR(kernels::fill_half_width(p, 1), std::sqrt(3.0 / (conv64 ? 576 : 512)), 1e-6) << c.spec.name;
+      auto k = factory(c.spec);
+      ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+      (*k)->run();
+      const auto x = (*k)->port(false, 0), y = (*k)->port(true, 0);
+      ASSERT_TRUE(x && y) << c.spec.name;
+      const double ratio = rms(*y) / rms(*x);
+      EXPECT_GT(ratio, 0.7) << c.spec.name;
+      EXPECT_LT(ratio, 2.5) << c.spec.name;
+      checked.insert(p.op);
+    }
+    EXPECT_EQ(checked, (std::set<std::string>{"Conv", "Gemm"})) << name;
+  }
 }
 
 // Where XNNPACK keeps pthreadpool's own threads (a build whose XNNPACK imports a pthreadpool function

@@ -325,6 +325,55 @@ TEST(ProblemGeometry, ConvDescReadsConvAndConvTranspose) {
   EXPECT_FALSE(kernels::conv_desc(conv).ok());
 }
 
+// A weight operand's fill is on ±√(3 / fan-in) (variance 1 / fan-in); every other input keeps [-1, 1).
+TEST(ProblemGeometry, WeightsAreFilledOnTheirFanInScale) {
+  kernels::Problem conv;  // 2 groups of 4 input channels, a 3×5 kernel: fan-in 60
+  conv.kind = LayerKind::kConv;
+  conv.op = "Conv";
+  conv.inputs = {{"x", {2, 8, 15, 17}}, {"w", {12, 4, 3, 5}}, {"bias", {12}}};
+  conv.outputs = {{"y", {2, 12, 8, 9}}};
+  conv.ints = {{"pads", {1, 2, 0, 3}}, {"strides", {2, 2}}, {"dil", {1, 2}}, {"group", {2}}};
+  EXPECT_FLOAT_EQ(kernels::fill_half_width(conv, 1), std::sqrt(3.f / 60.f));
+  EXPECT_EQ(kernels::fill_half_width(conv, 0), 1.f);  // the activation
+  EXPECT_EQ(kernels::fill_half_width(conv, 2), 1.f);  // the bias
+
+  kernels::Problem deconv;  // 64 input channels, 4×4 taps at stride 2: 4 land on each output, fan-in 256
+  deconv.kind = LayerKind::kConvTranspose;
+  deconv.op = "ConvTranspose";
+  deconv.inputs = {{"x", {1, 64, 8, 8}}, {"w", {64, 32, 4, 4}}};
+  deconv.outputs = {{"y", {1, 32, 16, 16}}};
+  deconv.ints = {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"group", {1}}};
+  EXPECT_FLOAT_EQ(kernels::fill_half_width(deconv, 1), std::sqrt(3.f / 256.f));
+
+  kernels::Problem gemm;  // transB: B is (N, K) = (1000, 512)
+  gemm.kind = LayerKind::kGemm;
+  gemm.op = "Gemm";
+  gemm.inputs = {{"a", {1, 512}}, {"b", {1000, 512}}, {"c", {1000}}};
+  gemm.outputs = {{"y", {1, 1000}}};
+  gemm.ints = {{"transA", {0}}, {"transB", {1}}};
+  gemm.floats = {{"alpha", {1.0}}, {"beta", {1.0}}};
+  EXPECT_FLOAT_EQ(kernels::fill_half_width(gemm, 1), std::sqrt(3.f / 512.f));
+
+  kernels::Problem matmul;  // (197, 768) · (768, 3072): K 768
+  matmul.kind = LayerKind::kMatMul;
+  matmul.op = "MatMul";
+  matmul.inputs = {{"a", {1, 197, 768}}, {"b", {768, 3072}}};
+  matmul.outputs = {{"y", {1, 197, 3072}}};
+  EXPECT_FLOAT_EQ(kernels::fill_half_width(matmul, 1), 1.f / 16.f);
+
+  // A fan-in of 3 or less keeps [-1, 1); kinds without weights keep it for every input.
+  conv.inputs = {{"x", {1, 3, 8, 8}}, {"w", {3, 1, 1, 1}}};
+  conv.outputs = {{"y", {1, 3, 8, 8}}};
+  conv.ints = {{"group", {3}}};
+  EXPECT_EQ(kernels::fill_half_width(conv, 1), 1.f);
+  kernels::Problem add;
+  add.kind = LayerKind::kAdd;
+  add.op = "Add";
+  add.inputs = {{"a", {4, 4}}, {"b", {4, 4}}};
+  add.outputs = {{"y", {4, 4}}};
+  EXPECT_EQ(kernels::fill_half_width(add, 1), 1.f);
+}
+
 TEST(Reference, MatchesHandComputedValues) {
   // The reference is what every kernel is judged by: check it on values worked out by hand.
   kernels::Problem conv;

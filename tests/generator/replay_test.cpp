@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -862,6 +863,26 @@ TEST(Replay, SlowStepsGetTheirCausesNamed) {
   name_slow_steps(r, 1'000'000);
   EXPECT_EQ(r.steps[5].cause(), "");
   EXPECT_EQ(r.slow_unexplained, 1);
+}
+
+TEST(Replay, TheDataCheckCountsDenormalAndNonFiniteValues) {
+  const float denormal = std::numeric_limits<float>::denorm_min(),
+              smallest = std::numeric_limits<float>::min();
+  const std::vector<float> x = {0.f,
+                                -0.f,
+                                1.f,
+                                smallest,
+                                -smallest,
+                                denormal,
+                                -smallest / 2,
+                                std::numeric_limits<float>::infinity(),
+                                -std::numeric_limits<float>::infinity(),
+                                std::numeric_limits<float>::quiet_NaN(),
+                                std::numeric_limits<float>::max()};
+  const DataCount c = count_abnormal(x.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(c.denormals, 2);  // denorm_min and -FLT_MIN / 2; zeros and FLT_MIN are normal
+  EXPECT_EQ(c.nonfinite, 3);
+  EXPECT_EQ(count_abnormal(x.data(), 5).denormals + count_abnormal(x.data(), 5).nonfinite, 0);
 }
 
 TEST(Replay, NoMeasuredCaseIsAnError) {

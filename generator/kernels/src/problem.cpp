@@ -1,6 +1,7 @@
 #include "floorline/kernels/problem.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -195,6 +196,29 @@ Result<ConvDesc> conv_desc(const Problem& p) {
                       d.k);
   if (y[1] != d.k) return make_error("{}: y has {} channels, the weights {}", p.op, y[1], d.k);
   return d;
+}
+
+float fill_half_width(const Problem& p, size_t k) try {
+  if (k != 1) return 1.f;
+  double fan_in = 0;
+  if (p.kind == LayerKind::kConv || p.kind == LayerKind::kConvTranspose) {
+    const auto d = conv_desc(p);
+    if (!d) return 1.f;
+    fan_in = static_cast<double>(d->c_per_group());
+    for (size_t i = 0; i < d->kernel.size(); ++i) {
+      fan_in *= static_cast<double>(d->kernel[i]);
+      if (d->transposed) fan_in /= static_cast<double>(std::max<int64_t>(1, d->strides[i]));
+    }
+  } else if (p.kind == LayerKind::kGemm || p.kind == LayerKind::kMatMul) {
+    const auto g = gemm_desc(p);
+    if (!g) return 1.f;
+    fan_in = static_cast<double>(g->k);
+  } else {
+    return 1.f;
+  }
+  return fan_in > 3 ? static_cast<float>(std::sqrt(3.0 / fan_in)) : 1.f;
+} catch (const MissingAttribute&) {
+  return 1.f;  // a Problem built by hand: the case's build reports it
 }
 
 }  // namespace floorline::kernels

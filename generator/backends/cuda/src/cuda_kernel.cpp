@@ -434,10 +434,16 @@ Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
   FL_ASSIGN_OR_RETURN(Context * dev, context());
   try {
     Ctx c{spec, spec.problem, *dev, spec.variant.dtype, spec.variant.layout == "nhwc", {}};
-    for (const auto& in : spec.problem.inputs) {
+    for (size_t k = 0; k < spec.problem.inputs.size(); ++k) {
       Tensor t;
-      t.shape = in.shape;
+      t.shape = spec.problem.inputs[k].shape;
       t.type = c.type;
+      // A weight on ±√(3 / fan-in) (the kernel API's fill_half_width, problem.hpp).
+      if (const float a = fill_half_width(spec.problem, k); a != 1.f) {
+        t.fill = Fill::kRange;
+        t.lo = -a;
+        t.span = 2 * a;
+      }
       c.b.tensors.push_back(std::move(t));
     }
     for (const auto& out : spec.problem.outputs) {

@@ -102,7 +102,8 @@ Result<Context*> context();
 
 // kSmall: uniform in [-1/16, 1/16) (recurrent weights; see the oneDNN backend's Fill::kSmall).
 // kRange: uniform in [Tensor::lo, Tensor::lo + Tensor::span) (int8 data: whole numbers, rounded
-// down and saturated to [-128, 127]; int8 cases' f32 biases).
+// down and saturated to [-128, 127]; int8 cases' f32 biases; weights on ±√(3 / fan-in), the kernel
+// API's fill_half_width).
 enum class Fill { kUniform, kPositive, kNone, kSmall, kRange };
 
 cudnnDataType_t cudnn_type(DType t);

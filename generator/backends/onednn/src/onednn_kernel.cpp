@@ -252,6 +252,9 @@ Result<Build> build(const CaseSpec& spec, const std::string& variant, int thread
     Ctx c{spec, p, data_type(spec.variant.dtype), {}, threads};
     for (const auto& in : p.inputs) c.b.tensors.push_back({in.shape, Fill::kUniform, false, false});
     for (const auto& out : p.outputs) c.b.tensors.push_back({out.shape, Fill::kNone, false, true});
+    // Weights on ±√(3 / fan-in) (problem.hpp, fill_half_width); an int8 case's builder replaces
+    // the fill with whole numbers.
+    for (size_t k = 0; k < p.inputs.size(); ++k) c.b.tensors[k].scale = fill_half_width(p, k);
     c.b.n_inputs = p.inputs.size();
     c.b.n_outputs = p.outputs.size();
     for (const auto& t : c.b.tensors)

@@ -211,6 +211,10 @@ Tensor& XnnKernel::add(std::vector<Tensor>& list, const Shape& shape, bool nhwc,
   t.own = Buffer(elements(shape));
   t.data = t.own.get();
   fill_random(t.data, t.elements(), fill, 17 * (in.size() + 3 * out.size()) + 1);
+  // Inputs are added in the problem's order: a weight on ±√(3 / fan-in) (problem.hpp).
+  if (&list == &in && fill == Fill::kUniform)
+    if (const float a = fill_half_width(p_, in.size()); a != 1.f)
+      for (int64_t i = 0; i < t.elements(); ++i) t.data[i] *= a;
   list.push_back(std::move(t));
   return list.back();
 }
@@ -234,6 +238,9 @@ Status XnnKernel::verify() {
       }
       HostTensor h{t.shape, std::vector<float>(static_cast<size_t>(t.elements()))};
       fill_random(h.data.data(), t.elements(), t.fill, ++seed);
+      if (t.fill == Fill::kUniform)
+        if (const float a = fill_half_width(p_, inputs.size()); a != 1.f)
+          for (float& v : h.data) v *= a;
       store(t, h.data.data());
       inputs.push_back(std::move(h));
     }

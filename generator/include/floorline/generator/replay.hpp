@@ -91,8 +91,10 @@ struct ReplayOptions {
   int layout_candidates = 6;
   int64_t l2_bytes = 0;  // a core's L2 cache for name_slow_steps; 0: the machine's (l2_cache_bytes)
   // Denormals flushed to zero (FTZ and DAZ) on the calling thread and the OpenMP pool while the
-  // passes run: the random weights the cases are built with drive softmax and sigmoid outputs into
-  // the denormal range, where trained weights keep them normal.
+  // timed passes run: a guard. The cases' weights are at their fan-in's scale
+  // (kernels::fill_half_width), so their outputs stay normal, and the data check (denormal_steps)
+  // says where they do not; the weights in [-1, 1) they had before drove softmax and sigmoid
+  // outputs into the denormal range and convolutions into overflow.
   bool flush_denormals = true;
   bool huge_pages = true;  // the output buffers on transparent huge pages, as the bench's (RunOptions)
 };
@@ -133,6 +135,9 @@ struct ReplayStep {
   // charged to where the replay's time beyond S is broken down (bench/replay_breakdown.py); "" where
   // it found none or the step is not slower.
   std::string excess_cause;
+  // The data check (ReplayResult::denormal_steps): of the f32 values this step wrote in the check's
+  // pass, how many were denormal (nonzero, below FLT_MIN in magnitude) and how many infinite or NaN.
+  int64_t denormals = 0, nonfinite = 0;
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }
@@ -172,9 +177,16 @@ struct ReplayResult {
   // Layer steps over kSlowStep × their time alone, and those name_slow_steps names no cause for.
   int slow_steps = 0, slow_unexplained = 0;
   // Profile passes (each step timed alone, after the timed repetitions): where the pass time goes.
-  double layers_us = 0;           // Σ in-graph times of the layers' cases
-  double conversions_us = 0;      // Σ in-graph times of the conversions
-  double steps_median_us = 0;     // Σ over every step of its median profile-pass time
+  double layers_us = 0;        // Σ in-graph times of the layers' cases
+  double conversions_us = 0;   // Σ in-graph times of the conversions
+  double steps_median_us = 0;  // Σ over every step of its median profile-pass time
+  // The data check: one pass before the timed ones, with denormals as the hardware makes them
+  // (whatever flush_denormals says), each layer's f32 outputs scanned after it runs. Layers that
+  // wrote denormal values, and layers that wrote infinities or NaNs. Both 0 on data that behaves
+  // as a trained model's (weights at their fan-in's scale, kernels::fill_half_width); otherwise
+  // the replay's time may differ from S for the data's sake (denormal arithmetic is slow on x86,
+  // flushed zeros fast), not the kernels'.
+  int denormal_steps = 0, nonfinite_steps = 0;
   std::vector<ReplayStep> steps;  // every step, in pass order
   // replay / S: the lowest repetition mean over S, the same statistic on both sides.
   double ratio() const { return cases_us > 0 ? min_us / cases_us : 0; }
@@ -208,6 +220,18 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
                                   const Backend& backend, const ReplayOptions& options,
                                   const FusedChoices& epilogues = {},
                                   const CaseAlternatives& alternatives = {});
+
+// Denormal values (nonzero, magnitude below FLT_MIN) and non-finite ones (infinities, NaN) among
+// x[0..n).
+struct DataCount {
+  int64_t denormals = 0, nonfinite = 0;
+  DataCount& operator+=(const DataCount& o) {
+    denormals += o.denormals;
+    nonfinite += o.nonfinite;
+    return *this;
+  }
+};
+DataCount count_abnormal(const float* x, int64_t n);
 
 // The rate the layout-aware choice costs a conversion at: bytes of the converted tensor per µs.
 // Measured: conversions of 0.4-1.6 MB tensors inside the replays of densenet121 and efficientnet_b0

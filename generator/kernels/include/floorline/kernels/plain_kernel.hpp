@@ -35,7 +35,7 @@ class PlainKernel : public Kernel {
   explicit PlainKernel(Problem p) : p_(std::move(p)) {
     for (const auto& op : p_.inputs) in_.emplace_back(elements(op.shape));
     for (const auto& op : p_.outputs) out_.emplace_back(elements(op.shape));
-    for (size_t k = 0; k < in_.size(); ++k) fill_uniform(in_[k].data, in_[k].elements, 11 * k + 3);
+    for (size_t k = 0; k < in_.size(); ++k) fill_input(k, 11 * k + 3);
   }
   std::string implementation() const override { return impl_; }
   int64_t workspace_bytes() const override { return workspace_; }
@@ -44,7 +44,7 @@ class PlainKernel : public Kernel {
       std::vector<HostTensor> inputs;
       for (size_t k = 0; k < in_.size(); ++k) {
         if (is_port(k))  // constants keep the values the case was built with
-          fill_uniform(in_[k].data, in_[k].elements, 1000 + k);
+          fill_input(k, 1000 + k);
         inputs.push_back(
             {p_.inputs[k].shape, std::vector<float>(in_[k].data, in_[k].data + in_[k].elements)});
       }
@@ -72,6 +72,12 @@ class PlainKernel : public Kernel {
   }
 
  protected:
+  // Input k uniform at random from `seed`, on ±fill_half_width(p_, k) (problem.hpp: weights scaled
+  // by their fan-in, everything else on [-1, 1)).
+  void fill_input(size_t k, uint64_t seed) {
+    const float a = fill_half_width(p_, k);
+    fill_uniform(in_[k].data, in_[k].elements, seed, -a, 2 * a);
+  }
   // Constants (a convolution's weights and bias) are not wired by replay.
   virtual bool is_port(size_t k) const { return k < in_.size(); }
   Problem p_;

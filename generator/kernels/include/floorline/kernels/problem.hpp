@@ -156,6 +156,21 @@ struct ConvDesc {
 // attribute has the wrong length, or the group does not divide both channel counts.
 Result<ConvDesc> conv_desc(const Problem& p);
 
+// --- random data -----------------------------------------------------------------------------------
+// The half-width of input k's uniform random fill, as a fraction of the default fill [-1, 1):
+// √(3 / fan-in), at most 1, for a weight operand; 1 for every other input. The weight operands
+// are input 1 of a Conv (fan-in: C/group × the kernel's extent), of a ConvTranspose (C/group ×
+// the kernel's extent over the strides' product: the taps that land on one output) and of a Gemm
+// or MatMul (fan-in: K). Recurrent weights keep their backend's fill (±1/16 in oneDNN and cuDNN).
+// A uniform fill on ±a has variance a²/3, so these weights have variance 1 / fan-in (LeCun,
+// Bottou, Orr and Müller, "Efficient BackProp", 1998, §4.6): a layer's output has the second
+// moment of its input, as with trained weights, and a chain of cases (the replay, which feeds
+// each layer its producer's output and keeps the weights the case was built with) keeps its
+// activations in f32's normal range instead of growing by √fan-in per layer into overflow,
+// infinities and the denormal outputs of exp and sigmoid. A case's time alone does not depend on
+// the scale (no operand nears the denormal range).
+float fill_half_width(const Problem& p, size_t k);
+
 // --- quantization (int8 cases) ---------------------------------------------------------------------
 // A problem run in int8 (CaseVariant dtype int8) reads its quantization from the attributes the QDQ
 // fusion puts in the key (model_processor: `qtypes` "u8,i8>u8", the 8-bit type of each quantized
