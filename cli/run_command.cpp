@@ -20,6 +20,7 @@
 #include "floorline/benchdb/database.hpp"
 #include "floorline/common/output.hpp"
 #include "floorline/generator/backend.hpp"
+#include "floorline/generator/measurement.hpp"
 #include "floorline/generator/replay.hpp"
 #include "floorline/generator/runner.hpp"
 #include "reference_stage.hpp"
@@ -213,6 +214,18 @@ int run_main(RunCmd o, const std::string& command_line) {
     rpo.profile_passes = o.quick ? 1 : 5;
     rpo.flush_denormals = !o.replay_denormals;
     rpo.huge_pages = ro.huge_pages;
+    // The sentinel the bench judged S's cases by (its own for a device backend, the CPU's at the
+    // run's threads), so that a slowed repetition of the replay is timed again as a case would be.
+    std::optional<gen::Sentinel> cpu_sentinel;
+    if (ro.sentinel) {
+      rpo.sentinel = backend.sentinel();
+      if (!rpo.sentinel)
+        rpo.sentinel = [&cpu_sentinel, threads = o.threads] {
+          if (!cpu_sentinel) cpu_sentinel.emplace(threads);
+          return cpu_sentinel->time();
+        };
+      rpo.sentinel_slow_factor = ro.sentinel_slow_factor;
+    }
     std::vector<gen::ReplayResult> written;  // the replays stored by this run
     int replays = 0, kept = 0, retimed_models = 0, retimed_cases = 0;
     double retime_seconds = 0;
@@ -268,6 +281,10 @@ int run_main(RunCmd o, const std::string& command_line) {
                                       r->slow_steps, gen::kSlowStep, r->slow_unexplained)
                               .c_str()
                         : "");
+      if (r->slowed_repetitions > 0)
+        std::fprintf(stderr,
+                     "    sentinel: %d repetition(s) timed while the machine was slowed, timed again\n",
+                     r->slowed_repetitions);
       if (r->denormal_steps > 0 || r->nonfinite_steps > 0) {
         // The data check (gen::ReplayResult::denormal_steps): values a trained model would not make.
         const auto first = std::find_if(r->steps.begin(), r->steps.end(), [](const gen::ReplayStep& s) {

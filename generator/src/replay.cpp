@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "floorline/common/statistics.hpp"
+#include "floorline/generator/measurement.hpp"
 #include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/reference.hpp"
 #include "floorline/model_processor/layer.hpp"
@@ -908,11 +909,26 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     const auto n =
         static_cast<int64_t>(std::clamp(std::ceil(options.min_time / std::max(per_pass, 1e-9)), 1.0, 1e6));
     std::vector<double> reps;
-    for (int rep = 0; rep < std::max(1, options.repetitions); ++rep) {
+    SlowdownDetector watch(options.sentinel_slow_factor);
+    // A sentinel reading with every backend's workers parked (they would spin through it).
+    auto read_sentinel = [&] {
+      if (backend_now) backend_now->park_threads();
+      backend_now = nullptr;
+      return watch.record(options.sentinel());
+    };
+    if (options.sentinel) read_sentinel();  // the baseline: the lowest reading so far
+    const int wanted = std::max(1, options.repetitions);
+    for (int rep = 0; rep < wanted;) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t k = 0; k < n; ++k) pass();
-      reps.push_back(seconds_since(t0) / static_cast<double>(n) * 1e6);
+      const double us = seconds_since(t0) / static_cast<double>(n) * 1e6;
       r.passes += n;
+      if (options.sentinel && read_sentinel() && r.slowed_repetitions < wanted) {
+        ++r.slowed_repetitions;
+        continue;
+      }
+      reps.push_back(us);
+      ++rep;
     }
     const Summary s = summarize(reps);
     r.median_us = s.median;
@@ -1107,6 +1123,7 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                               {"workspaces_shared", r.workspaces_shared},
                               {"workspace_bytes", r.workspace_bytes},
                               {"denormal_steps", r.denormal_steps},
+                              {"slowed_repetitions", r.slowed_repetitions},
                               {"nonfinite_steps", r.nonfinite_steps},
                               {"layer_times", layer_times}}
                    .dump();

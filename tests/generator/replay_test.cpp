@@ -186,6 +186,41 @@ TEST_F(BenchedResidual, AModelIsReplayedFromItsBestCasesWithEveryActivationWired
   EXPECT_EQ(*stored, 1);
 }
 
+// The replay reads the sentinel after each timed repetition, as the bench does between visits: a
+// repetition after which it reads slowed (above 1.15 × its lowest reading) is timed again, at most
+// `repetitions` more times. A scripted clock: the baseline, then one slowed reading, then normal;
+// then a clock that reads slowed after every repetition.
+TEST_F(BenchedResidual, ARepetitionTheSentinelReadsSlowedIsTimedAgain) {
+  auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+  ReplayOptions opts = quick_replay();
+  std::vector<double> readings = {1.0, 1.0, 2.0, 1.05, 1.1};  // baseline, rep 1, rep 2 (slowed), ...
+  size_t next = 0;
+  opts.sentinel = [&] { return next < readings.size() ? readings[next++] : 1.0; };
+  auto r = replay_model(models.front(), *chosen, *backends[0], opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->repetitions, 3);
+  EXPECT_EQ(r->slowed_repetitions, 1);
+  EXPECT_EQ(next, 5u);  // the baseline and one reading after each of the 4 repetitions timed
+  EXPECT_EQ(nlohmann::json::parse(replay_row(*r, run.system_id, run.run_id, "f32").makeup)
+                .at("slowed_repetitions")
+                .get<int>(),
+            1);
+
+  int calls = 0;
+  opts.sentinel = [&] { return ++calls == 1 ? 1.0 : 3.0; };  // slowed after every repetition
+  r = replay_model(models.front(), *chosen, *backends[0], opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->slowed_repetitions, 3);  // timed again 3 times at most, then kept
+  EXPECT_EQ(r->repetitions, 3);
+  EXPECT_EQ(calls, 1 + 6);
+
+  opts.sentinel = nullptr;  // no sentinel: nothing timed again
+  r = replay_model(models.front(), *chosen, *backends[0], opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->slowed_repetitions, 0);
+}
+
 // The thread budget: kResidual timed at 1 and 2 threads (two systems of one host). Each config's
 // chosen case is the faster of its two counts, with that count; the replay runs each layer at it.
 TEST_F(BenchedResidual, EachLayerIsReplayedAtTheThreadCountItsCaseWonAt) {

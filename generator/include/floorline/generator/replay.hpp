@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -97,6 +98,15 @@ struct ReplayOptions {
   // outputs into the denormal range and convolutions into overflow.
   bool flush_denormals = true;
   bool huge_pages = true;  // the output buffers on transparent huge pages, as the bench's (RunOptions)
+  // The sentinel (measurement.hpp), read after each timed repetition as the bench reads it between
+  // visits (seconds per reading; empty: none): a repetition after which it reads above
+  // sentinel_slow_factor × its lowest reading (SlowdownDetector) was timed while the machine was
+  // slowed and is timed again, at most `repetitions` more times in all (ReplayResult::
+  // slowed_repetitions). S's cases are judged so; without it a busy host's replay / S reads high
+  // for the host's sake. The workers of the step before are parked while it runs. The CPU replay's
+  // is gen::Sentinel at the run's threads, a device backend's its Backend::sentinel().
+  std::function<double()> sentinel;
+  double sentinel_slow_factor = 1.15;
 };
 
 // One step of a replay, timed inside the graph (profile passes, each call timed alone).
@@ -158,8 +168,9 @@ struct ReplayResult {
   int64_t batch = 1;
   double median_us = 0, min_us = 0, max_us = 0, stddev_us = 0;  // over repetitions, per pass
   int repetitions = 0;
-  int64_t passes = 0;   // whole passes timed in all
-  double cases_us = 0;  // Σ chosen-case times of the replayed layers (S over them)
+  int slowed_repetitions = 0;  // repetitions timed again because the sentinel read them slowed
+  int64_t passes = 0;          // whole passes timed in all
+  double cases_us = 0;         // Σ chosen-case times of the replayed layers (S over them)
   int layers_replayed = 0;
   int layers_missing = 0;      // cost-bearing layers with no chosen case (not replayed)
   int operands_shared = 0;     // inputs read straight from the producer's buffer
