@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include "floorline/common/isa.hpp"
 #include "floorline/generator/plan.hpp"
 #include "floorline/kernels/floorline.hpp"
 
@@ -394,6 +395,94 @@ TEST(DataKernels, OnlyF32AndTheIdentityResize) {
   k = kernels::make_floorline_kernel(spec);
   ASSERT_FALSE(k.ok());
   EXPECT_NE(k.error().message.find("runs f32, not bf16"), std::string::npos) << k.error().message;
+}
+
+// sgemm_packed (gemm.cpp): Floorline's SGEMM over a B packed once, where AVX2 and FMA run (and
+// the ISA cap allows); elsewhere it says so and skips.
+bool packed_gemm_runs() {
+  __builtin_cpu_init();
+  return kernel_target() != KernelTarget::kBaseline && __builtin_cpu_supports("fma");
+}
+
+// Planned beside oneDNN for every Gemm and every MatMul with 2-D weights of three zoo models and
+// verified on them: convnext_tiny's (M from 49 to 3,136), resnet18's classifier (transB, a C of N),
+// bert_base_encoder's projections; bert's batched attention products are unsupported, with why.
+TEST(OwnGemm, ZooProductsOverPackedWeightsMatchTheReference) {
+  if (!packed_gemm_runs())
+    GTEST_SKIP() << "sgemm_packed needs AVX2 and FMA, which this CPU (or the cap) has not";
+  Seen convnext = verify_own(zoo_layers("convnext_tiny", {"MatMul"}), "sgemm_packed");
+  EXPECT_GE(convnext.verified, 6);
+  EXPECT_EQ(convnext.keys_with_own, convnext.keys_with_onednn);
+  Seen resnet = verify_own(zoo_layers("resnet18", {"Gemm"}), "sgemm_packed");
+  EXPECT_EQ(resnet.verified, 1);
+  const auto bert = zoo_layers("bert_base_encoder", {"MatMul"});
+  Seen projections = verify_own(bert, "sgemm_packed");
+  EXPECT_GE(projections.verified, 2);
+  const Plan plan = make_plan(bert, {find_backend("floorline")}, PlanOptions{});
+  int batched = 0;
+  for (const auto& c : plan.cases)
+    if (c.status && c.reason.find("B must be 2-D") != std::string::npos) ++batched;
+  EXPECT_GE(batched, 2);  // Q·Kᵀ and the attention · V
+}
+
+// The edges of the blocking on hand-made products, at 1 and 3 threads (the threads split panels,
+// or 6-row blocks where there are few panels): M not a multiple of 6, N not of 16, K over one
+// 256-row block, transB, a C of N, M under 6 with one panel.
+TEST(OwnGemm, BlockingEdgesMatchTheReference) {
+  if (!packed_gemm_runs())
+    GTEST_SKIP() << "sgemm_packed needs AVX2 and FMA, which this CPU (or the cap) has not";
+  struct Form {
+    LayerKind kind;
+    std::vector<int64_t> a, b, c, y;
+    bool trans_b;
+  };
+  const std::vector<Form> forms = {
+      {LayerKind::kMatMul, {2, 5, 37}, {37, 45}, {}, {2, 5, 45}, false},
+      {LayerKind::kMatMul, {7, 300}, {300, 20}, {}, {7, 20}, false},
+      {LayerKind::kMatMul, {61, 520}, {520, 33}, {}, {61, 33}, false},
+      {LayerKind::kGemm, {13, 64}, {40, 64}, {40}, {13, 40}, true},
+      {LayerKind::kGemm, {3, 17}, {17, 16}, {}, {3, 16}, false},
+  };
+  const int saved = kernels::floorline_threads();
+  for (const int threads : {1, 3}) {
+    kernels::set_floorline_threads(threads);
+    for (const auto& f : forms) {
+      kernels::CaseSpec spec;
+      spec.problem.kind = f.kind;
+      spec.problem.op = f.kind == LayerKind::kGemm ? "Gemm" : "MatMul";
+      spec.problem.key = fmt::format("{} {}x{}", spec.problem.op, fmt::join(f.a, "x"), fmt::join(f.b, "x"));
+      spec.problem.inputs = {{"a", f.a}, {"b", f.b}};
+      if (!f.c.empty()) spec.problem.inputs.push_back({"c", f.c});
+      spec.problem.outputs = {{"y", f.y}};
+      if (f.kind == LayerKind::kGemm) {
+        spec.problem.ints = {{"transA", {0}}, {"transB", {f.trans_b ? 1 : 0}}};
+        spec.problem.floats = {{"alpha", {1.0}}, {"beta", {1.0}}};
+      }
+      spec.variant.backend = "floorline";
+      spec.variant.algorithm = "sgemm_packed";
+      spec.variant.dtype = DType::kF32;
+      auto k = kernels::make_floorline_kernel(spec);
+      ASSERT_TRUE(k.ok()) << spec.problem.key << ": " << k.error().message;
+      const Status v = (*k)->verify();
+      EXPECT_TRUE(v.ok()) << spec.problem.key << " at " << threads
+                          << " thread(s): " << (v.ok() ? "" : v.error().message);
+      EXPECT_FALSE((*k)->port(false, 1));  // B is a constant, packed once
+    }
+  }
+  kernels::set_floorline_threads(saved);
+  kernels::CaseSpec spec;  // transA: unsupported, and says why
+  spec.problem.kind = LayerKind::kGemm;
+  spec.problem.op = "Gemm";
+  spec.problem.inputs = {{"a", {64, 13}}, {"b", {64, 40}}};
+  spec.problem.outputs = {{"y", {13, 40}}};
+  spec.problem.ints = {{"transA", {1}}, {"transB", {0}}};
+  spec.problem.floats = {{"alpha", {1.0}}, {"beta", {1.0}}};
+  spec.variant.backend = "floorline";
+  spec.variant.dtype = DType::kF32;
+  auto k = kernels::make_floorline_kernel(spec);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported);
+  EXPECT_NE(k.error().message.find("transA"), std::string::npos) << k.error().message;
 }
 
 }  // namespace

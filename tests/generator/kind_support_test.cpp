@@ -154,7 +154,9 @@ TEST(KindSupport, TheFloorlineTableHoldsOurKernelsAndOnlyThem) {
                                          "Mul",
                                          "Div",
                                          "Expand",
-                                         "Tile"}));
+                                         "Tile",
+                                         "Gemm",
+                                         "MatMul"}));
   for (const char* op : {"TopK", "NonMaxSuppression", "RoiAlign", "CumSum"}) {
     const auto s = kernels::onednn_support(*kind_from_name(op));
     EXPECT_FALSE(s.supported()) << op;

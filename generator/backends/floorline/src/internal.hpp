@@ -57,6 +57,8 @@ std::unique_ptr<Kernel> make_detection_kernel(const Problem& p, const std::strin
 // channels of 4-D tensors held in oneDNN's blocked layout aBcd<block>b (concat@blocked<block>c).
 std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                          int block = 0);
+// Gemm and MatMul over a B packed once: sgemm_packed (gemm.cpp).
+std::unique_ptr<Kernel> make_gemm_kernel(const Problem& p, uint64_t seed);
 // RoiAlign, GridSample and ScatterElements (sampling.cpp).
 std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
 

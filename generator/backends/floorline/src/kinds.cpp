@@ -12,7 +12,7 @@ using namespace floorline_detail;
 
 namespace {
 
-enum class Family { kNone, kDetection, kData, kSampling };
+enum class Family { kNone, kDetection, kData, kSampling, kGemm };
 
 struct KindMapping {
   std::string_view kernel;  // the kernel's name, the cases' algorithm; empty: not mapped
@@ -70,10 +70,12 @@ KindMapping kind_mapping(LayerKind k) {
       return {"expand", Family::kData, "a broadcast copy: rows of contiguous elements"};
     case K::kTile:
       return {"tile", Family::kData, "repeated rows of contiguous elements"};
-    case K::kConv:
-    case K::kConvTranspose:
     case K::kGemm:
     case K::kMatMul:
+      return {"sgemm_packed", Family::kGemm,
+              "B (2-D, a constant) packed once, as a runtime packs weights; AVX2 and FMA (gemm.cpp)"};
+    case K::kConv:
+    case K::kConvTranspose:
     case K::kBatchNormalization:
     case K::kLayerNormalization:
     case K::kInstanceNormalization:
@@ -202,6 +204,8 @@ Result<std::unique_ptr<Kernel>> make_floorline_kernel(const CaseSpec& spec) {
         return make_data_kernel(p, name, seed, block);
       case Family::kSampling:
         return make_sampling_kernel(p, name, seed);
+      case Family::kGemm:
+        return make_gemm_kernel(p, seed);
       case Family::kNone:
         break;
     }
