@@ -40,8 +40,9 @@ constexpr int64_t kNc = 256;
 // y[0..mr)[0..nr) (row stride ldy) = (accumulate ? y : bias or 0) + a[0..mr)[0..kc) (row stride
 // lda) · b (kc × 16, packed). nr ≤ 16 columns are stored (the panel's zero columns are not).
 template <int Mr>
-[[gnu::target("avx2,fma")]] void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b, float* y,
-                                              int64_t ldy, bool accumulate, const float* bias, int64_t nr) {
+[[gnu::target("avx2,fma")]] void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b,
+                                              float* y, int64_t ldy, bool accumulate, const float* bias,
+                                              int64_t nr) {
   // The row loops are unrolled whole (Mr is a constant) so that the 2·Mr accumulators stay in
   // registers.
   __m256 acc[Mr][2];
@@ -80,10 +81,11 @@ template <int Mr>
   }
 }
 
-using MicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, bool, const float*,
-                             int64_t);
-constexpr MicroKernel kMicro[kMr + 1] = {nullptr,         &micro_kernel<1>, &micro_kernel<2>, &micro_kernel<3>,
-                                         &micro_kernel<4>, &micro_kernel<5>, &micro_kernel<6>};
+using MicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, bool,
+                             const float*, int64_t);
+constexpr MicroKernel kMicro[kMr + 1] = {nullptr,          &micro_kernel<1>, &micro_kernel<2>,
+                                         &micro_kernel<3>, &micro_kernel<4>, &micro_kernel<5>,
+                                         &micro_kernel<6>};
 
 class PackedGemmKernel final : public Kernel {
  public:
@@ -125,7 +127,8 @@ class PackedGemmKernel final : public Kernel {
     return k == 0 ? std::optional<Port>(Port{a_.data(), a_.bytes(), "plain"}) : std::nullopt;
   }
   Status bind(bool output, size_t k, void* data) override {
-    if (!port(output, k)) return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
+    if (!port(output, k))
+      return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
     (output ? y_ : a_).bind(data);
     return {};
   }
@@ -189,8 +192,8 @@ class PackedGemmKernel final : public Kernel {
           const int mr = static_cast<int>(std::min<int64_t>(kMr, r1 - i));
           for (int64_t p = pj; p < pj1; ++p) {
             const int64_t col = p * kNr;
-            kMicro[mr](kc, a + i * k_ + pc, k_, packed_.data() + (p * k_ + pc) * kNr, y + i * n_ + col, n_, pc > 0,
-                       bias ? bias + col : nullptr, std::min(kNr, n_ - col));
+            kMicro[mr](kc, a + i * k_ + pc, k_, packed_.data() + (p * k_ + pc) * kNr, y + i * n_ + col, n_,
+                       pc > 0, bias ? bias + col : nullptr, std::min(kNr, n_ - col));
           }
         }
       }
