@@ -20,7 +20,6 @@
 #include "floorline/benchdb/database.hpp"
 #include "floorline/common/output.hpp"
 #include "floorline/generator/backend.hpp"
-#include "floorline/generator/measurement.hpp"
 #include "floorline/generator/replay.hpp"
 #include "floorline/generator/runner.hpp"
 #include "reference_stage.hpp"
@@ -216,14 +215,8 @@ int run_main(RunCmd o, const std::string& command_line) {
     rpo.huge_pages = ro.huge_pages;
     // The sentinel the bench judged S's cases by (its own for a device backend, the CPU's at the
     // run's threads), so that a slowed repetition of the replay is timed again as a case would be.
-    std::optional<gen::Sentinel> cpu_sentinel;
     if (ro.sentinel) {
-      rpo.sentinel = backend.sentinel();
-      if (!rpo.sentinel)
-        rpo.sentinel = [&cpu_sentinel, threads = o.threads] {
-          if (!cpu_sentinel) cpu_sentinel.emplace(threads);
-          return cpu_sentinel->time();
-        };
+      rpo.sentinel = gen::sentinel_clock(backend, o.threads);
       rpo.sentinel_slow_factor = ro.sentinel_slow_factor;
     }
     std::vector<gen::ReplayResult> written;  // the replays stored by this run

@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -113,6 +114,15 @@ std::vector<int> budget_thread_counts(int threads, bool exact) {
   return counts;
 }
 
+std::function<double()> sentinel_clock(const Backend& backend, int threads) {
+  if (auto own = backend.sentinel()) return own;
+  auto cpu = std::make_shared<std::optional<Sentinel>>();
+  return [cpu, threads] {
+    if (!*cpu) cpu->emplace(threads);
+    return (*cpu)->time();
+  };
+}
+
 Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelIR>& models, const Plan& plan,
                             const std::vector<const Backend*>& backends, const RunOptions& options) {
   RunSummary sum;
@@ -159,27 +169,17 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     std::function<double()> clock;
     SlowdownDetector detector;
   };
-  std::optional<Sentinel> cpu_sentinel;            // made at its first use (its buffers: 4 MiB per thread)
   std::unordered_map<std::string, Watch> watches;  // by sentinel: "cpu", or a backend's name
   Watch* watch = nullptr;                          // the sentinel of the backend being timed
   auto watch_for = [&](const Backend& backend) -> Watch* {
     if (!options.sentinel || options.dry_run) return nullptr;
-    std::string key = "cpu";
-    std::function<double()> clock;
-    if (options.sentinel_clock) {
-      clock = options.sentinel_clock;
-    } else if (clock = backend.sentinel(); clock) {
-      key = backend.name();
-    } else {
-      clock = [&cpu_sentinel, threads = options.threads]() {
-        if (!cpu_sentinel) cpu_sentinel.emplace(threads);
-        return cpu_sentinel->time();
-      };
-    }
+    const std::string key = !options.sentinel_clock && backend.sentinel() ? backend.name() : "cpu";
     auto it = watches.find(key);
-    if (it == watches.end())
+    if (it == watches.end()) {
+      auto clock = options.sentinel_clock ? options.sentinel_clock : sentinel_clock(backend, options.threads);
       it =
           watches.emplace(key, Watch{std::move(clock), SlowdownDetector(options.sentinel_slow_factor)}).first;
+    }
     return &it->second;
   };
   Status result;

@@ -135,6 +135,12 @@ void fill_random(float* out, int64_t n, Fill f, uint64_t seed) {
     fill_uniform(out, n, seed);
 }
 
+void fill_operand(float* out, int64_t n, Fill f, uint64_t seed, float half_width) {
+  fill_random(out, n, f, seed);
+  if (f == Fill::kUniform && half_width != 1.f)
+    for (int64_t i = 0; i < n; ++i) out[i] *= half_width;
+}
+
 Buffer::Buffer(int64_t n) : elements(n) {
   const size_t bytes =
       (static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float) + XNN_EXTRA_BYTES + 63) / 64 * 64;
@@ -210,11 +216,9 @@ Tensor& XnnKernel::add(std::vector<Tensor>& list, const Shape& shape, bool nhwc,
   t.fill = fill;
   t.own = Buffer(elements(shape));
   t.data = t.own.get();
-  fill_random(t.data, t.elements(), fill, 17 * (in.size() + 3 * out.size()) + 1);
-  // Inputs are added in the problem's order: a weight on ±√(3 / fan-in) (problem.hpp).
-  if (&list == &in && fill == Fill::kUniform)
-    if (const float a = fill_half_width(p_, in.size()); a != 1.f)
-      for (int64_t i = 0; i < t.elements(); ++i) t.data[i] *= a;
+  // Inputs are added in the problem's order: input in.size() (a weight on ±√(3 / fan-in)).
+  fill_operand(t.data, t.elements(), fill, 17 * (in.size() + 3 * out.size()) + 1,
+               &list == &in ? fill_half_width(p_, in.size()) : 1.f);
   list.push_back(std::move(t));
   return list.back();
 }
@@ -237,10 +241,7 @@ Status XnnKernel::verify() {
         continue;
       }
       HostTensor h{t.shape, std::vector<float>(static_cast<size_t>(t.elements()))};
-      fill_random(h.data.data(), t.elements(), t.fill, ++seed);
-      if (t.fill == Fill::kUniform)
-        if (const float a = fill_half_width(p_, inputs.size()); a != 1.f)
-          for (float& v : h.data) v *= a;
+      fill_operand(h.data.data(), t.elements(), t.fill, ++seed, fill_half_width(p_, inputs.size()));
       store(t, h.data.data());
       inputs.push_back(std::move(h));
     }

@@ -29,6 +29,9 @@ void check(xnn_status s, const char* call, bool unsupported_on_parameter = false
 enum class Fill { kUniform, kPositive };
 // [-1, 1) or [0.5, 1.5), different per seed (the kernel API's fill_uniform, random.hpp).
 void fill_random(float* out, int64_t n, Fill f, uint64_t seed);
+// fill_random, a kUniform fill then scaled to ±half_width (an operand's fill_half_width, problem.hpp:
+// a weight's √(3 / fan-in)).
+void fill_operand(float* out, int64_t n, Fill f, uint64_t seed, float half_width);
 
 // 64-byte aligned floats with XNN_EXTRA_BYTES readable past the end (XNNPACK's micro-kernels may
 // read, never use, up to that many bytes beyond an input), zeroed; placed by the factory's

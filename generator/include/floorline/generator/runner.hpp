@@ -190,6 +190,12 @@ void race_order(std::vector<const PlannedCase*>::iterator begin,
 // Seconds; `wall` 0 when unknown. A CPU case's count is the same as before.
 double repetition_call_seconds(double timed, double wall, bool device_timed);
 
+// The sentinel that judges `backend`'s cases (docs/MEASUREMENT.md, "Sentinel"): its own
+// (Backend::sentinel) where it has one, else the CPU sentinel at `threads` (measurement.hpp), made
+// at its first reading (its buffers: 4 MiB per thread). Seconds per reading. The bench reads it
+// between visits, the replay after each repetition (ReplayOptions::sentinel).
+std::function<double()> sentinel_clock(const Backend& backend, int threads);
+
 // Records the models (configs, layers) and the plan's cases, then times the cases of each
 // backend. `db` may be null for a dry run. Error, before anything is written, when a backend cannot
 // run on this machine (Backend::available) or has no cold-cache mode for `cold`; and when the
