@@ -56,7 +56,7 @@ class FloorlineBackend final : public Backend {
       if (name.empty()) {
         c.status = Disposition::kUnsupported;
         c.reason = fmt::format("{}: no kernel of Floorline's for this layer", base.problem.op);
-      } else if (auto k = kernels::make_floorline_kernel(probe); !k.ok()) {
+      } else if (const Status k = kernels::check_floorline_case(probe); !k.ok()) {
         c.status =
             k.error().code == Disposition::kUnsupported ? Disposition::kUnsupported : Disposition::kFailed;
         c.reason = k.error().message;

@@ -87,24 +87,33 @@ constexpr MicroKernel kMicro[kMr + 1] = {nullptr,          &micro_kernel<1>, &mi
                                          &micro_kernel<3>, &micro_kernel<4>, &micro_kernel<5>,
                                          &micro_kernel<6>};
 
+}  // namespace
+
+GemmDesc packed_gemm_desc(const Problem& p) {
+  if (kernel_target() == KernelTarget::kBaseline || !__builtin_cpu_supports("fma"))
+    unsupported("sgemm_packed needs AVX2 and FMA (this CPU, or the ISA cap, has not)");
+  const auto g = gemm_desc(p);
+  if (!g) unsupported(g.error().message);
+  if (!g->folded || g->batch != 1) unsupported("sgemm_packed: B must be 2-D (no batched product)");
+  if (g->ta) unsupported("sgemm_packed reads A untransposed (transA = 1)");
+  if (g->alpha != 1.f) unsupported("sgemm_packed: alpha must be 1");
+  if (g->has_c && (g->beta != 1.f || elements(p.inputs[2].shape) != g->n))
+    unsupported("sgemm_packed adds a C of N elements with beta 1, not this C");
+  if (g->m <= 0 || g->n <= 0 || g->k <= 0) unsupported("sgemm_packed: an empty product");
+  return *g;
+}
+
+namespace {
+
 class PackedGemmKernel final : public Kernel {
  public:
   PackedGemmKernel(Problem p, uint64_t seed) : p_(std::move(p)), seed_(seed) {
-    if (kernel_target() == KernelTarget::kBaseline || !__builtin_cpu_supports("fma"))
-      unsupported("sgemm_packed needs AVX2 and FMA (this CPU, or the ISA cap, has not)");
-    const auto g = gemm_desc(p_);
-    if (!g) unsupported(g.error().message);
-    if (!g->folded || g->batch != 1) unsupported("sgemm_packed: B must be 2-D (no batched product)");
-    if (g->ta) unsupported("sgemm_packed reads A untransposed (transA = 1)");
-    if (g->alpha != 1.f) unsupported("sgemm_packed: alpha must be 1");
-    if (g->has_c && (g->beta != 1.f || elements(p_.inputs[2].shape) != g->n))
-      unsupported("sgemm_packed adds a C of N elements with beta 1, not this C");
-    m_ = g->m;
-    n_ = g->n;
-    k_ = g->k;
-    tb_ = g->tb;
-    has_c_ = g->has_c;
-    if (m_ <= 0 || n_ <= 0 || k_ <= 0) unsupported("sgemm_packed: an empty product");
+    const GemmDesc g = packed_gemm_desc(p_);
+    m_ = g.m;
+    n_ = g.n;
+    k_ = g.k;
+    tb_ = g.tb;
+    has_c_ = g.has_c;
     panels_ = (n_ + kNr - 1) / kNr;
     a_ = Placed<float>(m_ * k_);
     b_ = Placed<float>(k_ * n_);

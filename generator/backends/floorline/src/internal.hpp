@@ -59,6 +59,9 @@ std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& na
                                          int block = 0);
 // Gemm and MatMul over a B packed once: sgemm_packed (gemm.cpp).
 std::unique_ptr<Kernel> make_gemm_kernel(const Problem& p, uint64_t seed);
+// The product sgemm_packed runs for `p`, or a KernelError (unsupported, with why) where it runs
+// none: the kernel's checks, without its buffers (check_floorline_case).
+GemmDesc packed_gemm_desc(const Problem& p);
 // RoiAlign, GridSample and ScatterElements (sampling.cpp).
 std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
 

@@ -179,7 +179,11 @@ std::string floorline_kernel_name(const Problem& p) {
   return std::string(m.kernel);
 }
 
-Result<std::unique_ptr<Kernel>> make_floorline_kernel(const CaseSpec& spec) {
+namespace {
+
+// make_floorline_kernel, or with `check_only` its checks alone where the problem decides them
+// (sgemm_packed: no buffers, no packing; a null kernel): check_floorline_case.
+Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_only) {
   const PlacementScope placement(spec.placement);
   const Problem& p = spec.problem;
   const KindMapping m = kind_mapping(p.kind);
@@ -205,12 +209,27 @@ Result<std::unique_ptr<Kernel>> make_floorline_kernel(const CaseSpec& spec) {
       case Family::kSampling:
         return make_sampling_kernel(p, name, seed);
       case Family::kGemm:
+        if (check_only) {
+          packed_gemm_desc(p);
+          return nullptr;
+        }
         return make_gemm_kernel(p, seed);
       case Family::kNone:
         break;
     }
     unsupported(fmt::format("no floorline kernel for {}", p.op));
   });
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Kernel>> make_floorline_kernel(const CaseSpec& spec) {
+  return make_kernel(spec, false);
+}
+
+Status check_floorline_case(const CaseSpec& spec) {
+  auto k = make_kernel(spec, true);
+  return k.ok() ? Status{} : Status(k.error());
 }
 
 benchmark::internal::Benchmark* register_floorline_case(const CaseSpec& spec, const Work& work) {

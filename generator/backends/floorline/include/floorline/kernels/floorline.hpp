@@ -35,6 +35,10 @@ std::string floorline_kernel_name(const Problem& p);
 // of spec.placement. Errors coded unsupported for another data type than f32, a fused epilogue,
 // shapes or attributes the kernel does not run, or a --max-detections count it cannot realise.
 Result<std::unique_ptr<Kernel>> make_floorline_kernel(const CaseSpec& spec);
+// Whether make_floorline_kernel(spec) builds: its error where it does not. The planner's probe:
+// sgemm_packed is checked without its buffers (a vocabulary projection's weights, unpacked and
+// packed, are 300 MB); the other kernels are built.
+Status check_floorline_case(const CaseSpec& spec);
 
 // Registers a floorline case with Google Benchmark (register_case with make_floorline_kernel):
 // what generated sources call.
