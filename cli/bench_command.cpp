@@ -20,6 +20,7 @@
 #include "analyze_command.hpp"
 #include "floorline/benchdb/database.hpp"
 #include "floorline/common/output.hpp"
+#include "floorline/generator/cache_state.hpp"
 #include "floorline/generator/emit.hpp"
 #include "floorline/generator/plan.hpp"
 #include "floorline/generator/runner.hpp"
@@ -261,6 +262,7 @@ struct BenchCmd {
   bool verify = false;
   bool no_calibrate = false;
   bool cold = false;
+  bool cache_states = false;
   bool quiet = false;
 };
 
@@ -494,10 +496,32 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
     if (r.interrupted) return 130;
     failed = failed || r.failed;
   }
+  // A shard holds some cases of each config only: its best cases are not S's.
+  if (o.cache_states && db && !o.dry_run && o.c.shard.empty() && !runs->empty())
+    if (auto st = run_cache_stage(*db, *l, runs->back().system_id, o.threads_exact); !st) {
+      std::fprintf(stderr, "floorline bench: %s\n", st.error().message.c_str());
+      return 2;
+    }
   return l->failures || failed ? 1 : 0;
 }
 
 }  // namespace
+
+Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id, bool exact) {
+  gen::CacheStageOptions cso;
+  cso.thread_budget = !exact;
+  FL_ASSIGN_OR_RETURN(const auto cs,
+                      gen::time_cache_states(db, l.plan, l.backends, system_id, DType::kF32, cso));
+  std::fprintf(stderr,
+               "      cache states: %lld best case(s), %lld timed with cold caches (memory, llc; %d calls "
+               "each), %lld timed before, %lld failed, %.1f s\n",
+               static_cast<long long>(cs.cases), static_cast<long long>(cs.timed), cso.samples,
+               static_cast<long long>(cs.present), static_cast<long long>(cs.failed), cs.seconds);
+  const bool color = use_color(stderr);
+  for (const auto& e : cs.errors)
+    std::fprintf(stderr, "        %s %s\n", yellow("failed:", color).c_str(), e.c_str());
+  return {};
+}
 
 void add_method_options(CLI::App* app, MethodCli& m) {
   app->add_option("--passes", m.passes,
@@ -614,6 +638,9 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
   b->add_flag("--quiet", bench->quiet, "No progress on stderr (the summary is still printed)");
   b->add_flag("--dry-run", bench->dry_run, "Plan and build every case, time nothing, write nothing");
   b->add_flag("--cold", bench->cold, "Flush the GPU's L2 cache before each timed call (cuda)");
+  b->add_flag("--cache-states", bench->cache_states,
+              "Afterwards, time each case S takes once more with its weights from memory and from the "
+              "last-level cache, for the estimate E (as `run` does; CPU backends)");
   b->add_flag("--verify", bench->verify,
               "Check each case against the oracle (plain loops of the ONNX semantics) before timing");
   b->add_flag("--no-calibrate", bench->no_calibrate,

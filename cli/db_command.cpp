@@ -380,11 +380,13 @@ int merge_inputs(const std::vector<std::string>& inputs, bd::Database& out) {
     }
     std::printf(
         "%s: +%lld systems, +%lld runs, +%lld configs, +%lld cases, +%lld measurements "
-        "(%lld already present), %lld framework latencies changed, %lld replays changed\n",
+        "(%lld already present), %lld framework latencies changed, %lld replays changed, %lld cache "
+        "times changed\n",
         in.c_str(), static_cast<long long>(s->systems_added), static_cast<long long>(s->runs_added),
         static_cast<long long>(s->configs_added), static_cast<long long>(s->cases_added),
         static_cast<long long>(s->measurements_added), static_cast<long long>(s->measurements_present),
-        static_cast<long long>(s->framework_latencies_changed), static_cast<long long>(s->replays_changed));
+        static_cast<long long>(s->framework_latencies_changed), static_cast<long long>(s->replays_changed),
+        static_cast<long long>(s->cache_times_changed));
   }
   return failed;
 }

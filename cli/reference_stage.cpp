@@ -143,11 +143,11 @@ Result<ProfileImportSummary> import_framework_profiles(bd::Database& db, const s
   return sum;
 }
 
-namespace {
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+namespace {
 
 // Runs argv (argv[0] looked up on PATH) with stdout and stderr passed through; its exit status.
 int spawn_and_wait(const std::vector<std::string>& args) {

@@ -8,6 +8,7 @@
 // how to install it in one line and the run goes on.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -19,6 +20,9 @@
 #include "floorline/benchdb/database.hpp"
 
 namespace floorline::cli {
+
+// Seconds since t0 on the steady clock (the stage lines' durations).
+double seconds_since(std::chrono::steady_clock::time_point t0);
 
 // The folder of the reference runtime: $FLOORLINE_REFERENCE_DIR when set, else
 // reference/onnxruntime under the current folder, else under the source tree.

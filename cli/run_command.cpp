@@ -48,6 +48,7 @@ struct RunCmd {
   std::optional<int> repetitions;
   std::optional<double> min_time;
   bool replay = true;
+  bool cache_states = true;   // time the best cases with cold caches, for E (--quick: off)
   bool replay_given = false;  // --replay or --no-replay on the command line (--quick: no replay unless asked)
   bool reference = true;      // the reference runtime (ONNX Runtime) for M, when installed
   size_t replay_steps = 0;
@@ -57,10 +58,6 @@ struct RunCmd {
   bool quiet = false;
   bool fail_on_violation = false;  // exit kExitBoundViolation when a latency is below S
 };
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Models that already have a replay on this system at one of these batches.
 Result<std::set<std::pair<std::string, int64_t>>> replayed(benchdb::Database& db, int64_t system_id) {
@@ -326,6 +323,10 @@ int run_main(RunCmd o, const std::string& command_line) {
     std::fprintf(stderr, "[3/4] replay: not asked for\n");
   }
 
+  // The cache states of S's cases, for the composed estimate E (generator/cache_state.hpp).
+  if (o.cache_states && !o.quick && !l.backends.empty())
+    if (auto st = run_cache_stage(db, l, system_id, o.threads_exact); !st) return fail(st.error().message);
+
   // The reference runtime: M from ONNX Runtime, end to end and per layer (reference_stage.hpp).
   if (o.reference) {
     ReferenceStageOptions ref;
@@ -482,6 +483,9 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
       "--all-impls", o->c.all_impls,
       "Time every implementation, the fused variants' too (slower; by default a fused variant times the "
       "first implementation of each algorithm family, layout and layout it reads)");
+  r->add_flag("--cache-states,!--no-cache-states", o->cache_states,
+              "Time each layer's best case once more with its weights and outputs from memory and from the "
+              "last-level cache, for the estimate E (default on; --quick: off)");
   auto* replay_flag = r->add_flag("--replay,!--no-replay", o->replay,
                                   "Replay each model's best cases as its graph (default on; --quick: off)");
   r->add_flag("--reference,!--no-reference", o->reference,

@@ -18,12 +18,22 @@
 
 namespace {
 
+// The folder of this process's input file, removed when libFuzzer exits (it calls exit() at the
+// end of a bounded run, so the atexit handler runs).
+const std::filesystem::path& input_dir() {
+  static const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("floorline_fuzz_" + std::to_string(::getpid()));
+  return dir;
+}
+
 const std::string& input_path() {
   static const std::string path = [] {
-    const auto dir =
-        std::filesystem::temp_directory_path() / ("floorline_fuzz_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    return (dir / "input.onnx").string();
+    std::filesystem::create_directories(input_dir());
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(input_dir(), ec);
+    });
+    return (input_dir() / "input.onnx").string();
   }();
   return path;
 }

@@ -192,6 +192,20 @@ void prefer_own_host(std::vector<Row>& rows) {
   std::erase_if(rows, [&](const Row& r) { return r.device == "cpu" && own.count(identity(r)); });
 }
 
+// The cache states' times of `system_id`'s cases (schema 10) into t.cache_times; for t's own system,
+// the L2 of the cores its cases ran on (half an "llc" flush) into t.private_cache_bytes.
+Status load_cache_times(benchdb::Database& db, int64_t system_id, CostTable& t) {
+  return db.for_each("SELECT case_id, state, min_us, flush_bytes FROM cache_times WHERE system_id = ?1",
+                     {system_id},
+                     [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
+                       const std::string state = std::get<std::string>(v[1]);
+                       t.cache_times[{system_id, std::get<int64_t>(v[0])}][state] = std::get<double>(v[2]);
+                       if (state == "llc" && system_id == t.system_id)
+                         t.private_cache_bytes = std::max(t.private_cache_bytes, std::get<int64_t>(v[3]) / 2);
+                       return Status{};
+                     });
+}
+
 // One system's own costs (load_costs without the thread budget). With `cases_only`, only what a
 // system of a thread budget gives the budget's system: its best cases (S's and S_vendor's) and the
 // conversions they need; not the defaults, peaks, replays or framework rows, which are the budget
@@ -313,6 +327,7 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
                        t.peaks[{text(v[0]), text(v[1])}] = real(v[2]);
                        return Status{};
                      }));
+  if (db.schema_version() >= 10) FL_TRY(load_cache_times(db, system_id, t));
   FL_TRY(benchdb::for_each_row<benchdb::ReplayRow>(
       db, benchdb::replays_table(), "system_id = ?1", id, [&](benchdb::ReplayRow& r) -> Status {
         t.replays[{r.model_name, r.batch, r.dtype}] = std::move(r);
@@ -363,6 +378,7 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id, bool thre
       mine.insert(mine.end(), list.begin(), list.end());
     }
     t.races.insert(o.races.begin(), o.races.end());
+    if (db.schema_version() >= 10) FL_TRY(load_cache_times(db, other.system_id, t));
   }
   std::sort(
       t.budget.begin(), t.budget.end(),

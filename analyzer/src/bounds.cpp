@@ -125,11 +125,17 @@ void apply_epilogues(const mp::ModelIR& model, const CostTable& costs, const std
       a->own_us = a->us;
       a->epilogue_case = f.name;
       a->us = 0;
+      a->case_id = f.case_id;
+      a->case_system_id = f.system_id;
+      a->case_us = f.us;
     }
     if (f.us >= head.us) {
       acts.front()->us = f.us - head.us;
     } else {
       head.us = f.us;
+      head.case_id = f.case_id;
+      head.case_system_id = f.system_id;
+      head.case_us = f.us;
       head.best_case = f.name;
       head.algorithm = f.id.algorithm;
       head.threads = f.threads;
@@ -205,6 +211,9 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
     if (auto it = costs.best.find({l.key, dtype, mode, ""}); it != costs.best.end()) {
       c.source = CostSource::kMeasured;
       c.us = it->second.us;
+      c.case_id = it->second.case_id;
+      c.case_system_id = it->second.system_id;
+      c.case_us = it->second.us;
       c.best_case = it->second.name;
       c.algorithm = it->second.id.algorithm;
       c.threads = it->second.threads;
@@ -501,6 +510,57 @@ double measured_fraction(const std::vector<LayerCost>& layers, double sequential
 
 }  // namespace
 
+int64_t pass_footprint(const mp::ModelIR& model) {
+  int64_t parameters = 0, activations = 0;
+  for (const auto& l : model.layers) {
+    if (!l.cost_bearing() || !l.shapes_known) continue;
+    int64_t live = 0;
+    auto add = [&](const mp::TensorArg& t, bool parameter) {
+      const int64_t n = mp::numel(t.shape);
+      const int64_t bytes = n > 0 ? n * mp::dtype_size(t.dtype) : 0;
+      (parameter ? parameters : live) += bytes;
+    };
+    for (size_t k = 0; k < l.config.inputs.size(); ++k)
+      add(l.config.inputs[k],
+          k > 0 && parameter_input(l.config.kind, l.config.inputs[k].role, l.config.inputs[k].shape.size()));
+    for (const auto& t : l.config.outputs) add(t, false);
+    activations = std::max(activations, live);
+  }
+  return parameters + activations;
+}
+
+double memory_share(const mp::ModelIR& model, int64_t cache_bytes) {
+  const int64_t f = pass_footprint(model);
+  if (f <= 0 || f <= cache_bytes) return 0;
+  return std::clamp(1.0 - static_cast<double>(cache_bytes) / static_cast<double>(f), 0.0, 1.0);
+}
+
+void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs) {
+  b.E.reset();
+  b.E_layers = 0;
+  if (costs.cache_times.empty()) return;
+  const double m = memory_share(model, costs.private_cache_bytes);
+  b.E_memory_share = m;
+  double e = 0;
+  for (auto& c : b.layers) {
+    c.e_us.reset();
+    if (c.source == CostSource::kMeasured && c.case_us > 0) {
+      const auto it = costs.cache_times.find({c.case_system_id, c.case_id});
+      if (it != costs.cache_times.end()) {
+        const auto llc = it->second.find("llc"), mem = it->second.find("memory");
+        const bool need_llc = m<1, need_mem = m> 0;
+        if ((!need_llc || llc != it->second.end()) && (!need_mem || mem != it->second.end())) {
+          const double cold = (need_llc ? (1 - m) * llc->second : 0) + (need_mem ? m * mem->second : 0);
+          c.e_us = c.us * cold / c.case_us;
+        }
+      }
+    }
+    b.E_layers += c.e_us ? 1 : 0;
+    e += c.e_us.value_or(c.us);
+  }
+  if (b.E_layers > 0) b.E = e;
+}
+
 ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, const AnalyzeOptions& options) {
   ModelBounds b;
   b.model = model.name;
@@ -547,6 +607,7 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
   b.replay_conversions_us = replay.conversions_us;
   b.replay_conversions = replay.conversions;
   b.replay_layers = std::move(replay.layer_times);
+  estimate_E(b, model, costs);
 
   b.dims = model.dims;
   std::optional<double> bandwidth;

@@ -46,16 +46,16 @@ std::string html_text(std::string_view s) {
   return o;
 }
 
-namespace {
-
-std::string esc(const std::string& s) {
-  return html_text(s);
-}
-
 std::string us_text(double us) {
   if (us >= 1e6) return fmt::format("{:.2f} s", us / 1e6);
   if (us >= 1e3) return fmt::format("{:.2f} ms", us / 1e3);
   return fmt::format("{:.1f} µs", us);
+}
+
+namespace {
+
+std::string esc(const std::string& s) {
+  return html_text(s);
 }
 
 const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
@@ -819,12 +819,15 @@ std::string format_html(const Report& r) {
        "framework "
        "measurement; replay: the best cases executed back to back as the graph, on wired buffers (replay/S "
        "near 1: "
-       "S is tight). Times per inference of the whole batch.</p>\n";
+       "S is tight); E: the composed estimate, each layer's case timed with its weights from memory or the "
+       "last-level cache as the graph leaves them (an estimate, never a bound; replay/E near 1: E predicts "
+       "the "
+       "graph). Times per inference of the whole batch.</p>\n";
   s += "<h2>Summary</h2>\n<table "
        "id=\"summary\"><tr><th>model</th><th>batch</th><th>S</th><th>S "
        "vendor</th><th>P</th><th>H</th><th>F</th>"
-       "<th>R</th><th>M</th><th>replay</th><th>S 95% CI</th><th>P 95% CI</th><th>F 95% "
-       "CI</th><th>S/P</th><th>H/S</th><th>S/F</th><th>M/S</th><th>replay/S</th>"
+       "<th>R</th><th>M</th><th>replay</th><th>E</th><th>S 95% CI</th><th>P 95% CI</th><th>F 95% "
+       "CI</th><th>S/P</th><th>H/S</th><th>S/F</th><th>M/S</th><th>replay/S</th><th>E/S</th><th>replay/E</th>"
        "<th>measured share</th></tr>\n";
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
@@ -834,12 +837,14 @@ std::string format_html(const Report& r) {
     s += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
         "td>"
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td><td>{}</td>"
-        "<td>{}</td><td>{:.1f}%</td></tr>\n",
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td>"
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td></tr>\n",
         esc(b.model), b.batch, us_text(b.S), us_text(b.S_vendor), us_text(b.P), us_text(b.H), us_text(b.F),
-        opt_us(b.R), opt_us(b.M), opt_us(b.replay), ci_text(b.S_ci), ci_text(b.P_ci), ci_text(b.F_ci),
-        b.P > 0 ? b.S / b.P : 0.0, b.S > 0 ? b.H / b.S : 0.0, b.F > 0 ? b.S / b.F : 0.0, over_s(b.M),
-        over_s(b.replay), 100.0 * b.measured_fraction);
+        opt_us(b.R), opt_us(b.M), opt_us(b.replay), opt_us(b.E), ci_text(b.S_ci), ci_text(b.P_ci),
+        ci_text(b.F_ci), b.P > 0 ? b.S / b.P : 0.0, b.S > 0 ? b.H / b.S : 0.0, b.F > 0 ? b.S / b.F : 0.0,
+        over_s(b.M), over_s(b.replay), over_s(b.E),
+        b.replay && b.E && *b.E > 0 ? fmt::format("{:.3f}", *b.replay / *b.E) : std::string("–"),
+        100.0 * b.measured_fraction);
   }
   s += "</table>\n";
   for (const auto& m : r.models)
@@ -875,13 +880,19 @@ std::string format_html(const Report& r) {
         s += fmt::format("<li>{}: {} — {}</li>\n", esc(it.label), us_text(it.saving_us), esc(it.detail));
       s += "</ul></li>\n";
     }
+    if (b.E)
+      s += fmt::format(
+          "<p class=\"note\">E {} = S + {}: each layer's case with its weights {:.0f}% from memory and the "
+          "rest from the last-level cache, {} of {} layers; the column E − t says where the difference "
+          "comes from.</p>\n",
+          us_text(*b.E), us_text(*b.E - b.S), 100 * b.E_memory_share, b.E_layers, b.layers.size());
     s += "</ul>\n<table><tr><th>layer</th><th>kind</th><th>time</th><th>% of "
-         "S</th><th>default</th><th>roofline</th>"
+         "S</th><th>E − t</th><th>default</th><th>roofline</th>"
          "<th>critical</th><th>best case</th><th>candidates</th></tr>\n";
     for (const auto& l : b.layers)
       s += fmt::format(
           "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
-          "td><td>{}"
+          "td><td>{}</td><td>{}"
           "</td></tr>\n",
           esc(l.name), esc(l.kind),
           l.source == CostSource::kNone
@@ -890,8 +901,8 @@ std::string format_html(const Report& r) {
                     (l.epilogue_case.empty()
                          ? std::string()
                          : fmt::format(" (in the producer's epilogue; alone {})", us_text(l.own_us))),
-          b.S > 0 ? 100.0 * l.us / b.S : 0.0, opt_us(l.heuristic_us), opt_us(l.roofline_us),
-          l.on_critical_path ? "yes" : "",
+          b.S > 0 ? 100.0 * l.us / b.S : 0.0, l.e_us ? us_text(*l.e_us - l.us) : std::string("–"),
+          opt_us(l.heuristic_us), opt_us(l.roofline_us), l.on_critical_path ? "yes" : "",
           esc(l.algorithm) + (r.costs.budget.size() > 1 && l.threads > 0
                                   ? fmt::format(" ({} thread{})", l.threads, l.threads == 1 ? "" : "s")
                                   : std::string()),

@@ -61,6 +61,12 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
       {"R_us", [](const M& m) { return float_cell(m.bounds.R, 1); }},
       {"M_us", [](const M& m) { return float_cell(m.bounds.M, 1); }},
       {"replay_us", [](const M& m) { return float_cell(m.bounds.replay, 1); }},
+      // E, the composed estimate (never a bound), and the share of the weights it takes from memory.
+      {"E_us", [](const M& m) { return float_cell(m.bounds.E, 1); }},
+      {"E_memory_share",
+       [](const M& m) {
+         return m.bounds.E ? float_cell(m.bounds.E_memory_share, 2) : output::missing_cell();
+       }},
       // The high ends of the bootstrap intervals (confidence_intervals; the low end is the bound).
       {"S_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.S_ci), 1); }},
       {"P_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.P_ci), 1); }},
@@ -76,6 +82,8 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
       {"S_over_R", [](const M& m) { return float_cell(ratio(m.bounds.S, m.bounds.R), 2); }},
       {"M_over_S", [](const M& m) { return float_cell(ratio(m.bounds.M, m.bounds.S), 2); }},
       {"replay_over_S", [](const M& m) { return float_cell(ratio(m.bounds.replay, m.bounds.S), 2); }},
+      {"E_over_S", [](const M& m) { return float_cell(ratio(m.bounds.E, m.bounds.S), 2); }},
+      {"replay_over_E", [](const M& m) { return float_cell(ratio(m.bounds.replay, m.bounds.E), 3); }},
       {"measured_share", [](const M& m) { return float_cell(m.bounds.measured_fraction, 3); }},
       {"layers", [](const M& m) { return int_cell(static_cast<int64_t>(m.bounds.layers.size())); }},
       {"roofline_layers", [](const M& m) { return int_cell(m.bounds.roofline_layers); }},
@@ -117,6 +125,8 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"heuristic_us", [opt](const L& r) { return opt(r.layer->heuristic_us); }},
       {"roofline_us", [opt](const L& r) { return opt(r.layer->roofline_us); }},
       {"conversion_us", [](const L& r) { return float_cell(r.layer->conversion_us, 2); }},
+      // Its share of E: t(v) in the cache state the graph leaves it in.
+      {"e_us", [opt](const L& r) { return opt(r.layer->e_us); }},
       // Its candidates (passed and raced out) and the runner-up, the second-fastest passed case.
       {"candidates", [](const L& r) { return int_cell(r.layer->candidates); }},
       {"raced_out", [](const L& r) { return int_cell(r.layer->raced_out); }},
@@ -430,9 +440,10 @@ std::string format_table_text(const Report& r, bool layers, size_t top_findings)
   out += output::render_table(summary, r.models);
   out +=
       "\nS sequential, S_vendor S over vendor libraries only (without Floorline's own kernels), P critical "
-      "path, H library defaults, F fused, R roofline, M framework, replay: the "
-      "best "
-      "cases run as the graph (all µs); measured_share: share of S from measured cases; *_ci_hi: high end of "
+      "path, H library defaults, F fused, R roofline, M framework, replay: the best cases run as the graph, "
+      "E: the composed estimate, each layer's case timed with its weights from the last-level cache and "
+      "from memory, E_memory_share of them from memory (an estimate, never a bound) (all µs); "
+      "measured_share: share of S from measured cases; *_ci_hi: high end of "
       "the 95% bootstrap interval of S, P, F over the cases' repetitions (the low end is the bound itself)\n";
   out += throughput_section(r);
   out += decoder_section(r);

@@ -105,12 +105,6 @@ ValiditySummary validity_summary(const Report& r) {
 
 namespace {
 
-std::string us_text(double us) {
-  if (us >= 1e6) return fmt::format("{:.2f} s", us / 1e6);
-  if (us >= 1e3) return fmt::format("{:.2f} ms", us / 1e3);
-  return fmt::format("{:.1f} µs", us);
-}
-
 std::string best_libraries(const ViolatingNode& n) {
   std::vector<std::string> seen;
   for (const auto& c : n.best_cases)

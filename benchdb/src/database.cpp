@@ -276,7 +276,12 @@ Result<Database> Database::open(const std::filesystem::path& path, const OpenOpt
   Impl& d = *db.impl_;
   d.path = p;
   d.read_only = options.read_only;
-  const int flags = options.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  // A reader opens read-write all the same (without SQLITE_OPEN_CREATE), and query_only below keeps
+  // it from writing: SQLite lets only a connection that may write remove a WAL database's -wal and
+  // -shm files when it closes last, so a SQLITE_OPEN_READONLY reader left them beside every file it
+  // read (each input of `floorline db merge`). A file this user may not write is opened read-only
+  // by SQLite itself.
+  const int flags = options.read_only ? SQLITE_OPEN_READWRITE : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   FL_ASSIGN_OR_RETURN(d.conn, sql::Connection::open(p, flags));
   FL_TRY(d.conn.exec(fmt::format("PRAGMA busy_timeout = {}", options.busy_timeout_ms)));
   FL_TRY(d.conn.exec("PRAGMA foreign_keys = ON"));
@@ -312,6 +317,13 @@ Result<Database> Database::open(const std::filesystem::path& path, const OpenOpt
           "any command that writes to it)",
           p, version, kSchemaVersion, p);
     FL_TRY(d.conn.exec("PRAGMA query_only = ON"));
+    // No statement may set a pragma from here on (query_only = OFF would make the reader a writer).
+    sqlite3_set_authorizer(
+        d.conn.handle(),
+        [](void*, int action, const char*, const char* value, const char*, const char*) {
+          return action == SQLITE_PRAGMA && value ? SQLITE_DENY : SQLITE_OK;
+        },
+        nullptr);
     return db;
   }
   // WAL: readers never block the writer; synchronous=FULL: a committed batch survives power loss.
@@ -641,6 +653,21 @@ Status Database::upsert_system_peak(const SystemPeakRow& row) {
       "WHERE excluded.measured_at >= system_peaks.measured_at");
   FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
   FL_TRY(impl_->bind_all(*s, row_values(system_peaks_table(), row)));
+  return s->run();
+}
+
+Status Database::upsert_cache_time(const CacheTimeRow& row) {
+  if (impl_->version < 10)
+    return make_error("{}: schema {} has no cache_times table", impl_->path, impl_->version);
+  static const std::string ins = insert_sql(
+      cache_times_table(),
+      "ON CONFLICT (system_id, case_id, state) DO UPDATE SET median_us = excluded.median_us, "
+      "min_us = excluded.min_us, samples = excluded.samples, flush_bytes = excluded.flush_bytes, "
+      "measured_at = excluded.measured_at WHERE excluded.measured_at > cache_times.measured_at OR "
+      "(excluded.measured_at = cache_times.measured_at AND (excluded.min_us, excluded.median_us) IS NOT "
+      "(cache_times.min_us, cache_times.median_us))");
+  FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
+  FL_TRY(impl_->bind_all(*s, row_values(cache_times_table(), row)));
   return s->run();
 }
 

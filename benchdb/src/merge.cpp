@@ -32,6 +32,7 @@ class Merger {
     FL_TRY(replays());
     FL_TRY(system_peaks());
     FL_TRY(framework_layer_times());
+    FL_TRY(cache_times());
     // Derived data: recomputed over the merged measurements.
     FL_TRY(o_.conn.exec("DELETE FROM best_measurements"));
     FL_TRY(o_.conn.exec(kRebuildBest));
@@ -249,6 +250,23 @@ class Merger {
     return for_each_row<SystemPeakRow>(in_, system_peaks_table(), "", {}, [&](SystemPeakRow& p) -> Status {
       p.system_id = system_.at(p.system_id);
       return out_.upsert_system_peak(p);
+    });
+  }
+
+  // (v10) A case's cache-state times, in the output's ids; a row whose system or case the input
+  // does not have is not merged.
+  Status cache_times() {
+    FL_ASSIGN_OR_RETURN(const bool has, in_has("cache_times"));
+    if (!has) return {};
+    return for_each_row<CacheTimeRow>(in_, cache_times_table(), "", {}, [&](CacheTimeRow& r) -> Status {
+      const auto sys = system_.find(r.system_id);
+      const auto c = case_.find(r.case_id);
+      if (sys == system_.end() || c == case_.end()) return {};
+      r.system_id = sys->second;
+      r.case_id = c->second;
+      FL_TRY(out_.upsert_cache_time(r));
+      summary.cache_times_changed += o_.conn.changes();
+      return {};
     });
   }
 

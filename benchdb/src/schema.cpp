@@ -364,6 +364,28 @@ const TableDef<FrameworkLayerTimeRow>& framework_layer_times_table() {
   return t;
 }
 
+const TableDef<CacheTimeRow>& cache_times_table() {
+  static const TableDef<CacheTimeRow> t = [] {
+    using R = CacheTimeRow;
+    TableDef<R> d;
+    d.name = "cache_times";
+    d.since = 10;
+    d.columns = {
+        col("system_id", &R::system_id, "REFERENCES systems (id)", 10),
+        col("case_id", &R::case_id, "REFERENCES cases (id)", 10),
+        col("state", &R::state, "CHECK (state IN ('memory', 'llc'))", 10),
+        col("median_us", &R::median_us, "CHECK (median_us > 0)", 10),
+        col("min_us", &R::min_us, "CHECK (min_us > 0)", 10),
+        col("samples", &R::samples, "CHECK (samples > 0)", 10),
+        col("flush_bytes", &R::flush_bytes, "", 10),
+        col("measured_at", &R::measured_at, "", 10),
+    };
+    d.constraints = {"UNIQUE (system_id, case_id, state)"};
+    return d;
+  }();
+  return t;
+}
+
 // Identity columns from this version on join the fingerprint's text only where set (schema.hpp).
 constexpr int kFingerprintAddsWhenSet = 9;
 
@@ -495,6 +517,7 @@ const std::vector<TableSchema>& all_tables() {
       erase(system_peaks_table()),
       erase(replays_table()),
       erase(framework_layer_times_table()),
+      erase(cache_times_table()),
   };
   return tables;
 }

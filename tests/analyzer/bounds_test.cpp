@@ -13,7 +13,7 @@
 namespace floorline::analyzer {
 namespace {
 
-mp::ModelIR process(const std::string& graph, const std::string& name) {
+mp::ModelIR process_graph(const std::string& graph, const std::string& name) {
   auto r = mp::process_model_text("<ir_version: 8, opset_import: [\"\" : 17]>\n" + graph, name, {});
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   return r.ok() ? r->front() : mp::ModelIR{};
@@ -64,7 +64,7 @@ CaseTime case_time(double us, const std::string& name) {
 }
 
 // x → a = Relu → {b = Sigmoid, c = Tanh} → y = Add
-constexpr const char* kDiamond = R"(
+constexpr const char* kBoundsDiamond = R"(
 diamond (float[1,2000] x) => (float y) {
   a = Relu (x)
   b = Sigmoid (a)
@@ -73,7 +73,7 @@ diamond (float[1,2000] x) => (float y) {
 })";
 
 TEST(CriticalPath, DiamondTakesTheSlowerBranchAndCountsTheSink) {
-  const auto m = process(kDiamond, "diamond");
+  const auto m = process_graph(kBoundsDiamond, "diamond");
   // A sink heavier than everything else: a path that left it out would be 30.
   const auto heavy = critical_path(m, costed(m, {{"a", 10}, {"b", 20}, {"c", 5}, {"y", 100}}));
   EXPECT_DOUBLE_EQ(heavy.us, 130);
@@ -85,7 +85,7 @@ TEST(CriticalPath, DiamondTakesTheSlowerBranchAndCountsTheSink) {
 }
 
 TEST(CriticalPath, ViewLayersAreOnThePathAtNoCostAndBranchesLeaveFromTheirFork) {
-  const auto m = process(R"(
+  const auto m = process_graph(R"(
 parallel (float[1,3000] x) => (float y1, float y2, float y3) {
   y1 = Relu (x)
   b = Sigmoid (x)
@@ -94,7 +94,7 @@ parallel (float[1,3000] x) => (float y1, float y2, float y3) {
   y2 = Tanh (r)
   y3 = Abs (b)
 })",
-                         "parallel");
+                               "parallel");
   const auto layers = costed(m, {{"y1", 10}, {"b", 20}, {"y2", 5}, {"y3", 4}});
   const auto path = critical_path(m, layers);
   EXPECT_DOUBLE_EQ(path.us, 25);  // Sigmoid → (Reshape, free) → Tanh
@@ -116,7 +116,7 @@ TEST(CriticalPath, EmptyModelHasNoPath) {
 }
 
 TEST(SumBounds, SequentialHeuristicAndRoofline) {
-  const auto m = process(kDiamond, "diamond");
+  const auto m = process_graph(kBoundsDiamond, "diamond");
   auto layers = costed(m, {{"a", 10}, {"b", 20}, {"c", 5}, {"y", 7}});
   EXPECT_DOUBLE_EQ(sequential_bound(layers), 42);
   layers[0].heuristic_us = 15;  // the library default of Relu is slower; the others did not pass
@@ -130,7 +130,7 @@ TEST(SumBounds, SequentialHeuristicAndRoofline) {
 }
 
 // c = Conv 3x3 → y1 = Relu; d = Conv 1x1 → y2 = BatchNormalization.
-constexpr const char* kConvs = R"(
+constexpr const char* kBoundsConvs = R"(
 convs (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2, float[4] s, float[4] b, float[4] m, float[4] v)
     => (float y1, float y2) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w)
@@ -140,7 +140,7 @@ convs (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2, float[4] s, float[
 })";
 
 TEST(FusedBound, ReplacesConvReluByItsFusedCaseAndFoldsBatchNormalization) {
-  const auto m = process(kConvs, "convs");
+  const auto m = process_graph(kBoundsConvs, "convs");
   const auto layers = costed(m, {{"c", 100}, {"y1", 10}, {"d", 50}, {"y2", 8}});
   CostTable costs;
   costs.best[{writer(m, "c").key, "f32", "fp32", "Relu"}] = case_time(104, "fused");
@@ -160,7 +160,7 @@ TEST(FusedBound, ReplacesConvReluByItsFusedCaseAndFoldsBatchNormalization) {
 }
 
 TEST(FusedBound, NoFusedCaseASlowerOneOrAnUntimedLayerLeaveS) {
-  const auto m = process(kConvs, "convs");
+  const auto m = process_graph(kBoundsConvs, "convs");
   CostTable costs;
   costs.best[{writer(m, "c").key, "f32", "fp32", "Relu"}] = case_time(111, "fused");  // slower than 110
   auto layers = costed(m, {{"c", 100}, {"y1", 10}, {"d", 50}});  // BatchNormalization untimed
@@ -178,7 +178,7 @@ TEST(FusedBound, NoFusedCaseASlowerOneOrAnUntimedLayerLeaveS) {
 // c's fused Conv+Relu case adds to c: 104 − 100 = 4 instead of its own 10; the BatchNormalization
 // after d is no activation and keeps its time (F folds it). F then finds no saving left in c+y1.
 TEST(ActivationEpilogue, SCountsAnActivationAtWhatTheFusedCaseAddsToItsProducer) {
-  const auto m = process(kConvs, "convs");
+  const auto m = process_graph(kBoundsConvs, "convs");
   CostTable costs;
   auto unfused = [&](const char* out, double us) {
     costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(us, std::string("best:") + out);
@@ -232,14 +232,14 @@ TEST(ActivationEpilogue, SCountsAnActivationAtWhatTheFusedCaseAddsToItsProducer)
 // A Swish is two layers (Sigmoid, Mul): S counts the pair at what the fused Conv+Swish case adds to
 // the conv, on the Sigmoid, and the Mul at 0.
 TEST(ActivationEpilogue, ASwishCostsWhatItsFusedCaseAddsOverBothItsLayers) {
-  const auto m = process(R"(
+  const auto m = process_graph(R"(
 silu (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w)
   s = Sigmoid (c)
   y = Mul (c, s)
 }
 )",
-                         "silu");
+                               "silu");
   CostTable costs;
   for (auto [out, us] : {std::pair{"c", 100.0}, {"s", 12.0}, {"y", 9.0}})
     costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(us, std::string("best:") + out);
@@ -268,14 +268,14 @@ silu (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
 // ONNX Runtime's fused Conv with Sum and Relu): the chain costs its fused case, the Add carries what
 // it adds over the conv, the Relu costs 0, and F has nothing left to fuse there.
 TEST(Epilogue, AResidualAddAndItsActivationCostTheFusedCase) {
-  const auto m = process(R"(
+  const auto m = process_graph(R"(
 res (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
   c = Conv <pads = [1, 1, 1, 1]> (x, w)
   s = Sigmoid (x)
   r = Add (c, s)
   y = Relu (r)
 })",
-                         "res");
+                               "res");
   CostTable costs;
   for (const char* out : {"c", "s", "r", "y"})
     costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(20, std::string("best:") + out);
@@ -307,7 +307,7 @@ res (float[1,4,8,8] x, float[4,4,3,3] w, float[4,4,1,1] w2) => (float y) {
 
 // Two convolutions feed one Add: S takes the chain of the larger saving, each layer in one chain.
 TEST(Epilogue, TwoConvolutionsOfOneAddTakeTheLargerSavingOnce) {
-  const auto m = process(kTwoConvsOneAdd, "res");
+  const auto m = process_graph(kTwoConvsOneAdd, "res");
   CostTable costs;
   const std::map<std::string, double> own = {{"c2", 100}, {"c3", 60}, {"r", 10}, {"y", 5}};
   for (const auto& [out, us] : own) costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(us, out);
@@ -324,7 +324,7 @@ TEST(Epilogue, TwoConvolutionsOfOneAddTakeTheLargerSavingOnce) {
 
 TEST(FusedBound, LargestSavingFirstAndEachLayerFusedOnce) {
   // Both convs can absorb the same Add+Relu.
-  const auto m = process(kTwoConvsOneAdd, "res");
+  const auto m = process_graph(kTwoConvsOneAdd, "res");
   const auto layers = costed(m, {{"c2", 100}, {"c3", 60}, {"r", 10}, {"y", 5}});
   CostTable costs;
   costs.best[{writer(m, "c2").key, "f32", "fp32", "Add+Relu"}] = case_time(101, "c2 fused");  // saves 14
@@ -337,7 +337,7 @@ TEST(FusedBound, LargestSavingFirstAndEachLayerFusedOnce) {
 }
 
 TEST(ReducedPrecision, TakesTheModesTimeWhereMeasuredAndKeepsTheRest) {
-  const auto m = process(kDiamond, "diamond");
+  const auto m = process_graph(kBoundsDiamond, "diamond");
   const auto layers = costed(m, {{"a", 10}, {"b", 20}, {"c", 5}, {"y", 7}});
   CostTable costs;
   costs.modes = {{"f32", "fp32"}, {"bf16", "bf16"}};
@@ -410,7 +410,7 @@ TEST(Replay, ThisSystemsRowWithItsConversions) {
 }
 
 TEST(LayerCosts, MeasuredThenRooflineThenNoneAndPredsThroughViews) {
-  const auto m = process(R"(
+  const auto m = process_graph(R"(
 chain (float[1,1000] x) => (float y) {
   a = Relu (x)
   shape = Constant <value = int64[2] {1000, 1}> ()
@@ -418,7 +418,7 @@ chain (float[1,1000] x) => (float y) {
   b = Sigmoid (r)
   y = Tanh (b)
 })",
-                         "chain");
+                               "chain");
   CostTable costs;
   costs.best[{writer(m, "a").key, "f32", "fp32", ""}] = case_time(10, "relu best");
   costs.heuristic[{writer(m, "a").key, "f32", "fp32", ""}] = case_time(15, "relu default");
@@ -447,13 +447,13 @@ chain (float[1,1000] x) => (float y) {
 //   y  ours only (floorline) 3 µs                               S 3,  S_vendor 8 (roofline, flagged)
 // S = 17, S_vendor = 25, one layer costed by roofline in S_vendor.
 TEST(SumBounds, VendorBoundLeavesOurKernelsOut) {
-  const auto m = process(R"(
+  const auto m = process_graph(R"(
 g (float[1,1000] x) => (float y) {
   a = Relu (x)
   b = Softmax <axis = -1> (a)
   y = Tanh (b)
 })",
-                         "g");
+                               "g");
   auto timed = [](double us, const std::string& backend, const std::string& algorithm,
                   const std::string& key) {
     CaseTime t;

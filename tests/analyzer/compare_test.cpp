@@ -17,7 +17,7 @@ namespace floorline::analyzer {
 namespace {
 
 // x → Relu → Sigmoid → Tanh: three configs of three kinds.
-constexpr const char* kChain = R"onnx(
+constexpr const char* kCompareChain = R"onnx(
 <ir_version: 8, opset_import: ["" : 17]>
 compare_chain (float[1,4096] x) => (float y) {
   a = Relu (x)
@@ -30,7 +30,8 @@ using recorded::check;
 using recorded::value;
 
 struct CompareDb : recorded::RecordedDb {
-  explicit CompareDb(const std::string& name) : RecordedDb("compare_" + name, kChain, "compare_chain") {}
+  explicit CompareDb(const std::string& name)
+      : RecordedDb("compare_" + name, kCompareChain, "compare_chain") {}
 };
 
 // Host A: Relu 10, Sigmoid 20, Tanh 40 (S 70); host B: Relu 5, Sigmoid 20, Tanh 10 (S 35).

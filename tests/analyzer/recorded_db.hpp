@@ -86,6 +86,25 @@ struct RecordedDb {
     check(w.add(std::move(m)));
     check(w.flush());
   }
+  // The time of `op`'s default case on `system` in a cache state ("memory", "llc"), with the bytes
+  // its flush wrote (benchdb cache_times).
+  void cache(int64_t system, const std::string& op, const std::string& state, double us,
+             int64_t flush_bytes) {
+    auto q = value(db->query(
+        "SELECT c.id FROM cases c JOIN layer_configs lc ON lc.id = c.config_id WHERE lc.key = ?1 AND "
+        "c.algorithm = 'eltwise:jit'",
+        {key_of.at(op)}));
+    benchdb::CacheTimeRow row;
+    row.system_id = system;
+    row.case_id = std::get<int64_t>(q.rows.at(0).at(0));
+    row.state = state;
+    row.median_us = us * 1.1;
+    row.min_us = us;
+    row.samples = 5;
+    row.flush_bytes = flush_bytes;
+    row.measured_at = "2026-11-28T00:00:00Z";
+    check(db->upsert_cache_time(row));
+  }
   // ONNX Runtime's latency of the model at its batch and `threads` intra-op threads, on `device`
   // ("cpu:MODEL", or "cpu" for a row of unknown host).
   void runtime(const std::string& device, int64_t threads, double us) {

@@ -19,7 +19,7 @@ namespace floorline::analyzer {
 namespace {
 
 // x → Relu → Sigmoid → Tanh: three configs.
-constexpr const char* kChain = R"onnx(
+constexpr const char* kBudgetChain = R"onnx(
 <ir_version: 8, opset_import: ["" : 17]>
 budget_chain (float[1,4096] x) => (float y) {
   a = Relu (x)
@@ -31,7 +31,7 @@ budget_chain (float[1,4096] x) => (float y) {
 using recorded::value;
 
 struct BudgetDb : recorded::RecordedDb {
-  explicit BudgetDb(int64_t batch = 1) : RecordedDb("budget", kChain, "budget_chain", batch) {}
+  explicit BudgetDb(int64_t batch = 1) : RecordedDb("budget", kBudgetChain, "budget_chain", batch) {}
   int64_t system(int64_t threads, const std::string& cpu = "Test CPU") {
     return RecordedDb::system(cpu, threads);
   }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -25,6 +26,24 @@ OpenOptions read_only() {
   OpenOptions o;
   o.read_only = true;
   return o;
+}
+
+TEST(ReadOnlyOpen, AReaderLeavesNoWalOrShmFileAndCannotTurnItselfIntoAWriter) {
+  TempDir dir;
+  const std::string path = dir.file("r.db");
+  { auto db = must(Database::open(path)); }
+  ASSERT_FALSE(std::filesystem::exists(path + "-wal"));
+  {
+    auto db = must(Database::open(path, read_only()));
+    EXPECT_EQ(std::get<int64_t>(must(db.query("SELECT count(*) FROM systems")).rows[0][0]), 0);
+    auto off = db.query("PRAGMA query_only = OFF");
+    ASSERT_FALSE(off.ok());
+    EXPECT_NE(off.error().message.find("not authorized"), std::string::npos) << off.error().message;
+    EXPECT_FALSE(db.query("DELETE FROM systems").ok());
+  }
+  // What `floorline db merge` does to each input: nothing beside the file afterwards.
+  EXPECT_FALSE(std::filesystem::exists(path + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(path + "-shm"));
 }
 
 TEST(ReadOnlyOpen, AMissingFileIsNoSuchDatabaseAndIsNotCreated) {

@@ -45,6 +45,16 @@ void make_machine_db(const std::string& path, const std::string& system, int con
   f.median_us = 1000 * base_us;
   f.measured_at = started_at;
   if (auto r = db.upsert_framework_latency(f); !r) ADD_FAILURE() << r.error().message;
+  // The first case's time with its weights from memory (v10).
+  CacheTimeRow c;
+  c.system_id = run.system_id;
+  c.case_id = cases[0];
+  c.state = "memory";
+  c.median_us = c.min_us = 2 * base_us;
+  c.samples = 5;
+  c.flush_bytes = 1 << 26;
+  c.measured_at = started_at;
+  if (auto st = db.upsert_cache_time(c); !st) ADD_FAILURE() << st.error().message;
 }
 
 TEST(Merge, IdempotentAndCommutative) {
@@ -81,6 +91,15 @@ TEST(Merge, IdempotentAndCommutative) {
   for (size_t i = 0; i < best_ab.rows.size(); ++i)
     for (size_t k = 0; k < 3; ++k) EXPECT_EQ(value_text(best_ab.rows[i][k]), value_text(best_ba.rows[i][k]));
   EXPECT_EQ(must(ab.count("framework_latencies")), 2);
+  // The cache times come along, on their own systems and cases, once.
+  EXPECT_EQ(s1.cache_times_changed, 1);
+  EXPECT_EQ(again.cache_times_changed, 0);
+  EXPECT_EQ(
+      scalar(ab,
+             "SELECT count(*) FROM cache_times t JOIN systems s ON s.id = t.system_id JOIN measurements m "
+             "ON m.case_id = t.case_id AND m.system_id = t.system_id WHERE t.min_us = 2 * m.median_us"),
+      2);
+  EXPECT_EQ(must(ba.count("cache_times")), 2);
   EXPECT_FALSE(merge_into(ab, dir.file("ab.db")).ok());  // into itself
 }
 

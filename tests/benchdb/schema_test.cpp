@@ -81,11 +81,12 @@ TEST(Schema, NewFileHasCurrentSchemaAndTablesFollowTheFieldLists) {
   expect_columns_match(db, system_peaks_table());
   expect_columns_match(db, replays_table());
   expect_columns_match(db, framework_layer_times_table());
+  expect_columns_match(db, cache_times_table());
   // Every table is STRICT.
   auto strict =
       must(db.query("SELECT name, strict FROM pragma_table_list WHERE schema = 'main' "
                     "AND type = 'table' AND name NOT LIKE 'sqlite_%'"));
-  EXPECT_EQ(strict.rows.size(), 12u);  // schema 6 adds framework_layer_times
+  EXPECT_EQ(strict.rows.size(), 13u);  // schema 6 adds framework_layer_times, 10 cache_times
   for (const auto& row : strict.rows) EXPECT_EQ(std::get<int64_t>(row[1]), 1) << value_text(row[0]);
   for (const char* view : {"current_measurements", "best_cases", "default_cases", "unique_configs",
                            "model_layer_times", "run_summary"}) {

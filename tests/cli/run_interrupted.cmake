@@ -4,7 +4,7 @@ file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(OUT ${WORK_DIR}/out)
 set(DB ${OUT}/floorline.db)
-set(MODELS ${SOURCE_DIR}/models/zoo/resnet18.onnx ${SOURCE_DIR}/models/zoo/googlenet.onnx)
+set(MODELS ${SOURCE_DIR}/models/zoo/resnet18.onnx ${SOURCE_DIR}/models/zoo/squeezenet1_1.onnx)
 # Enough work that the kill lands during the benchmarks: calibration takes a few seconds, the
 # cases far longer. Resume is what is checked: no reference runtime, and no re-timing after the
 # replay (--retime-below 0), which measures chosen cases a second time by design (replay.hpp) and

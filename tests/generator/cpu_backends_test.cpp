@@ -4,6 +4,7 @@
 // registry's plugin and checked against the plain reference, their plans, and the system row they
 // share with oneDNN.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -402,7 +403,8 @@ TEST(CpuBackends, ShareOneSystemRowWithEveryLibraryVersion) {
   for (const auto& c : full.cases)
     if (c.spec.problem.kind == LayerKind::kGemm && !c.status && c.work.is_default) plan.cases.push_back(c);
   ASSERT_EQ(plan.cases.size(), 3u);
-  const auto path = std::filesystem::temp_directory_path() / "floorline_cpu_backends_test.db";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("floorline_cpu_backends_" + std::to_string(::getpid()) + ".db");
   std::filesystem::remove(path);
   auto db = benchdb::Database::open(path.string());
   ASSERT_TRUE(db.ok()) << db.error().message;
@@ -431,6 +433,7 @@ TEST(CpuBackends, ShareOneSystemRowWithEveryLibraryVersion) {
   auto best = db->query("SELECT count(*) FROM best_measurements");
   ASSERT_TRUE(best.ok());
   EXPECT_EQ(std::get<int64_t>(best->rows.at(0).at(0)), 1);
+  { const benchdb::Database closed = std::move(*db); }  // closed first, so SQLite removes -wal and -shm
   std::filesystem::remove(path);
 }
 

@@ -42,7 +42,7 @@ class OnednnThreads {
   int saved_;
 };
 
-bool split_case(const PlannedCase& c) {
+bool split_convolution(const PlannedCase& c) {
   return c.spec.variant.algorithm.rfind("convolution_direct_split", 0) == 0;
 }
 
@@ -144,7 +144,7 @@ g (float[1,16,14,14] x, float[48,16,3,3] w, float[48] b, float[3,8,9,9] u, float
     const OnednnThreads one(1);
     const Plan plan = make_plan(*m, {find_backend("onednn")}, PlanOptions{});
     for (const auto& c : plan.cases) {
-      if (c.status || !split_case(c) || !c.spec.feeds.empty()) continue;
+      if (c.status || !split_convolution(c) || !c.spec.feeds.empty()) continue;
       EXPECT_EQ(c.spec.problem.int_attr("group"), 1) << c.spec.name << ": a grouped convolution is not cut";
       configs.insert(c.spec.problem.key + "|" + c.spec.variant.fusion);
       auto k = kernels::make_onednn_kernel(c.spec);
@@ -166,7 +166,7 @@ g (float[1,16,14,14] x, float[48,16,3,3] w, float[48] b, float[3,8,9,9] u, float
     const Plan plan = make_plan(*m, {find_backend("onednn")}, PlanOptions{});
     std::set<std::string> verified;
     for (const auto& c : plan.cases) {
-      if (c.status || !split_case(c) || !c.spec.feeds.empty()) continue;
+      if (c.status || !split_convolution(c) || !c.spec.feeds.empty()) continue;
       auto k = kernels::make_onednn_kernel(c.spec);
       ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
       const Status v = (*k)->verify();
@@ -372,6 +372,38 @@ TEST(ProblemGeometry, WeightsAreFilledOnTheirFanInScale) {
   add.inputs = {{"a", {4, 4}}, {"b", {4, 4}}};
   add.outputs = {{"y", {4, 4}}};
   EXPECT_EQ(kernels::fill_half_width(add, 1), 1.f);
+}
+
+// The operands the cache stage leaves cold (generator/cache_state.hpp): a layer's parameters.
+TEST(ProblemGeometry, WeightOperandsAreTheLayersParameters) {
+  kernels::Problem p;
+  p.kind = LayerKind::kConv;
+  p.inputs = {{"x", {1, 8, 4, 4}}, {"w", {8, 8, 3, 3}}, {"bias", {8}}};
+  EXPECT_FALSE(kernels::weight_operand(p, 0));
+  EXPECT_TRUE(kernels::weight_operand(p, 1));
+  EXPECT_TRUE(kernels::weight_operand(p, 2));
+  EXPECT_FALSE(kernels::weight_operand(p, 3));  // no such input
+  p.kind = LayerKind::kGemm;
+  p.inputs = {{"a", {1, 512}}, {"b", {1000, 512}}, {"c", {1000}}};
+  EXPECT_FALSE(kernels::weight_operand(p, 0));
+  EXPECT_TRUE(kernels::weight_operand(p, 1));
+  EXPECT_TRUE(kernels::weight_operand(p, 2));
+  p.kind = LayerKind::kMatMul;  // a linear layer's 2-D B; attention's batched B is an activation
+  p.inputs = {{"a", {1, 197, 768}}, {"b", {768, 3072}}};
+  EXPECT_TRUE(kernels::weight_operand(p, 1));
+  p.inputs = {{"a", {12, 197, 64}}, {"b", {12, 64, 197}}};
+  EXPECT_FALSE(kernels::weight_operand(p, 1));
+  p.kind = LayerKind::kBatchNormalization;
+  p.inputs = {{"x", {1, 8, 4, 4}}, {"scale", {8}}, {"b", {8}}, {"input_mean", {8}}, {"input_var", {8}}};
+  for (size_t k = 1; k < 5; ++k) EXPECT_TRUE(kernels::weight_operand(p, k)) << k;
+  p.kind = LayerKind::kLSTM;
+  p.inputs = {
+      {"x", {5, 1, 16}}, {"w", {1, 64, 16}}, {"r", {1, 64, 16}}, {"b", {1, 128}}, {"initial_h", {1, 1, 16}}};
+  EXPECT_TRUE(kernels::weight_operand(p, 3));
+  EXPECT_FALSE(kernels::weight_operand(p, 4));  // a state, not a parameter
+  p.kind = LayerKind::kAdd;                     // both operands activations
+  p.inputs = {{"x0", {4, 4}}, {"x1", {4, 4}}};
+  EXPECT_FALSE(kernels::weight_operand(p, 1));
 }
 
 TEST(Reference, MatchesHandComputedValues) {

@@ -2,11 +2,15 @@
 // repetitions, the sentinel's slowdown detection, and the runner re-measuring a slowed period.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
 #include "floorline/benchdb/database.hpp"
+#include "floorline/generator/cache_state.hpp"
 #include "floorline/generator/measurement.hpp"
 #include "floorline/generator/runner.hpp"
 #include "kinds_model.hpp"
@@ -180,6 +184,107 @@ TEST(Measurement, TheRunnerTimesTheCasesOfASlowedPeriodAgain) {
               5);
     // Every repetition held at least min_iterations calls.
     EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE iterations < repetitions * 2"), 0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A linear layer (x[1, 2048] · W[2048, N]) whose weights exceed L2 but fit in the last-level
+// cache (a quarter of it, at least 4 × L2, at most 64 MiB): warm, its weights stay in the
+// last-level cache between calls; flushed past it (memory), they come from DRAM and the call is
+// slower; flushed past L2 only (llc), they come from the last-level cache. The cold calls change
+// nothing the case computes (it verifies afterwards).
+std::string linear_model(int64_t n) {
+  return fmt::format(R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+linear (float[1,2048] x, float[2048,{}] w) => (float[1,{}] y) {{
+  y = MatMul (x, w)
+}}
+)onnx",
+                     n, n);
+}
+
+int64_t linear_columns() {
+  const CacheSizes c = cache_sizes();
+  const int64_t bytes = std::clamp(c.llc / 4, 4 * c.l2, int64_t{64} << 20);
+  return std::max<int64_t>(16, bytes / (2048 * 4) / 16 * 16);
+}
+
+TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame) {
+  auto models = mp::process_model_text(linear_model(linear_columns()), "linear.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const Backend* onednn = find_backend("onednn");
+  ASSERT_NE(onednn, nullptr);
+  PlanOptions po;
+  po.max_impls = 1;
+  po.conversions = false;
+  const Plan plan = make_plan(*models, {onednn}, po);
+  const PlannedCase* c = nullptr;
+  for (const auto& p : plan.cases)
+    if (!p.status && p.work.is_default && p.spec.problem.kind == LayerKind::kMatMul) c = &p;
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(kernels::weight_operand(c->spec.problem, 1));  // the 2-D B
+  EXPECT_FALSE(kernels::weight_operand(c->spec.problem, 0));
+  onednn->set_threads(1);
+  auto kernel = onednn->factory()(c->spec);
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message;
+  // Warm: the lowest of 20 calls after a warm-up; cold: the lowest of 9, each after a flush.
+  kernels::warm_up(**kernel, 0.01);
+  double warm = 1e30;
+  for (int i = 0; i < 20; ++i) warm = std::min(warm, (*kernel)->timed_run() * 1e6);
+  CacheFlusher memory(CacheState::kMemory, 1), llc(CacheState::kLlc, 1);
+  EXPECT_EQ(memory.bytes(), 2 * cache_sizes().llc);
+  EXPECT_EQ(llc.bytes(), 2 * cache_sizes().l2);
+  const CacheTiming cold = time_in_cache_state(**kernel, c->spec.problem, memory, 9);
+  const CacheTiming from_llc = time_in_cache_state(**kernel, c->spec.problem, llc, 9);
+  EXPECT_EQ(cold.samples, 9);
+  EXPECT_LE(cold.min_us, cold.median_us);
+  EXPECT_EQ(cold.flush_bytes, memory.bytes());
+  std::printf("linear layer, %.1f MB of weights: warm %.1f µs, from the LLC %.1f µs, from memory %.1f µs\n",
+              static_cast<double>(2048 * linear_columns() * 4) / 1e6, warm, from_llc.min_us, cold.min_us);
+  EXPECT_GT(cold.min_us, 1.15 * warm) << "warm " << warm << " µs, from memory " << cold.min_us << " µs";
+  EXPECT_GT(cold.min_us, from_llc.min_us) << "from the LLC " << from_llc.min_us << " µs";
+  const Status v = (*kernel)->verify();
+  EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
+}
+
+// The stage of `floorline run`: the best case of each config timed in both states and stored
+// against its system; a second call finds them and times nothing.
+TEST(CacheState, TheStageStoresEachBestCaseInBothStatesOnceAndResumes) {
+  const auto dir = std::filesystem::temp_directory_path() / ("floorline_cache_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto models = mp::process_model_text(linear_model(64), "linear.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  PlanOptions po;
+  po.max_impls = 2;
+  po.conversions = false;
+  const Plan plan = make_plan(*models, backends, po);
+  {
+    auto db = benchdb::Database::open((dir / "c.db").string());
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    RunOptions ro;
+    ro.min_time = 0.0005;
+    ro.warmup_seconds = 0.0005;
+    ro.calibrate = false;
+    auto run = run_plan(&*db, *models, plan, backends, ro);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    ASSERT_GE(run->passed, 1);
+    CacheStageOptions o;
+    o.samples = 3;
+    auto first = time_cache_states(*db, plan, backends, run->system_id, DType::kF32, o);
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    EXPECT_EQ(first->cases, 1);  // the MatMul's best case (no fused variant passed)
+    EXPECT_EQ(first->timed, 1);
+    EXPECT_EQ(first->failed, 0);
+    EXPECT_EQ(scalar(*db,
+                     "SELECT count(*) FROM cache_times t JOIN best_measurements b ON b.case_id = t.case_id "
+                     "AND b.system_id = t.system_id WHERE t.samples = 3 AND t.min_us <= t.median_us"),
+              2);
+    EXPECT_EQ(scalar(*db, "SELECT count(DISTINCT state) FROM cache_times"), 2);
+    auto again = time_cache_states(*db, plan, backends, run->system_id, DType::kF32, o);
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->present, 1);
+    EXPECT_EQ(again->timed, 0);
   }
   std::filesystem::remove_all(dir);
 }

@@ -22,6 +22,7 @@
 #include "floorline/kernels/onednn.hpp"
 #include "floorline/kernels/reference.hpp"
 #include "floorline/model_processor/model.hpp"
+#include "test_support.hpp"
 
 namespace floorline::gen {
 namespace {
@@ -30,25 +31,12 @@ using kernels::BufferPlacement;
 using kernels::HostBuffer;
 using kernels::PlacementScope;
 
-struct TempDir {
-  std::filesystem::path dir;
-  TempDir() {
-    dir = std::filesystem::temp_directory_path() / ("floorline_placement_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-  }
-  ~TempDir() { std::filesystem::remove_all(dir); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(dir / name) << text;
-    return (dir / name).string();
-  }
-};
-
 uintptr_t address(const void* p) {
   return reinterpret_cast<uintptr_t>(p);
 }
 
 TEST(Placement, TheTransparentHugePageModeIsTheBracketedOne) {
-  TempDir tmp;
+  test::TempDir tmp("placement");
   EXPECT_EQ(kernels::transparent_huge_pages(tmp.write("a", "always [madvise] never\n")), "madvise");
   EXPECT_EQ(kernels::transparent_huge_pages(tmp.write("b", "[always] madvise never\n")), "always");
   EXPECT_EQ(kernels::transparent_huge_pages(tmp.write("c", "always madvise [never]\n")), "never");
@@ -265,7 +253,7 @@ std::string text(benchdb::Database& db, const std::string& sql) {
 // refused: each row counts 2 placements, its time S takes is the lowest repetition of all passes,
 // and its median the lowest median of a pass (the best placement); the run records the policy.
 TEST(Placement, TheRunnerKeepsTheBestPlacementAndRecordsThePolicy) {
-  TempDir tmp;
+  test::TempDir tmp("placement");
   const auto models = zoo("squeezenet1_1");
   ASSERT_FALSE(models.empty());
   const std::vector<const Backend*> backends = {find_backend("onednn")};
@@ -339,7 +327,7 @@ TEST(Placement, AReleasedLargeBufferStaysMappedForAWhile) {
 // best twice within 0% (never, unless two placements tie), every case gets the most visits allowed;
 // with the search limited to calls under 0 µs, or a tolerance no spread exceeds, only the passes.
 TEST(Placement, ShortCasesWhosePlacementsDisagreeGetFurtherPlacements) {
-  TempDir tmp;
+  test::TempDir tmp("placement");
   const auto models = zoo("squeezenet1_1");
   ASSERT_FALSE(models.empty());
   const std::vector<const Backend*> backends = {find_backend("onednn")};

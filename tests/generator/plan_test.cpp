@@ -7,15 +7,12 @@
 
 #include "floorline/benchdb/schema.hpp"
 #include "floorline/generator/plan.hpp"
+#include "test_support.hpp"
 
 namespace floorline::gen {
 namespace {
 
-std::vector<mp::ModelIR> zoo_model(const std::string& name) {
-  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx", {});
-  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
-  return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
-}
+using test::zoo_model;
 
 std::vector<mp::ModelIR> resnet18() {
   return zoo_model("resnet18");

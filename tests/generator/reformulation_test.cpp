@@ -9,15 +9,12 @@
 
 #include "floorline/generator/plan.hpp"
 #include "floorline/kernels/onednn.hpp"
+#include "test_support.hpp"
 
 namespace floorline::gen {
 namespace {
 
-std::vector<mp::ModelIR> zoo_model(const std::string& name) {
-  auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx", {});
-  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
-  return r.ok() ? std::move(r).value() : std::vector<mp::ModelIR>{};
-}
+using test::zoo_model;
 
 Plan onednn_plan(const std::string& model) {
   return make_plan(zoo_model(model), {find_backend("onednn")}, PlanOptions{});

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "floorline/generator/runner.hpp"
+#include "test_support.hpp"
 
 namespace floorline::gen {
 namespace {
@@ -45,15 +46,6 @@ two (float[2,3,5,7] x) => (float y)
   y = Tanh (s)
 }
 )onnx";
-
-struct TempDir {
-  std::filesystem::path dir;
-  TempDir() {
-    dir = std::filesystem::temp_directory_path() / ("floorline_replay_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-  }
-  ~TempDir() { std::filesystem::remove_all(dir); }
-};
 
 const PlannedCase& default_case(const Plan& plan, const std::string& op) {
   for (const auto& c : plan.cases)
@@ -136,7 +128,7 @@ class BenchedResidual : public ::testing::Test {
     opts.warmup_seconds = 0.001;
     return opts;
   }
-  TempDir tmp;
+  test::TempDir tmp{"replay"};
   std::vector<mp::ModelIR> models;
   const std::vector<const Backend*> backends = {find_backend("onednn")};
   Plan plan;

@@ -262,8 +262,8 @@ TEST_F(Hostile, InvalidUtf8InNamesIsReplaced) {
 // --- external data ------------------------------------------------------------------------------------
 
 // A Reshape whose target shape is an external-data initializer at `location`.
-onnx::ModelProto external_reshape(const std::string& location, const std::string& offset = "0",
-                                  const std::string& length = "16") {
+onnx::ModelProto external_reshape_at(const std::string& location, const std::string& offset = "0",
+                                     const std::string& length = "16") {
   onnx::ModelProto m;
   EXPECT_TRUE(
       onnx::OnnxParser::Parse(
@@ -304,7 +304,7 @@ TEST_F(Hostile, ExternalDataOutsideTheFolderIsRefusedUnread) {
        "only files inside it are read"},
   };
   for (const auto& [location, expected] : cases) {
-    const auto msg = error_of("escape.onnx", external_reshape(location));
+    const auto msg = error_of("escape.onnx", external_reshape_at(location));
     EXPECT_NE(msg.find(expected), std::string::npos) << msg;
     EXPECT_EQ(msg.find("root"), std::string::npos) << msg;
     EXPECT_EQ(msg.find("3475222254926655346"), std::string::npos) << msg;
@@ -313,21 +313,21 @@ TEST_F(Hostile, ExternalDataOutsideTheFolderIsRefusedUnread) {
 
 TEST_F(Hostile, ExternalDataMustBeARegularFileWithinItsSize) {
   ASSERT_EQ(::mkfifo((dir_ / "models" / "fifo").c_str(), 0600), 0);
-  EXPECT_NE(error_of("fifo.onnx", external_reshape("fifo"))
+  EXPECT_NE(error_of("fifo.onnx", external_reshape_at("fifo"))
                 .find("external data location 'fifo' is not a regular file"),
             std::string::npos);  // and it returned: a FIFO no longer blocks the open
   write("short.bin", std::string(8, '\0'));
-  EXPECT_NE(error_of("short.onnx", external_reshape("short.bin"))
+  EXPECT_NE(error_of("short.onnx", external_reshape_at("short.bin"))
                 .find("external data file 'short.bin' is shorter than offset 0 + length 16"),
             std::string::npos);
   write("ok.bin", std::string(16, '\0'));
-  EXPECT_NE(error_of("huge.onnx", external_reshape("ok.bin", "0", "3000000000"))
+  EXPECT_NE(error_of("huge.onnx", external_reshape_at("ok.bin", "0", "3000000000"))
                 .find("external data file 'ok.bin' is shorter than offset 0 + length 3000000000"),
             std::string::npos);
-  EXPECT_NE(error_of("neg.onnx", external_reshape("ok.bin", "-5"))
+  EXPECT_NE(error_of("neg.onnx", external_reshape_at("ok.bin", "-5"))
                 .find("external data offset '-5' is not a non-negative integer"),
             std::string::npos);
-  EXPECT_NE(error_of("wrap.onnx", external_reshape("ok.bin", "9223372036854775800"))
+  EXPECT_NE(error_of("wrap.onnx", external_reshape_at("ok.bin", "9223372036854775800"))
                 .find("is shorter than offset 9223372036854775800 + length 16"),
             std::string::npos);
 }
@@ -337,11 +337,11 @@ TEST_F(Hostile, ExternalDataBudgetPerModel) {
   write("shape.bin", std::string(reinterpret_cast<const char*>(target), sizeof target));
   ProcessOptions o;
   o.max_external_bytes = 8;
-  EXPECT_NE(error_of("budget.onnx", external_reshape("shape.bin"), o)
+  EXPECT_NE(error_of("budget.onnx", external_reshape_at("shape.bin"), o)
                 .find("external data of 16 bytes exceeds what one model may load"),
             std::string::npos);
   o.max_external_bytes = 16;
-  auto r = process_model(write_model("fits.onnx", external_reshape("shape.bin")), o);
+  auto r = process_model(write_model("fits.onnx", external_reshape_at("shape.bin")), o);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(only((*r)[0], "Reshape").config.outputs[0].shape, (Shape{1, 48}));
 }

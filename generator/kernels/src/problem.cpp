@@ -221,4 +221,8 @@ float fill_half_width(const Problem& p, size_t k) try {
   return 1.f;  // a Problem built by hand: the case's build reports it
 }
 
+bool weight_operand(const Problem& p, size_t k) {
+  return k > 0 && k < p.inputs.size() && parameter_input(p.kind, p.inputs[k].role, p.inputs[k].shape.size());
+}
+
 }  // namespace floorline::kernels

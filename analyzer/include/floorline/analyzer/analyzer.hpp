@@ -150,6 +150,12 @@ struct CostTable {
   std::vector<benchdb::FrameworkLayerTimeRow> layer_times;
   // (model, batch, dtype) → this system's replay (benchdb replays).
   std::map<std::tuple<std::string, int64_t, std::string>, benchdb::ReplayRow> replays;
+  // (system id, case id) → cache state ("memory", "llc") → the case's lowest call in that state
+  // (µs; benchdb cache_times, schema 10), over the systems of the thread budget: what E reads.
+  std::map<std::pair<int64_t, int64_t>, std::map<std::string, double>> cache_times;
+  // The caches a pass keeps to itself: the L2 of the cores the system's cases run on (bytes: half an
+  // "llc" flush, 2 × L2 per thread); 0 without any.
+  int64_t private_cache_bytes = 0;
   // Math modes with any best case on this system, by dtype: {"bf16": "bf16"}, {"f32": "fp32"}.
   std::map<std::string, std::string> modes;
   MethodSummary method;
@@ -257,6 +263,13 @@ struct LayerCost {
   // "" and 0 for every other layer.
   std::string epilogue_case;
   double own_us = 0;
+  // The case t(v) is taken from (the best case; for an activation in an epilogue, the fused case),
+  // its system and time alone (µs); 0 unless measured.
+  int64_t case_id = 0, case_system_id = 0;
+  double case_us = 0;
+  // e(v), the layer's share of E (estimate_E): t(v) × the case's time in the model's cache state
+  // over its time alone; none where that case has no cache time.
+  std::optional<double> e_us;
 };
 
 // A fusable chain and what fusing it would save (measured, or folded for Conv+BatchNormalization).
@@ -320,9 +333,16 @@ struct ModelBounds {
   // 95% bootstrap intervals of S, P and F over the best cases' repetitions (confidence_intervals);
   // none when no best case has samples.
   std::optional<Interval> S_ci, P_ci, F_ci;
-  std::optional<double> R;                      // none without calibrated peaks
-  std::optional<double> M;                      // fastest framework latency, when imported
-  std::optional<double> replay;                 // replay of the best cases on this system (µs), when run
+  std::optional<double> R;       // none without calibrated peaks
+  std::optional<double> M;       // fastest framework latency, when imported
+  std::optional<double> replay;  // replay of the best cases on this system (µs), when run
+  // E, the composed estimate (estimate_E, docs/ANALYZER.md "The estimate E"): Σ e(v), with t(v) for
+  // a layer without e(v). Never a bound. None where no layer has a cache time. E_memory_share: the
+  // share of the weights it takes from memory rather than the last-level cache (memory_share);
+  // E_layers: the layers with an e(v).
+  std::optional<double> E;
+  double E_memory_share = 0;
+  int64_t E_layers = 0;
   std::string replay_note;                      // how the replay was wired (layers, conversions, missing)
   std::optional<double> replay_conversions_us;  // time the replay spent in layout conversions
   int64_t replay_conversions = 0;

@@ -55,6 +55,30 @@ double heuristic_bound(const std::vector<LayerCost>& layers);
 // peaks, unknown shapes) or there is no layer: a roofline over some layers only is no bound.
 std::optional<double> roofline_bound(const std::vector<LayerCost>& layers);
 
+// The bytes a pass over `model` keeps live across its layers, as a runtime with a memory planner
+// holds them: every parameter input (floorline::parameter_input: weights, biases, normalization
+// statistics; read once per pass) and the largest one layer's activations (its other inputs and
+// its outputs: the pooled buffers are reused from layer to layer). Layers with unknown shapes are
+// left out.
+int64_t pass_footprint(const mp::ModelIR& model);
+// The share of its weights a pass over `model` finds in memory rather than in the last-level cache
+// when it comes back to a layer: 0 where the pass's footprint fits in `cache_bytes`, else
+// 1 − cache_bytes / footprint (a cache whose replacement is not LRU keeps about that share of a
+// cyclic pass over more bytes than it holds; under LRU it would keep none). E passes the caches a
+// pass keeps to itself, the L2 of its cores (CostTable::private_cache_bytes), not the last-level
+// cache: that one is shared with whatever else runs on the socket, other tenants' VMs on the hosts
+// measured (docs/ANALYZER.md, "The estimate E").
+double memory_share(const mp::ModelIR& model, int64_t cache_bytes);
+
+// E, the composed estimate of a pass over the model's graph (docs/ANALYZER.md, "The estimate E"):
+// per layer, e(v) = t(v) × c / t, with t the time alone of the case t(v) is taken from
+// (LayerCost::case_us) and c = (1 − m) × its lowest call with its weights from the last-level cache
+// + m × from memory (costs.cache_times), m = memory_share(model, costs.private_cache_bytes). A layer without
+// the times it needs counts t(v). Sets b.E (none when no layer has an e(v) or costs has no cache
+// times), b.E_memory_share, b.E_layers and each layer's e_us. Reads b.layers' source, us, case_id,
+// case_system_id and case_us.
+void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs);
+
 // P and the layers that form it.
 struct CriticalPath {
   double us = 0;            // P; 0 for a model with no cost-bearing or view layer

@@ -114,6 +114,10 @@ class Database {
   // A replay: the row of an equal (system, model, batch, dtype) is replaced by a replay measured
   // later (or in the same second and faster). Returns 1 when a row was inserted or changed, else 0.
   Result<int> upsert_replay(const ReplayRow& row);
+  // (v10) A case's time in a cache state: the row of an equal (system, case, state) is replaced by
+  // one measured later, or at the same time with other times (an identical row changes nothing).
+  // Error on a schema older than 10.
+  Status upsert_cache_time(const CacheTimeRow& row);
 
   // Resume: ids of the cases with a current measurement on this system whose status is final
   // (passed, unsupported, or skipped as raced out: generator/runner.hpp). Other skipped and failed

@@ -26,6 +26,7 @@ struct MergeSummary {
   int64_t framework_latencies_changed = 0;
   int64_t replays_changed = 0;                // inserted or replaced by a later replay
   int64_t framework_layer_times_changed = 0;  // (v6) per-layer rows written (a newer profile replaces)
+  int64_t cache_times_changed = 0;            // (v10) inserted or replaced by a later measurement
 };
 
 // Merges the database at `input` (opened read-only; an older schema is read as it is) into `out`.

@@ -49,7 +49,9 @@ namespace floorline::benchdb {
 //      best_measurements leaves out the cases with a conversion_tensor (rebuilt on upgrade)
 //   9  systems.isa (the ISA cap the CPU libraries ran under, '' for none); systems of older files
 //      keep their fingerprints (system_fingerprint)
-inline constexpr int kSchemaVersion = 9;
+//  10  cache_times (a case timed with its weights and outputs from beyond a cache level: the
+//      composed estimate E reads them)
+inline constexpr int kSchemaVersion = 10;
 // PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
 inline constexpr int32_t kApplicationId = 0x464c524c;
 
@@ -318,6 +320,26 @@ struct SystemPeakRow {
   std::string measured_at;
 };
 
+// (v10) A case timed in a colder cache state than its measurement's (docs/MEASUREMENT.md, "Cache
+// states"): before each timed call, one call alone, the caches of the threads it runs on were
+// flushed past a level and its activation inputs read back, so that its weights (every operand
+// that is a layer's parameter: kernels::weight_operand) and its outputs come from beyond that level
+// while its activations are as warm as the step before left them. One row per (system, case,
+// state), replaced by a later measurement.
+struct CacheTimeRow {
+  int64_t id = 0;
+  int64_t system_id = 0;
+  int64_t case_id = 0;
+  // "memory": flushed past the last-level cache (the weights from DRAM); "llc": flushed past L2
+  // only (from the last-level cache).
+  std::string state;
+  double median_us = 0;  // over the samples (one call each)
+  double min_us = 0;
+  int64_t samples = 0;
+  int64_t flush_bytes = 0;  // the bytes written per flush (all threads together)
+  std::string measured_at;
+};
+
 // --- field lists -------------------------------------------------------------------------------
 
 template <class Row>
@@ -374,6 +396,7 @@ const TableDef<FrameworkLatencyRow>& framework_latencies_table();
 const TableDef<SystemPeakRow>& system_peaks_table();
 const TableDef<ReplayRow>& replays_table();
 const TableDef<FrameworkLayerTimeRow>& framework_layer_times_table();
+const TableDef<CacheTimeRow>& cache_times_table();
 
 // The name of a case is floorline::case_name() of its identity (common/case_id.hpp), e.g.
 // "onednn/brg:avx512_core/f32/fp32/Conv|x=1x64x56x56|...|f32": unique per case, readable, and what

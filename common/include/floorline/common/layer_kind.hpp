@@ -90,4 +90,31 @@ constexpr std::optional<LayerKind> kind_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+// Whether an input of a layer of `kind` with the IR's role `role` (docs/LAYERS.md) and `rank` dims is
+// one of the layer's parameters, an initializer in a model that a pass reads once, rather than an
+// activation another layer wrote: a convolution's or recurrent layer's weights ("w", "r"), a bias
+// ("bias"; the "b" of a Gemm, a normalization or a recurrent layer), a normalization's "scale",
+// "input_mean" and "input_var", a Gemm's "c", and a MatMul's "b" where it is 2-D (a linear layer's
+// weight matrix; attention's batched B is an activation). The first input is never one.
+inline bool parameter_input(LayerKind kind, std::string_view role, size_t rank) {
+  if (role == "w" || role == "r" || role == "bias" || role == "scale" || role == "input_mean" ||
+      role == "input_var")
+    return true;
+  switch (kind) {
+    case LayerKind::kMatMul:
+      return role == "b" && rank == 2;
+    case LayerKind::kGemm:
+      return role == "b" || role == "c";
+    case LayerKind::kBatchNormalization:
+    case LayerKind::kLayerNormalization:
+    case LayerKind::kInstanceNormalization:
+    case LayerKind::kLSTM:
+    case LayerKind::kGRU:
+    case LayerKind::kRNN:
+      return role == "b";
+    default:
+      return false;
+  }
+}
+
 }  // namespace floorline

@@ -171,6 +171,11 @@ Result<ConvDesc> conv_desc(const Problem& p);
 // the scale (no operand nears the denormal range).
 float fill_half_width(const Problem& p, size_t k);
 
+// Whether input k is a layer's parameter rather than an activation (floorline::parameter_input, by
+// its role, kind and rank): in a model an initializer, read once per pass (the cache stage,
+// generator/cache_state.hpp, leaves it cold where it reads the activations back).
+bool weight_operand(const Problem& p, size_t k);
+
 // --- quantization (int8 cases) ---------------------------------------------------------------------
 // A problem run in int8 (CaseVariant dtype int8) reads its quantization from the attributes the QDQ
 // fusion puts in the key (model_processor: `qtypes` "u8,i8>u8", the 8-bit type of each quantized

@@ -1,0 +1,259 @@
+#include "floorline/generator/cache_state.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include "floorline/generator/replay.hpp"
+
+namespace floorline::gen {
+
+std::string_view cache_state_name(CacheState s) {
+  return s == CacheState::kMemory ? "memory" : "llc";
+}
+
+namespace {
+
+// The size of cpu0's data or unified cache of `level` from sysfs ("32768K"), 0 where there is none.
+int64_t sysfs_cache_bytes(int level) {
+  for (int index = 0; index < 16; ++index) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    int l = 0;
+    std::string type, size;
+    if (!(level_file >> l)) break;
+    if (!(type_file >> type) || !(size_file >> size) || l != level || type == "Instruction") continue;
+    char* end = nullptr;
+    const long long n = std::strtoll(size.c_str(), &end, 10);
+    const int64_t unit = *end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : 1;
+    return n > 0 ? n * unit : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+CacheSizes cache_sizes() {
+  // sysfs first: it gives one instance of each cache, where sysconf may give a whole socket's L3
+  // (a 2-core AMD EPYC VM: sysconf 256 MiB, sysfs 32 MiB shared by cpu 0-1, as lscpu says).
+  CacheSizes s;
+  s.l2 = sysfs_cache_bytes(2);
+  if (s.l2 <= 0) s.l2 = std::max<long>(0, ::sysconf(_SC_LEVEL2_CACHE_SIZE));
+  s.llc = sysfs_cache_bytes(3);
+  if (s.llc <= 0) s.llc = std::max<long>(0, ::sysconf(_SC_LEVEL3_CACHE_SIZE));
+  if (s.l2 <= 0) s.l2 = int64_t{1} << 20;
+  if (s.llc <= 0) s.llc = int64_t{32} << 20;
+  s.llc = std::max(s.llc, s.l2);  // a machine without an L3: L2 is its last level
+  return s;
+}
+
+int64_t flush_bytes(CacheState state, int threads, const CacheSizes& sizes) {
+  return state == CacheState::kMemory ? 2 * sizes.llc : 2 * sizes.l2 * std::max(1, threads);
+}
+
+CacheFlusher::CacheFlusher(CacheState state, int threads, const CacheSizes& sizes)
+    : state_(state), threads_(std::max(1, threads)) {
+  lines_ = static_cast<size_t>(flush_bytes(state, threads_, sizes) / kLine);
+  buffer_ = std::make_unique<unsigned char[]>(lines_ * kLine);
+  std::fill_n(buffer_.get(), lines_ * kLine, static_cast<unsigned char>(0));  // pages mapped now
+}
+
+void CacheFlusher::flush() {
+  const size_t share = (lines_ + static_cast<size_t>(threads_) - 1) / static_cast<size_t>(threads_);
+  std::vector<unsigned> sums(static_cast<size_t>(threads_), 0);
+  auto read = [this, share, &sums](size_t t) {
+    const size_t end = std::min(lines_, (t + 1) * share);
+    sums[t] = touch(buffer_.get() + t * share * kLine,
+                    static_cast<int64_t>((end - std::min(end, t * share)) * kLine));
+  };
+  if (threads_ == 1) {
+    read(0);
+  } else {
+    std::vector<std::thread> others;
+    others.reserve(static_cast<size_t>(threads_) - 1);
+    for (size_t t = 1; t < static_cast<size_t>(threads_); ++t) others.emplace_back(read, t);
+    read(0);
+    for (auto& th : others) th.join();
+  }
+  for (const unsigned v : sums) sink_ += v;
+}
+
+unsigned touch(const void* data, int64_t bytes) {
+  const auto* p = static_cast<const volatile unsigned char*>(data);
+  unsigned sum = 0;
+  for (int64_t i = 0; i < bytes; i += 64) sum += p[i];
+  return sum;
+}
+
+bool evict(const void* data, int64_t bytes) {
+#if defined(__x86_64__) || defined(__i386__)
+  const auto* p = static_cast<const char*>(data);
+  for (int64_t i = 0; i < bytes; i += 64) _mm_clflush(p + i);
+  if (bytes > 0) _mm_clflush(p + bytes - 1);
+  _mm_mfence();
+  return true;
+#else
+  (void)data;
+  (void)bytes;
+  return false;
+#endif
+}
+
+CacheTiming time_in_cache_state(kernels::Kernel& kernel, const kernels::Problem& problem,
+                                CacheFlusher& flusher, int samples) {
+  // The weights' buffers as run() reads them, and the activation inputs, which the step before has
+  // just written.
+  std::vector<kernels::Port> weights, warm;
+  bool every_weight = true;
+  for (size_t k = 0; k < problem.inputs.size(); ++k) {
+    auto port = kernel.port(false, k);
+    const bool usable = port && port->data && port->bytes > 0;
+    if (kernels::weight_operand(problem, k)) {
+      if (usable)
+        weights.push_back(*port);
+      else
+        every_weight = false;
+    } else if (usable) {
+      warm.push_back(*port);
+    }
+  }
+  kernels::warm_up(kernel, 0.01);  // a fresh build's first calls fault in pages and set things up
+  std::vector<double> us;
+  us.reserve(static_cast<size_t>(std::max(1, samples)));
+  unsigned sink = 0;
+  // From memory, where every weight has its port: those lines alone evicted, the rest as the call
+  // before left it (code, page tables, the library's own state, the output buffer).
+  bool targeted = flusher.state() == CacheState::kMemory && every_weight;
+  for (int i = 0; i < std::max(1, samples); ++i) {
+    if (targeted) {
+      for (const auto& p : weights) targeted = evict(p.data, p.bytes) && targeted;
+    }
+    if (!targeted) {
+      flusher.flush();
+      for (const auto& p : warm) sink += touch(p.data, p.bytes);
+    }
+    us.push_back(kernel.timed_run() * 1e6);
+  }
+  *static_cast<volatile unsigned*>(&sink) = sink;
+  std::sort(us.begin(), us.end());
+  CacheTiming t;
+  t.samples = static_cast<int>(us.size());
+  t.min_us = us.front();
+  t.median_us = us.size() % 2 ? us[us.size() / 2] : 0.5 * (us[us.size() / 2 - 1] + us[us.size() / 2]);
+  t.flush_bytes = flusher.bytes();
+  t.targeted = targeted;
+  return t;
+}
+
+Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& plan,
+                                            const std::vector<const Backend*>& backends, int64_t system_id,
+                                            DType dtype, const CacheStageOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CacheStageSummary sum;
+  if (options.states.empty()) return sum;
+  FL_ASSIGN_OR_RETURN(auto budget, db.thread_budget(system_id));
+  if (!options.thread_budget)
+    std::erase_if(budget, [&](const benchdb::BudgetSystem& s) { return s.system_id != system_id; });
+  std::map<int, int64_t> system_at;  // thread count → the budget's system measured at it
+  for (const auto& s : budget) system_at.emplace(static_cast<int>(s.threads), s.system_id);
+
+  // The cases S takes: each config's best, and each fused variant's, within the thread budget.
+  FL_ASSIGN_OR_RETURN(const auto unfused, best_cases(db, system_id, plan, dtype, options.thread_budget));
+  FL_ASSIGN_OR_RETURN(const auto fused, best_fused_cases(db, system_id, plan, dtype, options.thread_budget));
+  std::vector<const ChosenCase*> todo;
+  std::set<std::pair<std::string, int>> seen;
+  for (const auto& [key, c] : unfused)
+    if (seen.emplace(c.spec.name, c.threads).second) todo.push_back(&c);
+  for (const auto& [key, c] : fused)
+    if (seen.emplace(c.spec.name, c.threads).second) todo.push_back(&c);
+  // One backend and thread count after another: its pool is set up once and parked once.
+  std::stable_sort(todo.begin(), todo.end(), [](const ChosenCase* a, const ChosenCase* b) {
+    return std::tie(a->spec.variant.backend, a->threads) < std::tie(b->spec.variant.backend, b->threads);
+  });
+  sum.cases = static_cast<int64_t>(todo.size());
+
+  std::map<std::pair<CacheState, int>, std::unique_ptr<CacheFlusher>> flushers;
+  auto flusher = [&](CacheState s, int threads) -> CacheFlusher& {
+    auto& f = flushers[{s, threads}];
+    if (!f) f = std::make_unique<CacheFlusher>(s, threads);
+    return *f;
+  };
+  const Backend* current = nullptr;
+  int current_threads = 0;
+  int64_t done = 0;
+  for (const ChosenCase* c : todo) {
+    if (options.progress) options.progress(done, sum.cases);
+    ++done;
+    const auto sys = system_at.find(c->threads);
+    const auto be = std::find_if(backends.begin(), backends.end(),
+                                 [&](const Backend* b) { return b->name() == c->spec.variant.backend; });
+    // The flush is the CPU's: a device backend's cases keep their own (Backend::set_cold_cache).
+    if (sys == system_at.end() || be == backends.end() || (*be)->device_kind() != "cpu") continue;
+    FL_ASSIGN_OR_RETURN(const auto id, db.query("SELECT id FROM cases WHERE name = ?1", {c->spec.name}));
+    if (id.rows.empty()) continue;
+    const int64_t case_id = std::get<int64_t>(id.rows[0][0]);
+    if (!options.force) {
+      FL_ASSIGN_OR_RETURN(const auto have,
+                          db.query("SELECT count(DISTINCT state) FROM cache_times WHERE system_id = ?1 AND "
+                                   "case_id = ?2",
+                                   {sys->second, case_id}));
+      if (std::get<int64_t>(have.rows[0][0]) >= static_cast<int64_t>(options.states.size())) {
+        ++sum.present;
+        continue;
+      }
+    }
+    if (current && (current != *be || current_threads != c->threads)) current->park_threads();
+    current = *be;
+    current_threads = c->threads;
+    current->set_threads(c->threads);
+    auto fail = [&](const std::string& why) {
+      ++sum.failed;
+      if (sum.errors.size() < 5) sum.errors.push_back(fmt::format("{}: {}", c->spec.name, why));
+    };
+    auto kernel = current->factory()(c->spec);
+    if (!kernel) {
+      fail(kernel.error().message);
+      continue;
+    }
+    try {
+      for (const CacheState s : options.states) {
+        const CacheTiming t =
+            time_in_cache_state(**kernel, c->spec.problem, flusher(s, c->threads), options.samples);
+        if (!(t.min_us > 0)) throw std::runtime_error("a call timed at 0 µs");
+        benchdb::CacheTimeRow row;
+        row.system_id = sys->second;
+        row.case_id = case_id;
+        row.state = std::string(cache_state_name(s));
+        row.median_us = t.median_us;
+        row.min_us = t.min_us;
+        row.samples = t.samples;
+        row.flush_bytes = t.flush_bytes;
+        row.measured_at = benchdb::utc_now();
+        FL_TRY(db.upsert_cache_time(row));
+      }
+      ++sum.timed;
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  }
+  if (current) current->park_threads();
+  if (options.progress) options.progress(done, sum.cases);
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+}  // namespace floorline::gen

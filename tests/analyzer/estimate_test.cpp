@@ -1,0 +1,144 @@
+// The composed estimate E (docs/ANALYZER.md, "The estimate E"): each layer's case with its weights
+// from the last-level cache and from memory in the shares a pass over the model leaves them, from
+// recorded cache_times rows, with hand-computed sums; the share follows the pass's footprint against
+// the last-level cache; within a thread budget each layer reads the cache times of the case S took,
+// on that case's system; without cache times there is no E.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "floorline/analyzer/analyzer.hpp"
+#include "floorline/analyzer/bounds.hpp"
+#include "floorline/analyzer/report.hpp"
+#include "recorded_db.hpp"
+
+namespace floorline::analyzer {
+namespace {
+
+// x → Relu → Sigmoid → Tanh on 4096 floats: no parameters, and each layer reads 16 KiB and writes
+// 16 KiB, so a pass keeps 32 KiB live (pass_footprint).
+constexpr const char* kEstimateChain = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+estimate_chain (float[1,4096] x) => (float y) {
+  a = Relu (x)
+  b = Sigmoid (a)
+  y = Tanh (b)
+}
+)onnx";
+
+using recorded::value;
+
+struct EstimateDb : recorded::RecordedDb {
+  EstimateDb() : RecordedDb("estimate", kEstimateChain, "estimate_chain") {}
+  const LayerCost& layer(const ModelBounds& b, const std::string& kind) {
+    for (const auto& l : b.layers)
+      if (l.kind == kind) return l;
+    throw std::runtime_error("no " + kind);
+  }
+};
+
+TEST(Estimate, EachLayerTakesItsCaseInTheCacheStateThePassLeavesItsWeightsIn) {
+  EstimateDb t;
+  const int64_t one = t.system("Test CPU", 1);
+  t.time(one, "Relu", 10);
+  t.time(one, "Sigmoid", 20);
+  t.time(one, "Tanh", 40);
+  {
+    const auto b = analyze_model(t.model, value(load_costs(*t.db, one)));
+    EXPECT_DOUBLE_EQ(b.S, 70);
+    EXPECT_FALSE(b.E.has_value());  // no cache times: no estimate
+    EXPECT_FALSE(t.layer(b, "Relu").e_us.has_value());
+  }
+  // An L2 of 8 KiB (an llc flush of twice that): the pass's 32 KiB exceed it, and a quarter of them
+  // fit: three quarters of the weights come from memory. Tanh has no cache time and counts its t(v).
+  t.cache(one, "Relu", "memory", 16, 16384);
+  t.cache(one, "Relu", "llc", 12, 16384);
+  t.cache(one, "Sigmoid", "memory", 30, 16384);
+  t.cache(one, "Sigmoid", "llc", 22, 16384);
+  const auto costs = value(load_costs(*t.db, one));
+  EXPECT_EQ(costs.private_cache_bytes, 8192);
+  EXPECT_EQ(pass_footprint(t.model), 32768);
+  EXPECT_DOUBLE_EQ(memory_share(t.model, 8192), 0.75);
+  const auto b = analyze_model(t.model, costs);
+  ASSERT_TRUE(b.E.has_value());
+  EXPECT_DOUBLE_EQ(b.E_memory_share, 0.75);
+  EXPECT_DOUBLE_EQ(*b.E, 15 + 28 + 40);  // 0.25·12 + 0.75·16, 0.25·22 + 0.75·30, Tanh's t(v)
+  EXPECT_EQ(b.E_layers, 2);
+  EXPECT_DOUBLE_EQ(*t.layer(b, "Sigmoid").e_us, 28);
+  EXPECT_FALSE(t.layer(b, "Tanh").e_us.has_value());
+  EXPECT_DOUBLE_EQ(b.S, 70);  // S is untouched
+
+  // The same cases on a machine whose L2 holds the pass (32 KiB or more): the weights from the LLC.
+  ModelBounds in_llc = b;
+  CostTable big = costs;
+  big.private_cache_bytes = 32768;
+  estimate_E(in_llc, t.model, big);
+  EXPECT_DOUBLE_EQ(in_llc.E_memory_share, 0);
+  EXPECT_DOUBLE_EQ(*in_llc.E, 74);  // 12 + 22 + 40
+  EXPECT_DOUBLE_EQ(memory_share(t.model, 32767), 1 - 32767.0 / 32768);
+}
+
+// The footprint counts every parameter once and the largest layer's activations: the Conv's weights
+// and bias (8x4x3x3 and 8 floats: 1,184 bytes), and the Relu's input and output (2 x 2,048 bytes),
+// more than the Conv's (1x4x8x8 and 1x8x8x8 floats: 3,072 bytes).
+TEST(Estimate, ThePassFootprintIsTheParametersAndTheLargestLayersActivations) {
+  auto m = mp::process_model_text(R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+conv_relu (float[1,4,8,8] x, float[8,4,3,3] w, float[8] b) => (float y) {
+  c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
+  y = Relu (c)
+}
+)onnx",
+                                  "conv_relu", {});
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(pass_footprint(m->front()), 1184 + 4096);
+}
+
+TEST(Estimate, WithinAThreadBudgetALayerReadsTheCacheTimeOfTheCaseSTook) {
+  EstimateDb t;
+  const int64_t one = t.system("Test CPU", 1), two = t.system("Test CPU", 2);
+  t.time(one, "Relu", 10);
+  t.time(one, "Sigmoid", 20);
+  t.time(one, "Tanh", 40);
+  t.time(two, "Relu", 6);
+  t.time(two, "Sigmoid", 25);
+  t.time(two, "Tanh", 30);
+  // An L2 of 16 KiB (half the pass): E takes half of each layer from memory.
+  for (const int64_t s : {one, two}) {
+    t.cache(s, "Relu", "memory", s == one ? 15 : 9, 32768);
+    t.cache(s, "Relu", "llc", s == one ? 13 : 7, 32768);
+    t.cache(s, "Sigmoid", "memory", s == one ? 30 : 33, 32768);
+    t.cache(s, "Sigmoid", "llc", s == one ? 26 : 27, 32768);
+    t.cache(s, "Tanh", "memory", s == one ? 44 : 36, 32768);
+    t.cache(s, "Tanh", "llc", s == one ? 42 : 34, 32768);
+  }
+  // S at 2 threads: Relu and Tanh at 2 threads, Sigmoid at 1; E reads those cases' cold times.
+  const auto b = analyze_model(t.model, value(load_costs(*t.db, two)));
+  EXPECT_DOUBLE_EQ(b.S, 56);
+  ASSERT_TRUE(b.E.has_value());
+  EXPECT_DOUBLE_EQ(b.E_memory_share, 0.5);
+  EXPECT_DOUBLE_EQ(*b.E, 8 + 28 + 35);  // (7 + 9) / 2, (26 + 30) / 2, (34 + 36) / 2
+  EXPECT_EQ(t.layer(b, "Sigmoid").threads, 1);
+  EXPECT_DOUBLE_EQ(*t.layer(b, "Sigmoid").e_us, 28);
+
+  // The report's columns: E, its memory share, E/S and replay/E (with a replay row of 80 µs).
+  benchdb::ReplayRow r;
+  r.system_id = two;
+  r.model_name = t.model.name;
+  r.batch = 1;
+  r.median_us = 80;
+  r.min_us = 80;
+  r.repetitions = 3;
+  r.measured_at = "2026-11-28T00:00:00Z";
+  value(t.db->upsert_replay(r));
+  const Report report = value(build_report(*t.db, {t.model}, two));
+  const std::string csv = format_csv(report, false);
+  const auto header = csv.substr(0, csv.find('\n'));
+  EXPECT_NE(header.find("E_us,E_memory_share"), std::string::npos) << header;
+  EXPECT_NE(header.find("E_over_S,replay_over_E"), std::string::npos) << header;
+  EXPECT_NE(csv.find(",71.0,0.50,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",1.27,1.127,"), std::string::npos) << csv;  // 71 / 56; 80 / 71
+}
+
+}  // namespace
+}  // namespace floorline::analyzer
