@@ -512,11 +512,15 @@ Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id
   cso.thread_budget = !exact;
   FL_ASSIGN_OR_RETURN(const auto cs,
                       gen::time_cache_states(db, l.plan, l.backends, system_id, DType::kF32, cso));
-  std::fprintf(stderr,
-               "      cache states: %lld best case(s), %lld timed with cold caches (memory, llc; %d calls "
-               "each), %lld timed before, %lld failed, %.1f s\n",
-               static_cast<long long>(cs.cases), static_cast<long long>(cs.timed), cso.samples,
-               static_cast<long long>(cs.present), static_cast<long long>(cs.failed), cs.seconds);
+  std::vector<std::string> states;
+  for (const auto st : cso.states) states.emplace_back(gen::cache_state_name(st));
+  std::fprintf(
+      stderr,
+      "      cache states: %lld best case(s), %lld timed (%s; %d single calls each), %lld timed before, "
+      "%lld failed, %.1f s\n",
+      static_cast<long long>(cs.cases), static_cast<long long>(cs.timed),
+      fmt::format("{}", fmt::join(states, ", ")).c_str(), cso.samples, static_cast<long long>(cs.present),
+      static_cast<long long>(cs.failed), cs.seconds);
   const bool color = use_color(stderr);
   for (const auto& e : cs.errors)
     std::fprintf(stderr, "        %s %s\n", yellow("failed:", color).c_str(), e.c_str());

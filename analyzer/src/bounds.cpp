@@ -547,11 +547,17 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
     if (c.source == CostSource::kMeasured && c.case_us > 0) {
       const auto it = costs.cache_times.find({c.case_system_id, c.case_id});
       if (it != costs.cache_times.end()) {
-        const auto llc = it->second.find("llc"), mem = it->second.find("memory");
-        const bool need_llc = m<1, need_mem = m> 0;
+        const auto llc = it->second.find("llc");
+        const auto mem = it->second.find("memory");
+        const auto warm = it->second.find("warm");
+        const bool need_llc = m < 1.0;
+        const bool need_mem = m > 0.0;
         if ((!need_llc || llc != it->second.end()) && (!need_mem || mem != it->second.end())) {
           const double cold = (need_llc ? (1 - m) * llc->second : 0) + (need_mem ? m * mem->second : 0);
-          c.e_us = c.us * cold / c.case_us;
+          // Against the warm single calls timed with them where there are (the same moment and
+          // protocol), else against the case's own time.
+          const double reference = warm != it->second.end() && warm->second > 0 ? warm->second : c.case_us;
+          c.e_us = c.us * cold / reference;
         }
       }
     }

@@ -373,7 +373,7 @@ const TableDef<CacheTimeRow>& cache_times_table() {
     d.columns = {
         col("system_id", &R::system_id, "REFERENCES systems (id)", 10),
         col("case_id", &R::case_id, "REFERENCES cases (id)", 10),
-        col("state", &R::state, "CHECK (state IN ('memory', 'llc'))", 10),
+        col("state", &R::state, "CHECK (state IN ('warm', 'memory', 'llc'))", 10),
         col("median_us", &R::median_us, "CHECK (median_us > 0)", 10),
         col("min_us", &R::min_us, "CHECK (min_us > 0)", 10),
         col("samples", &R::samples, "CHECK (samples > 0)", 10),

@@ -23,7 +23,7 @@
 namespace floorline::gen {
 
 std::string_view cache_state_name(CacheState s) {
-  return s == CacheState::kMemory ? "memory" : "llc";
+  return s == CacheState::kWarm ? "warm" : s == CacheState::kMemory ? "memory" : "llc";
 }
 
 namespace {
@@ -62,17 +62,19 @@ CacheSizes cache_sizes() {
 }
 
 int64_t flush_bytes(CacheState state, int threads, const CacheSizes& sizes) {
+  if (state == CacheState::kWarm) return 0;
   return state == CacheState::kMemory ? 2 * sizes.llc : 2 * sizes.l2 * std::max(1, threads);
 }
 
 CacheFlusher::CacheFlusher(CacheState state, int threads, const CacheSizes& sizes)
     : state_(state), threads_(std::max(1, threads)) {
   lines_ = static_cast<size_t>(flush_bytes(state, threads_, sizes) / kLine);
-  buffer_ = std::make_unique<unsigned char[]>(lines_ * kLine);
+  buffer_ = std::make_unique<unsigned char[]>(std::max<size_t>(1, lines_) * kLine);
   std::fill_n(buffer_.get(), lines_ * kLine, static_cast<unsigned char>(0));  // pages mapped now
 }
 
 void CacheFlusher::flush() {
+  if (lines_ == 0) return;
   const size_t share = (lines_ + static_cast<size_t>(threads_) - 1) / static_cast<size_t>(threads_);
   std::vector<unsigned> sums(static_cast<size_t>(threads_), 0);
   auto read = [this, share, &sums](size_t t) {
@@ -113,8 +115,8 @@ bool evict(const void* data, int64_t bytes) {
 #endif
 }
 
-CacheTiming time_in_cache_state(kernels::Kernel& kernel, const kernels::Problem& problem,
-                                CacheFlusher& flusher, int samples) {
+std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const kernels::Problem& problem,
+                                              const std::vector<CacheFlusher*>& flushers, int samples) {
   // The weights' buffers as run() reads them, and the activation inputs, which the step before has
   // just written.
   std::vector<kernels::Port> weights, warm;
@@ -132,31 +134,37 @@ CacheTiming time_in_cache_state(kernels::Kernel& kernel, const kernels::Problem&
     }
   }
   kernels::warm_up(kernel, 0.01);  // a fresh build's first calls fault in pages and set things up
-  std::vector<double> us;
-  us.reserve(static_cast<size_t>(std::max(1, samples)));
+  const int n = std::max(1, samples);
+  std::vector<std::vector<double>> us(flushers.size());
+  std::vector<CacheTiming> out(flushers.size());
   unsigned sink = 0;
-  // From memory, where every weight has its port: those lines alone evicted, the rest as the call
-  // before left it (code, page tables, the library's own state, the output buffer).
-  bool targeted = flusher.state() == CacheState::kMemory && every_weight;
-  for (int i = 0; i < std::max(1, samples); ++i) {
-    if (targeted) {
-      for (const auto& p : weights) targeted = evict(p.data, p.bytes) && targeted;
+  for (size_t f = 0; f < flushers.size(); ++f)
+    for (int i = 0; i < n; ++i) {
+      CacheFlusher& flusher = *flushers[f];
+      // From memory, where every weight has its port: those lines alone evicted, the rest as the
+      // call before left it (code, page tables, the library's own state, the output buffer).
+      bool targeted = flusher.state() == CacheState::kMemory && every_weight;
+      if (targeted)
+        for (const auto& p : weights) targeted = evict(p.data, p.bytes) && targeted;
+      if (!targeted && flusher.state() != CacheState::kWarm) {
+        flusher.flush();
+        for (const auto& p : warm) sink += touch(p.data, p.bytes);
+      }
+      out[f].targeted = targeted;
+      us[f].push_back(kernel.timed_run() * 1e6);
     }
-    if (!targeted) {
-      flusher.flush();
-      for (const auto& p : warm) sink += touch(p.data, p.bytes);
-    }
-    us.push_back(kernel.timed_run() * 1e6);
-  }
   *static_cast<volatile unsigned*>(&sink) = sink;
-  std::sort(us.begin(), us.end());
-  CacheTiming t;
-  t.samples = static_cast<int>(us.size());
-  t.min_us = us.front();
-  t.median_us = us.size() % 2 ? us[us.size() / 2] : 0.5 * (us[us.size() / 2 - 1] + us[us.size() / 2]);
-  t.flush_bytes = flusher.bytes();
-  t.targeted = targeted;
-  return t;
+  for (size_t f = 0; f < flushers.size(); ++f) {
+    auto& v = us[f];
+    std::sort(v.begin(), v.end());
+    CacheTiming& t = out[f];
+    t.state = flushers[f]->state();
+    t.samples = static_cast<int>(v.size());
+    t.min_us = v.front();
+    t.median_us = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    t.flush_bytes = flushers[f]->bytes();
+  }
+  return out;
 }
 
 Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& plan,
@@ -230,14 +238,14 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
       continue;
     }
     try {
-      for (const CacheState s : options.states) {
-        const CacheTiming t =
-            time_in_cache_state(**kernel, c->spec.problem, flusher(s, c->threads), options.samples);
+      std::vector<CacheFlusher*> fs;
+      for (const CacheState s : options.states) fs.push_back(&flusher(s, c->threads));
+      for (const CacheTiming& t : time_in_cache_states(**kernel, c->spec.problem, fs, options.samples)) {
         if (!(t.min_us > 0)) throw std::runtime_error("a call timed at 0 µs");
         benchdb::CacheTimeRow row;
         row.system_id = sys->second;
         row.case_id = case_id;
-        row.state = std::string(cache_state_name(s));
+        row.state = std::string(cache_state_name(t.state));
         row.median_us = t.median_us;
         row.min_us = t.min_us;
         row.samples = t.samples;

@@ -76,6 +76,13 @@ TEST(Estimate, EachLayerTakesItsCaseInTheCacheStateThePassLeavesItsWeightsIn) {
   EXPECT_DOUBLE_EQ(in_llc.E_memory_share, 0);
   EXPECT_DOUBLE_EQ(*in_llc.E, 74);  // 12 + 22 + 40
   EXPECT_DOUBLE_EQ(memory_share(t.model, 32767), 1 - 32767.0 / 32768);
+
+  // With a warm single-call reading taken with the others, e(v) scales t(v) by cold / warm of those:
+  // Relu's warm calls at 8 µs, its cold mix at 15: 10 × 15 / 8.
+  t.cache(one, "Relu", "warm", 8, 0);
+  const auto with_warm = analyze_model(t.model, value(load_costs(*t.db, one)));
+  EXPECT_DOUBLE_EQ(*t.layer(with_warm, "Relu").e_us, 10 * 15 / 8.0);
+  EXPECT_DOUBLE_EQ(*with_warm.E, 10 * 15 / 8.0 + 28 + 40);
 }
 
 // The footprint counts every parameter once and the largest layer's activations: the Conv's weights

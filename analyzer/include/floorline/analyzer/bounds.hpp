@@ -71,9 +71,11 @@ int64_t pass_footprint(const mp::ModelIR& model);
 double memory_share(const mp::ModelIR& model, int64_t cache_bytes);
 
 // E, the composed estimate of a pass over the model's graph (docs/ANALYZER.md, "The estimate E"):
-// per layer, e(v) = t(v) × c / t, with t the time alone of the case t(v) is taken from
-// (LayerCost::case_us) and c = (1 − m) × its lowest call with its weights from the last-level cache
-// + m × from memory (costs.cache_times), m = memory_share(model, costs.private_cache_bytes). A layer without
+// per layer, e(v) = t(v) × c / w, with c = (1 − m) × the lowest call of the case t(v) is taken from
+// with its weights from the last-level cache + m × from memory (costs.cache_times),
+// m = memory_share(model, costs.private_cache_bytes), and w its lowest warm single call timed with
+// them (its time alone, LayerCost::case_us, where there is none): a ratio of readings taken
+// together, so that the host's state between the bench and the cache stage cancels. A layer without
 // the times it needs counts t(v). Sets b.E (none when no layer has an e(v) or costs has no cache
 // times), b.E_memory_share, b.E_layers and each layer's e_us. Reads b.layers' source, us, case_id,
 // case_system_id and case_us.

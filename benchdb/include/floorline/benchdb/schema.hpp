@@ -320,18 +320,16 @@ struct SystemPeakRow {
   std::string measured_at;
 };
 
-// (v10) A case timed in a colder cache state than its measurement's (docs/MEASUREMENT.md, "Cache
-// states"): before each timed call, one call alone, the caches of the threads it runs on were
-// flushed past a level and its activation inputs read back, so that its weights (every operand
-// that is a layer's parameter: kernels::weight_operand) and its outputs come from beyond that level
-// while its activations are as warm as the step before left them. One row per (system, case,
-// state), replaced by a later measurement.
+// (v10) A case timed one call at a time in a cache state (docs/MEASUREMENT.md, "Cache states",
+// generator/cache_state.hpp): its weights (the layer's parameters) evicted to memory, or flushed
+// past L2, or nothing evicted ("warm", the others' reference, timed interleaved with them). One row
+// per (system, case, state), replaced by a later measurement.
 struct CacheTimeRow {
   int64_t id = 0;
   int64_t system_id = 0;
   int64_t case_id = 0;
-  // "memory": flushed past the last-level cache (the weights from DRAM); "llc": flushed past L2
-  // only (from the last-level cache).
+  // "memory": the weights from DRAM; "llc": flushed past L2 only (from the last-level cache);
+  // "warm": single calls with nothing evicted, timed with the others (their reference).
   std::string state;
   double median_us = 0;  // over the samples (one call each)
   double min_us = 0;

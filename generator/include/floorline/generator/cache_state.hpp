@@ -6,17 +6,10 @@
 // after every other layer's, and its output buffer was last touched several layers back. The
 // replay's breakdown (bench/replay_breakdown.py) puts about half of replay − S in such cold
 // operands. This stage times the best cases a second way (docs/MEASUREMENT.md, "Cache states"),
-// for the composed estimate E (analyzer, docs/ANALYZER.md):
-//
-//   before each timed call, the caches of the threads the case runs on are flushed past a level
-//   by reading a buffer (each thread its share, one load per 64-byte line), then the case's
-//   activation inputs (every input but its weights: kernels::weight_operand) are read back, as the
-//   step before would have left them; the call is timed alone (Kernel::timed_run).
-//
-// Two levels (benchdnn's --cold-cache=wei, at two depths):
-//   memory  the buffer is 2 × the last-level cache: weights and outputs come from DRAM, as in a
-//           model whose pass touches more bytes than the last-level cache holds;
-//   llc     2 × L2 per thread: from the last-level cache, as in a model whose pass fits in it.
+// for the composed estimate E (analyzer, docs/ANALYZER.md): single calls with the case's weights
+// evicted to memory, with the caches flushed past L2 (the weights from the last-level cache), and
+// with nothing evicted (the reference the other two are read against), as benchdnn's
+// --cold-cache=wei does (time_in_cache_states says how).
 #pragma once
 
 #include <cstdint>
@@ -34,8 +27,9 @@
 
 namespace floorline::gen {
 
-enum class CacheState { kMemory, kLlc };
-// "memory", "llc": the cache_times.state values.
+// kWarm: single calls back to back, nothing evicted (the other states' reference, timed with them).
+enum class CacheState { kWarm, kMemory, kLlc };
+// "warm", "memory", "llc": the cache_times.state values.
 std::string_view cache_state_name(CacheState s);
 
 // A core's L2 and the last-level cache (bytes): cpu0's caches in sysfs, else sysconf, else 1 MiB
@@ -46,8 +40,8 @@ struct CacheSizes {
 };
 CacheSizes cache_sizes();
 
-// The bytes one flush writes for `state` at `threads` threads: 2 × llc (memory), 2 × l2 × threads
-// (llc).
+// The bytes one flush reads for `state` at `threads` threads: 2 × llc (memory), 2 × l2 × threads
+// (llc), 0 (warm).
 int64_t flush_bytes(CacheState state, int threads, const CacheSizes& sizes);
 
 // Flushes the caches of `threads` threads (the calling thread and threads - 1 of its own, started
@@ -82,30 +76,36 @@ unsigned touch(const void* data, int64_t bytes);
 bool evict(const void* data, int64_t bytes);
 
 struct CacheTiming {
+  CacheState state = CacheState::kWarm;
   double median_us = 0, min_us = 0;
   int samples = 0;
   int64_t flush_bytes = 0;
-  bool targeted = false;  // the weights' lines evicted alone (evict), not a flush
+  bool targeted = false;  // memory: the weights' lines evicted alone (evict), not a flush
 };
 
-// Times `kernel`, built for `problem`, `samples` calls in `flusher`'s state, after a warm-up
-// (kernels::warm_up, 10 ms). Before each call:
+// Times `kernel`, built for `problem`, in each of `flushers`' states in turn, `samples` calls each,
+// after a warm-up (kernels::warm_up, 10 ms): all within a few milliseconds, so that the state of the
+// machine is the same for all (not interleaved call by call: a call from memory leaves the weights
+// where a following call from the last-level cache does not find them; the linear layer of
+// CacheState.WeightsBeyondL2... took 319-337 µs from the LLC so, 150-172 in turn). Before each call:
+//  - warm: nothing;
 //  - memory, where the kernel has a port for every weight operand (kernels::weight_operand; the
 //    buffer run() reads, e.g. oneDNN's reordered weights): those lines are evicted from every cache
 //    (evict), nothing else: the call finds its weights in DRAM and everything else (activations,
 //    its output buffer, its code, the page tables, the library's state) as the call before left it;
 //  - otherwise (llc; or memory for a kernel that packs its weights where no port shows them, as
-//    XNNPACK and sgemm_packed do): flusher.flush(), then the activation inputs' ports read back, so
+//    XNNPACK and sgemm_packed do): the flush, then the activation inputs' ports read back, so
 //    that the weights and the output buffer come from beyond the flushed level (a pass's pooled
 //    output buffers were last touched layers before) and the inputs from where the step before
 //    left them.
-// Then one timed call (Kernel::timed_run). Exceptions from the kernel propagate.
-CacheTiming time_in_cache_state(kernels::Kernel& kernel, const kernels::Problem& problem,
-                                CacheFlusher& flusher, int samples);
+// Then one timed call (Kernel::timed_run). One timing per flusher, in their order. Exceptions from
+// the kernel propagate.
+std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const kernels::Problem& problem,
+                                              const std::vector<CacheFlusher*>& flushers, int samples);
 
 struct CacheStageOptions {
   int samples = 5;
-  std::vector<CacheState> states = {CacheState::kMemory, CacheState::kLlc};
+  std::vector<CacheState> states = {CacheState::kWarm, CacheState::kLlc, CacheState::kMemory};
   bool force = false;  // time again the cases that already have a row
   // The cases of the thread budget (each config's fastest over the host's systems of at most the
   // system's threads, as S takes them), or, without, the system's own (--threads-exact).
