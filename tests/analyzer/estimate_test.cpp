@@ -15,25 +15,14 @@
 namespace floorline::analyzer {
 namespace {
 
-// x → Relu → Sigmoid → Tanh on 4096 floats: no parameters, and each layer reads 16 KiB and writes
-// 16 KiB, so a pass keeps 32 KiB live (pass_footprint).
-constexpr const char* kEstimateChain = R"onnx(
-<ir_version: 8, opset_import: ["" : 17]>
-estimate_chain (float[1,4096] x) => (float y) {
-  a = Relu (x)
-  b = Sigmoid (a)
-  y = Tanh (b)
-}
-)onnx";
-
+// The chain (recorded::kReluSigmoidTanh): each layer reads 16 KiB and writes 16 KiB, so a pass
+// keeps 32 KiB live (pass_footprint).
 using recorded::value;
 
 struct EstimateDb : recorded::RecordedDb {
-  EstimateDb() : RecordedDb("estimate", kEstimateChain, "estimate_chain") {}
+  EstimateDb() : RecordedDb("estimate", recorded::kReluSigmoidTanh, "estimate_chain") {}
   const LayerCost& layer(const ModelBounds& b, const std::string& kind) {
-    for (const auto& l : b.layers)
-      if (l.kind == kind) return l;
-    throw std::runtime_error("no " + kind);
+    return recorded::layer_of_kind(b, kind);
   }
 };
 

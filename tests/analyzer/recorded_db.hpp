@@ -11,11 +11,29 @@
 #include <stdexcept>
 #include <string>
 
+#include "floorline/analyzer/analyzer.hpp"
 #include "floorline/benchdb/database.hpp"
 #include "floorline/benchdb/writer.hpp"
 #include "floorline/model_processor/model.hpp"
 
 namespace floorline::analyzer::recorded {
+
+// x → Relu → Sigmoid → Tanh on 1x4096 floats: three configs, no parameters.
+inline constexpr const char* kReluSigmoidTanh = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+chain (float[1,4096] x) => (float y) {
+  a = Relu (x)
+  b = Sigmoid (a)
+  y = Tanh (b)
+}
+)onnx";
+
+// The first layer of `kind` ("Relu") in b's layer table; throws where there is none.
+inline const LayerCost& layer_of_kind(const ModelBounds& b, const std::string& kind) {
+  for (const auto& l : b.layers)
+    if (l.kind == kind) return l;
+  throw std::runtime_error("no " + kind);
+}
 
 template <class T>
 T value(Result<T> r) {

@@ -18,28 +18,17 @@
 namespace floorline::analyzer {
 namespace {
 
-// x → Relu → Sigmoid → Tanh: three configs.
-constexpr const char* kBudgetChain = R"onnx(
-<ir_version: 8, opset_import: ["" : 17]>
-budget_chain (float[1,4096] x) => (float y) {
-  a = Relu (x)
-  b = Sigmoid (a)
-  y = Tanh (b)
-}
-)onnx";
-
 using recorded::value;
 
 struct BudgetDb : recorded::RecordedDb {
-  explicit BudgetDb(int64_t batch = 1) : RecordedDb("budget", kBudgetChain, "budget_chain", batch) {}
+  explicit BudgetDb(int64_t batch = 1)
+      : RecordedDb("budget", recorded::kReluSigmoidTanh, "budget_chain", batch) {}
   int64_t system(int64_t threads, const std::string& cpu = "Test CPU") {
     return RecordedDb::system(cpu, threads);
   }
   void runtime(int64_t threads, double us) { RecordedDb::runtime("cpu", threads, us); }
   const LayerCost& layer(const ModelBounds& b, const std::string& kind) {
-    for (const auto& l : b.layers)
-      if (l.kind == kind) return l;
-    throw std::runtime_error("no " + kind);
+    return recorded::layer_of_kind(b, kind);
   }
 };
 
