@@ -16,22 +16,12 @@
 namespace floorline::analyzer {
 namespace {
 
-// x → Relu → Sigmoid → Tanh: three configs of three kinds.
-constexpr const char* kCompareChain = R"onnx(
-<ir_version: 8, opset_import: ["" : 17]>
-compare_chain (float[1,4096] x) => (float y) {
-  a = Relu (x)
-  b = Sigmoid (a)
-  y = Tanh (b)
-}
-)onnx";
-
 using recorded::check;
 using recorded::value;
 
 struct CompareDb : recorded::RecordedDb {
   explicit CompareDb(const std::string& name)
-      : RecordedDb("compare_" + name, kCompareChain, "compare_chain") {}
+      : RecordedDb("compare_" + name, recorded::kReluSigmoidTanh, "compare_chain") {}
 };
 
 // Host A: Relu 10, Sigmoid 20, Tanh 40 (S 70); host B: Relu 5, Sigmoid 20, Tanh 10 (S 35).
