@@ -202,10 +202,7 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
   };
   const Backend* current = nullptr;
   int current_threads = 0;
-  int64_t done = 0;
   for (const ChosenCase* c : todo) {
-    if (options.progress) options.progress(done, sum.cases);
-    ++done;
     const auto sys = system_at.find(c->threads);
     const auto be = std::find_if(backends.begin(), backends.end(),
                                  [&](const Backend* b) { return b->name() == c->spec.variant.backend; });
@@ -259,7 +256,6 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
     }
   }
   if (current) current->park_threads();
-  if (options.progress) options.progress(done, sum.cases);
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
 }

@@ -1,6 +1,8 @@
 // Replay: the chosen cases of a model wired into its graph and timed as one pass.
 #include "floorline/generator/replay.hpp"
 
+#include "floorline/generator/cache_state.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -971,7 +973,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       r.steps.back().denormals = counts[k].denormals;
       r.steps.back().nonfinite = counts[k].nonfinite;
     }
-    name_slow_steps(r, options.l2_bytes > 0 ? options.l2_bytes : l2_cache_bytes());
+    name_slow_steps(r, options.l2_bytes > 0 ? options.l2_bytes : cache_sizes().l2);
   } catch (const std::exception& e) {
     if (backend_now) backend_now->park_threads();
     return make_error("{} (batch {}): replay failed at {}: {}", model.name, model.batch,
@@ -992,11 +994,6 @@ DataCount count_abnormal(const float* x, int64_t n) {
     c.nonfinite += exponent == 0xFFu ? 1 : 0;
   }
   return c;
-}
-
-int64_t l2_cache_bytes() {
-  const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-  return l2 > 0 ? static_cast<int64_t>(l2) : int64_t{1} << 20;
 }
 
 void name_slow_steps(ReplayResult& r, int64_t l2_bytes) {

@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -110,8 +109,6 @@ struct CacheStageOptions {
   // The cases of the thread budget (each config's fastest over the host's systems of at most the
   // system's threads, as S takes them), or, without, the system's own (--threads-exact).
   bool thread_budget = true;
-  // Called before each case and at the end (done, total), for a progress line; may be empty.
-  std::function<void(int64_t, int64_t)> progress;
 };
 
 struct CacheStageSummary {

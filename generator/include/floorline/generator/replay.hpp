@@ -90,7 +90,7 @@ struct ReplayOptions {
   // its best case.
   double layout_slack = 1.5;
   int layout_candidates = 6;
-  int64_t l2_bytes = 0;  // a core's L2 cache for name_slow_steps; 0: the machine's (l2_cache_bytes)
+  int64_t l2_bytes = 0;  // a core's L2 cache for name_slow_steps; 0: the machine's (cache_sizes)
   // Denormals flushed to zero (FTZ and DAZ) on the calling thread and the OpenMP pool while the
   // timed passes run: a guard. The cases' weights are at their fan-in's scale
   // (kernels::fill_half_width), so their outputs stay normal, and the data check (denormal_steps)
@@ -314,9 +314,6 @@ std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::v
 // Sets excess_cause on every layer step slower in the graph than alone (and so cause() on every
 // slow one), and slow_steps and slow_unexplained (the slow steps with none).
 void name_slow_steps(ReplayResult& r, int64_t l2_bytes);
-
-// A core's L2 cache in bytes (sysconf), 1 MiB where the system does not say.
-int64_t l2_cache_bytes();
 
 // The row that stores a replay (benchdb replays table): the system whose cases were replayed, the
 // run that did it (when there is one), the timing, and in `makeup` a JSON object of the replay's
