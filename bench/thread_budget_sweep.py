@@ -7,7 +7,9 @@ Runs `floorline run` on the models at each thread budget (default 1 and 2) with 
 at its budget and times ONNX Runtime at the same batch and thread count (intra-op threads = T,
 inter-op 1). Then it prints, per (batch, threads), the validity table: S, the replay and ONNX
 Runtime's faster setting (optimization level all or disabled) per model, whether S <= ORT and
-S <= replay, the thinnest margin, replay / S; and per model S at 2 threads against S at 1.
+S <= replay, the thinnest margin, replay / S and the paired replay over S (the replay at the host's
+state when S was timed: docs/MEASUREMENT.md, "The paired replay"); and per model S at 2 threads
+against S at 1.
 
     bench/thread_budget_sweep.py --floorline build/bin/floorline [--models resnet18,gru_kws]
                                  [--batch 1,8] [--threads 1,2] [--out DIR] [-- RUN ARGS...]
@@ -51,7 +53,8 @@ def rows_of(report, threads):
         ort = [f for f in m.get("framework", []) if f.get("runtime") == "onnxruntime"]
         best = min((f["us"] for f in ort), default=None)
         rows.append({"model": m["model"], "batch": m["batch"], "threads": threads, "S_us": m["S_us"],
-                     "replay_us": m.get("replay_us"), "ort_us": best})
+                     "replay_us": m.get("replay_us"), "replay_paired_us": m.get("replay_paired_us"),
+                     "ort_us": best})
     return rows
 
 
@@ -83,7 +86,7 @@ def main():
             rows += rows_of(json.loads(text), t)
     bad = 0
     print(f"{'model':26} {'b':>3} {'T':>2} {'S ms':>9} {'replay ms':>10} {'ORT ms':>9} {'S<=ORT':>7} "
-          f"{'S<=replay':>9} {'replay/S':>8}")
+          f"{'S<=replay':>9} {'replay/S':>8} {'paired/S':>8}")
     for r in sorted(rows, key=lambda r: (r["batch"], r["threads"], r["model"])):
         s, rp, o = r["S_us"], r["replay_us"], r["ort_us"]
         ok_ort = o is None or s <= o
@@ -92,7 +95,8 @@ def main():
         fmt = lambda v: f"{v / 1000:.2f}" if v is not None else "-"
         print(f"{r['model']:26} {r['batch']:>3} {r['threads']:>2} {fmt(s):>9} {fmt(rp):>10} {fmt(o):>9} "
               f"{('yes' if ok_ort else 'NO'):>7} {('yes' if ok_rp else 'NO'):>9} "
-              f"{(rp / s if rp and s else float('nan')):8.2f}")
+              f"{(rp / s if rp and s else float('nan')):8.2f} "
+              f"{(r.get('replay_paired_us') or float('nan')) / s if s else float('nan'):8.2f}")
     # S at more threads never above S at fewer (the budget takes each layer's fastest count).
     by = {(r["model"], r["batch"], r["threads"]): r["S_us"] for r in rows}
     counts = sorted(int(x) for x in a.threads.split(","))

@@ -208,6 +208,8 @@ int run_main(RunCmd o, const std::string& command_line) {
     rpo.repetitions = repetitions;
     rpo.min_time = o.quick ? 0.01 : 0.05;
     rpo.profile_passes = o.quick ? 1 : 5;
+    rpo.paired = !o.quick;
+    if (o.quick) rpo.profile_seconds = 0;
     rpo.flush_denormals = !o.replay_denormals;
     rpo.huge_pages = ro.huge_pages;
     // The sentinel the bench judged S's cases by (its own for a device backend, the CPU's at the
@@ -271,6 +273,14 @@ int run_main(RunCmd o, const std::string& command_line) {
                                       r->slow_steps, gen::kSlowStep, r->slow_unexplained)
                               .c_str()
                         : "");
+      if (r->pairs > 0 && r->steps_alone_us > 0)
+        std::fprintf(stderr,
+                     "    paired: the pass is %.2fx its layers alone in the same moments (median of %d), "
+                     "%.1f us at the host's state when S was timed (replay/S %.2f); the host ran %.2fx "
+                     "slower than then\n",
+                     r->paired_ratio, r->pairs, r->paired_us(),
+                     r->cases_us > 0 ? r->paired_us() / r->cases_us : 0.0,
+                     r->alone_now_us / r->steps_alone_us);
       if (r->slowed_repetitions > 0)
         std::fprintf(stderr,
                      "    sentinel: %d repetition(s) timed while the machine was slowed, timed again\n",

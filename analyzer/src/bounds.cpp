@@ -458,6 +458,7 @@ Replay replay_of(const CostTable& costs, const std::string& model, int64_t batch
                          j["layers"].get<int64_t>(), r.conversions, *r.conversions_us,
                          j.value("buffers_reused", int64_t{0}),
                          j.value("buffers", int64_t{0}) + j.value("buffers_reused", int64_t{0}));
+    if (const double paired = j.value("paired_us", 0.0); paired > 0) r.paired_us = paired;
     // The replay's data check (generator/replay.hpp, ReplayResult::denormal_steps).
     const int64_t denormal = j.value("denormal_steps", int64_t{0}),
                   nonfinite = j.value("nonfinite_steps", int64_t{0});
@@ -609,6 +610,7 @@ ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, cons
 
   Replay replay = replay_of(costs, b.model, b.batch, b.dtype);
   b.replay = replay.us;
+  b.replay_paired = replay.paired_us;
   b.replay_note = std::move(replay.note);
   b.replay_conversions_us = replay.conversions_us;
   b.replay_conversions = replay.conversions;

@@ -819,15 +819,19 @@ std::string format_html(const Report& r) {
        "framework "
        "measurement; replay: the best cases executed back to back as the graph, on wired buffers (replay/S "
        "near 1: "
-       "S is tight); E: the composed estimate, each layer's case timed with its weights from memory or the "
+       "S is tight); replay paired: the replay at the host's state when S's cases were timed, its pass "
+       "against its layers alone in the same moments (a loaded host's share taken out); E: the composed "
+       "estimate, each layer's case timed with its weights from memory or the "
        "last-level cache as the graph leaves them (an estimate, never a bound; replay/E near 1: E predicts "
        "the "
        "graph). Times per inference of the whole batch.</p>\n";
   s += "<h2>Summary</h2>\n<table "
        "id=\"summary\"><tr><th>model</th><th>batch</th><th>S</th><th>S "
        "vendor</th><th>P</th><th>H</th><th>F</th>"
-       "<th>R</th><th>M</th><th>replay</th><th>E</th><th>S 95% CI</th><th>P 95% CI</th><th>F 95% "
-       "CI</th><th>S/P</th><th>H/S</th><th>S/F</th><th>M/S</th><th>replay/S</th><th>E/S</th><th>replay/E</th>"
+       "<th>R</th><th>M</th><th>replay</th><th>replay paired</th><th>E</th><th>S 95% CI</th><th>P 95% "
+       "CI</th><th>F 95% "
+       "CI</th><th>S/P</th><th>H/S</th><th>S/F</th><th>M/S</th><th>replay/S</th><th>paired/S</th><th>E/S</"
+       "th><th>replay/E</th>"
        "<th>measured share</th></tr>\n";
   for (const auto& m : r.models) {
     const auto& b = m.bounds;
@@ -837,12 +841,13 @@ std::string format_html(const Report& r) {
     s += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
         "td>"
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.2f}</td><td>{:.2f}</td>"
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td></tr>\n",
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{:.2f}</"
+        "td><td>{:.2f}</td>"
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td></tr>\n",
         esc(b.model), b.batch, us_text(b.S), us_text(b.S_vendor), us_text(b.P), us_text(b.H), us_text(b.F),
-        opt_us(b.R), opt_us(b.M), opt_us(b.replay), opt_us(b.E), ci_text(b.S_ci), ci_text(b.P_ci),
-        ci_text(b.F_ci), b.P > 0 ? b.S / b.P : 0.0, b.S > 0 ? b.H / b.S : 0.0, b.F > 0 ? b.S / b.F : 0.0,
-        over_s(b.M), over_s(b.replay), over_s(b.E),
+        opt_us(b.R), opt_us(b.M), opt_us(b.replay), opt_us(b.replay_paired), opt_us(b.E), ci_text(b.S_ci),
+        ci_text(b.P_ci), ci_text(b.F_ci), b.P > 0 ? b.S / b.P : 0.0, b.S > 0 ? b.H / b.S : 0.0,
+        b.F > 0 ? b.S / b.F : 0.0, over_s(b.M), over_s(b.replay), over_s(b.replay_paired), over_s(b.E),
         b.replay && b.E && *b.E > 0 ? fmt::format("{:.3f}", *b.replay / *b.E) : std::string("–"),
         100.0 * b.measured_fraction);
   }

@@ -61,6 +61,8 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
       {"R_us", [](const M& m) { return float_cell(m.bounds.R, 1); }},
       {"M_us", [](const M& m) { return float_cell(m.bounds.M, 1); }},
       {"replay_us", [](const M& m) { return float_cell(m.bounds.replay, 1); }},
+      // The replay at the host's state when S's cases were timed (the paired measure).
+      {"replay_paired_us", [](const M& m) { return float_cell(m.bounds.replay_paired, 1); }},
       // E, the composed estimate (never a bound), and the share of the weights it takes from memory.
       {"E_us", [](const M& m) { return float_cell(m.bounds.E, 1); }},
       {"E_memory_share",
@@ -84,6 +86,10 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
       {"replay_over_S", [](const M& m) { return float_cell(ratio(m.bounds.replay, m.bounds.S), 2); }},
       {"E_over_S", [](const M& m) { return float_cell(ratio(m.bounds.E, m.bounds.S), 2); }},
       {"replay_over_E", [](const M& m) { return float_cell(ratio(m.bounds.replay, m.bounds.E), 3); }},
+      {"replay_paired_over_S",
+       [](const M& m) { return float_cell(ratio(m.bounds.replay_paired, m.bounds.S), 2); }},
+      {"replay_paired_over_E",
+       [](const M& m) { return float_cell(ratio(m.bounds.replay_paired, m.bounds.E), 3); }},
       {"measured_share", [](const M& m) { return float_cell(m.bounds.measured_fraction, 3); }},
       {"layers", [](const M& m) { return int_cell(static_cast<int64_t>(m.bounds.layers.size())); }},
       {"roofline_layers", [](const M& m) { return int_cell(m.bounds.roofline_layers); }},

@@ -938,18 +938,48 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     r.max_us = s.max;
     r.stddev_us = s.stddev;
     r.repetitions = static_cast<int>(s.n);
-    std::vector<std::vector<double>> per_step(steps.size());
-    for (int p = 0; p < std::max(1, options.profile_passes); ++p)
+    // The profile passes, each paired with the same steps alone (ReplayOptions::paired): a pass
+    // with every step timed, then each layer step run once more to warm it and timed on the next
+    // call. Both halves of a pair see the host in one state, so the pass over its steps alone is
+    // the graph's cost over its cases', whatever the host's load.
+    std::vector<std::vector<double>> per_step(steps.size()), alone_now(steps.size());
+    std::vector<double> pair_ratios;
+    const int profile_passes = std::max(
+        std::max(1, options.profile_passes),
+        static_cast<int>(std::min(
+            ReplayOptions::kMaxProfilePasses,
+            std::ceil(options.profile_seconds / std::max((options.paired ? 3 : 1) * per_pass, 1e-9)))));
+    for (int p = 0; p < profile_passes; ++p) {
+      double graph_us = 0, alone_sum_us = 0;
       for (failing = 0; failing < steps.size(); ++failing) {
         const auto t0 = std::chrono::steady_clock::now();
         run_step(steps[failing]);
         per_step[failing].push_back(seconds_since(t0) * 1e6);
+        graph_us += per_step[failing].back();
       }
+      if (!options.paired) continue;
+      for (failing = 0; failing < steps.size(); ++failing) {
+        if (steps[failing].conversion) continue;
+        run_step(steps[failing]);
+        const auto t0 = std::chrono::steady_clock::now();
+        run_step(steps[failing]);
+        alone_now[failing].push_back(seconds_since(t0) * 1e6);
+        alone_sum_us += alone_now[failing].back();
+      }
+      if (alone_sum_us > 0) pair_ratios.push_back(graph_us / alone_sum_us);
+    }
+    if (!pair_ratios.empty()) {
+      r.paired_ratio = summarize(pair_ratios).median;
+      r.pairs = static_cast<int>(pair_ratios.size());
+    }
     for (size_t k = 0; k < steps.size(); ++k) {
       const Summary step_summary = summarize(per_step[k]);
       const double us = step_summary.min;
       (steps[k].conversion ? r.conversions_us : r.layers_us) += us;
       r.steps_median_us += step_summary.median;
+      if (!steps[k].conversion) r.steps_alone_us += steps[k].alone_us;
+      const double now_us = alone_now[k].empty() ? 0.0 : summarize(alone_now[k]).min;
+      r.alone_now_us += now_us;
       r.steps.push_back({steps[k].label,
                          steps[k].conversion,
                          us,
@@ -970,6 +1000,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
                          steps[k].kernel->workspace_bytes(),
                          steps[k].writes,
                          ""});
+      r.steps.back().alone_now_us = now_us;
       r.steps.back().denormals = counts[k].denormals;
       r.steps.back().nonfinite = counts[k].nonfinite;
     }
@@ -1096,6 +1127,7 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                              {"replay_us", s.in_graph_us},
                              {"replay_median_us", s.in_graph_median_us},
                              {"case_us", s.alone_us},
+                             {"alone_now_us", s.alone_now_us},
                              {"threads", s.threads},
                              {"alternative", s.alternative},
                              {"cause", s.cause()},
@@ -1106,6 +1138,11 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                               {"conversions", r.conversions},
                               {"conversions_us", r.conversions_us},
                               {"steps_median_us", r.steps_median_us},
+                              {"paired_ratio", r.paired_ratio},
+                              {"pairs", r.pairs},
+                              {"steps_alone_us", r.steps_alone_us},
+                              {"alone_now_us", r.alone_now_us},
+                              {"paired_us", r.paired_us()},
                               {"operands_shared", r.operands_shared},
                               {"layers_missing", r.layers_missing},
                               {"operands_unwired", r.operands_unwired},

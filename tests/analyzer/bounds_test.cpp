@@ -407,6 +407,27 @@ TEST(Replay, ThisSystemsRowWithItsConversions) {
   EXPECT_EQ(r.note, "4 layers, 2 layout conversions (1.5 µs), 1 of 4 output buffers reused");
   EXPECT_FALSE(replay_of(costs, "other", 1, "f32").us);
   EXPECT_FALSE(replay_of(costs, "diamond", 8, "f32").us);
+  EXPECT_FALSE(r.paired_us);  // a replay without the paired measure (before it, or --quick)
+}
+
+// The paired measure (generator ReplayResult::paired_us) is read from the make-up; 0 is none.
+TEST(Replay, ThePairedTimeIsReadFromTheMakeUp) {
+  CostTable costs;
+  costs.system_id = 3;
+  benchdb::ReplayRow row;
+  row.system_id = 3;
+  row.model_name = "diamond";
+  row.median_us = 45.5;
+  row.min_us = 44.0;
+  row.makeup = R"({"layers":4,"conversions":0,"conversions_us":0,"paired_ratio":1.25,"steps_alone_us":30,)"
+               R"("paired_us":37.5})";
+  costs.replays[{"diamond", 1, "f32"}] = row;
+  auto r = replay_of(costs, "diamond", 1, "f32");
+  EXPECT_DOUBLE_EQ(r.us.value_or(-1), 44.0);
+  EXPECT_DOUBLE_EQ(r.paired_us.value_or(-1), 37.5);
+  costs.replays[{"diamond", 1, "f32"}].makeup =
+      R"({"layers":4,"conversions":0,"conversions_us":0,"paired_us":0})";
+  EXPECT_FALSE(replay_of(costs, "diamond", 1, "f32").paired_us);
 }
 
 TEST(LayerCosts, MeasuredThenRooflineThenNoneAndPredsThroughViews) {

@@ -117,8 +117,11 @@ TEST(Estimate, WithinAThreadBudgetALayerReadsTheCacheTimeOfTheCaseSTook) {
   EXPECT_EQ(t.layer(b, "Sigmoid").threads, 1);
   EXPECT_DOUBLE_EQ(*t.layer(b, "Sigmoid").e_us, 28);
 
-  // The report's columns: E, its memory share, E/S and replay/E (with a replay row of 80 µs).
+  // The report's columns: E, its memory share, E/S and replay/E (with a replay row of 80 µs, and the
+  // paired measure's 63 µs: its pass 1.125 × its layers alone, whose cases S times at 56 µs).
   benchdb::ReplayRow r;
+  r.makeup = R"({"layers":3,"conversions":0,"conversions_us":0,"paired_ratio":1.125,"steps_alone_us":56,)"
+             R"("paired_us":63})";
   r.system_id = two;
   r.model_name = t.model.name;
   r.batch = 1;
@@ -134,6 +137,9 @@ TEST(Estimate, WithinAThreadBudgetALayerReadsTheCacheTimeOfTheCaseSTook) {
   EXPECT_NE(header.find("E_over_S,replay_over_E"), std::string::npos) << header;
   EXPECT_NE(csv.find(",71.0,0.50,"), std::string::npos) << csv;
   EXPECT_NE(csv.find(",1.27,1.127,"), std::string::npos) << csv;  // 71 / 56; 80 / 71
+  EXPECT_NE(header.find("replay_paired_over_S,replay_paired_over_E"), std::string::npos) << header;
+  EXPECT_NE(csv.find(",1.12,0.887,"), std::string::npos) << csv;               // 63 / 56 (1.125); 63 / 71
+  EXPECT_NE(format_html(report).find("<td>63.0 µs</td>"), std::string::npos);  // the summary's paired column
 }
 
 }  // namespace

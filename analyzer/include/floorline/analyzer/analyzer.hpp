@@ -336,6 +336,9 @@ struct ModelBounds {
   std::optional<double> R;       // none without calibrated peaks
   std::optional<double> M;       // fastest framework latency, when imported
   std::optional<double> replay;  // replay of the best cases on this system (µs), when run
+  // The replay at the host's state when S's cases were timed (µs; Replay::paired_us): what the
+  // graph costs over its cases, without what a loaded host added to the pass. Not a bound either.
+  std::optional<double> replay_paired;
   // E, the composed estimate (estimate_E, docs/ANALYZER.md "The estimate E"): Σ e(v), with t(v) for
   // a layer without e(v). Never a bound. None where no layer has a cache time. E_memory_share: the
   // share of the weights it takes from memory rather than the last-level cache (memory_share);

@@ -130,6 +130,9 @@ struct Replay {
   std::string note;                      // how it was wired (or the row's source text as is)
   std::optional<double> conversions_us;  // time spent in layout conversions, when recorded
   int64_t conversions = 0;
+  // The replay at the host's state when its cases were timed (generator ReplayResult::paired_us:
+  // its cases' times × the pass over its layers alone in the same moments), when recorded.
+  std::optional<double> paired_us;
   std::vector<ReplayLayerTime> layer_times;  // per replayed layer, when recorded (make-up layer_times)
 };
 // Not a bound: Floorline's replay of this model, batch and dtype on costs' system (costs.replays,

@@ -83,7 +83,14 @@ struct ReplayOptions {
   double min_time = 0.05;  // seconds per repetition (whole passes)
   double warmup_seconds = 0.02;
   int threads = 1;
+  // Profile passes: at least profile_passes, more up to profile_seconds (pairs included) and at
+  // most kMaxProfilePasses: a short model gets more pairs, whose median is then steadier.
   int profile_passes = 5;
+  double profile_seconds = 0.3;
+  static constexpr double kMaxProfilePasses = 50;
+  // Each profile pass paired with its layer steps alone (ReplayResult::paired_ratio): two more
+  // calls per layer step and pass.
+  bool paired = true;
   // Layout-aware choice (replay_model): a layer may run another passed case of its config, up to
   // `layout_slack` × its best case's time, where that saves more in layout conversions; at most
   // `layout_candidates` cases per layer are considered (the fastest). 1 or less: every layer runs
@@ -148,6 +155,10 @@ struct ReplayStep {
   // The data check (ReplayResult::denormal_steps): of the f32 values this step wrote in the check's
   // pass, how many were denormal (nonzero, below FLT_MIN in magnitude) and how many infinite or NaN.
   int64_t denormals = 0, nonfinite = 0;
+  // Its case alone in the same moments as the profile passes (ReplayOptions::paired): the lowest
+  // over the pairs of one call, timed right after a call that warms it; 0 for a conversion and
+  // where not paired.
+  double alone_now_us = 0;
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }
@@ -159,8 +170,11 @@ struct ReplayStep {
 
 // A layer step is slow when it takes over this × its case's time alone in the graph.
 inline constexpr double kSlowStep = 1.5;
+// Against its case alone in the same moments where paired (the host's load is then on both
+// sides), else against the case's time as S takes it.
 inline bool ReplayStep::slow() const {
-  return !conversion && alone_us > 0 && in_graph_us > kSlowStep * alone_us;
+  const double alone = alone_now_us > 0 ? alone_now_us : alone_us;
+  return !conversion && alone > 0 && in_graph_us > kSlowStep * alone;
 }
 
 struct ReplayResult {
@@ -191,6 +205,15 @@ struct ReplayResult {
   double layers_us = 0;        // Σ in-graph times of the layers' cases
   double conversions_us = 0;   // Σ in-graph times of the conversions
   double steps_median_us = 0;  // Σ over every step of its median profile-pass time
+  // The paired measure (ReplayOptions::paired): each profile pass against its layer steps alone,
+  // timed right after it. paired_ratio is the median over the pairs of (the pass, conversions
+  // included) / (Σ its layer steps alone): what the graph costs beyond its cases, with the host's
+  // load on both sides. steps_alone_us is Σ the layer steps' alone_us (S's times of the cases that
+  // ran), alone_now_us Σ their alone_now_us: over steps_alone_us, how much slower the host ran
+  // than when the cases were timed.
+  double paired_ratio = 0;
+  int pairs = 0;
+  double steps_alone_us = 0, alone_now_us = 0;
   // The data check: one pass before the timed ones, with denormals as the hardware makes them
   // (whatever flush_denormals says), each layer's f32 outputs scanned after it runs. Layers that
   // wrote denormal values, and layers that wrote infinities or NaNs. Both 0 on data that behaves
@@ -201,6 +224,11 @@ struct ReplayResult {
   std::vector<ReplayStep> steps;  // every step, in pass order
   // replay / S: the lowest repetition mean over S, the same statistic on both sides.
   double ratio() const { return cases_us > 0 ? min_us / cases_us : 0; }
+  // The replay at the host's state when its cases were timed (µs): steps_alone_us × paired_ratio;
+  // 0 where not paired. Beside min_us on a loaded host (a VM whose neighbours take its cores for
+  // tens of milliseconds: docs/MEASUREMENT.md, "The paired replay"), it says what the graph costs
+  // without what the host's load added to the pass.
+  double paired_us() const { return paired_ratio > 0 ? steps_alone_us * paired_ratio : 0; }
 };
 
 // Replays one model (one batch) on `backend`: each layer's case is built by the backend that
