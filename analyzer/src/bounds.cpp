@@ -234,7 +234,17 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
         cv = costs.conversions.find({l.key, dtype, mode, CaseFeeds{"", it->second.id.layout}});
       if (cv != costs.conversions.end())
         for (const auto& x : cv->second)
-          if (x.system_id == it->second.system_id) c.conversion_us += x.us;  // same thread count
+          if (x.system_id == it->second.system_id) {  // same thread count
+            c.conversion_us += x.us;
+            // Which port it converts: the layouts the case reads and writes (estimate_E).
+            if (const auto lc = parse_conversion(x.id.layout); lc && lc->tensor == "src") {
+              c.in_layout = lc->to;
+              c.in_conversion_us += x.us;
+            } else if (lc && lc->tensor == "dst") {
+              c.out_layout = lc->to;
+              c.out_conversion_us += x.us;
+            }
+          }
     } else if (c.roofline_us) {
       c.source = CostSource::kRoofline;
       c.us = *c.roofline_us;
@@ -536,9 +546,97 @@ double memory_share(const mp::ModelIR& model, int64_t cache_bytes) {
   return std::clamp(1.0 - static_cast<double>(cache_bytes) / static_cast<double>(f), 0.0, 1.0);
 }
 
+void estimate_conversions(ModelBounds& b, const mp::ModelIR& model) {
+  std::unordered_map<int, LayerCost*> cost_of;
+  for (auto& c : b.layers) {
+    c.e_conversion_us = 0;
+    cost_of[c.index] = &c;
+  }
+  struct Value {
+    std::string layout;
+    const LayerCost* producer = nullptr;
+    std::string buffer;  // the value whose buffer it is (a view's input's)
+  };
+  std::unordered_map<std::string, Value> value;  // values the walk's layers wrote
+  std::set<std::pair<std::string, std::string>> converted;
+  b.E_conversions = 0;
+  b.E_conversions_us = 0;
+  auto charge = [&](LayerCost& at, const Value& v, const std::string& to, double us) {
+    if (!converted.insert({v.buffer, to}).second) return;
+    at.e_conversion_us += us;
+    b.E_conversions_us += us;
+    ++b.E_conversions;
+  };
+  // The time to bring value `v` into layout `to` for a reader whose conversion case into `to` takes
+  // `into_us`.
+  auto cost = [](const Value& v, const std::string& to, double into_us) {
+    double us = 0;
+    if (!v.layout.empty() && v.producer) us += v.producer->out_conversion_us;
+    if (!to.empty()) us += into_us;
+    return us;
+  };
+  for (const auto& l : model.layers) {
+    if (!l.subgraph.empty()) continue;
+    const auto it = cost_of.find(l.index);
+    LayerCost* c = it == cost_of.end() ? nullptr : it->second;
+    const bool absorbed = c && !c->epilogue_case.empty();  // in its producer's fused case
+    if (l.cost == mp::CostClass::kView || absorbed) {
+      if (!l.input_names.empty() && !l.output_names.empty())
+        if (const auto in = value.find(l.input_names[0]); in != value.end())
+          value[l.output_names[0]] = in->second;
+      continue;
+    }
+    if (!c) {
+      for (const auto& n : l.output_names) value.erase(n);
+      continue;
+    }
+    const bool measured = c->source == CostSource::kMeasured;
+    if (measured && c->in_layout.empty() && mp::layout_agnostic(l) && l.output_names.size() == 1) {
+      const Value* kept = nullptr;
+      for (const auto& n : l.input_names)
+        if (const auto in = value.find(n); in != value.end() && !in->second.layout.empty()) {
+          kept = &in->second;
+          break;
+        }
+      if (kept) {
+        const Value t = *kept;
+        for (const auto& n : l.input_names)
+          if (const auto in = value.find(n); in != value.end() && in->second.layout != t.layout)
+            charge(*c, in->second, t.layout,
+                   cost(in->second, t.layout, t.producer ? t.producer->out_conversion_us : 0));
+        value[l.output_names[0]] = {t.layout, t.producer, l.output_names[0]};
+        continue;
+      }
+    }
+    for (size_t k = 0; k < l.input_names.size() && k < l.config.inputs.size(); ++k) {
+      const auto in = value.find(l.input_names[k]);
+      if (in == value.end()) continue;
+      const bool src_shaped = l.config.inputs[k].shape == l.config.inputs[0].shape;
+      const std::string to = measured && src_shaped ? c->in_layout : std::string();
+      if (in->second.layout != to) charge(*c, in->second, to, cost(in->second, to, c->in_conversion_us));
+    }
+    for (size_t o = 0; o < l.output_names.size(); ++o)
+      if (!l.output_names[o].empty())
+        value[l.output_names[o]] = {o == 0 && measured ? c->out_layout : "", c, l.output_names[o]};
+  }
+  // The replay's layout-aware choice runs a layer on another of its cases, within
+  // kLayoutSlack × its best, where that costs less than the conversions: a layer is charged at most
+  // what its runner-up case costs over its best, where that one is within the slack.
+  for (auto& c : b.layers) {
+    if (c.e_conversion_us <= 0 || !c.runner_up_us || c.us <= 0 || *c.runner_up_us > kLayoutSlack * c.us)
+      continue;
+    const double cap = std::max(0.0, *c.runner_up_us - c.us);
+    if (cap >= c.e_conversion_us) continue;
+    b.E_conversions_us -= c.e_conversion_us - cap;
+    c.e_conversion_us = cap;
+  }
+}
+
 void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs) {
   b.E.reset();
   b.E_layers = 0;
+  b.E_conversions = 0;
+  b.E_conversions_us = 0;
   if (costs.cache_times.empty()) return;
   const double m = memory_share(model, costs.private_cache_bytes);
   b.E_memory_share = m;
@@ -565,7 +663,9 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
     b.E_layers += c.e_us ? 1 : 0;
     e += c.e_us.value_or(c.us);
   }
-  if (b.E_layers > 0) b.E = e;
+  if (b.E_layers == 0) return;
+  estimate_conversions(b, model);
+  b.E = e + b.E_conversions_us;
 }
 
 ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, const AnalyzeOptions& options) {

@@ -69,6 +69,11 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
        [](const M& m) {
          return m.bounds.E ? float_cell(m.bounds.E_memory_share, 2) : output::missing_cell();
        }},
+      // The layout conversions E counts between the chosen cases.
+      {"E_conversions_us",
+       [](const M& m) {
+         return m.bounds.E ? float_cell(m.bounds.E_conversions_us, 1) : output::missing_cell();
+       }},
       // The high ends of the bootstrap intervals (confidence_intervals; the low end is the bound).
       {"S_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.S_ci), 1); }},
       {"P_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.P_ci), 1); }},
@@ -133,6 +138,8 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"conversion_us", [](const L& r) { return float_cell(r.layer->conversion_us, 2); }},
       // Its share of E: t(v) in the cache state the graph leaves it in.
       {"e_us", [opt](const L& r) { return opt(r.layer->e_us); }},
+      // The layout conversions E charges at the layer's inputs (part of E, not of e_us).
+      {"e_conversion_us", [](const L& r) { return float_cell(r.layer->e_conversion_us, 2); }},
       // Its candidates (passed and raced out) and the runner-up, the second-fastest passed case.
       {"candidates", [](const L& r) { return int_cell(r.layer->candidates); }},
       {"raced_out", [](const L& r) { return int_cell(r.layer->raced_out); }},

@@ -1,5 +1,8 @@
 #include "floorline/model_processor/layer.hpp"
 
+#include <algorithm>
+#include <set>
+
 #include <fmt/format.h>
 
 namespace floorline::mp {
@@ -60,6 +63,19 @@ std::vector<int64_t> LayerConfig::attr_ints(std::string_view name) const {
   if (const auto* l = std::get_if<std::vector<int64_t>>(&a->value)) return *l;
   if (const auto* i = std::get_if<int64_t>(&a->value)) return {*i};
   return {};
+}
+
+bool layout_agnostic(const Layer& layer) {
+  using K = LayerKind;
+  static const std::set<LayerKind> kKinds = {
+      K::kRelu, K::kClip, K::kSigmoid,  K::kTanh,   K::kHardSwish, K::kHardSigmoid, K::kLeakyRelu,
+      K::kElu,  K::kSelu, K::kErf,      K::kGelu,   K::kExp,       K::kLog,         K::kSqrt,
+      K::kNeg,  K::kAbs,  K::kAdd,      K::kSub,    K::kMul,       K::kDiv,         K::kMax,
+      K::kMin,  K::kSum,  K::kIdentity, K::kDropout};
+  const auto& c = layer.config;
+  if (!kKinds.count(c.kind) || c.outputs.size() != 1 || c.inputs.empty()) return false;
+  return std::all_of(c.inputs.begin(), c.inputs.end(),
+                     [&](const TensorArg& t) { return t.shape == c.outputs[0].shape; });
 }
 
 bool quantized_config(const LayerConfig& c) {

@@ -3,6 +3,7 @@
 // recorded cache_times rows, with hand-computed sums; the share follows the pass's footprint against
 // the last-level cache; within a thread budget each layer reads the cache times of the case S took,
 // on that case's system; without cache times there is no E.
+#include <map>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include "floorline/analyzer/analyzer.hpp"
 #include "floorline/analyzer/bounds.hpp"
 #include "floorline/analyzer/report.hpp"
+#include "floorline/model_processor/model.hpp"
 #include "recorded_db.hpp"
 
 namespace floorline::analyzer {
@@ -140,6 +142,72 @@ TEST(Estimate, WithinAThreadBudgetALayerReadsTheCacheTimeOfTheCaseSTook) {
   EXPECT_NE(header.find("replay_paired_over_S,replay_paired_over_E"), std::string::npos) << header;
   EXPECT_NE(csv.find(",1.12,0.887,"), std::string::npos) << csv;               // 63 / 56 (1.125); 63 / 71
   EXPECT_NE(format_html(report).find("<td>63.0 µs</td>"), std::string::npos);  // the summary's paired column
+}
+
+// Blocked oneDNN convolutions, an XNNPACK one (NHWC), and the plain cases between them:
+//   a = Conv(x)      blocked in and out: x is a graph input, so no conversion (the case reads its
+//                    own buffer there, as in the replay)
+//   r = Relu(a)      element-wise, its case plain: runs on a's blocked layout
+//   b = Conv(r)      blocked: reads r as it is
+//   n = Conv(r)      NHWC: r out of the blocked layout (a's 3.0) and into NHWC (n's 1.0)
+//   f = Flatten(b)   a view: passes b's blocked layout on
+//   y = MatMul(f)    plain: f out of the blocked layout (b's 3.5)
+//   z = Add(n, b)    element-wise, its case plain: keeps n's NHWC; b is brought into it (b's 3.5
+//                    out of the blocked layout, n's 1.5 for a tensor of that size)
+//   s = Sigmoid(b)   plain: b's buffer is in the plain layout already (converted for f, its view)
+constexpr const char* kLayouts = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+layouts (float[1,8,8,8] x, float[8,8,1,1] w1, float[8,8,1,1] w2, float[8,8,1,1] w3, float[512,10] wg)
+    => (float[1,10] y, float[1,8,8,8] z, float[1,8,8,8] s) {
+  a = Conv (x, w1)
+  r = Relu (a)
+  b = Conv (r, w2)
+  n = Conv (r, w3)
+  f = Flatten (b)
+  y = MatMul (f, wg)
+  z = Add (n, b)
+  s = Sigmoid (b)
+}
+)onnx";
+
+TEST(Estimate, ConversionsAreChargedWhereANeighboursLayoutDiffers) {
+  auto models = mp::process_model_text(kLayouts, "layouts.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const mp::ModelIR& m = models->front();
+  ModelBounds b;
+  b.layers = layer_costs(m, CostTable{}, "f32");
+  std::map<std::string, LayerCost*> by_output;
+  for (auto& c : b.layers) {
+    c.source = CostSource::kMeasured;
+    for (const auto& l : m.layers)
+      if (l.index == c.index && !l.output_names.empty()) by_output[l.output_names[0]] = &c;
+  }
+  auto set = [&](const std::string& out, const std::string& layout, double in_us, double out_us) {
+    LayerCost& c = *by_output.at(out);
+    c.in_layout = c.out_layout = layout;
+    c.in_conversion_us = in_us;
+    c.out_conversion_us = out_us;
+  };
+  set("a", "aBcd8b", 2.0, 3.0);
+  set("b", "aBcd8b", 2.0, 3.5);
+  set("n", "nhwc", 1.0, 1.5);
+  estimate_conversions(b, m);
+  EXPECT_DOUBLE_EQ(by_output.at("a")->e_conversion_us, 0);
+  EXPECT_DOUBLE_EQ(by_output.at("r")->e_conversion_us, 0);
+  EXPECT_DOUBLE_EQ(by_output.at("b")->e_conversion_us, 0);
+  EXPECT_DOUBLE_EQ(by_output.at("n")->e_conversion_us, 3.0 + 1.0);
+  EXPECT_DOUBLE_EQ(by_output.at("y")->e_conversion_us, 3.5);
+  EXPECT_DOUBLE_EQ(by_output.at("z")->e_conversion_us, 3.5 + 1.5);
+  EXPECT_DOUBLE_EQ(by_output.at("s")->e_conversion_us, 0);
+  EXPECT_EQ(b.E_conversions, 3);
+  EXPECT_DOUBLE_EQ(b.E_conversions_us, 4.0 + 3.5 + 5.0);
+
+  // Every case plain: nothing to convert.
+  for (auto& c : b.layers) c.in_layout = c.out_layout = "";
+  estimate_conversions(b, m);
+  EXPECT_EQ(b.E_conversions, 0);
+  EXPECT_DOUBLE_EQ(b.E_conversions_us, 0);
+  for (const auto& c : b.layers) EXPECT_DOUBLE_EQ(c.e_conversion_us, 0);
 }
 
 }  // namespace

@@ -558,9 +558,20 @@ TEST_F(BenchedResidual, CasesTheReplayBeatsAreTimedAgainKeepingTheLowerTime) {
       retime_after_replay(*db, model, plan, backends, ro, run.system_id, DType::kF32, *chosen, *r, 1e9);
   ASSERT_TRUE(asked.ok()) << asked.error().message;
   EXPECT_EQ(asked->rounds > 0, expect_round);
-  EXPECT_LE(asked->rounds, 3);
+  EXPECT_LE(asked->rounds, 3 + 1);  // and one round of every case where still below S
   EXPECT_DOUBLE_EQ(asked->cases_us_after, r->cases_us);
   EXPECT_LE(asked->cases_us_after, asked->cases_us_before);
+  // Still below S after its rounds (a replay of 1 µs stays below whatever the cases take): one more
+  // round times every replayed layer's case.
+  r->min_us = 1;
+  const auto first_round = cases_to_retime(*r, *chosen, 1e9);
+  const auto every = cases_to_retime(*r, *chosen, 1e9, true);
+  ASSERT_FALSE(first_round.empty());
+  auto last =
+      retime_after_replay(*db, model, plan, backends, ro, run.system_id, DType::kF32, *chosen, *r, 1e9, 1);
+  ASSERT_TRUE(last.ok()) << last.error().message;
+  EXPECT_EQ(last->rounds, 2);
+  EXPECT_EQ(last->cases, static_cast<int>(first_round.size() + every.size()));
   // A name that is not a timed case of the plan is an error, before anything is timed.
   auto bad =
       retime_cases(*db, model, plan, {"no such case"}, backends, ro, run.system_id, DType::kF32, *chosen, *r);
@@ -590,6 +601,9 @@ TEST(Replay, TheCasesToRetimeAreTheBeatenOnesOrAllBelowS) {
   r.min_us = 56;                  // replay / S = 1.04
   EXPECT_EQ(cases_to_retime(r, chosen, 1.05), std::vector<std::string>{"case-a"});
   EXPECT_TRUE(cases_to_retime(r, chosen, 1.03).empty());
+  // `every` (retime_after_replay's last round): every replayed layer's case, beaten or not.
+  EXPECT_EQ(cases_to_retime(r, chosen, 1.05, true), (std::vector<std::string>{"case-a", "case-b", "case-c"}));
+  EXPECT_TRUE(cases_to_retime(r, chosen, 1.03, true).empty());
   // No layer beaten: nothing above S, every case below it.
   r.steps = {step("a", 12, 12), step("b", 30, 25), step("c", 6, 5)};
   r.cases_us = 42;

@@ -270,6 +270,14 @@ struct LayerCost {
   // e(v), the layer's share of E (estimate_E): t(v) × the case's time in the model's cache state
   // over its time alone; none where that case has no cache time.
   std::optional<double> e_us;
+  // The layouts its best case reads its activation input in and writes its output in: "" for the
+  // plain layout, else the layout that a conversion case feeding it converts to ("aBcd8b" for a
+  // oneDNN blocked convolution, "nhwc" for an XNNPACK case); and those conversion cases' times
+  // (µs, Σ where several). estimate_E charges them where a neighbour's layout differs.
+  std::string in_layout, out_layout;
+  double in_conversion_us = 0, out_conversion_us = 0;
+  // The layout conversions estimate_E charges at this layer's inputs (µs; part of E, not of e_us).
+  double e_conversion_us = 0;
 };
 
 // A fusable chain and what fusing it would save (measured, or folded for Conv+BatchNormalization).
@@ -346,6 +354,9 @@ struct ModelBounds {
   std::optional<double> E;
   double E_memory_share = 0;
   int64_t E_layers = 0;
+  // The layout conversions E counts between the chosen cases (estimate_E): how many, and their time.
+  int64_t E_conversions = 0;
+  double E_conversions_us = 0;
   std::string replay_note;                      // how the replay was wired (layers, conversions, missing)
   std::optional<double> replay_conversions_us;  // time the replay spent in layout conversions
   int64_t replay_conversions = 0;

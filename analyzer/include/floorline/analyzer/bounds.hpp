@@ -70,15 +70,38 @@ int64_t pass_footprint(const mp::ModelIR& model);
 // measured (docs/ANALYZER.md, "The estimate E").
 double memory_share(const mp::ModelIR& model, int64_t cache_bytes);
 
+// The layout conversions between the chosen cases that E counts (estimate_E calls it): the graph
+// walked in order, each value a layer writes kept in the layout its case writes
+// (LayerCost::out_layout), as the replay's buffers are (generator/replay.hpp). A view, and an
+// activation in its producer's epilogue, pass their input's layout on. An element-wise layer whose
+// case reads the plain layout (mp::layout_agnostic) runs on its first input's layout where that is
+// another, its other inputs converted to it. Any other layer reads in its case's layout
+// (in_layout) its first input and every input of that shape, the rest plain; a layer without a
+// measured case reads and writes plain. Where a value's layout and the reader's differ, the
+// conversion is charged at the reader, once per buffer and layout (a view shares its input's): into a layout,
+// the reader's conversion case (in_conversion_us; for an element-wise layer, the kept layout's producer's
+// out_conversion_us, a tensor of the same size); out of one, its producer's (out_conversion_us,
+// the reverse's time taken as the forward's). A graph input has no layout (a case reads its own
+// buffer there, as in the replay). The replay's layout-aware choice (replay_model's
+// `alternatives`) may run a layer on another of its cases, within kLayoutSlack × its best, to save
+// conversions; E knows the runner-up case's time but not its layouts, so a layer is charged at
+// most what its runner-up costs over its best where that is within the slack (LayerCost::
+// runner_up_us). Sets b.E_conversions, b.E_conversions_us and each layer's e_conversion_us.
+inline constexpr double kLayoutSlack = 1.5;  // generator ReplayOptions::layout_slack's default
+void estimate_conversions(ModelBounds& b, const mp::ModelIR& model);
+
 // E, the composed estimate of a pass over the model's graph (docs/ANALYZER.md, "The estimate E"):
 // per layer, e(v) = t(v) × c / w, with c = (1 − m) × the lowest call of the case t(v) is taken from
 // with its weights from the last-level cache + m × from memory (costs.cache_times),
 // m = memory_share(model, costs.private_cache_bytes), and w its lowest warm single call timed with
 // them (its time alone, LayerCost::case_us, where there is none): a ratio of readings taken
 // together, so that the host's state between the bench and the cache stage cancels. A layer without
-// the times it needs counts t(v). Sets b.E (none when no layer has an e(v) or costs has no cache
+// the times it needs counts t(v). To Σ e(v) it adds the layout conversions the chosen cases need
+// between layers (each layer's in_layout and out_layout and their conversion cases' times: a walk
+// of the graph keeping each value's layout as the replay does; E_conversions, E_conversions_us and
+// each layer's e_conversion_us). Sets b.E (none when no layer has an e(v) or costs has no cache
 // times), b.E_memory_share, b.E_layers and each layer's e_us. Reads b.layers' source, us, case_id,
-// case_system_id and case_us.
+// case_system_id, case_us, epilogue_case and layouts.
 void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs);
 
 // P and the layers that form it.

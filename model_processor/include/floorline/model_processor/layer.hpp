@@ -128,4 +128,12 @@ struct Layer {
   bool cost_bearing() const { return cost == CostClass::kCompute || cost == CostClass::kUnsupported; }
 };
 
+// An element-wise layer (an activation, Add/Sub/Mul/Div/Max/Min/Sum, Identity, Dropout) with one
+// output and every input of the output's shape: each output element comes from the input elements
+// at its position, so it gives the same result on any layout of its operands, and a
+// oneDNN-aware framework runs it on the blocked layout its producer wrote (no conversion). The
+// replay (generator/replay.hpp) and the estimate E's conversions (analyzer/bounds.hpp) both keep
+// the layout across such a layer.
+bool layout_agnostic(const Layer& layer);
+
 }  // namespace floorline::mp
