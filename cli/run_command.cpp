@@ -304,8 +304,12 @@ int run_main(RunCmd o, const std::string& command_line) {
         });
         for (size_t k = 0; k < steps.size() && k < o.replay_steps; ++k)
           std::fprintf(
-              stderr, "      +%8.1f us  %8.1f us in the graph vs %8.1f us alone  %s [%s, %d thread(s)%s]%s\n",
+              stderr,
+              "      +%8.1f us  %8.1f us in the graph vs %8.1f us alone%s  %s [%s, %d thread(s)%s]%s\n",
               steps[k].in_graph_us - steps[k].alone_us, steps[k].in_graph_us, steps[k].alone_us,
+              // The paired time alone, in the same moments as the graph's (the host's load on both).
+              steps[k].alone_now_us > 0 ? fmt::format(" ({:.1f} in its pairs)", steps[k].alone_now_us).c_str()
+                                        : "",
               steps[k].label.c_str(), steps[k].backend.c_str(), steps[k].threads,
               steps[k].alternative ? ", chosen for its layouts" : "",
               steps[k].slow()
