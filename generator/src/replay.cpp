@@ -1278,6 +1278,18 @@ Result<RetimeResult> retime_after_replay(benchdb::Database& db, const mp::ModelI
   std::map<std::string, double> first;  // the replayed configs' times before any round
   for (const auto& s : r.steps)
     if (!s.conversion) first.emplace(s.key, s.alone_us);
+  std::vector<std::string> last;  // the names the last round timed
+  auto timed_again = [&](const std::vector<std::string>& names) -> Status {
+    FL_ASSIGN_OR_RETURN(RetimeResult one,
+                        retime_cases(db, model, plan, names, backends, options, system_id, dtype, chosen, r));
+    ++out.rounds;
+    out.cases += one.cases;
+    out.seconds += one.seconds;
+    out.cases_us_after = one.cases_us_after;
+    out.run = one.run;
+    last = names;
+    return {};
+  };
   for (int round = 0; round < max_rounds; ++round) {
     // After the first round, only while the replay is still below S and some layer still beats
     // its case.
@@ -1286,26 +1298,12 @@ Result<RetimeResult> retime_after_replay(benchdb::Database& db, const mp::ModelI
     if (round > 0 &&
         std::none_of(r.steps.begin(), r.steps.end(), [](const ReplayStep& s) { return s.beaten(); }))
       break;
-    FL_ASSIGN_OR_RETURN(RetimeResult one,
-                        retime_cases(db, model, plan, names, backends, options, system_id, dtype, chosen, r));
-    ++out.rounds;
-    out.cases += one.cases;
-    out.seconds += one.seconds;
-    out.cases_us_after = one.cases_us_after;
-    out.run = one.run;
-    if (one.run.interrupted) break;
+    FL_TRY(timed_again(names));
+    if (out.run.interrupted) break;
   }
-  // Still below S: every replayed layer's case once more.
-  if (out.rounds > 0 && !out.run.interrupted && r.ratio() < 1.0) {
-    const auto names = cases_to_retime(r, chosen, 1.0, true);
-    FL_ASSIGN_OR_RETURN(RetimeResult one,
-                        retime_cases(db, model, plan, names, backends, options, system_id, dtype, chosen, r));
-    ++out.rounds;
-    out.cases += one.cases;
-    out.seconds += one.seconds;
-    out.cases_us_after = one.cases_us_after;
-    out.run = one.run;
-  }
+  // Still below S: every replayed layer's case once more (unless the last round was just that).
+  if (out.rounds > 0 && !out.run.interrupted && r.ratio() < 1.0)
+    if (const auto every = cases_to_retime(r, chosen, 1.0, true); every != last) FL_TRY(timed_again(every));
   for (const auto& [key, us] : first)
     if (auto c = chosen.find(key); c != chosen.end() && c->second.us < us) ++out.lowered;
   return out;
