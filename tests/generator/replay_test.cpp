@@ -701,11 +701,11 @@ chain (float[1,64,224,224] x) => (float y)
         "Tanh alone %.1f us); paired %.2f (%d pairs)\n",
         attempt, r->min_us, r->steps[0].in_graph_us, r->steps[1].in_graph_us, r->median_us, ratio, sigmoid_us,
         tanh_us, paired, r->pairs);
-    if (ratio <= 1.2 && paired <= 1.2) break;
+    if (ratio <= 1.2 && paired <= 1.2 && paired > 0.8) break;
   }
   EXPECT_LE(ratio, 1.2) << "the chain took more than 1.2 x its parts alone in each of 3 attempts";
   EXPECT_LE(paired, 1.2) << "the chain's pairs took more than 1.2 x its steps alone in each of 3 attempts";
-  EXPECT_GT(paired, 0.8);
+  EXPECT_GT(paired, 0.8) << "the chain's pairs took under 0.8 x its steps alone in each of 3 attempts";
 }
 
 // Conv → Relu (element-wise: keeps its input's layout) → Softmax (reads one layout).
