@@ -192,7 +192,11 @@ class IrBuilder {
     for (const auto& in : node.input()) v.in.push_back(describe(in));
     for (const auto& out : node.output()) v.out.push_back(describe(out));
 
-    std::optional<LayerKind> kind = dflt && v.schema ? kind_from_op_type(node.op_type()) : std::nullopt;
+    // ONNX Runtime's com.microsoft operators with a kind of their own (composite.hpp,
+    // register_contrib_schemas); the others were decomposed or stay Unsupported.
+    const bool contrib_kind = node.domain() == "com.microsoft" && node.op_type() == "MatMulNBits";
+    std::optional<LayerKind> kind =
+        (dflt || contrib_kind) && v.schema ? kind_from_op_type(node.op_type()) : std::nullopt;
     // Einsum: a matrix product becomes a MatMul of its folded shapes (einsum.hpp); any other
     // equation stays Unsupported, named.
     std::optional<EinsumMatMul> einsum;

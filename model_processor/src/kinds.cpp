@@ -116,6 +116,17 @@ int64_t matmul_flops(const LayerConfig& c) {
   if (!a || a->shape.empty()) return -1;
   return mul(2, mul(out_numel(c), a->shape.back()));
 }
+// MatMulNBits: y[M×N] = A[M×K] · dequantize(B)ᵀ (+ bias): 2·M·N·K for the product (M: A's leading
+// dims folded), plus one subtract and one multiply per weight to dequantize it, (q − zero_point) ·
+// scale, done once per call (ONNX Runtime's contrib_ops/cpu/quantization/matmul_nbits.cc), plus
+// M·N for the bias.
+int64_t matmul_nbits_flops(const LayerConfig& c) {
+  const int64_t k = c.attr_int("K", -1), n = c.attr_int("N", -1);
+  if (k < 0 || n < 0) return -1;
+  int64_t f = add(mul(2, mul(out_numel(c), k)), mul(2, mul(k, n)));
+  if (arg(c, "bias")) f = add(f, out_numel(c));
+  return f;
+}
 // LRN: per element a windowed sum of squares (2·size) then bias + alpha/size·sum, pow and divide (4).
 int64_t lrn_flops(const LayerConfig& c) {
   return mul(add(mul(2, c.attr_int("size", 1)), 4), arg_numel(c, "x"));
@@ -592,6 +603,12 @@ void fix_quantize(const NodeView&, LayerConfig& c) {
     set(c, "from", std::string(dtype_name(c.inputs[0].dtype)));
 }
 
+// MatMulNBits (ONNX Runtime's com.microsoft): the work is set by the shapes and K, N, bits and
+// block_size; accuracy_level picks ONNX Runtime's compute type (0: A's type), kept in the key.
+void fix_matmul_nbits(const NodeView&, LayerConfig& c) {
+  order(c, {"K", "N", "accuracy_level", "bits", "block_size"});
+}
+
 // CumSum: the axis is a parameter input (read as the attribute "axis" when constant).
 void fix_cumsum(const NodeView&, LayerConfig& c) {
   normalize_axis_attr(c, "axis", 0);
@@ -761,6 +778,8 @@ const KindInfo kKinds[] = {
     // divide is a multiply by the reciprocal, the saturation a clamp); Dequantize: subtract, multiply.
     {K::kQuantizeLinear, kCompute, {}, {1, 2}, fix_quantize, per_output<3>, io_bytes},
     {K::kDequantizeLinear, kCompute, {}, {1, 2}, fix_quantize, per_output<2>, io_bytes},
+    // B's packed bytes (bits/8 per weight), the scales and zero points are read once: io_bytes.
+    {K::kMatMulNBits, kCompute, {}, {3, 4, 5}, fix_matmul_nbits, matmul_nbits_flops, io_bytes},
     {K::kReshape, C::kView, {1}, {}, fix_outputs_in_key, zero, zero},
     {K::kFlatten, C::kView, {}, {}, fix_axis1, zero, zero},
     {K::kSqueeze, C::kView, {1}, {}, fix_squeeze, zero, zero},

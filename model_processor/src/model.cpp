@@ -9,8 +9,10 @@
 
 #include <onnx/defs/parser.h>
 
+#include "composite.hpp"
 #include "floorline/common/utf8.hpp"
 #include "model_stages.hpp"
+#include "opset18.hpp"
 #include "validate.hpp"
 
 namespace floorline::mp {
@@ -149,13 +151,36 @@ Error safe_error(Error e);
 
 // The model in each of its scenarios of named dims in turn (every batch of each), on the same
 // loaded model; errors name the file (`ctx`) and the scenario.
+// A merged decoder's If picks its branch by the scenario's past length (composite.hpp): the
+// branch is inlined into a copy of the model as loaded, whose composite ops are then expanded.
+Status pick_merged_branch(Loaded& L, const onnx::ModelProto& as_loaded,
+                          const std::vector<std::string>& warnings) {
+  L.model->CopyFrom(as_loaded);
+  L.warnings = warnings;
+  FL_ASSIGN_OR_RETURN(auto note, inline_merged_decoder_if(*L.model, L.dims));
+  if (note) L.warnings.push_back(*note);
+  if (L.opset > kMaxKnownOpset) L.read_as_17 = rewrite_opset18(*L.model, &L.external, L.warnings);
+  expand_composite_ops(*L.model, L.opset, L.read_as_17, L.warnings);
+  L.initializers.clear();
+  for (const auto& t : L.model->graph().initializer()) L.initializers[t.name()] = &t;
+  return {};
+}
+
 Result<std::vector<ModelIR>> process_scenarios(Loaded& L, const ProcessOptions& opts, Clock::time_point t0,
                                                const std::string& ctx) {
   std::vector<ModelIR> out;
   const auto scenarios = L.scenarios;
+  std::optional<onnx::ModelProto> as_loaded;
+  const std::vector<std::string> warnings = L.warnings;
+  if (merged_decoder_if(L.model->graph()) >= 0) as_loaded = *L.model;
   for (const auto& dims : scenarios) {
     L.dims = dims;
-    auto result = process_loaded(L, opts, t0);
+    Result<std::vector<ModelIR>> result = std::vector<ModelIR>{};
+    if (as_loaded) {
+      auto picked = pick_merged_branch(L, *as_loaded, warnings);
+      if (!picked) result = picked.error();
+    }
+    if (result) result = process_loaded(L, opts, t0);
     if (!result) {
       const std::string where = dims.empty() ? ctx : fmt::format("{} {}", ctx, scenario_name("", dims));
       return safe_error(result.error().with_context(where));

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "composite.hpp"
 #include "floorline/common/utf8.hpp"
 #include "model_stages.hpp"
 #include "opset18.hpp"
@@ -224,6 +225,7 @@ int64_t tensor_numel(const onnx::TensorProto& t) {
 }
 
 Status validate_and_prepare(Loaded& L, int64_t max_elements) {
+  register_contrib_schemas();
   auto& m = *L.model;
   if (m.ir_version() <= 0)
     return make_error("not an ONNX model: ir_version is {} (empty or non-ONNX data parses as an empty model)",
@@ -255,6 +257,7 @@ Status validate_and_prepare(Loaded& L, int64_t max_elements) {
       if (default_domain(o.domain())) o.set_version(kMaxKnownOpset);
     L.read_as_17 = rewrite_opset18(m, &L.external, L.warnings);
   }
+  expand_composite_ops(m, L.opset, L.read_as_17, L.warnings);
   // Weights are not needed: keep dims and type, drop the payload of every large tensor so that
   // each per-batch copy of the graph is cheap. Small tensors (shape constants) keep their values;
   // small external tensors are read in (only their bytes) where the data file is present.

@@ -50,8 +50,7 @@ void sanitize_graph(onnx::GraphProto& g) {
     for (auto& v : *list) make_valid_utf8(*v.mutable_name());
 }
 
-// Rank, dimensions and element count of a tensor's dims. `min_dim` is 1 for graph inputs (a zero
-// dimension crashes ONNX 1.12's shape inference) and 0 for constants (empty tensors are legal).
+// Rank, dimensions and element count of a tensor's dims. `min_dim` is 0: empty tensors are legal.
 template <class Dims>
 Status check_dims(const Dims& dims, int64_t min_dim, const std::string& what) {
   if (dims.size() > kMaxRank)
@@ -196,8 +195,10 @@ Status validate_graph_impl(const onnx::GraphProto& g, bool main) {
                           dims->size(), kMaxRank);
       for (size_t k = 0; k < dims->size(); ++k) {
         const auto& dim = in.type().tensor_type().shape().dim(static_cast<int>(k));
-        if (dim.has_dim_value() && (dim.dim_value() < 1 || dim.dim_value() > kMaxDim))
-          return make_error("graph input '{}' has dimension {} at axis {}; dimensions must be 1..{}",
+        // Zero is legal (an empty tensor: detection exports' unused inputs, an empty past), as a
+        // named dim's value 0 is; shape inference runs where a crash is contained.
+        if (dim.has_dim_value() && (dim.dim_value() < 0 || dim.dim_value() > kMaxDim))
+          return make_error("graph input '{}' has dimension {} at axis {}; dimensions must be 0..{}",
                             in.name(), dim.dim_value(), k, kMaxDim);
       }
       scope.input_dims[in.name()] = *dims;

@@ -13,6 +13,7 @@
 #include "floorline/common/isa.hpp"
 #include "floorline/generator/plan.hpp"
 #include "floorline/kernels/floorline.hpp"
+#include "floorline/kernels/reference.hpp"
 
 namespace floorline::gen {
 namespace {
@@ -483,6 +484,72 @@ TEST(OwnGemm, BlockingEdgesMatchTheReference) {
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.error().code, Disposition::kUnsupported);
   EXPECT_NE(k.error().message.find("transA"), std::string::npos) << k.error().message;
+}
+
+// MatMulNBits over 4-bit weights (nbits.cpp), against the reference (reference.cpp): a decode
+// step's GEMV rows (M ≤ 4) and the tiled product (M > 4, K over one 256-row panel), with and
+// without zero points and a bias, block sizes 16, 32 and 128, at 1 and 3 threads.
+kernels::CaseSpec nbits_spec(std::vector<int64_t> a, int64_t n, int64_t block, bool zero_points, bool bias,
+                             int64_t bits = 4) {
+  const int64_t k = a.back(), blocks = k / block;
+  kernels::CaseSpec spec;
+  spec.problem.kind = LayerKind::kMatMulNBits;
+  spec.problem.op = "MatMulNBits";
+  spec.problem.key = fmt::format("MatMulNBits {} N={} block={}", fmt::join(a, "x"), n, block);
+  std::vector<int64_t> y = a;
+  y.back() = n;
+  spec.problem.inputs = {{"a", a}, {"b", {n, blocks, block * bits / 8}}, {"scales", {n * blocks}}};
+  if (zero_points) spec.problem.inputs.push_back({"zero_points", {n * ((blocks * bits + 7) / 8)}});
+  if (bias) spec.problem.inputs.push_back({"bias", {n}});
+  spec.problem.outputs = {{"y", y}};
+  spec.problem.ints = {
+      {"K", {k}}, {"N", {n}}, {"bits", {bits}}, {"block_size", {block}}, {"accuracy_level", {0}}};
+  spec.variant.backend = "floorline";
+  spec.variant.algorithm = "matmul_nbits";
+  spec.variant.dtype = DType::kF32;
+  return spec;
+}
+
+TEST(OwnNBits, GemvAndTiledProductsMatchTheReference) {
+  if (!packed_gemm_runs())
+    GTEST_SKIP() << "matmul_nbits needs AVX2 and FMA, which this CPU (or the cap) has not";
+  const std::vector<kernels::CaseSpec> specs = {
+      nbits_spec({1, 64}, 37, 32, true, false),   nbits_spec({1, 1, 256}, 100, 16, false, true),
+      nbits_spec({3, 128}, 20, 16, true, true),   nbits_spec({2, 7, 384}, 33, 128, true, false),
+      nbits_spec({13, 512}, 48, 32, false, true),
+  };
+  const int saved = kernels::floorline_threads();
+  for (const int threads : {1, 3}) {
+    kernels::set_floorline_threads(threads);
+    for (const auto& spec : specs) {
+      auto k = kernels::make_floorline_kernel(spec);
+      ASSERT_TRUE(k.ok()) << spec.problem.key << ": " << k.error().message;
+      const Status v = (*k)->verify();
+      EXPECT_TRUE(v.ok()) << spec.problem.key << " at " << threads
+                          << " thread(s): " << (v.ok() ? "" : v.error().message);
+      EXPECT_FALSE((*k)->port(false, 1));  // B is a constant
+    }
+  }
+  kernels::set_floorline_threads(saved);
+  // 8-bit weights and blocks that do not divide K: unsupported, with why.
+  auto eight = kernels::make_floorline_kernel(nbits_spec({1, 64}, 8, 32, false, false, 8));
+  ASSERT_FALSE(eight.ok());
+  EXPECT_EQ(eight.error().code, Disposition::kUnsupported);
+  EXPECT_NE(eight.error().message.find("not 8-bit"), std::string::npos) << eight.error().message;
+}
+
+// The reference by hand: 16 weights in one block, bytes 0x98 (q = 8, 9, 8, 9, ...), the default
+// zero point 8 and scale 0.5, so w = 0, 0.5, 0, 0.5, ...; A all ones: y = 8 · 0.5 + bias 1 = 5.
+TEST(OwnNBits, TheReferenceDequantizesNibblesLowFirst) {
+  const auto spec = nbits_spec({1, 16}, 1, 16, false, true);
+  std::vector<kernels::HostTensor> in = {{{1, 16}, std::vector<float>(16, 1.f)},
+                                         {{1, 1, 8}, std::vector<float>(8, static_cast<float>(0x98))},
+                                         {{1}, {0.5f}},
+                                         {{1}, {1.f}}};
+  auto y = kernels::reference(spec.problem, in, {});
+  ASSERT_TRUE(y.ok()) << y.error().message;
+  ASSERT_EQ(y->size(), 1u);
+  EXPECT_FLOAT_EQ((*y)[0].data.at(0), 5.f);
 }
 
 }  // namespace

@@ -156,7 +156,8 @@ TEST(KindSupport, TheFloorlineTableHoldsOurKernelsAndOnlyThem) {
                                          "Expand",
                                          "Tile",
                                          "Gemm",
-                                         "MatMul"}));
+                                         "MatMul",
+                                         "MatMulNBits"}));
   for (const char* op : {"TopK", "NonMaxSuppression", "RoiAlign", "CumSum"}) {
     const auto s = kernels::onednn_support(*kind_from_name(op));
     EXPECT_FALSE(s.supported()) << op;

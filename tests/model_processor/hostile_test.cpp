@@ -81,7 +81,7 @@ onnx::ModelProto conv_model(const std::string& attrs, const std::string& x = "fl
 // --- dimensions and ranks that crashed ONNX 1.12's shape inference -------------------------------
 
 TEST_F(Hostile, GraphInputDimensionsOutOfRange) {
-  for (int64_t bad : {int64_t{0}, int64_t{-5}, INT64_MAX, int64_t{1000000000000}}) {
+  for (int64_t bad : {int64_t{-5}, INT64_MAX, int64_t{1000000000000}}) {
     auto m = parse("g (float[N,3,8,8] x) => (y) {\n  y = Relu (x)\n}");
     m.mutable_graph()
         ->mutable_input(0)
@@ -92,8 +92,18 @@ TEST_F(Hostile, GraphInputDimensionsOutOfRange) {
         ->set_dim_value(bad);
     EXPECT_EQ(
         error_of("dim.onnx", m),
-        fmt::format("graph input 'x' has dimension {} at axis 2; dimensions must be 1..2147483648", bad));
+        fmt::format("graph input 'x' has dimension {} at axis 2; dimensions must be 0..2147483648", bad));
   }
+}
+
+// An empty graph input is legal ONNX (torchvision's maskrcnn export has one; a decoder's empty past).
+TEST_F(Hostile, AGraphInputOfZeroSizeIsAnEmptyTensor) {
+  auto m = parse("g (float[N,3,0,8] x) => (y) {\n  y = Relu (x)\n}");
+  auto r = process_model(write_model("zero.onnx", m), ProcessOptions{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Layer& relu = (*r)[0].layers.at(0);
+  EXPECT_EQ(relu.config.outputs[0].shape, (Shape{1, 3, 0, 8}));
+  EXPECT_EQ(relu.flops, 0);
 }
 
 TEST_F(Hostile, RankNine) {

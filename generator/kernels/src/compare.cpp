@@ -92,6 +92,7 @@ AccuracyClass accuracy_class(LayerKind kind) {
     case K::kConvTranspose:
     case K::kGemm:
     case K::kMatMul:
+    case K::kMatMulNBits:
     case K::kLayerNormalization:
     case K::kInstanceNormalization:
     case K::kLRN:
@@ -218,6 +219,9 @@ int64_t accumulation_length(const Problem& p) {
       break;
     case K::kMatMul:
       if (rank > 0) n = x.back();
+      break;
+    case K::kMatMulNBits:
+      n = p.int_attr("K", 1);
       break;
     case K::kAveragePool: {
       const auto ks = p.ints_attr("kernel");

@@ -704,6 +704,51 @@ Result<std::vector<HostTensor>> dequantize_linear(const Problem& p, const std::v
   return std::vector<HostTensor>{std::move(y)};
 }
 
+// MatMulNBits (ONNX Runtime's com.microsoft operator, docs/ContribOperators.md): B [N, blocks,
+// block_size·bits/8] bytes holds row n's weights, weight k in block k / block_size at bit offset
+// (k mod block_size)·bits, low bits first; w = (q − z) · scales[n·blocks + block], z read from
+// zero_points packed the same way, ceil(blocks·bits / 8) bytes per row (2^(bits−1) without them);
+// y = A · wᵀ (+ bias). Bytes arrive as floats holding 0..255.
+Result<std::vector<HostTensor>> matmul_nbits(const Problem& p, const std::vector<HostTensor>& in) {
+  const int64_t K = p.int_attr("K"), N = p.int_attr("N"), bits = p.int_attr("bits"),
+                bs = p.int_attr("block_size");
+  if (bits != 4 && bits != 8) return make_error("MatMulNBits: {} bits (the reference reads 4 and 8)", bits);
+  if (K <= 0 || N <= 0 || bs <= 0) return make_error("MatMulNBits: K {}, N {}, block_size {}", K, N, bs);
+  const int64_t blocks = (K + bs - 1) / bs, blob = bs * bits / 8, zbytes = (blocks * bits + 7) / 8;
+  const auto& a = in.at(0);
+  const auto& b = in.at(1);
+  const auto& scales = in.at(2);
+  const int zi = p.input_index("zero_points"), bi = p.input_index("bias");
+  auto nibble = [bits](float byte_value, int64_t index) {
+    const auto byte = static_cast<uint32_t>(byte_value);
+    return static_cast<double>(bits == 8 ? byte : (index % 2 != 0 ? byte >> 4 : byte & 0xFu));
+  };
+  const int64_t M = elements(a.shape) / K;
+  HostTensor y = zeros(p.outputs[0].shape);
+  std::vector<double> w(static_cast<size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t block = k / bs, within = k % bs;
+      const double q =
+          nibble(b.data[static_cast<size_t>((n * blocks + block) * blob + within * bits / 8)], within);
+      const double z =
+          zi >= 0
+              ? nibble(
+                    in.at(static_cast<size_t>(zi)).data[static_cast<size_t>(n * zbytes + block * bits / 8)],
+                    block)
+              : static_cast<double>(1 << (bits - 1));
+      w[static_cast<size_t>(k)] = (q - z) * scales.data[static_cast<size_t>(n * blocks + block)];
+    }
+    for (int64_t m = 0; m < M; ++m) {
+      double acc = bi >= 0 ? in.at(static_cast<size_t>(bi)).data[static_cast<size_t>(n)] : 0.0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += a.data[static_cast<size_t>(m * K + k)] * w[static_cast<size_t>(k)];
+      y.data[static_cast<size_t>(m * N + n)] = static_cast<float>(acc);
+    }
+  }
+  return std::vector<HostTensor>{std::move(y)};
+}
+
 using ReferenceFn = Result<std::vector<HostTensor>> (*)(const Problem&, const std::vector<HostTensor>&);
 struct ReferenceRow {
   ReferenceFn fn = nullptr;
@@ -848,6 +893,8 @@ ReferenceRow reference_row(LayerKind k) {
       return {quantize_linear, {}};
     case K::kDequantizeLinear:
       return {dequantize_linear, {}};
+    case K::kMatMulNBits:
+      return {matmul_nbits, {}};
     case K::kReshape:
     case K::kFlatten:
     case K::kSqueeze:

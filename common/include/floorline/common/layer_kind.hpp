@@ -39,8 +39,8 @@
   /* compute: data movement */                                                                     \
   X(Concat) X(Split) X(Slice) X(Transpose) X(Pad) X(Resize) X(Gather) X(Expand) X(Tile)            \
   X(ScatterND) X(Range)                                                                            \
-  /* quantization */                                                                               \
-  X(QuantizeLinear) X(DequantizeLinear)                                                            \
+  /* quantization (MatMulNBits: ONNX Runtime's com.microsoft block-quantized weights) */         \
+  X(QuantizeLinear) X(DequantizeLinear) X(MatMulNBits)                                             \
   /* view */                                                                                       \
   X(Reshape) X(Flatten) X(Squeeze) X(Unsqueeze) X(Identity) X(Dropout)                             \
   /* host */                                                                                       \
@@ -94,8 +94,9 @@ constexpr std::optional<LayerKind> kind_from_name(std::string_view name) {
 // one of the layer's parameters, an initializer in a model that a pass reads once, rather than an
 // activation another layer wrote: a convolution's or recurrent layer's weights ("w", "r"), a bias
 // ("bias"; the "b" of a Gemm, a normalization or a recurrent layer), a normalization's "scale",
-// "input_mean" and "input_var", a Gemm's "c", and a MatMul's "b" where it is 2-D (a linear layer's
-// weight matrix; attention's batched B is an activation). The first input is never one.
+// "input_mean" and "input_var", a Gemm's "c", a MatMul's "b" where it is 2-D (a linear layer's
+// weight matrix; attention's batched B is an activation), and a MatMulNBits' quantized "b" with its
+// "scales", "zero_points" and "g_idx". The first input is never one.
 inline bool parameter_input(LayerKind kind, std::string_view role, size_t rank) {
   if (role == "w" || role == "r" || role == "bias" || role == "scale" || role == "input_mean" ||
       role == "input_var")
@@ -105,6 +106,8 @@ inline bool parameter_input(LayerKind kind, std::string_view role, size_t rank) 
       return role == "b" && rank == 2;
     case LayerKind::kGemm:
       return role == "b" || role == "c";
+    case LayerKind::kMatMulNBits:
+      return role == "b" || role == "scales" || role == "zero_points" || role == "g_idx";
     case LayerKind::kBatchNormalization:
     case LayerKind::kLayerNormalization:
     case LayerKind::kInstanceNormalization:

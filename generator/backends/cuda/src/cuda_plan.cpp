@@ -612,6 +612,8 @@ CudaRow cuda_row(LayerKind k) {
           {},
           "not mapped: no standalone QuantizeLinear/DequantizeLinear case (int8 Conv, Gemm and MatMul run on "
           "cuDNN and cuBLASLt)"};
+    case K::kMatMulNBits:
+      return {nullptr, {}, "not mapped: cuBLAS and cuBLASLt have no GEMM over 4-bit block-quantized weights"};
     case K::kReshape:
     case K::kFlatten:
     case K::kSqueeze:

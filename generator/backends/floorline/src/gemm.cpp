@@ -89,6 +89,11 @@ constexpr MicroKernel kMicro[kMr + 1] = {nullptr,          &micro_kernel<1>, &mi
 
 }  // namespace
 
+void gemm_micro_kernel(int mr, int64_t kc, const float* a, int64_t lda, const float* b, float* y, int64_t ldy,
+                       bool accumulate, const float* bias, int64_t nr) {
+  kMicro[mr](kc, a, lda, b, y, ldy, accumulate, bias, nr);
+}
+
 GemmDesc packed_gemm_desc(const Problem& p) {
   if (kernel_target() == KernelTarget::kBaseline || !__builtin_cpu_supports("fma"))
     unsupported("sgemm_packed needs AVX2 and FMA (this CPU, or the ISA cap, has not)");

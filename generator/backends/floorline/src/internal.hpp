@@ -62,6 +62,21 @@ std::unique_ptr<Kernel> make_gemm_kernel(const Problem& p, uint64_t seed);
 // The product sgemm_packed runs for `p`, or a KernelError (unsupported, with why) where it runs
 // none: the kernel's checks, without its buffers (check_floorline_case).
 GemmDesc packed_gemm_desc(const Problem& p);
+// sgemm_packed's micro-kernel (gemm.cpp): y[0..mr)[0..nr) (row stride ldy) = (accumulate ? y : bias or 0)
+// + a[0..mr)[0..kc) (row stride lda) · b, a panel of kc × kGemmNr floats (row by row). mr ≤ kGemmMr;
+// nr ≤ kGemmNr columns are stored. Needs AVX2 and FMA.
+constexpr int kGemmMr = 6;
+constexpr int64_t kGemmNr = 16;
+void gemm_micro_kernel(int mr, int64_t kc, const float* a, int64_t lda, const float* b, float* y, int64_t ldy,
+                       bool accumulate, const float* bias, int64_t nr);
+// MatMulNBits over 4-bit weights (nbits.cpp): the product's sizes, or a KernelError (unsupported,
+// with why) where matmul_nbits runs none.
+struct NBitsDesc {
+  int64_t m = 0, n = 0, k = 0, block = 0;
+  bool zero_points = false, bias = false;
+};
+NBitsDesc nbits_desc(const Problem& p);
+std::unique_ptr<Kernel> make_nbits_kernel(const Problem& p, uint64_t seed);
 // RoiAlign, GridSample and ScatterElements (sampling.cpp).
 std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
 

@@ -12,7 +12,7 @@ using namespace floorline_detail;
 
 namespace {
 
-enum class Family { kNone, kDetection, kData, kSampling, kGemm };
+enum class Family { kNone, kDetection, kData, kSampling, kGemm, kNBits };
 
 struct KindMapping {
   std::string_view kernel;  // the kernel's name, the cases' algorithm; empty: not mapped
@@ -70,6 +70,10 @@ KindMapping kind_mapping(LayerKind k) {
       return {"expand", Family::kData, "a broadcast copy: rows of contiguous elements"};
     case K::kTile:
       return {"tile", Family::kData, "repeated rows of contiguous elements"};
+    case K::kMatMulNBits:
+      return {"matmul_nbits", Family::kNBits,
+              "4-bit weights with packed zero points, dequantized in cache-sized tiles; AVX2 and FMA "
+              "(nbits.cpp)"};
     case K::kGemm:
     case K::kMatMul:
       return {"sgemm_packed", Family::kGemm,
@@ -214,6 +218,12 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
           return nullptr;
         }
         return make_gemm_kernel(p, seed);
+      case Family::kNBits:
+        if (check_only) {
+          nbits_desc(p);
+          return nullptr;
+        }
+        return make_nbits_kernel(p, seed);
       case Family::kNone:
         break;
     }

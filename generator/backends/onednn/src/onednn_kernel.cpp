@@ -186,6 +186,8 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kQuantizeLinear:
     case K::kDequantizeLinear:
       return {{"reorder"}, quantize, {}, {}};
+    case K::kMatMulNBits:
+      return {{}, nullptr, "not mapped: this oneDNN has no matmul with 4-bit block-quantized weights", {}};
     case K::kReshape:
     case K::kFlatten:
     case K::kSqueeze:

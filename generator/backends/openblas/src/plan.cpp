@@ -120,6 +120,8 @@ KindSupport openblas_support(LayerKind kind) {
     case LayerKind::kLoop:
     case LayerKind::kUnsupported:
       return {{}, "not mapped: OpenBLAS is a BLAS (matrix products only)"};
+    case LayerKind::kMatMulNBits:
+      return {{}, "not mapped: BLAS has no product with 4-bit block-quantized weights"};
   }
   return {{}, "not mapped"};
 }

@@ -151,6 +151,8 @@ XnnRow xnnpack_row(LayerKind k) {
     case K::kQuantizeLinear:
     case K::kDequantizeLinear:
       return none("not mapped: XNNPACK's quantized operators are not mapped (f32 only); oneDNN times int8");
+    case K::kMatMulNBits:
+      return none("not mapped: this XNNPACK's 4-bit fully connected operators quantize the activations too");
     case K::kReshape:
     case K::kFlatten:
     case K::kSqueeze:

@@ -1,0 +1,271 @@
+// Floorline's own MatMulNBits (matmul_nbits): ONNX Runtime's com.microsoft operator over 4-bit
+// block-quantized weights,
+//
+//   y[M×N] = A[M×K] · wᵀ (+ bias[N]),  w[n][k] = (q[n][k] − z[n][b]) · s[n·blocks + b],  b = k / block_size,
+//
+// with q packed two per byte, row n's block b at B[n][b][0 .. block_size/2) (weight k low nibble
+// first), z two per byte at zero_points[n·ceil(blocks/2) + b/2] (8 without zero points). It does
+// what ONNX Runtime's MLAS SQNBitGemm does on the CPU at accuracy level 0 (f32 compute): the 4-bit
+// weights are the only copy of B, read per call and dequantized where they are used, so a decode
+// step reads an eighth of the bytes of its f32 MatMul.
+//
+// M ≤ 4 (a decode step's GEMV): the threads (OpenMP, the backend's count) take contiguous ranges of
+// the N weight rows; per block, 16 weights at a time are unpacked (low and high nibbles
+// interleaved back into order), converted to floats, scaled (q·s − z·s in one FMA) and multiplied
+// into each row of A, one accumulator per row. B is read once; nothing but y is written.
+// M > 4: the threads take panels of 16 columns; per panel and per 256 of K, the weights are
+// dequantized into a 16 KiB panel (L1) laid out as sgemm_packed's, and sgemm_packed's 6 × 16
+// micro-kernel runs every 6-row block of A over it (gemm.cpp).
+//
+// Needs AVX2 and FMA; 4 bits, a block_size that is a multiple of 16 dividing K, zero points packed
+// as bytes (ONNX Runtime's quantizer writes them so) or none, and no g_idx. Elsewhere the case is
+// unsupported, with why. A is the case's port; B, the scales, zero points and bias are constants.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "internal.hpp"
+
+namespace floorline::kernels::floorline_detail {
+
+NBitsDesc nbits_desc(const Problem& p) {
+  if (kernel_target() == KernelTarget::kBaseline || !__builtin_cpu_supports("fma"))
+    unsupported("matmul_nbits needs AVX2 and FMA (this CPU, or the ISA cap, has not)");
+  NBitsDesc d;
+  d.k = p.int_attr("K");
+  d.n = p.int_attr("N");
+  d.block = p.int_attr("block_size");
+  const int64_t bits = p.int_attr("bits");
+  if (bits != 4) unsupported(fmt::format("matmul_nbits reads 4-bit weights, not {}-bit", bits));
+  if (d.k <= 0 || d.n <= 0 || d.block < 16 || d.block % 16 != 0 || d.k % d.block != 0)
+    unsupported(
+        fmt::format("matmul_nbits: block_size {} must be a multiple of 16 dividing K {}", d.block, d.k));
+  if (p.input_index("g_idx") >= 0) unsupported("matmul_nbits: g_idx (act-order blocks) is not read");
+  if (p.inputs.size() < 3 || p.outputs.empty()) unsupported("matmul_nbits: A, B and scales are needed");
+  const Shape& a = p.inputs[0].shape;
+  if (a.empty() || a.back() != d.k) unsupported("matmul_nbits: A's last dim is not K");
+  d.m = elements(a) / d.k;
+  const int64_t blocks = d.k / d.block;
+  if (elements(p.inputs[1].shape) != d.n * blocks * d.block / 2 ||
+      elements(p.inputs[2].shape) != d.n * blocks)
+    unsupported("matmul_nbits: B or scales do not hold N × K / block_size blocks");
+  if (const int z = p.input_index("zero_points"); z >= 0) {
+    if (elements(p.inputs[static_cast<size_t>(z)].shape) != d.n * ((blocks + 1) / 2))
+      unsupported("matmul_nbits reads zero points packed two per byte, not of A's type");
+    d.zero_points = true;
+  }
+  if (const int b = p.input_index("bias"); b >= 0) {
+    if (elements(p.inputs[static_cast<size_t>(b)].shape) != d.n) unsupported("matmul_nbits: a bias not of N");
+    d.bias = true;
+  }
+  if (d.m <= 0) unsupported("matmul_nbits: an empty product");
+  return d;
+}
+
+namespace {
+
+constexpr int64_t kKc = 256;  // K per dequantized panel (16 KiB of floats, as sgemm_packed's)
+
+// 16 weights, in order, from 8 bytes (two per byte, low nibble first), as two vectors of 8 floats
+// (q·s − z·s).
+[[gnu::target("avx2,fma")]] inline void unpack16(const uint8_t* bytes, __m256 scale, __m256 offset,
+                                                 __m256& w0, __m256& w1) {
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes));
+  const __m128i lo = _mm_and_si128(v, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+  const __m128i q = _mm_unpacklo_epi8(lo, hi);
+  w0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q)), scale, offset);
+  w1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8))), scale, offset);
+}
+
+[[gnu::target("avx2,fma")]] inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+class NBitsKernel final : public Kernel {
+ public:
+  NBitsKernel(Problem p, uint64_t seed) : p_(std::move(p)), seed_(seed), d_(nbits_desc(p_)) {
+    blocks_ = d_.k / d_.block;
+    zbytes_ = (blocks_ + 1) / 2;
+    a_ = Placed<float>(d_.m * d_.k);
+    y_ = Placed<float>(d_.m * d_.n);
+    b_ = Placed<uint8_t>(d_.n * blocks_ * d_.block / 2);
+    scales_ = Placed<float>(d_.n * blocks_);
+    if (d_.zero_points) zp_ = Placed<uint8_t>(d_.n * zbytes_);
+    if (d_.bias) bias_ = Placed<float>(d_.n);
+    fill_uniform(a_.data(), d_.m * d_.k, seed_);
+    // Random bytes for the weights and zero points; scales that keep y's magnitude near A's
+    // ((q − z) within ±15, K terms).
+    fill_bytes(b_, seed_ + 1);
+    if (d_.zero_points) fill_bytes(zp_, seed_ + 2);
+    const float s = 1.f / (8.f * std::sqrt(static_cast<float>(d_.k)));
+    fill_uniform(scales_.data(), d_.n * blocks_, seed_ + 3, 0.5f * s, s);
+    if (d_.bias) fill_uniform(bias_.data(), d_.n, seed_ + 4);
+  }
+
+  std::string implementation() const override { return "floorline matmul_nbits"; }
+  int64_t workspace_bytes() const override { return 0; }
+
+  std::optional<Port> port(bool output, size_t k) const override {
+    if (output) return k == 0 ? std::optional<Port>(Port{y_.data(), y_.bytes(), "plain"}) : std::nullopt;
+    return k == 0 ? std::optional<Port>(Port{a_.data(), a_.bytes(), "plain"}) : std::nullopt;
+  }
+  Status bind(bool output, size_t k, void* data) override {
+    if (!port(output, k))
+      return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
+    (output ? y_ : a_).bind(data);
+    return {};
+  }
+
+  void run() override {
+    const int threads = std::max(1, omp_get_max_threads());
+    const bool gemv = d_.m <= 4;
+    const int64_t units = gemv ? d_.n : (d_.n + kGemmNr - 1) / kGemmNr;
+    const int used = static_cast<int>(std::min<int64_t>(threads, units));
+    if (used <= 1) {
+      gemv ? rows(0, d_.n) : panels(0, units);
+      return;
+    }
+#pragma omp parallel num_threads(used)
+    {
+      const int64_t t = omp_get_thread_num();
+      const int64_t u0 = units * t / used, u1 = units * (t + 1) / used;
+      gemv ? rows(u0, u1) : panels(u0, u1);
+    }
+  }
+
+  Status verify() override {
+    fill_uniform(a_.data(), d_.m * d_.k, seed_ + 7);
+    run();
+    auto as_floats = [](const auto& placed) { return std::vector<float>(placed.begin(), placed.end()); };
+    std::vector<HostTensor> ins;
+    for (const auto& op : p_.inputs) {
+      if (op.role == "a") ins.push_back({op.shape, as_floats(a_)});
+      if (op.role == "b") ins.push_back({op.shape, as_floats(b_)});
+      if (op.role == "scales") ins.push_back({op.shape, as_floats(scales_)});
+      if (op.role == "zero_points") ins.push_back({op.shape, as_floats(zp_)});
+      if (op.role == "bias") ins.push_back({op.shape, as_floats(bias_)});
+    }
+    FL_ASSIGN_OR_RETURN(auto ref, reference(p_, ins, {}));
+    if (ref.empty() || ref[0].shape != p_.outputs[0].shape)
+      return make_error("the reference's output is not of shape {}", fmt::join(p_.outputs[0].shape, "x"));
+    return compare_output(y_.data(), ref[0], verify_tolerance(p_));
+  }
+
+ private:
+  static void fill_bytes(const Placed<uint8_t>& out, uint64_t seed) {
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (auto& v : out) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      v = static_cast<uint8_t>(x >> 24);
+    }
+  }
+  // The zero point of row n, block b.
+  float zero_point(int64_t n, int64_t b) const {
+    if (!d_.zero_points) return 8.f;
+    const uint8_t z = zp_[static_cast<size_t>(n * zbytes_ + b / 2)];
+    return static_cast<float>(b % 2 != 0 ? z >> 4 : z & 0x0f);
+  }
+
+  // y[m][n] for n in [n0, n1), every m (≤ 4 rows).
+  void rows(int64_t n0, int64_t n1) const {
+    switch (d_.m) {
+      case 1:
+        return rows_of<1>(n0, n1);
+      case 2:
+        return rows_of<2>(n0, n1);
+      case 3:
+        return rows_of<3>(n0, n1);
+      default:
+        return rows_of<4>(n0, n1);
+    }
+  }
+  template <int M>
+  [[gnu::target("avx2,fma")]] void rows_of(int64_t n0, int64_t n1) const {
+    const int64_t bs = d_.block, K = d_.k;
+    const float* a = a_.data();
+    for (int64_t n = n0; n < n1; ++n) {
+      __m256 acc[M];
+#pragma GCC unroll 4
+      for (int m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
+      const uint8_t* row = b_.data() + n * blocks_ * bs / 2;
+      for (int64_t b = 0; b < blocks_; ++b) {
+        const float s = scales_[static_cast<size_t>(n * blocks_ + b)];
+        const __m256 vs = _mm256_set1_ps(s), vo = _mm256_set1_ps(-zero_point(n, b) * s);
+        const uint8_t* bytes = row + b * bs / 2;
+        const float* ak = a + b * bs;
+        for (int64_t j = 0; j < bs; j += 16) {
+          __m256 w0, w1;
+          unpack16(bytes + j / 2, vs, vo, w0, w1);
+#pragma GCC unroll 4
+          for (int m = 0; m < M; ++m) {
+            acc[m] = _mm256_fmadd_ps(_mm256_loadu_ps(ak + m * K + j), w0, acc[m]);
+            acc[m] = _mm256_fmadd_ps(_mm256_loadu_ps(ak + m * K + j + 8), w1, acc[m]);
+          }
+        }
+      }
+      const float bias = d_.bias ? bias_[static_cast<size_t>(n)] : 0.f;
+#pragma GCC unroll 4
+      for (int m = 0; m < M; ++m) y_[static_cast<size_t>(m * d_.n + n)] = hsum(acc[m]) + bias;
+    }
+  }
+
+  // Panels [p0, p1) of 16 columns, every row.
+  [[gnu::target("avx2,fma")]] void panels(int64_t p0, int64_t p1) const {
+    static thread_local std::vector<float> panel;
+    const int64_t bs = d_.block, K = d_.k, N = d_.n;
+    const int64_t kc_max = std::max(kKc, bs) / bs * bs;  // whole blocks per K chunk
+    panel.assign(static_cast<size_t>(kc_max * kGemmNr), 0.f);
+    alignas(32) float w[16];
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t col = p * kGemmNr, nr = std::min(kGemmNr, N - col);
+      for (int64_t pc = 0; pc < K; pc += kc_max) {
+        const int64_t kc = std::min(kc_max, K - pc);
+        // Dequantize columns col .. col + nr, rows pc .. pc + kc, into the panel (kc × 16).
+        for (int64_t j = 0; j < kGemmNr; ++j) {
+          if (j >= nr) {
+            for (int64_t k = 0; k < kc; ++k) panel[static_cast<size_t>(k * kGemmNr + j)] = 0.f;
+            continue;
+          }
+          const int64_t n = col + j;
+          const uint8_t* row = b_.data() + n * blocks_ * bs / 2;
+          for (int64_t k = 0; k < kc; k += 16) {
+            const int64_t kk = pc + k, b = kk / bs;
+            const float s = scales_[static_cast<size_t>(n * blocks_ + b)];
+            __m256 w0, w1;
+            unpack16(row + kk / 2, _mm256_set1_ps(s), _mm256_set1_ps(-zero_point(n, b) * s), w0, w1);
+            _mm256_store_ps(w, w0);
+            _mm256_store_ps(w + 8, w1);
+            for (int t = 0; t < 16; ++t) panel[static_cast<size_t>((k + t) * kGemmNr + j)] = w[t];
+          }
+        }
+        for (int64_t i = 0; i < d_.m; i += kGemmMr) {
+          const int mr = static_cast<int>(std::min<int64_t>(kGemmMr, d_.m - i));
+          gemm_micro_kernel(mr, kc, a_.data() + i * K + pc, K, panel.data(), y_.data() + i * N + col, N,
+                            pc > 0, d_.bias ? bias_.data() + col : nullptr, nr);
+        }
+      }
+    }
+  }
+
+  Problem p_;
+  uint64_t seed_;
+  NBitsDesc d_;
+  int64_t blocks_ = 0, zbytes_ = 0;
+  Placed<float> a_, y_, scales_, bias_;
+  Placed<uint8_t> b_, zp_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_nbits_kernel(const Problem& p, uint64_t seed) {
+  return std::make_unique<NBitsKernel>(p, seed);
+}
+
+}  // namespace floorline::kernels::floorline_detail
