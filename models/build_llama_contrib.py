@@ -15,8 +15,13 @@ shapes (past + new tokens; every token attends), so the model takes the same inp
 PyTorch exports. Random weights, stored as external data that is then dropped (shape-only, as
 the other decoders here); `floorline run` materializes them for ONNX Runtime.
 
-Run with Debian's interpreter: /usr/bin/python3 models/build_llama_contrib.py
+With --int4 it writes llama_1b_int4.onnx instead: the same graph with every linear layer (the
+projections, the MLP and the LM head) a MatMulNBits over 4-bit weights in blocks of 32 with packed
+zero points, as ONNX Runtime's MatMul4BitsQuantizer writes them (the embedding stays f32).
+
+Run with Debian's interpreter: /usr/bin/python3 models/build_llama_contrib.py [--int4]
 """
+import sys
 import hashlib
 import json
 import os
@@ -27,25 +32,42 @@ from onnx import TensorProto, helper
 LAYERS, WIDTH, HEADS, KV_HEADS, HIDDEN, VOCAB, MAX_POS = 22, 2048, 32, 4, 5632, 32000, 2048
 HEAD = WIDTH // HEADS
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm")
-FILE = "llama_1b_contrib.onnx"
+INT4 = "--int4" in sys.argv[1:]
+BLOCK = 32
+FILE = "llama_1b_int4.onnx" if INT4 else "llama_1b_contrib.onnx"
 inits, nodes, params = [], [], [0]
+offset = [0]
 
 
-def weight(name, shape):
-    """A float initializer stored as external data (dropped: the file is shape-only)."""
+def weight(name, shape, dtype=TensorProto.FLOAT, parameters=None):
+    """An initializer stored as external data (dropped: the file is shape-only)."""
     t = TensorProto()
-    t.name, t.data_type = name, TensorProto.FLOAT
+    t.name, t.data_type = name, dtype
     t.dims.extend(shape)
     t.data_location = TensorProto.EXTERNAL
     n = 1
     for d in shape:
         n *= d
-    for key, value in (("location", FILE + ".data"), ("offset", str(params[0] * 4)), ("length", str(n * 4))):
+    size = n * (1 if dtype == TensorProto.UINT8 else 4)
+    for key, value in (("location", FILE + ".data"), ("offset", str(offset[0])), ("length", str(size))):
         e = t.external_data.add()
         e.key, e.value = key, value
-    params[0] += n
+    offset[0] += size
+    params[0] += n if parameters is None else parameters
     inits.append(t)
     return name
+
+
+def linear(x, name, k, n):
+    """x · W for W [k, n]: a MatMul, or with --int4 a MatMulNBits over 4-bit blocks of 32."""
+    if not INT4:
+        return node("MatMul", [x, weight(name, [k, n])], [name + ".out"], name)
+    blocks = k // BLOCK
+    qb = weight(name + ".qweight", [n, blocks, BLOCK // 2], TensorProto.UINT8, parameters=k * n)
+    qs = weight(name + ".scales", [n * blocks], parameters=0)
+    qz = weight(name + ".qzeros", [n * ((blocks + 1) // 2)], TensorProto.UINT8, parameters=0)
+    return node("MatMulNBits", [x, qb, qs, qz], [name + ".out"], name, domain="com.microsoft", K=k, N=n, bits=4,
+                block_size=BLOCK)
 
 
 def const(name, values, dtype=TensorProto.INT64, dims=None):
@@ -88,9 +110,9 @@ def main():
                       [p + "n1", "", "", p + "residual1"], p + "input_layernorm", domain="com.microsoft",
                       epsilon=1e-5)
             residual = p + "residual1"
-        q = node("MatMul", [n1, weight(p + "q_proj", [WIDTH, WIDTH])], [p + "q"], p + "q_proj")
-        k = node("MatMul", [n1, weight(p + "k_proj", [WIDTH, KV_HEADS * HEAD])], [p + "k"], p + "k_proj")
-        v = node("MatMul", [n1, weight(p + "v_proj", [WIDTH, KV_HEADS * HEAD])], [p + "v"], p + "v_proj")
+        q = linear(n1, p + "q_proj", WIDTH, WIDTH)
+        k = linear(n1, p + "k_proj", WIDTH, KV_HEADS * HEAD)
+        v = linear(n1, p + "v_proj", WIDTH, KV_HEADS * HEAD)
         past_k, past_v = "past_key_values.%d.key" % i, "past_key_values.%d.value" % i
         present_k, present_v = "present.%d.key" % i, "present.%d.value" % i
         for name in (past_k, past_v):
@@ -102,22 +124,25 @@ def main():
         attn = node("GroupQueryAttention", [q, k, v, past_k, past_v, "seqlens_k", "total_sequence_length", cos, sin],
                     [p + "attn", present_k, present_v], p + "attn", domain="com.microsoft", num_heads=HEADS,
                     kv_num_heads=KV_HEADS, do_rotary=1)
-        o = node("MatMul", [attn, weight(p + "o_proj", [WIDTH, WIDTH])], [p + "o"], p + "o_proj")
+        o = linear(attn, p + "o_proj", WIDTH, WIDTH)
         n2 = node("SkipSimplifiedLayerNormalization", [residual, o, weight(p + "post_attention_layernorm", [WIDTH])],
                   [p + "n2", "", "", p + "residual2"], p + "post_attention_layernorm", domain="com.microsoft",
                   epsilon=1e-5)
         residual = p + "residual2"
-        gate = node("MatMul", [n2, weight(p + "gate_proj", [WIDTH, HIDDEN])], [p + "gate"], p + "gate_proj")
-        up = node("MatMul", [n2, weight(p + "up_proj", [WIDTH, HIDDEN])], [p + "up"], p + "up_proj")
+        gate = linear(n2, p + "gate_proj", WIDTH, HIDDEN)
+        up = linear(n2, p + "up_proj", WIDTH, HIDDEN)
         sig = node("Sigmoid", [gate], [p + "gate_sigmoid"], p + "gate_sigmoid")
         silu = node("Mul", [gate, sig], [p + "silu"], p + "silu")
         prod = node("Mul", [silu, up], [p + "swiglu"], p + "swiglu")
-        mlp_out = node("MatMul", [prod, weight(p + "down_proj", [HIDDEN, WIDTH])], [p + "mlp"], p + "down_proj")
+        mlp_out = linear(prod, p + "down_proj", HIDDEN, WIDTH)
     n = node("SkipSimplifiedLayerNormalization", [residual, mlp_out, weight("norm", [WIDTH])], ["final_norm"],
              "norm", domain="com.microsoft", epsilon=1e-5)
-    node("MatMul", [n, weight("lm_head", [WIDTH, VOCAB])], ["logits"], "lm_head")
+    if INT4:
+        node("Identity", [linear(n, "lm_head", WIDTH, VOCAB)], ["logits"], "logits")
+    else:
+        node("MatMul", [n, weight("lm_head", [WIDTH, VOCAB])], ["logits"], "lm_head")
 
-    graph = helper.make_graph(nodes, "llama_1b_contrib", inputs, outputs, initializer=inits)
+    graph = helper.make_graph(nodes, FILE[:-5], inputs, outputs, initializer=inits)
     model = helper.make_model(graph, producer_name="floorline models/build_llama_contrib.py",
                               opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 8
@@ -134,7 +159,9 @@ def main():
         "source": "onnx %s helper API, models/build_llama_contrib.py (random weights, no download)" % onnx.__version__,
         "constructor": "Llama architecture (TinyLlama 1.1B's shape, as llama_1b_*) written with ONNX Runtime's "
                        "com.microsoft operators (SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, "
-                       "GroupQueryAttention with the rotary inside); one graph for prefill and decode",
+                       "GroupQueryAttention with the rotary inside" +
+                       (", MatMulNBits: every linear layer's weights in 4 bits, blocks of 32, packed zero points"
+                        if INT4 else "") + "); one graph for prefill and decode",
         "dims": ["batch_size", "past_sequence_length", "sequence_length", "total_sequence_length"],
         "opset": 17,
         "parameters": params[0] - 2 * MAX_POS * (HEAD // 2),

@@ -7,6 +7,7 @@
 
 #include <onnx/defs/schema.h>
 
+#include "composite.hpp"
 #include "model_stages.hpp"
 
 namespace floorline::mp {
@@ -65,6 +66,9 @@ std::string encode_request(const Loaded& L, const ProcessOptions& opts, const st
 // at the first error. A request it cannot read gets no record (the parent reports an incomplete
 // result).
 void serve_inference(std::string_view request, const std::function<bool(const std::string&)>& send) {
+  // A worker forked before the parent read its first model has not the com.microsoft schemas yet
+  // (composite.hpp): without them ONNX 1.12's inference crashes on a MatMulNBits node.
+  register_contrib_schemas();
   WireReader in(request);
   Loaded L(reused_arena_options(ArenaSlot::kRequest));
   ProcessOptions opts;

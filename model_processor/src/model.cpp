@@ -234,6 +234,7 @@ Result<std::vector<ModelIR>> process_model(const std::filesystem::path& path, co
 
 void process_models(const std::vector<std::filesystem::path>& paths, const ProcessOptions& opts,
                     const std::function<void(size_t, Result<std::vector<ModelIR>>)>& done) {
+  register_contrib_schemas();  // before a worker is forked (composite.hpp)
   // A sweep of named dims (a model in several scenarios) is processed model by model.
   const bool sweep =
       std::any_of(opts.dims.begin(), opts.dims.end(), [](const auto& d) { return d.second.size() > 1; });
