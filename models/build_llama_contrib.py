@@ -3,7 +3,7 @@
 shapes) written with ONNX Runtime's com.microsoft operators, as ONNX Runtime's model builder
 (onnxruntime-genai) writes decoders: SimplifiedLayerNormalization and SkipSimplifiedLayerNormalization
 (RMSNorm with the residual add), GroupQueryAttention with the rotary embedding inside (do_rotary,
-cos/sin caches), SwiGLU as MatMul, Sigmoid, Mul. One graph serves the prefill (past_sequence_length
+cos/sin caches of 4096 positions), SwiGLU as MatMul, Sigmoid, Mul. One graph serves the prefill (past_sequence_length
 0) and the decode step:
 
   input_ids [batch_size, sequence_length] int64,
@@ -29,7 +29,7 @@ import os
 import onnx
 from onnx import TensorProto, helper
 
-LAYERS, WIDTH, HEADS, KV_HEADS, HIDDEN, VOCAB, MAX_POS = 22, 2048, 32, 4, 5632, 32000, 2048
+LAYERS, WIDTH, HEADS, KV_HEADS, HIDDEN, VOCAB, MAX_POS = 22, 2048, 32, 4, 5632, 32000, 4096
 HEAD = WIDTH // HEADS
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "llm")
 INT4 = "--int4" in sys.argv[1:]

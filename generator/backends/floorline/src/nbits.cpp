@@ -10,12 +10,17 @@
 // step reads an eighth of the bytes of its f32 MatMul.
 //
 // M ≤ 4 (a decode step's GEMV): the threads (OpenMP, the backend's count) take contiguous ranges of
-// the N weight rows; per block, 16 weights at a time are unpacked (low and high nibbles
-// interleaved back into order), converted to floats, scaled (q·s − z·s in one FMA) and multiplied
-// into each row of A, one accumulator per row. B is read once; nothing but y is written.
+// the N weight rows. With blocks of a multiple of 32, A is first laid out per 32 inputs as its 16
+// even then its 16 odd elements, so that the low nibbles of 16 bytes (the even weights) and their
+// high nibbles (the odd ones) multiply A without being put back in order; per block,
+// y += s · Σ a·q, and the zero points' part, Σ_blocks s·z·Σ_block a, from A's block sums computed
+// once per call. Per 32 weights that is one 16-byte load, 4 conversions to floats and 4 FMAs into
+// independent accumulators. Other block sizes (16) unpack 16 weights in order and scale each. B is
+// read once; nothing but y (and the small copy of A) is written.
 // M > 4: the threads take panels of 16 columns; per panel and per 256 of K, the weights are
-// dequantized into a 16 KiB panel (L1) laid out as sgemm_packed's, and sgemm_packed's 6 × 16
-// micro-kernel runs every 6-row block of A over it (gemm.cpp).
+// dequantized (each column's in order, then 8 × 8 transposes) into a 16 KiB panel (L1) laid out
+// as sgemm_packed's, and sgemm_packed's 6 × 16 micro-kernel runs every 6-row block of A over it
+// (gemm.cpp).
 //
 // Needs AVX2 and FMA; 4 bits, a block_size that is a multiple of 16 dividing K, zero points packed
 // as bytes (ONNX Runtime's quantizer writes them so) or none, and no g_idx. Elsewhere the case is
@@ -99,6 +104,10 @@ class NBitsKernel final : public Kernel {
     scales_ = Placed<float>(d_.n * blocks_);
     if (d_.zero_points) zp_ = Placed<uint8_t>(d_.n * zbytes_);
     if (d_.bias) bias_ = Placed<float>(d_.n);
+    if (d_.m <= 4 && d_.block % 32 == 0) {
+      a_split_ = Placed<float>(d_.m * d_.k);
+      a_sums_ = Placed<float>(d_.m * blocks_);
+    }
     fill_uniform(a_.data(), d_.m * d_.k, seed_);
     // Random bytes for the weights and zero points; scales that keep y's magnitude near A's
     // ((q − z) within ±15, K terms).
@@ -126,6 +135,7 @@ class NBitsKernel final : public Kernel {
   void run() override {
     const int threads = std::max(1, omp_get_max_threads());
     const bool gemv = d_.m <= 4;
+    if (gemv && d_.block % 32 == 0) split_a();  // A's copy and block sums, once per call
     const int64_t units = gemv ? d_.n : (d_.n + kGemmNr - 1) / kGemmNr;
     const int used = static_cast<int>(std::min<int64_t>(threads, units));
     if (used <= 1) {
@@ -177,23 +187,90 @@ class NBitsKernel final : public Kernel {
   void rows(int64_t n0, int64_t n1) const {
     switch (d_.m) {
       case 1:
-        return rows_of<1>(n0, n1);
+        return d_.block % 32 == 0 ? rows_split<1>(n0, n1) : rows_of<1>(n0, n1);
       case 2:
-        return rows_of<2>(n0, n1);
+        return d_.block % 32 == 0 ? rows_split<2>(n0, n1) : rows_of<2>(n0, n1);
       case 3:
-        return rows_of<3>(n0, n1);
+        return d_.block % 32 == 0 ? rows_split<3>(n0, n1) : rows_of<3>(n0, n1);
       default:
-        return rows_of<4>(n0, n1);
+        return d_.block % 32 == 0 ? rows_split<4>(n0, n1) : rows_of<4>(n0, n1);
     }
   }
+
+  // A per 32 inputs as its 16 even then 16 odd elements (a_split_), and its sums per block
+  // (a_sums_[m·blocks + b]), for rows_split.
+  void split_a() {
+    const int64_t K = d_.k;
+    for (int64_t m = 0; m < d_.m; ++m) {
+      const float* a = a_.data() + m * K;
+      float* out = a_split_.data() + m * K;
+      for (int64_t c = 0; c < K; c += 32)
+        for (int64_t j = 0; j < 16; ++j) {
+          out[c + j] = a[c + 2 * j];
+          out[c + 16 + j] = a[c + 2 * j + 1];
+        }
+      for (int64_t b = 0; b < blocks_; ++b) {
+        float sum = 0.f;
+        for (int64_t k = b * d_.block; k < (b + 1) * d_.block; ++k) sum += a[k];
+        a_sums_[static_cast<size_t>(m * blocks_ + b)] = sum;
+      }
+    }
+  }
+
+  template <int M>
+  [[gnu::target("avx2,fma")]] void rows_split(int64_t n0, int64_t n1) const {
+    const int64_t bs = d_.block, K = d_.k;
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    for (int64_t n = n0; n < n1; ++n) {
+      __m256 total[M];
+      float offset[M] = {};
+#pragma GCC unroll 4
+      for (int m = 0; m < M; ++m) total[m] = _mm256_setzero_ps();
+      const uint8_t* row = b_.data() + n * blocks_ * bs / 2;
+      for (int64_t b = 0; b < blocks_; ++b) {
+        __m256 sum[M][2];
+#pragma GCC unroll 4
+        for (int m = 0; m < M; ++m) sum[m][0] = sum[m][1] = _mm256_setzero_ps();
+        for (int64_t c = b * bs; c < (b + 1) * bs; c += 32) {
+          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c / 2));
+          const __m128i lo = _mm_and_si128(v, mask);
+          const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), mask);
+          const __m256 e0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+          const __m256 e1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+          const __m256 o0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+          const __m256 o1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+#pragma GCC unroll 4
+          for (int m = 0; m < M; ++m) {
+            const float* a = a_split_.data() + m * K + c;
+            sum[m][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a), e0, sum[m][0]);
+            sum[m][1] = _mm256_fmadd_ps(_mm256_loadu_ps(a + 8), e1, sum[m][1]);
+            sum[m][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + 16), o0, sum[m][0]);
+            sum[m][1] = _mm256_fmadd_ps(_mm256_loadu_ps(a + 24), o1, sum[m][1]);
+          }
+        }
+        const float s = scales_[static_cast<size_t>(n * blocks_ + b)];
+        const float zs = zero_point(n, b) * s;
+        const __m256 vs = _mm256_set1_ps(s);
+#pragma GCC unroll 4
+        for (int m = 0; m < M; ++m) {
+          total[m] = _mm256_fmadd_ps(_mm256_add_ps(sum[m][0], sum[m][1]), vs, total[m]);
+          offset[m] += zs * a_sums_[static_cast<size_t>(m * blocks_ + b)];
+        }
+      }
+      const float bias = d_.bias ? bias_[static_cast<size_t>(n)] : 0.f;
+#pragma GCC unroll 4
+      for (int m = 0; m < M; ++m) y_[static_cast<size_t>(m * d_.n + n)] = hsum(total[m]) - offset[m] + bias;
+    }
+  }
+
   template <int M>
   [[gnu::target("avx2,fma")]] void rows_of(int64_t n0, int64_t n1) const {
     const int64_t bs = d_.block, K = d_.k;
     const float* a = a_.data();
     for (int64_t n = n0; n < n1; ++n) {
-      __m256 acc[M];
+      __m256 acc[M][2];
 #pragma GCC unroll 4
-      for (int m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
+      for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
       const uint8_t* row = b_.data() + n * blocks_ * bs / 2;
       for (int64_t b = 0; b < blocks_; ++b) {
         const float s = scales_[static_cast<size_t>(n * blocks_ + b)];
@@ -205,32 +282,35 @@ class NBitsKernel final : public Kernel {
           unpack16(bytes + j / 2, vs, vo, w0, w1);
 #pragma GCC unroll 4
           for (int m = 0; m < M; ++m) {
-            acc[m] = _mm256_fmadd_ps(_mm256_loadu_ps(ak + m * K + j), w0, acc[m]);
-            acc[m] = _mm256_fmadd_ps(_mm256_loadu_ps(ak + m * K + j + 8), w1, acc[m]);
+            acc[m][0] = _mm256_fmadd_ps(_mm256_loadu_ps(ak + m * K + j), w0, acc[m][0]);
+            acc[m][1] = _mm256_fmadd_ps(_mm256_loadu_ps(ak + m * K + j + 8), w1, acc[m][1]);
           }
         }
       }
       const float bias = d_.bias ? bias_[static_cast<size_t>(n)] : 0.f;
 #pragma GCC unroll 4
-      for (int m = 0; m < M; ++m) y_[static_cast<size_t>(m * d_.n + n)] = hsum(acc[m]) + bias;
+      for (int m = 0; m < M; ++m)
+        y_[static_cast<size_t>(m * d_.n + n)] = hsum(_mm256_add_ps(acc[m][0], acc[m][1])) + bias;
     }
   }
 
-  // Panels [p0, p1) of 16 columns, every row.
+  // Panels [p0, p1) of 16 columns, every row. Per K chunk, each column's weights are unpacked in
+  // order into cols (16 × kc, a column's weights contiguous: vector stores), then turned into the
+  // panel's rows (kc × 16) by 8 × 8 transposes.
   [[gnu::target("avx2,fma")]] void panels(int64_t p0, int64_t p1) const {
-    static thread_local std::vector<float> panel;
+    static thread_local std::vector<float> panel, cols;
     const int64_t bs = d_.block, K = d_.k, N = d_.n;
     const int64_t kc_max = std::max(kKc, bs) / bs * bs;  // whole blocks per K chunk
     panel.assign(static_cast<size_t>(kc_max * kGemmNr), 0.f);
-    alignas(32) float w[16];
+    cols.assign(static_cast<size_t>(kc_max * kGemmNr), 0.f);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t col = p * kGemmNr, nr = std::min(kGemmNr, N - col);
       for (int64_t pc = 0; pc < K; pc += kc_max) {
         const int64_t kc = std::min(kc_max, K - pc);
-        // Dequantize columns col .. col + nr, rows pc .. pc + kc, into the panel (kc × 16).
         for (int64_t j = 0; j < kGemmNr; ++j) {
+          float* out = cols.data() + j * kc_max;
           if (j >= nr) {
-            for (int64_t k = 0; k < kc; ++k) panel[static_cast<size_t>(k * kGemmNr + j)] = 0.f;
+            std::fill(out, out + kc, 0.f);
             continue;
           }
           const int64_t n = col + j;
@@ -240,11 +320,13 @@ class NBitsKernel final : public Kernel {
             const float s = scales_[static_cast<size_t>(n * blocks_ + b)];
             __m256 w0, w1;
             unpack16(row + kk / 2, _mm256_set1_ps(s), _mm256_set1_ps(-zero_point(n, b) * s), w0, w1);
-            _mm256_store_ps(w, w0);
-            _mm256_store_ps(w + 8, w1);
-            for (int t = 0; t < 16; ++t) panel[static_cast<size_t>((k + t) * kGemmNr + j)] = w[t];
+            _mm256_storeu_ps(out + k, w0);
+            _mm256_storeu_ps(out + k + 8, w1);
           }
         }
+        for (int64_t k = 0; k < kc; k += 8)
+          for (int64_t j = 0; j < kGemmNr; j += 8)
+            transpose8(cols.data() + j * kc_max + k, kc_max, panel.data() + k * kGemmNr + j);
         for (int64_t i = 0; i < d_.m; i += kGemmMr) {
           const int mr = static_cast<int>(std::min<int64_t>(kGemmMr, d_.m - i));
           gemm_micro_kernel(mr, kc, a_.data() + i * K + pc, K, panel.data(), y_.data() + i * N + col, N,
@@ -254,11 +336,37 @@ class NBitsKernel final : public Kernel {
     }
   }
 
+  // out[i][r] = in[r][i] for an 8 × 8 tile: in's rows `ld` floats apart, out's kGemmNr.
+  [[gnu::target("avx2,fma")]] static void transpose8(const float* in, int64_t ld, float* out) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(in + i * ld);
+    t[0] = _mm256_unpacklo_ps(r[0], r[1]);
+    t[1] = _mm256_unpackhi_ps(r[0], r[1]);
+    t[2] = _mm256_unpacklo_ps(r[2], r[3]);
+    t[3] = _mm256_unpackhi_ps(r[2], r[3]);
+    t[4] = _mm256_unpacklo_ps(r[4], r[5]);
+    t[5] = _mm256_unpackhi_ps(r[4], r[5]);
+    t[6] = _mm256_unpacklo_ps(r[6], r[7]);
+    t[7] = _mm256_unpackhi_ps(r[6], r[7]);
+    r[0] = _mm256_shuffle_ps(t[0], t[2], 0x44);
+    r[1] = _mm256_shuffle_ps(t[0], t[2], 0xee);
+    r[2] = _mm256_shuffle_ps(t[1], t[3], 0x44);
+    r[3] = _mm256_shuffle_ps(t[1], t[3], 0xee);
+    r[4] = _mm256_shuffle_ps(t[4], t[6], 0x44);
+    r[5] = _mm256_shuffle_ps(t[4], t[6], 0xee);
+    r[6] = _mm256_shuffle_ps(t[5], t[7], 0x44);
+    r[7] = _mm256_shuffle_ps(t[5], t[7], 0xee);
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_ps(out + i * kGemmNr, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+      _mm256_storeu_ps(out + (i + 4) * kGemmNr, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+  }
+
   Problem p_;
   uint64_t seed_;
   NBitsDesc d_;
   int64_t blocks_ = 0, zbytes_ = 0;
-  Placed<float> a_, y_, scales_, bias_;
+  Placed<float> a_, y_, scales_, bias_, a_split_, a_sums_;
   Placed<uint8_t> b_, zp_;
 };
 
