@@ -488,7 +488,8 @@ TEST(OwnGemm, BlockingEdgesMatchTheReference) {
 
 // MatMulNBits over 4-bit weights (nbits.cpp), against the reference (reference.cpp): a decode
 // step's GEMV rows (M ≤ 4) and the tiled product (M > 4, K over one 256-row panel), with and
-// without zero points and a bias, block sizes 16, 32 and 128, at 1 and 3 threads.
+// without zero points and a bias, block sizes 16, 32 and 128, at 1 and 3 threads; and the same
+// over the weights dequantized at load (matmul_nbits@f32_weights).
 kernels::CaseSpec nbits_spec(std::vector<int64_t> a, int64_t n, int64_t block, bool zero_points, bool bias,
                              int64_t bits = 4) {
   const int64_t k = a.back(), blocks = k / block;
@@ -521,14 +522,17 @@ TEST(OwnNBits, GemvAndTiledProductsMatchTheReference) {
   const int saved = kernels::floorline_threads();
   for (const int threads : {1, 3}) {
     kernels::set_floorline_threads(threads);
-    for (const auto& spec : specs) {
-      auto k = kernels::make_floorline_kernel(spec);
-      ASSERT_TRUE(k.ok()) << spec.problem.key << ": " << k.error().message;
-      const Status v = (*k)->verify();
-      EXPECT_TRUE(v.ok()) << spec.problem.key << " at " << threads
-                          << " thread(s): " << (v.ok() ? "" : v.error().message);
-      EXPECT_FALSE((*k)->port(false, 1));  // B is a constant
-    }
+    for (auto spec : specs)
+      for (const char* algorithm : {"matmul_nbits", "matmul_nbits@f32_weights"}) {
+        spec.variant.algorithm = algorithm;
+        auto k = kernels::make_floorline_kernel(spec);
+        ASSERT_TRUE(k.ok()) << spec.problem.key << ": " << k.error().message;
+        EXPECT_EQ((*k)->implementation(), std::string("floorline ") + algorithm);
+        const Status v = (*k)->verify();
+        EXPECT_TRUE(v.ok()) << spec.problem.key << " " << algorithm << " at " << threads
+                            << " thread(s): " << (v.ok() ? "" : v.error().message);
+        EXPECT_FALSE((*k)->port(false, 1));  // B is a constant
+      }
   }
   kernels::set_floorline_threads(saved);
   // 8-bit weights and blocks that do not divide K: unsupported, with why.

@@ -28,7 +28,8 @@ class FloorlineBackend final : public Backend {
   // the channels, every input's a multiple of 16 (of 8), has a second (third) one on oneDNN's
   // blocked layout, concat@blocked16c (concat@blocked8c): the same copies, where a oneDNN-aware
   // runtime keeps the convolutions' blocked outputs (DenseNet's, whose 32-channel growth would
-  // otherwise convert every input); each its own group, so each is timed whatever the cap.
+  // otherwise convert every input); each its own group, so each is timed whatever the cap. A
+  // MatMulNBits has a second one too (below).
   std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
     const std::string name = kernels::floorline_kernel_name(base.problem);
     std::vector<std::string> algorithms = {name.empty() ? "none" : name};
@@ -42,6 +43,10 @@ class FloorlineBackend final : public Backend {
               }))
             algorithms.push_back(fmt::format("concat@blocked{}c", block));
     }
+    // MatMulNBits: beside the 4-bit kernel, its weights dequantized once at load into an f32 copy
+    // (matmul_nbits@f32_weights), as a runtime that folds a weight's DequantizeLinear holds them:
+    // the faster way for a compute-bound prefill.
+    if (name == "matmul_nbits") algorithms.push_back("matmul_nbits@f32_weights");
     std::vector<kernels::LibraryCase> out;
     for (const auto& algorithm : algorithms) {
       kernels::LibraryCase c;

@@ -76,7 +76,8 @@ struct NBitsDesc {
   bool zero_points = false, bias = false;
 };
 NBitsDesc nbits_desc(const Problem& p);
-std::unique_ptr<Kernel> make_nbits_kernel(const Problem& p, uint64_t seed);
+// `f32_weights`: matmul_nbits@f32_weights, B dequantized once when the case is built.
+std::unique_ptr<Kernel> make_nbits_kernel(const Problem& p, uint64_t seed, bool f32_weights);
 // RoiAlign, GridSample and ScatterElements (sampling.cpp).
 std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
 

@@ -200,7 +200,8 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
   int block = 0;
   if (name == "concat" && spec.variant.algorithm == "concat@blocked16c") block = 16;
   if (name == "concat" && spec.variant.algorithm == "concat@blocked8c") block = 8;
-  if (!spec.variant.algorithm.empty() && spec.variant.algorithm != name && block == 0)
+  const bool f32_weights = name == "matmul_nbits" && spec.variant.algorithm == "matmul_nbits@f32_weights";
+  if (!spec.variant.algorithm.empty() && spec.variant.algorithm != name && block == 0 && !f32_weights)
     return make_error(Disposition::kUnsupported, "no floorline kernel {} for {} (it runs {})",
                       spec.variant.algorithm, p.op, name);
   const uint64_t seed = seed_of(spec.name);
@@ -223,7 +224,7 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
           nbits_desc(p);
           return nullptr;
         }
-        return make_nbits_kernel(p, seed);
+        return make_nbits_kernel(p, seed, f32_weights);
       case Family::kNone:
         break;
     }

@@ -22,6 +22,11 @@
 // as sgemm_packed's, and sgemm_packed's 6 × 16 micro-kernel runs every 6-row block of A over it
 // (gemm.cpp).
 //
+// A second case, matmul_nbits@f32_weights, dequantizes B once, when the case is built, into
+// sgemm_packed's panels (an f32 copy of the weights, eight times their bytes, as a runtime that
+// constant-folds a weight's DequantizeLinear at load holds) and runs sgemm_packed's product over it:
+// the faster way for a prefill, whose product is compute-bound; a decode step reads 8 × the bytes.
+//
 // Needs AVX2 and FMA; 4 bits, a block_size that is a multiple of 16 dividing K, zero points packed
 // as bytes (ONNX Runtime's quantizer writes them so) or none, and no g_idx. Elsewhere the case is
 // unsupported, with why. A is the case's port; B, the scales, zero points and bias are constants.
@@ -95,7 +100,8 @@ constexpr int64_t kKc = 256;  // K per dequantized panel (16 KiB of floats, as s
 
 class NBitsKernel final : public Kernel {
  public:
-  NBitsKernel(Problem p, uint64_t seed) : p_(std::move(p)), seed_(seed), d_(nbits_desc(p_)) {
+  NBitsKernel(Problem p, uint64_t seed, bool f32_weights)
+      : p_(std::move(p)), seed_(seed), d_(nbits_desc(p_)), f32_weights_(f32_weights) {
     blocks_ = d_.k / d_.block;
     zbytes_ = (blocks_ + 1) / 2;
     a_ = Placed<float>(d_.m * d_.k);
@@ -116,9 +122,12 @@ class NBitsKernel final : public Kernel {
     const float s = 1.f / (8.f * std::sqrt(static_cast<float>(d_.k)));
     fill_uniform(scales_.data(), d_.n * blocks_, seed_ + 3, 0.5f * s, s);
     if (d_.bias) fill_uniform(bias_.data(), d_.n, seed_ + 4);
+    if (f32_weights_) dequantize_all();
   }
 
-  std::string implementation() const override { return "floorline matmul_nbits"; }
+  std::string implementation() const override {
+    return f32_weights_ ? "floorline matmul_nbits@f32_weights" : "floorline matmul_nbits";
+  }
   int64_t workspace_bytes() const override { return 0; }
 
   std::optional<Port> port(bool output, size_t k) const override {
@@ -134,19 +143,26 @@ class NBitsKernel final : public Kernel {
 
   void run() override {
     const int threads = std::max(1, omp_get_max_threads());
-    const bool gemv = d_.m <= 4;
+    const bool gemv = d_.m <= 4 && !f32_weights_;
     if (gemv && d_.block % 32 == 0) split_a();  // A's copy and block sums, once per call
     const int64_t units = gemv ? d_.n : (d_.n + kGemmNr - 1) / kGemmNr;
     const int used = static_cast<int>(std::min<int64_t>(threads, units));
+    auto work = [&](int64_t u0, int64_t u1) {
+      if (gemv)
+        rows(u0, u1);
+      else if (f32_weights_)
+        packed_panels(u0, u1);
+      else
+        panels(u0, u1);
+    };
     if (used <= 1) {
-      gemv ? rows(0, d_.n) : panels(0, units);
+      work(0, units);
       return;
     }
 #pragma omp parallel num_threads(used)
     {
       const int64_t t = omp_get_thread_num();
-      const int64_t u0 = units * t / used, u1 = units * (t + 1) / used;
-      gemv ? rows(u0, u1) : panels(u0, u1);
+      work(units * t / used, units * (t + 1) / used);
     }
   }
 
@@ -336,6 +352,44 @@ class NBitsKernel final : public Kernel {
     }
   }
 
+  // Every weight dequantized into sgemm_packed's panels (K × 16 each, zero columns past N).
+  void dequantize_all() {
+    const int64_t panels = (d_.n + kGemmNr - 1) / kGemmNr;
+    packed_ = Placed<float>(panels * d_.k * kGemmNr);
+    for (int64_t n = 0; n < d_.n; ++n) {
+      const int64_t p = n / kGemmNr, j = n % kGemmNr;
+      const uint8_t* row = b_.data() + n * blocks_ * d_.block / 2;
+      for (int64_t k = 0; k < d_.k; ++k) {
+        const int64_t b = k / d_.block;
+        const uint8_t byte = row[k / 2];
+        const float q = static_cast<float>(k % 2 != 0 ? byte >> 4 : byte & 0x0f);
+        packed_[static_cast<size_t>((p * d_.k + k) * kGemmNr + j)] =
+            (q - zero_point(n, b)) * scales_[static_cast<size_t>(n * blocks_ + b)];
+      }
+    }
+  }
+
+  // Panels [p0, p1) of the dequantized copy, every row: sgemm_packed's loops (gemm.cpp).
+  void packed_panels(int64_t p0, int64_t p1) const {
+    constexpr int64_t kNc = 256;
+    const int64_t K = d_.k, N = d_.n;
+    for (int64_t pj = p0; pj < p1; pj += kNc / kGemmNr) {
+      const int64_t pj1 = std::min(p1, pj + kNc / kGemmNr);
+      for (int64_t pc = 0; pc < K; pc += kKc) {
+        const int64_t kc = std::min(kKc, K - pc);
+        for (int64_t i = 0; i < d_.m; i += kGemmMr) {
+          const int mr = static_cast<int>(std::min<int64_t>(kGemmMr, d_.m - i));
+          for (int64_t p = pj; p < pj1; ++p) {
+            const int64_t col = p * kGemmNr;
+            gemm_micro_kernel(mr, kc, a_.data() + i * K + pc, K, packed_.data() + (p * K + pc) * kGemmNr,
+                              y_.data() + i * N + col, N, pc > 0, d_.bias ? bias_.data() + col : nullptr,
+                              std::min(kGemmNr, N - col));
+          }
+        }
+      }
+    }
+  }
+
   // out[i][r] = in[r][i] for an 8 × 8 tile: in's rows `ld` floats apart, out's kGemmNr.
   [[gnu::target("avx2,fma")]] static void transpose8(const float* in, int64_t ld, float* out) {
     __m256 r[8], t[8];
@@ -365,15 +419,16 @@ class NBitsKernel final : public Kernel {
   Problem p_;
   uint64_t seed_;
   NBitsDesc d_;
+  bool f32_weights_ = false;
   int64_t blocks_ = 0, zbytes_ = 0;
-  Placed<float> a_, y_, scales_, bias_, a_split_, a_sums_;
+  Placed<float> a_, y_, scales_, bias_, a_split_, a_sums_, packed_;
   Placed<uint8_t> b_, zp_;
 };
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_nbits_kernel(const Problem& p, uint64_t seed) {
-  return std::make_unique<NBitsKernel>(p, seed);
+std::unique_ptr<Kernel> make_nbits_kernel(const Problem& p, uint64_t seed, bool f32_weights) {
+  return std::make_unique<NBitsKernel>(p, seed, f32_weights);
 }
 
 }  // namespace floorline::kernels::floorline_detail
