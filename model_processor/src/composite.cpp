@@ -520,7 +520,7 @@ std::optional<std::string> multi_head_attention(const NodeProto& n, Builder& b, 
   return std::nullopt;
 }
 
-std::optional<std::string> group_query_attention(const NodeProto& n, Builder& b, GraphFacts& facts) {
+std::optional<std::string> group_query_attention(const NodeProto& n, Builder& b, GraphFacts&) {
   const int64_t heads = attr_i(n, "num_heads", 0), kv_heads = attr_i(n, "kv_num_heads", 0);
   if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
     return fmt::format("num_heads {} is not a multiple of kv_num_heads {}", heads, kv_heads);
@@ -552,7 +552,6 @@ std::optional<std::string> group_query_attention(const NodeProto& n, Builder& b,
   v = b.transpose(v, {0, 2, 1, 3}, "v_heads_first");
   k = with_past(b, input(n, 3), k, output(n, 1), "key");
   v = with_past(b, input(n, 4), v, output(n, 2), "value");
-  (void)facts;
   const std::string y = b.attend(q, k, v, attr_f(n, "scale", 0.0f), attr_f(n, "softcap", 0.0f), "");
   heads_merged(b, y, output(n, 0));
   return std::nullopt;
