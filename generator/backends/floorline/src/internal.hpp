@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -44,6 +45,19 @@ class Placed {
   T* data_ = nullptr;
   size_t n_ = 0;
 };
+
+// The ports of a kernel whose one activation input is `a` (input 0) and whose output is `y`
+// (output 0), its other operands constants it holds (sgemm_packed, matmul_nbits): what a kernel's
+// port() and bind() answer.
+inline std::optional<Port> a_y_port(const Placed<float>& a, const Placed<float>& y, bool output, size_t k) {
+  if (k != 0) return std::nullopt;
+  return output ? Port{y.data(), y.bytes(), "plain"} : Port{a.data(), a.bytes(), "plain"};
+}
+inline Status bind_a_y(Placed<float>& a, Placed<float>& y, bool output, size_t k, void* data) {
+  if (k != 0) return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
+  (output ? y : a).bind(data);
+  return {};
+}
 
 // The factory of a kernel named `name` around `build`: f32 and no epilogue, or an unsupported
 // error; what `build` throws (KernelError, MissingAttribute, std::bad_alloc) becomes the case's error.

@@ -130,16 +130,8 @@ class NBitsKernel final : public Kernel {
   }
   int64_t workspace_bytes() const override { return 0; }
 
-  std::optional<Port> port(bool output, size_t k) const override {
-    if (output) return k == 0 ? std::optional<Port>(Port{y_.data(), y_.bytes(), "plain"}) : std::nullopt;
-    return k == 0 ? std::optional<Port>(Port{a_.data(), a_.bytes(), "plain"}) : std::nullopt;
-  }
-  Status bind(bool output, size_t k, void* data) override {
-    if (!port(output, k))
-      return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
-    (output ? y_ : a_).bind(data);
-    return {};
-  }
+  std::optional<Port> port(bool output, size_t k) const override { return a_y_port(a_, y_, output, k); }
+  Status bind(bool output, size_t k, void* data) override { return bind_a_y(a_, y_, output, k, data); }
 
   void run() override {
     const int threads = std::max(1, omp_get_max_threads());
