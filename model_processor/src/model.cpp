@@ -152,7 +152,9 @@ Error safe_error(Error e);
 // The model in each of its scenarios of named dims in turn (every batch of each), on the same
 // loaded model; errors name the file (`ctx`) and the scenario.
 // A merged decoder's If picks its branch by the scenario's past length (composite.hpp): the
-// branch is inlined into a copy of the model as loaded, whose composite ops are then expanded.
+// branch is inlined into a copy of the model as loaded (its composite ops not yet expanded:
+// validate_and_prepare leaves them), whose opset-18 forms are read again over the new node list and
+// whose composite ops are then expanded, so that read_as_17 indexes the final graph.
 Status pick_merged_branch(Loaded& L, const onnx::ModelProto& as_loaded,
                           const std::vector<std::string>& warnings) {
   L.model->CopyFrom(as_loaded);

@@ -257,7 +257,9 @@ Status validate_and_prepare(Loaded& L, int64_t max_elements) {
       if (default_domain(o.domain())) o.set_version(kMaxKnownOpset);
     L.read_as_17 = rewrite_opset18(m, &L.external, L.warnings);
   }
-  expand_composite_ops(m, L.opset, L.read_as_17, L.warnings);
+  // A merged decoder's composite ops are expanded per scenario, after its If is inlined
+  // (pick_merged_branch, model.cpp): one pass over the final graph keeps read_as_17's indices whole.
+  if (merged_decoder_if(m.graph()) < 0) expand_composite_ops(m, L.opset, L.read_as_17, L.warnings);
   // Weights are not needed: keep dims and type, drop the payload of every large tensor so that
   // each per-batch copy of the graph is cheap. Small tensors (shape constants) keep their values;
   // small external tensors are read in (only their bytes) where the data file is present.

@@ -456,13 +456,16 @@ TEST(Allocator, OperatorNewThrowsWhenMemoryRunsOut) {
 }
 
 TEST_F(Hostile, ShapeInferenceMemoryAndTimeLimits) {
-  // A model whose inference needs more than the budget: ConstantOfShape folding of 2^22 elements
-  // at an 8 MiB cap on what the child may add.
+  // A model whose inference needs more than the budget: ConstantOfShape folding of 2^26 elements
+  // (256 MiB) at an 8 MiB cap on what the child may add. The cap counts address space from the
+  // child's start, which a parent that freed a lot (the Materialize tests, run before in one
+  // process) leaves mapped: the fold is made far larger than any such reserve.
   auto m = parse(
-      "g (float[N,4] x) => (y) <int64[1] n = {4194304}> {\n  c = ConstantOfShape (n)\n  s = Shape (c)\n"
+      "g (float[N,4] x) => (y) <int64[1] n = {67108864}> {\n  c = ConstantOfShape (n)\n  s = Shape (c)\n"
       "  y = Relu (x)\n}");
   ProcessOptions o;
-  o.max_folded_elements = 1 << 23;
+  o.max_folded_elements = int64_t{1} << 27;
+  o.max_folded_total = int64_t{1} << 27;
   o.inference_memory_mib = 8;
   EXPECT_EQ(error_of("memory.onnx", m, o), "shape inference exceeded 8 MiB");
   o.inference_memory_mib = 768;
