@@ -205,6 +205,7 @@ int run_main(RunCmd o, const std::string& command_line) {
     const gen::Backend& backend = *l.backends.front();
     gen::ReplayOptions rpo;
     rpo.threads = o.threads;
+    rpo.conversion_threads = gen::budget_thread_counts(o.threads, o.threads_exact);
     rpo.repetitions = repetitions;
     rpo.min_time = o.quick ? 0.01 : 0.05;
     rpo.profile_passes = o.quick ? 1 : 5;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
@@ -185,34 +186,72 @@ struct Step {
   std::vector<size_t> f32_outputs;  // its output ports that hold f32 values (the data check scans them)
 };
 
-// The step of a conversion `kernel` built by `by` that reads `from` and writes `bytes` into its own
-// destination buffer.
-Step conversion_step(std::unique_ptr<kernels::Kernel> kernel, std::string label, const Backend* by,
-                     int threads, const Source& from, int64_t bytes) {
+// A conversion between the ports of two cases: built by the consumer's backend and by the
+// producer's (cases of different libraries: XNNPACK converts between its NHWC ports and any plain
+// port, oneDNN between its ports and plain, blocked or NHWC ones), where each can, at each thread
+// count of `counts` (both backends set to it; empty: the count they have), each timed alone (one
+// call to warm it, then the lowest of kConversionCalls calls), and the fastest kept, with the
+// backend that built it (whose threads run it), its count and its time. A conversion so runs on the
+// fastest library and count within the thread budget, as a layer's case does: oneDNN's reorder of a
+// 1x58x28x28 plain tensor into 8-channel blocks took 31 µs on 2 threads and 10 µs on one, on a
+// 2-core AVX2 EPYC (docs/MEASUREMENT.md, "Conversions in the replay"). The error of the consumer's
+// backend where none builds.
+struct TimedConversion {
+  std::unique_ptr<kernels::Kernel> kernel;
+  const Backend* by = nullptr;
+  int threads = 1;
+  double alone_us = 0;
+};
+constexpr int kConversionCalls = 5;
+
+Result<TimedConversion> convert(const Backend* producer, const Backend* consumer,
+                                const kernels::PortRef& from, const kernels::PortRef& to,
+                                const std::vector<int>& counts, int threads_now) {
+  std::optional<TimedConversion> best;
+  std::optional<Error> failed;
+  const std::vector<int> tried = counts.empty() ? std::vector<int>{threads_now} : counts;
+  std::vector<const Backend*> by = {consumer};
+  if (producer != consumer) by.push_back(producer);
+  for (const Backend* b : by)
+    for (const int t : tried) {
+      if (!counts.empty()) b->set_threads(t);
+      auto conv = b->conversion(from, to);
+      if (!conv) {
+        if (!failed) failed = conv.error();
+        break;  // (what a backend converts does not depend on its thread count)
+      }
+      (*conv)->run();
+      double us = std::numeric_limits<double>::infinity();
+      for (int k = 0; k < kConversionCalls; ++k) {
+        const auto t0 = std::chrono::steady_clock::now();
+        (*conv)->run();
+        us = std::min(us, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e6);
+      }
+      if (!best || us < best->alone_us) best = TimedConversion{std::move(conv).value(), b, t, us};
+    }
+  if (!counts.empty())
+    for (const Backend* b : by) {
+      b->set_threads(threads_now);
+      b->park_threads();
+    }
+  if (!best) return *failed;
+  return std::move(*best);
+}
+
+// The step of a conversion that reads `from` and writes `bytes` into its own destination buffer.
+Step conversion_step(TimedConversion conv, std::string label, const Source& from, int64_t bytes) {
   Step s;
-  const auto dest = kernel->port(true, 0);
-  s.kernel = std::move(kernel);
+  const auto dest = conv.kernel->port(true, 0);
+  s.kernel = std::move(conv.kernel);
   s.label = std::move(label);
   s.conversion = true;
-  s.backend = by;
-  s.threads = threads;
+  s.alone_us = conv.alone_us;
+  s.backend = conv.by;
+  s.threads = conv.threads;
   s.reads = {{from.step, from.bytes}};
   s.written_bytes = bytes;
   if (dest) s.writes = {{reinterpret_cast<uintptr_t>(dest->data), bytes}};
   return s;
-}
-
-// A conversion between the ports of two cases, by the consumer's backend, else the producer's
-// (cases of different libraries: XNNPACK converts between its NHWC ports and any plain port);
-// `by` is set to the backend that built it, whose threads run it (its step's backend).
-Result<std::unique_ptr<kernels::Kernel>> convert(const Backend* producer, const Backend* consumer,
-                                                 const kernels::PortRef& from, const kernels::PortRef& to,
-                                                 const Backend*& by) {
-  by = consumer;
-  auto conv = consumer->conversion(from, to);
-  if (conv || producer == consumer) return conv;
-  by = producer;
-  return producer->conversion(from, to);
 }
 
 // Replay's memory planner, as a framework's memory pool: a layer's outputs take buffers of their
@@ -653,11 +692,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
             }
             if (from != sources.end()) {
               const Source& sum = from->second;
-              const Backend* by = nullptr;
               auto conv = convert(steps[sum.step].backend, own->first,
                                   {steps[sum.step].kernel.get(), true, sum.out, sum.data},
-                                  {kernel.get(), true, out, nullptr}, by);
-              const auto dest = conv ? (*conv)->port(true, 0) : std::nullopt;
+                                  {kernel.get(), true, out, nullptr}, options.conversion_threads, threads);
+              const auto dest = conv ? conv->kernel->port(true, 0) : std::nullopt;
               if (dest && dest->bytes == port->bytes) {
                 FL_TRY(kernel->bind(true, out, dest->data));
                 reads.emplace_back(steps.size(), port->bytes);
@@ -666,7 +704,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
                 steps.push_back(conversion_step(
                     std::move(conv).value(),
                     fmt::format("conversion {} > {} for {} (its summand)", sum.layout, port->layout, label),
-                    by, threads, sum, dest->bytes));
+                    sum, dest->bytes));
                 ++r.conversions;
                 ++r.operands_shared;
                 ++out;
@@ -702,16 +740,16 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       for (size_t k = 0; k < layer.input_names.size() && wired; ++k) {
         const Source& from = sources.at(layer.input_names[k]);
         if (from.layout == layout.layout) continue;
-        const Backend* by = nullptr;
         auto conv = convert(steps[from.step].backend, steps[layout.step].backend,
                             {steps[from.step].kernel.get(), true, from.out, from.data},
-                            {steps[layout.step].kernel.get(), true, layout.out, nullptr}, by);
+                            {steps[layout.step].kernel.get(), true, layout.out, nullptr},
+                            options.conversion_threads, threads);
         wired = static_cast<bool>(conv);
         if (wired)
           converts.push_back(
               conversion_step(std::move(conv).value(),
-                              fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label), by,
-                              threads, from, layout.bytes));
+                              fmt::format("conversion {} > {} for {}", from.layout, layout.layout, label),
+                              from, layout.bytes));
       }
       if (wired) {
         for (size_t k = 0, c = 0; k < layer.input_names.size(); ++k) {
@@ -756,11 +794,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         ++r.operands_shared;
         continue;
       }
-      const Backend* by = nullptr;
       auto conv = convert(steps[from.step].backend, own->first,
                           {steps[from.step].kernel.get(), true, from.out, from.data},
-                          {kernel.get(), false, k, nullptr}, by);
-      const auto dest = conv ? (*conv)->port(true, 0) : std::nullopt;
+                          {kernel.get(), false, k, nullptr}, options.conversion_threads, threads);
+      const auto dest = conv ? conv->kernel->port(true, 0) : std::nullopt;
       if (!conv || !dest) {
         ++r.operands_unwired;
         own_bytes += to->bytes;
@@ -771,7 +808,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       reads.emplace_back(steps.size(), dest->bytes);
       steps.push_back(conversion_step(
           std::move(conv).value(), fmt::format("conversion {} > {} for {}", from.layout, to->layout, label),
-          by, threads, from, dest->bytes));
+          from, dest->bytes));
       ++r.conversions;
     }
     if (adopted) {

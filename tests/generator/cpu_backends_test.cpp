@@ -469,16 +469,35 @@ TEST(CpuBackends, ReplayWiresXnnpackNhwcCasesToOnednnCases) {
   EXPECT_EQ(r->denormal_steps, 0);
   EXPECT_EQ(r->nonfinite_steps, 0);
   EXPECT_GT(r->median_us, 0);
-  // Every conversion is XNNPACK's (oneDNN has no NHWC port of XNNPACK's to convert), and runs on
-  // XNNPACK's pool: its step is XNNPACK's, so that the replay parks that pool before oneDNN's next
-  // step, not oneDNN's (whose step would leave XNNPACK's workers spinning through it).
+  // A conversion is XNNPACK's or oneDNN's (it reads XNNPACK's NHWC ports as acdb), whichever ran
+  // faster alone, at the faster thread count, and runs on that library's pool: its step is that
+  // library's, so that the replay parks that pool before the next library's step (not the other's,
+  // whose step would leave these workers spinning through it). Its time alone is measured.
   int conversion_steps = 0;
   for (const auto& s : r->steps) {
-    EXPECT_EQ(s.backend, s.conversion || s.key.empty() ? "xnnpack" : chosen.at(s.key).spec.variant.backend)
-        << s.label;
+    if (s.conversion) {
+      EXPECT_TRUE(s.backend == "xnnpack" || s.backend == "onednn") << s.label;
+      EXPECT_GT(s.alone_us, 0) << s.label;
+      EXPECT_EQ(s.threads, 1) << s.label;  // the one count of this replay's budget (o.threads 1)
+    } else {
+      EXPECT_EQ(s.backend, chosen.at(s.key).spec.variant.backend) << s.label;
+    }
     conversion_steps += s.conversion ? 1 : 0;
   }
   EXPECT_EQ(conversion_steps, r->conversions);
+  // With a thread budget of 2, each conversion is built and timed at 1 and 2 threads and runs at
+  // the faster count; the layers keep their cases' counts.
+  o.threads = 2;
+  o.conversion_threads = {1, 2};
+  auto r2 = replay_model(models[0], chosen, *onednn, o);
+  ASSERT_TRUE(r2.ok()) << r2.error().message;
+  EXPECT_EQ(r2->operands_unwired, 0);
+  EXPECT_EQ(r2->conversions, r->conversions);
+  for (const auto& s : r2->steps) {
+    if (!s.conversion) continue;
+    EXPECT_TRUE(s.threads == 1 || s.threads == 2) << s.label;
+    EXPECT_GT(s.alone_us, 0) << s.label;
+  }
 }
 
 // Weights are filled on ±√(3 / fan-in) (kernels::fill_half_width) in every CPU backend, so that a

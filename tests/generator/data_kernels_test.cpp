@@ -30,6 +30,7 @@ std::vector<mp::ModelIR> zoo_layers(const std::string& model, const std::set<std
 struct Seen {
   std::set<std::string> keys_with_own;  // layer keys with a planned floorline case
   std::set<std::string> keys_with_onednn;
+  int own_cases = 0;  // planned floorline cases (a layer key may have several: its blocked forms)
   int verified = 0;
 };
 
@@ -50,6 +51,7 @@ Seen verify_own(const std::vector<mp::ModelIR>& models, const std::string& algor
     EXPECT_EQ(c.spec.variant.algorithm.substr(0, c.spec.variant.algorithm.find('@')), algorithm)
         << c.spec.name;
     seen.keys_with_own.insert(c.spec.problem.key);
+    ++seen.own_cases;
     auto k = kernels::make_floorline_kernel(c.spec);
     EXPECT_TRUE(k.ok()) << c.spec.name << ": " << (k.ok() ? "" : k.error().message);
     if (!k.ok()) continue;
@@ -119,6 +121,89 @@ TEST(DataKernels, DensenetConcatsRunOnTheBlockedLayoutsToo) {
   auto k = kernels::make_floorline_kernel(odd);
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.error().code, Disposition::kUnsupported) << k.error().message;
+}
+
+// efficientnet_b0's squeeze-and-excitation blocks on oneDNN's blocked layouts: the pool reads the
+// depthwise convolution's blocked output and writes its [1, C, 1, 1] means blocked too; the scale
+// (per channel, plain) multiplies the blocked tensor. Every case verifies, with the ports the replay
+// wires (padded blocks where C is no multiple of the block), and oneDNN's pooling is planned beside
+// them (efficientnet's SE channel counts are multiples of 16). A hand-made odd case: 58 channels
+// (padded in both block sizes), two images, a per-channel first operand of a
+// Sub and a second of a Div.
+TEST(DataKernels, SqueezeExcitationPoolAndScaleRunOnTheBlockedLayouts) {
+  const auto models = zoo_layers("efficientnet_b0", {"GlobalAveragePool", "Mul"});
+  const Plan plan = make_plan(models, {find_backend("onednn"), find_backend("floorline")}, PlanOptions{});
+  int pools = 0, scales = 0, onednn_pools = 0;
+  auto padded_bytes = [](const std::vector<int64_t>& s, int block) {
+    return s[0] * ((s[1] + block - 1) / block) * block * s[2] * s[3] * 4;
+  };
+  for (const auto& c : plan.cases) {
+    if (c.status || !c.spec.feeds.empty() || c.spec.variant.dtype != DType::kF32) continue;
+    const auto& p = c.spec.problem;
+    if (c.spec.variant.backend == "onednn" && p.kind == LayerKind::kGlobalAveragePool &&
+        c.spec.variant.algorithm.rfind("pooling_v2", 0) == 0)
+      ++onednn_pools;
+    const auto at = c.spec.variant.algorithm.find("@blocked");
+    if (c.spec.variant.backend != "floorline" || at == std::string::npos) continue;
+    const int block = std::stoi(c.spec.variant.algorithm.substr(at + 8));
+    ASSERT_TRUE(block == 8 || block == 16) << c.spec.name;
+    auto k = kernels::make_floorline_kernel(c.spec);
+    ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+    (*k)->run();
+    const std::vector<int64_t>& y = p.outputs[0].shape;
+    const auto out = (*k)->port(true, 0);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(out->layout, kernels::blocked_channels_layout(block, y));
+    EXPECT_EQ(out->bytes, padded_bytes(y, block)) << c.spec.name;
+    if (p.kind == LayerKind::kGlobalAveragePool) {
+      ++pools;
+      const auto in = (*k)->port(false, 0);
+      ASSERT_TRUE(in.has_value());
+      EXPECT_EQ(in->layout, kernels::blocked_channels_layout(block, p.inputs[0].shape));
+      EXPECT_EQ(in->bytes, padded_bytes(p.inputs[0].shape, block));
+    } else if (p.inputs[0].shape != p.inputs[1].shape) {
+      ++scales;
+      for (size_t i = 0; i < 2; ++i) {
+        const auto in = (*k)->port(false, i);
+        ASSERT_TRUE(in.has_value());
+        EXPECT_EQ(in->layout, p.inputs[i].shape == y ? kernels::blocked_channels_layout(block, y) : "plain")
+            << c.spec.name << " input " << i;
+      }
+    }
+  }
+  EXPECT_GE(pools, 2 * 6);   // 6 or more distinct pools, each at blocks 8 and 16
+  EXPECT_GE(scales, 2 * 6);  // and as many scales
+  EXPECT_GT(onednn_pools, 0);
+  for (const LayerKind kind : {LayerKind::kSub, LayerKind::kDiv})
+    for (const int block : {8, 16}) {
+      kernels::CaseSpec odd;
+      odd.problem.kind = kind;
+      odd.problem.op = kind == LayerKind::kSub ? "Sub" : "Div";
+      odd.problem.key = "odd";
+      const std::vector<int64_t> full = {2, 58, 5, 3}, channel = {2, 58, 1, 1};
+      odd.problem.inputs = {{"a", kind == LayerKind::kSub ? channel : full},
+                            {"b", kind == LayerKind::kSub ? full : channel}};
+      odd.problem.outputs = {{"y", full}};
+      odd.variant.backend = "floorline";
+      odd.variant.dtype = DType::kF32;
+      odd.variant.algorithm = fmt::format("binary@blocked{}c", block);
+      auto k = kernels::make_floorline_kernel(odd);
+      ASSERT_TRUE(k.ok()) << k.error().message;
+      const Status v = (*k)->verify();
+      EXPECT_TRUE(v.ok()) << odd.variant.algorithm << " " << odd.problem.op << ": "
+                          << (v.ok() ? "" : v.error().message);
+      odd.problem.kind = LayerKind::kGlobalAveragePool;
+      odd.problem.op = "GlobalAveragePool";
+      odd.problem.inputs = {{"x", full}};
+      odd.problem.outputs = {{"y", channel}};
+      odd.variant.algorithm = fmt::format("global_average_pool@blocked{}c", block);
+      auto g = kernels::make_floorline_kernel(odd);
+      ASSERT_TRUE(g.ok()) << g.error().message;
+      const Status gv = (*g)->verify();
+      EXPECT_TRUE(gv.ok()) << odd.variant.algorithm << ": " << (gv.ok() ? "" : gv.error().message);
+    }
 }
 
 TEST(DataKernels, BertAndVitSoftmaxMatchTheReference) {
@@ -206,7 +291,7 @@ TEST(DataKernels, BinaryOpsBroadcastAsTheReferenceDoes) {
     for (const char* model : {"ssdlite320_mobilenet_v3_large", "mobilenet_v3_large"}) {
       const Seen s = verify_own(zoo_layers(model, {"Add", "Sub", "Mul", "Div"}), "binary");
       EXPECT_GE(s.verified, 5) << model;
-      EXPECT_EQ(static_cast<int>(s.keys_with_own.size()), s.verified) << model;
+      EXPECT_EQ(s.own_cases, s.verified) << model;  // every case of ours, its blocked forms too
     }
   }
   kernels::set_floorline_threads(1);

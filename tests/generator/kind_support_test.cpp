@@ -155,6 +155,7 @@ TEST(KindSupport, TheFloorlineTableHoldsOurKernelsAndOnlyThem) {
                                          "Div",
                                          "Expand",
                                          "Tile",
+                                         "GlobalAveragePool",
                                          "Gemm",
                                          "MatMul",
                                          "MatMulNBits"}));

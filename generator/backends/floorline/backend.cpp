@@ -28,8 +28,8 @@ class FloorlineBackend final : public Backend {
   // the channels, every input's a multiple of 16 (of 8), has a second (third) one on oneDNN's
   // blocked layout, concat@blocked16c (concat@blocked8c): the same copies, where a oneDNN-aware
   // runtime keeps the convolutions' blocked outputs (DenseNet's, whose 32-channel growth would
-  // otherwise convert every input); each its own group, so each is timed whatever the cap. A
-  // MatMulNBits has a second one too (below).
+  // otherwise convert every input); each its own group, so each is timed whatever the cap. A 4-D
+  // GlobalAveragePool and a MatMulNBits have more too (below).
   std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
     const std::string name = kernels::floorline_kernel_name(base.problem);
     std::vector<std::string> algorithms = {name.empty() ? "none" : name};
@@ -42,6 +42,23 @@ class FloorlineBackend final : public Backend {
                 return in.shape.size() == 4 && in.shape[1] % block == 0;
               }))
             algorithms.push_back(fmt::format("concat@blocked{}c", block));
+    }
+    // GlobalAveragePool of a 4-D input: on the blocked layouts too (blocked.cpp), where a oneDNN-aware
+    // runtime pools a convolution's blocked output in place (an SE block's squeeze).
+    if (name == "global_average_pool" && !p.inputs.empty() && p.inputs[0].shape.size() == 4)
+      for (const int block : {16, 8})
+        algorithms.push_back(fmt::format("global_average_pool@blocked{}c", block));
+    // Add, Sub, Mul, Div of a 4-D output with pixels whose inputs are its shape or per channel
+    // (blocked.cpp): the same on the blocked layouts, where an SE block's scale multiplies a
+    // convolution's blocked output.
+    if (name == "binary" && p.inputs.size() == 2 && !p.outputs.empty() && p.outputs[0].shape.size() == 4) {
+      const auto& y = p.outputs[0].shape;
+      const bool fits = std::all_of(p.inputs.begin(), p.inputs.end(), [&](const kernels::Operand& in) {
+        return in.shape == y ||
+               (in.shape.size() == 4 && in.shape[1] == y[1] && in.shape[2] == 1 && in.shape[3] == 1);
+      });
+      if (y[2] * y[3] > 1 && fits)
+        for (const int block : {16, 8}) algorithms.push_back(fmt::format("binary@blocked{}c", block));
     }
     // MatMulNBits: beside the 4-bit kernel, its weights dequantized once at load into an f32 copy
     // (matmul_nbits@f32_weights), as a runtime that folds a weight's DequantizeLinear holds them:

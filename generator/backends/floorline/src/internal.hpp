@@ -71,6 +71,12 @@ std::unique_ptr<Kernel> make_detection_kernel(const Problem& p, const std::strin
 // channels of 4-D tensors held in oneDNN's blocked layout aBcd<block>b (concat@blocked<block>c).
 std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                          int block = 0);
+// GlobalAveragePool (blocked.cpp): `block` 0 on the plain layout; 8 or 16 on oneDNN's blocked
+// layout aBcd<block>b, input and output (global_average_pool@blocked<block>c).
+std::unique_ptr<Kernel> make_pool_kernel(const Problem& p, uint64_t seed, int block);
+// Add, Sub, Mul, Div on oneDNN's blocked layout aBcd<block>b, block 8 or 16 (blocked.cpp,
+// binary@blocked<block>c): each input the output's shape (blocked) or per channel (plain).
+std::unique_ptr<Kernel> make_blocked_binary_kernel(const Problem& p, uint64_t seed, int block);
 // Gemm and MatMul over a B packed once: sgemm_packed (gemm.cpp).
 std::unique_ptr<Kernel> make_gemm_kernel(const Problem& p, uint64_t seed);
 // The product sgemm_packed runs for `p`, or a KernelError (unsupported, with why) where it runs

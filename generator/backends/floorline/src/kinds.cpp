@@ -12,7 +12,7 @@ using namespace floorline_detail;
 
 namespace {
 
-enum class Family { kNone, kDetection, kData, kSampling, kGemm, kNBits };
+enum class Family { kNone, kDetection, kData, kPool, kSampling, kGemm, kNBits };
 
 struct KindMapping {
   std::string_view kernel;  // the kernel's name, the cases' algorithm; empty: not mapped
@@ -60,7 +60,9 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kSub:
     case K::kMul:
     case K::kDiv:
-      return {"binary", Family::kData, "with numpy broadcasting, rows of contiguous elements"};
+      return {"binary", Family::kData,
+              "with numpy broadcasting, rows of contiguous elements; and on oneDNN's blocked layouts, of a "
+              "4-D tensor and another or a per-channel operand (blocked.cpp)"};
     case K::kReduceMean:
     case K::kReduceSum:
     case K::kReduceMax:
@@ -68,6 +70,10 @@ KindMapping kind_mapping(LayerKind k) {
       return {"reduce", Family::kData, "over one run of adjacent axes (outer × reduced × inner)"};
     case K::kExpand:
       return {"expand", Family::kData, "a broadcast copy: rows of contiguous elements"};
+    case K::kGlobalAveragePool:
+      return {
+          "global_average_pool", Family::kPool,
+          "plain, and on oneDNN's blocked layouts aBcd8b and aBcd16b, its output blocked too (blocked.cpp)"};
     case K::kTile:
       return {"tile", Family::kData, "repeated rows of contiguous elements"};
     case K::kMatMulNBits:
@@ -124,7 +130,6 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kMean:
     case K::kMaxPool:
     case K::kAveragePool:
-    case K::kGlobalAveragePool:
     case K::kGlobalMaxPool:
     case K::kReduceProd:
     case K::kLSTM:
@@ -200,6 +205,10 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
   int block = 0;
   if (name == "concat" && spec.variant.algorithm == "concat@blocked16c") block = 16;
   if (name == "concat" && spec.variant.algorithm == "concat@blocked8c") block = 8;
+  // GlobalAveragePool and the binaries too: "global_average_pool@blocked8c", "binary@blocked16c"...
+  for (const char* blocked : {"global_average_pool", "binary"})
+    for (const int b : {16, 8})
+      if (name == blocked && spec.variant.algorithm == fmt::format("{}@blocked{}c", blocked, b)) block = b;
   const bool f32_weights = name == "matmul_nbits" && spec.variant.algorithm == "matmul_nbits@f32_weights";
   if (!spec.variant.algorithm.empty() && spec.variant.algorithm != name && block == 0 && !f32_weights)
     return make_error(Disposition::kUnsupported, "no floorline kernel {} for {} (it runs {})",
@@ -210,7 +219,10 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
       case Family::kDetection:
         return make_detection_kernel(p, name, seed);
       case Family::kData:
+        if (name == "binary" && block > 0) return make_blocked_binary_kernel(p, seed, block);
         return make_data_kernel(p, name, seed, block);
+      case Family::kPool:
+        return make_pool_kernel(p, seed, block);
       case Family::kSampling:
         return make_sampling_kernel(p, name, seed);
       case Family::kGemm:

@@ -51,8 +51,9 @@ Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from_ref, 
   const memory* to_port = c ? c->port_memory(to_ref.output, to_ref.index) : nullptr;
   if ((p && !from_port) || (c && !to_port))
     return make_error(Disposition::kUnsupported, "no port to convert between");
-  // The other side, another backend's case (Floorline's concat, an OpenBLAS GEMM...), must hold its
-  // operand plain, or in a blocked layout named as oneDNN's (Floorline's concat@blocked<B>c), f32
+  // The other side, another backend's case (Floorline's concat, an OpenBLAS GEMM, XNNPACK's NHWC
+  // operators...), must hold its operand plain, in a blocked layout named as oneDNN's (Floorline's
+  // concat@blocked<B>c), or channels-last of the oneDNN side's dims (XNNPACK's), f32
   // (those backends' only type), of the oneDNN side's element count: it is then seen with the
   // oneDNN side's dims (a reshape of a plain buffer, as between oneDNN cases below).
   auto foreign = [](const PortRef& ref, const memory::desc& other) -> Result<memory::desc> {
@@ -67,6 +68,11 @@ Result<std::unique_ptr<Kernel>> make_onednn_conversion(const PortRef& from_ref, 
       md = memory::desc(other.dims(), memory::data_type::f32, memory::format_tag::aBcd16b);
     else if (dims.size() == 4 && port->layout == blocked_channels_layout(8, dims))
       md = memory::desc(other.dims(), memory::data_type::f32, memory::format_tag::aBcd8b);
+    else if (port->layout == channels_last_layout(dims))  // XNNPACK's NHWC (and NWC, NDHWC) ports
+      md = memory::desc(other.dims(), memory::data_type::f32,
+                        dims.size() == 3   ? memory::format_tag::acb
+                        : dims.size() == 4 ? memory::format_tag::acdb
+                                           : memory::format_tag::acdeb);
     else
       return make_error(Disposition::kUnsupported, "the other case's operand is in {}", port->layout);
     if (static_cast<int64_t>(md.get_size()) != port->bytes)

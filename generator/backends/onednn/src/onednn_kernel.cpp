@@ -153,8 +153,13 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kAveragePool:
       return {with_layouts("pooling_v2"), pooling, {}, {}};
     case K::kGlobalAveragePool:
-    case K::kGlobalMaxPool:
-      return {{"pooling_v2", "reduction"}, pooling, {}, {}};
+    case K::kGlobalMaxPool: {
+      // pooling_v2 in each layout (a blocked one reads a blocked convolution's output where it is),
+      // then the reduction primitive (plain).
+      auto v = with_layouts("pooling_v2");
+      v.push_back("reduction");
+      return {v, pooling, {}, {}};
+    }
     case K::kReduceMean:
     case K::kReduceSum:
     case K::kReduceMax:

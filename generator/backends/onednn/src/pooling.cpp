@@ -34,9 +34,11 @@ void pooling(Ctx& c, const std::string& variant) {
     // Right padding from the output size, so that ceil_mode outputs come out right.
     pr.push_back((y[k + 2] - 1) * strides[k] + (kernel[k] - 1) * (dil[k] + 1) + 1 - x[k + 2] - pl[k]);
   }
-  const algorithm alg = is_max                                   ? algorithm::pooling_max
-                        : c.p.int_attr("count_include_pad") != 0 ? algorithm::pooling_avg_include_padding
-                                                                 : algorithm::pooling_avg_exclude_padding;
+  // (A global pool has no padding, nor the attribute.)
+  const algorithm alg = is_max ? algorithm::pooling_max
+                        : !global && c.p.int_attr("count_include_pad") != 0
+                            ? algorithm::pooling_avg_include_padding
+                            : algorithm::pooling_avg_exclude_padding;
   dnnl::pooling_v2_forward::desc d(kInference, alg, activation_md(c, c.input(0), x, variant),
                                    activation_md(c, c.output(0), y, variant), strides, kernel, dil, pl, pr);
   c.b.algorithm = variant;

@@ -169,10 +169,10 @@ const char* channels_last_tag(size_t rank) {
 std::string nhwc_port_layout(const Shape& nchw) {
   if (nchw.size() < 3 || std::all_of(nchw.begin() + 2, nchw.end(), [](int64_t d) { return d == 1; }))
     return "plain";  // no spatial extent: channels-last is the plain order
-  const char* tag = channels_last_tag(nchw.size());
-  if (!tag)
+  const std::string layout = channels_last_layout(nchw);
+  if (layout.empty())
     throw std::invalid_argument(fmt::format("no channels-last layout for a rank-{} tensor", nchw.size()));
-  return fmt::format("f32 {} {}", tag, fmt::join(nchw, "x"));
+  return layout;
 }
 
 namespace {

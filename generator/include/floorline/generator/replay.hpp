@@ -83,6 +83,10 @@ struct ReplayOptions {
   double min_time = 0.05;  // seconds per repetition (whole passes)
   double warmup_seconds = 0.02;
   int threads = 1;
+  // The thread counts a layout conversion is built and timed at (gen::budget_thread_counts of the
+  // run's budget); it runs at the fastest (ReplayStep::threads, alone_us). Empty: at its consumer
+  // case's count.
+  std::vector<int> conversion_threads;
   // Profile passes: at least profile_passes, more up to profile_seconds (pairs included) and at
   // most kMaxProfilePasses: a short model gets more pairs, whose median is then steadier.
   int profile_passes = 5;
@@ -123,7 +127,7 @@ struct ReplayStep {
   double in_graph_us = 0;         // lowest over the profile passes
   double in_graph_median_us = 0;  // their median (Σ over the steps, against the pass's median time,
                                   // separates the passes' spread from the time between steps)
-  double alone_us = 0;            // the case's own time as S takes it (0 for a conversion)
+  double alone_us = 0;            // the case's own time as S takes it; a conversion's, timed at its build
   std::string layer;              // the layer's ONNX node name ("" for a conversion)
   std::string op;                 // its ONNX op type ("" for a conversion)
   std::string key;                // its config key, as in the chosen cases ("" for a conversion)

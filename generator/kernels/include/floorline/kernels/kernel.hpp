@@ -49,6 +49,20 @@ inline std::string blocked_channels_layout(int block, const std::vector<int64_t>
   return s;
 }
 
+// Port::layout of an f32 operand of rank 3 to 5 in channels-last order (NWC, NHWC, NDHWC: oneDNN's
+// acb, acdb, acdeb), dims in NCHW order, as oneDNN's and XNNPACK's ports name it ("f32 acdb
+// 1x64x56x56"): oneDNN's conversions read XNNPACK's NHWC ports by it. "" for another rank.
+inline std::string channels_last_layout(const std::vector<int64_t>& dims) {
+  const char* tag = dims.size() == 3   ? "acb"
+                    : dims.size() == 4 ? "acdb"
+                    : dims.size() == 5 ? "acdeb"
+                                       : nullptr;
+  if (!tag) return "";
+  std::string s = std::string("f32 ") + tag + " ";
+  for (size_t k = 0; k < dims.size(); ++k) s += (k ? "x" : "") + std::to_string(dims[k]);
+  return s;
+}
+
 class Kernel;
 
 // An exception a backend throws with a disposition (a device allocation failing: skipped; the

@@ -1,0 +1,381 @@
+// Floorline's kernels on oneDNN's channel-blocked layout aBcd<B>b (N, ⌈C/B⌉, H, W, B; the channels
+// padded with zeros to a multiple of B, as oneDNN's blocked convolutions write them), where a
+// framework keeps a convolution's blocked output through the layers after it (ONNX Runtime's NCHWc
+// transformer: its GlobalAveragePool and its per-channel Mul, Add), rather than converting it into
+// NHWC or NCHW and back:
+//
+//   global_average_pool            GlobalAveragePool, the mean of each channel's pixels. Plain
+//   global_average_pool@blocked<B>c   (NCHW): a contiguous row per channel. Blocked: B channels side
+//                                  by side in every pixel, summed as B-wide vector adds over the
+//                                  block's H·W pixels in four accumulators; the output [N, C, 1, 1]
+//                                  blocked too. oneDNN 2.6's blocked pooling took 27.6 µs for a
+//                                  1x672x14x14 input on an AVX2 EPYC core, its conversion into NHWC
+//                                  for XNNPACK's pool 13 µs each way; this kernel about 5 µs.
+//   binary@blocked<B>c             Add, Sub, Mul, Div of a blocked [N, C, H, W] tensor and another,
+//                                  or a per-channel [N or 1, C, 1, 1] operand held plain (an SE
+//                                  block's scale, a sigmoid's output): B lanes of the operand against
+//                                  each pixel's B channels. oneDNN 2.6 has only its reference binary
+//                                  for a per-channel operand on the blocked layout.
+//
+// The padding lanes of an output are computed as any other from the inputs' padding, which is zero
+// (a per-channel operand's lanes past C read as zero): zero for a mean, a product and a sum.
+// Verified against the reference: plain input values packed into the layout, the output unpacked.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "floorline/kernels/dispatch.hpp"
+#include "internal.hpp"
+
+namespace floorline::kernels::floorline_detail {
+namespace {
+
+// The means of one block's lanes over its pixels: kV vectors of 8 floats per pixel (B = 8·kV
+// lanes), `hw` pixels from x, written to y[0, B). GCC vector extensions (one ymm register in the
+// AVX2 and AVX-512 builds, two xmm in the baseline), four accumulators per vector, held in
+// registers; always inlined into each build of ByTarget (floorline/kernels/dispatch.hpp), so no
+// vector crosses a call (-Wpsabi, off for this file).
+typedef float V8 __attribute__((vector_size(32)));
+[[gnu::always_inline]] inline V8 load8(const float* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <int kV>
+[[gnu::always_inline]] inline void block_means_body(const float* x, int64_t hw, float inv, float* y) {
+  constexpr int B = 8 * kV;
+  V8 a0[kV] = {}, a1[kV] = {}, a2[kV] = {}, a3[kV] = {};
+  int64_t i = 0;
+  for (; i + 4 <= hw; i += 4, x += 4 * B)
+    for (int v = 0; v < kV; ++v) {
+      a0[v] += load8(x + 8 * v);
+      a1[v] += load8(x + B + 8 * v);
+      a2[v] += load8(x + 2 * B + 8 * v);
+      a3[v] += load8(x + 3 * B + 8 * v);
+    }
+  for (; i < hw; ++i, x += B)
+    for (int v = 0; v < kV; ++v) a0[v] += load8(x + 8 * v);
+  for (int v = 0; v < kV; ++v) {
+    const V8 m = ((a0[v] + a1[v]) + (a2[v] + a3[v])) * inv;
+    std::memcpy(y + 8 * v, &m, sizeof m);
+  }
+}
+
+// One block of a binary on the blocked layout: `hw` pixels of B = 8·kV lanes, y = a op b, where
+// each of a and b is a pixel stream (full) or B lanes held for every pixel (per channel).
+enum class BinOp { kAdd, kSub, kMul, kDiv };
+template <BinOp Op>
+[[gnu::always_inline]] inline V8 bin(V8 a, V8 b) {
+  if constexpr (Op == BinOp::kAdd) return a + b;
+  if constexpr (Op == BinOp::kSub) return a - b;
+  if constexpr (Op == BinOp::kMul) return a * b;
+  return a / b;
+}
+template <BinOp Op, int kV, bool AFull, bool BFull>
+[[gnu::always_inline]] inline void block_binary_body(const float* a, const float* b, int64_t hw, float* y) {
+  constexpr int B = 8 * kV;
+  V8 ca[kV], cb[kV];  // the per-channel lanes
+  for (int v = 0; v < kV; ++v) {
+    ca[v] = AFull ? V8{} : load8(a + 8 * v);
+    cb[v] = BFull ? V8{} : load8(b + 8 * v);
+  }
+  for (int64_t i = 0; i < hw; ++i, y += B)
+    for (int v = 0; v < kV; ++v) {
+      const V8 r =
+          bin<Op>(AFull ? load8(a + i * B + 8 * v) : ca[v], BFull ? load8(b + i * B + 8 * v) : cb[v]);
+      std::memcpy(y + 8 * v, &r, sizeof r);
+    }
+}
+
+// The mean of a row of n contiguous floats (a plain channel): 16 lanes at a time in four
+// accumulators of 8, the tail element by element.
+[[gnu::always_inline]] inline float row_mean_body(const float* x, int64_t n, float inv) {
+  V8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 += load8(x + i);
+    a1 += load8(x + i + 8);
+    a2 += load8(x + i + 16);
+    a3 += load8(x + i + 24);
+  }
+  for (; i + 8 <= n; i += 8) a0 += load8(x + i);
+  const V8 a = (a0 + a1) + (a2 + a3);
+  float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  for (; i < n; ++i) s += x[i];
+  return s * inv;
+}
+
+class GlobalPoolKernel final : public Kernel {
+ public:
+  GlobalPoolKernel(Problem p, uint64_t seed, int block) : p_(std::move(p)), seed_(seed), block_(block) {
+    if (p_.inputs.empty() || p_.outputs.size() != 1)
+      unsupported(p_.op + ": one input and one output expected");
+    const Shape& x = p_.inputs[0].shape;
+    if (x.size() < 3 || std::any_of(x.begin(), x.end(), [](int64_t d) { return d <= 0; }))
+      unsupported(p_.op + ": an input of rank 3 or more with known, non-zero dims expected");
+    if (block_ > 0 && x.size() != 4) unsupported(p_.op + " on a blocked layout: 4-D only");
+    n_ = x[0];
+    c_ = x[1];
+    hw_ = elements(Shape(x.begin() + 2, x.end()));
+    const int64_t lanes = block_ > 0 ? block_ : 1;
+    groups_ = block_ > 0 ? (c_ + block_ - 1) / block_ : c_;  // rows of lanes: channel blocks, or channels
+    x_ = Placed<float>(n_ * groups_ * hw_ * lanes);
+    y_ = Placed<float>(n_ * groups_ * lanes);
+    fill_uniform(x_.data(), static_cast<int64_t>(x_.size()), seed_);
+  }
+
+  // (The case's algorithm names its layout, as concat@blocked<B>c's.)
+  std::string implementation() const override { return "floorline global_average_pool"; }
+  int64_t workspace_bytes() const override { return 0; }
+
+  std::optional<Port> port(bool output, size_t k) const override {
+    if (k != 0) return std::nullopt;
+    const Placed<float>& t = output ? y_ : x_;
+    if (block_ == 0) return Port{t.data(), t.bytes(), "plain"};
+    return Port{t.data(), t.bytes(),
+                blocked_channels_layout(block_, output ? p_.outputs[0].shape : p_.inputs[0].shape)};
+  }
+  Status bind(bool output, size_t k, void* data) override {
+    if (k != 0) return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
+    (output ? y_ : x_).bind(data);
+    return {};
+  }
+
+  void run() override {
+    const int64_t rows = n_ * groups_;
+    if (omp_get_max_threads() == 1 || rows == 1) {
+      for (int64_t r = 0; r < rows; ++r) row(r);
+      return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) row(r);
+  }
+
+  Status verify() override {
+    std::vector<float> plain(static_cast<size_t>(n_ * c_ * hw_));
+    fill_uniform(plain.data(), static_cast<int64_t>(plain.size()), seed_ + 7);
+    const int64_t lanes = block_ > 0 ? block_ : 1;
+    std::fill(x_.begin(), x_.end(), 0.f);
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t c = 0; c < c_; ++c)
+        for (int64_t i = 0; i < hw_; ++i)
+          x_[static_cast<size_t>(((n * groups_ + c / lanes) * hw_ + i) * lanes + c % lanes)] =
+              plain[static_cast<size_t>((n * c_ + c) * hw_ + i)];
+    run();
+    FL_ASSIGN_OR_RETURN(auto ref, reference(p_, {{p_.inputs[0].shape, plain}}, {}));
+    if (ref.empty() || ref[0].shape != p_.outputs[0].shape)
+      return make_error("the reference's output is not of shape {}", fmt::join(p_.outputs[0].shape, "x"));
+    std::vector<float> got(static_cast<size_t>(n_ * c_));
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t c = 0; c < c_; ++c)
+        got[static_cast<size_t>(n * c_ + c)] =
+            y_[static_cast<size_t>((n * groups_ + c / lanes) * lanes + c % lanes)];
+    // The padding lanes of each image's last block: zero, as the input's.
+    for (int64_t n = 0; block_ > 0 && c_ % lanes != 0 && n < n_; ++n)
+      for (int64_t l = c_ % lanes; l < lanes; ++l)
+        if (const float v = y_[static_cast<size_t>((n * groups_ + groups_ - 1) * lanes + l)]; v != 0.f)
+          return make_error("padding lane {} of image {}'s last block is {}, not 0", l, n, v);
+    return compare_output(got.data(), ref[0], verify_tolerance(p_));
+  }
+
+ private:
+  // Row r: a channel's pixels (plain), or a block's pixels of B lanes each.
+  void row(int64_t r) const {
+    const float inv = 1.f / static_cast<float>(hw_);
+    if (block_ == 0) {
+      y_[static_cast<size_t>(r)] = ByTarget<row_mean_body>::call(x_.data() + r * hw_, hw_, inv);
+      return;
+    }
+    if (block_ == 8)
+      lanes<8>(r, inv);
+    else
+      lanes<16>(r, inv);
+  }
+  template <int B>
+  void lanes(int64_t r, float inv) const {
+    if (B == 8)
+      ByTarget<block_means_body<1>>::call(x_.data() + r * hw_ * B, hw_, inv, y_.data() + r * B);
+    else
+      ByTarget<block_means_body<2>>::call(x_.data() + r * hw_ * B, hw_, inv, y_.data() + r * B);
+  }
+
+  Problem p_;
+  uint64_t seed_;
+  int block_;
+  int64_t n_ = 0, c_ = 0, hw_ = 0, groups_ = 0;
+  Placed<float> x_, y_;
+};
+
+// Add, Sub, Mul, Div on the blocked layout (binary@blocked<B>c): a 4-D output [N, C, H, W], each
+// input the output's shape (blocked) or a per-channel [N or 1, C, 1, 1] (plain), not both
+// per-channel.
+class BlockedBinaryKernel final : public Kernel {
+ public:
+  BlockedBinaryKernel(Problem p, uint64_t seed, int block) : p_(std::move(p)), seed_(seed), block_(block) {
+    if (p_.inputs.size() != 2 || p_.outputs.size() != 1)
+      unsupported(p_.op + ": two inputs and one output expected");
+    if (block_ != 8 && block_ != 16)
+      unsupported(fmt::format("{} on blocked{}c: blocks of 8 or 16 only", p_.op, block_));
+    const Shape& y = p_.outputs[0].shape;
+    if (y.size() != 4 || std::any_of(y.begin(), y.end(), [](int64_t d) { return d <= 0; }))
+      unsupported(p_.op + " on a blocked layout: a 4-D output with known, non-zero dims");
+    n_ = y[0];
+    c_ = y[1];
+    hw_ = y[2] * y[3];
+    groups_ = (c_ + block_ - 1) / block_;
+    for (size_t k = 0; k < 2; ++k) {
+      const Shape& x = p_.inputs[k].shape;
+      full_[k] = x == y;
+      const bool per_channel =
+          x.size() == 4 && (x[0] == 1 || x[0] == n_) && x[1] == c_ && x[2] == 1 && x[3] == 1 && hw_ > 1;
+      if (!full_[k] && !per_channel)
+        unsupported(
+            fmt::format("{} on a blocked layout: input {} ({}) is neither the output's shape nor per channel",
+                        p_.op, k, fmt::join(x, "x")));
+      images_[k] = x[0];
+    }
+    if (!full_[0] && !full_[1]) unsupported(p_.op + " on a blocked layout: both inputs per channel");
+    for (size_t k = 0; k < 2; ++k)
+      x_[k] = Placed<float>(full_[k] ? n_ * groups_ * hw_ * block_ : elements(p_.inputs[k].shape));
+    y_ = Placed<float>(n_ * groups_ * hw_ * block_);
+    for (size_t k = 0; k < 2; ++k) fill_operand(k, seed_ + k);
+  }
+
+  std::string implementation() const override { return "floorline binary"; }
+  int64_t workspace_bytes() const override { return 0; }
+
+  // A full operand and the output in the blocked layout; a per-channel operand plain.
+  std::optional<Port> port(bool output, size_t k) const override {
+    if (output ? k != 0 : k >= 2) return std::nullopt;
+    const Placed<float>& t = output ? y_ : x_[k];
+    if (!output && !full_[k]) return Port{t.data(), t.bytes(), "plain"};
+    return Port{t.data(), t.bytes(), blocked_channels_layout(block_, p_.outputs[0].shape)};
+  }
+  Status bind(bool output, size_t k, void* data) override {
+    if (!port(output, k))
+      return make_error("{} {} of this case cannot be wired", output ? "output" : "input", k);
+    (output ? y_ : x_[k]).bind(data);
+    return {};
+  }
+
+  void run() override {
+    const int64_t rows = n_ * groups_;
+    if (omp_get_max_threads() == 1 || rows == 1) {
+      for (int64_t r = 0; r < rows; ++r) row(r);
+      return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) row(r);
+  }
+
+  Status verify() override {
+    std::vector<std::vector<float>> plain(2);
+    std::vector<HostTensor> ins;
+    for (size_t k = 0; k < 2; ++k) {
+      plain[k].resize(static_cast<size_t>(elements(p_.inputs[k].shape)));
+      fill_uniform(plain[k].data(), static_cast<int64_t>(plain[k].size()), seed_ + 7 + k);
+      if (p_.kind == LayerKind::kDiv && k == 1)  // a divisor in [1, 2)
+        for (auto& v : plain[k]) v = 1.5f + 0.5f * v;
+      if (full_[k]) {
+        std::fill(x_[k].begin(), x_[k].end(), p_.kind == LayerKind::kDiv && k == 1 ? 1.f : 0.f);
+        for (int64_t n = 0; n < n_; ++n)
+          for (int64_t c = 0; c < c_; ++c)
+            for (int64_t i = 0; i < hw_; ++i)
+              x_[k][static_cast<size_t>(blocked_index(n, c, i))] =
+                  plain[k][static_cast<size_t>((n * c_ + c) * hw_ + i)];
+      } else {
+        std::copy(plain[k].begin(), plain[k].end(), x_[k].begin());
+      }
+      ins.push_back({p_.inputs[k].shape, plain[k]});
+    }
+    run();
+    FL_ASSIGN_OR_RETURN(auto ref, reference(p_, ins, {}));
+    if (ref.empty() || ref[0].shape != p_.outputs[0].shape)
+      return make_error("the reference's output is not of shape {}", fmt::join(p_.outputs[0].shape, "x"));
+    std::vector<float> got(static_cast<size_t>(n_ * c_ * hw_));
+    for (int64_t n = 0; n < n_; ++n)
+      for (int64_t c = 0; c < c_; ++c)
+        for (int64_t i = 0; i < hw_; ++i)
+          got[static_cast<size_t>((n * c_ + c) * hw_ + i)] = y_[static_cast<size_t>(blocked_index(n, c, i))];
+    return compare_output(got.data(), ref[0], verify_tolerance(p_));
+  }
+
+ private:
+  int64_t blocked_index(int64_t n, int64_t c, int64_t i) const {
+    return ((n * groups_ + c / block_) * hw_ + i) * block_ + c % block_;
+  }
+  // Operand k's values for timing: uniform, a divisor in [1, 2).
+  void fill_operand(size_t k, uint64_t seed) {
+    fill_uniform(x_[k].data(), static_cast<int64_t>(x_[k].size()), seed);
+    if (p_.kind == LayerKind::kDiv && k == 1)
+      for (auto& v : x_[k]) v = 1.5f + 0.5f * v;
+  }
+  // Row r = (image, channel block): a full operand's pixels of that block, a per-channel one's B
+  // lanes (zero past C: a padded copy for the last block).
+  void row(int64_t r) const {
+    const int64_t n = r / groups_, g = r % groups_;
+    const float* op[2];
+    alignas(64) float lanes[2][16] = {};
+    for (size_t k = 0; k < 2; ++k) {
+      if (full_[k]) {
+        op[k] = x_[k].data() + r * hw_ * block_;
+        continue;
+      }
+      const float* ch = x_[k].data() + (images_[k] == 1 ? 0 : n) * c_ + g * block_;
+      const int64_t have = std::min<int64_t>(block_, c_ - g * block_);
+      std::copy(ch, ch + have, lanes[k]);
+      op[k] = lanes[k];
+    }
+    float* y = y_.data() + r * hw_ * block_;
+    switch (p_.kind) {
+      case LayerKind::kAdd:
+        return call<BinOp::kAdd>(op, y);
+      case LayerKind::kSub:
+        return call<BinOp::kSub>(op, y);
+      case LayerKind::kMul:
+        return call<BinOp::kMul>(op, y);
+      default:
+        return call<BinOp::kDiv>(op, y);
+    }
+  }
+  template <BinOp Op>
+  void call(const float* const* op, float* y) const {
+    if (block_ == 8)
+      call<Op, 1>(op, y);
+    else
+      call<Op, 2>(op, y);
+  }
+  // (A loop-invariant branch per pixel costs the 8-lane loop half its speed: the operands' forms
+  // are template arguments.)
+  template <BinOp Op, int kV>
+  void call(const float* const* op, float* y) const {
+    if (full_[0] && full_[1])
+      ByTarget<block_binary_body<Op, kV, true, true>>::call(op[0], op[1], hw_, y);
+    else if (full_[0])
+      ByTarget<block_binary_body<Op, kV, true, false>>::call(op[0], op[1], hw_, y);
+    else
+      ByTarget<block_binary_body<Op, kV, false, true>>::call(op[0], op[1], hw_, y);
+  }
+
+  Problem p_;
+  uint64_t seed_;
+  int block_;
+  int64_t n_ = 0, c_ = 0, hw_ = 0, groups_ = 0;
+  bool full_[2] = {};
+  int64_t images_[2] = {};
+  Placed<float> x_[2], y_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_blocked_binary_kernel(const Problem& p, uint64_t seed, int block) {
+  return std::make_unique<BlockedBinaryKernel>(p, seed, block);
+}
+
+std::unique_ptr<Kernel> make_pool_kernel(const Problem& p, uint64_t seed, int block) {
+  return std::make_unique<GlobalPoolKernel>(p, seed, block);
+}
+
+}  // namespace floorline::kernels::floorline_detail
