@@ -186,9 +186,10 @@ struct Step {
   std::vector<size_t> f32_outputs;  // its output ports that hold f32 values (the data check scans them)
 };
 
-// A conversion between the ports of two cases: built by the consumer's backend and by the
-// producer's (cases of different libraries: XNNPACK converts between its NHWC ports and any plain
-// port, oneDNN between its ports and plain, blocked or NHWC ones), where each can, at each thread
+// A conversion between the ports of two cases: built by the consumer's backend, by the producer's
+// and by every backend of `others` (the run's: XNNPACK converts between its NHWC ports and any plain
+// port, oneDNN between its ports and plain, blocked or NHWC ones, Floorline between plain and
+// oneDNN's aBcd8b/aBcd16b by 8 × 8 transposes, whoever's ports they are), where each can, at each thread
 // count of `counts` (both backends set to it; empty: the count they have), each timed alone (one
 // call to warm it, then the lowest of kConversionCalls calls), and the fastest kept, with the
 // backend that built it (whose threads run it), its count and its time. A conversion so runs on the
@@ -206,12 +207,15 @@ constexpr int kConversionCalls = 5;
 
 Result<TimedConversion> convert(const Backend* producer, const Backend* consumer,
                                 const kernels::PortRef& from, const kernels::PortRef& to,
-                                const std::vector<int>& counts, int threads_now) {
+                                const std::vector<int>& counts, int threads_now,
+                                const std::vector<const Backend*>& others) {
   std::optional<TimedConversion> best;
   std::optional<Error> failed;
   const std::vector<int> tried = counts.empty() ? std::vector<int>{threads_now} : counts;
   std::vector<const Backend*> by = {consumer};
-  if (producer != consumer) by.push_back(producer);
+  for (const Backend* b : others)
+    if (std::find(by.begin(), by.end(), b) == by.end()) by.push_back(b);
+  if (std::find(by.begin(), by.end(), producer) == by.end()) by.push_back(producer);
   for (const Backend* b : by)
     for (const int t : tried) {
       if (!counts.empty()) b->set_threads(t);
@@ -403,6 +407,12 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     return &it->second;
   };
   (void)backend_of(backend.name());
+  // Every backend of a chosen case converts too, where it can (convert, above).
+  std::vector<const Backend*> converters;
+  for (const auto& [key, c] : chosen)
+    if (const auto* b = backend_of(c.spec.variant.backend))
+      if (std::find(converters.begin(), converters.end(), b->first) == converters.end())
+        converters.push_back(b->first);
   std::vector<Step> steps;
   std::unordered_map<std::string, Source> sources;
   std::unordered_map<std::string, int> produced;     // every value some layer of the main graph writes
@@ -694,7 +704,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
               const Source& sum = from->second;
               auto conv = convert(steps[sum.step].backend, own->first,
                                   {steps[sum.step].kernel.get(), true, sum.out, sum.data},
-                                  {kernel.get(), true, out, nullptr}, options.conversion_threads, threads);
+                                  {kernel.get(), true, out, nullptr}, options.conversion_threads, threads,
+                                  converters);
               const auto dest = conv ? conv->kernel->port(true, 0) : std::nullopt;
               if (dest && dest->bytes == port->bytes) {
                 FL_TRY(kernel->bind(true, out, dest->data));
@@ -743,7 +754,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         auto conv = convert(steps[from.step].backend, steps[layout.step].backend,
                             {steps[from.step].kernel.get(), true, from.out, from.data},
                             {steps[layout.step].kernel.get(), true, layout.out, nullptr},
-                            options.conversion_threads, threads);
+                            options.conversion_threads, threads, converters);
         wired = static_cast<bool>(conv);
         if (wired)
           converts.push_back(
@@ -796,7 +807,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       }
       auto conv = convert(steps[from.step].backend, own->first,
                           {steps[from.step].kernel.get(), true, from.out, from.data},
-                          {kernel.get(), false, k, nullptr}, options.conversion_threads, threads);
+                          {kernel.get(), false, k, nullptr}, options.conversion_threads, threads, converters);
       const auto dest = conv ? conv->kernel->port(true, 0) : std::nullopt;
       if (!conv || !dest) {
         ++r.operands_unwired;

@@ -3,6 +3,7 @@
 // planned for the real zoo layers where ONNX Runtime's kernel beat every oneDNN implementation, and
 // verified against the reference on them.
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -204,6 +205,72 @@ TEST(DataKernels, SqueezeExcitationPoolAndScaleRunOnTheBlockedLayouts) {
       const Status gv = (*g)->verify();
       EXPECT_TRUE(gv.ok()) << odd.variant.algorithm << ": " << (gv.ok() ? "" : gv.error().message);
     }
+}
+
+// The replay's conversion of Floorline's (make_floorline_conversion): plain to aBcd8b / aBcd16b and
+// back, between two cases' ports, on 58 channels (a padded last block) and 15 pixels (one 8-pixel
+// transpose and a tail of 7), two images: every value where the layout puts it, the padding lanes
+// zero, and the round trip exact. Other layouts are not its.
+TEST(DataKernels, FloorlineConvertsBetweenPlainAndBlockedPorts) {
+  const std::vector<int64_t> dims = {2, 58, 5, 3};
+  const int64_t c = dims[1], hw = dims[2] * dims[3];
+  auto pool = [&](const std::string& algorithm) {
+    kernels::CaseSpec spec;
+    spec.problem.kind = LayerKind::kGlobalAveragePool;
+    spec.problem.op = "GlobalAveragePool";
+    spec.problem.key = "GlobalAveragePool|x=2x58x5x3|f32";
+    spec.problem.inputs = {{"x", dims}};
+    spec.problem.outputs = {{"y", {2, 58, 1, 1}}};
+    spec.variant.backend = "floorline";
+    spec.variant.dtype = DType::kF32;
+    spec.variant.algorithm = algorithm;
+    auto k = kernels::make_floorline_kernel(spec);
+    EXPECT_TRUE(k.ok()) << algorithm << ": " << (k.ok() ? "" : k.error().message);
+    return k.ok() ? std::move(*k) : nullptr;
+  };
+  auto plain = pool("global_average_pool");
+  ASSERT_NE(plain, nullptr);
+  const auto plain_port = plain->port(false, 0);
+  ASSERT_TRUE(plain_port.has_value());
+  float* x = static_cast<float*>(plain_port->data);
+  for (int64_t e = 0; e < 2 * c * hw; ++e) x[e] = static_cast<float>(e + 1);
+  for (const int block : {8, 16}) {
+    auto blocked = pool(fmt::format("global_average_pool@blocked{}c", block));
+    ASSERT_NE(blocked, nullptr);
+    auto to =
+        kernels::make_floorline_conversion({plain.get(), false, 0, x}, {blocked.get(), false, 0, nullptr});
+    ASSERT_TRUE(to.ok()) << to.error().message;
+    (*to)->run();
+    const auto out = (*to)->port(true, 0);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(out->layout, kernels::blocked_channels_layout(block, dims));
+    const int64_t groups = (c + block - 1) / block;
+    EXPECT_EQ(out->bytes, 2 * groups * block * hw * 4);
+    const float* y = static_cast<const float*>(out->data);
+    int wrong = 0;
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t i = 0; i < hw; ++i)
+          for (int64_t l = 0; l < block; ++l) {
+            const int64_t ch = g * block + l;
+            const float want = ch < c ? x[(n * c + ch) * hw + i] : 0.f;
+            wrong += y[((n * groups + g) * hw + i) * block + l] != want ? 1 : 0;
+          }
+    EXPECT_EQ(wrong, 0) << "block " << block;
+    auto back =
+        kernels::make_floorline_conversion({to->get(), true, 0, out->data}, {plain.get(), false, 0, nullptr});
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    (*back)->run();
+    const auto again = (*back)->port(true, 0);
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->layout, "plain");
+    ASSERT_EQ(again->bytes, 2 * c * hw * 4);
+    EXPECT_EQ(std::memcmp(again->data, x, static_cast<size_t>(again->bytes)), 0) << "block " << block;
+  }
+  auto same =
+      kernels::make_floorline_conversion({plain.get(), false, 0, x}, {plain.get(), false, 0, nullptr});
+  ASSERT_FALSE(same.ok());
+  EXPECT_EQ(same.error().code, Disposition::kUnsupported);
 }
 
 TEST(DataKernels, BertAndVitSoftmaxMatchTheReference) {

@@ -89,6 +89,12 @@ class FloorlineBackend final : public Backend {
   }
 
   kernels::KernelFactory factory() const override { return kernels::make_floorline_kernel; }
+  // Plain ↔ oneDNN's aBcd8b/aBcd16b, between any two cases' ports (the replay asks every backend of
+  // the run and runs the fastest conversion).
+  Result<std::unique_ptr<kernels::Kernel>> conversion(const kernels::PortRef& from,
+                                                      const kernels::PortRef& to) const override {
+    return kernels::make_floorline_conversion(from, to);
+  }
   void set_threads(int threads) const override { kernels::set_floorline_threads(threads); }
   void flush_denormals(bool flush, int threads) const override {
     kernels::flush_floorline_denormals(flush, threads);

@@ -39,6 +39,12 @@ Result<std::unique_ptr<Kernel>> make_floorline_kernel(const CaseSpec& spec);
 // sgemm_packed is checked without its buffers (a vocabulary projection's weights, unpacked and
 // packed, are 300 MB); the other kernels are built.
 Status check_floorline_case(const CaseSpec& spec);
+// Replay's layout conversion between a plain port and one in oneDNN's blocked layout aBcd8b or
+// aBcd16b ("f32 aBcd8b 1x58x28x28", its dims the tensor's), whichever kernels they belong to:
+// 8 × 8 transposes of channels and pixels (blocked.cpp), the padding lanes written as zeros. Into
+// to.data, or a buffer of its own (its port(true, 0)) where that is null. Unsupported for any
+// other pair of layouts, or where the plain side's bytes are not the tensor's.
+Result<std::unique_ptr<Kernel>> make_floorline_conversion(const PortRef& from, const PortRef& to);
 
 // Registers a floorline case with Google Benchmark (register_case with make_floorline_kernel):
 // what generated sources call.
