@@ -63,6 +63,19 @@ template <int kV>
   }
 }
 
+// row(r) for r in [0, rows): the threads of the OpenMP pool split them, without a parallel region
+// for one thread or one row. Every kernel here works row by row: a row is an image's channel block
+// (or a plain channel).
+template <class Row>
+void for_rows(int64_t rows, const Row& row) {
+  if (omp_get_max_threads() == 1 || rows == 1) {
+    for (int64_t r = 0; r < rows; ++r) row(r);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) row(r);
+}
+
 // One block of a binary on the blocked layout: `hw` pixels of B = 8·kV lanes, y = a op b, where
 // each of a and b is a pixel stream (full) or B lanes held for every pixel (per channel).
 enum class BinOp { kAdd, kSub, kMul, kDiv };
@@ -212,13 +225,7 @@ class GlobalPoolKernel final : public Kernel {
   }
 
   void run() override {
-    const int64_t rows = n_ * groups_;
-    if (omp_get_max_threads() == 1 || rows == 1) {
-      for (int64_t r = 0; r < rows; ++r) row(r);
-      return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) row(r);
+    for_rows(n_ * groups_, [this](int64_t r) { row(r); });
   }
 
   Status verify() override {
@@ -329,13 +336,7 @@ class BlockedBinaryKernel final : public Kernel {
   }
 
   void run() override {
-    const int64_t rows = n_ * groups_;
-    if (omp_get_max_threads() == 1 || rows == 1) {
-      for (int64_t r = 0; r < rows; ++r) row(r);
-      return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) row(r);
+    for_rows(n_ * groups_, [this](int64_t r) { row(r); });
   }
 
   Status verify() override {
@@ -482,20 +483,10 @@ class ReorderKernel final : public Kernel {
     return Port{dst_.data(), bytes_, layout_};
   }
   void run() override {
-    const int64_t rows = dims_[0] * groups_;
-    if (omp_get_max_threads() == 1 || rows == 1) {
-      for (int64_t r = 0; r < rows; ++r) row(r);
-      return;
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) row(r);
+    for_rows(dims_[0] * groups_, [this](int64_t r) { row(r); });
   }
-  std::string implementation() const override {
-    return "floorline reorder";
-  }
-  int64_t workspace_bytes() const override {
-    return 0;
-  }
+  std::string implementation() const override { return "floorline reorder"; }
+  int64_t workspace_bytes() const override { return 0; }
   Status verify() override {
     return make_error(Disposition::kNotVerifiable, "a layout conversion has no ONNX counterpart");
   }
