@@ -195,6 +195,21 @@ TEST(DataKernels, SqueezeExcitationPoolAndScaleRunOnTheBlockedLayouts) {
       const Status v = (*k)->verify();
       EXPECT_TRUE(v.ok()) << odd.variant.algorithm << " " << odd.problem.op << ": "
                           << (v.ok() ? "" : v.error().message);
+      // On zero-padded inputs (as a oneDNN convolution writes them), the output's padding lanes
+      // are zero: not 0 / 0 (58 channels: lanes 58..63 of the last 8-block, 58..63 of the 16-block).
+      const auto a_port = (*k)->port(false, 0), b_port = (*k)->port(false, 1), y_port = (*k)->port(true, 0);
+      ASSERT_TRUE(a_port && b_port && y_port);
+      std::memset(a_port->data, 0, static_cast<size_t>(a_port->bytes));
+      std::memset(b_port->data, 0, static_cast<size_t>(b_port->bytes));
+      (*k)->run();
+      const float* yv = static_cast<const float*>(y_port->data);
+      const int64_t groups = (58 + block - 1) / block;
+      int nonzero_pad = 0;
+      for (int64_t n = 0; n < 2; ++n)
+        for (int64_t i = 0; i < 15; ++i)
+          for (int64_t l = 58 - (groups - 1) * block; l < block; ++l)
+            nonzero_pad += yv[((n * groups + groups - 1) * 15 + i) * block + l] != 0.f ? 1 : 0;
+      EXPECT_EQ(nonzero_pad, 0) << odd.variant.algorithm << " " << odd.problem.op;
       odd.problem.kind = LayerKind::kGlobalAveragePool;
       odd.problem.op = "GlobalAveragePool";
       odd.problem.inputs = {{"x", full}};

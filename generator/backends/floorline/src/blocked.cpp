@@ -17,8 +17,8 @@
 //                                  each pixel's B channels. oneDNN 2.6 has only its reference binary
 //                                  for a per-channel operand on the blocked layout.
 //
-// The padding lanes of an output are computed as any other from the inputs' padding, which is zero
-// (a per-channel operand's lanes past C read as zero): zero for a mean, a product and a sum.
+// The padding lanes of an output are written as zeros (a Div of the inputs' zero padding would make
+// them NaN), as oneDNN's blocked tensors have them.
 // Verified against the reference: plain input values packed into the layout, the output unpacked.
 #include <omp.h>
 
@@ -267,6 +267,9 @@ class GlobalPoolKernel final : public Kernel {
       lanes<8>(r, inv);
     else
       lanes<16>(r, inv);
+    // The last block's padding lanes are zero, whatever the input's padding held.
+    if (const int64_t have = c_ - (r % groups_) * block_; have < block_)
+      std::fill(y_.data() + r * block_ + have, y_.data() + (r + 1) * block_, 0.f);
   }
   template <int B>
   void lanes(int64_t r, float inv) const {
@@ -400,14 +403,22 @@ class BlockedBinaryKernel final : public Kernel {
     float* y = y_.data() + r * hw_ * block_;
     switch (p_.kind) {
       case LayerKind::kAdd:
-        return call<BinOp::kAdd>(op, y);
+        call<BinOp::kAdd>(op, y);
+        break;
       case LayerKind::kSub:
-        return call<BinOp::kSub>(op, y);
+        call<BinOp::kSub>(op, y);
+        break;
       case LayerKind::kMul:
-        return call<BinOp::kMul>(op, y);
+        call<BinOp::kMul>(op, y);
+        break;
       default:
-        return call<BinOp::kDiv>(op, y);
+        call<BinOp::kDiv>(op, y);
+        break;
     }
+    // The last block's padding lanes are zero whatever the op made of the inputs' (a Div's 0 / 0):
+    // a oneDNN case reading this output counts on it.
+    if (const int64_t have = c_ - g * block_; have < block_)
+      for (int64_t i = 0; i < hw_; ++i) std::fill(y + i * block_ + have, y + (i + 1) * block_, 0.f);
   }
   template <BinOp Op>
   void call(const float* const* op, float* y) const {
