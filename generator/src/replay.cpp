@@ -190,13 +190,14 @@ struct Step {
 // and by every backend of `others` (the run's: XNNPACK converts between its NHWC ports and any plain
 // port, oneDNN between its ports and plain, blocked or NHWC ones, Floorline between plain and
 // oneDNN's aBcd8b/aBcd16b by 8 × 8 transposes, whoever's ports they are), where each can, at each thread
-// count of `counts` (both backends set to it; empty: the count they have), each timed alone (one
-// call to warm it, then the lowest of kConversionCalls calls), and the fastest kept, with the
-// backend that built it (whose threads run it), its count and its time. A conversion so runs on the
+// count of `counts` (the backend set to it while it builds; empty: the count it has), each timed
+// alone (one call to warm it, then the lowest of kConversionCalls calls), and the fastest kept, with
+// the backend that built it (whose threads run it), its count and its time. A conversion so runs on the
 // fastest library and count within the thread budget, as a layer's case does: oneDNN's reorder of a
 // 1x58x28x28 plain tensor into 8-channel blocks took 31 µs on 2 threads and 10 µs on one, on a
-// 2-core AVX2 EPYC (docs/MEASUREMENT.md, "Conversions in the replay"). The error of the consumer's
-// backend where none builds.
+// 2-core AVX2 EPYC (docs/MEASUREMENT.md, "Conversions in the replay"). The first error (the
+// consumer's backend's) where none builds. The backends are left at `threads_now`, their workers
+// parked.
 struct TimedConversion {
   std::unique_ptr<kernels::Kernel> kernel;
   const Backend* by = nullptr;

@@ -10,12 +10,15 @@
 //                                  block's H·W pixels in four accumulators; the output [N, C, 1, 1]
 //                                  blocked too. oneDNN 2.6's blocked pooling took 27.6 µs for a
 //                                  1x672x14x14 input on an AVX2 EPYC core, its conversion into NHWC
-//                                  for XNNPACK's pool 13 µs each way; this kernel about 5 µs.
+//                                  for XNNPACK's pool 13 µs each way; this kernel 6.5 µs (4.6 on
+//                                  two cores).
 //   binary@blocked<B>c             Add, Sub, Mul, Div of a blocked [N, C, H, W] tensor and another,
 //                                  or a per-channel [N or 1, C, 1, 1] operand held plain (an SE
 //                                  block's scale, a sigmoid's output): B lanes of the operand against
 //                                  each pixel's B channels. oneDNN 2.6 has only its reference binary
 //                                  for a per-channel operand on the blocked layout.
+//   (the replay's conversion)      plain ↔ aBcd8b/aBcd16b between any two cases' ports
+//                                  (make_floorline_conversion): 8 channels × 8 pixels transposed.
 //
 // The padding lanes of an output are written as zeros (a Div of the inputs' zero padding would make
 // them NaN), as oneDNN's blocked tensors have them.
