@@ -354,7 +354,7 @@ class BlockedBinaryKernel final : public Kernel {
       if (p_.kind == LayerKind::kDiv && k == 1)  // a divisor in [1, 2)
         for (auto& v : plain[k]) v = 1.5f + 0.5f * v;
       if (full_[k]) {
-        std::fill(x_[k].begin(), x_[k].end(), p_.kind == LayerKind::kDiv && k == 1 ? 1.f : 0.f);
+        std::fill(x_[k].begin(), x_[k].end(), 0.f);  // the padding zero, as a oneDNN case writes it
         for (int64_t n = 0; n < n_; ++n)
           for (int64_t c = 0; c < c_; ++c)
             for (int64_t i = 0; i < hw_; ++i)
@@ -453,21 +453,9 @@ class BlockedBinaryKernel final : public Kernel {
 
 // "f32 aBcd<B>b NxCxHxW" → (B, dims); B 0 for any other layout.
 std::pair<int, std::vector<int64_t>> blocked_layout_of(const std::string& layout) {
-  for (const int block : {8, 16}) {
-    const std::string prefix = fmt::format("f32 aBcd{}b ", block);
-    if (layout.rfind(prefix, 0) != 0) continue;
-    std::vector<int64_t> dims;
-    size_t at = prefix.size();
-    while (at < layout.size()) {
-      const size_t x = layout.find('x', at);
-      const std::string d = layout.substr(at, x == std::string::npos ? std::string::npos : x - at);
-      if (d.empty() || d.find_first_not_of("0123456789") != std::string::npos) return {0, {}};
-      dims.push_back(std::stoll(d));
-      if (x == std::string::npos) break;
-      at = x + 1;
-    }
-    if (dims.size() == 4 && blocked_channels_layout(block, dims) == layout) return {block, dims};
-  }
+  for (const int block : {8, 16})
+    if (auto dims = tagged_layout_dims(layout, fmt::format("aBcd{}b", block)); dims.size() == 4)
+      return {block, dims};
   return {0, {}};
 }
 

@@ -159,13 +159,6 @@ void transpose(const float* x, float* y, int64_t batch, int64_t rows, int64_t co
       operator_flags() ? PTHREADPOOL_FLAG_YIELD_WORKERS : 0);
 }
 
-namespace {
-// oneDNN's names of the channels-last formats, by rank (3: NWC, 4: NHWC, 5: NDHWC).
-const char* channels_last_tag(size_t rank) {
-  return rank == 3 ? "acb" : rank == 4 ? "acdb" : rank == 5 ? "acdeb" : nullptr;
-}
-}  // namespace
-
 std::string nhwc_port_layout(const Shape& nchw) {
   if (nchw.size() < 3 || std::all_of(nchw.begin() + 2, nchw.end(), [](int64_t d) { return d == 1; }))
     return "plain";  // no spatial extent: channels-last is the plain order
@@ -341,21 +334,9 @@ class TransposeKernel final : public Kernel {
 
 // "f32 acdb 1x64x56x56" (nhwc_port_layout) → {1, 64, 56, 56}; empty for any other layout.
 Shape nhwc_dims(const std::string& layout) {
-  std::string prefix;
-  for (size_t rank = 3; rank <= 5 && prefix.empty(); ++rank) {
-    const std::string p = fmt::format("f32 {} ", channels_last_tag(rank));
-    if (layout.rfind(p, 0) == 0) prefix = p;
-  }
-  if (prefix.empty()) return {};
-  Shape dims;
-  size_t start = prefix.size();
-  while (start < layout.size()) {
-    const size_t x = layout.find('x', start);
-    dims.push_back(std::stoll(layout.substr(start, x == std::string::npos ? std::string::npos : x - start)));
-    if (x == std::string::npos) break;
-    start = x + 1;
-  }
-  return dims;
+  for (size_t rank = 3; rank <= 5; ++rank)
+    if (auto dims = tagged_layout_dims(layout, channels_last_tag(rank)); dims.size() == rank) return dims;
+  return {};
 }
 
 }  // namespace

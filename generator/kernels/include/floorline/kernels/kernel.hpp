@@ -40,27 +40,47 @@ struct Port {
   std::string layout;
 };
 
-// Port::layout of an f32 4-D operand in oneDNN's channel-blocked layout aBcd<block>b (N, C/block,
-// H, W, block), as oneDNN's ports name it ("f32 aBcd16b 1x64x56x56"): the one spelling that
-// Floorline's blocked concat writes and oneDNN's conversions read.
-inline std::string blocked_channels_layout(int block, const std::vector<int64_t>& dims) {
-  std::string s = "f32 aBcd" + std::to_string(block) + "b ";
+// Port::layout of an f32 operand in a named layout other than plain: "f32 <tag> <dims>", the tag
+// oneDNN's format name and the dims in NCHW order ("f32 aBcd16b 1x64x56x56"); two ports with equal
+// strings hold their data the same way.
+inline std::string tagged_layout(const std::string& tag, const std::vector<int64_t>& dims) {
+  std::string s = "f32 " + tag + " ";
   for (size_t k = 0; k < dims.size(); ++k) s += (k ? "x" : "") + std::to_string(dims[k]);
   return s;
 }
+// The dims of a tagged_layout(tag, dims) string; empty where `layout` is not one of `tag`.
+inline std::vector<int64_t> tagged_layout_dims(const std::string& layout, const std::string& tag) {
+  const std::string prefix = "f32 " + tag + " ";
+  if (layout.rfind(prefix, 0) != 0) return {};
+  std::vector<int64_t> dims;
+  for (size_t at = prefix.size();;) {
+    const size_t x = layout.find('x', at);
+    const std::string d = layout.substr(at, x == std::string::npos ? std::string::npos : x - at);
+    if (d.empty() || d.size() > 18 || d.find_first_not_of("0123456789") != std::string::npos) return {};
+    dims.push_back(std::stoll(d));
+    if (x == std::string::npos) return dims;
+    at = x + 1;
+  }
+}
 
-// Port::layout of an f32 operand of rank 3 to 5 in channels-last order (NWC, NHWC, NDHWC: oneDNN's
-// acb, acdb, acdeb), dims in NCHW order, as oneDNN's and XNNPACK's ports name it ("f32 acdb
-// 1x64x56x56"): oneDNN's conversions read XNNPACK's NHWC ports by it. "" for another rank.
+// Port::layout of an f32 4-D operand in oneDNN's channel-blocked layout aBcd<block>b (N, C/block,
+// H, W, block), as oneDNN's ports name it ("f32 aBcd16b 1x64x56x56"): the one spelling that
+// Floorline's blocked kernels write and oneDNN's conversions read.
+inline std::string blocked_channels_layout(int block, const std::vector<int64_t>& dims) {
+  return tagged_layout("aBcd" + std::to_string(block) + "b", dims);
+}
+
+// oneDNN's name of the channels-last format of a rank (3: NWC acb, 4: NHWC acdb, 5: NDHWC acdeb);
+// nullptr for another rank.
+inline const char* channels_last_tag(size_t rank) {
+  return rank == 3 ? "acb" : rank == 4 ? "acdb" : rank == 5 ? "acdeb" : nullptr;
+}
+// Port::layout of an f32 operand of rank 3 to 5 in channels-last order, dims in NCHW order, as
+// oneDNN's and XNNPACK's ports name it ("f32 acdb 1x64x56x56"): oneDNN's conversions read XNNPACK's
+// NHWC ports by it. "" for another rank.
 inline std::string channels_last_layout(const std::vector<int64_t>& dims) {
-  const char* tag = dims.size() == 3   ? "acb"
-                    : dims.size() == 4 ? "acdb"
-                    : dims.size() == 5 ? "acdeb"
-                                       : nullptr;
-  if (!tag) return "";
-  std::string s = std::string("f32 ") + tag + " ";
-  for (size_t k = 0; k < dims.size(); ++k) s += (k ? "x" : "") + std::to_string(dims[k]);
-  return s;
+  const char* tag = channels_last_tag(dims.size());
+  return tag ? tagged_layout(tag, dims) : "";
 }
 
 class Kernel;
