@@ -8,10 +8,13 @@ This script splits replay - S into:
   alternatives  the cases chosen for their layouts instead of the layers' best (their time alone over
                 the best's)
   conversions   the layout conversions the chosen cases need
-  cold weights, cold input, cold output, thread switch, short step, unnamed
+  cold weights, cold input, cold output, thread switch, short step, after the step before, the pass
+  before, unnamed
                 the layer steps' time in the graph (their lowest over the profile passes) over their
                 time alone, by the first cause the replay names for the step (excess_cause; replays
-                stored before it name causes for the steps over 1.5x their time alone only)
+                stored before it name causes for the steps over 1.5x their time alone only; the last
+                two named, for a slow step with none of the others, by the replay's probe of it right
+                after the step before it)
   faster        steps faster in the graph than alone (negative)
   spread        the steps' median profile-pass times over their lowest (the passes' spread)
   between steps the replay (its lowest repetition mean per pass, as replay / S takes it) minus the
@@ -30,7 +33,8 @@ import sqlite3
 import sys
 
 PARTS = ["alternatives", "conversions", "cold weights", "cold input", "cold output", "thread switch",
-         "short step", "unnamed", "faster", "spread", "between steps"]
+         "short step", "after the step before", "the pass before", "unnamed", "faster", "spread",
+         "between steps"]
 
 
 def first_cause(cause):
@@ -38,6 +42,12 @@ def first_cause(cause):
     for name in ("cold weights", "cold input", "cold output", "thread switch", "short step"):
         if head.startswith(name):
             return name
+    # The replay's probe of a step with none of those (name_slow_steps: "after <step>: N us", "the
+    # pass before it: N us after <step>").
+    if head.startswith("after "):
+        return "after the step before"
+    if head.startswith("the pass before it"):
+        return "the pass before"
     return "unnamed"
 
 
@@ -79,8 +89,8 @@ def main():
         latest[(model, batch, threads, system)] = (replay_us, json.loads(makeup))
     if not latest:
         sys.exit(f"replay_breakdown: {args.db}: no replays" + (" of these models/system" if only or args.system else ""))
-    short = ["alt", "conv", "cold_w", "cold_in", "cold_out", "switch", "short", "unnamed", "faster", "spread",
-             "between"]
+    short = ["alt", "conv", "cold_w", "cold_in", "cold_out", "switch", "short", "after", "pass", "unnamed",
+             "faster", "spread", "between"]
     head = f"{'model':22s} {'b':>3s} {'T':>2s} {'S_ms':>8s} {'replay_ms':>9s} {'r/S':>5s} " + " ".join(
         f"{s:>8s}" for s in short)
     print("replay - S by part, ms (docstring: what each part is)")

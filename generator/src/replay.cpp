@@ -1038,7 +1038,27 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       r.steps.back().denormals = counts[k].denormals;
       r.steps.back().nonfinite = counts[k].nonfinite;
     }
-    name_slow_steps(r, options.l2_bytes > 0 ? options.l2_bytes : cache_sizes().l2);
+    const int64_t l2 = options.l2_bytes > 0 ? options.l2_bytes : cache_sizes().l2;
+    name_slow_steps(r, l2);
+    // The probe (ReplayStep::after_previous_us): each slow step without a cause in what it touches,
+    // right after the step before it, in pairs; then the causes again.
+    if (options.paired && r.slow_unexplained > 0) {
+      for (size_t k = 1; k < steps.size(); ++k) {
+        if (!r.steps[k].slow() || !r.steps[k].excess_cause.empty()) continue;
+        double lowest = 0;
+        for (int p = 0; p < kAfterPreviousPairs; ++p) {
+          failing = k - 1;
+          run_step(steps[k - 1]);
+          failing = k;
+          const auto t0 = std::chrono::steady_clock::now();
+          run_step(steps[k]);
+          const double us = seconds_since(t0) * 1e6;
+          lowest = p == 0 ? us : std::min(lowest, us);
+        }
+        r.steps[k].after_previous_us = lowest;
+      }
+      name_slow_steps(r, l2);
+    }
   } catch (const std::exception& e) {
     if (backend_now) backend_now->park_threads();
     return make_error("{} (batch {}): replay failed at {}: {}", model.name, model.batch,
@@ -1128,11 +1148,40 @@ void name_slow_steps(ReplayResult& r, int64_t l2_bytes) {
     if (k > 0 && r.steps[k - 1].threads != s.threads)
       causes.push_back(fmt::format("thread switch {}>{}", r.steps[k - 1].threads, s.threads));
     if (s.alone_us < 5) causes.push_back("short step");
+    if (causes.empty() && k > 0 && s.after_previous_us > 0) {
+      const ReplayStep& previous = r.steps[k - 1];
+      const double alone = s.alone_now_us > 0 ? s.alone_now_us : s.alone_us;
+      causes.push_back(
+          s.after_previous_us > kSlowStep * alone
+              ? fmt::format("after {}: {:.1f} us", previous.label, s.after_previous_us)
+              : fmt::format("the pass before it: {:.1f} us after {}", s.after_previous_us, previous.label));
+    }
     s.excess_cause = fmt::format("{}", fmt::join(causes, "; "));
     if (!s.slow()) continue;
     ++r.slow_steps;
     if (causes.empty()) ++r.slow_unexplained;
   }
+}
+
+ReplayOptions second_look_options(const ReplayOptions& first) {
+  ReplayOptions o = first;
+  o.paired = false;
+  o.profile_passes = 1;
+  o.profile_seconds = 0;
+  return o;
+}
+
+bool take_second_look(ReplayResult& first, const ReplayResult& second) {
+  first.second_look_us = second.min_us;
+  first.passes += second.passes;
+  first.slowed_repetitions += second.slowed_repetitions;
+  if (second.min_us <= 0 || second.min_us >= first.min_us) return false;
+  first.min_us = second.min_us;
+  first.median_us = second.median_us;
+  first.max_us = second.max_us;
+  first.stddev_us = second.stddev_us;
+  first.repetitions = second.repetitions;
+  return true;
 }
 
 benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::optional<int64_t> run_id,
@@ -1162,6 +1211,7 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                              {"replay_median_us", s.in_graph_median_us},
                              {"case_us", s.alone_us},
                              {"alone_now_us", s.alone_now_us},
+                             {"after_previous_us", s.after_previous_us},
                              {"threads", s.threads},
                              {"alternative", s.alternative},
                              {"cause", s.cause()},
@@ -1192,6 +1242,7 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                               {"workspace_bytes", r.workspace_bytes},
                               {"denormal_steps", r.denormal_steps},
                               {"slowed_repetitions", r.slowed_repetitions},
+                              {"second_look_us", r.second_look_us},
                               {"nonfinite_steps", r.nonfinite_steps},
                               {"layer_times", layer_times}}
                    .dump();

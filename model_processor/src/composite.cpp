@@ -106,9 +106,15 @@ class GraphFacts {
       for (const auto& v : *list)
         if (v.type().has_tensor_type()) {
           types_.emplace(v.name(), v.type().tensor_type().elem_type());
-          if (v.type().tensor_type().has_shape())
-            ranks_.emplace(v.name(), v.type().tensor_type().shape().dim_size());
+          if (v.type().tensor_type().has_shape()) {
+            const auto& shape = v.type().tensor_type().shape();
+            ranks_.emplace(v.name(), shape.dim_size());
+            if (shape.dim_size() > 0 && shape.dim(shape.dim_size() - 1).has_dim_value())
+              last_dims_.emplace(v.name(), shape.dim(shape.dim_size() - 1).dim_value());
+          }
         }
+    for (const auto& t : g.initializer())
+      if (t.dims_size() > 0) last_dims_[t.name()] = t.dims(t.dims_size() - 1);
   }
   // The model's float type: its most common float initializer type (f32 where it has none).
   int float_type() const {
@@ -121,6 +127,11 @@ class GraphFacts {
     auto it = ranks_.find(name);
     return it == ranks_.end() ? std::nullopt : std::optional<int>(it->second);
   }
+  // The last dim of a value where the model gives it as a number (an initializer's, a declared shape's).
+  std::optional<int64_t> last_dim(const std::string& name) const {
+    auto it = last_dims_.find(name);
+    return it == last_dims_.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
   // The element type the model declares for a value (0 where it declares none).
   int elem_type(const std::string& name) const {
     auto it = types_.find(name);
@@ -131,6 +142,7 @@ class GraphFacts {
   std::map<int, int> float_counts_;
   std::map<std::string, int> ranks_;
   std::map<std::string, int> types_;
+  std::map<std::string, int64_t> last_dims_;
 };
 
 // Writes one node's decomposition: nodes named "<base>/<part>", values "<base>/<part>[:k]",
@@ -520,7 +532,7 @@ std::optional<std::string> multi_head_attention(const NodeProto& n, Builder& b, 
   return std::nullopt;
 }
 
-std::optional<std::string> group_query_attention(const NodeProto& n, Builder& b, GraphFacts&) {
+std::optional<std::string> group_query_attention(const NodeProto& n, Builder& b, GraphFacts& facts) {
   const int64_t heads = attr_i(n, "num_heads", 0), kv_heads = attr_i(n, "kv_num_heads", 0);
   if (heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0)
     return fmt::format("num_heads {} is not a multiple of kv_num_heads {}", heads, kv_heads);
@@ -544,8 +556,19 @@ std::optional<std::string> group_query_attention(const NodeProto& n, Builder& b,
     c = b.one("Unsqueeze", {c, b.ints({2})}, "cos_heads");
     s = b.one("Unsqueeze", {s, b.ints({2})}, "sin_heads");
     const bool interleaved = attr_i(n, "rotary_interleaved", 0) != 0;
-    q = b.rotate(q, c, s, interleaved, 0, 4, "");
-    k = b.rotate(k, c, s, interleaved, 0, 4, "");
+    // ONNX Runtime rotates the first 2 × (cos_cache's last dim) entries of each head, and passes
+    // the rest (a partial rotary, as GPT-NeoX and Phi write): the head size from Q's last dim.
+    int64_t rot = 0;
+    const auto half = facts.last_dim(input(n, 7));
+    const auto width = facts.last_dim(input(n, 0));
+    const int64_t per_token = input(n, 1).empty() ? heads + 2 * kv_heads : heads;
+    if (half && width && *width % per_token == 0) {
+      const int64_t head = *width / per_token;
+      if (2 * *half > head) return fmt::format("cos_cache rotates {} of a head of {}", 2 * *half, head);
+      if (2 * *half < head) rot = 2 * *half;
+    }
+    q = b.rotate(q, c, s, interleaved, rot, 4, "");
+    k = b.rotate(k, c, s, interleaved, rot, 4, "");
   }
   q = b.transpose(q, {0, 2, 1, 3}, "q_heads_first");
   k = b.transpose(k, {0, 2, 1, 3}, "k_heads_first");

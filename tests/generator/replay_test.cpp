@@ -183,8 +183,28 @@ TEST_F(BenchedResidual, AModelIsReplayedFromItsBestCasesWithEveryActivationWired
   }
   EXPECT_DOUBLE_EQ(r->steps_alone_us, alone);
   EXPECT_DOUBLE_EQ(r->alone_now_us, alone_now);
+  // The probe: a slow step after the first has a cause, from what it touches or measured right
+  // after the step before it; a step that is not slow is not probed.
+  for (size_t k = 1; k < r->steps.size(); ++k) {
+    const ReplayStep& st = r->steps[k];
+    if (st.slow()) {
+      EXPECT_FALSE(st.cause().empty()) << st.label;
+    } else {
+      EXPECT_EQ(st.after_previous_us, 0) << st.label;
+    }
+  }
+  EXPECT_LE(r->slow_unexplained, 1);
   EXPECT_GT(r->paired_ratio, 0);
   EXPECT_DOUBLE_EQ(r->paired_us(), alone * r->paired_ratio);
+  // How much slower the host ran than when the cases were timed: the steps alone now over them.
+  EXPECT_DOUBLE_EQ(r->host_slowdown(), alone_now / alone);
+  // The second look: for a replay over 1.1 × its paired figure.
+  EXPECT_EQ(wants_second_look(*r), r->min_us > kSecondLook * r->paired_us());
+  ReplayResult slowed = *r;
+  slowed.min_us = 1.2 * slowed.paired_us();
+  EXPECT_TRUE(wants_second_look(slowed));
+  slowed.min_us = 1.05 * slowed.paired_us();
+  EXPECT_FALSE(wants_second_look(slowed));
 
   const auto row = replay_row(*r, run.system_id, run.run_id, "f32");
   EXPECT_EQ(row.system_id, run.system_id);
@@ -213,6 +233,47 @@ TEST_F(BenchedResidual, AReplayWithoutPairsHasNoPairedTime) {
   EXPECT_EQ(r->paired_us(), 0);
   for (const auto& st : r->steps) EXPECT_EQ(st.alone_now_us, 0) << st.label;
   EXPECT_GT(r->steps_alone_us, 0);
+  // No pair, no reading of the host: never a second look.
+  EXPECT_EQ(r->host_slowdown(), 0);
+  EXPECT_FALSE(wants_second_look(*r));
+}
+
+// The second look's replay (second_look_options: the timed repetitions only) folded into the first
+// (take_second_look): the lower time stands, the first's profile stays.
+TEST_F(BenchedResidual, ASecondLookKeepsTheLowerTimeAndTheFirstProfile) {
+  auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+  const ReplayOptions opts = quick_replay();
+  auto first = replay_model(models.front(), *chosen, *backends[0], opts);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  ASSERT_GT(first->pairs, 0);
+  auto second = replay_model(models.front(), *chosen, *backends[0], second_look_options(opts));
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(second->pairs, 0);
+  EXPECT_EQ(second->repetitions, first->repetitions);
+  EXPECT_GT(second->min_us, 0);
+  // A first replay read slow: the second's time stands, the first's steps and pairs stay.
+  ReplayResult slow = *first;
+  slow.min_us = slow.median_us = 10 * second->min_us;
+  const int64_t passes = slow.passes;
+  EXPECT_TRUE(take_second_look(slow, *second));
+  EXPECT_DOUBLE_EQ(slow.min_us, second->min_us);
+  EXPECT_DOUBLE_EQ(slow.median_us, second->median_us);
+  EXPECT_DOUBLE_EQ(slow.second_look_us, second->min_us);
+  EXPECT_EQ(slow.passes, passes + second->passes);
+  EXPECT_EQ(slow.pairs, first->pairs);
+  EXPECT_DOUBLE_EQ(slow.paired_ratio, first->paired_ratio);
+  EXPECT_EQ(slow.steps.size(), first->steps.size());
+  EXPECT_EQ(nlohmann::json::parse(replay_row(slow, run.system_id, run.run_id, "f32").makeup)
+                .at("second_look_us")
+                .get<double>(),
+            second->min_us);
+  // A second look above the first: the first's time stands.
+  ReplayResult fast = *first;
+  fast.min_us = second->min_us / 10;
+  EXPECT_FALSE(take_second_look(fast, *second));
+  EXPECT_DOUBLE_EQ(fast.min_us, second->min_us / 10);
+  EXPECT_DOUBLE_EQ(fast.second_look_us, second->min_us);
 }
 
 // The replay reads the sentinel after each timed repetition, as the bench does between visits: a
@@ -949,6 +1010,21 @@ TEST(Replay, SlowStepsGetTheirCausesNamed) {
   name_slow_steps(r, 1'000'000);
   EXPECT_EQ(r.steps[5].cause(), "");
   EXPECT_EQ(r.slow_unexplained, 1);
+  // The probe's reading names it: slow right after the step before it (over 1.5 × its 50 us
+  // alone), or not, where the pass before it is the cause.
+  r.steps[4].label = "/b/Relu (Relu)";
+  r.steps[5].after_previous_us = 90;
+  name_slow_steps(r, 1'000'000);
+  EXPECT_EQ(r.steps[5].cause(), "after /b/Relu (Relu): 90.0 us");
+  EXPECT_EQ(r.slow_unexplained, 0);
+  r.steps[5].after_previous_us = 55;
+  name_slow_steps(r, 1'000'000);
+  EXPECT_EQ(r.steps[5].cause(), "the pass before it: 55.0 us after /b/Relu (Relu)");
+  EXPECT_EQ(r.slow_unexplained, 0);
+  // A cause from what it touches comes first; the probe's reading is not added to it.
+  r.steps[4].writes.clear();
+  name_slow_steps(r, 1'000'000);
+  EXPECT_EQ(r.steps[5].cause(), "cold output 0.2 MB");
 }
 
 TEST(Replay, TheDataCheckCountsDenormalAndNonFiniteValues) {

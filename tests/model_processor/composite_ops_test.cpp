@@ -137,6 +137,29 @@ TEST(CompositeOps, GroupQueryAttentionStacksTheGroupsQueriesInsteadOfCopyingKeys
   EXPECT_EQ(kind_count(m, LayerKind::kConcat), 4);
 }
 
+// A partial rotary: on heads of 32, cos_cache of 8 angles rotates the first 16 entries of each head
+// of Q and K, as ONNX Runtime does (its rotary dim is twice the tables' last dim); the other 16 pass.
+TEST(CompositeOps, GroupQueryAttentionRotatesThePartItsTablesCover) {
+  const ModelIR full = process_composite("group_query_attention.onnx", composite_options(""));
+  const ModelIR m = process_composite("group_query_attention_partial_rotary.onnx", composite_options(""));
+  // Q [2, 1, 4, 32] and K [2, 1, 2, 32]: each sliced into its rotary part and the rest (4 Slice
+  // layers more than the full rotary's), rotated over 16 entries, and joined again (2 Concat more).
+  EXPECT_EQ(kind_count(m, LayerKind::kSlice), kind_count(full, LayerKind::kSlice) + 4);
+  EXPECT_EQ(kind_count(m, LayerKind::kConcat), kind_count(full, LayerKind::kConcat) + 2);
+  std::vector<Shape> rotated, passed, halves;
+  for (const auto& l : m.layers) {
+    if (l.name.find("rotary_part") != std::string::npos) rotated.push_back(l.config.outputs[0].shape);
+    if (l.name.find("pass_part") != std::string::npos) passed.push_back(l.config.outputs[0].shape);
+    if (l.config.kind == LayerKind::kSplit && l.name.find("split_halves") != std::string::npos)
+      halves.push_back(l.config.outputs[0].shape);
+  }
+  EXPECT_EQ(rotated, (std::vector<Shape>{{2, 1, 4, 16}, {2, 1, 2, 16}}));
+  EXPECT_EQ(passed, (std::vector<Shape>{{2, 1, 4, 16}, {2, 1, 2, 16}}));
+  // The rotation's halves are of 8 entries, the tables' width.
+  EXPECT_EQ(halves, (std::vector<Shape>{{2, 1, 4, 8}, {2, 1, 2, 8}}));
+  EXPECT_EQ(output_value(m, "y")->shape, (Shape{2, 1, 128}));
+}
+
 TEST(CompositeOps, TheMergedDecodersBranchIsPickedByThePastLength) {
   ProcessOptions opts = composite_options("past_sequence_length=5 sequence_length=3");
   opts.dims["past_sequence_length"] = {0, 5};

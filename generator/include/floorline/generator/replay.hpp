@@ -163,6 +163,10 @@ struct ReplayStep {
   // over the pairs of one call, timed right after a call that warms it; 0 for a conversion and
   // where not paired.
   double alone_now_us = 0;
+  // The probe of a slow step no cause was found for in what it touches (name_slow_steps): the
+  // step right after the step before it in the pass (both run as a pair, the lowest of
+  // kAfterPreviousPairs), µs; 0 where not probed (every other step, the first step, no pairs).
+  double after_previous_us = 0;
   // A layer that ran faster in the graph than its case alone: its case was timed slow (replay.hpp,
   // re-timing).
   bool beaten() const { return !conversion && in_graph_us < alone_us; }
@@ -225,6 +229,9 @@ struct ReplayResult {
   // the replay's time may differ from S for the data's sake (denormal arithmetic is slow on x86,
   // flushed zeros fast), not the kernels'.
   int denormal_steps = 0, nonfinite_steps = 0;
+  // The second look's lowest repetition mean (µs; take_second_look), 0 where none was taken: min_us
+  // is the lower of it and the first replay's.
+  double second_look_us = 0;
   std::vector<ReplayStep> steps;  // every step, in pass order
   // replay / S: the lowest repetition mean over S, the same statistic on both sides.
   double ratio() const { return cases_us > 0 ? min_us / cases_us : 0; }
@@ -233,7 +240,37 @@ struct ReplayResult {
   // tens of milliseconds: docs/MEASUREMENT.md, "The paired replay"), it says what the graph costs
   // without what the host's load added to the pass.
   double paired_us() const { return paired_ratio > 0 ? steps_alone_us * paired_ratio : 0; }
+  // How much slower the host ran during the paired profile passes than when the replayed cases
+  // were timed: Σ alone_now_us / Σ alone_us over the layer steps (1 = as then); 0 where not paired.
+  double host_slowdown() const {
+    return steps_alone_us > 0 && alone_now_us > 0 ? alone_now_us / steps_alone_us : 0;
+  }
 };
+
+// The replay's second look. S's cases are each the lowest of passes taken minutes apart: a moment
+// of the host's load costs a case one pass, not its time. A replay is timed in one burst of
+// seconds, which such a moment can cover whole. The paired figure (paired_us: the graph at the
+// host's state when S was timed, from pairs taken after the timed repetitions) says what the
+// replay would have read without it: a replay over kSecondLook × its paired figure was timed while
+// the host was slower than when S was (the same kernels, the same data: only the host differs), so
+// `floorline run` replays it once more after every other model's replay and keeps the lower of the
+// two. The replay, like its cases, gets two moments of the host. Measured on the 2-core EPYC VM
+// (the 18 models' sweep at 6f62c83 and before, 2 threads): the replays above 1.5 × S read
+// 1.14-2.19 × their paired figures (gru_kws at batch 8: 2.26 × S, paired 1.03), those within it
+// 1.0-1.2 (docs/MEASUREMENT.md, "The second look"). Never for a replay without pairs (`--quick`).
+inline constexpr double kSecondLook = 1.1;
+inline bool wants_second_look(const ReplayResult& r) {
+  return r.pairs > 0 && r.paired_us() > 0 && r.min_us > kSecondLook * r.paired_us();
+}
+// The second look's replay options: `first`'s timed repetitions, without the pairs and with one
+// profile pass (the first replay's profile stands; the second look is only its time).
+ReplayOptions second_look_options(const ReplayOptions& first);
+// Folds a second look into the first replay: `first`'s time (min_us, median_us, max_us, stddev_us,
+// repetitions) becomes the second's where that is lower, its profile (steps, pairs) stays;
+// second_look_us is set either way, and passes and slowed_repetitions add up. A second look with
+// other case times (a re-timing in between) rebases nothing: the caller's rebase does. Returns
+// whether the second was lower.
+bool take_second_look(ReplayResult& first, const ReplayResult& second);
 
 // Replays one model (one batch) on `backend`: each layer's case is built by the backend that
 // planned it (`backend` itself, or the registry's backend of that name: a model's best cases may
@@ -343,9 +380,20 @@ std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::v
 //       cores an idle team still spins on, are in the step);
 //   "short step": its case alone takes under 5 µs (the per-call costs of a library and the per-step
 //       clock weigh as much as the work).
+// A slow step with none of these, where the replay probed it (ReplayStep::after_previous_us), gets
+// what the probe measured:
+//   "after <step>: N us": run right after the step before it, it is slow too (over kSlowStep × its
+//       time alone): what that step leaves (its output in the caches of the cores that wrote it,
+//       its workers, the lines it dirtied) is in this step's time;
+//   "the pass before it: N us after <step>": right after the step before it, it is not slow: the
+//       state the pass leaves (operands evicted by earlier steps, the L3 shared between the
+//       cores) is.
 // Sets excess_cause on every layer step slower in the graph than alone (and so cause() on every
 // slow one), and slow_steps and slow_unexplained (the slow steps with none).
 void name_slow_steps(ReplayResult& r, int64_t l2_bytes);
+
+// Pairs of (the step before, the step) per probed step (ReplayStep::after_previous_us).
+inline constexpr int kAfterPreviousPairs = 5;
 
 // The row that stores a replay (benchdb replays table): the system whose cases were replayed, the
 // run that did it (when there is one), the timing, and in `makeup` a JSON object of the replay's
