@@ -255,9 +255,10 @@ struct ReplayResult {
 // the host was slower than when S was (the same kernels, the same data: only the host differs), so
 // `floorline run` replays it once more after every other model's replay and keeps the lower of the
 // two. The replay, like its cases, gets two moments of the host. Measured on the 2-core EPYC VM
-// (the 18 models' sweep at 6f62c83 and before, 2 threads): the replays above 1.5 × S read
-// 1.14-2.19 × their paired figures (gru_kws at batch 8: 2.26 × S, paired 1.03), those within it
-// 1.0-1.2 (docs/MEASUREMENT.md, "The second look"). Never for a replay without pairs (`--quick`).
+// (the sweeps at 6f62c83 and before, 18 models at batch 1 and 8): the six replays above 1.5 × S
+// read 1.14-2.19 × their paired figures (gru_kws at batch 8 on 2 threads: 2.26 × S, paired 1.03),
+// the others 0.90-1.39 (docs/MEASUREMENT.md, "The second look"). Never for a replay without pairs
+// (`--quick`).
 inline constexpr double kSecondLook = 1.1;
 inline bool wants_second_look(const ReplayResult& r) {
   return r.pairs > 0 && r.paired_us() > 0 && r.min_us > kSecondLook * r.paired_us();
