@@ -199,7 +199,6 @@ TEST_F(BenchedResidual, AModelIsReplayedFromItsBestCasesWithEveryActivationWired
   // How much slower the host ran than when the cases were timed: the steps alone now over them.
   EXPECT_DOUBLE_EQ(r->host_slowdown(), alone_now / alone);
   // The second look: for a replay over 1.1 × its paired figure.
-  EXPECT_EQ(wants_second_look(*r), r->min_us > kSecondLook * r->paired_us());
   ReplayResult slowed = *r;
   slowed.min_us = 1.2 * slowed.paired_us();
   EXPECT_TRUE(wants_second_look(slowed));
