@@ -61,8 +61,10 @@ inline Status bind_a_y(Placed<float>& a, Placed<float>& y, bool output, size_t k
 
 // The factory of a kernel named `name` around `build`: f32 and no epilogue, or an unsupported
 // error; what `build` throws (KernelError, MissingAttribute, std::bad_alloc) becomes the case's error.
+// `fuses_epilogue`: the kernel checks the problem's post-ops itself (the Winograd convolution's Relu).
 Result<std::unique_ptr<Kernel>> own_kernel_or_error(const CaseSpec& spec, const std::string& name,
-                                                    const std::function<std::unique_ptr<Kernel>()>& build);
+                                                    const std::function<std::unique_ptr<Kernel>()>& build,
+                                                    bool fuses_epilogue = false);
 
 // TopK, GatherND, NonZero, NonMaxSuppression, CumSum, ArgMax and ArgMin (detection.cpp).
 std::unique_ptr<Kernel> make_detection_kernel(const Problem& p, const std::string& name, uint64_t seed);
@@ -89,6 +91,12 @@ constexpr int kGemmMr = 6;
 constexpr int64_t kGemmNr = 16;
 void gemm_micro_kernel(int mr, int64_t kc, const float* a, int64_t lda, const float* b, float* y, int64_t ldy,
                        bool accumulate, const float* bias, int64_t nr);
+// A 3x3 Conv with unit strides and dilations and one group, 2-D, optionally fused with a Relu: its
+// geometry, or a KernelError (unsupported, with why) where the Winograd kernel runs none
+// (winograd.cpp).
+ConvDesc winograd_desc(const Problem& p);
+// The Winograd convolution F(m×m, 3×3), m = 2 (winograd_f2x2_3x3) or 4 (winograd_f4x4_3x3).
+std::unique_ptr<Kernel> make_winograd_kernel(const Problem& p, uint64_t seed, int m);
 // MatMulNBits over 4-bit weights (nbits.cpp): the product's sizes, or a KernelError (unsupported,
 // with why) where matmul_nbits runs none.
 struct NBitsDesc {

@@ -12,7 +12,7 @@ using namespace floorline_detail;
 
 namespace {
 
-enum class Family { kNone, kDetection, kData, kPool, kSampling, kGemm, kNBits };
+enum class Family { kNone, kDetection, kData, kPool, kSampling, kGemm, kNBits, kConv };
 
 struct KindMapping {
   std::string_view kernel;  // the kernel's name, the cases' algorithm; empty: not mapped
@@ -85,6 +85,9 @@ KindMapping kind_mapping(LayerKind k) {
       return {"sgemm_packed", Family::kGemm,
               "B (2-D, a constant) packed once, as a runtime packs weights; AVX2 and FMA (gemm.cpp)"};
     case K::kConv:
+      return {"winograd_f4x4_3x3", Family::kConv,
+              "3x3, unit strides and dilations, one group, 2-D: Winograd F(4x4, 3x3) and F(2x2, 3x3) over "
+              "sgemm_packed's micro-kernel, a Relu fused; AVX2 and FMA (winograd.cpp)"};
     case K::kConvTranspose:
     case K::kBatchNormalization:
     case K::kLayerNormalization:
@@ -210,38 +213,52 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
     for (const int b : {16, 8})
       if (name == blocked && spec.variant.algorithm == fmt::format("{}@blocked{}c", blocked, b)) block = b;
   const bool f32_weights = name == "matmul_nbits" && spec.variant.algorithm == "matmul_nbits@f32_weights";
-  if (!spec.variant.algorithm.empty() && spec.variant.algorithm != name && block == 0 && !f32_weights)
+  // A Conv runs F(4x4, 3x3), or F(2x2, 3x3) where the case asks for it.
+  const int winograd_m = m.family != Family::kConv                       ? 0
+                         : spec.variant.algorithm == "winograd_f2x2_3x3" ? 2
+                                                                         : 4;
+  if (!spec.variant.algorithm.empty() && spec.variant.algorithm != name && block == 0 && !f32_weights &&
+      winograd_m != 2)
     return make_error(Disposition::kUnsupported, "no floorline kernel {} for {} (it runs {})",
                       spec.variant.algorithm, p.op, name);
   const uint64_t seed = seed_of(spec.name);
-  return own_kernel_or_error(spec, name, [&]() -> std::unique_ptr<Kernel> {
-    switch (m.family) {
-      case Family::kDetection:
-        return make_detection_kernel(p, name, seed);
-      case Family::kData:
-        if (name == "binary" && block > 0) return make_blocked_binary_kernel(p, seed, block);
-        return make_data_kernel(p, name, seed, block);
-      case Family::kPool:
-        return make_pool_kernel(p, seed, block);
-      case Family::kSampling:
-        return make_sampling_kernel(p, name, seed);
-      case Family::kGemm:
-        if (check_only) {
-          packed_gemm_desc(p);
-          return nullptr;
+  return own_kernel_or_error(
+      spec, name,
+      [&]() -> std::unique_ptr<Kernel> {
+        switch (m.family) {
+          case Family::kDetection:
+            return make_detection_kernel(p, name, seed);
+          case Family::kData:
+            if (name == "binary" && block > 0) return make_blocked_binary_kernel(p, seed, block);
+            return make_data_kernel(p, name, seed, block);
+          case Family::kPool:
+            return make_pool_kernel(p, seed, block);
+          case Family::kSampling:
+            return make_sampling_kernel(p, name, seed);
+          case Family::kGemm:
+            if (check_only) {
+              packed_gemm_desc(p);
+              return nullptr;
+            }
+            return make_gemm_kernel(p, seed);
+          case Family::kNBits:
+            if (check_only) {
+              nbits_desc(p);
+              return nullptr;
+            }
+            return make_nbits_kernel(p, seed, f32_weights);
+          case Family::kConv:
+            if (check_only) {
+              winograd_desc(p);
+              return nullptr;
+            }
+            return make_winograd_kernel(p, seed, winograd_m);
+          case Family::kNone:
+            break;
         }
-        return make_gemm_kernel(p, seed);
-      case Family::kNBits:
-        if (check_only) {
-          nbits_desc(p);
-          return nullptr;
-        }
-        return make_nbits_kernel(p, seed, f32_weights);
-      case Family::kNone:
-        break;
-    }
-    unsupported(fmt::format("no floorline kernel for {}", p.op));
-  });
+        unsupported(fmt::format("no floorline kernel for {}", p.op));
+      },
+      m.family == Family::kConv);
 }
 
 }  // namespace
@@ -276,11 +293,12 @@ void flush_floorline_denormals(bool flush, int threads) {
 namespace floorline_detail {
 
 Result<std::unique_ptr<Kernel>> own_kernel_or_error(const CaseSpec& spec, const std::string& name,
-                                                    const std::function<std::unique_ptr<Kernel>()>& build) {
+                                                    const std::function<std::unique_ptr<Kernel>()>& build,
+                                                    bool fuses_epilogue) {
   if (spec.variant.dtype != DType::kF32)
     return make_error(Disposition::kUnsupported, "floorline {} runs f32, not {}", name,
                       dtype_name(spec.variant.dtype));
-  if (!spec.problem.post_ops.empty())
+  if (!spec.problem.post_ops.empty() && !fuses_epilogue)
     return make_error(Disposition::kUnsupported, "floorline {} fuses no epilogue", name);
   try {
     return build();

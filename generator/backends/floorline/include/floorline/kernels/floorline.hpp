@@ -5,7 +5,8 @@
 // XNNPACK and OpenBLAS have no scan, arg-reduction, top-k, gather-ND, non-zero, suppression,
 // roi-align, grid-sample or element scatter) and beside the vendor libraries where a plain
 // formulation runs faster, as runtimes' own CPU kernels do (Concat, Softmax, LogSoftmax, the
-// identity Resize). Cases name the backend `floorline` and the kernel as their algorithm
+// identity Resize, a 3x3 convolution by Winograd's algorithm on the AVX2 machines where oneDNN
+// has none). Cases name the backend `floorline` and the kernel as their algorithm
 // ("floorline/topk/f32/fp32/<key>"), so results credit our kernels, not a vendor library's
 // (common/case_id.hpp, is_own_kernel). f32 data, int64 indices; verified against the reference;
 // NonZero and NonMaxSuppression fed data that selects the count their output shape holds (the
@@ -73,6 +74,13 @@ KernelTarget floorline_softmax_target();
 // Threads the kernels use from now on (OpenMP). Floorline's default is 1.
 void set_floorline_threads(int threads);
 int floorline_threads();
+// The Winograd convolution (winograd_f4x4_3x3, winograd_f2x2_3x3) runs its tiles in chunks whose
+// transformed input and output, α² × tiles × (C + K) floats, fit in this many bytes (at least 16
+// tiles a chunk); its transformed weights are read once per chunk. Default 8 MiB (the L3 share of
+// the machines measured); a kernel built afterwards uses the new value. Tests lower it to cover
+// several chunks on small convolutions.
+void set_winograd_chunk_bytes(int64_t bytes);
+int64_t winograd_chunk_bytes();
 // Denormals flushed to zero on the kernels' OpenMP threads (omp_flush_denormals), or restored.
 void flush_floorline_denormals(bool flush, int threads);
 
