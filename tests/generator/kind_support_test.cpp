@@ -127,7 +127,8 @@ TEST(KindSupport, TheFloorlineTableHoldsOurKernelsAndOnlyThem) {
   EXPECT_EQ(kernels::floorline_support(LayerKind::kTopK).mapping, "topk");
   EXPECT_EQ(kernels::floorline_support(LayerKind::kArgMin).mapping, "arg_reduce");
   EXPECT_EQ(kernels::floorline_support(LayerKind::kConcat).mapping, "concat");
-  EXPECT_EQ(kernels::floorline_support(LayerKind::kConv).reason.rfind("not mapped: ", 0), 0u);
+  EXPECT_EQ(kernels::floorline_support(LayerKind::kConv).mapping, "winograd_f4x4_3x3");
+  EXPECT_EQ(kernels::floorline_support(LayerKind::kConvTranspose).reason.rfind("not mapped: ", 0), 0u);
   std::set<std::string> ours;
   for (LayerKind k : compute_kinds())
     if (kernels::floorline_support(k).supported()) ours.insert(std::string(kind_name(k)));
@@ -158,7 +159,8 @@ TEST(KindSupport, TheFloorlineTableHoldsOurKernelsAndOnlyThem) {
                                          "GlobalAveragePool",
                                          "Gemm",
                                          "MatMul",
-                                         "MatMulNBits"}));
+                                         "MatMulNBits",
+                                         "Conv"}));
   for (const char* op : {"TopK", "NonMaxSuppression", "RoiAlign", "CumSum"}) {
     const auto s = kernels::onednn_support(*kind_from_name(op));
     EXPECT_FALSE(s.supported()) << op;
