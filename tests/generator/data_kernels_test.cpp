@@ -703,7 +703,8 @@ TEST(OwnWinograd, Resnet18ConvolutionsMatchTheReference) {
 
 // The edges on hand-made convolutions, at 1 and 3 threads, with a chunk budget small enough for
 // several chunks: channels not a multiple of 8 (the lanes) nor 6 (U's blocks), maps not a multiple
-// of the tile (partial tiles), pads 0, 2 and asymmetric, no bias, a fused Relu, batch 3.
+// of the tile (partial tiles; and a map of whole tiles only, stored 8 tiles at a time), pads 0, 2
+// and asymmetric, no bias, a fused Relu, batch 3.
 TEST(OwnWinograd, EdgesMatchTheReference) {
   if (!packed_gemm_runs())
     GTEST_SKIP() << "the Winograd convolution needs AVX2 and FMA, which this CPU (or the cap) has not";
@@ -715,7 +716,7 @@ TEST(OwnWinograd, EdgesMatchTheReference) {
   const std::vector<Form> forms = {
       {3, 13, 21, 9, 11, {1, 1, 1, 1}, true, false},  {1, 8, 16, 6, 6, {0, 0, 0, 0}, false, false},
       {2, 5, 7, 10, 7, {2, 0, 1, 2}, true, true},     {1, 40, 30, 3, 3, {2, 2, 2, 2}, true, false},
-      {2, 17, 50, 14, 14, {1, 1, 1, 1}, false, true},
+      {2, 17, 50, 14, 14, {1, 1, 1, 1}, false, true}, {2, 9, 12, 16, 16, {1, 1, 1, 1}, true, true},
   };
   const int saved = kernels::floorline_threads();
   const int64_t saved_chunk = kernels::winograd_chunk_bytes();

@@ -7,7 +7,7 @@
 //                                         (α = m + 2), g one 3 × 3 filter,
 //
 // summed over the input channels in the transformed domain: for each of the α² positions ξ of the
-// transform, one product M_ξ[tiles × K] = V_ξ[tiles × C] · U_ξ[C × K]. That is oneDNN's
+// transform, one product M_ξ[K × tiles] = U_ξ[K × C] · V_ξ[C × tiles]. That is oneDNN's
 // `convolution_winograd` (jit_wino_4x3, F(4×4, 3×3), which oneDNN builds on AVX-512 only) and
 // cuDNN's CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD(_NONFUSED), here for the AVX2 machines where no
 // CPU library in the tree has one. Two cases: winograd_f4x4_3x3 (α = 6: 36 products of C × K per
@@ -17,15 +17,17 @@
 // and the wincnn generator write them.
 //
 // The weights U_ξ = G g Gᵀ are transformed once, when the case is built (as a runtime prepacks a
-// constant weight), into sgemm_packed's panels of 16 output channels (gemm.cpp). A call runs the
-// tiles (N × ⌈Ho/m⌉ × ⌈Wo/m⌉, those past the output's edge computed and not stored) in chunks whose
-// transformed input and output (α² × tiles × (C + K) floats) fit in kChunkBytes, and per chunk:
-//   1. the input transform, per tile and 8 channels (the channels in the 8 lanes of a vector), the
-//      patch read with the pads as zeros, into V[ξ][tile][c];
-//   2. the α² products, sgemm_packed's 6 × 16 micro-kernel over U_ξ's panels (the threads take
-//      contiguous ranges of the (ξ, panel) pairs), into M[ξ][tile][k];
-//   3. the output transform, per tile and 8 output channels, plus the bias, the fused Relu where
-//      the case is Conv → Relu, stored into y.
+// constant weight), and packed per 6 output channels (GotoBLAS's packed A). A call copies x into a
+// padded input (the pads and the rows and columns past the last tile zeros), then runs the tiles
+// (N × ⌈Ho/m⌉ × ⌈Wo/m⌉, the pixels past the output's edge computed and not stored) in chunks whose
+// transformed input and output (α² × tiles × (C + K) floats) fit in the chunk budget
+// (set_winograd_chunk_bytes, 8 MiB), and per chunk:
+//   1. the input transform, per input channel and 8 tiles (the tiles in the 8 lanes of a vector,
+//      their patches' rows transposed in), into V[ξ][panel of 16 tiles][c][16];
+//   2. the α² products, a 6 × 16 AVX2 micro-kernel (U's 6 rows by a panel of V), the threads taking
+//      contiguous ranges of the (ξ, 6 output channels) pairs, into M[ξ][k][tile];
+//   3. the output transform, per output channel and 8 tiles, plus the bias and the fused Relu where
+//      the case is Conv → Relu, 8 whole 4 × 4 tiles stored a row of 4 pixels each at a time.
 // The threads (OpenMP, the backend's count) share each step; the steps are separated by barriers.
 //
 // Accuracy: the transforms' coefficients (up to 8 in F(4×4)'s Aᵀ, 1/24 in G) amplify f32 rounding;
@@ -50,6 +52,32 @@ namespace {
 typedef float V8 __attribute__((vector_size(32)));
 
 #define FL_WINO [[gnu::always_inline, gnu::target("avx2,fma")]] inline
+
+// 4 floats of each of 8 rows (a[l], l < 8) into 4 vectors, lane l of vector s holding a[l][s]:
+// rows l and l + 4 side by side in the two 128-bit halves, then a 4 × 4 transpose in each half
+// (unpack, shuffle). 16 loads and 16 shuffles where a lane at a time took 32 loads and 32 stores.
+FL_WINO void transpose_8x4(const float* const a[8], __m256 s[4]) {
+  __m256 y[4];
+  for (int l = 0; l < 4; ++l) y[l] = _mm256_set_m128(_mm_loadu_ps(a[l + 4]), _mm_loadu_ps(a[l]));
+  const __m256 t0 = _mm256_unpacklo_ps(y[0], y[1]), t1 = _mm256_unpackhi_ps(y[0], y[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(y[2], y[3]), t3 = _mm256_unpackhi_ps(y[2], y[3]);
+  s[0] = _mm256_shuffle_ps(t0, t2, 0x44);
+  s[1] = _mm256_shuffle_ps(t0, t2, 0xEE);
+  s[2] = _mm256_shuffle_ps(t1, t3, 0x44);
+  s[3] = _mm256_shuffle_ps(t1, t3, 0xEE);
+}
+
+// The inverse: 4 vectors of 8 lanes into 4 floats at each of 8 places (y[l] gets lane l of each).
+FL_WINO void store_4x8(const __m256 s[4], float* const y[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(s[0], s[1]), t1 = _mm256_unpackhi_ps(s[0], s[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(s[2], s[3]), t3 = _mm256_unpackhi_ps(s[2], s[3]);
+  const __m256 r[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
+                       _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
+  for (int l = 0; l < 4; ++l) {
+    _mm_storeu_ps(y[l], _mm256_castps256_ps128(r[l]));
+    _mm_storeu_ps(y[l + 4], _mm256_extractf128_ps(r[l], 1));
+  }
+}
 
 // The 1-D transforms of F(m, 3), applied to the rows and then the columns of a tile: Bᵀ (α × α) on
 // the input, Aᵀ (m × α) on the output. `in` and `out` are α (or m) vectors apart by their strides.
@@ -303,18 +331,26 @@ class WinogradKernel final : public Kernel {
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < groups * c_; ++item) {
       const int64_t g = item / c_, c = item % c_, lanes = std::min<int64_t>(8, count - 8 * g);
-      // The 8 tiles' patches, a pixel at a time into the lanes (a lane past `count` reads the
-      // first tile again: its column of the product is never stored). Measured on the AVX2 EPYC:
-      // 1.6-1.9 ms for a 1x64x56x56 convolution against 2.2-2.6 with AVX2's gathers.
+      // The 8 tiles' patches into the lanes, row by row: 4 pixels of each tile's row transposed
+      // (transpose_8x4), and for α = 6 its last 2 from the 4 at offset 2. A lane past `count` reads
+      // the first tile again: its column of the product is never stored.
       const float* src = xp_.data() + c * hp_ * wp_;
-      alignas(32) float patch[kAlpha][kAlpha][8];
-      for (int64_t l = 0; l < 8; ++l) {
-        const float* p = src + tile_offset_[t0 + 8 * g + (l < lanes ? l : 0)];
-        for (int r = 0; r < kAlpha; ++r)
-          for (int s = 0; s < kAlpha; ++s) patch[r][s][l] = p[r * wp_ + s];
-      }
+      const float* first[8];
+      for (int64_t l = 0; l < 8; ++l) first[l] = src + tile_offset_[t0 + 8 * g + (l < lanes ? l : 0)];
       V8 d[kAlpha][kAlpha], t1[kAlpha][kAlpha], out[kAlpha][kAlpha];
-      std::memcpy(d, patch, sizeof d);
+      for (int r = 0; r < kAlpha; ++r) {
+        const float* row[8];
+        for (int l = 0; l < 8; ++l) row[l] = first[l] + r * wp_;
+        __m256 q[4];
+        transpose_8x4(row, q);
+        for (int s = 0; s < 4; ++s) d[r][s] = V8(q[s]);
+        if constexpr (kAlpha == 6) {
+          for (auto& p : row) p += 2;
+          transpose_8x4(row, q);
+          d[r][4] = V8(q[2]);
+          d[r][5] = V8(q[3]);
+        }
+      }
       for (int s = 0; s < kAlpha; ++s) Transform<M>::input(&d[0][s], kAlpha, &t1[0][s], kAlpha);  // columns
       for (int r = 0; r < kAlpha; ++r) Transform<M>::input(&t1[r][0], 1, &out[r][0], 1);          // rows
       const int64_t panel = 8 * g / kPanel, lane0 = 8 * g % kPanel;
@@ -360,23 +396,36 @@ class WinogradKernel final : public Kernel {
       for (int r = 0; r < M; ++r) Transform<M>::output(&t1[r][0], 1, &o[r][0], 1);                 // rows
       const float bias = d_.has_bias ? bias_[static_cast<size_t>(k)] : 0.f;
       const V8 zero = {};
-      alignas(32) float res[M][M][8];
-      for (int r = 0; r < M; ++r)
-        for (int s = 0; s < M; ++s) {
-          V8 val = o[r][s] + bias;
+      for (auto& row : o)
+        for (auto& val : row) {
+          val += bias;
           if (relu_) val = val > zero ? val : zero;
-          std::memcpy(res[r][s], &val, sizeof val);
         }
+      float* dst[8];
+      bool whole = lanes == 8;
       for (int64_t l = 0; l < lanes; ++l) {
         const TileOut& to = tile_out_[t0 + 8 * g + l];
-        float* dst = y + to.offset + k * ho_ * wo_;
-        if (to.rows == M && to.cols == M) {
-          for (int r = 0; r < M; ++r)
-            for (int s = 0; s < M; ++s) dst[r * wo_ + s] = res[r][s][l];
+        dst[l] = y + to.offset + k * ho_ * wo_;
+        whole = whole && to.rows == M && to.cols == M;
+      }
+      // F(4x4): 8 whole tiles stored a row of 4 pixels each at a time (store_4x8).
+      if constexpr (M == 4) {
+        if (whole) {
+          for (int r = 0; r < M; ++r) {
+            float* at[8];
+            for (int l = 0; l < 8; ++l) at[l] = dst[l] + r * wo_;
+            const __m256 q[4] = {__m256(o[r][0]), __m256(o[r][1]), __m256(o[r][2]), __m256(o[r][3])};
+            store_4x8(q, at);
+          }
           continue;
         }
+      }
+      alignas(32) float res[M][M][8];
+      std::memcpy(res, o, sizeof res);
+      for (int64_t l = 0; l < lanes; ++l) {
+        const TileOut& to = tile_out_[t0 + 8 * g + l];
         for (int r = 0; r < to.rows; ++r)
-          for (int s = 0; s < to.cols; ++s) dst[r * wo_ + s] = res[r][s][l];
+          for (int s = 0; s < to.cols; ++s) dst[l][r * wo_ + s] = res[r][s][l];
       }
     }
   }
