@@ -47,7 +47,7 @@
 namespace floorline::kernels::floorline_detail {
 namespace {
 
-// Eight lanes: eight channels of one tile. GCC vector extensions in AVX2 functions (one ymm
+// Eight lanes: one channel of eight tiles. GCC vector extensions in AVX2 functions (one ymm
 // register); the helpers are always inlined, so no vector crosses a call (-Wpsabi, off for this file).
 typedef float V8 __attribute__((vector_size(32)));
 
@@ -55,7 +55,8 @@ typedef float V8 __attribute__((vector_size(32)));
 
 // 4 floats of each of 8 rows (a[l], l < 8) into 4 vectors, lane l of vector s holding a[l][s]:
 // rows l and l + 4 side by side in the two 128-bit halves, then a 4 × 4 transpose in each half
-// (unpack, shuffle). 16 loads and 16 shuffles where a lane at a time took 32 loads and 32 stores.
+// (unpack, shuffle). 8 loads of 4 floats and 12 shuffles, where a lane at a time took 32 loads and
+// 32 stores.
 FL_WINO void transpose_8x4(const float* const a[8], __m256 s[4]) {
   __m256 y[4];
   for (int l = 0; l < 4; ++l) y[l] = _mm256_set_m128(_mm_loadu_ps(a[l + 4]), _mm_loadu_ps(a[l]));
@@ -80,7 +81,7 @@ FL_WINO void store_4x8(const __m256 s[4], float* const y[8]) {
 }
 
 // The 1-D transforms of F(m, 3), applied to the rows and then the columns of a tile: Bᵀ (α × α) on
-// the input, Aᵀ (m × α) on the output. `in` and `out` are α (or m) vectors apart by their strides.
+// the input, Aᵀ (m × α) on the output: the α inputs are `s` vectors apart, the outputs `t`.
 template <int M>
 struct Transform;
 
@@ -138,7 +139,7 @@ struct Transform<2> {
 // per input channel (kc × 6, GotoBLAS's packed A: one sequential stream, which the prefetchers
 // follow at L3's bandwidth where 6 rows C apart ran at half of it: U is 9.4 MB for 256 × 256
 // channels and is read once per call), b a panel of V (kc × 16, in L1). 12 AVX2 accumulators, as
-// sgemm_packed's micro-kernel (gemm.cpp); U is prefetched 192 floats (1 KiB) ahead.
+// sgemm_packed's micro-kernel (gemm.cpp); U is prefetched 192 floats (768 bytes) ahead.
 [[gnu::target("avx2,fma")]] void packed_micro_kernel(int64_t kc, const float* a, const float* b, float* m,
                                                      int64_t ldm, bool accumulate) {
   constexpr int kMr = 6;
