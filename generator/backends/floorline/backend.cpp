@@ -64,9 +64,9 @@ class FloorlineBackend final : public Backend {
     // (matmul_nbits@f32_weights), as a runtime that folds a weight's DequantizeLinear holds them:
     // the faster way for a compute-bound prefill.
     if (name == "matmul_nbits") algorithms.push_back("matmul_nbits@f32_weights");
-    // A 3x3 Conv: Winograd F(2x2, 3x3) beside F(4x4, 3x3) (winograd.cpp): fewer multiplies against
-    // smaller transforms, the better of them by the map's size and the channels.
-    // Only where the convolution is one the kernel runs: one unsupported row per config is enough.
+    // A 3x3 Conv: Winograd F(2x2, 3x3) beside F(4x4, 3x3) (winograd.cpp): smaller transforms and
+    // transformed weights against more multiplies; which is faster depends on the map's size and the
+    // channels. Planned only where the kernel runs the convolution (one unsupported row per config).
     if (name == "winograd_f4x4_3x3") {
       kernels::CaseSpec probe = base;
       probe.variant.algorithm = name;
