@@ -2,8 +2,10 @@
 // softmax, log_softmax, reductions, binary ops, expand, tile, and copy for an identity Resize):
 // planned for the real zoo layers where ONNX Runtime's kernel beat every oneDNN implementation, and
 // verified against the reference on them.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -14,6 +16,7 @@
 
 #include "floorline/common/isa.hpp"
 #include "floorline/generator/plan.hpp"
+#include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/floorline.hpp"
 #include "floorline/kernels/reference.hpp"
 
@@ -745,6 +748,16 @@ TEST(OwnWinograd, EdgesMatchTheReference) {
         const Status v = (*k)->verify();
         EXPECT_TRUE(v.ok()) << algorithm << " " << spec.problem.key << " at " << threads
                             << " thread(s): " << (v.ok() ? "" : v.error().message);
+        // On a scratchpad another case left full of NaN (replay shares one per model): every
+        // element it reads, the padded input's zeros included, is written first.
+        const int64_t bytes = (*k)->workspace_bytes();
+        ASSERT_GT(bytes, 0);
+        kernels::HostBuffer scratch(static_cast<size_t>(bytes));
+        std::fill_n(static_cast<float*>(scratch.data()), bytes / 4, std::numeric_limits<float>::quiet_NaN());
+        ASSERT_TRUE((*k)->share_workspace(scratch.data()));
+        const Status shared = (*k)->verify();
+        EXPECT_TRUE(shared.ok()) << algorithm << " " << spec.problem.key << " on a shared scratchpad at "
+                                 << threads << " thread(s): " << (shared.ok() ? "" : shared.error().message);
       }
   }
   kernels::set_floorline_threads(saved);

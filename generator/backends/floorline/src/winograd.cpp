@@ -254,8 +254,17 @@ class WinogradKernel final : public Kernel {
 
   std::string implementation() const override { return fmt::format("floorline winograd_f{}x{}_3x3", M, M); }
   // The padded input and a chunk's transformed input and output (the weights' transform is the
-  // constant's).
-  int64_t workspace_bytes() const override { return xp_.bytes() + v_.bytes() + m_.bytes(); }
+  // constant's), each at a 64-byte boundary.
+  int64_t workspace_bytes() const override { return aligned(xp_.bytes()) + aligned(v_.bytes()) + m_.bytes(); }
+  // The three in `data`, in that order: every call writes all of them before it reads them (the
+  // padded input's zeros too), so a scratchpad the model's other cases share serves.
+  bool share_workspace(void* data) override {
+    auto* at = static_cast<unsigned char*>(data);
+    xp_.bind(at);
+    v_.bind(at + aligned(xp_.bytes()));
+    m_.bind(at + aligned(xp_.bytes()) + aligned(v_.bytes()));
+    return true;
+  }
 
   std::optional<Port> port(bool output, size_t k) const override { return a_y_port(x_, y_, output, k); }
   Status bind(bool output, size_t k, void* data) override { return bind_a_y(x_, y_, output, k, data); }
@@ -292,6 +301,9 @@ class WinogradKernel final : public Kernel {
   // Tiles per panel of V (the product's B), output channels per block of U (its A).
   static constexpr int64_t kPanel = 16;
   static constexpr int64_t kMr = 6;
+  static int64_t aligned(int64_t bytes) {
+    return (bytes + 63) / 64 * 64;
+  }
 
   // U_ξ[k][c] = (G g_kc Gᵀ)[ξ], the product's A: per ξ, blocks of 6 output channels (zeros past K),
   // each packed per input channel: U[ξ][k / 6][c][k % 6].
@@ -312,14 +324,22 @@ class WinogradKernel final : public Kernel {
       }
   }
 
-  // x into the padded input's interior, plane by plane (its borders stay zero).
+  // x into the padded input, plane by plane, its borders (the pads, and the rows and columns past the
+  // last tile) written as zeros: the buffer may be a scratchpad other cases wrote (share_workspace).
   void pad_step() {
-    const int64_t pt = d_.pads_begin[0], pl = d_.pads_begin[1];
+    const int64_t pt = d_.pads_begin[0], pl = d_.pads_begin[1], pr = wp_ - pl - w_;
 #pragma omp for schedule(static)
     for (int64_t plane = 0; plane < n_ * c_; ++plane) {
       const float* src = x_.data() + plane * h_ * w_;
-      float* dst = xp_.data() + plane * hp_ * wp_ + pt * wp_ + pl;
-      for (int64_t iy = 0; iy < h_; ++iy) std::memcpy(dst + iy * wp_, src + iy * w_, sizeof(float) * w_);
+      float* dst = xp_.data() + plane * hp_ * wp_;
+      std::memset(dst, 0, sizeof(float) * pt * wp_);
+      for (int64_t iy = 0; iy < h_; ++iy) {
+        float* row = dst + (pt + iy) * wp_;
+        std::memset(row, 0, sizeof(float) * pl);
+        std::memcpy(row + pl, src + iy * w_, sizeof(float) * w_);
+        std::memset(row + pl + w_, 0, sizeof(float) * pr);
+      }
+      std::memset(dst + (pt + h_) * wp_, 0, sizeof(float) * (hp_ - pt - h_) * wp_);
     }
   }
 
