@@ -766,8 +766,8 @@ TEST(OwnWinograd, EdgesMatchTheReference) {
 
 // MatMulNBits over 4-bit weights (nbits.cpp), against the reference (reference.cpp): a decode
 // step's GEMV rows (M ≤ 4) and the tiled product (M > 4, K over one 256-row panel), with and
-// without zero points and a bias, block sizes 16, 32 and 128, at 1 and 3 threads; and the same
-// over the weights dequantized at load (matmul_nbits@f32_weights).
+// without zero points and a bias, block sizes 16, 32 and 128, 2 to 32 blocks, at 1 and 3 threads; and the
+// same over the weights dequantized at load (matmul_nbits@f32_weights).
 kernels::CaseSpec nbits_spec(std::vector<int64_t> a, int64_t n, int64_t block, bool zero_points, bool bias,
                              int64_t bits = 4) {
   const int64_t k = a.back(), blocks = k / block;
@@ -793,9 +793,16 @@ TEST(OwnNBits, GemvAndTiledProductsMatchTheReference) {
   if (!packed_gemm_runs())
     GTEST_SKIP() << "matmul_nbits needs AVX2 and FMA, which this CPU (or the cap) has not";
   const std::vector<kernels::CaseSpec> specs = {
-      nbits_spec({1, 64}, 37, 32, true, false),   nbits_spec({1, 1, 256}, 100, 16, false, true),
-      nbits_spec({3, 128}, 20, 16, true, true),   nbits_spec({2, 7, 384}, 33, 128, true, false),
+      nbits_spec({1, 64}, 37, 32, true, false),
+      nbits_spec({1, 1, 256}, 100, 16, false, true),
+      nbits_spec({3, 128}, 20, 16, true, true),
+      nbits_spec({2, 7, 384}, 33, 128, true, false),
       nbits_spec({13, 512}, 48, 32, false, true),
+      // GEMVs over 19 blocks (the zero points 8 at a time, then 3 alone; an odd count of blocks
+      // for the two totals) and over 32.
+      nbits_spec({2, 304}, 21, 16, true, true),
+      nbits_spec({4, 1024}, 19, 32, true, false),
+      nbits_spec({1, 1, 608}, 9, 32, false, false),
   };
   const int saved = kernels::floorline_threads();
   for (const int threads : {1, 3}) {
