@@ -303,6 +303,34 @@ TEST(DataKernels, BertAndVitSoftmaxMatchTheReference) {
   EXPECT_TRUE(swin.keys_with_own.count("Softmax|x=64x3x49x49|axis=3|f32"));
 }
 
+// Rows of every length around the vector loops' steps (8 and 16 floats; the tail of a row of 8 or
+// more is its last 8, the lanes already summed masked out), at 1 and 2 threads.
+TEST(DataKernels, SoftmaxRowsOfEveryTailMatchTheReference) {
+  const int saved = kernels::floorline_threads();
+  for (const int threads : {1, 2}) {
+    kernels::set_floorline_threads(threads);
+    for (const int64_t n : {1, 7, 8, 9, 15, 16, 17, 23, 24, 31, 33, 197})
+      for (const char* op : {"Softmax", "LogSoftmax"}) {
+        kernels::CaseSpec spec;
+        spec.problem.kind = *kind_from_name(op);
+        spec.problem.op = op;
+        spec.problem.key = fmt::format("{} 3x5x{}", op, n);
+        spec.problem.inputs = {{"x", {3, 5, n}}};
+        spec.problem.outputs = {{"y", {3, 5, n}}};
+        spec.problem.ints = {{"axis", {2}}};
+        spec.variant.backend = "floorline";
+        spec.variant.algorithm = op == std::string("Softmax") ? "softmax" : "log_softmax";
+        spec.variant.dtype = DType::kF32;
+        auto k = kernels::make_floorline_kernel(spec);
+        ASSERT_TRUE(k.ok()) << spec.problem.key << ": " << k.error().message;
+        const Status v = (*k)->verify();
+        EXPECT_TRUE(v.ok()) << spec.problem.key << " at " << threads
+                            << " thread(s): " << (v.ok() ? "" : v.error().message);
+      }
+  }
+  kernels::set_floorline_threads(saved);
+}
+
 // The softmax loops run the build the CPU and the ISA cap allow: under an avx2 cap never the AVX-512
 // one, and verified there. Each EXPECT_EXIT is a fresh process (the threadsafe style runs the test
 // binary again), so the build is picked there, at the first softmax, under that process's cap.
