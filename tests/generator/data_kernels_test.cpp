@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -30,6 +31,20 @@ std::vector<mp::ModelIR> zoo_layers(const std::string& model, const std::set<std
   if (!r.ok()) return {};
   for (auto& m : *r) std::erase_if(m.layers, [&](const mp::Layer& l) { return !ops.count(l.op_type); });
   return *r;
+}
+
+// `spec` built on the floorline backend and verified against the reference at `threads` threads:
+// the kernel, or null (the failure recorded) where it cannot be built.
+std::unique_ptr<kernels::Kernel> verified_kernel(const kernels::CaseSpec& spec, int threads) {
+  auto k = kernels::make_floorline_kernel(spec);
+  if (!k.ok()) {
+    ADD_FAILURE() << spec.problem.key << ": " << k.error().message;
+    return nullptr;
+  }
+  const Status v = (*k)->verify();
+  EXPECT_TRUE(v.ok()) << spec.problem.key << " at " << threads
+                      << " thread(s): " << (v.ok() ? "" : v.error().message);
+  return std::move(*k);
 }
 
 struct Seen {
@@ -321,11 +336,7 @@ TEST(DataKernels, SoftmaxRowsOfEveryTailMatchTheReference) {
         spec.variant.backend = "floorline";
         spec.variant.algorithm = op == std::string("Softmax") ? "softmax" : "log_softmax";
         spec.variant.dtype = DType::kF32;
-        auto k = kernels::make_floorline_kernel(spec);
-        ASSERT_TRUE(k.ok()) << spec.problem.key << ": " << k.error().message;
-        const Status v = (*k)->verify();
-        EXPECT_TRUE(v.ok()) << spec.problem.key << " at " << threads
-                            << " thread(s): " << (v.ok() ? "" : v.error().message);
+        EXPECT_TRUE(verified_kernel(spec, threads));
       }
   }
   kernels::set_floorline_threads(saved);
@@ -661,12 +672,9 @@ TEST(OwnGemm, BlockingEdgesMatchTheReference) {
       spec.variant.backend = "floorline";
       spec.variant.algorithm = "sgemm_packed";
       spec.variant.dtype = DType::kF32;
-      auto k = kernels::make_floorline_kernel(spec);
-      ASSERT_TRUE(k.ok()) << spec.problem.key << ": " << k.error().message;
-      const Status v = (*k)->verify();
-      EXPECT_TRUE(v.ok()) << spec.problem.key << " at " << threads
-                          << " thread(s): " << (v.ok() ? "" : v.error().message);
-      EXPECT_FALSE((*k)->port(false, 1));  // B is a constant, packed once
+      const auto k = verified_kernel(spec, threads);
+      ASSERT_TRUE(k);
+      EXPECT_FALSE(k->port(false, 1));  // B is a constant, packed once
     }
   }
   kernels::set_floorline_threads(saved);
