@@ -477,7 +477,7 @@ int run_main(RunCmd o, const std::string& command_line) {
         if (rt->run.interrupted) return 130;
         auto [at, fresh] = retimed.try_emplace({m.name, m.batch});
         if (fresh) at->second.before = analyzer::s_of(*report, m.name, m.batch);
-        at->second.cases += rt->cases;
+        at->second.cases = std::max(at->second.cases, rt->cases);  // the same cases each round
         at->second.rounds += 1;
         at->second.seconds += rt->seconds;
         any = true;

@@ -178,7 +178,9 @@ FLOORLINE_MULTIVERSION void cols_shift_body(const float* row, const float* c, fl
 // oneDNN's jit:avx2). Here the accumulators stay in registers, and exp_sum runs two vectors per
 // step, so that two polynomials' chains overlap. exp_neg's steps, with FMAs.
 [[gnu::target("avx2,fma")]] inline __m256 exp_neg8(__m256 t) {
-  const __m256 x = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_min_ps(t, _mm256_set1_ps(87.f)));  // NaN: 87
+  // Clamped on the bits, as exp_neg is: a NaN with its sign bit set stays NaN, any other becomes 87.
+  const __m256i tb = _mm256_min_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x42AE0000));
+  const __m256 x = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_castsi256_ps(tb));
   const __m256 shift = _mm256_set1_ps(12582912.f);
   const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), shift), shift);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -208,12 +210,13 @@ FLOORLINE_MULTIVERSION void cols_shift_body(const float* row, const float* c, fl
 [[gnu::target("avx2,fma")]] float row_max_avx2(const float* x, int64_t n) {
   __m256 a = _mm256_loadu_ps(x), b = a;
   int64_t j = 8;
+  // max_ps(v, acc) is acc where either is NaN: as row_max_body's v > acc ? v : acc.
   for (; j + 16 <= n; j += 16) {
-    a = _mm256_max_ps(a, _mm256_loadu_ps(x + j));
-    b = _mm256_max_ps(b, _mm256_loadu_ps(x + j + 8));
+    a = _mm256_max_ps(_mm256_loadu_ps(x + j), a);
+    b = _mm256_max_ps(_mm256_loadu_ps(x + j + 8), b);
   }
-  for (; j + 8 <= n; j += 8) a = _mm256_max_ps(a, _mm256_loadu_ps(x + j));
-  if (j < n) b = _mm256_max_ps(b, _mm256_loadu_ps(x + n - 8));
+  for (; j + 8 <= n; j += 8) a = _mm256_max_ps(_mm256_loadu_ps(x + j), a);
+  if (j < n) b = _mm256_max_ps(_mm256_loadu_ps(x + n - 8), b);
   return hmax8(_mm256_max_ps(a, b));
 }
 [[gnu::target("avx2,fma")]] float exp_sum_avx2(const float* x, float m, float* y, int64_t n) {
@@ -245,7 +248,8 @@ FLOORLINE_MULTIVERSION void cols_shift_body(const float* row, const float* c, fl
   return hsum8(_mm256_add_ps(s0, s1));
 }
 bool rows_in_avx2() {
-  static const bool yes = ByTarget<row_max_body>::chosen() == KernelTarget::kAvx2;
+  static const bool yes =
+      ByTarget<row_max_body>::chosen() == KernelTarget::kAvx2 && __builtin_cpu_supports("fma");
   return yes;
 }
 

@@ -345,7 +345,8 @@ class WinogradKernel final : public Kernel {
 
   // V_ξ for tiles [t0, t0 + count): per item one channel and 8 tiles (the tiles in the lanes), each
   // tile's α × α patch of the padded input transformed (Bᵀ d Bᵀᵀ); stored as the product's B,
-  // panels of 16 tiles, V[ξ][panel][c][16] (lanes past `count` zeros).
+  // panels of 16 tiles, V[ξ][panel][c][16] (a group's lanes past `count` its first tile again, a
+  // panel's lanes that no group fills zeros).
   [[gnu::target("avx2,fma")]] void input_step(int64_t t0, int64_t count) {
     const int64_t groups = (count + 7) / 8;
     float* v = v_.data();
@@ -378,6 +379,11 @@ class WinogradKernel final : public Kernel {
       for (int xi = 0; xi < kXi; ++xi)
         std::memcpy(v + ((xi * chunk_panels_ + panel) * c_ + c) * kPanel + lane0,
                     &out[xi / kAlpha][xi % kAlpha], sizeof(V8));
+      // An odd count of groups leaves the last panel's lanes 8-15 to no group: zeros, not what the
+      // scratchpad held (another case's data, NaN, denormals), under the product's FMAs.
+      if (lane0 == 0 && g == groups - 1)
+        for (int xi = 0; xi < kXi; ++xi)
+          std::memset(v + ((xi * chunk_panels_ + panel) * c_ + c) * kPanel + 8, 0, sizeof(V8));
     }
   }
 
