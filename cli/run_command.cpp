@@ -432,6 +432,17 @@ int run_main(RunCmd o, const std::string& command_line) {
       double seconds = 0, before = 0;
     };
     std::map<std::pair<std::string, int64_t>, Retimed> retimed;
+    // The plan's timed cases and the configs they time (the same every round).
+    std::set<std::string> timed_cases;
+    std::map<std::string, std::vector<std::string>> cases_of_config;
+    std::map<std::string, std::string> config_of_case;
+    for (const auto& c : l.plan.cases) {
+      if (c.status) continue;
+      timed_cases.insert(c.spec.name);
+      if (c.conversion || c.reference) continue;
+      cases_of_config[c.spec.problem.key].push_back(c.spec.name);
+      config_of_case[c.spec.name] = c.spec.problem.key;
+    }
     for (int round = 0; round < kBoundCheckRounds; ++round) {
       auto names = analyzer::cases_to_retime(*report);
       if (names.empty()) break;
@@ -444,16 +455,7 @@ int run_main(RunCmd o, const std::string& command_line) {
       // slowed (all its passes within a loaded minute; the sentinel, a core-bound kernel, does not
       // see a neighbour's load on the shared caches), as resnet50's 3×3 convolutions at 14 × 14
       // were in the 2026-11-29 sweep: oneDNN's 3.5 ms there against 2.6 in the sweep before.
-      std::set<std::string> timed_cases, done;
-      std::map<std::string, std::vector<std::string>> cases_of_config;
-      std::map<std::string, std::string> config_of_case;
-      for (const auto& c : l.plan.cases) {
-        if (c.status) continue;
-        timed_cases.insert(c.spec.name);
-        if (c.conversion || c.reference) continue;
-        cases_of_config[c.spec.problem.key].push_back(c.spec.name);
-        config_of_case[c.spec.name] = c.spec.problem.key;
-      }
+      std::set<std::string> done;
       bool any = false;
       for (const auto& m : l.models) {
         const auto it = names.find({m.name, m.batch});

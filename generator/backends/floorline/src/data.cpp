@@ -34,8 +34,9 @@ namespace {
 // (non-negative floats order as their bits): a float compare would be control flow that GCC at -O2
 // does not if-convert, and the loop would stay scalar. So: straight-line code, no call, no branch.
 // Written once for a float and for 16 floats (GCC vector extensions: one zmm register in the
-// AVX-512 build, two ymm in the AVX2 one, four xmm in the baseline). Always inlined, so the vector
-// ABI warning (-Wpsabi, off for this file) concerns no real call.
+// AVX-512 build; in the AVX2 build GCC 12 handles them badly, and the rows run row_max_avx2 and
+// exp_sum_avx2 below instead). Always inlined, so the vector ABI warning (-Wpsabi, off for this
+// file) concerns no real call.
 typedef float F16 __attribute__((vector_size(64)));
 typedef int32_t I16 __attribute__((vector_size(64)));
 template <class F, class I>
@@ -171,12 +172,12 @@ FLOORLINE_MULTIVERSION void cols_shift_body(const float* row, const float* c, fl
 
 #undef FLOORLINE_MULTIVERSION
 
-// The rows in AVX2 intrinsics, where the build chosen is AVX2. The bodies above use GCC's generic
-// 16-float vectors, one register in the AVX-512 build; in the AVX2 one they went through the stack
-// 16 bytes at a time and their compares lane by lane in
-// general registers (the softmax of 96 × 197 × 197 took 11.9 ms at one thread, against 3.3 for
-// oneDNN's jit:avx2). Here the accumulators stay in registers, and exp_sum runs two vectors per
-// step, so that two polynomials' chains overlap. exp_neg's steps, with FMAs.
+// The rows in AVX2 intrinsics, where the build chosen is AVX2 (and the CPU has FMA). The bodies
+// above use GCC's generic 16-float vectors, one register in the AVX-512 build; in the AVX2 one they
+// went through the stack 16 bytes at a time and their compares lane by lane in general registers
+// (the softmax of 96 × 197 × 197 took 11.9 ms at one thread, against 3.3 for oneDNN's jit:avx2).
+// Here the accumulators stay in registers, and exp_sum runs two vectors per step, so that two
+// polynomials' chains overlap. exp_neg8 is exp_neg's steps with FMAs.
 [[gnu::target("avx2,fma")]] inline __m256 exp_neg8(__m256 t) {
   // Clamped on the bits, as exp_neg is: a NaN with its sign bit set stays NaN, any other becomes 87.
   const __m256i tb = _mm256_min_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x42AE0000));
@@ -195,16 +196,6 @@ FLOORLINE_MULTIVERSION void cols_shift_body(const float* row, const float* c, fl
   const __m256i k = _mm256_cvtps_epi32(n);
   return _mm256_mul_ps(
       p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)));
-}
-[[gnu::target("avx2,fma")]] inline float hsum8(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
-[[gnu::target("avx2,fma")]] inline float hmax8(__m256 v) {
-  const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_max_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 // As row_max_body and exp_sum_body, 8 lanes (rows of at least 8; shorter ones go to the bodies).
 [[gnu::target("avx2,fma")]] float row_max_avx2(const float* x, int64_t n) {

@@ -2,6 +2,8 @@
 // wrapper and the kernels' builders, one per family, that the kind table (kinds.cpp) dispatches to.
 #pragma once
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -45,6 +47,18 @@ class Placed {
   T* data_ = nullptr;
   size_t n_ = 0;
 };
+
+// The sum and the maximum of an AVX2 vector's 8 lanes (as a tree: depth 3).
+[[gnu::target("avx2,fma")]] inline float hsum8(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+[[gnu::target("avx2,fma")]] inline float hmax8(__m256 v) {
+  const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_max_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
 
 // The ports of a kernel whose one activation input is `a` (input 0) and whose output is `y`
 // (output 0), its other operands constants it holds (sgemm_packed, matmul_nbits): what a kernel's

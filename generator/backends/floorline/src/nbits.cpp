@@ -95,12 +95,6 @@ constexpr int64_t kKc = 256;  // K per dequantized panel (16 KiB of floats, as s
   w1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8))), scale, offset);
 }
 
-[[gnu::target("avx2,fma")]] inline float hsum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
-}
-
 class NBitsKernel final : public Kernel {
  public:
   NBitsKernel(Problem p, uint64_t seed, bool f32_weights)
@@ -240,7 +234,7 @@ class NBitsKernel final : public Kernel {
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(s + b), _mm256_loadu_ps(sums + b), acc);
       float rest = 0.f;
       for (; b < blocks_; ++b) rest += s[b] * sums[b];
-      return 8.f * (hsum(acc) + rest);
+      return 8.f * (hsum8(acc) + rest);
     }
     const uint8_t* z = zp_.data() + n * zbytes_;
     const __m128i mask = _mm_set1_epi32(0x0f);
@@ -255,7 +249,7 @@ class NBitsKernel final : public Kernel {
     }
     float rest = 0.f;
     for (; b < blocks_; ++b) rest += zero_point(n, b) * s[b] * sums[b];
-    return hsum(acc) + rest;
+    return hsum8(acc) + rest;
   }
 
   // tot[m] += s_b · Σ_{k in block b} a_m[k] · q[k] for row `row` (its packed bytes) and block b.
@@ -308,7 +302,7 @@ class NBitsKernel final : public Kernel {
 #pragma GCC unroll 4
       for (int m = 0; m < M; ++m)
         y_[static_cast<size_t>(m * d_.n + n)] =
-            hsum(_mm256_add_ps(total[0][m], total[1][m])) - zero_offset(n, m) + bias;
+            hsum8(_mm256_add_ps(total[0][m], total[1][m])) - zero_offset(n, m) + bias;
     }
   }
 
