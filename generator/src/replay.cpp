@@ -359,9 +359,12 @@ double estimate_pass(const std::vector<WalkItem>& walk, const std::vector<LayerC
   return us;
 }
 
-std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::vector<LayerChoice>& choices) {
-  int before = 0, n = 0;
-  double best = estimate_pass(walk, choices, before);
+namespace {
+
+// Coordinate descent from the choices' current state; returns the estimate it ends at.
+double descend(const std::vector<WalkItem>& walk, std::vector<LayerChoice>& choices) {
+  int n = 0;
+  double best = estimate_pass(walk, choices, n);
   for (int sweep = 0; sweep < 4; ++sweep) {
     bool changed = false;
     for (auto& c : choices) {
@@ -381,6 +384,46 @@ std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::v
       changed = changed || pick != was;
     }
     if (!changed) break;
+  }
+  return best;
+}
+
+// Whether a case reads or writes any port in the layout `tag` (" aBcd8b ": oneDNN's spelling
+// within a tagged_layout string).
+bool has_layout(const CaseSig& sig, const std::string& tag) {
+  for (const auto* ports : {&sig.in, &sig.out})
+    for (const auto& p : *ports)
+      if (p && p->layout.find(tag) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::vector<LayerChoice>& choices) {
+  int before = 0;
+  (void)estimate_pass(walk, choices, before);
+  // From every layer's best case; then from every layer in one layout family where it has a case
+  // in it (a chain of layers that only move data, ShuffleNet's Concat, channel shuffle and Slice,
+  // is cheaper all blocked or all plain, and no single layer's change is: a descent from the best
+  // cases alone stops there). The lowest estimate wins; the best cases' start on a tie.
+  const std::vector<LayerChoice> start = choices;
+  double best = descend(walk, choices);
+  for (const std::string tag : {" aBcd8b ", " aBcd16b ", " acdb "}) {
+    std::vector<LayerChoice> trial = start;
+    bool any = false;
+    for (auto& c : trial)
+      for (size_t j = 0; j < c.cases.size(); ++j)
+        if (has_layout(*c.sigs[j], tag)) {
+          any = any || j != c.taken;
+          c.taken = j;
+          break;
+        }
+    if (!any) continue;
+    const double t = descend(walk, trial);
+    if (t < best - 1e-6) {
+      best = t;
+      choices = std::move(trial);
+    }
   }
   int after = 0;
   (void)estimate_pass(walk, choices, after);

@@ -129,17 +129,123 @@ TEST(DataKernels, DensenetConcatsRunOnTheBlockedLayoutsToo) {
   }
   EXPECT_EQ(blocked16, 62);  // every one of densenet121's 62 concats
   EXPECT_EQ(blocked8, 62);
+  // Inputs of 12 and 16 channels on aBcd8b: the second input's lanes move by 4 (channels.cpp).
   kernels::CaseSpec odd;
   odd.problem.kind = LayerKind::kConcat;
   odd.problem.op = "Concat";
   odd.problem.key = "Concat|odd";
-  odd.problem.inputs = {{"x0", {1, 12, 4, 4}}, {"x1", {1, 16, 4, 4}}};
-  odd.problem.outputs = {{"y", {1, 28, 4, 4}}};
+  odd.problem.inputs = {{"x0", {2, 12, 4, 3}}, {"x1", {2, 17, 4, 3}}};
+  odd.problem.outputs = {{"y", {2, 29, 4, 3}}};
   odd.problem.ints["axis"] = {1};
   odd.variant.backend = "floorline";
   odd.variant.dtype = DType::kF32;
-  odd.variant.algorithm = "concat@blocked8c";
-  auto k = kernels::make_floorline_kernel(odd);
+  for (const int block : {8, 16}) {
+    odd.variant.algorithm = fmt::format("concat@blocked{}c", block);
+    auto k = kernels::make_floorline_kernel(odd);
+    ASSERT_TRUE(k.ok()) << k.error().message;
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << odd.variant.algorithm << ": " << (v.ok() ? "" : v.error().message);
+    const auto out = (*k)->port(true, 0);
+    ASSERT_TRUE(out.has_value());
+    EXPECT_EQ(out->layout, kernels::blocked_channels_layout(block, {2, 29, 4, 3}));
+    EXPECT_EQ(out->bytes, 2 * 32 * 4 * 3 * 4);  // 29 channels padded to 32 in both block sizes
+  }
+}
+
+// ShuffleNet's channel movements (channels.cpp): its Concats (58 + 58 and 116 + 116 channels: no
+// multiple of 8 or 16), channel shuffles (Transpose of [1, 2, K, H, W] by 0,2,1,3,4) and channel
+// Slices, each planned plain and on both blocked layouts, verify against the reference, and their
+// ports are the layouts of the 4-D tensors around them: the shuffle's are named by the 4-D dims
+// around its Reshapes (the replay carries a layout through a view), padded to whole blocks.
+TEST(DataKernels, ShuffleNetsConcatShuffleAndSlicesRunPlainAndOnTheBlockedLayouts) {
+  const auto models = zoo_layers("shufflenet_v2_x1_0", {"Concat", "Transpose", "Slice"});
+  const Plan plan = make_plan(models, {find_backend("floorline")}, PlanOptions{});
+  std::map<std::string, int> seen;  // algorithm → verified cases
+  auto padded_bytes = [](const std::vector<int64_t>& s, int block) {
+    return s[0] * ((s[1] + block - 1) / block) * block * s[2] * s[3] * 4;
+  };
+  for (const auto& c : plan.cases) {
+    if (c.status || c.spec.variant.backend != "floorline") continue;
+    const auto& p = c.spec.problem;
+    auto k = kernels::make_floorline_kernel(c.spec);
+    ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+    if (!v.ok()) continue;
+    (*k)->run();
+    ++seen[c.spec.variant.algorithm];
+    const auto at = c.spec.variant.algorithm.find("@blocked");
+    if (at == std::string::npos) continue;
+    const int block = std::stoi(c.spec.variant.algorithm.substr(at + 8));
+    // The 4-D tensors the case reads and writes (a shuffle's: [N, G·K, H, W] both).
+    auto four_d = [&](const std::vector<int64_t>& s) {
+      return s.size() == 5 ? std::vector<int64_t>{s[0], s[1] * s[2], s[3], s[4]} : s;
+    };
+    const auto in = (*k)->port(false, 0), out = (*k)->port(true, 0);
+    ASSERT_TRUE(in && out);
+    EXPECT_EQ(in->layout, kernels::blocked_channels_layout(block, four_d(p.inputs[0].shape))) << c.spec.name;
+    EXPECT_EQ(out->layout, kernels::blocked_channels_layout(block, four_d(p.outputs[0].shape)))
+        << c.spec.name;
+    EXPECT_EQ(out->bytes, padded_bytes(four_d(p.outputs[0].shape), block)) << c.spec.name;
+  }
+  // 3 concats, 3 shuffles and 6 slices in shufflenet_v2_x1_0 (batch 1), each in three layouts.
+  for (const char* name : {"concat", "channel_shuffle", "slice"})
+    for (const std::string suffix : {"", "@blocked8c", "@blocked16c"}) {
+      const std::string algorithm = name + suffix;
+      EXPECT_EQ(seen[algorithm], std::string(name) == "slice" ? 6 : 3) << algorithm;
+    }
+}
+
+// Hand-made channel movements: a Split into 3, 10 and 4 channels of two images; a Slice of
+// channels 13 to 33 that names another axis too, taken whole; a shuffle of 3 groups of 5; and what
+// is no movement of whole channels (a Transpose of other axes, a Slice with a step) has no kernel.
+TEST(DataKernels, SplitSliceAndShuffleOfOddChannelCountsVerifyInEveryLayout) {
+  auto spec = [](LayerKind kind, const char* op, std::vector<kernels::Operand> in,
+                 std::vector<kernels::Operand> out) {
+    kernels::CaseSpec c;
+    c.problem.kind = kind;
+    c.problem.op = op;
+    c.problem.key = std::string(op) + "|hand-made";
+    c.problem.inputs = std::move(in);
+    c.problem.outputs = std::move(out);
+    c.variant.backend = "floorline";
+    c.variant.dtype = DType::kF32;
+    return c;
+  };
+  auto split = spec(LayerKind::kSplit, "Split", {{"x", {2, 17, 3, 5}}},
+                    {{"y0", {2, 3, 3, 5}}, {"y1", {2, 10, 3, 5}}, {"y2", {2, 4, 3, 5}}});
+  split.problem.ints["axis"] = {1};
+  auto slice = spec(LayerKind::kSlice, "Slice", {{"x", {1, 40, 6, 6}}}, {{"y", {1, 21, 6, 6}}});
+  slice.problem.ints["starts"] = {13, 0};
+  slice.problem.ints["axes"] = {1, 2};
+  slice.problem.ints["steps"] = {1, 1};
+  auto shuffle = spec(LayerKind::kTranspose, "Transpose", {{"x", {2, 3, 5, 4, 4}}}, {{"y", {2, 5, 3, 4, 4}}});
+  shuffle.problem.ints["perm"] = {0, 2, 1, 3, 4};
+  const std::map<std::string, kernels::CaseSpec> cases = {
+      {"split", split}, {"slice", slice}, {"channel_shuffle", shuffle}};
+  for (const auto& [name, base] : cases) {
+    EXPECT_EQ(kernels::floorline_kernel_name(base.problem), name);
+    for (const std::string suffix : {"", "@blocked8c", "@blocked16c"}) {
+      kernels::CaseSpec c = base;
+      c.variant.algorithm = name + suffix;
+      auto k = kernels::make_floorline_kernel(c);
+      ASSERT_TRUE(k.ok()) << c.variant.algorithm << ": " << k.error().message;
+      const Status v = (*k)->verify();
+      EXPECT_TRUE(v.ok()) << c.variant.algorithm << ": " << (v.ok() ? "" : v.error().message);
+      EXPECT_EQ((*k)->port(true, base.problem.outputs.size() - 1).has_value(), true);
+      EXPECT_FALSE((*k)->port(true, base.problem.outputs.size()).has_value());
+    }
+  }
+  // Not whole channels: no floorline kernel (its candidate is planned unsupported).
+  auto other = spec(LayerKind::kTranspose, "Transpose", {{"x", {2, 3, 5, 4, 4}}}, {{"y", {2, 3, 5, 4, 4}}});
+  other.problem.ints["perm"] = {0, 1, 2, 4, 3};
+  EXPECT_EQ(kernels::floorline_kernel_name(other.problem), "");
+  auto stepped = slice;
+  stepped.problem.ints["steps"] = {2, 1};
+  stepped.problem.outputs = {{"y", {1, 11, 6, 6}}};
+  EXPECT_EQ(kernels::floorline_kernel_name(stepped.problem), "");
+  stepped.variant.algorithm = "slice";
+  auto k = kernels::make_floorline_kernel(stepped);
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.error().code, Disposition::kUnsupported) << k.error().message;
 }

@@ -826,6 +826,84 @@ TEST(LayoutChoice, AProducerTakesTheCaseItsConsumerReadsWhereThatCostsLessThanTh
   EXPECT_EQ(choices[0].taken, 0u);
 }
 
+// ShuffleNet's shuffle unit, its sizes scaled: Concat → Reshape → channel shuffle → Reshape →
+// Slice → Conv (1x1), the Reshapes views.
+constexpr const char* kShuffleUnit = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+shuffle (float[1,32,28,28] a, float[1,32,28,28] b, float[16,32,1,1] w) => (float y)
+{
+  s5 = Constant <value = int64[5] {1, 2, 32, 28, 28}> ()
+  s4 = Constant <value = int64[4] {1, 64, 28, 28}> ()
+  st = Constant <value = int64[1] {32}> ()
+  en = Constant <value = int64[1] {64}> ()
+  ax = Constant <value = int64[1] {1}> ()
+  c = Concat <axis = 1> (a, b)
+  r = Reshape (c, s5)
+  t = Transpose <perm = [0, 2, 1, 3, 4]> (r)
+  u = Reshape (t, s4)
+  s = Slice (u, st, en, ax)
+  y = Conv (s, w)
+}
+)onnx";
+
+// The layout-aware choice on a chain that is cheaper all blocked, where no one layer's change is
+// (each would add a conversion of the 200,704-byte shuffled tensor, 20.1 µs): from the best cases
+// (all plain, one conversion of the 100,352-byte slice for the Conv, 10.0 µs) the descent alone
+// stays; its start from the aBcd8b family finds 64 µs against 66. With the blocked shuffle 10 µs
+// slower, plain wins again.
+TEST(LayoutChoice, AChainOfDataMovesGoesBlockedTogetherWhereThatIsCheaper) {
+  using namespace layout_choice;
+  auto models = mp::process_model_text(kShuffleUnit, "shuffle.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const mp::ModelIR& model = models->front();
+  const int64_t whole = 64 * 28 * 28 * 4, half = whole / 2;
+  const PortSig plain_whole{"plain", whole}, plain_half{"plain", half};
+  const PortSig blocked_whole{"f32 aBcd8b 1x64x28x28", whole}, blocked_half{"f32 aBcd8b 1x32x28x28", half};
+  const PortSig blocked_a{"f32 aBcd8b 1x32x28x28", half};
+  const CaseSig concat_plain{{plain_half, plain_half}, {plain_whole}};
+  const CaseSig concat_blocked{{blocked_a, blocked_a}, {blocked_whole}};
+  const CaseSig move_plain{{plain_whole}, {plain_whole}}, move_blocked{{blocked_whole}, {blocked_whole}};
+  const CaseSig slice_plain{{plain_whole}, {plain_half}}, slice_blocked{{blocked_whole}, {blocked_half}};
+  const CaseSig conv{{blocked_half, std::nullopt}, {PortSig{"f32 aBcd8b 1x16x28x28", 16 * 28 * 28 * 4}}};
+  ChosenCase concat_best{{}, 6, 1}, concat_alt{{}, 9, 1}, shuffle_best{{}, 6, 1}, shuffle_alt{{}, 10, 1};
+  ChosenCase slice_best{{}, 4, 1}, slice_alt{{}, 5, 1}, conv_case{{}, 40, 1};
+  std::vector<WalkItem> walk;
+  std::vector<LayerChoice> choices;
+  for (const auto& l : model.layers) {
+    if (l.cost == mp::CostClass::kView) {
+      walk.push_back({&l, -1});
+      continue;
+    }
+    if (!l.cost_bearing()) continue;
+    LayerChoice c;
+    if (l.op_type == "Concat") c = {{&concat_best, &concat_alt}, {&concat_plain, &concat_blocked}, 0};
+    if (l.op_type == "Transpose") c = {{&shuffle_best, &shuffle_alt}, {&move_plain, &move_blocked}, 0};
+    if (l.op_type == "Slice") c = {{&slice_best, &slice_alt}, {&slice_plain, &slice_blocked}, 0};
+    if (l.op_type == "Conv") c = {{&conv_case}, {&conv}, 0};
+    ASSERT_FALSE(c.cases.empty()) << l.op_type;
+    walk.push_back({&l, static_cast<int>(choices.size())});
+    choices.push_back(c);
+  }
+  ASSERT_EQ(choices.size(), 4u);
+  int n = -1;
+  const double slice_conversion = static_cast<double>(half) / kConversionBytesPerUs;
+  EXPECT_DOUBLE_EQ(estimate_pass(walk, choices, n), 6 + 6 + 4 + 40 + slice_conversion);
+  EXPECT_EQ(n, 1);
+  for (size_t k = 0; k < 3; ++k) {  // one layer blocked alone: dearer than the start
+    choices[k].taken = 1;
+    EXPECT_GT(estimate_pass(walk, choices, n), 6 + 6 + 4 + 40 + slice_conversion) << k;
+    choices[k].taken = 0;
+  }
+  EXPECT_EQ(choose_for_layouts(walk, choices), std::make_pair(1, 0));
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(choices[k].taken, 1u) << k;
+  EXPECT_DOUBLE_EQ(estimate_pass(walk, choices, n), 9 + 10 + 5 + 40);
+
+  shuffle_alt.us = 20;  // all blocked 74 µs: the start's 66 stays
+  for (auto& c : choices) c.taken = 0;
+  EXPECT_EQ(choose_for_layouts(walk, choices), std::make_pair(1, 1));
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(choices[k].taken, 0u) << k;
+}
+
 TEST(LayoutChoice, AnElementWiseLayerConvertsItsOtherInputsToTheLayoutItKeeps) {
   using namespace layout_choice;
   constexpr const char* kAdd = R"onnx(

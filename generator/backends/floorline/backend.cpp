@@ -25,11 +25,11 @@ class FloorlineBackend final : public Backend {
   kernels::KindSupport support(LayerKind kind) const override { return kernels::floorline_support(kind); }
   // One candidate: the kernel floorline_kernel_name() names, where it builds for these shapes and
   // this data type (unsupported, with the kernel's reason, where it does not). A 4-D Concat along
-  // the channels, every input's a multiple of 16 (of 8), has a second (third) one on oneDNN's
-  // blocked layout, concat@blocked16c (concat@blocked8c): the same copies, where a oneDNN-aware
-  // runtime keeps the convolutions' blocked outputs (DenseNet's, whose 32-channel growth would
-  // otherwise convert every input); each its own group, so each is timed whatever the cap. A 4-D
-  // GlobalAveragePool and a MatMulNBits have more too (below).
+  // the channels has a second (third) one on oneDNN's blocked layout, concat@blocked16c (concat@blocked8c):
+  // the same copies where every input's channels are a multiple of the block, lanes moved where not
+  // (channels.cpp), where a oneDNN-aware runtime keeps the convolutions' blocked outputs (DenseNet's, whose
+  // 32-channel growth would otherwise convert every input; ShuffleNet's 58 and 116); each its own group, so
+  // each is timed whatever the cap. A 4-D GlobalAveragePool and a MatMulNBits have more too (below).
   std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
     const std::string name = kernels::floorline_kernel_name(base.problem);
     std::vector<std::string> algorithms = {name.empty() ? "none" : name};
@@ -37,12 +37,13 @@ class FloorlineBackend final : public Backend {
     if (name == "concat" && !p.outputs.empty() && p.outputs[0].shape.size() == 4) {
       const int64_t axis = p.int_attr("axis");
       if (axis == 1 || axis == -3)
-        for (const int block : {16, 8})
-          if (std::all_of(p.inputs.begin(), p.inputs.end(), [&](const kernels::Operand& in) {
-                return in.shape.size() == 4 && in.shape[1] % block == 0;
-              }))
-            algorithms.push_back(fmt::format("concat@blocked{}c", block));
+        for (const int block : {16, 8}) algorithms.push_back(fmt::format("concat@blocked{}c", block));
     }
+    // Slice, Split and the channel shuffle (a Transpose) of whole channels: on the blocked layouts
+    // too (channels.cpp), where a oneDNN-aware runtime keeps ShuffleNet's blocked convolution outputs
+    // through the shuffle and the split after it.
+    if (name == "slice" || name == "split" || name == "channel_shuffle")
+      for (const int block : {16, 8}) algorithms.push_back(fmt::format("{}@blocked{}c", name, block));
     // GlobalAveragePool of a 4-D input: on the blocked layouts too (blocked.cpp), where a oneDNN-aware
     // runtime pools a convolution's blocked output in place (an SE block's squeeze).
     if (name == "global_average_pool" && !p.inputs.empty() && p.inputs[0].shape.size() == 4)

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -93,6 +94,26 @@ std::unique_ptr<Kernel> make_pool_kernel(const Problem& p, uint64_t seed, int bl
 // Add, Sub, Mul, Div on oneDNN's blocked layout aBcd<block>b, block 8 or 16 (blocked.cpp,
 // binary@blocked<block>c): each input the output's shape (blocked) or per channel (plain).
 std::unique_ptr<Kernel> make_blocked_binary_kernel(const Problem& p, uint64_t seed, int block);
+// A layer that only moves whole channels of 4-D tensors (channels.cpp): its inputs' and outputs'
+// [N, C, H, W] dims (a channel shuffle's 5-D tensors as the 4-D ones around its Reshapes) and, per
+// output and output channel, the input and the channel it is a copy of.
+struct ChannelMove {
+  struct From {
+    size_t input = 0;
+    int64_t channel = 0;
+  };
+  std::vector<Shape> in, out;
+  std::vector<std::vector<From>> from;
+};
+// The channel movement `p` is: a Concat or a Split along the channels, a Slice of a run of channels
+// (step 1), a channel shuffle (Transpose of [N, G, K, H, W] by perm (0, 2, 1, 3, 4)); nullopt for
+// any other layer.
+std::optional<ChannelMove> channel_move(const Problem& p);
+// Its kernel (channels.cpp), `block` 0 on the plain layout, 8 or 16 on oneDNN's blocked layout
+// aBcd<block>b, every input and output (slice@blocked<B>c, split@..., channel_shuffle@...,
+// concat@blocked<B>c); unsupported where `p` is no channel movement.
+std::unique_ptr<Kernel> make_channel_kernel(const Problem& p, const std::string& name, uint64_t seed,
+                                            int block);
 // Gemm and MatMul over a B packed once: sgemm_packed (gemm.cpp).
 std::unique_ptr<Kernel> make_gemm_kernel(const Problem& p, uint64_t seed);
 // The product sgemm_packed runs for `p`, or a KernelError (unsupported, with why) where it runs

@@ -12,7 +12,7 @@ using namespace floorline_detail;
 
 namespace {
 
-enum class Family { kNone, kDetection, kData, kPool, kSampling, kGemm, kNBits, kConv };
+enum class Family { kNone, kDetection, kData, kChannels, kPool, kSampling, kGemm, kNBits, kConv };
 
 struct KindMapping {
   std::string_view kernel;  // the kernel's name, the cases' algorithm; empty: not mapped
@@ -70,6 +70,17 @@ KindMapping kind_mapping(LayerKind k) {
       return {"reduce", Family::kData, "over one run of adjacent axes (outer × reduced × inner)"};
     case K::kExpand:
       return {"expand", Family::kData, "a broadcast copy: rows of contiguous elements"};
+    case K::kSlice:
+      return {
+          "slice", Family::kChannels,
+          "a run of channels of a 4-D tensor (step 1), plain and on oneDNN's blocked layouts (channels.cpp)"};
+    case K::kSplit:
+      return {"split", Family::kChannels,
+              "along the channels of a 4-D tensor, plain and on oneDNN's blocked layouts (channels.cpp)"};
+    case K::kTranspose:
+      return {"channel_shuffle", Family::kChannels,
+              "the channel shuffle only ([N, G, K, H, W] by perm 0,2,1,3,4), plain and on oneDNN's blocked "
+              "layouts (channels.cpp)"};
     case K::kGlobalAveragePool:
       return {
           "global_average_pool", Family::kPool,
@@ -138,9 +149,6 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kLSTM:
     case K::kGRU:
     case K::kRNN:
-    case K::kSplit:
-    case K::kSlice:
-    case K::kTranspose:
     case K::kPad:
     case K::kGather:
     case K::kScatterND:
@@ -188,6 +196,8 @@ std::string floorline_kernel_name(const Problem& p) {
   if (p.kind == LayerKind::kResize &&
       (p.inputs.empty() || p.outputs.empty() || p.inputs[0].shape != p.outputs[0].shape))
     return "";
+  // Slice, Split, Transpose: only where they move whole channels of 4-D tensors.
+  if (m.family == Family::kChannels && !channel_move(p)) return "";
   return std::string(m.kernel);
 }
 
@@ -208,8 +218,9 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
   int block = 0;
   if (name == "concat" && spec.variant.algorithm == "concat@blocked16c") block = 16;
   if (name == "concat" && spec.variant.algorithm == "concat@blocked8c") block = 8;
-  // GlobalAveragePool and the binaries too: "global_average_pool@blocked8c", "binary@blocked16c"...
-  for (const char* blocked : {"global_average_pool", "binary"})
+  // GlobalAveragePool, the binaries and the channel movements too: "global_average_pool@blocked8c",
+  // "binary@blocked16c", "channel_shuffle@blocked8c"...
+  for (const char* blocked : {"global_average_pool", "binary", "slice", "split", "channel_shuffle"})
     for (const int b : {16, 8})
       if (name == blocked && spec.variant.algorithm == fmt::format("{}@blocked{}c", blocked, b)) block = b;
   const bool f32_weights = name == "matmul_nbits" && spec.variant.algorithm == "matmul_nbits@f32_weights";
@@ -230,7 +241,15 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
             return make_detection_kernel(p, name, seed);
           case Family::kData:
             if (name == "binary" && block > 0) return make_blocked_binary_kernel(p, seed, block);
+            // A blocked Concat whose inputs are not all a multiple of the block: lanes move.
+            if (name == "concat" && block > 0 &&
+                std::any_of(p.inputs.begin(), p.inputs.end(), [&](const Operand& in) {
+                  return in.shape.size() == 4 && in.shape[1] % block != 0;
+                }))
+              return make_channel_kernel(p, name, seed, block);
             return make_data_kernel(p, name, seed, block);
+          case Family::kChannels:
+            return make_channel_kernel(p, name, seed, block);
           case Family::kPool:
             return make_pool_kernel(p, seed, block);
           case Family::kSampling:

@@ -359,8 +359,11 @@ double estimate_pass(const std::vector<WalkItem>& walk, const std::vector<LayerC
                      int& conversions);
 
 // Coordinate descent on estimate_pass: layer by layer, in sweeps until none changes (at most 4),
-// each choice takes the candidate that lowers the estimate most, the others held. Returns the
-// estimate's conversions before and after.
+// each choice takes the candidate that lowers the estimate most, the others held; from the choices
+// as given (every layer's best case), and again from each layout family (aBcd8b, aBcd16b, NHWC)
+// with every layer that has a case in it taking it (a chain of data-movement layers is cheaper all
+// blocked or all plain, and one layer's change alone never is), the lowest estimate kept. Returns
+// the estimate's conversions before and after.
 std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::vector<LayerChoice>& choices);
 
 }  // namespace layout_choice
