@@ -824,15 +824,16 @@ TEST(OwnGemm, BlockingEdgesMatchTheReference) {
 
 // The Winograd convolution (winograd.cpp), F(4x4, 3x3) and F(2x2, 3x3), where AVX2 and FMA run.
 // resnet18's layers at batch 1: every 3x3 convolution with unit strides (64 to 512 channels, 56x56
-// to 7x7) has both, unfused and fused with its Relu, planned beside oneDNN; the unfused verified
-// against the reference, and the fused of the 7x7 map (EdgesMatchTheReference fuses the others'
-// Relu); its strided and 1x1 convolutions and the fused residual Add are unsupported, with why.
+// to 7x7) has both, unfused, fused with its Relu and fused with the basic block's residual Add and
+// Relu, planned beside oneDNN; the unfused verified against the reference, and the fused of the 7x7
+// map (EdgesMatchTheReference fuses the others'); its strided and 1x1 convolutions are unsupported,
+// with why.
 TEST(OwnWinograd, Resnet18ConvolutionsMatchTheReference) {
   if (!packed_gemm_runs())
     GTEST_SKIP() << "the Winograd convolution needs AVX2 and FMA, which this CPU (or the cap) has not";
   const Plan plan = make_plan(zoo_layers("resnet18", {"Conv", "Relu", "Add"}),
                               {find_backend("onednn"), find_backend("floorline")}, PlanOptions{});
-  std::set<std::string> verified, relu_fused, onednn_keys;
+  std::set<std::string> verified, relu_fused, sum_fused, onednn_keys;
   std::map<std::string, int> reasons;
   for (const auto& c : plan.cases) {
     if (c.spec.problem.kind != LayerKind::kConv || c.spec.variant.dtype != DType::kF32) continue;
@@ -843,13 +844,13 @@ TEST(OwnWinograd, Resnet18ConvolutionsMatchTheReference) {
     ASSERT_EQ(c.spec.variant.backend, "floorline") << c.spec.name;
     if (c.status) {
       EXPECT_EQ(*c.status, Disposition::kUnsupported) << c.spec.name;
-      for (const char* why : {"a 3x3 kernel only", "unit strides", "fuses a Relu only"})
+      for (const char* why : {"a 3x3 kernel only", "unit strides", "fuses a Relu, a residual Add or both"})
         if (c.reason.find(why) != std::string::npos) ++reasons[why];
       continue;
     }
     const std::string what = c.spec.variant.algorithm + " " + c.spec.problem.key;
     if (!c.spec.problem.post_ops.empty()) {
-      relu_fused.insert(what);
+      (c.spec.problem.post_ops.front().op == "Add" ? sum_fused : relu_fused).insert(what);
       if (c.spec.problem.key.find("x512x7x7") == std::string::npos) continue;
     }
     auto k = kernels::make_floorline_kernel(c.spec);
@@ -863,28 +864,37 @@ TEST(OwnWinograd, Resnet18ConvolutionsMatchTheReference) {
   // 4 configurations (64x56x56, 128x28x28, 256x14x14, 512x7x7), two algorithms each.
   EXPECT_EQ(verified.size(), 8u) << fmt::format("{}", fmt::join(verified, "\n"));
   EXPECT_EQ(relu_fused.size(), 8u) << fmt::format("{}", fmt::join(relu_fused, "\n"));
+  // Conv + Add + Relu, the second convolution of every basic block: the same 4 configurations.
+  EXPECT_EQ(sum_fused.size(), 8u) << fmt::format("{}", fmt::join(sum_fused, "\n"));
   for (const auto& v : verified) EXPECT_TRUE(onednn_keys.count(v.substr(v.find(' ') + 1))) << v;
   EXPECT_GE(reasons["a 3x3 kernel only"], 3);  // the 7x7 stem, the 1x1 downsamples
   EXPECT_GE(reasons["unit strides"], 3);       // the stride-2 3x3 convolutions
-  EXPECT_GE(reasons["fuses a Relu only"], 1);  // Conv + Add + Relu
+  EXPECT_EQ(reasons["fuses a Relu, a residual Add or both"], 0);
 }
 
 // The edges on hand-made convolutions, at 1 and 3 threads, with a chunk budget small enough for
 // several chunks: channels not a multiple of 8 (the lanes) nor 6 (U's blocks), maps not a multiple
 // of the tile (partial tiles; and a map of whole tiles only, stored 8 tiles at a time), pads 0, 2
-// and asymmetric, no bias, a fused Relu, batch 3.
+// and asymmetric, no bias, a fused Relu, a fused residual Add (with and without the Relu after it:
+// into the output, which holds the summand), batch 3.
 TEST(OwnWinograd, EdgesMatchTheReference) {
   if (!packed_gemm_runs())
     GTEST_SKIP() << "the Winograd convolution needs AVX2 and FMA, which this CPU (or the cap) has not";
   struct Form {
     int64_t n, c, k, h, w;
     std::vector<int64_t> pads;  // top, left, bottom, right
-    bool bias, relu;
+    bool bias, relu, sum = false;
   };
   const std::vector<Form> forms = {
-      {3, 13, 21, 9, 11, {1, 1, 1, 1}, true, false},  {1, 8, 16, 6, 6, {0, 0, 0, 0}, false, false},
-      {2, 5, 7, 10, 7, {2, 0, 1, 2}, true, true},     {1, 40, 30, 3, 3, {2, 2, 2, 2}, true, false},
-      {2, 17, 50, 14, 14, {1, 1, 1, 1}, false, true}, {2, 9, 12, 16, 16, {1, 1, 1, 1}, true, true},
+      {3, 13, 21, 9, 11, {1, 1, 1, 1}, true, false},
+      {1, 8, 16, 6, 6, {0, 0, 0, 0}, false, false},
+      {2, 5, 7, 10, 7, {2, 0, 1, 2}, true, true},
+      {1, 40, 30, 3, 3, {2, 2, 2, 2}, true, false},
+      {2, 17, 50, 14, 14, {1, 1, 1, 1}, false, true},
+      {2, 9, 12, 16, 16, {1, 1, 1, 1}, true, true},
+      {2, 9, 12, 16, 16, {1, 1, 1, 1}, true, true, true},
+      {3, 13, 21, 9, 11, {1, 1, 1, 1}, true, false, true},
+      {1, 16, 8, 13, 16, {1, 1, 1, 1}, false, true, true},
   };
   const int saved = kernels::floorline_threads();
   const int64_t saved_chunk = kernels::winograd_chunk_bytes();
@@ -904,7 +914,8 @@ TEST(OwnWinograd, EdgesMatchTheReference) {
         spec.problem.outputs = {{"y", {f.n, f.k, ho, wo}}};
         spec.problem.ints = {
             {"kernel_shape", {3, 3}}, {"pads", f.pads}, {"strides", {1, 1}}, {"dil", {1, 1}}, {"group", {1}}};
-        if (f.relu) spec.problem.post_ops = {{"Relu"}};
+        if (f.sum) spec.problem.post_ops = {{"Add"}};
+        if (f.relu) spec.problem.post_ops.push_back({"Relu"});
         spec.variant.backend = "floorline";
         spec.variant.algorithm = algorithm;
         spec.variant.dtype = DType::kF32;

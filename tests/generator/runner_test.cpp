@@ -172,6 +172,40 @@ RaceRun race(benchdb::Database& db, const Plan& plan, const std::vector<mp::Mode
   return r;
 }
 
+// Our own kernels grow between commits under one version: a floorline case the plan times, stored
+// unsupported by an older build, is timed again on resume (a vendor's build-time unsupported case
+// is not: StoresEveryCaseAndResumes).
+TEST(Runner, AnOwnKernelStoredUnsupportedIsTriedAgainOnResume) {
+  TempDb tmp;
+  auto models = mp::process_model_text(test::kKindsModel, "kinds.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  PlanOptions po;
+  po.conversions = false;
+  const std::vector<const Backend*> backends = {find_backend("floorline")};
+  const Plan plan = make_plan(*models, backends, po);
+  auto db = benchdb::Database::open(tmp.file());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  RunOptions ro;
+  ro.min_time = 0.0005;
+  ro.warmup_seconds = 0.0005;
+  ro.calibrate = false;
+  auto s = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_GT(s->passed, 0);
+  // One passed case as an older build would have left it.
+  ASSERT_TRUE(
+      db->query("UPDATE measurements SET status = 'unsupported', reason = 'an older build', min_us = NULL, "
+                "median_us = NULL WHERE id = (SELECT min(id) FROM measurements WHERE status = 'passed')")
+          .ok());
+  auto again = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->passed, 1);
+  EXPECT_EQ(
+      scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 0 AND reason = 'an older build'"), 0);
+  EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 0 AND status = 'passed'"),
+            s->passed);
+}
+
 TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {
   TempDb tmp;
   auto models = mp::process_model_text(kOneConv, "one_conv.onnx", {});

@@ -96,9 +96,10 @@ KindMapping kind_mapping(LayerKind k) {
       return {"sgemm_packed", Family::kGemm,
               "B (2-D, a constant) packed once, as a runtime packs weights; AVX2 and FMA (gemm.cpp)"};
     case K::kConv:
-      return {"winograd_f4x4_3x3", Family::kConv,
-              "3x3, unit strides and dilations, one group, 2-D: Winograd F(4x4, 3x3) and F(2x2, 3x3), a Relu "
-              "fused; AVX2 and FMA (winograd.cpp)"};
+      return {
+          "winograd_f4x4_3x3", Family::kConv,
+          "3x3, unit strides and dilations, one group, 2-D: Winograd F(4x4, 3x3) and F(2x2, 3x3), a Relu, "
+          "a residual Add or both fused; AVX2 and FMA (winograd.cpp)"};
     case K::kConvTranspose:
     case K::kBatchNormalization:
     case K::kLayerNormalization:

@@ -26,8 +26,10 @@
 //      their patches' rows transposed in), into V[ξ][panel of 16 tiles][c][16];
 //   2. the α² products, a 6 × 16 AVX2 micro-kernel (U's 6 rows by a panel of V), the threads taking
 //      contiguous ranges of the (ξ, 6 output channels) pairs, into M[ξ][k][tile];
-//   3. the output transform, per output channel and 8 tiles, plus the bias and the fused Relu where
-//      the case is Conv → Relu, 8 whole 4 × 4 tiles stored a row of 4 pixels each at a time.
+//   3. the output transform, per output channel and 8 tiles, plus the bias, the residual where the
+//      case is Conv → Add (a ResNet basic block's sum: added into the output, which holds the
+//      summand, as oneDNN's sum post-op does) and the Relu where it is Conv (→ Add) → Relu, 8 whole
+//      4 × 4 tiles stored a row of 4 pixels each at a time.
 // The threads (OpenMP, the backend's count) share each step; the steps are separated by barriers.
 //
 // Accuracy: the transforms' coefficients (up to 8 in F(4×4)'s Aᵀ, 1/24 in G) amplify f32 rounding;
@@ -193,8 +195,12 @@ ConvDesc winograd_desc(const Problem& p) {
   for (size_t i = 0; i < 2; ++i)
     if (d->pads_begin[i] > 2 || d->pads_end[i] > 2)
       unsupported("Winograd: pads of at most 2 (a 3x3 window with a real pixel)");
-  for (const auto& po : p.post_ops)
-    if (po.op != "Relu") unsupported(fmt::format("Winograd fuses a Relu only, not {}", po.op));
+  // The epilogues: Relu, a residual Add (into the prefilled output), or the Add then a Relu.
+  std::vector<std::string> ops;
+  for (const auto& po : p.post_ops) ops.push_back(po.op);
+  if (!ops.empty() && ops != std::vector<std::string>{"Relu"} && ops != std::vector<std::string>{"Add"} &&
+      ops != std::vector<std::string>{"Add", "Relu"})
+    unsupported(fmt::format("Winograd fuses a Relu, a residual Add or both, not {}", fmt::join(ops, "+")));
   return *d;
 }
 
@@ -214,7 +220,7 @@ class WinogradKernel final : public Kernel {
     w_ = d_.in[1];
     ho_ = d_.out[0];
     wo_ = d_.out[1];
-    relu_ = !p_.post_ops.empty();
+    for (const auto& po : p_.post_ops) (po.op == "Add" ? sum_ : relu_) = true;
     tiles_h_ = (ho_ + M - 1) / M;
     tiles_w_ = (wo_ + M - 1) / M;
     tiles_ = n_ * tiles_h_ * tiles_w_;
@@ -249,6 +255,9 @@ class WinogradKernel final : public Kernel {
     const float half = fill_half_width(p_, 1);
     fill_uniform(wt_.data(), static_cast<int64_t>(wt_.size()), seed_ + 1, -half, 2 * half);
     if (d_.has_bias) fill_uniform(bias_.data(), k_, seed_ + 2);
+    // A residual sum adds into the output, prefilled once with the summand (as oneDNN's sum
+    // post-op's cases are; the replay binds the output to the summand's buffer).
+    if (sum_) fill_uniform(y_.data(), static_cast<int64_t>(y_.size()), seed_ + 3);
     transform_weights();
   }
 
@@ -285,12 +294,17 @@ class WinogradKernel final : public Kernel {
 
   Status verify() override {
     fill_uniform(x_.data(), static_cast<int64_t>(x_.size()), seed_ + 7);
+    std::vector<HostTensor> extras;
+    if (sum_) {  // the summand, in the output it is added into
+      fill_uniform(y_.data(), static_cast<int64_t>(y_.size()), seed_ + 8);
+      extras.push_back({p_.outputs[0].shape, std::vector<float>(y_.begin(), y_.end())});
+    }
     run();
     std::vector<HostTensor> ins;
     ins.push_back({p_.inputs[0].shape, std::vector<float>(x_.begin(), x_.end())});
     ins.push_back({p_.inputs[1].shape, std::vector<float>(wt_.begin(), wt_.end())});
     if (d_.has_bias) ins.push_back({p_.inputs[2].shape, std::vector<float>(bias_.begin(), bias_.end())});
-    FL_ASSIGN_OR_RETURN(auto ref, reference(p_, ins, {}));
+    FL_ASSIGN_OR_RETURN(auto ref, reference(p_, ins, extras));
     if (ref.empty() || ref[0].shape != p_.outputs[0].shape)
       return make_error("the reference's output is not of shape {}", fmt::join(p_.outputs[0].shape, "x"));
     return compare_output(y_.data(), ref[0],
@@ -423,10 +437,11 @@ class WinogradKernel final : public Kernel {
       for (int r = 0; r < M; ++r) Transform<M>::output(&t1[r][0], 1, &o[r][0], 1);                 // rows
       const float bias = d_.has_bias ? bias_[static_cast<size_t>(k)] : 0.f;
       const V8 zero = {};
+      // With a residual sum the Relu comes after it, where the output is read (below).
       for (auto& row : o)
         for (auto& val : row) {
           val += bias;
-          if (relu_) val = val > zero ? val : zero;
+          if (relu_ && !sum_) val = val > zero ? val : zero;
         }
       float* dst[8];
       bool whole = lanes == 8;
@@ -441,7 +456,15 @@ class WinogradKernel final : public Kernel {
           for (int r = 0; r < M; ++r) {
             float* at[8];
             for (int l = 0; l < 8; ++l) at[l] = dst[l] + r * wo_;
-            const __m256 q[4] = {__m256(o[r][0]), __m256(o[r][1]), __m256(o[r][2]), __m256(o[r][3])};
+            __m256 q[4] = {__m256(o[r][0]), __m256(o[r][1]), __m256(o[r][2]), __m256(o[r][3])};
+            if (sum_) {  // the summand's row of 4 pixels of each of the 8 tiles, transposed in
+              __m256 prev[4];
+              transpose_8x4(at, prev);
+              for (int s = 0; s < 4; ++s) {
+                q[s] = _mm256_add_ps(q[s], prev[s]);
+                if (relu_) q[s] = _mm256_max_ps(q[s], _mm256_setzero_ps());
+              }
+            }
             store_4x8(q, at);
           }
           continue;
@@ -452,7 +475,15 @@ class WinogradKernel final : public Kernel {
       for (int64_t l = 0; l < lanes; ++l) {
         const TileOut& to = tile_out_[t0 + 8 * g + l];
         for (int r = 0; r < to.rows; ++r)
-          for (int s = 0; s < to.cols; ++s) dst[l][r * wo_ + s] = res[r][s][l];
+          for (int s = 0; s < to.cols; ++s) {
+            float& out = dst[l][r * wo_ + s];
+            if (!sum_) {
+              out = res[r][s][l];
+              continue;
+            }
+            const float v = out + res[r][s][l];
+            out = relu_ && !(v > 0.f) ? 0.f : v;
+          }
       }
     }
   }
@@ -462,7 +493,7 @@ class WinogradKernel final : public Kernel {
   ConvDesc d_;
   int64_t n_ = 0, c_ = 0, k_ = 0, h_ = 0, w_ = 0, ho_ = 0, wo_ = 0, hp_ = 0, wp_ = 0;
   int64_t tiles_h_ = 0, tiles_w_ = 0, tiles_ = 0, chunk_ = 0, chunk_panels_ = 0, k_pad_ = 0;
-  bool relu_ = false;
+  bool relu_ = false, sum_ = false;   // the fused Relu; the residual sum into the output (before it)
   std::vector<int64_t> tile_offset_;  // each tile's patch in the padded input, channel 0
   struct TileOut {
     int64_t offset;  // the tile's first pixel in y, output channel 0
