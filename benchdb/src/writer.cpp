@@ -70,11 +70,10 @@ Status MeasurementWriter::flush() {
   if (pending_.empty()) return {};
   Impl& d = db_.impl();
   // Supersede the current measurement unless it is final and this is not a forced re-measurement
-  // (keep_lower: nor a passed one at least as low as the new row's ?4). A passed row (?5) supersedes
-  // an unsupported one: the kernel ran (the runner tries our own kernels stored unsupported again).
+  // (keep_lower: nor a passed one at least as low as the new row's ?4).
   static const std::string supersede =
       "UPDATE measurements SET superseded = 1 WHERE system_id = ?1 AND case_id = ?2 AND superseded = 0 "
-      "AND (?3 OR status NOT IN ('passed', 'unsupported') OR (status = 'unsupported' AND ?5 = 'passed')) "
+      "AND (?3 OR status NOT IN ('passed', 'unsupported')) "
       "AND (?4 IS NULL OR status <> 'passed' OR coalesce(min_us, median_us) IS NULL "
       "OR coalesce(min_us, median_us) > ?4) RETURNING status";
   static const std::string insert = insert_sql(measurements_table(), "ON CONFLICT DO NOTHING");
@@ -111,7 +110,6 @@ Status MeasurementWriter::flush() {
         FL_TRY(up->bind(1, row.system_id));
         FL_TRY(up->bind(2, row.case_id));
         FL_TRY(up->bind(3, int64_t{options_.force ? 1 : 0}));
-        FL_TRY(up->bind(5, std::string_view(disposition_name(row.status))));
         // keep_lower: the new row's time; a row without one (failed, skipped) is above every time,
         // so that it never replaces a passed measurement.
         if (options_.keep_lower) {

@@ -355,14 +355,20 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     for (const auto& c : plan.cases) {
       if (c.spec.variant.backend != backend->name()) continue;
       const int64_t case_id = options.dry_run ? 0 : case_ids.at(c.spec.name);
-      // One of our own kernels that the plan now times, stored unsupported, is tried again: our
-      // kernels grow between commits under one version (the Winograd convolution's residual sum),
-      // where a vendor library's cases are fixed by its version (and some of theirs are unsupported
-      // only when built, every run: oneDNN's split convolution at one thread).
+      // A case of the floorline backend that the plan now times, stored unsupported, is tried
+      // again, its stored row superseded first (whatever the new one is: passed, raced out,
+      // failed): our kernels grow between commits under one version (the Winograd convolution's
+      // residual sum), where a vendor library's cases are fixed by its version (and some of theirs
+      // are unsupported only when built, every run: oneDNN's split convolution at one thread).
       const auto stored = outcomes.find(case_id);
-      const bool outgrown = !c.status && is_own_kernel(c.spec.variant) && stored != outcomes.end() &&
-                            stored->second.first == "unsupported";
-      if (settled.count(case_id) && !outgrown) {
+      if (!c.status && c.spec.variant.backend == kOwnBackend && stored != outcomes.end() &&
+          stored->second.first == "unsupported" && settled.erase(case_id) > 0 && !options.dry_run)
+        if (auto q = db.query("UPDATE measurements SET superseded = 1 WHERE system_id = ?1 AND case_id = ?2 "
+                              "AND superseded = 0 AND status = 'unsupported'",
+                              {system_id, case_id});
+            !q.ok())
+          return q.error();
+      if (settled.count(case_id)) {
         ++sum.already_measured;
         if (!c.status) ++cases_done;
         continue;

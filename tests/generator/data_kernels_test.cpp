@@ -221,8 +221,13 @@ TEST(DataKernels, SplitSliceAndShuffleOfOddChannelCountsVerifyInEveryLayout) {
   slice.problem.ints["steps"] = {1, 1};
   auto shuffle = spec(LayerKind::kTranspose, "Transpose", {{"x", {2, 3, 5, 4, 4}}}, {{"y", {2, 5, 3, 4, 4}}});
   shuffle.problem.ints["perm"] = {0, 2, 1, 3, 4};
-  const std::map<std::string, kernels::CaseSpec> cases = {
-      {"split", split}, {"slice", slice}, {"channel_shuffle", shuffle}};
+  // 2 groups of 13 at batch 2: the pairs of lane groups that interleave two runs (the second run
+  // across two input lane groups), and a last group of 2 real lanes, in each image.
+  auto shuffle2 =
+      spec(LayerKind::kTranspose, "Transpose", {{"x", {2, 2, 13, 4, 5}}}, {{"y", {2, 13, 2, 4, 5}}});
+  shuffle2.problem.ints["perm"] = {0, 2, 1, 3, 4};
+  const std::vector<std::pair<std::string, kernels::CaseSpec>> cases = {
+      {"split", split}, {"slice", slice}, {"channel_shuffle", shuffle}, {"channel_shuffle", shuffle2}};
   for (const auto& [name, base] : cases) {
     EXPECT_EQ(kernels::floorline_kernel_name(base.problem), name);
     for (const std::string suffix : {"", "@blocked8c", "@blocked16c"}) {
@@ -895,6 +900,7 @@ TEST(OwnWinograd, EdgesMatchTheReference) {
       {2, 9, 12, 16, 16, {1, 1, 1, 1}, true, true, true},
       {3, 13, 21, 9, 11, {1, 1, 1, 1}, true, false, true},
       {1, 16, 8, 13, 16, {1, 1, 1, 1}, false, true, true},
+      {2, 9, 12, 16, 16, {1, 1, 1, 1}, false, false, true},
   };
   const int saved = kernels::floorline_threads();
   const int64_t saved_chunk = kernels::winograd_chunk_bytes();

@@ -173,8 +173,8 @@ RaceRun race(benchdb::Database& db, const Plan& plan, const std::vector<mp::Mode
 }
 
 // Our own kernels grow between commits under one version: a floorline case the plan times, stored
-// unsupported by an older build, is timed again on resume (a vendor's build-time unsupported case
-// is not: StoresEveryCaseAndResumes).
+// unsupported by an older build, is timed again on resume, its old row superseded (a vendor's
+// build-time unsupported case is not: StoresEveryCaseAndResumes); a third run finds it settled.
 TEST(Runner, AnOwnKernelStoredUnsupportedIsTriedAgainOnResume) {
   TempDb tmp;
   auto models = mp::process_model_text(test::kKindsModel, "kinds.onnx", {});
@@ -204,6 +204,11 @@ TEST(Runner, AnOwnKernelStoredUnsupportedIsTriedAgainOnResume) {
       scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 0 AND reason = 'an older build'"), 0);
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 0 AND status = 'passed'"),
             s->passed);
+  EXPECT_EQ(
+      scalar(*db, "SELECT count(*) FROM measurements WHERE superseded = 1 AND reason = 'an older build'"), 1);
+  auto third = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(third.ok()) << third.error().message;
+  EXPECT_EQ(third->passed, 0);
 }
 
 TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {

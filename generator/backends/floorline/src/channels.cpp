@@ -64,9 +64,9 @@ struct LaneGroup {
   std::vector<LaneSource> sources;  // at most 8, one per lane
   bool whole = false;               // one source, all 8 lanes in order: a copy
   // The first of a pair of groups whose 16 channels interleave two runs of 8 consecutive input
-  // channels, a₀ b₀ a₁ b₁ … (a channel shuffle of 2 groups): each run's sources (at most 2: 8
-  // consecutive channels span two input lane groups), gathered into one vector per pixel and
-  // interleaved into both groups (interleave_pair_body). Empty where the pair is not one.
+  // channels, a₀ b₀ a₁ b₁ … (a channel shuffle of 2 groups): each run's sources (run a one input
+  // lane group, run b one or two: 8 consecutive channels span two), gathered into one vector per
+  // pixel and interleaved into both groups (interleave_pair_body). Empty where the pair is not one.
   std::vector<LaneSource> run_a, run_b;
 };
 
@@ -204,7 +204,8 @@ std::optional<ChannelMove> channel_move(const Problem& p) {
       const Shape& y = p.outputs[0].shape;
       if (!four_d(x) || !four_d(y) || !same_off_channels(x, y)) return std::nullopt;
       const auto starts = p.ints_attr("starts"), axes = p.ints_attr("axes"), steps = p.ints_attr("steps");
-      if (starts.size() != axes.size() || (!steps.empty() && steps.size() != axes.size()))
+      // (No starts: run-time ones, which the key does not hold.)
+      if (starts.empty() || starts.size() != axes.size() || (!steps.empty() && steps.size() != axes.size()))
         return std::nullopt;
       int64_t start = 0;
       for (size_t k = 0; k < axes.size(); ++k) {
@@ -237,7 +238,7 @@ std::optional<ChannelMove> channel_move(const Problem& p) {
         for (int64_t c = 0; c < o.shape[1]; ++c) m.from.back().push_back({0, at + c});
         at += o.shape[1];
       }
-      if (at > x[1]) return std::nullopt;
+      if (at != x[1]) return std::nullopt;
       return m;
     }
     case LayerKind::kTranspose: {
@@ -326,15 +327,10 @@ class ChannelKernel final : public Kernel {
               take[s++] = ls.take;
             }
           float* dst1 = out_[next.output].data() + next.offset + at;
-          const size_t sa = g.run_a.size(), sb = g.run_b.size();
-          if (sa == 1 && sb == 1)
+          if (g.run_b.size() == 1)
             ByTarget<interleave_pair_body<1, 1>>::call(src, lane, take, t.pixels, block_, dst, dst1);
-          else if (sa == 1)
-            ByTarget<interleave_pair_body<1, 2>>::call(src, lane, take, t.pixels, block_, dst, dst1);
-          else if (sb == 1)
-            ByTarget<interleave_pair_body<2, 1>>::call(src, lane, take, t.pixels, block_, dst, dst1);
           else
-            ByTarget<interleave_pair_body<2, 2>>::call(src, lane, take, t.pixels, block_, dst, dst1);
+            ByTarget<interleave_pair_body<1, 2>>::call(src, lane, take, t.pixels, block_, dst, dst1);
           ++k;  // the pair's second group is written
           continue;
         }
@@ -496,8 +492,12 @@ class ChannelKernel final : public Kernel {
                    b[i].channel == b[0].channel + i;
           }
           if (!runs) continue;
+          // Run a is one input lane group in the shuffle of 2 groups (it starts at channel 8·(q/2));
+          // a pair whose a-run spans two takes the general path.
+          auto run_a = lane_sources(n, a);
+          if (run_a.size() != 1) continue;
           LaneGroup& g = groups_[first + static_cast<size_t>(q)];
-          g.run_a = lane_sources(n, a);
+          g.run_a = std::move(run_a);
           g.run_b = lane_sources(n, b);
         }
         // Tiles of kTilePixels pixels over two groups of the image (a 16-lane block; two 8-lane
