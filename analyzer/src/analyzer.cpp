@@ -36,12 +36,14 @@ int64_t integer(const benchdb::SqlValue& v) {
 }
 
 bool fewer_multiplies(const std::string& algorithm) {
-  // Winograd and FFT convolutions do fewer multiplications than the direct count: their FLOP/s
-  // against that count is not a rate the hardware reached.
+  // Winograd and FFT convolutions, and Floorline's sum over a convolution's valid taps, do fewer
+  // multiplications than the direct count: their FLOP/s against that count is not a rate the
+  // hardware reached.
   std::string a = algorithm;
   std::transform(a.begin(), a.end(), a.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  return a.find("winograd") != std::string::npos || a.find("fft") != std::string::npos;
+  return a.find("winograd") != std::string::npos || a.find("fft") != std::string::npos ||
+         a.find("valid_taps") != std::string::npos;
 }
 
 }  // namespace

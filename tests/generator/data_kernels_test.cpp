@@ -877,6 +877,67 @@ TEST(OwnWinograd, Resnet18ConvolutionsMatchTheReference) {
   EXPECT_EQ(reasons["fuses a Relu, a residual Add or both"], 0);
 }
 
+// conv_valid_taps (taps.cpp): DeepLabV3's ASPP convolutions (3 × 3 dilated by 12, 24 and 36 on a
+// 33 × 33 map padded as much) are planned with it, unfused and with their Relu, and build (one
+// verified); its
+// other convolutions read the image with every tap for most outputs and are not planned with it. A
+// hand-made one at 1 and 3 threads: two images, channel counts off the micro-kernel's 6 and the
+// panels' 16, regions narrower than a panel (panels across rows, gathered) and a tap that reads
+// nothing.
+TEST(OwnValidTaps, DeeplabAsppAndHandMadeDilatedConvolutionsMatchTheReference) {
+  if (!packed_gemm_runs())
+    GTEST_SKIP() << "conv_valid_taps needs AVX2 and FMA, which this CPU (or the cap) has not";
+  const Plan plan = make_plan(zoo_layers("deeplabv3_mobilenet_v3_large", {"Conv", "Relu"}),
+                              {find_backend("floorline")}, PlanOptions{});
+  std::set<std::string> dilations;
+  int planned = 0;
+  for (const auto& c : plan.cases) {
+    if (c.spec.variant.algorithm != "conv_valid_taps") continue;
+    ++planned;
+    ASSERT_FALSE(c.status) << c.spec.name << ": " << c.reason;
+    dilations.insert(fmt::format("{}", fmt::join(c.spec.problem.ints.at("dil"), ",")));
+    auto k = kernels::make_floorline_kernel(c.spec);
+    ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+    EXPECT_EQ((*k)->implementation(), "floorline conv_valid_taps");
+    // One verified (the reference's 1x960x33x33 dilated convolution takes 8 s): dilation 24 with
+    // its Relu, whose taps' regions are rows 24 to 32 or 0 to 8, whole or 9 pixels wide.
+    if (c.spec.problem.key.find("dil=24") == std::string::npos || c.spec.problem.post_ops.empty()) continue;
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+  }
+  EXPECT_EQ(planned, 6);  // three configurations, unfused and with the Relu
+  EXPECT_EQ(dilations, (std::set<std::string>{"12,12", "24,24", "36,36"}));
+
+  kernels::CaseSpec spec;
+  spec.problem.kind = LayerKind::kConv;
+  spec.problem.op = "Conv";
+  spec.problem.key = "Conv dilated hand-made";
+  spec.problem.inputs = {{"x", {2, 7, 9, 10}}, {"w", {13, 7, 3, 3}}, {"bias", {13}}};
+  spec.problem.outputs = {{"y", {2, 13, 9, 10}}};
+  spec.problem.ints = {
+      {"kernel_shape", {3, 3}}, {"pads", {5, 6, 5, 6}}, {"strides", {1, 1}}, {"dil", {5, 6}}, {"group", {1}}};
+  spec.problem.post_ops = {{"Relu"}};
+  spec.variant.backend = "floorline";
+  spec.variant.algorithm = "conv_valid_taps";
+  spec.variant.dtype = DType::kF32;
+  const int saved = kernels::floorline_threads();
+  for (const int threads : {1, 3}) {
+    kernels::set_floorline_threads(threads);
+    auto k = kernels::make_floorline_kernel(spec);
+    ASSERT_TRUE(k.ok()) << k.error().message;
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << "at " << threads << " thread(s): " << (v.ok() ? "" : v.error().message);
+  }
+  kernels::set_floorline_threads(saved);
+  // Pads of 1, dilation 1: every tap reads the image for most outputs.
+  spec.problem.ints["pads"] = {1, 1, 1, 1};
+  spec.problem.ints["dil"] = {1, 1};
+  auto dense = kernels::make_floorline_kernel(spec);
+  ASSERT_FALSE(dense.ok());
+  EXPECT_EQ(dense.error().code, Disposition::kUnsupported);
+  EXPECT_NE(dense.error().message.find("direct count"), std::string::npos) << dense.error().message;
+}
+
 // The edges on hand-made convolutions, at 1 and 3 threads, with a chunk budget small enough for
 // several chunks: channels not a multiple of 8 (the lanes) nor 6 (U's blocks), maps not a multiple
 // of the tile (partial tiles; and a map of whole tiles only, stored 8 tiles at a time), pads 0, 2

@@ -72,6 +72,10 @@ class FloorlineBackend final : public Backend {
       kernels::CaseSpec probe = base;
       probe.variant.algorithm = name;
       if (kernels::check_floorline_case(probe).ok()) algorithms.push_back("winograd_f2x2_3x3");
+      // A convolution whose taps read padding for many outputs (DeepLabV3's dilated ASPP): the sum
+      // of its taps over their valid regions (taps.cpp). Planned only where it applies.
+      probe.variant.algorithm = "conv_valid_taps";
+      if (kernels::check_floorline_case(probe).ok()) algorithms.push_back("conv_valid_taps");
     }
     std::vector<kernels::LibraryCase> out;
     for (const auto& algorithm : algorithms) {

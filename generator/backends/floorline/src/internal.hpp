@@ -132,6 +132,12 @@ void gemm_micro_kernel(int mr, int64_t kc, const float* a, int64_t lda, const fl
 ConvDesc winograd_desc(const Problem& p);
 // The Winograd convolution F(m×m, 3×3), m = 2 (winograd_f2x2_3x3) or 4 (winograd_f4x4_3x3).
 std::unique_ptr<Kernel> make_winograd_kernel(const Problem& p, uint64_t seed, int m);
+// A 2-D Conv with unit strides and one group whose taps read the image for at most 3/4 of the
+// direct count (dilated convolutions on maps padded as much: DeepLabV3's ASPP): its geometry, or a
+// KernelError (unsupported, with why) (taps.cpp).
+ConvDesc valid_taps_desc(const Problem& p);
+// The convolution over its valid taps, conv_valid_taps (taps.cpp).
+std::unique_ptr<Kernel> make_valid_taps_kernel(const Problem& p, uint64_t seed);
 // MatMulNBits over 4-bit weights (nbits.cpp): the product's sizes, or a KernelError (unsupported,
 // with why) where matmul_nbits runs none.
 struct NBitsDesc {

@@ -98,8 +98,10 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kConv:
       return {
           "winograd_f4x4_3x3", Family::kConv,
-          "3x3, unit strides and dilations, one group, 2-D: Winograd F(4x4, 3x3) and F(2x2, 3x3), a Relu, "
-          "a residual Add or both fused; AVX2 and FMA (winograd.cpp)"};
+          "3x3, unit strides and dilations, one group, 2-D: Winograd F(4x4, 3x3) and F(2x2, 3x3), a Relu, a "
+          "residual Add or both fused (winograd.cpp); and conv_valid_taps where the taps read padding for "
+          "many "
+          "outputs, dilated convolutions (taps.cpp); AVX2 and FMA"};
     case K::kConvTranspose:
     case K::kBatchNormalization:
     case K::kLayerNormalization:
@@ -225,12 +227,13 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
     for (const int b : {16, 8})
       if (name == blocked && spec.variant.algorithm == fmt::format("{}@blocked{}c", blocked, b)) block = b;
   const bool f32_weights = name == "matmul_nbits" && spec.variant.algorithm == "matmul_nbits@f32_weights";
-  // A Conv runs F(4x4, 3x3), or F(2x2, 3x3) where the case asks for it.
-  const int winograd_m = m.family != Family::kConv                       ? 0
+  // A Conv runs F(4x4, 3x3), or F(2x2, 3x3) or its valid taps where the case asks for it.
+  const bool valid_taps = m.family == Family::kConv && spec.variant.algorithm == "conv_valid_taps";
+  const int winograd_m = m.family != Family::kConv || valid_taps         ? 0
                          : spec.variant.algorithm == "winograd_f2x2_3x3" ? 2
                                                                          : 4;
   if (!spec.variant.algorithm.empty() && spec.variant.algorithm != name && block == 0 && !f32_weights &&
-      winograd_m != 2)
+      winograd_m != 2 && !valid_taps)
     return make_error(Disposition::kUnsupported, "no floorline kernel {} for {} (it runs {})",
                       spec.variant.algorithm, p.op, name);
   const uint64_t seed = seed_of(spec.name);
@@ -268,6 +271,13 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
             }
             return make_nbits_kernel(p, seed, f32_weights);
           case Family::kConv:
+            if (valid_taps) {
+              if (check_only) {
+                valid_taps_desc(p);
+                return nullptr;
+              }
+              return make_valid_taps_kernel(p, seed);
+            }
             if (check_only) {
               winograd_desc(p);
               return nullptr;
