@@ -66,19 +66,6 @@ template <int kV>
   }
 }
 
-// row(r) for r in [0, rows): the threads of the OpenMP pool split them, without a parallel region
-// for one thread or one row. Every kernel here works row by row: a row is an image's channel block
-// (or a plain channel).
-template <class Row>
-void for_rows(int64_t rows, const Row& row) {
-  if (omp_get_max_threads() == 1 || rows == 1) {
-    for (int64_t r = 0; r < rows; ++r) row(r);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) row(r);
-}
-
 // One block of a binary on the blocked layout: `hw` pixels of B = 8·kV lanes, y = a op b, where
 // each of a and b is a pixel stream (full) or B lanes held for every pixel (per channel).
 enum class BinOp { kAdd, kSub, kMul, kDiv };

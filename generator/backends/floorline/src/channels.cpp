@@ -155,18 +155,6 @@ template <int SA, int SB>
   }
 }
 
-// row(r) for r in [0, rows), split among the OpenMP pool's threads (no parallel region for one
-// thread or one row).
-template <class Row>
-void for_rows(int64_t rows, const Row& row) {
-  if (omp_get_max_threads() == 1 || rows == 1) {
-    for (int64_t r = 0; r < rows; ++r) row(r);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) row(r);
-}
-
 constexpr int64_t kPieceFloats = 16384;  // a plain copy is split into pieces of at most 64 KiB
 
 int64_t normalized_axis(int64_t axis, int64_t rank) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/floorline.hpp"
@@ -59,6 +61,34 @@ class Placed {
   const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_max_ss(t, _mm_shuffle_ps(t, t, 1)));
+}
+
+// row(r) for r in [0, rows): the threads of the OpenMP pool split them, without a parallel region
+// for one thread or one row (the blocked layouts' kernels and the channel movements work row by row:
+// an image's channel block, a plain channel, a tile of pixels).
+template <class Row>
+void for_rows(int64_t rows, const Row& row) {
+  if (omp_get_max_threads() == 1 || rows == 1) {
+    for (int64_t r = 0; r < rows; ++r) row(r);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) row(r);
+}
+
+// A convolution case's output after its call (input x, weights wt and bias as the case holds them,
+// the bias absent where `has_bias` is not) against the reference's, `extras` a fused Add's summand.
+inline Status compare_conv_output(const Problem& p, bool has_bias, const Placed<float>& x,
+                                  const Placed<float>& wt, const Placed<float>& bias, const Placed<float>& y,
+                                  const std::vector<HostTensor>& extras, const Tolerance& tol) {
+  std::vector<HostTensor> ins;
+  ins.push_back({p.inputs[0].shape, std::vector<float>(x.begin(), x.end())});
+  ins.push_back({p.inputs[1].shape, std::vector<float>(wt.begin(), wt.end())});
+  if (has_bias) ins.push_back({p.inputs[2].shape, std::vector<float>(bias.begin(), bias.end())});
+  FL_ASSIGN_OR_RETURN(auto ref, reference(p, ins, extras));
+  if (ref.empty() || ref[0].shape != p.outputs[0].shape)
+    return make_error("the reference's output is not of shape {}", fmt::join(p.outputs[0].shape, "x"));
+  return compare_output(y.data(), ref[0], tol);
 }
 
 // The ports of a kernel whose one activation input is `a` (input 0) and whose output is `y`

@@ -300,15 +300,8 @@ class WinogradKernel final : public Kernel {
       extras.push_back({p_.outputs[0].shape, std::vector<float>(y_.begin(), y_.end())});
     }
     run();
-    std::vector<HostTensor> ins;
-    ins.push_back({p_.inputs[0].shape, std::vector<float>(x_.begin(), x_.end())});
-    ins.push_back({p_.inputs[1].shape, std::vector<float>(wt_.begin(), wt_.end())});
-    if (d_.has_bias) ins.push_back({p_.inputs[2].shape, std::vector<float>(bias_.begin(), bias_.end())});
-    FL_ASSIGN_OR_RETURN(auto ref, reference(p_, ins, extras));
-    if (ref.empty() || ref[0].shape != p_.outputs[0].shape)
-      return make_error("the reference's output is not of shape {}", fmt::join(p_.outputs[0].shape, "x"));
-    return compare_output(y_.data(), ref[0],
-                          verify_tolerance(p_, DType::kF32, MathMode::kFp32, FastAlgorithm::kWinograd));
+    return compare_conv_output(p_, d_.has_bias, x_, wt_, bias_, y_, extras,
+                               verify_tolerance(p_, DType::kF32, MathMode::kFp32, FastAlgorithm::kWinograd));
   }
 
  private:
