@@ -228,8 +228,13 @@ Plan make_plan(const std::vector<mp::ModelIR>& models, const std::vector<const B
             kernels::CaseSpec fused = base;
             fused.problem.post_ops = pattern.post_ops;
             fused.variant.fusion = pattern.name;
-            for (auto& c : plan_cases(fused, backend->candidates(fused), options))
+            for (auto& c : plan_cases(fused, backend->candidates(fused), options)) {
+              if (pattern.flops > 0 || pattern.bytes > 0) {
+                c.work.flops = pattern.flops;
+                c.work.bytes = pattern.bytes;
+              }
               cases.push_back(std::move(c));
+            }
           }
         std::set<std::string> names;
         for (auto& c : cases) {

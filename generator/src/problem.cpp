@@ -28,24 +28,36 @@ kernels::Problem to_problem(const mp::LayerConfig& config, const std::string& ke
 }
 
 kernels::PostOp to_post_op(const mp::Epilogue& e) {
-  return kernels::PostOp{e.op, e.alpha, e.beta};
+  return kernels::PostOp{e.op, e.alpha, e.beta, e.shape};
 }
 
 std::map<std::string, std::vector<FusionPattern>> fusion_patterns(const std::vector<mp::ModelIR>& models) {
-  std::map<std::string, std::map<std::string, std::vector<kernels::PostOp>>> found;
+  std::map<std::string, std::map<std::string, FusionPattern>> found;
   for (const auto& m : models) {
     std::map<int, const mp::Layer*> by_index;
     for (const auto& l : m.layers) by_index[l.index] = &l;
     for (auto& f : mp::fusion_matches(m)) {
       if (f.folded) continue;
-      std::vector<kernels::PostOp> ops;
-      for (const auto& e : f.epilogue) ops.push_back(to_post_op(e));
-      found[by_index.at(f.head)->key].emplace(f.name, std::move(ops));
+      const mp::Layer& head = *by_index.at(f.head);
+      FusionPattern pattern{f.name, {}};
+      for (const auto& e : f.epilogue) pattern.post_ops.push_back(to_post_op(e));
+      if (mp::is_attention(f)) {
+        auto bytes = [](const std::vector<int64_t>& shape) { return 4 * mp::numel(shape); };
+        pattern.flops = head.flops;
+        for (int a : f.absorbed) pattern.flops += by_index.at(a)->flops;
+        pattern.bytes = bytes(head.config.inputs[0].shape) + bytes(head.config.inputs[1].shape);
+        for (const auto& e : f.epilogue)  // the biases and V
+          if (e.op == "AttentionBias" || e.op == "MatMul") pattern.bytes += bytes(e.shape);
+        std::vector<int64_t> o = head.config.inputs[0].shape;
+        o.back() = f.epilogue.back().shape.back();
+        pattern.bytes += bytes(o);
+      }
+      found[head.key].emplace(f.name, std::move(pattern));
     }
   }
   std::map<std::string, std::vector<FusionPattern>> out;
   for (auto& [key, pats] : found)
-    for (auto& [name, ops] : pats) out[key].push_back({name, std::move(ops)});
+    for (auto& [name, pattern] : pats) out[key].push_back(std::move(pattern));
   return out;
 }
 

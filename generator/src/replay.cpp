@@ -485,6 +485,9 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   std::set<int> in_epilogue;
   std::unordered_map<int, std::string> chain_input;  // absorbed layer → the input from the chain
   std::unordered_map<int, std::string> residual;     // head layer → the residual value it sums into
+  // head layer → the values its fused case reads beyond the head's inputs (attention: the biases
+  // and V, mp::FusionMatch::operands), each written before the head's step.
+  std::unordered_map<int, std::vector<std::string>> extra_inputs;
   if (!epilogues.empty()) {
     std::unordered_map<int, const mp::Layer*> layer_at;
     for (const auto& l : model.layers) layer_at[l.index] = &l;
@@ -527,6 +530,15 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         if (std::any_of(read_by.begin(), read_by.end(), [&](int r) { return r != add.index && r > m.head; }))
           continue;
       }
+      std::vector<std::string> extras;
+      for (const auto& [index, position] : m.operands) {
+        const mp::Layer& reader = *layer_at.at(index);
+        if (position >= reader.input_names.size()) break;
+        const std::string& name = reader.input_names[position];
+        if (const auto p = produced.find(name); p != produced.end() && p->second > m.head) break;
+        extras.push_back(name);
+      }
+      if (extras.size() != m.operands.size()) continue;  // an operand written after the head
       const auto h = chosen.find(head->second->key);
       const auto f = epilogues.find({head->second->key, m.name});
       if (h == chosen.end() || f == epilogues.end()) continue;
@@ -548,6 +560,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       claimed.insert(m.absorbed.begin(), m.absorbed.end());
       for (const auto& [index, name] : carries) chain_input[index] = name;
       if (!summand.empty()) residual[m.head] = summand;
+      if (!extras.empty()) extra_inputs[m.head] = std::move(extras);
     }
   }
   // The layout-aware choice: layer index → the case it runs where that is not its best.
@@ -694,6 +707,12 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       choice = t->second;
     }
     const std::string fusion = fused != fused_head.end() ? fused->second.second : std::string();
+    // The values the step reads, in its case's operand order: the layer's inputs, then a fused
+    // case's extra operands.
+    std::vector<std::string> input_names = layer.input_names;
+    if (fused != fused_head.end())
+      if (const auto e = extra_inputs.find(layer.index); e != extra_inputs.end())
+        input_names.insert(input_names.end(), e->second.begin(), e->second.end());
     const auto* own = backend_of(choice->spec.variant.backend);
     if (!own) {
       ++r.layers_missing;
@@ -717,6 +736,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     int64_t own_bytes = 0, written_bytes = 0;
     auto operand_bytes = [&](size_t k) -> int64_t {
       const auto& ins = choice->spec.problem.inputs;
+      if (k >= ins.size())  // a fused case's extra operand (attention's biases and V)
+        if (const auto port = kernel->port(false, k)) return port->bytes;
       return k < ins.size() ? kernels::elements(ins[k].shape) * element_size(choice->spec.variant.dtype) : 0;
     };
     // Outputs into pooled buffers (inputs still live are never handed out); a residual epilogue's
@@ -821,10 +842,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         adopted = Source{layout.step, layout.out, out_port->data, layout.layout, layout.bytes};
       }
     }
-    for (size_t k = 0; k < layer.input_names.size() && !adopted; ++k) {
-      auto src = sources.find(layer.input_names[k]);
+    for (size_t k = 0; k < input_names.size() && !adopted; ++k) {
+      auto src = sources.find(input_names[k]);
       if (src == sources.end()) {
-        if (produced.count(layer.input_names[k])) ++r.operands_unwired;  // its producer is not replayed
+        if (produced.count(input_names[k])) ++r.operands_unwired;  // its producer is not replayed
         own_bytes += operand_bytes(k);  // a weight, a constant, a graph input: the case's own buffer
         continue;
       }
@@ -842,7 +863,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         continue;
       }
       // A value converted into this layout for an earlier reader is read from that copy.
-      const auto key = std::make_pair(layer.input_names[k], fmt::format("{} {}", to->layout, to->bytes));
+      const auto key = std::make_pair(input_names[k], fmt::format("{} {}", to->layout, to->bytes));
       if (auto hit = converted.find(key); hit != converted.end()) {
         FL_TRY(kernel->bind(false, k, hit->second.first));
         reads.emplace_back(hit->second.second, to->bytes);

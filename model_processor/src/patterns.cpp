@@ -2,9 +2,12 @@
 #include "floorline/model_processor/patterns.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace floorline::mp {
 
@@ -76,11 +79,101 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
       return {};
     return {sig->index, mul->index};
   };
+  // Scaled dot-product attention from the scores' MatMul `l` (fusion_matches' contract): the match,
+  // or nullopt.
+  std::set<std::string> graph_outputs;
+  for (const auto& o : m.outputs) graph_outputs.insert(o.name);
+  auto attention_of = [&](const Layer& l) -> std::optional<FusionMatch> {
+    using K = LayerKind;
+    const auto& c = l.config;
+    if (c.inputs.size() != 2 || c.outputs.size() != 1 || quantized_config(c) || c.find_attr("transA"))
+      return {};
+    if (c.inputs[0].dtype != DataType::kF32 || c.inputs[1].dtype != DataType::kF32) return {};
+    const Shape& q = c.inputs[0].shape;
+    const Shape& k = c.inputs[1].shape;
+    const Shape& s = c.outputs[0].shape;
+    const size_t r = q.size();
+    if (r < 3 || k.size() != r || s.size() != r || !std::equal(q.begin(), q.end() - 2, k.begin())) return {};
+    const bool tb = c.attr_int("transB", 0) != 0;
+    const int64_t d = q[r - 1], sk = tb ? k[r - 2] : k[r - 1];
+    if ((tb ? k[r - 1] : k[r - 2]) != d || d <= 0 || sk <= 0) return {};
+    FusionMatch f;
+    f.head = l.index;
+    const Layer* x = sole_consumer(l);
+    std::string value = l.output_names.empty() ? std::string() : l.output_names[0];
+    auto other_input = [&](const Layer& a) -> std::optional<size_t> {  // the operand not the chain's
+      if (a.input_names.size() != 2 || a.config.inputs.size() != 2) return {};
+      if (a.input_names[0] == value && a.input_names[1] != value) return 1;
+      if (a.input_names[1] == value && a.input_names[0] != value) return 0;
+      return {};
+    };
+    // Every value but the last is the fused case's own, in cache: none may be a graph output
+    // (a model that returns its attention probabilities).
+    auto kept_inside = [&](const Layer& a) {
+      return std::none_of(a.output_names.begin(), a.output_names.end(),
+                          [&](const std::string& n) { return graph_outputs.count(n) > 0; });
+    };
+    if (!kept_inside(l)) return {};
+    auto advance = [&](const Layer& a) {
+      f.absorbed.push_back(a.index);
+      value = a.output_names.empty() ? std::string() : a.output_names[0];
+      x = kept_inside(a) ? sole_consumer(a) : nullptr;
+    };
+    auto keeps_scores = [&](const Layer& a) {
+      return a.config.outputs.size() == 1 && a.config.outputs[0].shape == s;
+    };
+    if (x && (x->config.kind == K::kMul || x->config.kind == K::kDiv) && keeps_scores(*x)) {
+      const auto o = other_input(*x);
+      if (!o || numel(x->config.inputs[*o].shape) != 1 || (x->config.kind == K::kDiv && *o != 1)) return {};
+      f.epilogue.push_back({"Scale", 1.0 / std::sqrt(static_cast<double>(d))});
+      advance(*x);
+    }
+    while (x && x->config.kind == K::kAdd && keeps_scores(*x)) {
+      const auto o = other_input(*x);
+      if (!o) return {};
+      const Shape& b = x->config.inputs[*o].shape;
+      if (b.size() > r) return {};
+      for (size_t i = 0; i < b.size(); ++i)
+        if (b[i] != 1 && b[i] != s[r - b.size() + i]) return {};
+      Epilogue bias{"AttentionBias"};
+      bias.shape = b;
+      f.epilogue.push_back(std::move(bias));
+      f.operands.emplace_back(x->index, *o);
+      advance(*x);
+    }
+    if (!x || x->config.kind != K::kSoftmax || !keeps_scores(*x) || x->input_names.empty() ||
+        x->input_names[0] != value)
+      return {};
+    const int64_t axis = x->config.attr_int("axis", -1);
+    if (axis != -1 && axis != static_cast<int64_t>(r) - 1) return {};
+    f.epilogue.push_back({"Softmax"});
+    advance(*x);
+    if (!x || x->config.kind != K::kMatMul || x->config.find_attr("transB") ||
+        x->config.find_attr("transA") || x->config.inputs.size() != 2 || x->input_names.size() != 2 ||
+        x->input_names[0] != value || x->input_names[1] == value || quantized_config(x->config))
+      return {};
+    const Shape& v = x->config.inputs[1].shape;
+    if (v.size() != r || !std::equal(q.begin(), q.end() - 2, v.begin()) || v[r - 2] != sk ||
+        x->config.inputs[1].dtype != DataType::kF32)
+      return {};
+    Epilogue pv{"MatMul"};
+    pv.shape = v;
+    f.epilogue.push_back(std::move(pv));
+    f.operands.emplace_back(x->index, 1);
+    f.absorbed.push_back(x->index);
+    f.name = fusion_name(f.epilogue);
+    return f;
+  };
   for (const auto& l : m.layers) {
     using K = LayerKind;
     const K kind = l.config.kind;
     if (kind != K::kConv && kind != K::kConvTranspose && kind != K::kGemm && kind != K::kMatMul) continue;
     if (!l.shapes_known || l.config.outputs.empty()) continue;
+    if (kind == K::kMatMul)
+      if (auto a = attention_of(l)) {
+        out.push_back(std::move(*a));
+        continue;
+      }
     FusionMatch f;
     f.head = l.index;
     const Shape& y = l.config.outputs[0].shape;
@@ -134,6 +227,10 @@ bool is_epilogue_fusion(const FusionMatch& m) {
   return !m.folded && !m.epilogue.empty() && !m.absorbed.empty();
 }
 
+bool is_attention(const FusionMatch& m) {
+  return !m.epilogue.empty() && m.epilogue.back().op == "MatMul";
+}
+
 bool has_residual(const FusionMatch& m) {
   return !m.epilogue.empty() && m.epilogue[0].op == "Add";
 }
@@ -149,6 +246,8 @@ std::string fusion_name(const std::vector<Epilogue>& epilogue) {
       s += fmt::format("({:g})", op.alpha);
     else if (op.op == "HardSigmoid")
       s += fmt::format("({:g},{:g})", op.alpha, op.beta);
+    else if (op.op == "AttentionBias" || op.op == "MatMul")
+      s += fmt::format("({})", fmt::join(op.shape, "x"));
   }
   return s;
 }

@@ -1084,5 +1084,120 @@ TEST(OwnNBits, TheReferenceDequantizesNibblesLowFirst) {
   EXPECT_FLOAT_EQ((*y)[0].data.at(0), 5.f);
 }
 
+// Attention (attention.cpp): ViT's and BERT's chains (MatMul, Softmax, MatMul: the scale is on Q
+// before) planned as one fused case of the floorline backend, its work the chain's, verified at 1
+// and 2 threads; the other backends plan it unsupported. Hand-made forms at 1 and 3 threads: K
+// transposed (packed) and not (read in place, its last panel packed), keys and V's columns off the
+// panels' 16, a scale, biases broadcast per head, per query and per key, a decode step's few queries
+// (no packing), and a block count that does not divide the queries.
+TEST(OwnAttention, VitAndBertChainsAndHandMadeFormsMatchTheReference) {
+  if (!packed_gemm_runs())
+    GTEST_SKIP() << "attention needs AVX2 and FMA, which this CPU (or the cap) has not";
+  int planned = 0;
+  std::set<std::string> names;
+  for (const char* model : {"vit_b_16", "bert_base_encoder"}) {
+    const auto models = zoo_layers(model, {"MatMul", "Softmax", "Div", "Transpose"});
+    const Plan plan = make_plan(models, {find_backend("floorline"), find_backend("onednn")}, PlanOptions{});
+    for (const auto& c : plan.cases) {
+      if (c.spec.variant.fusion.find("Softmax+MatMul") == std::string::npos) continue;
+      if (c.spec.variant.backend != "floorline") {
+        EXPECT_EQ(c.status, Disposition::kUnsupported) << c.spec.name;
+        continue;
+      }
+      ++planned;
+      names.insert(c.spec.variant.fusion);
+      ASSERT_FALSE(c.status) << c.spec.name << ": " << c.reason;
+      EXPECT_EQ(c.spec.variant.algorithm, "attention");
+      // Two products of Sq·Sk·D multiply-adds, and the softmax's 5 per score.
+      const auto& q = c.spec.problem.inputs[0].shape;
+      const int64_t sk = c.spec.problem.inputs[1].shape.back(), heads = q[0], sq = q[1], d = q[2];
+      EXPECT_EQ(c.work.flops, 4 * heads * sq * sk * d + 5 * heads * sq * sk) << c.spec.name;
+      EXPECT_EQ(c.work.bytes, 4 * 4 * heads * sq * d) << c.spec.name;  // Q, K, V and O
+      const int saved = kernels::floorline_threads();
+      for (const int threads : {1, 2}) {
+        kernels::set_floorline_threads(threads);
+        auto k = verified_kernel(c.spec, threads);
+        ASSERT_TRUE(k);
+        EXPECT_EQ(k->implementation(), "attention:packed");
+      }
+      kernels::set_floorline_threads(saved);
+    }
+  }
+  EXPECT_EQ(planned, 2);
+  EXPECT_EQ(names, (std::set<std::string>{"Softmax+MatMul(12x197x64)", "Softmax+MatMul(12x128x64)"}));
+
+  struct Form {
+    std::vector<int64_t> lead;
+    int64_t sq, sk, d, dv;
+    bool tb;
+    std::vector<std::vector<int64_t>> biases;
+    double scale;
+  };
+  const std::vector<Form> forms = {
+      {{2, 3}, 50, 37, 20, 24, true, {{1, 3, 50, 37}}, 0.25},        // Swin's relative bias, K transposed
+      {{2, 3}, 50, 37, 20, 16, false, {{2, 1, 1, 37}, {50, 1}}, 1},  // a padding mask, a per-query bias
+      {{4}, 3, 70, 32, 40, true, {}, 0.5},                           // decode: 3 stacked queries, no packing
+      {{4}, 1, 33, 16, 16, false, {{1, 33}}, 1},                     // one query, K [D, Sk]
+      {{4}, 1, 33, 16, 16, false, {}, 1},
+      {{4}, 1, 33, 16, 16, true, {{1, 33}}, 1},
+      {{1, 1}, 97, 64, 64, 64, false, {}, 1},  // every panel in place
+  };
+  for (const auto& f : forms) {
+    kernels::CaseSpec spec;
+    auto dims = [&](int64_t a, int64_t b) {
+      std::vector<int64_t> s = f.lead;
+      s.push_back(a);
+      s.push_back(b);
+      return s;
+    };
+    spec.problem.kind = LayerKind::kMatMul;
+    spec.problem.op = "MatMul";
+    spec.problem.key = fmt::format("attention hand-made sq={} sk={} d={} dv={}", f.sq, f.sk, f.d, f.dv);
+    spec.problem.inputs = {{"a", dims(f.sq, f.d)}, {"b", f.tb ? dims(f.sk, f.d) : dims(f.d, f.sk)}};
+    spec.problem.outputs = {{"y", dims(f.sq, f.sk)}};
+    if (f.tb) spec.problem.ints["transB"] = {1};
+    if (f.scale != 1) spec.problem.post_ops.push_back({"Scale", f.scale});
+    for (const auto& b : f.biases) spec.problem.post_ops.push_back({"AttentionBias", 0, 0, b});
+    spec.problem.post_ops.push_back({"Softmax"});
+    spec.problem.post_ops.push_back({"MatMul", 0, 0, dims(f.sk, f.dv)});
+    spec.variant.backend = "floorline";
+    spec.variant.algorithm = "attention";
+    spec.variant.dtype = DType::kF32;
+    const int saved = kernels::floorline_threads();
+    for (const int threads : {1, 3}) {
+      kernels::set_floorline_threads(threads);
+      auto k = verified_kernel(spec, threads);
+      ASSERT_TRUE(k);
+      EXPECT_EQ(k->implementation(), f.sq < 8 ? "attention:rows" : "attention:packed");
+      // Wired to outside buffers (the replay's): input 2 is the first bias (or V), output 0 O of
+      // [..., Sq, Dv].
+      const auto o = k->port(true, 0);
+      ASSERT_TRUE(o);
+      EXPECT_EQ(o->bytes, 4 * kernels::elements(dims(f.sq, f.dv)));
+      const auto v = k->port(false, 2 + f.biases.size());
+      ASSERT_TRUE(v);
+      EXPECT_EQ(v->bytes, 4 * kernels::elements(dims(f.sk, f.dv)));
+      EXPECT_FALSE(k->port(false, 3 + f.biases.size()));
+    }
+    kernels::set_floorline_threads(saved);
+  }
+  // A bias that does not broadcast to the scores, and a chain without the product by V.
+  kernels::CaseSpec bad;
+  bad.problem.kind = LayerKind::kMatMul;
+  bad.problem.op = "MatMul";
+  bad.problem.inputs = {{"a", {2, 5, 4}}, {"b", {2, 4, 6}}};
+  bad.problem.outputs = {{"y", {2, 5, 6}}};
+  bad.problem.post_ops = {{"AttentionBias", 0, 0, {3, 1, 6}}, {"Softmax"}, {"MatMul", 0, 0, {2, 6, 4}}};
+  bad.variant.backend = "floorline";
+  bad.variant.algorithm = "attention";
+  bad.variant.dtype = DType::kF32;
+  auto k = kernels::make_floorline_kernel(bad);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported);
+  EXPECT_NE(k.error().message.find("does not broadcast"), std::string::npos) << k.error().message;
+  bad.problem.post_ops = {{"Softmax"}};
+  EXPECT_FALSE(kernels::make_floorline_kernel(bad).ok());
+}
+
 }  // namespace
 }  // namespace floorline::gen

@@ -2,6 +2,8 @@
 // epilogue's ops and parameters, and the fused case names stored in databases.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "floorline/model_processor/patterns.hpp"
 #include "test_helpers.hpp"
 
@@ -175,6 +177,59 @@ g (float[1,4,8,8] x, float[4,4,3,3] w, float[1,4,1,1] s) => (float y1, float y2,
   EXPECT_TRUE(fusion_matches(m).empty());
 }
 
+TEST(Patterns, ScaledDotProductAttentionIsOneChainToTheProductByV) {
+  // HF BERT's form: Q·Kᵀ (K transposed by a Transpose of the last two axes: collapsed into the
+  // MatMul's transB), a Div by √D, the mask Add of [1,1,1,Sk], the softmax, the product by V.
+  // Swin's relative position bias is a [1,H,Sq,Sk] Add; ViT has neither the Div nor an Add.
+  const auto m = one(R"(
+g (float[2,4,6,8] q, float[2,4,6,8] k, float[2,4,6,8] v, float[1,1,1,6] mask, float[1,4,6,6] rel)
+    => (float y, float z) {
+  kt = Transpose <perm = [0, 1, 3, 2]> (k)
+  s = MatMul (q, kt)
+  d = Constant <value = float {2.828}> ()
+  sc = Div (s, d)
+  sm = Add (sc, mask)
+  p = Softmax <axis = -1> (sm)
+  y = MatMul (p, v)
+  kt2 = Transpose <perm = [0, 1, 3, 2]> (v)
+  s2 = MatMul (q, kt2)
+  b2 = Add (rel, s2)
+  p2 = Softmax <axis = 3> (b2)
+  z = MatMul (p2, k)
+})");
+  const auto fs = fusion_matches(m);
+  ASSERT_EQ(fs.size(), 2u);
+  const auto& a = fs[0].head == at(m, "s") ? fs[0] : fs[1];
+  const auto& b = fs[0].head == at(m, "s") ? fs[1] : fs[0];
+  EXPECT_EQ(a.absorbed, (std::vector<int>{at(m, "sc"), at(m, "sm"), at(m, "p"), at(m, "y")}));
+  EXPECT_EQ(a.name, "Scale+AttentionBias(1x1x1x6)+Softmax+MatMul(2x4x6x8)");
+  ASSERT_EQ(a.epilogue.size(), 4u);
+  EXPECT_NEAR(a.epilogue[0].alpha, 1 / std::sqrt(8.0), 1e-12);  // 1/√D: the constant is not in the IR
+  EXPECT_EQ(a.operands, (std::vector<std::pair<int, size_t>>{{at(m, "sm"), 1}, {at(m, "y"), 1}}));
+  EXPECT_TRUE(is_attention(a));
+  EXPECT_TRUE(is_epilogue_fusion(a));
+  EXPECT_FALSE(has_residual(a));
+  // The bias first in the Add: its operand is input 0.
+  EXPECT_EQ(b.head, at(m, "s2"));
+  EXPECT_EQ(b.absorbed, (std::vector<int>{at(m, "b2"), at(m, "p2"), at(m, "z")}));
+  EXPECT_EQ(b.name, "AttentionBias(1x4x6x6)+Softmax+MatMul(2x4x6x8)");
+  EXPECT_EQ(b.operands, (std::vector<std::pair<int, size_t>>{{at(m, "b2"), 0}, {at(m, "z"), 1}}));
+}
+
+TEST(Patterns, NoAttentionWhereTheChainBranchesOrTheSoftmaxIsNotAlongTheKeys) {
+  const auto m = one(R"(
+g (float[4,6,8] q, float[4,8,6] kt, float[4,6,8] v) => (float y, float p, float z) {
+  s = MatMul (q, kt)
+  p = Softmax <axis = -1> (s)
+  y = MatMul (p, v)
+  s2 = MatMul (q, kt)
+  p2 = Softmax <axis = 1> (s2)
+  z = MatMul (p2, v)
+})");
+  // p is a graph output too (two readers: the chain would hide it); p2 normalizes over the queries.
+  for (const auto& f : fusion_matches(m)) EXPECT_FALSE(is_attention(f)) << f.name;
+}
+
 TEST(Patterns, FusionNamesAreTheDatabaseSpelling) {
   EXPECT_EQ(fusion_name({{"Relu"}}), "Relu");
   EXPECT_EQ(fusion_name({{"Add"}, {"Relu"}}), "Add+Relu");
@@ -185,6 +240,11 @@ TEST(Patterns, FusionNamesAreTheDatabaseSpelling) {
   EXPECT_EQ(fusion_name({{"HardSigmoid", 0.2, 0.5}}), "HardSigmoid(0.2,0.5)");
   EXPECT_EQ(fusion_name({{"Add"}, {"Elu", 1}}), "Add+Elu(1)");
   EXPECT_EQ(fusion_name({}), "");
+  mp::Epilogue bias{"AttentionBias"}, pv{"MatMul"};
+  bias.shape = {1, 3, 49, 49};
+  pv.shape = {64, 3, 49, 32};
+  EXPECT_EQ(fusion_name({{"Scale", 0.125}, bias, {"Softmax"}, pv}),
+            "Scale+AttentionBias(1x3x49x49)+Softmax+MatMul(64x3x49x32)");
 }
 
 }  // namespace

@@ -1067,6 +1067,50 @@ Result<std::vector<HostTensor>> reference(const Problem& p, const std::vector<Ho
   size_t extra = 0;
   for (const auto& po : p.post_ops) {
     auto& y = out[0];
+    // Attention's chain after its scores (mp::fusion_matches): a scale, biases broadcast to the
+    // scores, a softmax along the last axis, the product by V (`extras`, in order: biases, V).
+    if (po.op == "Scale") {
+      for (auto& v : y.data) v = static_cast<float>(v * po.alpha);
+      continue;
+    }
+    if (po.op == "AttentionBias" || po.op == "MatMul") {
+      if (extra >= extras.size()) return make_error("post-op {} has no operand", po.op);
+      const auto& t = extras[extra++];
+      if (po.op == "AttentionBias") {
+        Shape idx(y.shape.size(), 0);
+        int64_t o = 0;
+        do {
+          y.data[o] =
+              static_cast<float>(static_cast<double>(y.data[o]) + t.data[broadcast_offset(idx, t.shape)]);
+          ++o;
+        } while (!idx.empty() && next_index(idx, y.shape));
+        continue;
+      }
+      if (y.shape.size() < 2 || t.shape.size() != y.shape.size())
+        return make_error("post-op MatMul: V of rank {} after scores of rank {}", t.shape.size(),
+                          y.shape.size());
+      Problem pv;
+      pv.kind = LayerKind::kMatMul;
+      pv.op = "MatMul";
+      pv.inputs = {{"a", y.shape}, {"b", t.shape}};
+      Shape o = y.shape;
+      o.back() = t.shape.back();
+      pv.outputs = {{"y", o}};
+      FL_ASSIGN_OR_RETURN(auto prod, matmul(pv, {y, t}));
+      out[0] = std::move(prod[0]);
+      continue;
+    }
+    if (po.op == "Softmax") {
+      Problem sm;
+      sm.kind = LayerKind::kSoftmax;
+      sm.op = "Softmax";
+      sm.inputs = {{"x", y.shape}};
+      sm.outputs = {{"y", y.shape}};
+      sm.ints["axis"] = {static_cast<int64_t>(y.shape.size()) - 1};
+      FL_ASSIGN_OR_RETURN(auto soft, softmax(sm, {y}));
+      out[0] = std::move(soft[0]);
+      continue;
+    }
     if (po.op == "Add" || po.op == "BiasAdd") {
       if (extra >= extras.size()) return make_error("post-op Add has no operand");
       const auto& t = extras[extra++];

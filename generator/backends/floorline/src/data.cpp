@@ -809,6 +809,15 @@ class DataKernel final : public Kernel {
 
 }  // namespace
 
+void softmax_row(float* x, int64_t n) {
+  const float m = row_max(x, n);
+  // In place: exp_sum's last vector overlaps the one before where n is no multiple of 16 (it would
+  // read values already exponentiated), so the whole vectors first, then the tail element by element.
+  const int64_t whole = n - n % 16;
+  const float sum = exp_sum(x, m, x, whole) + exp_sum(x + whole, m, x + whole, n - whole);
+  scale(x, 1.f / sum, n);
+}
+
 std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                          int block) {
   return std::make_unique<DataKernel>(p, name, seed, block);

@@ -38,19 +38,20 @@ constexpr int64_t kKc = 256;
 constexpr int64_t kNc = 256;
 
 // y[0..mr)[0..nr) (row stride ldy) = (accumulate ? y : bias or 0) + a[0..mr)[0..kc) (row stride
-// lda) · b (kc × 16, packed). nr ≤ 16 columns are stored (the panel's zero columns are not).
+// lda) · b (kc rows of 16, row stride ldb: 16 where packed). nr ≤ 16 columns are stored (the
+// panel's zero columns are not).
 template <int Mr>
 [[gnu::target("avx2,fma")]] void micro_kernel(int64_t kc, const float* a, int64_t lda, const float* b,
-                                              float* y, int64_t ldy, bool accumulate, const float* bias,
-                                              int64_t nr) {
+                                              int64_t ldb, float* y, int64_t ldy, bool accumulate,
+                                              const float* bias, int64_t nr) {
   // The row loops are unrolled whole (Mr is a constant) so that the 2·Mr accumulators stay in
   // registers.
   __m256 acc[Mr][2];
 #pragma GCC unroll 8
   for (int i = 0; i < Mr; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b + k * kNr);
-    const __m256 b1 = _mm256_loadu_ps(b + k * kNr + 8);
+    const __m256 b0 = _mm256_loadu_ps(b + k * ldb);
+    const __m256 b1 = _mm256_loadu_ps(b + k * ldb + 8);
 #pragma GCC unroll 8
     for (int i = 0; i < Mr; ++i) {
       const __m256 ai = _mm256_broadcast_ss(a + i * lda + k);
@@ -81,7 +82,7 @@ template <int Mr>
   }
 }
 
-using MicroKernel = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, bool,
+using MicroKernel = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, bool,
                              const float*, int64_t);
 constexpr MicroKernel kMicro[kMr + 1] = {nullptr,          &micro_kernel<1>, &micro_kernel<2>,
                                          &micro_kernel<3>, &micro_kernel<4>, &micro_kernel<5>,
@@ -90,8 +91,8 @@ constexpr MicroKernel kMicro[kMr + 1] = {nullptr,          &micro_kernel<1>, &mi
 }  // namespace
 
 void gemm_micro_kernel(int mr, int64_t kc, const float* a, int64_t lda, const float* b, float* y, int64_t ldy,
-                       bool accumulate, const float* bias, int64_t nr) {
-  kMicro[mr](kc, a, lda, b, y, ldy, accumulate, bias, nr);
+                       bool accumulate, const float* bias, int64_t nr, int64_t ldb) {
+  kMicro[mr](kc, a, lda, b, ldb, y, ldy, accumulate, bias, nr);
 }
 
 GemmDesc packed_gemm_desc(const Problem& p) {
@@ -198,8 +199,8 @@ class PackedGemmKernel final : public Kernel {
           const int mr = static_cast<int>(std::min<int64_t>(kMr, r1 - i));
           for (int64_t p = pj; p < pj1; ++p) {
             const int64_t col = p * kNr;
-            kMicro[mr](kc, a + i * k_ + pc, k_, packed_.data() + (p * k_ + pc) * kNr, y + i * n_ + col, n_,
-                       pc > 0, bias ? bias + col : nullptr, std::min(kNr, n_ - col));
+            kMicro[mr](kc, a + i * k_ + pc, k_, packed_.data() + (p * k_ + pc) * kNr, kNr, y + i * n_ + col,
+                       n_, pc > 0, bias ? bias + col : nullptr, std::min(kNr, n_ - col));
           }
         }
       }

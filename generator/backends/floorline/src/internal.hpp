@@ -118,6 +118,9 @@ std::unique_ptr<Kernel> make_detection_kernel(const Problem& p, const std::strin
 // channels of 4-D tensors held in oneDNN's blocked layout aBcd<block>b (concat@blocked<block>c).
 std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                          int block = 0);
+// x[0..n) = softmax(x[0..n)) in place: the Softmax kernel's row (data.cpp: vectorised max, exp
+// and sum, per ISA build; a tail of n mod 16 element by element).
+void softmax_row(float* x, int64_t n);
 // GlobalAveragePool (blocked.cpp): `block` 0 on the plain layout; 8 or 16 on oneDNN's blocked
 // layout aBcd<block>b, input and output (global_average_pool@blocked<block>c).
 std::unique_ptr<Kernel> make_pool_kernel(const Problem& p, uint64_t seed, int block);
@@ -150,12 +153,13 @@ std::unique_ptr<Kernel> make_gemm_kernel(const Problem& p, uint64_t seed);
 // none: the kernel's checks, without its buffers (check_floorline_case).
 GemmDesc packed_gemm_desc(const Problem& p);
 // sgemm_packed's micro-kernel (gemm.cpp): y[0..mr)[0..nr) (row stride ldy) = (accumulate ? y : bias or 0)
-// + a[0..mr)[0..kc) (row stride lda) · b, a panel of kc × kGemmNr floats (row by row). mr ≤ kGemmMr;
-// nr ≤ kGemmNr columns are stored. Needs AVX2 and FMA.
+// + a[0..mr)[0..kc) (row stride lda) · b, a panel of kc rows of kGemmNr floats (row stride ldb:
+// kGemmNr where packed; every row's kGemmNr floats are read). mr ≤ kGemmMr; nr ≤ kGemmNr columns
+// are stored. Needs AVX2 and FMA.
 constexpr int kGemmMr = 6;
 constexpr int64_t kGemmNr = 16;
 void gemm_micro_kernel(int mr, int64_t kc, const float* a, int64_t lda, const float* b, float* y, int64_t ldy,
-                       bool accumulate, const float* bias, int64_t nr);
+                       bool accumulate, const float* bias, int64_t nr, int64_t ldb = kGemmNr);
 // A 3x3 Conv with unit strides and dilations and one group, 2-D, optionally fused with a Relu: its
 // geometry, or a KernelError (unsupported, with why) where the Winograd kernel runs none
 // (winograd.cpp).
@@ -177,6 +181,20 @@ struct NBitsDesc {
 NBitsDesc nbits_desc(const Problem& p);
 // `f32_weights`: matmul_nbits@f32_weights, B dequantized once when the case is built.
 std::unique_ptr<Kernel> make_nbits_kernel(const Problem& p, uint64_t seed, bool f32_weights);
+// Scaled dot-product attention, a MatMul whose post-ops are mp::fusion_matches' attention chain
+// ([Scale], [AttentionBias(shape)]..., Softmax, MatMul(V's shape)) (attention.cpp): its sizes, or a
+// KernelError (unsupported, with why) where the kernel runs none.
+struct AttentionDesc {
+  Shape q, k, v, o;           // Q [..., Sq, D]; K [..., D, Sk] or, transposed, [..., Sk, D]; V, O
+  std::vector<Shape> biases;  // each broadcast to the scores [..., Sq, Sk]
+  int64_t bh = 1, sq = 0, sk = 0, d = 0, dv = 0;
+  bool k_transposed = false;  // K stored [..., Sk, D] (the MatMul's transB)
+  float scale = 1.f;          // the Scale post-op's factor (1 without one)
+};
+AttentionDesc attention_desc(const Problem& p);
+// Whether `p`'s post-ops are an attention chain (the last is "MatMul").
+bool is_attention_problem(const Problem& p);
+std::unique_ptr<Kernel> make_attention_kernel(const Problem& p, uint64_t seed);
 // RoiAlign, GridSample and ScatterElements (sampling.cpp).
 std::unique_ptr<Kernel> make_sampling_kernel(const Problem& p, const std::string& name, uint64_t seed);
 

@@ -94,7 +94,9 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kGemm:
     case K::kMatMul:
       return {"sgemm_packed", Family::kGemm,
-              "B (2-D, a constant) packed once, as a runtime packs weights; AVX2 and FMA (gemm.cpp)"};
+              "B (2-D, a constant) packed once, as a runtime packs weights; AVX2 and FMA (gemm.cpp); and "
+              "a MatMul with attention's chain fused (scale, biases, softmax, the product by V): attention "
+              "(attention.cpp)"};
     case K::kConv:
       return {
           "winograd_f4x4_3x3", Family::kConv,
@@ -201,6 +203,8 @@ std::string floorline_kernel_name(const Problem& p) {
     return "";
   // Slice, Split, Transpose: only where they move whole channels of 4-D tensors.
   if (m.family == Family::kChannels && !channel_move(p)) return "";
+  // A MatMul whose post-ops are attention's chain: the fused attention kernel (attention.cpp).
+  if (is_attention_problem(p)) return "attention";
   return std::string(m.kernel);
 }
 
@@ -237,6 +241,17 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
     return make_error(Disposition::kUnsupported, "no floorline kernel {} for {} (it runs {})",
                       spec.variant.algorithm, p.op, name);
   const uint64_t seed = seed_of(spec.name);
+  if (name == "attention")
+    return own_kernel_or_error(
+        spec, name,
+        [&]() -> std::unique_ptr<Kernel> {
+          if (check_only) {
+            attention_desc(p);
+            return nullptr;
+          }
+          return make_attention_kernel(p, seed);
+        },
+        true);
   return own_kernel_or_error(
       spec, name,
       [&]() -> std::unique_ptr<Kernel> {

@@ -99,13 +99,16 @@ kernels::PostOp to_post_op(const mp::Epilogue& epilogue);
 struct FusionPattern {
   std::string name;  // "Relu", "Add+Relu", "Clip(0,6)"...
   std::vector<kernels::PostOp> post_ops;
+  // The fused case's work where it is not the head's (0, 0): attention's, the FLOPs of the chain's
+  // layers and the bytes of Q, K, the biases, V and the output (the scores never leave the cache).
+  int64_t flops = 0, bytes = 0;
 };
 
 // The fused epilogues found in the models (mp::fusion_matches, folded BatchNormalization excepted)
 // for each config key, each name once, by name: a Conv/ConvTranspose/Gemm/MatMul whose only
 // consumer is an activation (Relu, Clip, Sigmoid, Tanh, HardSwish, HardSigmoid, LeakyRelu, Elu),
 // a residual Add of its output's shape (then optionally an activation), or, for MatMul, the Add
-// of a bias vector (then optionally an activation).
+// of a bias vector (then optionally an activation), or attention's chain after its scores.
 std::map<std::string, std::vector<FusionPattern>> fusion_patterns(const std::vector<mp::ModelIR>& models);
 
 struct Plan {

@@ -1,6 +1,7 @@
 // floorline/model_processor/patterns.hpp — graph patterns over the layer IR: the chains a library
-// can run as one fused call (a Conv/ConvTranspose/Gemm/MatMul with an epilogue), and
-// Conv → BatchNormalization, which folds into the conv's weights.
+// can run as one fused call (a Conv/ConvTranspose/Gemm/MatMul with an epilogue; scaled dot-product
+// attention, MatMul → Softmax → MatMul), and Conv → BatchNormalization, which folds into the conv's
+// weights.
 //
 // Pure functions of a ModelIR: the generator plans a fused case per pattern (its `fusion` is
 // fusion_name()), the analyzer's fused bound F looks those cases up by the same name. The names
@@ -21,10 +22,15 @@ struct Epilogue {
   // The ONNX op it replaces: an activation ("Relu", "Clip", "Sigmoid", "Tanh", "HardSwish",
   // "HardSigmoid", "LeakyRelu", "Elu"), "Swish" (x·sigmoid(x): a Sigmoid and a Mul, SiLU), "Add" (a
   // residual Add of a tensor of the head's output shape), or "BiasAdd" (a MatMul's Add of a vector
-  // along its last output dim).
+  // along its last output dim). Attention's chain after its first MatMul (scores = Q·Kᵀ):
+  // "Scale" (a Mul or Div of the scores by a scalar: alpha, the factor it multiplies by; the
+  // model's constant is not in the IR, so 1/√D, D the head size), "AttentionBias" (an Add of a
+  // tensor broadcast to the scores: `shape`), "Softmax" (along the last axis), "MatMul" (the
+  // probabilities times V: `shape`, V's).
   std::string op;
-  double alpha = 0;  // Clip: min; LeakyRelu/Elu/HardSigmoid: alpha (ONNX defaults filled in)
+  double alpha = 0;  // Clip: min; LeakyRelu/Elu/HardSigmoid: alpha (ONNX defaults filled in); Scale
   double beta = 0;   // Clip: max; HardSigmoid: beta
+  std::vector<int64_t> shape = {};  // AttentionBias: the bias' shape; MatMul: V's shape
 };
 
 // The epilogue op of an activation layer that libraries fuse (oneDNN post-ops, cuDNN's
@@ -39,6 +45,10 @@ struct FusionMatch {
   std::vector<Epilogue> epilogue;  // empty when folded
   std::string name;                // fusion_name(epilogue), or "BatchNormalization(folded)"
   bool folded = false;             // Conv+BatchNormalization: no epilogue, no fused case needed
+  // The operands the fused case reads beyond the head's inputs, in the epilogue's order: (absorbed
+  // layer index, that layer's input position). Attention: each bias, then V. A residual Add's
+  // summand is not one (it is the destination, has_residual).
+  std::vector<std::pair<int, size_t>> operands;
 };
 
 // The fusable chains of a model, in layer order, one per head at most. A head is a Conv,
@@ -51,6 +61,14 @@ struct FusionMatch {
 //     consumer is a fusable activation, that too: [Add, activation], [BiasAdd, activation].
 // Or, a head whose output's only readers are a Sigmoid (read by nothing else) and a Mul of the
 // output by that Sigmoid's: x·sigmoid(x), [Swish] absorbing {Sigmoid, Mul}.
+// Or scaled dot-product attention (is_attention): a MatMul of Q [..., Sq, D] and Kᵀ ([..., D, Sk],
+// or K [..., Sk, D] with transB), f32, every operand of the same leading dims, whose scores pass,
+// each step the sole reader of the one before, through at most one Mul/Div by a scalar [Scale],
+// any Adds of a tensor broadcast to the scores [AttentionBias(shape)], a Softmax along the last
+// axis [Softmax] and a MatMul of the probabilities by V [..., Sk, Dv] [MatMul(V's shape)]: what
+// ONNX Runtime's Attention/MultiHeadAttention and FlashAttention compute in one pass, the scores
+// never written to memory. Matched before the epilogues above (an Add of a bias of the scores'
+// shape would otherwise be a residual).
 std::vector<FusionMatch> fusion_matches(const ModelIR& model);
 
 // A chain S counts at its fused case's time where that is faster (docs/ANALYZER.md, "The
@@ -59,6 +77,9 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& model);
 // activation, a MatMul's bias Add with its activation: what the libraries' epilogues and the
 // runtimes' fused nodes compute in the producer's pass.
 bool is_epilogue_fusion(const FusionMatch& match);
+
+// Whether the chain is scaled dot-product attention (its epilogue ends with "MatMul").
+bool is_attention(const FusionMatch& match);
 
 // Whether the chain's first absorbed layer is a residual Add (epilogue [Add] or [Add, activation]):
 // the fused case reads the other operand of the Add (its destination, prefilled, in oneDNN's sum).

@@ -35,7 +35,7 @@ namespace floorline::kernels {
 
 struct Operand {
   std::string role;  // "x", "w", "bias", "a", "b", "scale", "x0", ...
-  std::vector<int64_t> shape;
+  std::vector<int64_t> shape = {};
 };
 
 // One operation fused into the epilogue of the main one (oneDNN post-ops, cuDNN/cuBLASLt
@@ -46,8 +46,11 @@ struct Operand {
 // followed by the Add of a bias).
 struct PostOp {
   std::string op;
-  double alpha = 0;  // Clip: min; LeakyRelu/Elu/HardSigmoid: alpha
+  double alpha = 0;  // Clip: min; LeakyRelu/Elu/HardSigmoid: alpha; Scale: the factor
   double beta = 0;   // Clip: max; HardSigmoid: beta
+  // Attention's post-ops (mp::Epilogue): AttentionBias: the bias' shape, broadcast to the scores;
+  // MatMul: V's shape. Empty for the others.
+  std::vector<int64_t> shape = {};
 };
 
 // Thrown by the one-argument Problem accessors when a Problem lacks an attribute the IR always

@@ -43,7 +43,9 @@ KindSupport reference_support(LayerKind kind);
 
 // Reference outputs of `p` (every post-op applied) from its inputs, in the plain ONNX layout,
 // computed with plain loops and double accumulation. `extras` are the tensors a fused epilogue
-// reads: for an "Add" post-op, the tensor added (output shape) or, for MatMul/Gemm, the bias (N).
+// reads: for an "Add" post-op, the tensor added (output shape) or, for MatMul/Gemm, the bias (N);
+// for attention's chain (Scale, AttentionBias, Softmax, MatMul: problem.hpp), each bias, then V.
+// The output is then the last post-op's: attention's [..., Sq, Dv].
 // Error when Floorline has no reference for the kind (reference_support says why) or the problem
 // lacks an attribute the IR always fills.
 Result<std::vector<HostTensor>> reference(const Problem& p, const std::vector<HostTensor>& inputs,
