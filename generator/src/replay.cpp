@@ -492,6 +492,20 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     std::unordered_map<int, const mp::Layer*> layer_at;
     for (const auto& l : model.layers) layer_at[l.index] = &l;
     std::set<int> claimed;  // a layer is in one chain at most (two convolutions may share an Add)
+    // A value → the value it is a view of (Reshape, Dropout...: no data moves), to the first that is not.
+    std::unordered_map<std::string, std::string> view_of;
+    for (const auto& l : model.layers)
+      if (l.cost == mp::CostClass::kView && l.subgraph.empty() && !l.input_names.empty() &&
+          !l.output_names.empty())
+        view_of[l.output_names[0]] = l.input_names[0];
+    auto viewed = [&](std::string name) {
+      for (int hops = 0; hops < 64; ++hops) {
+        const auto it = view_of.find(name);
+        if (it == view_of.end()) break;
+        name = it->second;
+      }
+      return name;
+    };
     for (const auto& m : mp::fusion_matches(model)) {
       if (!mp::is_epilogue_fusion(m)) continue;
       const auto head = layer_at.find(m.head);
@@ -500,15 +514,16 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       if (claimed.count(m.head) ||
           std::any_of(m.absorbed.begin(), m.absorbed.end(), [&](int a) { return claimed.count(a) > 0; }))
         continue;
-      // Each absorbed layer reads the chain's value so far: the head's output, then the layer before.
+      // Each absorbed layer reads the chain's value so far: the head's output, then the layer before
+      // (or a view of it: attention's Dropout between its Softmax and the product by V).
       std::unordered_map<int, std::string> carries;
       std::string value = head->second->output_names[0];
       bool linked = true;
       for (int index : m.absorbed) {
         const auto a = layer_at.find(index);
         if (a == layer_at.end() || a->second->output_names.empty() ||
-            std::find(a->second->input_names.begin(), a->second->input_names.end(), value) ==
-                a->second->input_names.end()) {
+            std::none_of(a->second->input_names.begin(), a->second->input_names.end(),
+                         [&](const std::string& in) { return viewed(in) == value; })) {
           linked = false;
           break;
         }

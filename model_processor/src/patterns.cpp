@@ -99,7 +99,7 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
     if ((tb ? k[r - 1] : k[r - 2]) != d || d <= 0 || sk <= 0) return {};
     FusionMatch f;
     f.head = l.index;
-    const Layer* x = sole_consumer(l);
+    const Layer* x = nullptr;
     std::string value = l.output_names.empty() ? std::string() : l.output_names[0];
     auto other_input = [&](const Layer& a) -> std::optional<size_t> {  // the operand not the chain's
       if (a.input_names.size() != 2 || a.config.inputs.size() != 2) return {};
@@ -114,10 +114,31 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
                           [&](const std::string& n) { return graph_outputs.count(n) > 0; });
     };
     if (!kept_inside(l)) return {};
+    // The chain's next layer: the sole reader of `a`'s output, through Dropout and Identity views
+    // (Swin's attention dropout between its Softmax and the product by V: no data moves), `value`
+    // then the name it reads.
+    auto next_of = [&](const Layer& a) -> const Layer* {
+      const Layer* c = &a;
+      for (;;) {
+        const auto it = consumers.find(c->index);
+        if (it == consumers.end() || it->second.size() != 1) return nullptr;
+        const Layer& n = layer_at(it->second[0]);
+        if (n.subgraph != a.subgraph || !n.shapes_known) return nullptr;
+        if (n.cost == CostClass::kCompute) return &n;
+        const bool passes = n.cost == CostClass::kView &&
+                            (n.config.kind == K::kDropout || n.config.kind == K::kIdentity) &&
+                            !n.input_names.empty() && n.input_names[0] == value && !n.output_names.empty() &&
+                            !n.output_names[0].empty();
+        if (!passes || !kept_inside(n)) return nullptr;
+        value = n.output_names[0];
+        c = &n;
+      }
+    };
+    x = next_of(l);
     auto advance = [&](const Layer& a) {
       f.absorbed.push_back(a.index);
       value = a.output_names.empty() ? std::string() : a.output_names[0];
-      x = kept_inside(a) ? sole_consumer(a) : nullptr;
+      x = kept_inside(a) ? next_of(a) : nullptr;
     };
     auto keeps_scores = [&](const Layer& a) {
       return a.config.outputs.size() == 1 && a.config.outputs[0].shape == s;

@@ -58,9 +58,10 @@ TEST(Runner, StoresEveryCaseAndResumes) {
   // ScatterElements and GridSample, which oneDNN has no primitive for (the floorline backend runs them);
   // and the split convolutions, which at one thread are the plain ones.
   int64_t splits = 0;
+  // (None where the ISA's channel block is above the model's few output channels: 16 on AVX-512,
+  // and the split cuts whole blocks; the count is the host's.)
   for (const auto& c : plan.cases)
     if (!c.status && c.spec.variant.algorithm.rfind("convolution_direct_split", 0) == 0) ++splits;
-  EXPECT_GT(splits, 0);
   EXPECT_EQ(s->unsupported, 8 + splits);
   EXPECT_GT(s->verified, 40);
   EXPECT_GT(s->timed_seconds, 0);

@@ -195,7 +195,8 @@ g (float[2,4,6,8] q, float[2,4,6,8] k, float[2,4,6,8] v, float[1,1,1,6] mask, fl
   s2 = MatMul (q, kt2)
   b2 = Add (rel, s2)
   p2 = Softmax <axis = 3> (b2)
-  z = MatMul (p2, k)
+  dr = Dropout (p2)
+  z = MatMul (dr, k)
 })");
   const auto fs = fusion_matches(m);
   ASSERT_EQ(fs.size(), 2u);
@@ -209,7 +210,8 @@ g (float[2,4,6,8] q, float[2,4,6,8] k, float[2,4,6,8] v, float[1,1,1,6] mask, fl
   EXPECT_TRUE(is_attention(a));
   EXPECT_TRUE(is_epilogue_fusion(a));
   EXPECT_FALSE(has_residual(a));
-  // The bias first in the Add: its operand is input 0.
+  // The bias first in the Add: its operand is input 0; Swin's Dropout (a view) between the Softmax
+  // and the product by V is passed through.
   EXPECT_EQ(b.head, at(m, "s2"));
   EXPECT_EQ(b.absorbed, (std::vector<int>{at(m, "b2"), at(m, "p2"), at(m, "z")}));
   EXPECT_EQ(b.name, "AttentionBias(1x4x6x6)+Softmax+MatMul(2x4x6x8)");

@@ -9,13 +9,14 @@
 //   - Kᵀ and V read as panels of kGemmNr columns by sgemm_packed's micro-kernel (gemm.cpp): in place
 //     where they are whole and K is stored [D, Sk]; packed where K is transposed ([Sk, D]) and for
 //     a last, partial panel;
-//   - per block of kRows queries: scores = Q_blk · Kᵀ by sgemm_packed's micro-kernel; per row the
-//     scale, the biases and the softmax (data.cpp's row); then O_blk = P · V, the micro-kernel again.
+//   - per block of about kRows queries: scores = Q_blk · Kᵀ by sgemm_packed's micro-kernel; per row
+//     the scale, the biases and the softmax in one function (AVX2, masked tails); then
+//     O_blk = P · V, the micro-kernel again.
 //   - Fewer than kPackMin queries (a decode step: one token, or a group's few stacked queries):
 //     nothing is packed; each score is a dot product of the query with a key row (an axpy of K's
 //     rows where K is [D, Sk]), and O an axpy of V's rows. Packing would read K and V twice.
 // The softmax takes the whole row of Sk scores at once (no online rescaling): a row of 8,192 keys is
-// 32 KiB, and a block's scores (kRows of them) stay in L2.
+// 32 KiB, and a block's scores (about kRows rows) stay in L2.
 // Threads: the (batch·head, query block) items split in contiguous ranges (static), each thread
 // packing what the batch·heads of its range need into its own scratch.
 #include <cmath>
@@ -29,23 +30,64 @@ namespace {
 
 constexpr int64_t kRows = 8 * kGemmMr;  // queries per block: the micro-kernel's rows, 8 times
 constexpr int64_t kPackMin = 8;         // fewer queries per batch·head: no packing
+constexpr size_t kMaxBiases = 8;        // biases per chain at most
 
-// y[0..n) ·= scale
-[[gnu::target("avx2,fma")]] void scale_row(float* y, int64_t n, float scale) {
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) y[j] *= scale;
+// One bias row of a query: `along` the keys (b[0..n)) or one value broadcast (*b).
+struct BiasRow {
+  const float* b = nullptr;
+  bool along = true;
+};
+
+// scale · y[j..j+8) + Σ biases' lanes j..j+8.
+[[gnu::target("avx2,fma")]] inline __m256 biased(const float* y, int64_t j, float scale,
+                                                 const BiasRow* biases, size_t nb) {
+  __m256 v = _mm256_loadu_ps(y + j);
+  if (scale != 1.f) v = _mm256_mul_ps(v, _mm256_set1_ps(scale));
+  for (size_t k = 0; k < nb; ++k)
+    v = _mm256_add_ps(v, biases[k].along ? _mm256_loadu_ps(biases[k].b + j) : _mm256_set1_ps(*biases[k].b));
+  return v;
 }
 
-// y[0..n) += b[0..n) (`along`), or += *b (a bias broadcast along the keys)
-[[gnu::target("avx2,fma")]] void add_row(float* y, int64_t n, const float* b, bool along) {
-  if (along) {
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) y[j] += b[j];
-  } else {
-    const float c = *b;
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) y[j] += c;
+// y[0..n) = softmax(scale · y + Σ biases), in place, in three passes over the row (in L1): the scale,
+// the biases and the maximum; e^(x − max) and its sum; the division by the sum. The row has room for
+// n rounded up to 8 (the scores' rows are kGemmNr-padded): the tail's scale and biases are added
+// element by element (a bias row ends at n), its padding set to −∞, and from there on whole
+// vectors run over the padding too (e^−87 each there, 1.6e-38, against a sum of at least 1). No
+// masked loads or stores (slow on AMD's cores), no element read twice.
+[[gnu::target("avx2,fma")]] void softmax_row(float* y, int64_t n, float scale, const BiasRow* biases,
+                                             size_t nb) {
+  const int64_t whole = n - n % 8, padded = (n + 7) / 8 * 8;
+  for (int64_t j = whole; j < n; ++j) {
+    float v = y[j] * scale;
+    for (size_t k = 0; k < nb; ++k) v += biases[k].along ? biases[k].b[j] : *biases[k].b;
+    y[j] = v;
   }
+  for (int64_t j = n; j < padded; ++j) y[j] = -INFINITY;
+  __m256 mx = _mm256_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < whole; j += 8) {
+    const __m256 v = biased(y, j, scale, biases, nb);
+    _mm256_storeu_ps(y + j, v);
+    mx = _mm256_max_ps(v, mx);
+  }
+  if (whole < padded) mx = _mm256_max_ps(_mm256_loadu_ps(y + whole), mx);
+  const __m256 vm = _mm256_set1_ps(hmax8(mx));
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= padded; j += 16) {  // two polynomials' chains overlap
+    const __m256 e0 = exp_neg8(_mm256_sub_ps(vm, _mm256_loadu_ps(y + j)));
+    const __m256 e1 = exp_neg8(_mm256_sub_ps(vm, _mm256_loadu_ps(y + j + 8)));
+    _mm256_storeu_ps(y + j, e0);
+    _mm256_storeu_ps(y + j + 8, e1);
+    s0 = _mm256_add_ps(s0, e0);
+    s1 = _mm256_add_ps(s1, e1);
+  }
+  if (j < padded) {
+    const __m256 e = exp_neg8(_mm256_sub_ps(vm, _mm256_loadu_ps(y + j)));
+    _mm256_storeu_ps(y + j, e);
+    s0 = _mm256_add_ps(s0, e);
+  }
+  const __m256 inv = _mm256_set1_ps(1.f / hsum8(_mm256_add_ps(s0, s1)));
+  for (j = 0; j < padded; j += 8) _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(y + j), inv));
 }
 
 [[gnu::target("avx2,fma")]] float dot(const float* a, const float* b, int64_t n) {
@@ -116,12 +158,17 @@ class AttentionKernel final : public Kernel {
     k_panels_ = (a_.sk + kGemmNr - 1) / kGemmNr;
     v_panels_ = (a_.dv + kGemmNr - 1) / kGemmNr;
     ld_ = k_panels_ * kGemmNr;
+    // Blocks of about kRows queries, as many as the rounded quotient (at least one), of equal size
+    // in whole micro-kernel rows: Swin's 49 queries are one block, not 48 and a block of 1.
+    blocks_ = packed_ ? std::max<int64_t>(1, (a_.sq + kRows / 2) / kRows) : a_.sq;
+    rows_ = packed_ ? (a_.sq + blocks_ - 1) / blocks_ : 1;
+    rows_ = (rows_ + kGemmMr - 1) / kGemmMr * kGemmMr;
+    blocks_ = packed_ ? (a_.sq + rows_ - 1) / rows_ : a_.sq;
     const int threads = std::max(1, omp_get_max_threads());
     const int64_t per_thread =
-        packed_ ? k_panels_ * a_.d * kGemmNr + v_panels_ * a_.sk * kGemmNr + kRows * ld_ : ld_;
+        packed_ ? k_panels_ * a_.d * kGemmNr + v_panels_ * a_.sk * kGemmNr + rows_ * ld_ : ld_;
     scratch_ = Placed<float>(per_thread * threads);
     per_thread_ = per_thread;
-    blocks_ = packed_ ? (a_.sq + kRows - 1) / kRows : a_.sq;
   }
 
   void run() override {
@@ -215,18 +262,18 @@ class AttentionKernel final : public Kernel {
         pack(h, scratch);
         packed_head = h;
       }
-      block(h, blk * kRows, std::min(a_.sq, (blk + 1) * kRows), scratch);
+      block(h, blk * rows_, std::min(a_.sq, (blk + 1) * rows_), scratch);
     }
   }
 
   // The scale and the biases of query i of batch·head h, then its softmax, on its row of scores.
   void normalize(int64_t h, int64_t i, float* y) const {
-    if (a_.scale != 1.f) scale_row(y, a_.sk, a_.scale);
+    BiasRow rows[kMaxBiases];
     for (size_t b = 0; b < bias_.size(); ++b) {
       const BiasIndex& ix = index_[b];
-      add_row(y, a_.sk, bias_[b].data() + ix.head[static_cast<size_t>(h)] + i * ix.row, ix.along);
+      rows[b] = {bias_[b].data() + ix.head[static_cast<size_t>(h)] + i * ix.row, ix.along};
     }
-    softmax_row(y, a_.sk);
+    softmax_row(y, a_.sk, a_.scale, rows, bias_.size());
   }
 
   // Whether Kᵀ's panel p (keys [16p, 16p + 16) as columns, D rows) is read in place: K stored
@@ -249,12 +296,20 @@ class AttentionKernel final : public Kernel {
     for (int64_t p = 0; p < k_panels_; ++p) {
       if (k_in_place(p)) continue;
       const int64_t k0 = p * kGemmNr, n = std::min(kGemmNr, sk - k0);
+      float* panel = kp + p * d * kGemmNr;
+      if (a_.k_transposed) {
+        // Key by key: its row read whole, written down the panel's column (the panel, D × 16
+        // floats, stays in L1).
+        if (n < kGemmNr) std::fill(panel, panel + d * kGemmNr, 0.f);
+        for (int64_t j = 0; j < n; ++j) {
+          const float* row = k + (k0 + j) * d;
+          for (int64_t r = 0; r < d; ++r) panel[r * kGemmNr + j] = row[r];
+        }
+        continue;
+      }
       for (int64_t r = 0; r < d; ++r) {
-        float* out = kp + (p * d + r) * kGemmNr;
-        if (a_.k_transposed)
-          for (int64_t j = 0; j < n; ++j) out[j] = k[(k0 + j) * d + r];
-        else
-          std::memcpy(out, k + r * sk + k0, static_cast<size_t>(n) * sizeof(float));
+        float* out = panel + r * kGemmNr;
+        std::memcpy(out, k + r * sk + k0, static_cast<size_t>(n) * sizeof(float));
         std::fill(out + n, out + kGemmNr, 0.f);
       }
     }
@@ -328,7 +383,7 @@ class AttentionKernel final : public Kernel {
   std::vector<Placed<float>> bias_;
   std::vector<BiasIndex> index_;
   bool packed_ = false;
-  int64_t k_panels_ = 0, v_panels_ = 0, ld_ = 0, per_thread_ = 0, blocks_ = 0;
+  int64_t k_panels_ = 0, v_panels_ = 0, ld_ = 0, per_thread_ = 0, blocks_ = 0, rows_ = 1;
 };
 
 }  // namespace

@@ -177,26 +177,7 @@ FLOORLINE_MULTIVERSION void cols_shift_body(const float* row, const float* c, fl
 // went through the stack 16 bytes at a time and their compares lane by lane in general registers
 // (the softmax of 96 × 197 × 197 took 11.9 ms at one thread, against 3.3 for oneDNN's jit:avx2).
 // Here the accumulators stay in registers, and exp_sum runs two vectors per step, so that two
-// polynomials' chains overlap. exp_neg8 is exp_neg's steps with FMAs.
-[[gnu::target("avx2,fma")]] inline __m256 exp_neg8(__m256 t) {
-  // Clamped on the bits, as exp_neg is: a NaN with its sign bit set stays NaN, any other becomes 87.
-  const __m256i tb = _mm256_min_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x42AE0000));
-  const __m256 x = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_castsi256_ps(tb));
-  const __m256 shift = _mm256_set1_ps(12582912.f);
-  const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), shift), shift);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.f / 720.f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  const __m256i k = _mm256_cvtps_epi32(n);
-  return _mm256_mul_ps(
-      p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)));
-}
+// polynomials' chains overlap. exp_neg8 (internal.hpp) is exp_neg's steps with FMAs.
 // As row_max_body and exp_sum_body, 8 lanes (rows of at least 8; shorter ones go to the bodies).
 [[gnu::target("avx2,fma")]] float row_max_avx2(const float* x, int64_t n) {
   __m256 a = _mm256_loadu_ps(x), b = a;
@@ -808,15 +789,6 @@ class DataKernel final : public Kernel {
 };
 
 }  // namespace
-
-void softmax_row(float* x, int64_t n) {
-  const float m = row_max(x, n);
-  // In place: exp_sum's last vector overlaps the one before where n is no multiple of 16 (it would
-  // read values already exponentiated), so the whole vectors first, then the tail element by element.
-  const int64_t whole = n - n % 16;
-  const float sum = exp_sum(x, m, x, whole) + exp_sum(x + whole, m, x + whole, n - whole);
-  scale(x, 1.f / sum, n);
-}
 
 std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                          int block) {

@@ -63,6 +63,29 @@ class Placed {
   return _mm_cvtss_f32(_mm_max_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
+// e^−t for t ≥ 0, 8 lanes (the Softmax kernel's exp, data.cpp's exp_neg with FMAs): −t = n·ln2 + r
+// with |r| ≤ ln2/2, e^r by its degree-6 Taylor polynomial (relative error below 2e-7), 2^n in the
+// exponent bits; t clamped to 87 on its bits (a NaN with its sign bit set stays NaN).
+[[gnu::target("avx2,fma")]] inline __m256 exp_neg8(__m256 t) {
+  // Clamped on the bits, as exp_neg is: a NaN with its sign bit set stays NaN, any other becomes 87.
+  const __m256i tb = _mm256_min_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x42AE0000));
+  const __m256 x = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_castsi256_ps(tb));
+  const __m256 shift = _mm256_set1_ps(12582912.f);
+  const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), shift), shift);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.f / 720.f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  const __m256i k = _mm256_cvtps_epi32(n);
+  return _mm256_mul_ps(
+      p, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)));
+}
+
 // row(r) for r in [0, rows): the threads of the OpenMP pool split them, without a parallel region
 // for one thread or one row (the blocked layouts' kernels and the channel movements work row by row:
 // an image's channel block, a plain channel, a tile of pixels).
@@ -118,9 +141,6 @@ std::unique_ptr<Kernel> make_detection_kernel(const Problem& p, const std::strin
 // channels of 4-D tensors held in oneDNN's blocked layout aBcd<block>b (concat@blocked<block>c).
 std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                          int block = 0);
-// x[0..n) = softmax(x[0..n)) in place: the Softmax kernel's row (data.cpp: vectorised max, exp
-// and sum, per ISA build; a tail of n mod 16 element by element).
-void softmax_row(float* x, int64_t n);
 // GlobalAveragePool (blocked.cpp): `block` 0 on the plain layout; 8 or 16 on oneDNN's blocked
 // layout aBcd<block>b, input and output (global_average_pool@blocked<block>c).
 std::unique_ptr<Kernel> make_pool_kernel(const Problem& p, uint64_t seed, int block);

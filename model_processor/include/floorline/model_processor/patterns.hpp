@@ -63,7 +63,8 @@ struct FusionMatch {
 // output by that Sigmoid's: x·sigmoid(x), [Swish] absorbing {Sigmoid, Mul}.
 // Or scaled dot-product attention (is_attention): a MatMul of Q [..., Sq, D] and Kᵀ ([..., D, Sk],
 // or K [..., Sk, D] with transB), f32, every operand of the same leading dims, whose scores pass,
-// each step the sole reader of the one before, through at most one Mul/Div by a scalar [Scale],
+// each step the sole reader of the one before (a Dropout or Identity view between two steps passed
+// through), through at most one Mul/Div by a scalar [Scale],
 // any Adds of a tensor broadcast to the scores [AttentionBias(shape)], a Softmax along the last
 // axis [Softmax] and a MatMul of the probabilities by V [..., Sk, Dv] [MatMul(V's shape)]: what
 // ONNX Runtime's Attention/MultiHeadAttention and FlashAttention compute in one pass, the scores
