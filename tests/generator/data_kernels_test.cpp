@@ -174,30 +174,37 @@ TEST(DataKernels, ShuffleNetsConcatShuffleAndSlicesRunPlainAndOnTheBlockedLayout
     if (!v.ok()) continue;
     (*k)->run();
     ++seen[c.spec.variant.algorithm];
-    const auto at = c.spec.variant.algorithm.find("@blocked");
-    if (at == std::string::npos) continue;
-    const int block = std::stoi(c.spec.variant.algorithm.substr(at + 8));
     // The 4-D tensors the case reads and writes (a shuffle's: [N, G·K, H, W] both).
     auto four_d = [&](const std::vector<int64_t>& s) {
       return s.size() == 5 ? std::vector<int64_t>{s[0], s[1] * s[2], s[3], s[4]} : s;
     };
     const auto in = (*k)->port(false, 0), out = (*k)->port(true, 0);
     ASSERT_TRUE(in && out);
+    if (c.spec.variant.algorithm.ends_with("@nhwc")) {  // channels-last, as XNNPACK's NHWC ports
+      EXPECT_EQ(in->layout, kernels::channels_last_layout(four_d(p.inputs[0].shape))) << c.spec.name;
+      EXPECT_EQ(out->layout, kernels::channels_last_layout(four_d(p.outputs[0].shape))) << c.spec.name;
+      EXPECT_EQ(out->bytes, 4 * kernels::elements(p.outputs[0].shape)) << c.spec.name;
+      continue;
+    }
+    const auto at = c.spec.variant.algorithm.find("@blocked");
+    if (at == std::string::npos) continue;
+    const int block = std::stoi(c.spec.variant.algorithm.substr(at + 8));
     EXPECT_EQ(in->layout, kernels::blocked_channels_layout(block, four_d(p.inputs[0].shape))) << c.spec.name;
     EXPECT_EQ(out->layout, kernels::blocked_channels_layout(block, four_d(p.outputs[0].shape)))
         << c.spec.name;
     EXPECT_EQ(out->bytes, padded_bytes(four_d(p.outputs[0].shape), block)) << c.spec.name;
   }
-  // 3 concats, 3 shuffles and 6 slices in shufflenet_v2_x1_0 (batch 1), each in three layouts.
+  // 3 concats, 3 shuffles and 6 slices in shufflenet_v2_x1_0 (batch 1), each in four layouts.
   for (const char* name : {"concat", "channel_shuffle", "slice"})
-    for (const std::string suffix : {"", "@blocked8c", "@blocked16c"}) {
+    for (const std::string suffix : {"", "@blocked8c", "@blocked16c", "@nhwc"}) {
       const std::string algorithm = name + suffix;
       EXPECT_EQ(seen[algorithm], std::string(name) == "slice" ? 6 : 3) << algorithm;
     }
 }
 
-// Hand-made channel movements: a Split into 3, 10 and 4 channels of two images; a Slice of
-// channels 13 to 33 that names another axis too, taken whole; a shuffle of 3 groups of 5; and what
+// Hand-made channel movements, in every layout (plain, blocked, channels-last): a Split into 3, 10
+// and 4 channels of two images; a Slice of channels 13 to 33 that names another axis too, taken
+// whole; a shuffle of 3 groups of 5 (channels-last: runs of one channel); and what
 // is no movement of whole channels (a Transpose of other axes, a Slice with a step) has no kernel.
 TEST(DataKernels, SplitSliceAndShuffleOfOddChannelCountsVerifyInEveryLayout) {
   auto spec = [](LayerKind kind, const char* op, std::vector<kernels::Operand> in,
@@ -230,7 +237,7 @@ TEST(DataKernels, SplitSliceAndShuffleOfOddChannelCountsVerifyInEveryLayout) {
       {"split", split}, {"slice", slice}, {"channel_shuffle", shuffle}, {"channel_shuffle", shuffle2}};
   for (const auto& [name, base] : cases) {
     EXPECT_EQ(kernels::floorline_kernel_name(base.problem), name);
-    for (const std::string suffix : {"", "@blocked8c", "@blocked16c"}) {
+    for (const std::string suffix : {"", "@blocked8c", "@blocked16c", "@nhwc"}) {
       kernels::CaseSpec c = base;
       c.variant.algorithm = name + suffix;
       auto k = kernels::make_floorline_kernel(c);

@@ -36,14 +36,19 @@ class FloorlineBackend final : public Backend {
     const auto& p = base.problem;
     if (name == "concat" && !p.outputs.empty() && p.outputs[0].shape.size() == 4) {
       const int64_t axis = p.int_attr("axis");
-      if (axis == 1 || axis == -3)
+      if (axis == 1 || axis == -3) {
         for (const int block : {16, 8}) algorithms.push_back(fmt::format("concat@blocked{}c", block));
+        algorithms.push_back("concat@nhwc");
+      }
     }
     // Slice, Split and the channel shuffle (a Transpose) of whole channels: on the blocked layouts
     // too (channels.cpp), where a oneDNN-aware runtime keeps ShuffleNet's blocked convolution outputs
-    // through the shuffle and the split after it.
-    if (name == "slice" || name == "split" || name == "channel_shuffle")
+    // through the shuffle and the split after it; and channels-last, where XNNPACK's NHWC
+    // convolutions are the fastest (ShuffleNet's 1×1s on AVX-512).
+    if (name == "slice" || name == "split" || name == "channel_shuffle") {
       for (const int block : {16, 8}) algorithms.push_back(fmt::format("{}@blocked{}c", name, block));
+      algorithms.push_back(name + "@nhwc");
+    }
     // GlobalAveragePool of a 4-D input: on the blocked layouts too (blocked.cpp), where a oneDNN-aware
     // runtime pools a convolution's blocked output in place (an SE block's squeeze).
     if (name == "global_average_pool" && !p.inputs.empty() && p.inputs[0].shape.size() == 4)

@@ -13,6 +13,11 @@
 //                                     replay carries through a view
 //   concat@blocked<B>c                a Concat along the channels whose inputs are not all a
 //                                     multiple of B channels (a multiple: data.cpp's copies)
+//   slice@nhwc, split@nhwc, channel_shuffle@nhwc, concat@nhwc
+//                                     the same on the channels-last layout (oneDNN's acdb, XNNPACK's
+//                                     NHWC), where XNNPACK's NHWC convolutions (AVX-512 hosts'
+//                                     fastest 1×1s in ShuffleNet) write and read the tensors around
+//                                     them
 //
 // A runtime that keeps a convolution's blocked output through the layers after it can run these on
 // the blocked layout rather than converting around them. Without them shufflenet_v2_x1_0's replay
@@ -28,6 +33,9 @@
 // interleave two runs of 8 input channels (the shuffle of 2 groups) gather each run once and
 // interleave them (interleave_pair_body). Tiles of pixels of two groups at a time are the rows the
 // threads split.
+// Channels-last: per pixel, an output's channels are runs of consecutive input channels (one copy
+// each) or two runs interleaved channel by channel (the shuffle of 2 groups: unpack and permute,
+// AVX2); chunks of pixels are the rows the threads split.
 // Verified against the reference: plain input values packed into the layout with NaN in the inputs'
 // padding lanes (never read), the outputs unpacked, their padding lanes checked to be zero.
 #include <omp.h>
@@ -251,17 +259,43 @@ std::optional<ChannelMove> channel_move(const Problem& p) {
 
 namespace {
 
+// dst[2k] = a[k], dst[2k + 1] = b[k] for k in [0, n).
+[[gnu::target("avx2")]] void interleave_avx2(const float* a, const float* b, float* dst, int64_t n) {
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 x = _mm256_loadu_ps(a + k), y = _mm256_loadu_ps(b + k);
+    const __m256 lo = _mm256_unpacklo_ps(x, y), hi = _mm256_unpackhi_ps(x, y);  // per 128-bit half
+    _mm256_storeu_ps(dst + 2 * k, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(dst + 2 * k + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+  }
+  for (; k < n; ++k) {
+    dst[2 * k] = a[k];
+    dst[2 * k + 1] = b[k];
+  }
+}
+void interleave(const float* a, const float* b, float* dst, int64_t n) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return interleave_avx2(a, b, dst, n);
+  for (int64_t k = 0; k < n; ++k) {
+    dst[2 * k] = a[k];
+    dst[2 * k + 1] = b[k];
+  }
+}
+
 class ChannelKernel final : public Kernel {
  public:
   ChannelKernel(Problem p, std::string name, uint64_t seed, int block, ChannelMove m)
       : p_(std::move(p)), name_(std::move(name)), seed_(seed), block_(block), m_(std::move(m)) {
-    if (block_ != 0 && block_ != 8 && block_ != 16) unsupported(fmt::format("no blocked{}c layout", block_));
+    if (block_ != 0 && block_ != 8 && block_ != 16 && block_ != kNhwc)
+      unsupported(fmt::format("no blocked{}c layout", block_));
     n_ = m_.out[0][0];
     hw_ = m_.out[0][2] * m_.out[0][3];
     for (const auto& s : m_.in) in_.emplace_back(stored(s));
     for (const auto& s : m_.out) out_.emplace_back(stored(s));
     if (block_ == 0)
       plan_plain();
+    else if (block_ == kNhwc)
+      plan_nhwc();
     else
       plan_blocked();
     for (size_t k = 0; k < in_.size(); ++k)
@@ -275,8 +309,11 @@ class ChannelKernel final : public Kernel {
     const auto& list = output ? out_ : in_;
     if (k >= list.size()) return std::nullopt;
     const Placed<float>& t = list[k];
-    if (block_ == 0) return Port{t.data(), t.bytes(), "plain"};
-    return Port{t.data(), t.bytes(), blocked_channels_layout(block_, (output ? m_.out : m_.in)[k])};
+    const Shape& dims = (output ? m_.out : m_.in)[k];
+    // Without pixels (H = W = 1) channels-last is the plain order, as XNNPACK's ports say.
+    if (block_ == 0 || (block_ == kNhwc && hw_ == 1)) return Port{t.data(), t.bytes(), "plain"};
+    if (block_ == kNhwc) return Port{t.data(), t.bytes(), channels_last_layout(dims)};
+    return Port{t.data(), t.bytes(), blocked_channels_layout(block_, dims)};
   }
   Status bind(bool output, size_t k, void* data) override {
     auto& list = output ? out_ : in_;
@@ -287,6 +324,26 @@ class ChannelKernel final : public Kernel {
   }
 
   void run() override {
+    if (block_ == kNhwc) {
+      for_rows((n_ * hw_ + kChunkPixels - 1) / kChunkPixels, [this](int64_t r) {
+        const int64_t p0 = r * kChunkPixels, p1 = std::min(n_ * hw_, p0 + kChunkPixels);
+        for (const Segment& g : segments_) {
+          const int64_t ci = m_.in[g.input][1], co = m_.out[g.output][1];
+          const float* src = in_[g.input].data();
+          const float* src_b = in_[g.input_b].data();
+          float* dst = out_[g.output].data();
+          for (int64_t px = p0; px < p1; ++px) {
+            if (g.interleaved)
+              interleave(src + px * ci + g.from, src_b + px * m_.in[g.input_b][1] + g.from_b,
+                         dst + px * co + g.to, g.count);
+            else
+              std::memcpy(dst + px * co + g.to, src + px * ci + g.from,
+                          static_cast<size_t>(g.count) * sizeof(float));
+          }
+        }
+      });
+      return;
+    }
     if (block_ == 0) {
       for_rows(static_cast<int64_t>(pieces_.size()), [this](int64_t r) {
         const Piece& c = pieces_[static_cast<size_t>(r)];
@@ -371,7 +428,7 @@ class ChannelKernel final : public Kernel {
           for (int64_t i = 0; i < hw_; ++i)
             got[static_cast<size_t>((n * s[1] + c) * hw_ + i)] = out_[k][static_cast<size_t>(at(s, n, c, i))];
       FL_TRY(compare_output(got.data(), ref[k], verify_tolerance(p_)));
-      if (block_ == 0) continue;
+      if (block_ <= 0) continue;
       const int64_t padded = blocks(s[1]) * block_;
       for (int64_t n = 0; n < n_; ++n)
         for (int64_t c = s[1]; c < padded; ++c)
@@ -400,11 +457,12 @@ class ChannelKernel final : public Kernel {
   int64_t blocks(int64_t c) const { return (c + block_ - 1) / block_; }
   // Floats the layout holds for a [N, C, H, W] tensor (the blocked ones with their padding lanes).
   int64_t stored(const Shape& s) const {
-    return block_ == 0 ? elements(s) : s[0] * blocks(s[1]) * block_ * hw_;
+    return block_ <= 0 ? elements(s) : s[0] * blocks(s[1]) * block_ * hw_;
   }
   // The offset of element (n, c, pixel i) of a [N, C, H, W] tensor in the layout.
   int64_t at(const Shape& s, int64_t n, int64_t c, int64_t i) const {
     if (block_ == 0) return (n * s[1] + c) * hw_ + i;
+    if (block_ == kNhwc) return (n * hw_ + i) * s[1] + c;
     return ((n * blocks(s[1]) + c / block_) * hw_ + i) * block_ + c % block_;
   }
 
@@ -426,6 +484,41 @@ class ChannelKernel final : public Kernel {
                 {from[c].input, o, src + done, dst + done, std::min(kPieceFloats, floats - done)});
           c = e;
         }
+    }
+  }
+
+  // Channels-last: each output's channels as segments, the same at every pixel: a run of
+  // consecutive channels of one input, or two such runs interleaved channel by channel.
+  void plan_nhwc() {
+    for (size_t o = 0; o < m_.out.size(); ++o) {
+      const auto& from = m_.from[o];
+      const auto next = [&](size_t c, size_t d) {  // from[c + d] continues from[c]'s run by d / 2
+        return from[c + d].input == from[c].input &&
+               from[c + d].channel == from[c].channel + static_cast<int64_t>(d / 2);
+      };
+      for (size_t c = 0; c < from.size();) {
+        // Interleaved: a₀ b₀ a₁ b₁ …, at least 4 pairs, b not a's continuation.
+        size_t pairs = 0;
+        if (c + 1 < from.size() &&
+            !(from[c + 1].input == from[c].input && from[c + 1].channel == from[c].channel + 1))
+          while (c + 2 * pairs + 1 < from.size() && next(c, 2 * pairs) &&
+                 from[c + 2 * pairs + 1].input == from[c + 1].input &&
+                 from[c + 2 * pairs + 1].channel == from[c + 1].channel + static_cast<int64_t>(pairs))
+            ++pairs;
+        if (pairs >= 4) {
+          segments_.push_back({from[c].input, from[c + 1].input, o, from[c].channel, from[c + 1].channel,
+                               static_cast<int64_t>(c), static_cast<int64_t>(pairs), true});
+          c += 2 * pairs;
+          continue;
+        }
+        size_t e = c + 1;
+        while (e < from.size() && from[e].input == from[c].input &&
+               from[e].channel == from[e - 1].channel + 1)
+          ++e;
+        segments_.push_back({from[c].input, from[c].input, o, from[c].channel, 0, static_cast<int64_t>(c),
+                             static_cast<int64_t>(e - c), false});
+        c = e;
+      }
     }
   }
 
@@ -506,8 +599,15 @@ class ChannelKernel final : public Kernel {
   ChannelMove m_;
   int64_t n_ = 0, hw_ = 0;
   std::vector<Placed<float>> in_, out_;
-  std::vector<Piece> pieces_;      // plain
-  std::vector<LaneGroup> groups_;  // blocked: per image and output block, its lane groups
+  std::vector<Piece> pieces_;  // plain
+  struct Segment {
+    size_t input = 0, input_b = 0, output = 0;
+    int64_t from = 0, from_b = 0, to = 0, count = 0;  // channels; interleaved: pairs
+    bool interleaved = false;
+  };
+  std::vector<Segment> segments_;              // channels-last
+  static constexpr int64_t kChunkPixels = 64;  // channels-last: pixels per row of the threads
+  std::vector<LaneGroup> groups_;              // blocked: per image and output block, its lane groups
   struct Tile {
     size_t group = 0, groups = 0;  // its first lane group and how many
     int64_t pixel = 0, pixels = 0;

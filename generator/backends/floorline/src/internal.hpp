@@ -164,7 +164,9 @@ struct ChannelMove {
 std::optional<ChannelMove> channel_move(const Problem& p);
 // Its kernel (channels.cpp), `block` 0 on the plain layout, 8 or 16 on oneDNN's blocked layout
 // aBcd<block>b, every input and output (slice@blocked<B>c, split@..., channel_shuffle@...,
-// concat@blocked<B>c); unsupported where `p` is no channel movement.
+// concat@blocked<B>c), kNhwc on the channels-last layout (slice@nhwc...); unsupported where `p`
+// is no channel movement.
+constexpr int kNhwc = -1;
 std::unique_ptr<Kernel> make_channel_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                             int block);
 // Gemm and MatMul over a B packed once: sgemm_packed (gemm.cpp).
