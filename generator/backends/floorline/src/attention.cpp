@@ -430,6 +430,8 @@ AttentionDesc attention_desc(const Problem& p) {
       unsupported(fmt::format("attention: no post-op {} at position {} of the chain", op.op, i));
     }
   }
+  if (a.biases.size() > kMaxBiases)
+    unsupported(fmt::format("attention: {} biases, {} at most", a.biases.size(), kMaxBiases));
   if (a.v.size() != r || !std::equal(a.q.begin(), a.q.end() - 2, a.v.begin()) || a.v[r - 2] != a.sk)
     unsupported(
         fmt::format("attention: V of {} after scores {}", fmt::join(a.v, "x"), fmt::join(scores, "x")));
