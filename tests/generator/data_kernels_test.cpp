@@ -1204,6 +1204,15 @@ TEST(OwnAttention, VitAndBertChainsAndHandMadeFormsMatchTheReference) {
   EXPECT_NE(k.error().message.find("does not broadcast"), std::string::npos) << k.error().message;
   bad.problem.post_ops = {{"Softmax"}};
   EXPECT_FALSE(kernels::make_floorline_kernel(bad).ok());
+  // Nine biases: more than its row function holds.
+  bad.problem.post_ops.clear();
+  for (int b = 0; b < 9; ++b) bad.problem.post_ops.push_back({"AttentionBias", 0, 0, {1, 6}});
+  bad.problem.post_ops.push_back({"Softmax"});
+  bad.problem.post_ops.push_back({"MatMul", 0, 0, {2, 6, 4}});
+  auto many = kernels::make_floorline_kernel(bad);
+  ASSERT_FALSE(many.ok());
+  EXPECT_EQ(many.error().code, Disposition::kUnsupported);
+  EXPECT_NE(many.error().message.find("8 at most"), std::string::npos) << many.error().message;
 }
 
 }  // namespace
