@@ -247,18 +247,19 @@ class OnednnKernel final : public Kernel {
       const auto& td = b_.tensors[t];
       const Fill f = td.is_output ? Fill::kUniform : td.fill;
       float* data = static_cast<float*>(user_[t].get_data_handle());
+      const int64_t n = elements(td.shape);
       if (f == Fill::kInteger) {
-        fill_integers(data, elements(td.shape), td.lo, td.hi, seed + t * 131);
+        fill_integers(data, n, td.lo, td.hi, seed + t * 131);
       } else {
-        fill_random(data, elements(td.shape), f, seed + t * 131);
+        fill_random(data, n, f, seed + t * 131);
         if (td.scale != 1.f)
-          for (int64_t i = 0; i < elements(td.shape); ++i) data[i] *= td.scale;
+          for (int64_t i = 0; i < n; ++i) data[i] *= td.scale;
       }
       if (!td.values.empty()) std::copy(td.values.begin(), td.values.end(), data);
       if (td.reciprocal_of >= 0) {  // the reciprocal tensor comes after its source (filled already)
         const float* from =
             static_cast<const float*>(user_[static_cast<size_t>(td.reciprocal_of)].get_data_handle());
-        for (int64_t i = 0; i < elements(td.shape); ++i) data[i] = 1.f / from[i];
+        for (int64_t i = 0; i < n; ++i) data[i] = 1.f / from[i];
       }
       if (dev_[t] != user_[t]) {
         dnnl::reorder(user_[t], dev_[t]).execute(strm, user_[t], dev_[t]);
