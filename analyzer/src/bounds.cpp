@@ -124,6 +124,7 @@ void apply_epilogues(const mp::ModelIR& model, const CostTable& costs, const std
     for (LayerCost* a : acts) {
       a->own_us = a->us;
       a->epilogue_case = f.name;
+      a->epilogue_head = head.index;
       a->us = 0;
       a->case_id = f.case_id;
       a->case_system_id = f.system_id;

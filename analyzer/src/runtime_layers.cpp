@@ -195,6 +195,71 @@ std::optional<RuntimeComparison> compare_runtime_profile(const ModelBounds& b, c
 
 namespace {
 
+// The runtime's nodes in execution order, each with its layers; the nodes that run one chain S
+// takes at a fused case (an activation or an attention in its producer's epilogue:
+// LayerCost::epilogue_head) but the runtime runs as several nodes, merged into one at the first of
+// them: their layers, their names and ops joined, their times summed. The chain's absorbed layers
+// carry what the fused case adds to the producer, not their own time, so a node of them alone
+// compares with nothing the runtime ran (an attention's Softmax node against the whole fused case).
+std::vector<RuntimeNodeCompare> merged_epilogue_nodes(
+    const std::vector<const benchdb::FrameworkLayerTimeRow*>& rows, const ModelBounds& b) {
+  std::vector<RuntimeNodeCompare> nodes;
+  std::unordered_map<std::string, size_t> node_of;  // layer name → its node
+  for (const auto* r : rows) {
+    RuntimeNodeCompare n;
+    n.order = r->node_order;
+    n.node = r->node_name;
+    n.op = r->op;
+    n.runtime_us = r->median_us;
+    const auto names = nlohmann::json::parse(r->layers, nullptr, false);
+    if (names.is_array())
+      for (const auto& x : names)
+        if (x.is_string()) {
+          n.layers.push_back(x.get<std::string>());
+          node_of.emplace(n.layers.back(), nodes.size());
+        }
+    nodes.push_back(std::move(n));
+  }
+  std::vector<size_t> root(nodes.size());
+  for (size_t k = 0; k < root.size(); ++k) root[k] = k;
+  auto find = [&](size_t k) {
+    while (root[k] != k) k = root[k] = root[root[k]];
+    return k;
+  };
+  std::unordered_map<int, const LayerCost*> by_index;
+  for (const auto& l : b.layers) by_index.emplace(l.index, &l);
+  bool any = false;
+  for (const auto& l : b.layers) {
+    if (l.epilogue_head < 0) continue;
+    const auto head = by_index.find(l.epilogue_head);
+    if (head == by_index.end()) continue;
+    const auto a = node_of.find(l.name), h = node_of.find(head->second->name);
+    if (a == node_of.end() || h == node_of.end()) continue;
+    const size_t x = find(a->second), y = find(h->second);
+    if (x == y) continue;
+    root[std::max(x, y)] = std::min(x, y);  // the group's first node in execution order
+    any = true;
+  }
+  if (!any) return nodes;
+  std::vector<RuntimeNodeCompare> out;
+  std::unordered_map<size_t, size_t> at;  // group root → position in out
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const size_t g = find(k);
+    const auto it = at.find(g);
+    if (it == at.end()) {
+      at.emplace(g, out.size());
+      out.push_back(std::move(nodes[k]));
+      continue;
+    }
+    RuntimeNodeCompare& m = out[it->second];
+    m.node += " + " + nodes[k].node;
+    m.op += "+" + nodes[k].op;
+    m.runtime_us += nodes[k].runtime_us;
+    m.layers.insert(m.layers.end(), nodes[k].layers.begin(), nodes[k].layers.end());
+  }
+  return out;
+}
+
 RuntimeComparison compare_profile(const ModelBounds& b,
                                   const std::vector<const benchdb::FrameworkLayerTimeRow*>* chosen) {
   RuntimeComparison c;
@@ -206,16 +271,7 @@ RuntimeComparison compare_profile(const ModelBounds& b,
   const auto chains_by_layer = fused_chains_by_layer(b);
   auto rows = *chosen;
   std::sort(rows.begin(), rows.end(), [](auto* x, auto* y) { return x->node_order < y->node_order; });
-  for (const auto* r : rows) {
-    RuntimeNodeCompare n;
-    n.order = r->node_order;
-    n.node = r->node_name;
-    n.op = r->op;
-    n.runtime_us = r->median_us;
-    const auto names = nlohmann::json::parse(r->layers, nullptr, false);
-    if (names.is_array())
-      for (const auto& x : names)
-        if (x.is_string()) n.layers.push_back(x.get<std::string>());
+  for (RuntimeNodeCompare& n : merged_epilogue_nodes(rows, b)) {
     double best = 0;
     bool timed = true;
     for (const auto& name : n.layers) {

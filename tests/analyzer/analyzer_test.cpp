@@ -628,6 +628,72 @@ TEST(RuntimeLayers, ResnetFusedNodesCompareWithTheEpiloguesSCounts) {
   EXPECT_EQ(html.find("<b>1 fusion win(s)</b>"), std::string::npos);
 }
 
+// An attention S takes at its fused case (the scores' MatMul, the Softmax and the product by V as
+// one case, 20 µs against 10 + 8 + 10 unfused): the Softmax carries what the case adds to the
+// scores' MatMul (10) and the product by V 0. A runtime that runs the three as three nodes is
+// compared on their sum, as one row: its Softmax node alone (4 µs) is no violation of the 10.
+TEST(RuntimeLayers, AnAttentionRunAsSeveralNodesComparesWithItsFusedCaseOnTheirSum) {
+  const auto m = process(R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+attn (float[1,4,6,8] q, float[1,4,8,6] kt, float[1,4,6,8] v) => (float y) {
+  s = MatMul (q, kt)
+  p = Softmax <axis = -1> (s)
+  y = MatMul (p, v)
+}
+)onnx",
+                         "attn");
+  const auto& scores = layer(m, "MatMul", 0);
+  const auto& softmax = layer(m, "Softmax");
+  const auto& by_v = layer(m, "MatMul", 1);
+  auto node = [&](int64_t order, const std::string& name, const std::string& op, double us,
+                  const std::string& layer_name) {
+    benchdb::FrameworkLayerTimeRow r;
+    r.model_name = "attn";
+    r.runtime = "onnxruntime";
+    r.runtime_version = "1.30.0";
+    r.device = "cpu";
+    r.settings = "graph_optimization=all";
+    r.threads = 1;
+    r.node_order = order;
+    r.node_name = name;
+    r.op = op;
+    r.layers = nlohmann::json(std::vector<std::string>{layer_name}).dump();
+    r.median_us = us;
+    r.runs = 3;
+    r.measured_at = "2026-11-23T10:00:00Z";
+    return r;
+  };
+  for (const double softmax_node_us : {4.0, 1.0}) {
+    TestDb t({m});
+    t.time(scores.key, "default", 10, true);
+    t.time(softmax.key, "default", 8, true);
+    t.time(by_v.key, "default", 10, true);
+    t.time(scores.key, "attention", 20, false, "Softmax+MatMul(1x4x6x8)");
+    TestDb::value(t.db.replace_framework_layer_times({
+        node(0, "mm1", "FusedMatMul", 9, scores.name),
+        node(1, "sm", "Softmax", softmax_node_us, softmax.name),
+        node(2, "mm2", "MatMul", 9, by_v.name),
+    }));
+    auto report = build_report(t.db, {m}, std::nullopt);
+    ASSERT_TRUE(report.ok()) << report.error().message;
+    const auto& b = report->models[0].bounds;
+    EXPECT_DOUBLE_EQ(b.S, 20);
+    ASSERT_TRUE(report->models[0].runtime_layers);
+    const RuntimeComparison& c = *report->models[0].runtime_layers;
+    ASSERT_EQ(c.nodes.size(), 1u);
+    const auto& n = c.nodes[0];
+    EXPECT_EQ(n.node, "mm1 + sm + mm2");
+    EXPECT_EQ(n.op, "FusedMatMul+Softmax+MatMul");
+    EXPECT_EQ(n.kinds, "MatMul+Softmax+MatMul");
+    EXPECT_DOUBLE_EQ(n.runtime_us, 18 + softmax_node_us);
+    EXPECT_DOUBLE_EQ(*n.best_us, 20);
+    EXPECT_DOUBLE_EQ(c.runtime_us, 18 + softmax_node_us);
+    // 22 µs: the runtime loses by 2; 19 µs: one violation, the whole chain's.
+    EXPECT_EQ(n.violation(), softmax_node_us < 2);
+    EXPECT_EQ(c.violations.size(), softmax_node_us < 2 ? 1u : 0u);
+  }
+}
+
 // The validity check: every framework latency and the replay against S = 10 + 20 + 5 + 7 = 42 µs;
 // the layers responsible from the profile of the violating runtime identity.
 TEST(BoundCheck, LatenciesBelowSAreViolationsWithTheFasterRuntimeNodes) {

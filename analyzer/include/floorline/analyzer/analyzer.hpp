@@ -260,9 +260,12 @@ struct LayerCost {
   // faster than the two layers' unfused cases, and t(v) is what that case adds to the producer's
   // own time, fused − t(producer), or 0 where the producer's t(v) is the fused case itself (it beat
   // the producer's own best); `own_us` keeps the activation's own best case time.
-  // "" and 0 for every other layer.
+  // "" and 0 for every other layer. `epilogue_head` is the producer's Layer::index (-1 for every
+  // other layer): a runtime that runs the chain as several nodes is compared on their sum
+  // (runtime_layers.hpp).
   std::string epilogue_case;
   double own_us = 0;
+  int epilogue_head = -1;
   // The case t(v) is taken from (the best case; for an activation in an epilogue, the fused case),
   // its system and time alone (µs); 0 unless measured.
   int64_t case_id = 0, case_system_id = 0;

@@ -36,9 +36,12 @@
 namespace floorline::analyzer {
 
 struct RuntimeNodeCompare {
-  int64_t order = 0;                    // execution order in the runtime
-  std::string node;                     // the runtime's node name
-  std::string op;                       // the runtime's op or kernel
+  int64_t order = 0;  // execution order in the runtime
+  // The runtime's node name and op or kernel. Nodes that run one chain S takes at a fused case
+  // (LayerCost::epilogue_head: an attention's MatMul, Softmax, MatMul) are one row: their names
+  // joined by " + ", their ops by '+', their times summed.
+  std::string node;
+  std::string op;
   std::vector<std::string> layers;      // every model layer it computes (view layers included)
   std::vector<int> cost_layers;         // Layer::index of the cost-bearing ones among them
   std::string kinds;                    // their kinds joined by '+' ("Conv+Relu"), "" when none
