@@ -133,6 +133,7 @@ int run_main(RunCmd o, const std::string& command_line) {
   if (o.quick) {
     ro.remeasure = false;
     ro.reuse_frames = ro.passes <= 1;  // placements compared (--passes N) need frames of their own
+    ro.first_call_counts = true;       // with one repetition (--repetitions N keeps the calls apart)
   }
   if (auto st = select_shard(l, o.c, costs, "run"); !st) return fail(st.error().message);
   int64_t layers = 0;
@@ -539,7 +540,8 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
   r->add_option("--out", o->out, "Folder for the database and the reports (report.html, report.json)");
   r->add_flag(
       "--quick", o->quick,
-      "A first look: 1 pass of 1 repetition, at most 2 implementations per config, no re-measurement, "
+      "A first look: 1 pass of 1 repetition (a case whose first call takes 1 ms or more: that call), at most "
+      "2 implementations per config, no re-measurement, "
       "no replay (unless --replay) and so no layout conversions, ONNX Runtime 1 run (the batch sizes stay "
       "--batch's, default 1)");
   r->add_option("--threads", o->threads,

@@ -121,6 +121,15 @@ MeasurementRow measurement_from_runs(const std::vector<const benchmark::Benchmar
   return m;
 }
 
+MeasurementRow measurement_from_calls(std::vector<double> per_call_us, int64_t iterations,
+                                      const std::map<std::string, double>& counters) {
+  MeasurementRow m;
+  m.iterations = iterations;
+  fill_passed(m, std::move(per_call_us));
+  apply_counters(m, counters);
+  return m;
+}
+
 DatabaseReporter::DatabaseReporter(MeasurementWriter& writer,
                                    std::function<int64_t(const std::string&)> resolve)
     : writer_(writer), resolve_(std::move(resolve)) {}

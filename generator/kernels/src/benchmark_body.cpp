@@ -63,6 +63,23 @@ double warm_up(Kernel& kernel, double seconds) {
   return warm_up_calls(kernel, seconds).lowest;
 }
 
+std::map<std::string, double> case_counters(const Work& work, const Kernel& kernel, double calls,
+                                            double seconds) {
+  std::map<std::string, double> c;
+  if (work.flops > 0) {
+    c["flops"] = static_cast<double>(work.flops);
+    c["gflops"] = seconds > 0 ? static_cast<double>(work.flops) * calls / seconds / 1e9 : 0;
+  }
+  if (work.bytes > 0) {
+    c["bytes"] = static_cast<double>(work.bytes);
+    c["gbytes_per_s"] = seconds > 0 ? static_cast<double>(work.bytes) * calls / seconds / 1e9 : 0;
+  }
+  c["workspace_bytes"] = static_cast<double>(kernel.workspace_bytes());
+  c["is_default"] = work.is_default ? 1 : 0;
+  for (const auto& [name, value] : kernel.device_counters()) c[name] = value;
+  return c;
+}
+
 benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& work, KernelFactory factory,
                                               std::shared_ptr<Kernel> prebuilt) {
   struct State {
@@ -108,20 +125,9 @@ benchmark::internal::Benchmark* register_case(const CaseSpec& spec, const Work& 
                  state.SkipWithError(benchmark_error_text(error_of(e)).c_str());
                  return;
                }
-               const double calls = static_cast<double>(state.iterations());
-               if (work.flops > 0) {
-                 state.counters["flops"] = static_cast<double>(work.flops);
-                 state.counters["gflops"] =
-                     total > 0 ? static_cast<double>(work.flops) * calls / total / 1e9 : 0;
-               }
-               if (work.bytes > 0) {
-                 state.counters["bytes"] = static_cast<double>(work.bytes);
-                 state.counters["gbytes_per_s"] =
-                     total > 0 ? static_cast<double>(work.bytes) * calls / total / 1e9 : 0;
-               }
-               state.counters["workspace_bytes"] = static_cast<double>(st->kernel->workspace_bytes());
-               state.counters["is_default"] = work.is_default ? 1 : 0;
-               for (const auto& [name, value] : st->kernel->device_counters()) state.counters[name] = value;
+               for (const auto& [name, value] :
+                    case_counters(work, *st->kernel, static_cast<double>(state.iterations()), total))
+                 state.counters[name] = value;
              })
       ->UseManualTime();
 }

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ void fill_status_from_error(MeasurementRow& m, const std::string& error_message)
 // receives each passed repetition's per-call time in µs, in order (nothing for an error).
 MeasurementRow measurement_from_runs(const std::vector<const benchmark::BenchmarkReporter::Run*>& reps,
                                      std::vector<double>* per_call_us = nullptr);
+
+// The row of calls timed outside Google Benchmark (RunOptions::first_call_counts): status passed,
+// `iterations` calls, one repetition per per-call time in `per_call_us` (µs), and the counters as
+// the benchmark body sets them (kernels::case_counters).
+MeasurementRow measurement_from_calls(std::vector<double> per_call_us, int64_t iterations,
+                                      const std::map<std::string, double>& counters);
 
 class DatabaseReporter : public benchmark::BenchmarkReporter {
  public:

@@ -56,6 +56,12 @@ struct RunOptions {
   // Large buffers take released mappings back (kernels::BufferPlacement::reuse_frames): faster
   // builds, the frames of the last builds. For one visit per case (`run --quick`).
   bool reuse_frames = false;
+  // A host-timed case whose first warm-up call takes min_time or more is timed by that call, its one
+  // repetition, when `repetitions` is 1 (`run --quick`): no second call. On the zoo's first look
+  // (Zen 4 EPYC) the first call of such a case read a median of 1.005 × the call timed after it
+  // (5th–95th percentile 0.95–1.11, the first faster in 40%), and these cases were 29 of its 35 s
+  // of timed calls, each taken twice.
+  bool first_call_counts = false;
   // More placements for the short cases whose placements disagree: after the block's passes, a case
   // whose call takes under placement_search_below_us and whose second-best placement's median is
   // more than placement_tolerance above its best gets another placement (another visit, on other

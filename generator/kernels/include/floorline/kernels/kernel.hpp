@@ -239,6 +239,12 @@ LibraryCase conversion_case(const CaseSpec& base, std::string algorithm, MathMod
 // unsupported, and why.
 LibraryCase unsupported_case(const CaseSpec& base, MathMode math_mode, std::string reason);
 
+// The counters of `calls` calls of `kernel` that took `seconds` in all, as register_case's body sets
+// them: flops, gflops, bytes, gbytes_per_s (where the work is known), workspace_bytes, is_default,
+// and the kernel's device_counters().
+std::map<std::string, double> case_counters(const Work& work, const Kernel& kernel, double calls,
+                                            double seconds);
+
 // Registers the case with Google Benchmark under spec.name, with manual timing. The body: builds
 // the kernel with `factory` on first use unless `prebuilt` is given (a build error, or an exception
 // while timing, becomes SkipWithError(benchmark_error_text(error)), so reporters see its code), warms
