@@ -194,6 +194,10 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
                static_cast<long long>(r.failed), static_cast<long long>(r.already_measured),
                verify ? fmt::format(", {} verified", r.verified).c_str() : "", plan_seconds, r.wall_seconds,
                r.timed_seconds, r.efficiency());
+  if (r.first_calls > 0)
+    std::fprintf(stderr,
+                 "%lld case(s) timed by their first call (a first look: it took a repetition's time)\n",
+                 static_cast<long long>(r.first_calls));
   for (const auto& p : r.peaks)
     std::fprintf(stderr, "calibrated peak %s %s: %s (%s)\n",
                  p.math_mode == "memory" ? "bytes (memory)" : p.peak.c_str(), p.dtype.c_str(),

@@ -428,6 +428,7 @@ int run_main(RunCmd o, const std::string& command_line) {
     full.placements = defaults.placements;
     full.remeasure = defaults.remeasure;
     full.reuse_frames = defaults.reuse_frames;
+    full.first_call_counts = defaults.first_call_counts;
     struct Retimed {
       int cases = 0, rounds = 0;
       double seconds = 0, before = 0;
@@ -540,7 +541,8 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
   r->add_option("--out", o->out, "Folder for the database and the reports (report.html, report.json)");
   r->add_flag(
       "--quick", o->quick,
-      "A first look: 1 pass of 1 repetition (a case whose first call takes 1 ms or more: that call), at most "
+      "A first look: 1 pass of 1 repetition of 1 ms (a case whose first call takes that long: that call), at "
+      "most "
       "2 implementations per config, no re-measurement, "
       "no replay (unless --replay) and so no layout conversions, ONNX Runtime 1 run (the batch sizes stay "
       "--batch's, default 1)");

@@ -255,7 +255,9 @@ std::vector<RuntimeNodeCompare> merged_epilogue_nodes(
     m.node += " + " + nodes[k].node;
     m.op += "+" + nodes[k].op;
     m.runtime_us += nodes[k].runtime_us;
-    m.layers.insert(m.layers.end(), nodes[k].layers.begin(), nodes[k].layers.end());
+    for (auto& name : nodes[k].layers)  // a layer once, should two nodes name it
+      if (std::find(m.layers.begin(), m.layers.end(), name) == m.layers.end())
+        m.layers.push_back(std::move(name));
   }
   return out;
 }

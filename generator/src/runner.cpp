@@ -242,7 +242,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       if (options.keep_lower) options_json["keep_lower"] = true;  // a re-timing (replay.hpp)
       if (!options.remeasure) options_json["remeasure"] = false;
       if (options.reuse_frames) options_json["reuse_frames"] = true;
-      if (options.first_call_counts && options.repetitions <= 1) options_json["first_call_counts"] = true;
+      if (options.first_call_counts && options.repetitions <= 1 && options.min_iterations <= 1)
+        options_json["first_call_counts"] = true;
       if (!sys.isa.empty()) options_json["isa"] = sys.isa;  // the cap (FLOORLINE_MAX_CPU_ISA)
       if (!options.shard.empty()) options_json["shard"] = options.shard;
       if (!options.shard_costs.empty()) options_json["shard_costs"] = options.shard_costs;
@@ -559,12 +560,13 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         }
       }
       // A first look: a long case's first call is its repetition (RunOptions::first_call_counts).
-      if (options.first_call_counts && options.repetitions <= 1 && warm_calls == 1 &&
-          !kernel->device_timed() && per_call >= options.min_time) {
+      if (options.first_call_counts && options.repetitions <= 1 && options.min_iterations <= 1 &&
+          warm_calls == 1 && !kernel->device_timed() && per_call >= options.min_time) {
         std::vector<double> us = {per_call * 1e6};
         t.row = benchdb::measurement_from_calls(us, 1, kernels::case_counters(c.work, *kernel, 1, per_call));
         t.iterations += 1;
         t.reported = true;
+        ++sum.first_calls;
         offer(t, lowest(us));
         t.passes.push_back({std::move(us), false});
         since_reading.emplace_back(&t, t.passes.size() - 1);

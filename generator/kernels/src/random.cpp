@@ -26,10 +26,12 @@ inline uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// Elements [begin, end) of the stream keyed (k0, k1), all with the same high 32 bits of the
-// index. Two rounds, the key entering each, so that the streams of two keys are not shifts of one
-// another. The top 24 bits of the hash are the float's mantissa, as RandomStream::unit() takes them.
-// Vectorized (-O3 on this file); target_clones gives an AVX2 copy and the baseline one.
+// Elements [begin, end) of the stream keyed (k0, k1): one run of at most 2^31 indices (the index's
+// bits above 31 are in the key). Two rounds, the key entering each, so that the streams of two keys are not
+// shifts of one another. The top 24 bits of the hash are the float's mantissa, as RandomStream::unit() takes
+// them. Vectorized (-O3 on this file); target_clones gives an AVX2 copy and the baseline one, picked by the
+// CPU alone: the ISA cap (dispatch.hpp) does not reach it, and need not, since both copies compute the same
+// integers and the same floats (no FMA contraction: AVX2 alone) and the fill is never timed.
 [[gnu::target_clones("avx2", "default")]] void fill_range(float* out, uint32_t begin, uint32_t end,
                                                           uint32_t k0, uint32_t k1, float lo, float span) {
   const float scale = span * (1.f / static_cast<float>(1 << 24));

@@ -57,8 +57,8 @@ struct RunOptions {
   // builds, the frames of the last builds. For one visit per case (`run --quick`).
   bool reuse_frames = false;
   // A host-timed case whose first warm-up call takes min_time or more is timed by that call, its one
-  // repetition, when `repetitions` is 1 (`run --quick`): no second call. On the zoo's first look
-  // (Zen 4 EPYC) the first call of such a case read a median of 1.005 × the call timed after it
+  // repetition, when `repetitions` and min_iterations are 1 (`run --quick`): no second call. On the zoo's
+  // first look (Zen 4 EPYC) the first call of such a case read a median of 1.005 × the call timed after it
   // (5th–95th percentile 0.95–1.11, the first faster in 40%), and these cases were 29 of its 35 s
   // of timed calls, each taken twice.
   bool first_call_counts = false;
@@ -136,6 +136,7 @@ struct RunSummary {
   int64_t already_measured = 0;  // not run: settled in an earlier run (resume), or a planned
                                  // status (skipped, unsupported) already recorded the same way
   int64_t verified = 0;          // passed verification before timing (--verify)
+  int64_t first_calls = 0;       // visits timed by their first call (RunOptions::first_call_counts)
   double wall_seconds = 0;       // the whole run, planning excluded
   double timed_seconds = 0;      // Σ iterations × per-call time over the passed cases
   int64_t run_id = 0;

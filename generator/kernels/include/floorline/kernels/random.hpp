@@ -1,4 +1,4 @@
-// floorline/kernels/random.hpp — the random inputs of every CPU kernel: one generator, one fill.
+// floorline/kernels/random.hpp — the random inputs of every CPU kernel: one fill, one stream.
 //
 // Inputs are random, never zeros or ones (kernel.hpp, timing discipline), and the same in every
 // process for a seed, so that a case's inputs (and its verification) repeat. Tensors are filled by
