@@ -78,6 +78,13 @@ double lowest(const std::vector<double>& us) {
 
 }  // namespace
 
+std::string race_layout(const CaseId& id) {
+  const auto at = id.algorithm.find('@');
+  if (at == std::string::npos) return id.layout;
+  const auto end = id.algorithm.find(':', at);
+  return id.layout + "@" + id.algorithm.substr(at + 1, end == std::string::npos ? end : end - at - 1);
+}
+
 double repetition_call_seconds(double timed, double wall, bool device_timed) {
   return device_timed && wall > timed ? wall : timed;
 }
@@ -696,7 +703,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           block[i].group = race_key(system_id, id.key, id.dtype, id.math_mode, id.fusion);
           ++sum.race_candidates;
           if (groups_seen.insert(block[i].group).second) ++sum.race_groups;
-          block[i].layout_group = block[i].group + "\x1f" + id.layout;
+          block[i].layout_group = block[i].group + "\x1f" + race_layout(id);
           block[i].races = !c.work.is_default;
         }
       take_reading();

@@ -360,6 +360,100 @@ TEST(DataKernels, SqueezeExcitationPoolAndScaleRunOnTheBlockedLayouts) {
     }
 }
 
+// The same SE blocks channels-last (global_average_pool@nhwc, binary@nhwc), where XNNPACK's NHWC
+// convolutions or oneDNN's channels-last depthwise ones write the pool's input and read the scale's
+// output: planned for every efficientnet_b0 pool and scale and verified there, with NHWC ports (the
+// pool's [1, C, 1, 1] output plain); and hand-made forms at 1 and 2 threads: channel counts with a
+// tail past the last 8 (13, 58), more than one part's 64 (1152), two images, a residual Add of two
+// full operands and per-channel operands first and second.
+TEST(DataKernels, SqueezeExcitationPoolAndScaleRunChannelsLast) {
+  const auto models = zoo_layers("efficientnet_b0", {"GlobalAveragePool", "Mul"});
+  const Plan plan = make_plan(models, {find_backend("floorline")}, PlanOptions{});
+  int pools = 0, scales = 0;
+  for (const auto& c : plan.cases) {
+    if (c.status || c.spec.variant.algorithm.find("@nhwc") == std::string::npos) continue;
+    const auto& p = c.spec.problem;
+    auto k = kernels::make_floorline_kernel(c.spec);
+    ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+    const auto out = (*k)->port(true, 0);
+    ASSERT_TRUE(out.has_value());
+    if (p.kind == LayerKind::kGlobalAveragePool) {
+      ++pools;
+      const auto in = (*k)->port(false, 0);
+      ASSERT_TRUE(in.has_value());
+      EXPECT_EQ(in->layout, kernels::channels_last_layout(p.inputs[0].shape)) << c.spec.name;
+      EXPECT_EQ(out->layout, "plain");
+      continue;
+    }
+    EXPECT_EQ(out->layout, kernels::channels_last_layout(p.outputs[0].shape)) << c.spec.name;
+    for (size_t i = 0; i < 2; ++i) {  // the full operands channels-last, the SE block's [1, C, 1, 1] plain
+      const auto in = (*k)->port(false, i);
+      ASSERT_TRUE(in.has_value());
+      EXPECT_EQ(in->layout, p.inputs[i].shape == p.outputs[0].shape
+                                ? kernels::channels_last_layout(p.outputs[0].shape)
+                                : std::string("plain"))
+          << c.spec.name << " input " << i;
+    }
+    if (p.inputs[0].shape != p.inputs[1].shape) ++scales;
+  }
+  EXPECT_GE(pools, 6);
+  EXPECT_GE(scales, 6);
+
+  struct Form {
+    LayerKind kind;
+    const char* op;
+    bool a_full, b_full;
+  };
+  const Form forms[] = {{LayerKind::kGlobalAveragePool, "GlobalAveragePool", true, false},
+                        {LayerKind::kAdd, "Add", true, true},
+                        {LayerKind::kMul, "Mul", true, false},
+                        {LayerKind::kSub, "Sub", false, true},
+                        {LayerKind::kDiv, "Div", true, false}};
+  const std::vector<std::vector<int64_t>> shapes = {{2, 58, 5, 3}, {1, 13, 7, 7}, {1, 1152, 7, 7}};
+  for (const int threads : {1, 2}) {
+    kernels::set_floorline_threads(threads);
+    for (const auto& full : shapes)
+      for (const Form& f : forms) {
+        const std::vector<int64_t> channel = {full[0], full[1], 1, 1};
+        kernels::CaseSpec spec;
+        spec.problem.kind = f.kind;
+        spec.problem.op = f.op;
+        spec.problem.key = fmt::format("{}|{}", f.op, fmt::join(full, "x"));
+        if (f.kind == LayerKind::kGlobalAveragePool) {
+          spec.problem.inputs = {{"x", full}};
+          spec.problem.outputs = {{"y", channel}};
+          spec.variant.algorithm = "global_average_pool@nhwc";
+        } else {
+          spec.problem.inputs = {{"a", f.a_full ? full : channel}, {"b", f.b_full ? full : channel}};
+          spec.problem.outputs = {{"y", full}};
+          spec.variant.algorithm = "binary@nhwc";
+        }
+        spec.variant.backend = "floorline";
+        spec.variant.dtype = DType::kF32;
+        auto k = kernels::make_floorline_kernel(spec);
+        ASSERT_TRUE(k.ok()) << spec.problem.key << ": " << k.error().message;
+        const Status v = (*k)->verify();
+        EXPECT_TRUE(v.ok()) << spec.problem.key << " at " << threads
+                            << " thread(s): " << (v.ok() ? "" : v.error().message);
+      }
+  }
+  kernels::set_floorline_threads(1);
+  // Two per-channel operands, or one pixel, are no channels-last case.
+  kernels::CaseSpec both;
+  both.problem.kind = LayerKind::kMul;
+  both.problem.op = "Mul";
+  both.problem.inputs = {{"a", {1, 8, 1, 1}}, {"b", {1, 8, 1, 1}}};
+  both.problem.outputs = {{"y", {1, 8, 1, 1}}};
+  both.variant.backend = "floorline";
+  both.variant.dtype = DType::kF32;
+  both.variant.algorithm = "binary@nhwc";
+  auto k = kernels::make_floorline_kernel(both);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported) << k.error().message;
+}
+
 // The replay's conversion of Floorline's (make_floorline_conversion): plain to aBcd8b / aBcd16b and
 // back, between two cases' ports, on 58 channels (a padded last block) and 15 pixels (one 8-pixel
 // transpose and a tail of 7), two images: every value where the layout puts it, the padding lanes

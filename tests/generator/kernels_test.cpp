@@ -115,6 +115,51 @@ TEST(OnednnKernels, EveryPlannedCaseMatchesTheReference) {
   EXPECT_GT(verified, 60);
 }
 
+// "convolution_direct@channels_last": regnet_y_400mf's grouped convolutions (8 channels a group) and
+// efficientnet_b0's depthwise ones held NHWC, at 1 and 2 threads: every planned case matches the
+// reference, and its input and output ports say acdb, as XNNPACK's NHWC ports do, so that a replay
+// wires them without a conversion. An ungrouped convolution is not offered it.
+TEST(OnednnKernels, GroupedConvolutionsHeldChannelsLastMatchTheReference) {
+  std::vector<mp::ModelIR> models;
+  for (const char* name : {"regnet_y_400mf", "efficientnet_b0"}) {
+    auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/zoo/" + name + ".onnx", {});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    for (auto& m : *r) {
+      std::erase_if(m.layers, [](const mp::Layer& l) { return l.op_type != "Conv"; });
+      models.push_back(std::move(m));
+    }
+  }
+  PlanOptions o;
+  o.fusion = false;
+  o.conversions = false;
+  const Plan plan = make_plan(models, {find_backend("onednn")}, o);
+  int grouped = 0, depthwise = 0;
+  std::set<std::string> keys, ungrouped;
+  for (const auto& c : plan.cases) {
+    const auto& p = c.spec.problem;
+    const int64_t group = p.int_attr("group");
+    if (group == 1) ungrouped.insert(p.key);
+    if (c.spec.variant.algorithm.rfind("convolution_direct@channels_last", 0) != 0) continue;
+    EXPECT_GT(group, 1) << c.spec.name;
+    if (c.status || c.reference || !keys.insert(p.key).second) continue;  // one implementation per config
+    for (const int threads : {1, 2}) {
+      const OnednnThreads t(threads);
+      auto k = kernels::make_onednn_kernel(c.spec);
+      ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+      const Status v = (*k)->verify();
+      EXPECT_TRUE(v.ok()) << c.spec.name << " at " << threads << ": " << (v.ok() ? "" : v.error().message);
+      const auto in = (*k)->port(false, 0), out = (*k)->port(true, 0);
+      ASSERT_TRUE(in && out) << c.spec.name;
+      EXPECT_EQ(in->layout, kernels::channels_last_layout(p.inputs[0].shape)) << c.spec.name;
+      EXPECT_EQ(out->layout, kernels::channels_last_layout(p.outputs[0].shape)) << c.spec.name;
+    }
+    (group == p.inputs[0].shape[1] ? depthwise : grouped) += 1;
+  }
+  EXPECT_GE(grouped, 4);             // regnet_y_400mf's stages
+  EXPECT_GE(depthwise, 8);           // efficientnet_b0's
+  EXPECT_GE(ungrouped.size(), 10u);  // their 1x1 convolutions, planned without it
+}
+
 // "convolution_direct_split": at T threads, T one-thread convolutions side by side, at batch 1 on
 // ranges of output channel blocks, at batch N on ranges of images. At one thread it is the plain
 // convolution and says so; at 2 and 3 threads every form matches the reference (bias, a fused Relu,

@@ -61,7 +61,8 @@ TEST(KindSupport, EveryComputeKindIsMappedOrDeclaredUnsupportedByEveryBackend) {
 TEST(KindSupport, TablesSayWhatTheyMapAndWhy) {
   // Real entries, not placeholders: oneDNN's algorithms, a proxy's caveat, a declared reason.
   EXPECT_EQ(kernels::onednn_support(LayerKind::kConv).mapping,
-            "convolution_direct, convolution_winograd, matmul, convolution_direct_split");
+            "convolution_direct, convolution_winograd, matmul, convolution_direct_split, "
+            "convolution_direct@channels_last");
   EXPECT_EQ(kernels::onednn_support(LayerKind::kMatMul).mapping, "matmul, matmul_flat");
   EXPECT_EQ(kernels::onednn_support(LayerKind::kLSTM).mapping,
             "rnn, matmul_standard, matmul_standard_batched");

@@ -213,6 +213,28 @@ TEST(Runner, AnOwnKernelStoredUnsupportedIsTriedAgainOnResume) {
   EXPECT_EQ(third->passed, 0);
 }
 
+// Racing's layout groups: a layout variant named in its algorithm ("@nhwc", "@blocked8c",
+// "@channels_last" before oneDNN's implementation) is its own layout, apart from the plain case of
+// its config and from the other variants; XNNPACK's NHWC cases keep their CaseId layout.
+TEST(Runner, RacingGroupsLayoutVariantsByTheLayoutTheirAlgorithmNames) {
+  auto id = [](const std::string& backend, const std::string& algorithm, const std::string& layout) {
+    CaseId c;
+    c.backend = backend;
+    c.algorithm = algorithm;
+    c.layout = layout;
+    return c;
+  };
+  EXPECT_EQ(race_layout(id("floorline", "concat", "")), "");
+  EXPECT_EQ(race_layout(id("floorline", "concat@nhwc", "")), "@nhwc");
+  EXPECT_EQ(race_layout(id("floorline", "binary@blocked8c", "")), "@blocked8c");
+  EXPECT_EQ(race_layout(id("onednn", "convolution_direct@channels_last:jit:avx512_core", "")),
+            "@channels_last");
+  EXPECT_EQ(race_layout(id("onednn", "convolution_direct:jit:avx512_core", "")), "");
+  EXPECT_EQ(race_layout(id("xnnpack", "convolution2d_nhwc_f32", "nhwc")), "nhwc");
+  EXPECT_NE(race_layout(id("floorline", "concat@nhwc", "")),
+            race_layout(id("floorline", "concat@blocked8c", "")));
+}
+
 TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {
   TempDb tmp;
   auto models = mp::process_model_text(kOneConv, "one_conv.onnx", {});

@@ -49,22 +49,26 @@ class FloorlineBackend final : public Backend {
       for (const int block : {16, 8}) algorithms.push_back(fmt::format("{}@blocked{}c", name, block));
       algorithms.push_back(name + "@nhwc");
     }
-    // GlobalAveragePool of a 4-D input: on the blocked layouts too (blocked.cpp), where a oneDNN-aware
-    // runtime pools a convolution's blocked output in place (an SE block's squeeze).
-    if (name == "global_average_pool" && !p.inputs.empty() && p.inputs[0].shape.size() == 4)
+    // GlobalAveragePool of a 4-D input: on the blocked layouts and channels-last too (blocked.cpp),
+    // where a runtime pools a convolution's blocked or NHWC output in place (an SE block's squeeze).
+    if (name == "global_average_pool" && !p.inputs.empty() && p.inputs[0].shape.size() == 4) {
       for (const int block : {16, 8})
         algorithms.push_back(fmt::format("global_average_pool@blocked{}c", block));
+      algorithms.push_back("global_average_pool@nhwc");
+    }
     // Add, Sub, Mul, Div of a 4-D output with pixels whose inputs are its shape or per channel
-    // (blocked.cpp): the same on the blocked layouts, where an SE block's scale multiplies a
-    // convolution's blocked output.
+    // (blocked.cpp): the same on the blocked layouts and channels-last, where an SE block's scale
+    // multiplies a convolution's blocked or NHWC output.
     if (name == "binary" && p.inputs.size() == 2 && !p.outputs.empty() && p.outputs[0].shape.size() == 4) {
       const auto& y = p.outputs[0].shape;
       const bool fits = std::all_of(p.inputs.begin(), p.inputs.end(), [&](const kernels::Operand& in) {
         return in.shape == y ||
                (in.shape.size() == 4 && in.shape[1] == y[1] && in.shape[2] == 1 && in.shape[3] == 1);
       });
-      if (y[2] * y[3] > 1 && fits)
+      if (y[2] * y[3] > 1 && fits) {
         for (const int block : {16, 8}) algorithms.push_back(fmt::format("binary@blocked{}c", block));
+        algorithms.push_back("binary@nhwc");
+      }
     }
     // MatMulNBits: beside the 4-bit kernel, its weights dequantized once at load into an f32 copy
     // (matmul_nbits@f32_weights), as a runtime that folds a weight's DequantizeLinear holds them:

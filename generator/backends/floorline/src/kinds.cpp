@@ -230,8 +230,9 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
   for (const char* blocked : {"global_average_pool", "binary", "slice", "split", "channel_shuffle"})
     for (const int b : {16, 8})
       if (name == blocked && spec.variant.algorithm == fmt::format("{}@blocked{}c", blocked, b)) block = b;
-  // The channel movements on the channels-last layout: "slice@nhwc", "concat@nhwc"...
-  for (const char* moved : {"slice", "split", "channel_shuffle", "concat"})
+  // The channel movements, GlobalAveragePool and the binaries on the channels-last layout:
+  // "slice@nhwc", "concat@nhwc", "binary@nhwc"...
+  for (const char* moved : {"slice", "split", "channel_shuffle", "concat", "global_average_pool", "binary"})
     if (name == moved && spec.variant.algorithm == fmt::format("{}@nhwc", moved)) block = kNhwc;
   const bool f32_weights = name == "matmul_nbits" && spec.variant.algorithm == "matmul_nbits@f32_weights";
   // A Conv runs F(4x4, 3x3), or F(2x2, 3x3) or its valid taps where the case asks for it.
@@ -262,7 +263,7 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
           case Family::kDetection:
             return make_detection_kernel(p, name, seed);
           case Family::kData:
-            if (name == "binary" && block > 0) return make_blocked_binary_kernel(p, seed, block);
+            if (name == "binary" && block != 0) return make_blocked_binary_kernel(p, seed, block);
             if (name == "concat" && block == kNhwc) return make_channel_kernel(p, name, seed, block);
             // A blocked Concat whose inputs are not all a multiple of the block: lanes move.
             if (name == "concat" && block > 0 &&

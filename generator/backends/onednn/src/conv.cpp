@@ -223,6 +223,17 @@ void conv(Ctx& c, const std::string& variant) {
   for (const int64_t d : cd->dilations) dil.push_back(d - 1);  // oneDNN counts the gaps: ONNX dilation − 1
   const bool deconv = cd->transposed;
   const bool int8 = int8_case(c);
+  // "convolution_direct@channels_last": the direct convolution with its activations held NHWC
+  // (acdb), where "any" lets a grouped convolution pick channel blocks of the group's width: a
+  // runtime that keeps NHWC between layers (XNNPACK's pointwise convolutions write it) runs the
+  // grouped and depthwise ones so, without a conversion on each side (docs/BACKENDS.md).
+  const bool channels_last = layout_suffix(variant) == "channels_last";
+  if (channels_last) {
+    if (deconv || int8 || g == 1)
+      unsupported(
+          "convolution_direct@channels_last: f32 grouped convolutions only (an ungrouped one's "
+          "implementations choose NHWC themselves where they want it)");
+  }
   if (int8) {
     if (deconv || (variant != "convolution_direct" && variant != "convolution_auto"))
       unsupported("int8: oneDNN's direct convolutions only");
@@ -259,7 +270,9 @@ void conv(Ctx& c, const std::string& variant) {
   }
   const int xi = c.input(0), wi = c.input(1), yi = c.output(0);
   const bool has_bias = c.p.inputs.size() > 2;
-  const auto src = c.any_t(xi, x), wei = c.any_t(wi, wv.d), dst = c.any_t(yi, y);
+  const auto src = channels_last ? activation_md(c, xi, x, variant) : c.any_t(xi, x);
+  const auto dst = channels_last ? activation_md(c, yi, y, variant) : c.any_t(yi, y);
+  const auto wei = c.any_t(wi, wv.d);
   const memory::desc bias = has_bias ? c.md(c.input(2), plain(c.in_shape(2))) : memory::desc();
   const int prefill = sum_prefill(c);
   std::vector<ArgDef> args = {

@@ -56,8 +56,12 @@ KindMapping kind_mapping(LayerKind k) {
       // "matmul": a 1x1 convolution (stride 1, no padding) as one GEMM per image on NCHW, no
       // layout conversion (conv.cpp); offered where it applies. "convolution_direct_split": at T > 1
       // threads, T one-thread convolutions side by side, each on a slice of the output (conv.cpp).
-      return {
-          {"convolution_direct", "convolution_winograd", "matmul", "convolution_direct_split"}, conv, {}, {}};
+      // "convolution_direct@channels_last": a grouped convolution held NHWC (conv.cpp).
+      return {{"convolution_direct", "convolution_winograd", "matmul", "convolution_direct_split",
+               "convolution_direct@channels_last"},
+              conv,
+              {},
+              {}};
     case K::kConvTranspose:
       return {{"deconvolution_direct"}, conv, {}, {}};
     case K::kGemm:

@@ -84,7 +84,8 @@ struct RunOptions {
   double warmup_seconds = 0.002;       // per visit, before timing
   // Racing (docs/MEASUREMENT.md, "Racing"): the candidates of one group (config, data type, math
   // mode, fusion) are raced against the lowest reading of the group so far on this system (this
-  // run's passes and the database's best), and against the lowest of their own layout in the group.
+  // run's passes and the database's best), and against the lowest of their own layout in the group
+  // (race_layout).
   // Layout conversions and the libraries' default cases (H's) never race. A case is raced out (ends
   // skipped, reason "raced out: ...", its reading stored as min_us), and gets no further visit:
   //  - after a reading (a visit's lowest repetition mean, in a period the sentinel did not find
@@ -179,6 +180,15 @@ struct RunSummary {
 // timed at 1, every power of two below T, and T; S at T takes each layer's fastest of them. With
 // `exact`, T alone. Ascending; T >= 1.
 std::vector<int> budget_thread_counts(int threads, bool exact = false);
+
+// The layout a case holds its activations in, as racing groups them (RunOptions::race_layout_margin):
+// its CaseId layout ("nhwc" of XNNPACK's cases) and the layout its algorithm names after '@'
+// ("concat@nhwc" → "@nhwc", "binary@blocked8c" → "@blocked8c",
+// "convolution_direct@channels_last:jit:avx512_core" → "@channels_last"). Floorline's and oneDNN's
+// layout variants carry theirs in the algorithm: without it, concat@nhwc raced against its config's
+// plain concat as one layout and was dropped at 1.25x, and the replay lost the NHWC chain of
+// ShuffleNet's units (docs/MEASUREMENT.md, "Racing").
+std::string race_layout(const CaseId& id);
 
 // The racing order (docs/MEASUREMENT.md, "Racing"): within each run of consecutive cases of one race
 // (configuration, data type, math mode, fusion), the likely winners first, by `prior` (lower first:
