@@ -519,8 +519,8 @@ class ReorderKernel final : public Kernel {
 
 // acc[0, c) = the sums of `pixels` NHWC pixels of `c` channels each from x (rows of c floats),
 // in blocks of kSumPixels rows (in L1 after the first read): per block, 64 channels at a time summed
-// in registers over the block's rows, then added into acc; the channels past the last 64 8 at a
-// time, the last few one by one. Memory is read once, in order.
+// in registers over the block's rows, then added into acc; the channels past the last multiple of
+// 64 eight at a time, the last few one by one. Memory is read once, in order.
 constexpr int64_t kSumPixels = 16;
 [[gnu::always_inline]] inline void nhwc_sum_body(const float* x, int64_t pixels, int64_t c, float* acc) {
   std::fill(acc, acc + c, 0.f);
