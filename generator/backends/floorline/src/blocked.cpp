@@ -276,6 +276,44 @@ class GlobalPoolKernel final : public Kernel {
   Placed<float> x_, y_;
 };
 
+// Verifies a binary of a 4-D output [n, c, hw pixels] whose inputs are each its shape (`full`: laid
+// out as the output, element at(n, c, i) of channel c, pixel i, image n; zero elsewhere, as a oneDNN
+// case writes a blocked tensor's padding) or per channel (plain): plain inputs (a Div's divisor in
+// [1, 2)) laid out so, `run` called, the output read back through `at` and compared with the
+// reference's. binary@blocked<B>c's and binary@nhwc's check.
+template <class At, class Run>
+Status verify_laid_out_binary(const Problem& p, uint64_t seed, const bool (&full)[2], int64_t n_, int64_t c_,
+                              int64_t hw_, Placed<float> (&x)[2], const Placed<float>& y, At at, Run run) {
+  std::vector<std::vector<float>> plain(2);
+  std::vector<HostTensor> ins;
+  for (size_t k = 0; k < 2; ++k) {
+    plain[k].resize(static_cast<size_t>(elements(p.inputs[k].shape)));
+    fill_uniform(plain[k].data(), static_cast<int64_t>(plain[k].size()), seed + 7 + k);
+    if (p.kind == LayerKind::kDiv && k == 1)  // a divisor in [1, 2)
+      for (auto& v : plain[k]) v = 1.5f + 0.5f * v;
+    if (full[k]) {
+      std::fill(x[k].begin(), x[k].end(), 0.f);
+      for (int64_t n = 0; n < n_; ++n)
+        for (int64_t c = 0; c < c_; ++c)
+          for (int64_t i = 0; i < hw_; ++i)
+            x[k][static_cast<size_t>(at(n, c, i))] = plain[k][static_cast<size_t>((n * c_ + c) * hw_ + i)];
+    } else {
+      std::copy(plain[k].begin(), plain[k].end(), x[k].begin());
+    }
+    ins.push_back({p.inputs[k].shape, plain[k]});
+  }
+  run();
+  FL_ASSIGN_OR_RETURN(auto ref, reference(p, ins, {}));
+  if (ref.empty() || ref[0].shape != p.outputs[0].shape)
+    return make_error("the reference's output is not of shape {}", fmt::join(p.outputs[0].shape, "x"));
+  std::vector<float> got(static_cast<size_t>(n_ * c_ * hw_));
+  for (int64_t n = 0; n < n_; ++n)
+    for (int64_t c = 0; c < c_; ++c)
+      for (int64_t i = 0; i < hw_; ++i)
+        got[static_cast<size_t>((n * c_ + c) * hw_ + i)] = y[static_cast<size_t>(at(n, c, i))];
+  return compare_output(got.data(), ref[0], verify_tolerance(p));
+}
+
 // Add, Sub, Mul, Div on the blocked layout (binary@blocked<B>c): a 4-D output [N, C, H, W], each
 // input the output's shape (blocked) or a per-channel [N or 1, C, 1, 1] (plain), not both
 // per-channel.
@@ -333,35 +371,9 @@ class BlockedBinaryKernel final : public Kernel {
   }
 
   Status verify() override {
-    std::vector<std::vector<float>> plain(2);
-    std::vector<HostTensor> ins;
-    for (size_t k = 0; k < 2; ++k) {
-      plain[k].resize(static_cast<size_t>(elements(p_.inputs[k].shape)));
-      fill_uniform(plain[k].data(), static_cast<int64_t>(plain[k].size()), seed_ + 7 + k);
-      if (p_.kind == LayerKind::kDiv && k == 1)  // a divisor in [1, 2)
-        for (auto& v : plain[k]) v = 1.5f + 0.5f * v;
-      if (full_[k]) {
-        std::fill(x_[k].begin(), x_[k].end(), 0.f);  // the padding zero, as a oneDNN case writes it
-        for (int64_t n = 0; n < n_; ++n)
-          for (int64_t c = 0; c < c_; ++c)
-            for (int64_t i = 0; i < hw_; ++i)
-              x_[k][static_cast<size_t>(blocked_index(n, c, i))] =
-                  plain[k][static_cast<size_t>((n * c_ + c) * hw_ + i)];
-      } else {
-        std::copy(plain[k].begin(), plain[k].end(), x_[k].begin());
-      }
-      ins.push_back({p_.inputs[k].shape, plain[k]});
-    }
-    run();
-    FL_ASSIGN_OR_RETURN(auto ref, reference(p_, ins, {}));
-    if (ref.empty() || ref[0].shape != p_.outputs[0].shape)
-      return make_error("the reference's output is not of shape {}", fmt::join(p_.outputs[0].shape, "x"));
-    std::vector<float> got(static_cast<size_t>(n_ * c_ * hw_));
-    for (int64_t n = 0; n < n_; ++n)
-      for (int64_t c = 0; c < c_; ++c)
-        for (int64_t i = 0; i < hw_; ++i)
-          got[static_cast<size_t>((n * c_ + c) * hw_ + i)] = y_[static_cast<size_t>(blocked_index(n, c, i))];
-    return compare_output(got.data(), ref[0], verify_tolerance(p_));
+    return verify_laid_out_binary(
+        p_, seed_, full_, n_, c_, hw_, x_, y_,
+        [this](int64_t n, int64_t c, int64_t i) { return blocked_index(n, c, i); }, [this] { run(); });
   }
 
  private:
@@ -725,34 +737,9 @@ class NhwcBinaryKernel final : public Kernel {
   }
 
   Status verify() override {
-    std::vector<HostTensor> ins;
-    std::vector<std::vector<float>> plain(2);
-    for (size_t k = 0; k < 2; ++k) {
-      plain[k].resize(static_cast<size_t>(elements(p_.inputs[k].shape)));
-      fill_uniform(plain[k].data(), static_cast<int64_t>(plain[k].size()), seed_ + 7 + k);
-      if (p_.kind == LayerKind::kDiv && k == 1)
-        for (auto& v : plain[k]) v = 1.5f + 0.5f * v;
-      if (full_[k]) {
-        for (int64_t n = 0; n < n_; ++n)
-          for (int64_t c = 0; c < c_; ++c)
-            for (int64_t i = 0; i < hw_; ++i)
-              x_[k][static_cast<size_t>((n * hw_ + i) * c_ + c)] =
-                  plain[k][static_cast<size_t>((n * c_ + c) * hw_ + i)];
-      } else {
-        std::copy(plain[k].begin(), plain[k].end(), x_[k].begin());
-      }
-      ins.push_back({p_.inputs[k].shape, plain[k]});
-    }
-    run();
-    FL_ASSIGN_OR_RETURN(auto ref, reference(p_, ins, {}));
-    if (ref.empty() || ref[0].shape != p_.outputs[0].shape)
-      return make_error("the reference's output is not of shape {}", fmt::join(p_.outputs[0].shape, "x"));
-    std::vector<float> got(static_cast<size_t>(n_ * c_ * hw_));
-    for (int64_t n = 0; n < n_; ++n)
-      for (int64_t c = 0; c < c_; ++c)
-        for (int64_t i = 0; i < hw_; ++i)
-          got[static_cast<size_t>((n * c_ + c) * hw_ + i)] = y_[static_cast<size_t>((n * hw_ + i) * c_ + c)];
-    return compare_output(got.data(), ref[0], verify_tolerance(p_));
+    return verify_laid_out_binary(
+        p_, seed_, full_, n_, c_, hw_, x_, y_,
+        [this](int64_t n, int64_t c, int64_t i) { return (n * hw_ + i) * c_ + c; }, [this] { run(); });
   }
 
  private:
