@@ -711,8 +711,9 @@ std::string decoder_section(const Report& r) {
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
         "td>"
         "<td>{:.1f}</td><td>{:.1f}</td><td>{}</td><td>{}</td></tr>\n",
-        esc(b->model), b->batch, d.phase, d.new_tokens, d.past_tokens, us_text(b->S),
-        per_s_text(d.tokens_per_s), opt_us(b->M),
+        esc(b->model), b->batch,
+        d.if_branch.empty() ? d.phase : fmt::format("{}<br><small>If: {}</small>", d.phase, esc(d.if_branch)),
+        d.new_tokens, d.past_tokens, us_text(b->S), per_s_text(d.tokens_per_s), opt_us(b->M),
         b->M && *b->M > 0 ? per_s_text(tokens * 1e6 / *b->M) : std::string("–"),
         static_cast<double>(d.kv_cache_bytes) / (1 << 20), static_cast<double>(d.weight_bytes) / (1 << 20),
         opt_us(d.memory_floor_us),

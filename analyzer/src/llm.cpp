@@ -48,6 +48,7 @@ std::optional<DecoderStep> decoder_step(const mp::ModelIR& model, double S_us,
   if (d.new_tokens < 0) return std::nullopt;
   d.phase = has_past && d.new_tokens == 1 ? "decode" : "prefill";
   d.weight_bytes = model.weight_bytes;
+  d.if_branch = model.merged_branch;
   if (S_us > 0) d.tokens_per_s = static_cast<double>(model.batch * d.new_tokens) * 1e6 / S_us;
   if (bytes_per_s && *bytes_per_s > 0) {
     d.memory_floor_us =

@@ -287,6 +287,10 @@ std::vector<Field<ModelReport>> decoder_fields() {
       {"memory_floor_us", [d](const M& m) { return float_cell(d(m).memory_floor_us, 1); }},
       {"S_over_floor", [d](const M& m) { return float_cell(d(m).S_over_floor, 2); }},
       {"measured_share", [](const M& m) { return float_cell(m.bounds.measured_fraction, 3); }},
+      {"if_branch",
+       [d](const M& m) {
+         return d(m).if_branch.empty() ? output::missing_cell() : text_cell(d(m).if_branch);
+       }},
   };
 }
 
@@ -305,8 +309,13 @@ std::string decoder_section(const Report& r) {
       "\nlanguage models: S of a prefill step bounds the time to first token (TTFT), S of a decode step the "
       "time per output token (TPOT) at its past length; tokens_per_s = batch × new tokens / S (M_*: the "
       "fastest runtime); kv_cache: the cache after the step; memory_floor: (weights + cache read) / the "
-      "memory bandwidth (a copy of 4x the largest cache), a reference, not a bound\n";
-  return out + output::render_table(decoder_fields(), rows);
+      "memory bandwidth (a copy of 4x the largest cache), a reference, not a bound; if_branch: the branch a "
+      "merged decoder's If runs at that past length\n";
+  auto fields = decoder_fields();
+  if (std::none_of(rows.begin(), rows.end(),
+                   [](const ModelReport& m) { return !m.bounds.decoder->if_branch.empty(); }))
+    fields.pop_back();  // if_branch, last: no merged decoder among the rows
+  return out + output::render_table(fields, rows);
 }
 
 nlohmann::json point_json(const ThroughputPoint& p) {
@@ -548,6 +557,7 @@ std::string format_json(const Report& r) {
       d["weight_bytes"] = b.decoder->weight_bytes;
       d["kv_read_bytes"] = b.decoder->kv_read_bytes;
       d["kv_cache_bytes"] = b.decoder->kv_cache_bytes;
+      if (b.decoder->if_branch.empty()) d.erase("if_branch");
       o["decoder"] = d;
     }
     o["heuristic_missing"] = b.heuristic_missing;

@@ -747,10 +747,11 @@ int merged_decoder_if(const onnx::GraphProto& g) {
   return -1;
 }
 
-Result<std::optional<std::string>> inline_merged_decoder_if(onnx::ModelProto& model, const DimValues& dims) {
+Result<std::optional<MergedDecoderBranch>> inline_merged_decoder_if(onnx::ModelProto& model,
+                                                                    const DimValues& dims) {
   auto& g = *model.mutable_graph();
   const int at = merged_decoder_if(g);
-  if (at < 0) return std::optional<std::string>();
+  if (at < 0) return std::optional<MergedDecoderBranch>();
   const NodeProto node = g.node(at);
   const std::string label = node_label(node, static_cast<size_t>(at));
   // The past length: the symbolic dim on the sequence axis of the first past input.
@@ -814,9 +815,11 @@ Result<std::optional<std::string>> inline_merged_decoder_if(onnx::ModelProto& mo
   for (int i = at + 1; i < g.node_size(); ++i) *nodes.Add() = g.node(i);
   g.mutable_node()->Swap(&nodes);
   for (const auto& t : branch->initializer()) *g.add_initializer() = t;
-  return std::optional<std::string>(fmt::format(
-      "merged decoder: If '{}' on '{}' runs its {} ({} = {})", label, node.input(0),
-      cache ? "then-branch (with the cache)" : "else-branch (without the cache)", dim_name, it->second));
+  MergedDecoderBranch picked;
+  picked.branch = cache ? "then-branch (with the cache)" : "else-branch (without the cache)";
+  picked.note = fmt::format("merged decoder: If '{}' on '{}' runs its {} ({} = {})", label, node.input(0),
+                            picked.branch, dim_name, it->second);
+  return std::optional<MergedDecoderBranch>(std::move(picked));
 }
 
 }  // namespace floorline::mp

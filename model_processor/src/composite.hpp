@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,9 +49,14 @@ int merged_decoder_if(const onnx::GraphProto& g);
 // scenario: the cache branch (then) where the past length is above 0, the other where it is 0. The past
 // length is the value in `dims` of the symbolic dim at axis 2 (axis 1 for rank 3) of the first
 // graph input whose name contains "past". The picked branch's nodes and initializers take the
-// If's place (its outputs renamed to the If's). Returns a line for the report saying which branch
-// and the dim that picked it, or nullopt where the model has no such If; an If it cannot decide on
-// (no past input with a symbolic length, the dim not given) is an error naming the If.
-Result<std::optional<std::string>> inline_merged_decoder_if(onnx::ModelProto& model, const DimValues& dims);
+// If's place (its outputs renamed to the If's). Returns the branch it ran, or nullopt where the model
+// has no such If; an If it cannot decide on (no past input with a symbolic length, the dim not
+// given) is an error naming the If.
+struct MergedDecoderBranch {
+  std::string branch;  // "then-branch (with the cache)" or "else-branch (without the cache)"
+  std::string note;    // a line for the model's warnings: the If, its condition, the branch and the dim
+};
+Result<std::optional<MergedDecoderBranch>> inline_merged_decoder_if(onnx::ModelProto& model,
+                                                                    const DimValues& dims);
 
 }  // namespace floorline::mp

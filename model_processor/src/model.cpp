@@ -123,6 +123,7 @@ Result<std::vector<ModelIR>> build_models(const Loaded& L, const ProcessOptions&
     ir.node_count = L.model->graph().node_size();
     ir.fingerprint = fingerprint;
     ir.warnings = L.warnings;
+    ir.merged_branch = L.merged_branch;
     graph_values(L, *inf, ir);
     FL_TRY(build_layers(L, *inf, ir));
     int64_t assumed = 0;
@@ -159,8 +160,12 @@ Status pick_merged_branch(Loaded& L, const onnx::ModelProto& as_loaded,
                           const std::vector<std::string>& warnings) {
   L.model->CopyFrom(as_loaded);
   L.warnings = warnings;
-  FL_ASSIGN_OR_RETURN(auto note, inline_merged_decoder_if(*L.model, L.dims));
-  if (note) L.warnings.push_back(*note);
+  FL_ASSIGN_OR_RETURN(auto picked, inline_merged_decoder_if(*L.model, L.dims));
+  L.merged_branch.clear();
+  if (picked) {
+    L.warnings.push_back(picked->note);
+    L.merged_branch = picked->branch;
+  }
   if (L.opset > kMaxKnownOpset) L.read_as_17 = rewrite_opset18(*L.model, &L.external, L.warnings);
   expand_composite_ops(*L.model, L.opset, L.read_as_17, L.warnings);
   L.initializers.clear();

@@ -86,6 +86,9 @@ struct Loaded {
   // model without named dims), and the one being inferred.
   std::vector<DimValues> scenarios = {DimValues{}};
   DimValues dims;
+  // The branch a merged decoder's If runs in this scenario (MergedDecoderBranch::branch); "" for any
+  // other model.
+  std::string merged_branch;
 };
 
 // The scenarios of `L` under the requested dim values (ProcessOptions::dims): every combination of

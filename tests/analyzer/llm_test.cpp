@@ -145,5 +145,61 @@ TEST(DecoderStep, AnOutsideDecoderWithItsOwnDimNames) {
   }
 }
 
+// The merged decoder (tests/fixtures/composite/merged_decoder.onnx: an If on use_cache_branch whose
+// then-branch concatenates the cache): each scenario's step names the branch its past length picks.
+TEST(DecoderStep, AMergedDecoderStepNamesTheBranchItsIfRuns) {
+  mp::ProcessOptions o;
+  o.batches = {2};
+  o.dims = {{"sequence_length", {3}}, {"past_sequence_length", {0, 5}}};
+  auto r = mp::process_model(
+      std::string(FLOORLINE_SOURCE_DIR) + "/tests/fixtures/composite/merged_decoder.onnx", o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->size(), 2u);
+  const auto none = decoder_step(r->at(0), 100, std::nullopt),
+             cache = decoder_step(r->at(1), 100, std::nullopt);
+  ASSERT_TRUE(none && cache);
+  EXPECT_EQ(none->past_tokens, 0);
+  EXPECT_EQ(none->if_branch, "else-branch (without the cache)");
+  EXPECT_EQ(cache->past_tokens, 5);
+  EXPECT_EQ(cache->new_tokens, 3);
+  EXPECT_EQ(cache->if_branch, "then-branch (with the cache)");
+  // A decoder without an If names none.
+  mp::ModelIR plain = r->at(1);
+  plain.merged_branch.clear();
+  EXPECT_EQ(decoder_step(plain, 100, std::nullopt)->if_branch, "");
+}
+
+// The 1B Llama as ONNX Runtime's tools write it (models/llm/llama_1b_contrib.onnx: com.microsoft
+// SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization, GroupQueryAttention with its
+// rotary) and the same with 4-bit MatMulNBits weights: a decode step at 512 past tokens has every
+// cost-bearing layer shaped and supported, and reads the cache of 22 layers, 4 K/V heads of 64.
+TEST(DecoderStep, TheContribLlamasDecodeWithEveryLayerShapedAndSupported) {
+  for (const char* file : {"llama_1b_contrib.onnx", "llama_1b_int4.onnx"}) {
+    SCOPED_TRACE(file);
+    mp::ProcessOptions o;
+    o.dims = {{"sequence_length", {1}}, {"past_sequence_length", {512}}};
+    auto r = mp::process_model(std::string(FLOORLINE_SOURCE_DIR) + "/models/llm/" + file, o);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const auto& m = r->at(0);
+    int cost_bearing = 0, nbits = 0;
+    for (const auto& l : m.layers) {
+      if (!l.cost_bearing()) continue;
+      ++cost_bearing;
+      EXPECT_NE(l.cost, mp::CostClass::kUnsupported) << l.name << " " << l.op_type;
+      EXPECT_TRUE(l.shapes_known) << l.name << " " << l.op_type;
+      if (l.config.kind == mp::LayerKind::kMatMulNBits) ++nbits;
+    }
+    EXPECT_GT(cost_bearing, 22 * 10);
+    // Seven projections a layer (q, k, v, o, gate, up, down) and the LM head, 4-bit in the int4 file.
+    EXPECT_EQ(nbits, std::string(file) == "llama_1b_int4.onnx" ? 22 * 7 + 1 : 0);
+    const auto d = decoder_step(m, 1000, 1e10);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->phase, "decode");
+    EXPECT_EQ(d->past_tokens, 512);
+    EXPECT_EQ(d->kv_read_bytes, int64_t{22} * 2 * 4 * 512 * 64 * 4);
+    EXPECT_EQ(d->kv_cache_bytes, int64_t{22} * 2 * 4 * 513 * 64 * 4);
+  }
+}
+
 }  // namespace
 }  // namespace floorline::analyzer

@@ -113,6 +113,11 @@ TEST(CompositeOps, GelusBecomeOneGeluLayer) {
   EXPECT_EQ(std::get<std::string>(only(bias, "Gelu").config.find_attr("approximate")->value), "none");
   EXPECT_EQ(kind_count(bias, LayerKind::kAdd), 1);
   EXPECT_EQ(kind_count(bias, LayerKind::kErf), 0);
+  // ONNX's own Gelu of opset 20, read as opset 17 with its approximation kept.
+  const ModelIR gelu20 = process_composite("gelu_20.onnx", composite_options(""));
+  ASSERT_EQ(gelu20.layers.size(), 1u);
+  EXPECT_EQ(gelu20.layers[0].config.kind, LayerKind::kGelu);
+  EXPECT_EQ(std::get<std::string>(gelu20.layers[0].config.find_attr("approximate")->value), "tanh");
 }
 
 // Grouped-query attention at a decode step: 4 query heads over 2 key/value heads of 16, one new

@@ -44,6 +44,9 @@ struct DecoderStep {
   double tokens_per_s = 0;                // batch × new_tokens / S (0 when S is 0)
   std::optional<double> memory_floor_us;  // none without a calibrated bandwidth
   std::optional<double> S_over_floor;
+  // A merged decoder's step: the branch of its If the scenario runs (mp::ModelIR::merged_branch);
+  // "" for a decoder without one.
+  std::string if_branch;
 };
 
 // The step `model` is, when it is a decoder (a KV cache among its graph inputs or outputs with

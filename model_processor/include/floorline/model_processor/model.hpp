@@ -68,6 +68,10 @@ struct ModelIR {
   std::string fingerprint;
   std::vector<Layer> layers;          // topological order; subgraph layers follow their If/Loop node
   std::vector<std::string> warnings;  // one line each; already names the node
+  // A merged decoder (a top-level If on its use_cache input, inlined per scenario): the branch this
+  // scenario runs, "then-branch (with the cache)" where its past length is above 0, else
+  // "else-branch (without the cache)"; "" for any other model. The reports print it.
+  std::string merged_branch;
   // The assumption the shapes rest on, when any ("" when none): the --max-detections count taken
   // for the data-dependent sizes of NonZero / NonMaxSuppression layers. Reports print it.
   std::string assumption;
