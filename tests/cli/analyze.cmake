@@ -48,14 +48,7 @@ endif()
 
 # HTML, rendered by chromium: five charts (or the note that replaces the batch chart), model names in them.
 run(0 ${FLOORLINE} analyze ${MODELS} --db ${DB} --batch 1,2 --format html --out ${WORK_DIR}/r.html)
-find_program(CHROMIUM NAMES chromium chromium-browser REQUIRED)
-execute_process(COMMAND ${CHROMIUM} --headless --no-sandbox --disable-gpu --disable-background-networking
-                        --disable-component-update --disable-sync --no-first-run --user-data-dir=${WORK_DIR}/chromium
-                        --dump-dom file://${WORK_DIR}/r.html
-                RESULT_VARIABLE rc OUTPUT_VARIABLE dom ERROR_VARIABLE ignored TIMEOUT 120)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "chromium failed (${rc}) to render the report")
-endif()
+rendered_dom(${WORK_DIR}/r.html)
 foreach(id chart-bounds chart-batch chart-kinds chart-roofline chart-critical-path)
   string(REGEX MATCH "<svg[^>]*id=\"${id}\".*</svg>" svg "${dom}")
   string(FIND "${svg}" "</svg>" end)

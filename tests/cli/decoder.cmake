@@ -69,14 +69,7 @@ endforeach()
 # HTML, rendered by chromium: the decoders' table with the branch, and the chart of time per output
 # token with one panel for tp_decode (decode steps at two past lengths) and its three series.
 run(0 ${FLOORLINE} analyze ${TP} ${MERGED} ${DIMS} --db ${DB} --format html --out ${WORK_DIR}/r.html)
-find_program(CHROMIUM NAMES chromium chromium-browser REQUIRED)
-execute_process(COMMAND ${CHROMIUM} --headless --no-sandbox --disable-gpu --disable-background-networking
-                        --disable-component-update --disable-sync --no-first-run --user-data-dir=${WORK_DIR}/chromium
-                        --dump-dom file://${WORK_DIR}/r.html
-                RESULT_VARIABLE rc OUTPUT_VARIABLE dom ERROR_VARIABLE ignored TIMEOUT 120)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "chromium failed (${rc}) to render the report")
-endif()
+rendered_dom(${WORK_DIR}/r.html)
 string(REGEX MATCH "<table id=\"decoders\">.*</table>" table "${dom}")
 if(NOT table MATCHES "If: then-branch \\(with the cache\\)" OR NOT table MATCHES "If: else-branch")
   message(FATAL_ERROR "the rendered decoders' table does not say which branch ran:\n${table}")

@@ -21,3 +21,17 @@ function(db_value db query)
   string(REGEX REPLACE "^\"(.*)\"$" "\\1" o "${o}")
   set(value "${o}" PARENT_SCOPE)
 endfunction()
+
+# rendered_dom(HTML): the page HTML (a file) as Debian's headless chromium renders it, scripts run, in
+# `dom`; fails the test when chromium is missing or fails. Needs WORK_DIR (chromium's profile).
+function(rendered_dom html)
+  find_program(CHROMIUM NAMES chromium chromium-browser REQUIRED)
+  execute_process(COMMAND ${CHROMIUM} --headless --no-sandbox --disable-gpu --disable-background-networking
+                          --disable-component-update --disable-sync --no-first-run
+                          --user-data-dir=${WORK_DIR}/chromium --dump-dom file://${html}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE o ERROR_VARIABLE ignored TIMEOUT 120)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "chromium failed (${rc}) to render ${html}")
+  endif()
+  set(dom "${o}" PARENT_SCOPE)
+endfunction()
