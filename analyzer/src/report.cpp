@@ -314,7 +314,7 @@ std::string decoder_section(const Report& r) {
   auto fields = decoder_fields();
   if (std::none_of(rows.begin(), rows.end(),
                    [](const ModelReport& m) { return !m.bounds.decoder->if_branch.empty(); }))
-    fields.pop_back();  // if_branch, last: no merged decoder among the rows
+    std::erase_if(fields, [](const auto& f) { return f.name == "if_branch"; });  // no merged decoder
   return out + output::render_table(fields, rows);
 }
 
