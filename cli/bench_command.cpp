@@ -502,7 +502,7 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
   }
   // A shard holds some cases of each config only: its best cases are not S's.
   if (o.cache_states && db && !o.dry_run && o.c.shard.empty() && !runs->empty())
-    if (auto st = run_cache_stage(*db, *l, runs->back().system_id, o.threads_exact); !st) {
+    if (auto st = run_cache_stage(*db, *l, runs->back().system_id, o.threads_exact, ro.huge_pages); !st) {
       std::fprintf(stderr, "floorline bench: %s\n", st.error().message.c_str());
       return 2;
     }
@@ -511,9 +511,11 @@ int run_bench_cmd(const BenchCmd& o, const std::string& command) {
 
 }  // namespace
 
-Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id, bool exact) {
+Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id, bool exact,
+                       bool huge_pages) {
   gen::CacheStageOptions cso;
   cso.thread_budget = !exact;
+  cso.huge_pages = huge_pages;
   FL_ASSIGN_OR_RETURN(const auto cs,
                       gen::time_cache_states(db, l.plan, l.backends, system_id, DType::kF32, cso));
   std::vector<std::string> states;

@@ -104,8 +104,10 @@ Result<std::vector<gen::RunSummary>> bench_thread_budget(benchdb::Database* db, 
 
 // The cache stage (generator/cache_state.hpp): the cases S takes on `system_id` (within its thread
 // budget unless `exact`) timed with cold caches into `db`, and a line on stderr saying how many and
-// how long, with the first failures. Error: the database cannot be read or written.
-Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id, bool exact);
+// how long, with the first failures. The cases' own buffers on huge pages when `huge_pages`, as the
+// bench placed them (--huge-pages). Error: the database cannot be read or written.
+Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id, bool exact,
+                       bool huge_pages);
 
 // `command_line` is recorded with each run (runs.command).
 void add_bench_commands(CLI::App& app, int& exit_code, const std::string& command_line);

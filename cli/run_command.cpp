@@ -385,7 +385,8 @@ int run_main(RunCmd o, const std::string& command_line) {
 
   // The cache states of S's cases, for the composed estimate E (generator/cache_state.hpp).
   if (o.cache_states && !o.quick && !l.backends.empty())
-    if (auto st = run_cache_stage(db, l, system_id, o.threads_exact); !st) return fail(st.error().message);
+    if (auto st = run_cache_stage(db, l, system_id, o.threads_exact, ro.huge_pages); !st)
+      return fail(st.error().message);
 
   // The reference runtime: M from ONNX Runtime, end to end and per layer (reference_stage.hpp).
   if (o.reference) {

@@ -229,7 +229,9 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
       ++sum.failed;
       if (sum.errors.size() < 5) sum.errors.push_back(fmt::format("{}: {}", c->spec.name, why));
     };
-    auto kernel = current->factory()(c->spec);
+    kernels::CaseSpec spec = c->spec;
+    spec.placement = kernels::BufferPlacement{0, options.huge_pages};
+    auto kernel = current->factory()(spec);
     if (!kernel) {
       fail(kernel.error().message);
       continue;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -259,6 +260,16 @@ Step conversion_step(TimedConversion conv, std::string label, const Source& from
   return s;
 }
 
+// A chosen case's spec as the replay builds it: its own buffers (weights, a library's packed
+// weights, workspace) placed as the bench placed them (placement 0, huge pages as the run asks;
+// kernels/buffer.hpp). The plan's spec has the default placement, 4 KiB pages: on the 2-core EPYC
+// VM a stream over 151 MB read 16-19 GB/s on 4 KiB pages and 30-32 GB/s on huge pages, so alexnet's
+// fully connected layers ran at half their bench speed in the graph and in their pairs alike.
+kernels::CaseSpec placed(kernels::CaseSpec spec, bool huge_pages) {
+  spec.placement = kernels::BufferPlacement{0, huge_pages};
+  return spec;
+}
+
 // Replay's memory planner, as a framework's memory pool: a layer's outputs take buffers of their
 // exact size that earlier layers' outputs held until their last reader ran; new buffers otherwise.
 // New buffers are the kernel API's (zeroed, outside timing), placed as a case's buffers are in a
@@ -458,6 +469,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       if (std::find(converters.begin(), converters.end(), b->first) == converters.end())
         converters.push_back(b->first);
   std::vector<Step> steps;
+  std::vector<std::pair<uintptr_t, int64_t>> own_large;  // the steps' own large operands (ReplayResult)
   std::unordered_map<std::string, Source> sources;
   std::unordered_map<std::string, int> produced;     // every value some layer of the main graph writes
   std::unordered_map<std::string, int> last_reader;  // value → index of the last layer that reads it
@@ -592,7 +604,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         std::optional<CaseSig> sig;
         if (const auto* own = backend_of(c.spec.variant.backend)) {
           own->first->set_threads(threads);
-          if (auto built = own->second(c.spec)) {
+          if (auto built = own->second(placed(c.spec, options.huge_pages))) {
             CaseSig cs;
             auto as_sig = [](const std::optional<kernels::Port>& p) {
               return p ? std::optional<PortSig>(PortSig{p->layout, p->bytes}) : std::nullopt;
@@ -737,7 +749,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     // oneDNN primitive fixes its thread partition when it is created.
     const int threads = choice->threads > 0 ? choice->threads : options.threads;
     own->first->set_threads(threads);
-    auto built = own->second(choice->spec);
+    auto built = own->second(placed(choice->spec, options.huge_pages));
     if (!built) {
       ++r.layers_missing;
       continue;
@@ -862,6 +874,9 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       if (src == sources.end()) {
         if (produced.count(input_names[k])) ++r.operands_unwired;  // its producer is not replayed
         own_bytes += operand_bytes(k);  // a weight, a constant, a graph input: the case's own buffer
+        if (const auto port = kernel->port(false, k);
+            port && port->bytes >= int64_t{kernels::kHugePageMinBytes})
+          own_large.emplace_back(reinterpret_cast<uintptr_t>(port->data), port->bytes);
         continue;
       }
       const Source& from = src->second;
@@ -942,6 +957,16 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   }
   r.buffers = static_cast<int64_t>(pool.buffers());
   r.buffers_reused = pool.reused();
+  // Where the cases' own large operands landed: on mappings advised huge pages, as the bench's.
+  {
+    const auto advised = kernels::huge_page_advised_ranges();
+    for (const auto& [at, bytes] : own_large) {
+      r.own_large_bytes += bytes;
+      const auto in = std::upper_bound(advised.begin(), advised.end(), std::make_pair(at, UINTPTR_MAX));
+      if (in != advised.begin() && at + static_cast<uintptr_t>(bytes) <= std::prev(in)->second)
+        r.own_huge_advised_bytes += bytes;
+    }
+  }
   // One scratchpad for every case, of the largest size, placed as the pool's buffers are.
   for (const auto& s : steps) r.workspace_bytes = std::max(r.workspace_bytes, s.kernel->workspace_bytes());
   if (r.workspace_bytes > 0) {
@@ -1319,6 +1344,8 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                               {"conversions_expected_after", r.conversions_expected_after},
                               {"workspaces_shared", r.workspaces_shared},
                               {"workspace_bytes", r.workspace_bytes},
+                              {"own_large_bytes", r.own_large_bytes},
+                              {"own_huge_advised_bytes", r.own_huge_advised_bytes},
                               {"denormal_steps", r.denormal_steps},
                               {"slowed_repetitions", r.slowed_repetitions},
                               {"second_look_us", r.second_look_us},

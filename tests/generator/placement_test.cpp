@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -148,6 +149,42 @@ TEST(Placement, HugePagesWhereTheSystemAllowsThem) {
   }
   HostBuffer next(1 << 20);  // the outer scope's count goes on
   EXPECT_EQ(next.offset(), kernels::offset_in_page(1, 1));
+}
+
+// huge_page_advised_ranges reads the `hg` flag of /proc/self/smaps: a buffer advised huge pages
+// lies in one of its ranges, a plain one does not; a recorded smaps excerpt gives its ranges.
+TEST(Placement, TheMappingsAdvisedHugePagesAreReadFromSmaps) {
+  test::TempDir tmp("smaps");
+  const auto recorded = kernels::huge_page_advised_ranges(
+      tmp.write("smaps",
+                "7f0000000000-7f0000400000 rw-p 00000000 00:00 0 \nSize:               4096 kB\n"
+                "AnonHugePages:      4096 kB\nVmFlags: rd wr mr mw me ac sd hg \n"
+                "7f0000400000-7f0000500000 rw-p 00000000 00:00 0 \nSize:               1024 kB\n"
+                "VmFlags: rd wr mr mw me ac sd \n"
+                "55d000000000-55d000021000 rw-p 00000000 00:00 0                          [heap]\n"
+                "VmFlags: rd wr mr mw me ac sd hg\n"));
+  ASSERT_EQ(recorded.size(), 2u);
+  EXPECT_EQ(recorded[0], std::make_pair(uintptr_t{0x7f0000000000}, uintptr_t{0x7f0000400000}));
+  EXPECT_EQ(recorded[1], std::make_pair(uintptr_t{0x55d000000000}, uintptr_t{0x55d000021000}));
+  EXPECT_TRUE(kernels::huge_page_advised_ranges((tmp.dir / "missing").string()).empty());
+
+  if (!std::filesystem::exists("/proc/self/smaps")) GTEST_SKIP() << "no /proc/self/smaps here";
+  auto advised = [](const HostBuffer& b) {
+    for (const auto& [from, to] : kernels::huge_page_advised_ranges())
+      if (address(b.data()) >= from && address(b.data()) + b.bytes() <= to) return true;
+    return false;
+  };
+  const PlacementScope scope(BufferPlacement{0, true});
+  HostBuffer huge(3 << 20);
+  {
+    const PlacementScope inner(BufferPlacement{});
+    HostBuffer plain(3 << 20);
+    EXPECT_FALSE(advised(plain));
+  }
+  EXPECT_EQ(advised(huge), huge.huge());
+  if (kernels::huge_pages_allowed(kernels::transparent_huge_pages())) {
+    EXPECT_TRUE(advised(huge));
+  }
 }
 
 std::vector<mp::ModelIR> zoo(const std::string& name) {

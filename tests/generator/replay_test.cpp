@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "floorline/generator/runner.hpp"
+#include "floorline/kernels/buffer.hpp"
 #include "test_support.hpp"
 
 namespace floorline::gen {
@@ -967,6 +968,63 @@ TEST(Replay, ACaseRunsCorrectlyOnASharedWorkspace) {
   std::fill(shared.begin(), shared.end(), 0xff);  // NaNs where the case would read stale values
   const Status ok = kernel->verify();
   EXPECT_TRUE(ok.ok()) << kernel->implementation() << ": " << ok.error().message;
+}
+
+// The replay builds its cases with their own buffers placed as the bench placed them: a fully
+// connected layer's 512 KiB of weights on a mapping advised huge pages where the run asks for them
+// (and the system allows it), on plain pages where it does not. (The plan's specs carry no
+// placement: built as they were, alexnet's fully connected weights streamed at half their bench
+// speed in the graph on the 2-core EPYC VM.)
+TEST(Replay, TheCasesOwnBuffersArePlacedAsTheBenchPlacedThem) {
+  auto models = mp::process_model_text(R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+fc (float[1,256] x, float[512,256] w, float[512] b) => (float y)
+{
+  g = Gemm <transB = 1> (x, w, b)
+  y = Relu (g)
+}
+)onnx",
+                                       "fc.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  PlanOptions po;
+  po.max_impls = 1;
+  const Plan plan = make_plan(*models, backends, po);
+  test::TempDir tmp("replay-pages");
+  auto db = benchdb::Database::open((tmp.dir / "p.db").string());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  RunOptions ro;
+  ro.min_time = 0.0005;
+  ro.repetitions = 2;
+  ro.warmup_seconds = 0.0005;
+  ro.calibrate = false;
+  auto run = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  auto chosen = best_cases(*db, run->system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+  ReplayOptions opts;
+  opts.repetitions = 1;
+  opts.min_time = 0.001;
+  opts.warmup_seconds = 0.001;
+  opts.profile_passes = 1;
+  opts.profile_seconds = 0;
+  opts.paired = false;
+  constexpr int64_t kWeights = 512 * 256 * 4;
+  for (const bool huge : {true, false}) {
+    opts.huge_pages = huge;
+    auto r = replay_model(models->front(), *chosen, *backends[0], opts);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->own_large_bytes, kWeights) << "huge pages " << huge;  // x and the bias are small
+    if (!huge) {
+      EXPECT_EQ(r->own_huge_advised_bytes, 0);
+    } else if (kernels::huge_pages_allowed(kernels::transparent_huge_pages()) &&
+               std::filesystem::exists("/proc/self/smaps")) {
+      EXPECT_EQ(r->own_huge_advised_bytes, kWeights);
+    }
+    const auto makeup = nlohmann::json::parse(replay_row(*r, run->system_id, run->run_id, "f32").makeup);
+    EXPECT_EQ(makeup.at("own_large_bytes"), r->own_large_bytes);
+    EXPECT_EQ(makeup.at("own_huge_advised_bytes"), r->own_huge_advised_bytes);
+  }
 }
 
 TEST_F(BenchedResidual, TheLayoutChoiceKeepsSAndRunsEveryLayerWithinTheSlack) {

@@ -213,4 +213,31 @@ PlacementScope::~PlacementScope() {
   t_large_count = saved_count_;
 }
 
+std::vector<std::pair<uintptr_t, uintptr_t>> huge_page_advised_ranges(const std::string& smaps) {
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  std::ifstream in(smaps);
+  std::string line;
+  std::optional<std::pair<uintptr_t, uintptr_t>> current;
+  while (std::getline(in, line)) {
+    // A mapping's header: "start-end perms offset dev inode [path]", in hexadecimal.
+    unsigned long long a = 0, b = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> a >> dash >> b && dash == '-' && b > a) {
+      current = std::make_pair(static_cast<uintptr_t>(a), static_cast<uintptr_t>(b));
+      continue;
+    }
+    if (!current || line.rfind("VmFlags:", 0) != 0) continue;
+    std::istringstream flags(line.substr(8));
+    std::string flag;
+    while (flags >> flag)
+      if (flag == "hg") {
+        ranges.push_back(*current);
+        break;
+      }
+    current.reset();
+  }
+  return ranges;
+}
+
 }  // namespace floorline::kernels

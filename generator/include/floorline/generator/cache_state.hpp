@@ -109,6 +109,10 @@ struct CacheStageOptions {
   // The cases of the thread budget (each config's fastest over the host's systems of at most the
   // system's threads, as S takes them), or, without, the system's own (--threads-exact).
   bool thread_budget = true;
+  // The cases' own buffers on transparent huge pages, as the bench and the replay place them
+  // (kernels/buffer.hpp; RunOptions::huge_pages): a case read from memory on 4 KiB pages streams
+  // at about half the speed in a virtual machine whose host backs it so.
+  bool huge_pages = true;
 };
 
 struct CacheStageSummary {

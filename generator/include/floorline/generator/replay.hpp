@@ -207,6 +207,11 @@ struct ReplayResult {
   int conversions_expected_before = 0, conversions_expected_after = 0;
   int workspaces_shared = 0;    // cases whose scratchpad is the replay's one shared workspace
   int64_t workspace_bytes = 0;  // the shared workspace's size (the largest case's scratchpad)
+  // The layer steps' own operands (weights, constants, unwired inputs) of at least
+  // kernels::kHugePageMinBytes through their ports, bytes, and those of them on mappings advised
+  // huge pages (kernels::huge_page_advised_ranges): all of them where the run asks for huge pages
+  // (ReplayOptions::huge_pages) and the system allows them, as the bench placed the cases alone.
+  int64_t own_large_bytes = 0, own_huge_advised_bytes = 0;
   // Layer steps over kSlowStep × their time alone, and those name_slow_steps names no cause for.
   int slow_steps = 0, slow_unexplained = 0;
   // Profile passes (each step timed alone, after the timed repetitions): where the pass time goes.

@@ -28,6 +28,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace floorline::kernels {
 
@@ -68,6 +70,13 @@ bool huge_pages_allowed(const std::string& mode);
 // ("buffers"): "huge pages (madvise)" or "4 KiB pages (transparent huge pages: never | not
 // asked | unavailable)".
 std::string page_policy(bool huge_pages_asked, const std::string& mode = transparent_huge_pages());
+
+// The address ranges [first, second) of this process's mappings advised MADV_HUGEPAGE (the `hg`
+// flag of VmFlags in /proc/self/smaps; Linux 3.8 and later), in address order: where HostBuffer's
+// large buffers asked for huge pages, in every copy of this library. Empty where the file cannot
+// be read. Whether the kernel then gave huge pages is its own affair (AnonHugePages).
+std::vector<std::pair<uintptr_t, uintptr_t>> huge_page_advised_ranges(
+    const std::string& smaps = "/proc/self/smaps");
 
 // The offset (bytes, a multiple of 64, below 128 KiB) of the k-th large buffer of a build in
 // placement p from the start of its (huge or 4 KiB) page run: distinct for every k < 64 in one
