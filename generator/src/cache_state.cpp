@@ -229,9 +229,7 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
       ++sum.failed;
       if (sum.errors.size() < 5) sum.errors.push_back(fmt::format("{}: {}", c->spec.name, why));
     };
-    kernels::CaseSpec spec = c->spec;
-    spec.placement = kernels::BufferPlacement{0, options.huge_pages};
-    auto kernel = current->factory()(spec);
+    auto kernel = current->factory()(placed_as_benched(c->spec, options.huge_pages));
     if (!kernel) {
       fail(kernel.error().message);
       continue;

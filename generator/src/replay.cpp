@@ -260,16 +260,6 @@ Step conversion_step(TimedConversion conv, std::string label, const Source& from
   return s;
 }
 
-// A chosen case's spec as the replay builds it: its own buffers (weights, a library's packed
-// weights, workspace) placed as the bench placed them (placement 0, huge pages as the run asks;
-// kernels/buffer.hpp). The plan's spec has the default placement, 4 KiB pages: on the 2-core EPYC
-// VM a stream over 151 MB read 16-19 GB/s on 4 KiB pages and 30-32 GB/s on huge pages, so alexnet's
-// fully connected layers ran at half their bench speed in the graph and in their pairs alike.
-kernels::CaseSpec placed(kernels::CaseSpec spec, bool huge_pages) {
-  spec.placement = kernels::BufferPlacement{0, huge_pages};
-  return spec;
-}
-
 // Replay's memory planner, as a framework's memory pool: a layer's outputs take buffers of their
 // exact size that earlier layers' outputs held until their last reader ran; new buffers otherwise.
 // New buffers are the kernel API's (zeroed, outside timing), placed as a case's buffers are in a
@@ -604,7 +594,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         std::optional<CaseSig> sig;
         if (const auto* own = backend_of(c.spec.variant.backend)) {
           own->first->set_threads(threads);
-          if (auto built = own->second(placed(c.spec, options.huge_pages))) {
+          if (auto built = own->second(placed_as_benched(c.spec, options.huge_pages))) {
             CaseSig cs;
             auto as_sig = [](const std::optional<kernels::Port>& p) {
               return p ? std::optional<PortSig>(PortSig{p->layout, p->bytes}) : std::nullopt;
@@ -749,7 +739,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     // oneDNN primitive fixes its thread partition when it is created.
     const int threads = choice->threads > 0 ? choice->threads : options.threads;
     own->first->set_threads(threads);
-    auto built = own->second(placed(choice->spec, options.huge_pages));
+    auto built = own->second(placed_as_benched(choice->spec, options.huge_pages));
     if (!built) {
       ++r.layers_missing;
       continue;
@@ -1513,6 +1503,11 @@ Result<RetimeResult> retime_after_replay(benchdb::Database& db, const mp::ModelI
   for (const auto& [key, us] : first)
     if (auto c = chosen.find(key); c != chosen.end() && c->second.us < us) ++out.lowered;
   return out;
+}
+
+kernels::CaseSpec placed_as_benched(kernels::CaseSpec spec, bool huge_pages) {
+  spec.placement = kernels::BufferPlacement{0, huge_pages};
+  return spec;
 }
 
 }  // namespace floorline::gen

@@ -55,6 +55,13 @@ struct ChosenCase {
   int threads = 1;  // the thread count it was timed at (its system's): replay runs it at that count
 };
 
+// `spec` as S's case is built outside the bench (the replay, the cache stage): its own buffers
+// (weights, a library's packed or reordered copies, a scratchpad) placed as the bench placed them,
+// placement 0 on huge pages where `huge_pages` (kernels/buffer.hpp). A plan's spec carries the
+// default placement, 4 KiB pages: on the 2-core EPYC VM a stream from memory ran at half its huge
+// pages' speed there (docs/MEASUREMENT.md, "Huge pages").
+kernels::CaseSpec placed_as_benched(kernels::CaseSpec spec, bool huge_pages);
+
 // Config key → the config's best passed unfused case of `dtype` (in its own math mode: strict
 // fp32 for f32) on `system_id`, from best_measurements, with its spec from `plan` (matched by case name;
 // a best case the plan no longer has is left out).
