@@ -543,6 +543,11 @@ void add_method_options(CLI::App* app, MethodCli& m) {
                   fmt::format("Calls per repetition at least, for long cases (default {})",
                               gen::RunOptions{}.min_iterations))
       ->check(int_in(1, kMaxRepetitions, "iterations"));
+  app->add_option("--long-call", m.long_call,
+                  fmt::format("Seconds: a call this long or longer is a repetition on its own, "
+                              "--min-iterations holds below it (0: always; default {:g})",
+                              gen::RunOptions{}.long_call))
+      ->check(CLI::Range(0.0, 3600.0));
   app->add_option("--pass-block", m.pass_block,
                   fmt::format("Cases per block of interleaved passes (0: all of a backend's; default {}); a "
                               "block's cases are written once its passes are done",
@@ -575,6 +580,7 @@ void add_method_options(CLI::App* app, MethodCli& m) {
 void set_method(gen::RunOptions& ro, gen::CostOptions& costs, const MethodCli& m) {
   if (m.passes) ro.passes = *m.passes;
   if (m.min_iterations) ro.min_iterations = *m.min_iterations;
+  if (m.long_call) ro.long_call = *m.long_call;
   if (m.pass_block) ro.pass_block = *m.pass_block;
   if (m.placements) ro.placements = *m.placements;
   if (m.max_placements) ro.max_placements = *m.max_placements;
@@ -583,6 +589,7 @@ void set_method(gen::RunOptions& ro, gen::CostOptions& costs, const MethodCli& m
   if (!m.race) ro.race_margin = 0;
   costs.passes = ro.passes;
   costs.min_iterations = ro.min_iterations;
+  costs.long_call = ro.long_call;
 }
 
 void set_progress(gen::RunOptions& ro, bool quiet) {

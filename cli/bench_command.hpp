@@ -83,6 +83,7 @@ void set_progress(gen::RunOptions& ro, bool quiet);
 struct MethodCli {
   std::optional<int> passes;
   std::optional<int> min_iterations;
+  std::optional<double> long_call;
   std::optional<size_t> pass_block;
   std::optional<int> placements;
   std::optional<int> max_placements;

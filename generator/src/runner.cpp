@@ -66,6 +66,11 @@ std::string race_key(int64_t system_id, const std::string& key, const std::strin
   return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", system_id, key, dtype, math_mode, fusion);
 }
 
+// The race of a group's library defaults (H's cases): the group's key and a mark.
+std::string defaults_key(const std::string& group) {
+  return group + "\x1e" + "defaults";
+}
+
 // The racing order's prior (race_order): a case's kind, backend, algorithm and layout.
 std::string prior_key(const CaseId& id) {
   return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", id.key.substr(0, id.key.find('|')), id.dtype,
@@ -87,6 +92,16 @@ std::string race_layout(const CaseId& id) {
 
 double repetition_call_seconds(double timed, double wall, bool device_timed) {
   return device_timed && wall > timed ? wall : timed;
+}
+
+int least_calls(double call, int min_iterations, double long_call) {
+  return long_call > 0 && call >= long_call ? 1 : std::max(1, min_iterations);
+}
+
+int64_t repetition_calls(double call, double min_time, int min_iterations, double long_call) {
+  const double want = std::max(min_time / std::max(call, 1e-7),
+                               static_cast<double>(least_calls(call, min_iterations, long_call)));
+  return static_cast<int64_t>(std::clamp(std::ceil(want), 1.0, 1e7));
 }
 
 void race_order(std::vector<const PlannedCase*>::iterator begin,
@@ -232,6 +247,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       nlohmann::json options_json{{"min_time", options.min_time},
                                   {"repetitions", options.repetitions},
                                   {"min_iterations", options.min_iterations},
+                                  {"long_call", options.long_call},
                                   {"passes", passes},
                                   {"pass_block", options.pass_block},
                                   {"noisy_cv", options.noisy_cv},
@@ -314,6 +330,25 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
               const std::string g =
                   race_key(system_id, std::get<std::string>(v[0]), std::get<std::string>(v[1]),
                            std::get<std::string>(v[2]), std::get<std::string>(v[3]));
+              auto [it, fresh] = race_best.emplace(g, *us);
+              if (!fresh) it->second = std::min(it->second, *us);
+              return {};
+            }));
+      // The libraries' defaults race among themselves (H takes the fastest of them): their pace
+      // starts from the database's passed defaults.
+      if (racing)
+        FL_TRY(db.for_each(
+            "SELECT l.key, c.dtype, c.math_mode, c.fusion, min(coalesce(m.min_us, m.median_us)) FROM "
+            "measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs l ON l.id = c.config_id "
+            "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.is_default = 1 AND m.status = 'passed' "
+            "GROUP BY l.key, c.dtype, c.math_mode, c.fusion",
+            {system_id},
+            [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) -> Status {
+              const auto* us = std::get_if<double>(&v[4]);
+              if (!us) return {};
+              const std::string g =
+                  defaults_key(race_key(system_id, std::get<std::string>(v[0]), std::get<std::string>(v[1]),
+                                        std::get<std::string>(v[2]), std::get<std::string>(v[3])));
               auto [it, fresh] = race_best.emplace(g, *us);
               if (!fresh) it->second = std::min(it->second, *us);
               return {};
@@ -404,9 +439,12 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       std::optional<Error> error;
       bool done = false;  // ended (error, dry run, raced out): no further pass
       int visits = 0;
-      std::string group;               // race_key ("" for a case that does not race)
-      std::string layout_group;        // race_key with its layout
-      bool races = false;              // may be raced out (a default case offers readings only)
+      std::string group;         // race_key ("" for a case that does not race)
+      std::string layout_group;  // race_key with its layout
+      // A library's default case (H's): defaults_key of its group, the race it is judged in (the
+      // fastest default's pace, not the group's); "" for every other case.
+      std::string defaults_group;
+      bool races = false;              // may be raced out
       std::optional<double> raced_us;  // raced out on this reading (µs)
       double raced_best = 0;           // ... against this best reading (µs)
       std::string raced_on;            // "first round", ..., and whose best it lost to
@@ -432,7 +470,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     // Racing: a new reading of a group, and the end of a case that cannot win its group.
     auto offer = [&](const Timing& t, double us) {
       if (t.group.empty() || !std::isfinite(us)) return;
-      for (const std::string* g : {&t.group, &t.layout_group}) {
+      for (const std::string* g : {&t.group, &t.layout_group, &t.defaults_group}) {
+        if (g->empty()) continue;
         auto [it, fresh] = race_best.emplace(*g, us);
         if (!fresh) it->second = std::min(it->second, us);
       }
@@ -450,14 +489,17 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     // Its readings (passes outside slowed periods): the lowest one to drop it on, the best it lost
     // to and whose best that is, if any: one reading at race_drop × the group's best, or every
     // reading, two at least, above race_margin × it or above race_layout_margin × the best of the
-    // case's layout.
+    // case's layout. A default case is judged against the fastest default of its group instead, by
+    // race_drop and race_margin: H keeps the fastest default.
     struct Verdict {
       double reading, best;
       int readings;
       const char* whose;
     };
     auto verdict = [&](const Timing& t) -> std::optional<Verdict> {
-      const auto g = race_best.find(t.group), l = race_best.find(t.layout_group);
+      const bool is_default = !t.defaults_group.empty();
+      const auto g = race_best.find(is_default ? t.defaults_group : t.group);
+      const auto l = is_default ? race_best.end() : race_best.find(t.layout_group);
       if (g == race_best.end()) return std::nullopt;
       int readings = 0;
       double low = std::numeric_limits<double>::infinity();
@@ -469,7 +511,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       if (readings == 0) return std::nullopt;
       const double best = g->second;
       if (low >= options.race_drop * best || (readings >= 2 && low > options.race_margin * best))
-        return Verdict{low, best, readings, "its group's"};
+        return Verdict{low, best, readings, is_default ? "its group's defaults'" : "its group's"};
       if (l != race_best.end() && readings >= 2 && low > options.race_layout_margin * l->second)
         return Verdict{low, l->second, readings, "its layout's"};
       return std::nullopt;
@@ -557,11 +599,13 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       // A warm-up call far above its group's best: raced out before its repetitions (the sentinel
       // read first: not in a slowed period).
       if (racing && t.races) {
-        if (auto it = race_best.find(t.group);
+        const bool is_default = !t.defaults_group.empty();
+        if (auto it = race_best.find(is_default ? t.defaults_group : t.group);
             it != race_best.end() && per_call * 1e6 >= options.race_warmup * it->second) {
           take_reading();
           if (!last_slowed) {
-            drop(t, per_call * 1e6, it->second, "warm-up call, its group's");
+            drop(t, per_call * 1e6, it->second,
+                 is_default ? "warm-up call, its group's defaults'" : "warm-up call, its group's");
             return {};
           }
         }
@@ -579,11 +623,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         since_reading.emplace_back(&t, t.passes.size() - 1);
         return {};
       }
-      const double want = std::max(
-          options.min_time /
-              std::max(repetition_call_seconds(per_call, wall_per_call, kernel->device_timed()), 1e-7),
-          static_cast<double>(std::max(1, options.min_iterations)));
-      const auto iterations = static_cast<benchmark::IterationCount>(std::clamp(std::ceil(want), 1.0, 1e7));
+      const auto iterations = static_cast<benchmark::IterationCount>(
+          repetition_calls(repetition_call_seconds(per_call, wall_per_call, kernel->device_timed()),
+                           options.min_time, options.min_iterations, options.long_call));
       benchmark::ClearRegisteredBenchmarks();
       kernels::register_case(c.spec, c.work, factory, kernel)
           ->Iterations(iterations)
@@ -696,15 +738,16 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       if (racing)
         for (size_t i = 0; i < block.size(); ++i) {
           const PlannedCase& c = *timed[first + i];
-          // A layout conversion is no candidate of its config; a default case is H's: it sets the
-          // pace but is not raced out.
+          // A layout conversion is no candidate of its config. A default case is H's: it sets the
+          // group's pace, and races only against the other libraries' defaults of its group.
           if (c.conversion) continue;
           const CaseId id = c.spec.id();
           block[i].group = race_key(system_id, id.key, id.dtype, id.math_mode, id.fusion);
           ++sum.race_candidates;
           if (groups_seen.insert(block[i].group).second) ++sum.race_groups;
           block[i].layout_group = block[i].group + "\x1f" + race_layout(id);
-          block[i].races = !c.work.is_default;
+          if (c.work.is_default) block[i].defaults_group = defaults_key(block[i].group);
+          block[i].races = true;
         }
       take_reading();
       for (const Visit& v : interleaved_order(block.size(), passes, 0)) {

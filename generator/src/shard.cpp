@@ -1,5 +1,7 @@
 #include "floorline/generator/shard.hpp"
 
+#include "floorline/generator/runner.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -168,10 +170,11 @@ Result<CaseCosts> estimate_case_costs(const Plan& plan, const std::vector<const 
       ++out.roofline;
     }
     // In each pass the runner builds the case, warms it up for at least warmup_seconds (one call
-    // at least), then sizes each repetition to last min_time and hold min_iterations calls.
+    // at least), then sizes each repetition to last min_time and hold min_iterations calls (one
+    // for a long call: repetition_calls).
+    const double calls = least_calls(t, options.min_iterations, options.long_call);
     const double per_pass = kCaseOverhead + std::max(options.warmup_seconds, t) +
-                            std::max(1, options.repetitions) *
-                                std::max(options.min_time, std::max(1, options.min_iterations) * t);
+                            std::max(1, options.repetitions) * std::max(options.min_time, calls * t);
     out.seconds.push_back(std::max(1, options.passes) * per_pass);
   }
   return out;

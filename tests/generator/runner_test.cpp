@@ -155,9 +155,10 @@ struct RaceRun {
   std::map<std::string, double> min_us;                                // algorithm -> its stored min_us
 };
 
-RaceRun race(benchdb::Database& db, const Plan& plan, const std::vector<mp::ModelIR>& models, RunOptions ro) {
+RaceRun race(benchdb::Database& db, const Plan& plan, const std::vector<mp::ModelIR>& models, RunOptions ro,
+             const Backend* backend = nullptr) {
   RaceRun r;
-  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  const std::vector<const Backend*> backends = {backend ? backend : find_backend("onednn")};
   auto s = run_plan(&db, models, plan, backends, ro);
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message);
   if (s.ok()) r.summary = *s;
@@ -233,6 +234,26 @@ TEST(Runner, RacingGroupsLayoutVariantsByTheLayoutTheirAlgorithmNames) {
   EXPECT_EQ(race_layout(id("xnnpack", "convolution2d_nhwc_f32", "nhwc")), "nhwc");
   EXPECT_NE(race_layout(id("floorline", "concat@nhwc", "")),
             race_layout(id("floorline", "concat@blocked8c", "")));
+}
+
+// A repetition lasts min_time with min_iterations calls at least, unless one call lasts long_call
+// (then it is the repetition); 0 turns that off.
+TEST(Runner, ALongCallIsARepetitionOnItsOwn) {
+  EXPECT_EQ(repetition_calls(7e-6, 0.003, 2, 0.03), 429);
+  EXPECT_EQ(repetition_calls(1e-3, 0.0035, 2, 0.03), 4);
+  EXPECT_EQ(repetition_calls(2e-3, 0.003, 2, 0.03), 2);   // min_time in two calls
+  EXPECT_EQ(repetition_calls(10e-3, 0.003, 2, 0.03), 2);  // min_iterations
+  EXPECT_EQ(repetition_calls(29.9e-3, 0.003, 2, 0.03), 2);
+  EXPECT_EQ(repetition_calls(30e-3, 0.003, 2, 0.03), 1);  // a long call
+  EXPECT_EQ(repetition_calls(300e-3, 0.003, 5, 0.03), 1);
+  EXPECT_EQ(repetition_calls(300e-3, 0.003, 2, 0), 2);         // off
+  EXPECT_NEAR(repetition_calls(0, 0.003, 2, 0.03), 30000, 1);  // a call below the clock: 0.1 µs
+  EXPECT_EQ(repetition_calls(1e-12, 10, 1, 0.03), 10000000);   // at most 1e7
+  EXPECT_EQ(repetition_calls(1.0, 0.003, 0, 0), 1);
+  EXPECT_EQ(least_calls(10e-3, 2, 0.03), 2);
+  EXPECT_EQ(least_calls(30e-3, 2, 0.03), 1);
+  EXPECT_EQ(least_calls(30e-3, 2, 0), 2);
+  EXPECT_EQ(least_calls(1e-6, 0, 0.03), 1);
 }
 
 TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {
@@ -414,6 +435,99 @@ class OwnSentinelBackend final : public Backend {
   std::function<double()> clock_;
   std::optional<DType> refused_;
 };
+
+// oneDNN's cases, with the library's default chosen by `is_default` instead of oneDNN: a group with two
+// libraries' defaults, or with a slow one only.
+class ChosenDefaultsBackend final : public Backend {
+ public:
+  ChosenDefaultsBackend(const Backend& inner, std::function<bool(const kernels::LibraryCase&)> is_default)
+      : inner_(inner), is_default_(std::move(is_default)) {}
+  std::string name() const override { return inner_.name(); }
+  std::string device_kind() const override { return inner_.device_kind(); }
+  Status available() const override { return inner_.available(); }
+  void describe(benchdb::SystemRow& row) const override { inner_.describe(row); }
+  kernels::KindSupport support(LayerKind kind) const override { return inner_.support(kind); }
+  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
+    auto out = inner_.candidates(base);
+    for (auto& c : out) c.is_default = is_default_(c);
+    return out;
+  }
+  kernels::KernelFactory factory() const override { return inner_.factory(); }
+  void set_threads(int threads) const override { inner_.set_threads(threads); }
+  void park_threads() const override { inner_.park_threads(); }
+  std::string generated_header() const override { return inner_.generated_header(); }
+  std::string generated_register_function() const override { return inner_.generated_register_function(); }
+  std::string generated_cmake_target() const override { return inner_.generated_cmake_target(); }
+
+ private:
+  const Backend& inner_;
+  std::function<bool(const kernels::LibraryCase&)> is_default_;
+};
+
+// The libraries' defaults (H's cases) race only among themselves, H taking the fastest of them: a
+// second default, oneDNN's reference loop (at least twice the JIT default's time: the test above),
+// ends raced out against its group's defaults, where the JIT default passes; a group's only default
+// passes however far it is from the group's best.
+TEST(Runner, ADefaultRacesOnlyTheOtherDefaultsOfItsGroup) {
+  auto models = mp::process_model_text(kOneConv, "one_conv.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const Backend* onednn = find_backend("onednn");
+  PlanOptions po;
+  po.max_impls = 0;
+  po.include_reference = true;
+  po.conversions = false;
+  po.fusion = false;
+  // oneDNN's default (a JIT implementation) and its first reference loop.
+  std::string jit, reference;
+  for (const auto& c : make_plan(*models, {onednn}, po).cases) {
+    if (c.status) continue;
+    if (c.work.is_default) jit = c.spec.variant.algorithm;
+    if (c.reference && reference.empty()) reference = c.spec.variant.algorithm;
+  }
+  ASSERT_FALSE(jit.empty());
+  ASSERT_FALSE(reference.empty()) << "oneDNN offers no reference convolution";
+  const ChosenDefaultsBackend two(*onednn, [&](const kernels::LibraryCase& c) {
+    return c.variant.algorithm == jit || c.variant.algorithm == reference;
+  });
+  const ChosenDefaultsBackend slow_only(
+      *onednn, [&](const kernels::LibraryCase& c) { return c.variant.algorithm == reference; });
+  RunOptions ro;
+  ro.min_time = 0.0005;
+  ro.repetitions = 2;
+  ro.warmup_seconds = 0.0005;
+  ro.calibrate = false;
+  ro.sentinel_clock = [] { return 1e-3; };  // a quiet machine (the test above says why)
+  for (const ChosenDefaultsBackend* b : {&two, &slow_only}) {
+    const Plan plan = make_plan(*models, {b}, po);
+    int defaults = 0;
+    for (const auto& c : plan.cases)
+      defaults += !c.status && c.spec.variant.fusion.empty() && c.work.is_default;
+    ASSERT_EQ(defaults, b == &two ? 2 : 1);
+    TempDb tmp;
+    auto db = benchdb::Database::open(tmp.file());
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    const RaceRun r = race(*db, plan, *models, ro, b);
+    EXPECT_EQ(r.summary.failed, 0);
+    if (b == &two) {
+      EXPECT_EQ(r.outcome.at(jit).first, "passed");
+      EXPECT_EQ(r.outcome.at(reference).first, "skipped");
+      EXPECT_NE(r.outcome.at(reference).second.find("its group's defaults'"), std::string::npos)
+          << r.outcome.at(reference).second;
+      ASSERT_TRUE(r.min_us.count(reference));
+      EXPECT_GE(r.min_us.at(reference), ro.race_margin * r.min_us.at(jit));
+    } else {
+      // The JIT implementation, no default now, races the others as every candidate does.
+      EXPECT_EQ(r.outcome.at(reference).first, "passed") << r.outcome.at(reference).second;
+      double best_passed = std::numeric_limits<double>::infinity();
+      for (const auto& [algorithm, o] : r.outcome)
+        if (o.first == "passed" && algorithm != reference)
+          best_passed = std::min(best_passed, r.min_us.at(algorithm));
+      EXPECT_GT(r.min_us.at(reference), ro.race_drop * best_passed);
+    }
+    // One default passed: the fastest of the config's defaults, H's.
+    EXPECT_EQ(scalar(*db, "SELECT count(*) FROM default_cases WHERE status = 'passed' AND fusion = ''"), 1);
+  }
+}
 
 TEST(Runner, ADataTypeThatCannotBeCalibratedLeavesTheOthersCalibrated) {
   const Backend* onednn = find_backend("onednn");

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "floorline/benchdb/writer.hpp"
+#include "floorline/generator/runner.hpp"
 #include "floorline/generator/shard.hpp"
 #include "floorline/model_processor/zoo.hpp"
 
@@ -163,8 +164,9 @@ TEST(Shard, EarlierMeasurementsSetTheCostAndScaleTheRoofline) {
   EXPECT_EQ(costs->measured, 3);
   EXPECT_NE(costs->source.find("3 measured cases, roofline x 10.0"), std::string::npos) << costs->source;
   auto cost_of = [&](double t) {
-    return co.passes * (kCaseOverhead + std::max(co.warmup_seconds, t) +
-                        co.repetitions * std::max(co.min_time, co.min_iterations * t));
+    return co.passes *
+           (kCaseOverhead + std::max(co.warmup_seconds, t) +
+            co.repetitions * std::max(co.min_time, least_calls(t, co.min_iterations, co.long_call) * t));
   };
   int seen = 0;
   for (size_t k = 0; k < plan.cases.size(); ++k) {

@@ -5,22 +5,22 @@
 // visit every case in turn. A visit builds the kernel afresh (outside timing) in its buffer
 // placement (kernels/buffer.hpp: buffer offsets by placement, large buffers on huge pages), warms it up for
 // warmup_seconds, chooses the iteration count so that one repetition lasts at least min_time and holds at
-// least min_iterations calls (min_time of the case's own timed time; of wall-clock time for a
-// Kernel::device_timed case, whose CUDA events leave out the host's tens of µs per call and would
-// otherwise take ten times min_time of wall per repetition), and times `repetitions` repetitions
-// through Google Benchmark
-// (RegisterBenchmark, manual timing: the same body as the generated sources). Between visits (every
-// sentinel_interval seconds) the sentinel kernel is timed; the visits of a period it finds slowed are marked.
-// After the block's passes, the short cases whose placements disagree get further placements, round-robin,
-// until their best is reached twice or max_placements; then a case with a slowed pass, or whose best
-// placement's repetitions disagree (cv above noisy_cv), is timed once more; still disagreeing, its row is
-// flagged noisy. Then each case's row is written: min over every repetition, median/mean/stddev/cv of the
-// best placement, passes, placements, slowed passes, and every repetition mean (samples_us). Each case ends
-// passed, skipped (reason), unsupported or failed (error text); one failure never stops the run. Results are
-// committed in batches: an interrupted run keeps what it measured, and a rerun resumes (passed and
-// unsupported cases are not measured again). SIGINT and SIGTERM stop the run between visits, after a final
-// commit: the cases of the unfinished block are written with the passes they had (their `passes`
-// says how many; no re-measurement), and those not timed yet are left to the rerun.
+// least min_iterations calls, or one call of long_call seconds or more (repetition_calls; min_time of the
+// case's own timed time; of wall-clock time for a Kernel::device_timed case, whose CUDA events leave out the
+// host's tens of µs per call and would otherwise take ten times min_time of wall per repetition), and times
+// `repetitions` repetitions through Google Benchmark (RegisterBenchmark, manual timing: the same body as the
+// generated sources). Between visits (every sentinel_interval seconds) the sentinel kernel is timed; the
+// visits of a period it finds slowed are marked. After the block's passes, the short cases whose placements
+// disagree get further placements, round-robin, until their best is reached twice or max_placements; then a
+// case with a slowed pass, or whose best placement's repetitions disagree (cv above noisy_cv), is timed once
+// more; still disagreeing, its row is flagged noisy. Then each case's row is written: min over every
+// repetition, median/mean/stddev/cv of the best placement, passes, placements, slowed passes, and every
+// repetition mean (samples_us). Each case ends passed, skipped (reason), unsupported or failed (error text);
+// one failure never stops the run. Results are committed in batches: an interrupted run keeps what it
+// measured, and a rerun resumes (passed and unsupported cases are not measured again). SIGINT and SIGTERM
+// stop the run between visits, after a final commit: the cases of the unfinished block are written with the
+// passes they had (their `passes` says how many; no re-measurement), and those not timed yet are left to the
+// rerun.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +45,13 @@ enum class Progress {
 struct RunOptions {
   double min_time = 0.003;  // seconds per repetition, at least (of wall time for a device-timed case)
   int min_iterations = 2;   // calls per repetition, at least (long cases)
-  int repetitions = 3;      // per pass
-  int passes = 3;           // interleaved passes, each on a fresh build of the kernel
+  // A call of long_call seconds or more is a repetition on its own (repetition_calls): min_iterations
+  // holds below it. Such a call is ten repetitions' min_time: it averages over as long as the
+  // repetitions of a short case do, and its second call bought no precision for S's lowest
+  // repetition mean, only time (docs/MEASUREMENT.md, "Repetitions"). 0: never.
+  double long_call = 0.03;
+  int repetitions = 3;  // per pass
+  int passes = 3;       // interleaved passes, each on a fresh build of the kernel
   // Buffer placements (kernels/buffer.hpp): visit j of a case (its passes, then a re-measurement)
   // builds the kernel in placement j mod `placements`; 0 = placement j, a new one for every visit.
   int placements = 0;
@@ -86,8 +91,10 @@ struct RunOptions {
   // mode, fusion) are raced against the lowest reading of the group so far on this system (this
   // run's passes and the database's best), and against the lowest of their own layout in the group
   // (race_layout).
-  // Layout conversions and the libraries' default cases (H's) never race. A case is raced out (ends
-  // skipped, reason "raced out: ...", its reading stored as min_us), and gets no further visit:
+  // Layout conversions never race; a library's default case (H's) races only against its group's
+  // other defaults (H takes the fastest of them), by race_drop, race_margin and race_warmup. A case
+  // is raced out (ends skipped, reason "raced out: ...", its reading stored as min_us), and gets no
+  // further visit:
   //  - after a reading (a visit's lowest repetition mean, in a period the sentinel did not find
   //    slowed) at or above race_drop × the group's best;
   //  - after two readings or more (the second on a fresh placement), every one above race_margin ×
@@ -206,6 +213,14 @@ void race_order(std::vector<const PlannedCase*>::iterator begin,
 // (Kernel::device_timed), its wall time `wall` (the warm-up's wall per call) where that is longer.
 // Seconds; `wall` 0 when unknown. A CPU case's count is the same as before.
 double repetition_call_seconds(double timed, double wall, bool device_timed);
+
+// The calls a repetition holds at least, whatever min_time asks, for a call of `call` seconds
+// (repetition_call_seconds): min_iterations (1 at least), but 1 where the call lasts long_call
+// seconds or more (long_call 0: never 1 for that reason).
+int least_calls(double call, int min_iterations, double long_call);
+
+// The calls in one repetition: enough to last min_time, least_calls at least; 1 to 1e7.
+int64_t repetition_calls(double call, double min_time, int min_iterations, double long_call);
 
 // The sentinel that judges `backend`'s cases (docs/MEASUREMENT.md, "Sentinel"): its own
 // (Backend::sentinel) where it has one, else the CPU sentinel at `threads` (measurement.hpp), made

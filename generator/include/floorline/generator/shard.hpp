@@ -44,6 +44,7 @@ std::string shard_label(const ShardSpec& s);
 struct CostOptions {
   double min_time = 0.003;  // seconds per repetition
   int min_iterations = 2;   // calls per repetition, at least
+  double long_call = 0.03;  // a call this long is a repetition on its own (runner.hpp)
   int repetitions = 3;      // per pass
   int passes = 3;
   double warmup_seconds = 0.002;  // per pass
@@ -55,7 +56,8 @@ inline constexpr CostOptions kPartitionCosts{};
 
 // The estimated seconds of each planned case in a bench run (plan order), and where they came from.
 // A timed case costs
-//   passes × (kCaseOverhead + max(warmup_seconds, t) + repetitions × max(min_time, min_iterations × t))
+//   passes × (kCaseOverhead + max(warmup_seconds, t) + repetitions × max(min_time, n × t))
+// with n = least_calls(t, min_iterations, long_call) (runner.hpp: 1 for a call of long_call or more)
 // where t is the per-call time: the case's median in the earlier database when it has a passed one,
 // else its roofline time max(FLOPs / FLOP/s, bytes / bytes/s). The rates are the earlier database's
 // calibrated peaks (of its system with the most passed cases of the backend), scaled down by the
