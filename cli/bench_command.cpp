@@ -636,7 +636,10 @@ void add_bench_commands(CLI::App& app, int& exit_code, const std::string& comman
   b->add_option("--repetitions", bench->repetitions, "Repetitions per case and pass")
       ->check(int_in(1, kMaxRepetitions, "repetitions"));
   add_method_options(b, bench->method);
-  b->add_option("--warmup", bench->warmup, "Warm-up seconds per case and pass before timing")
+  b->add_option(
+       "--warmup", bench->warmup,
+       fmt::format("Warm-up seconds per case and pass before timing, one call at least (default {:g})",
+                   gen::RunOptions{}.warmup_seconds))
       ->check(real_in(0, kMaxSecondsPerCase, "seconds"));
   b->add_option("--threads", bench->threads,
                 "CPU threads available (a thread budget): every case is timed at 1, the powers of two below "

@@ -164,9 +164,12 @@ int run_main(RunCmd o, const std::string& command_line) {
   set_progress(ro, o.quiet);
   std::fprintf(
       stderr,
-      "[2/4] bench into %s (%d pass(es) x %d repetitions of %g s and %d calls at least per case, "
+      "[2/4] bench into %s (%d pass(es) x %d repetitions of %g s and %d calls at least per case%s, "
       "at %s thread(s))\n",
       o.db.c_str(), ro.passes, repetitions, min_time, ro.min_iterations,
+      ro.min_iterations > 1 && ro.long_call > 0
+          ? fmt::format(" (one of {:g} s or more)", ro.long_call).c_str()
+          : "",
       fmt::format("{}", fmt::join(gen::budget_thread_counts(o.threads, o.threads_exact), ", ")).c_str());
   auto budget = bench_thread_budget(&db, l, ro, o.threads_exact, false, false);
   if (!budget) return fail(budget.error().message);

@@ -86,7 +86,9 @@ struct RunOptions {
   bool sentinel = true;                // time the sentinel between visits and re-measure slowed periods
   double sentinel_interval = 0.2;      // seconds between sentinel readings, at least
   double sentinel_slow_factor = 1.15;  // a reading above this × the lowest one marks a slowed period
-  double warmup_seconds = 0.002;       // per visit, before timing
+  // Per visit, before timing (one call at least): the repetitions' lowest mean is what S takes, and
+  // it did not move with 2 ms of warm-up instead (docs/MEASUREMENT.md, "Repetitions").
+  double warmup_seconds = 0.0005;
   // Racing (docs/MEASUREMENT.md, "Racing"): the candidates of one group (config, data type, math
   // mode, fusion) are raced against the lowest reading of the group so far on this system (this
   // run's passes and the database's best), and against the lowest of their own layout in the group

@@ -47,7 +47,7 @@ struct CostOptions {
   double long_call = 0.03;  // a call this long is a repetition on its own (runner.hpp)
   int repetitions = 3;      // per pass
   int passes = 3;
-  double warmup_seconds = 0.002;  // per pass
+  double warmup_seconds = 0.0005;  // per pass
   int threads = 1;
 };
 
