@@ -444,7 +444,6 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       // A library's default case (H's): defaults_key of its group, the race it is judged in (the
       // fastest default's pace, not the group's); "" for every other case.
       std::string defaults_group;
-      bool races = false;              // may be raced out
       std::optional<double> raced_us;  // raced out on this reading (µs)
       double raced_best = 0;           // ... against this best reading (µs)
       std::string raced_on;            // "first round", ..., and whose best it lost to
@@ -519,7 +518,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     // Before a visit: true when the case is raced out (and ends). The sentinel is read first where
     // one of its visits has not been judged yet, so that no reading of a slowed period counts.
     auto raced_out = [&](Timing& t) -> bool {
-      if (!racing || !t.races || t.done || t.passes.empty() || !verdict(t)) return false;
+      if (!racing || t.group.empty() || t.done || t.passes.empty() || !verdict(t)) return false;
       if (std::any_of(since_reading.begin(), since_reading.end(),
                       [&](const auto& e) { return e.first == &t; }))
         take_reading();
@@ -598,7 +597,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       }
       // A warm-up call far above its group's best: raced out before its repetitions (the sentinel
       // read first: not in a slowed period).
-      if (racing && t.races) {
+      if (racing && !t.group.empty()) {
         const bool is_default = !t.defaults_group.empty();
         if (auto it = race_best.find(is_default ? t.defaults_group : t.group);
             it != race_best.end() && per_call * 1e6 >= options.race_warmup * it->second) {
@@ -747,7 +746,6 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           if (groups_seen.insert(block[i].group).second) ++sum.race_groups;
           block[i].layout_group = block[i].group + "\x1f" + race_layout(id);
           if (c.work.is_default) block[i].defaults_group = defaults_key(block[i].group);
-          block[i].races = true;
         }
       take_reading();
       for (const Visit& v : interleaved_order(block.size(), passes, 0)) {
