@@ -401,12 +401,10 @@ conv_relu (float[1,32,28,28] x, float[32,32,3,3] w) => (float y)
   EXPECT_EQ(same, cases);
 }
 
-// oneDNN's cases, with a sentinel of the backend's own (Backend::sentinel), as a GPU backend has, and
-// optionally no kernel in one data type (`refused`), as the CUDA backend has no int8 copy.
-class OwnSentinelBackend final : public Backend {
+// A backend that forwards everything to another (oneDNN here): the tests below change one part.
+class ForwardingBackend : public Backend {
  public:
-  OwnSentinelBackend(const Backend& inner, std::function<double()> clock, std::optional<DType> refused = {})
-      : inner_(inner), clock_(std::move(clock)), refused_(refused) {}
+  explicit ForwardingBackend(const Backend& inner) : inner_(inner) {}
   std::string name() const override { return inner_.name(); }
   std::string device_kind() const override { return inner_.device_kind(); }
   Status available() const override { return inner_.available(); }
@@ -415,6 +413,23 @@ class OwnSentinelBackend final : public Backend {
   std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
     return inner_.candidates(base);
   }
+  kernels::KernelFactory factory() const override { return inner_.factory(); }
+  void set_threads(int threads) const override { inner_.set_threads(threads); }
+  void park_threads() const override { inner_.park_threads(); }
+  std::string generated_header() const override { return inner_.generated_header(); }
+  std::string generated_register_function() const override { return inner_.generated_register_function(); }
+  std::string generated_cmake_target() const override { return inner_.generated_cmake_target(); }
+
+ protected:
+  const Backend& inner_;
+};
+
+// oneDNN's cases, with a sentinel of the backend's own (Backend::sentinel), as a GPU backend has, and
+// optionally no kernel in one data type (`refused`), as the CUDA backend has no int8 copy.
+class OwnSentinelBackend final : public ForwardingBackend {
+ public:
+  OwnSentinelBackend(const Backend& inner, std::function<double()> clock, std::optional<DType> refused = {})
+      : ForwardingBackend(inner), clock_(std::move(clock)), refused_(refused) {}
   kernels::KernelFactory factory() const override {
     return [inner = inner_.factory(),
             refused = refused_](const kernels::CaseSpec& spec) -> Result<std::unique_ptr<kernels::Kernel>> {
@@ -423,44 +438,26 @@ class OwnSentinelBackend final : public Backend {
       return inner(spec);
     };
   }
-  void set_threads(int threads) const override { inner_.set_threads(threads); }
-  void park_threads() const override { inner_.park_threads(); }
   std::function<double()> sentinel() const override { return clock_; }
-  std::string generated_header() const override { return inner_.generated_header(); }
-  std::string generated_register_function() const override { return inner_.generated_register_function(); }
-  std::string generated_cmake_target() const override { return inner_.generated_cmake_target(); }
 
  private:
-  const Backend& inner_;
   std::function<double()> clock_;
   std::optional<DType> refused_;
 };
 
-// oneDNN's cases, with the library's default chosen by `is_default` instead of oneDNN: a group with two
-// libraries' defaults, or with a slow one only.
-class ChosenDefaultsBackend final : public Backend {
+// oneDNN's cases, with the library's default chosen by `is_default` instead of oneDNN: a group with
+// two libraries' defaults, or with a slow one only.
+class ChosenDefaultsBackend final : public ForwardingBackend {
  public:
   ChosenDefaultsBackend(const Backend& inner, std::function<bool(const kernels::LibraryCase&)> is_default)
-      : inner_(inner), is_default_(std::move(is_default)) {}
-  std::string name() const override { return inner_.name(); }
-  std::string device_kind() const override { return inner_.device_kind(); }
-  Status available() const override { return inner_.available(); }
-  void describe(benchdb::SystemRow& row) const override { inner_.describe(row); }
-  kernels::KindSupport support(LayerKind kind) const override { return inner_.support(kind); }
+      : ForwardingBackend(inner), is_default_(std::move(is_default)) {}
   std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
     auto out = inner_.candidates(base);
     for (auto& c : out) c.is_default = is_default_(c);
     return out;
   }
-  kernels::KernelFactory factory() const override { return inner_.factory(); }
-  void set_threads(int threads) const override { inner_.set_threads(threads); }
-  void park_threads() const override { inner_.park_threads(); }
-  std::string generated_header() const override { return inner_.generated_header(); }
-  std::string generated_register_function() const override { return inner_.generated_register_function(); }
-  std::string generated_cmake_target() const override { return inner_.generated_cmake_target(); }
 
  private:
-  const Backend& inner_;
   std::function<bool(const kernels::LibraryCase&)> is_default_;
 };
 
