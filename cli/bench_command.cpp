@@ -194,6 +194,14 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
                static_cast<long long>(r.failed), static_cast<long long>(r.already_measured),
                verify ? fmt::format(", {} verified", r.verified).c_str() : "", plan_seconds, r.wall_seconds,
                r.timed_seconds, r.efficiency());
+  if (!dry_run && r.wall_seconds > 0)
+    std::fprintf(
+        stderr,
+        "by phase: building cases %.1f s, warm-up calls %.1f s, repetitions %.1f s (%.1f s of them the "
+        "passed cases' timed calls), sentinel %.1f s, the rest %.1f s\n",
+        r.build_seconds, r.warmup_seconds, r.repetition_seconds, r.timed_seconds, r.sentinel_seconds,
+        std::max(0.0, r.wall_seconds - r.build_seconds - r.warmup_seconds - r.repetition_seconds -
+                          r.sentinel_seconds));
   if (r.first_calls > 0)
     std::fprintf(stderr,
                  "%lld case(s) timed by their first call (a first look: it took a repetition's time)\n",

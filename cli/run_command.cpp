@@ -87,7 +87,7 @@ int run_main(RunCmd o, const std::string& command_line) {
   }
   const gen::RunOptions defaults;
   const int repetitions = o.repetitions.value_or(o.quick ? 1 : defaults.repetitions);
-  const double min_time = o.min_time.value_or(o.quick ? 0.001 : defaults.min_time);
+  const double min_time = o.min_time.value_or(defaults.min_time);
   // --quick: one pass, one call at least per repetition (the method's rigour traded for time).
   MethodCli method = o.method;
   if (o.quick) {
@@ -563,7 +563,7 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
               "Exactly --threads threads for every layer (one system), not the budget's fastest count");
   r->add_option("--repetitions", o->repetitions, "Repetitions per case and pass (default 3; --quick 1)")
       ->check(int_in(1, kMaxRepetitions, "repetitions"));
-  r->add_option("--min-time", o->min_time, "Seconds per repetition, at least (default 0.003; --quick 0.001)")
+  r->add_option("--min-time", o->min_time, "Seconds per repetition, at least (default 0.001)")
       ->check(real_in(0, kMaxSecondsPerCase, "seconds", true));
   add_method_options(r, o->method);
   r->add_option(

@@ -454,6 +454,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     bool last_slowed = false;  // the latest sentinel reading found the machine slowed
     auto take_reading = [&]() {
       if (!watch) return;
+      const auto began = clock::now();
       // A sentinel that cannot run (a device error: NaN) judges nothing; its period stays unmarked.
       if (const double seconds = watch->clock(); std::isfinite(seconds) && seconds > 0)
         last_slowed = watch->detector.record(seconds);
@@ -464,6 +465,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           if (j < tp->passes.size()) tp->passes[j].slowed = true;
       since_reading.clear();
       last_reading = clock::now();
+      sum.sentinel_seconds += std::chrono::duration<double>(last_reading - began).count();
     };
     // One visit: a fresh build of the case (a new placement), warm-up, `repetitions` repetitions.
     // Racing: a new reading of a group, and the end of a case that cannot win its group.
@@ -561,6 +563,12 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       kernels::CaseSpec spec = c.spec;
       spec.placement = {options.placements > 0 ? pass % options.placements : pass, options.huge_pages,
                         options.reuse_frames};
+      auto phase_start = clock::now();
+      auto phase_end = [&](double& total) {
+        const auto now = clock::now();
+        total += std::chrono::duration<double>(now - phase_start).count();
+        phase_start = now;
+      };
       auto built = factory(spec);
       if (!built) {
         t.error = built.error();
@@ -579,6 +587,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           ++sum.verified;
         }
       }
+      phase_end(sum.build_seconds);
       if (options.dry_run) {
         t.done = true;
         return {};
@@ -595,6 +604,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         t.done = true;
         return {};
       }
+      phase_end(sum.warmup_seconds);
       // A warm-up call far above its group's best: raced out before its repetitions (the sentinel
       // read first: not in a slowed period).
       if (racing && !t.group.empty()) {
@@ -632,6 +642,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       CollectReporter collect;
       benchmark::RunSpecifiedBenchmarks(&collect);
       benchmark::ClearRegisteredBenchmarks();
+      phase_end(sum.repetition_seconds);
       std::vector<const benchmark::BenchmarkReporter::Run*> reps;
       for (const auto& r : collect.runs) reps.push_back(&r);
       std::vector<double> us;

@@ -67,6 +67,14 @@ TEST(Runner, StoresEveryCaseAndResumes) {
   EXPECT_GT(s->verified, 40);
   EXPECT_GT(s->timed_seconds, 0);
   EXPECT_LE(s->timed_seconds, s->wall_seconds);
+  // The phases of the visits: each took time, the passed cases' timed calls are inside the
+  // repetitions' wall time, and the phases together fit in the run's.
+  EXPECT_GT(s->build_seconds, 0);
+  EXPECT_GT(s->warmup_seconds, 0);
+  EXPECT_GT(s->sentinel_seconds, 0);
+  EXPECT_GE(s->repetition_seconds, s->timed_seconds);
+  EXPECT_LE(s->build_seconds + s->warmup_seconds + s->repetition_seconds + s->sentinel_seconds,
+            s->wall_seconds);
 
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements"), static_cast<int64_t>(plan.cases.size()));
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE status='passed'"), s->passed);

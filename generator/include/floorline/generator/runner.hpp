@@ -43,11 +43,11 @@ enum class Progress {
 };
 
 struct RunOptions {
-  double min_time = 0.003;  // seconds per repetition, at least (of wall time for a device-timed case)
+  double min_time = 0.001;  // seconds per repetition, at least (of wall time for a device-timed case)
   int min_iterations = 2;   // calls per repetition, at least (long cases)
   // A call of long_call seconds or more is a repetition on its own (repetition_calls): min_iterations
-  // holds below it. Such a call is ten repetitions' min_time: it averages over as long as the
-  // repetitions of a short case do, and its second call bought no precision for S's lowest
+  // holds below it. Such a call is thirty repetitions' min_time: it averages over longer than
+  // the repetitions of a short case do, and its second call bought no precision for S's lowest
   // repetition mean, only time (docs/MEASUREMENT.md, "Repetitions"). 0: never.
   double long_call = 0.03;
   int repetitions = 3;  // per pass
@@ -149,6 +149,14 @@ struct RunSummary {
   int64_t first_calls = 0;       // visits timed by their first call (RunOptions::first_call_counts)
   double wall_seconds = 0;       // the whole run, planning excluded
   double timed_seconds = 0;      // Σ iterations × per-call time over the passed cases
+  // Where the wall time went, by phase of a visit (wall seconds, summed over visits): building the
+  // case (the backend's kernel, its buffers and their fill, --verify), its warm-up calls, its
+  // repetitions (Google Benchmark's runs, timed calls of cases later raced out included), and the
+  // sentinel's readings. The rest of wall_seconds is the run's own bookkeeping (database, plan).
+  double build_seconds = 0;
+  double warmup_seconds = 0;
+  double repetition_seconds = 0;
+  double sentinel_seconds = 0;
   int64_t run_id = 0;
   int64_t system_id = 0;
   int threads = 1;                 // the thread count of the run (RunOptions::threads)

@@ -42,7 +42,7 @@ std::string shard_label(const ShardSpec& s);
 
 // The bench settings a case's time depends on (runner.hpp's RunOptions of the same name).
 struct CostOptions {
-  double min_time = 0.003;  // seconds per repetition
+  double min_time = 0.001;  // seconds per repetition
   int min_iterations = 2;   // calls per repetition, at least
   double long_call = 0.03;  // a call this long is a repetition on its own (runner.hpp)
   int repetitions = 3;      // per pass
