@@ -11,6 +11,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -83,6 +85,27 @@ Seen verify_own(const std::vector<mp::ModelIR>& models, const std::string& algor
     if (s.ok()) ++seen.verified;
   }
   return seen;
+}
+
+// The NCHW <-> NHWC transpose (XNNPACK's conversions) on both of its tile shapes: 32 x 32, and 8 x 64
+// where a row is a multiple of 4 KiB (1024 floats: 224 x 224 pixels are 49 of them), with partial
+// tiles in both directions, two matrices, every element checked.
+TEST(DataKernels, TiledTransposeMovesEveryElementOnBothTileShapes) {
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {43, 1024}, {1024, 43}, {3, 2048}, {2048, 3}, {40, 784}, {784, 40}, {8, 64}, {1, 1}}) {
+    const int64_t batch = 2, n = batch * rows * cols;
+    std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n), -1.f);
+    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i);
+    const kernels::TiledTranspose t{x.data(), y.data(), batch, rows, cols};
+    for (int64_t i = t.tiles() - 1; i >= 0; --i) t.tile(i);  // any order: the tiles are independent
+    int64_t wrong = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          wrong += y[static_cast<size_t>(b * rows * cols + c * rows + r)] !=
+                   x[static_cast<size_t>(b * rows * cols + r * cols + c)];
+    EXPECT_EQ(wrong, 0) << rows << " x " << cols;
+  }
 }
 
 TEST(DataKernels, SwinAndGooglenetConcatsAreCopiedChunksBesideOnednnConcat) {

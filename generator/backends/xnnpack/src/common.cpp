@@ -295,7 +295,9 @@ class TransposeKernel final : public Kernel {
     else
       transpose(src_, dst_, d.n, d.hw, d.c);
   }
-  std::string implementation() const override { return "floorline-kernel:transpose (32x32 tiles)"; }
+  std::string implementation() const override {
+    return "floorline-kernel:transpose (32x32 tiles; 8x64 where a row is a multiple of 4 KiB)";
+  }
   int64_t workspace_bytes() const override { return 0; }
   Status verify() override {
     const Nchw d = nchw_of(shape_);

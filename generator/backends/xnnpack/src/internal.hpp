@@ -44,7 +44,7 @@ struct Buffer {
 };
 
 // y[c][r] = x[r][c] for `batch` matrices of rows × cols (NCHW → NHWC: rows C, cols H·W; NHWC →
-// NCHW: rows H·W, cols C), in 32 × 32 tiles, parallel over the pool.
+// NCHW: rows H·W, cols C), in tiles (transpose.cpp), parallel over the pool.
 void transpose(const float* x, float* y, int64_t batch, int64_t rows, int64_t cols);
 
 // The flags every operator is created with: none by default, so that the pool's workers spin for

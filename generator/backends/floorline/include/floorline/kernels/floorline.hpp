@@ -52,9 +52,10 @@ Result<std::unique_ptr<Kernel>> make_floorline_conversion(const PortRef& from, c
 benchmark::internal::Benchmark* register_floorline_case(const CaseSpec& spec, const Work& work);
 
 // NCHW ↔ NHWC conversions (XNNPACK's conversion cases and its tensors' layouts): `batch` row-major
-// rows × cols float matrices at x, each transposed into y, in 32 × 32 tiles. The tiles are
-// independent: a caller runs tile(0 .. tiles()−1) on its own threads (XNNPACK's pool, as a runtime
-// using XNNPACK would). x and y do not overlap.
+// rows × cols float matrices at x, each transposed into y, in 32 × 32 tiles (8 × 64 where a row of
+// x or y is a multiple of 4 KiB: transpose.cpp). The tiles are independent: a caller runs
+// tile(0 .. tiles()−1) on its own threads (XNNPACK's pool, as a runtime using XNNPACK would). x and y
+// do not overlap.
 struct TiledTranspose {
   const float* x = nullptr;
   float* y = nullptr;
