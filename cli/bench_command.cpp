@@ -204,7 +204,7 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
                           r.sentinel_seconds));
   if (r.first_calls > 0)
     std::fprintf(stderr,
-                 "%lld case(s) timed by their first call (a first look: it took a repetition's time)\n",
+                 "%lld visit(s) took their first call as a repetition (it took a repetition's time)\n",
                  static_cast<long long>(r.first_calls));
   for (const auto& p : r.peaks)
     std::fprintf(stderr, "calibrated peak %s %s: %s (%s)\n",
@@ -530,11 +530,11 @@ Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id
   for (const auto st : cso.states) states.emplace_back(gen::cache_state_name(st));
   std::fprintf(
       stderr,
-      "      cache states: %lld best case(s), %lld timed (%s; %d single calls each), %lld timed before, "
-      "%lld failed, %.1f s\n",
+      "      cache states: %lld best case(s), %lld timed (%s; %d single calls each, %d for a call of %g ms "
+      "or more), %lld timed before, %lld failed, %.1f s\n",
       static_cast<long long>(cs.cases), static_cast<long long>(cs.timed),
-      fmt::format("{}", fmt::join(states, ", ")).c_str(), cso.samples, static_cast<long long>(cs.present),
-      static_cast<long long>(cs.failed), cs.seconds);
+      fmt::format("{}", fmt::join(states, ", ")).c_str(), cso.samples, cso.long_samples, cso.long_call * 1e3,
+      static_cast<long long>(cs.present), static_cast<long long>(cs.failed), cs.seconds);
   const bool color = use_color(stderr);
   for (const auto& e : cs.errors)
     std::fprintf(stderr, "        %s %s\n", yellow("failed:", color).c_str(), e.c_str());

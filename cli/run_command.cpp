@@ -133,7 +133,6 @@ int run_main(RunCmd o, const std::string& command_line) {
   if (o.quick) {
     ro.remeasure = false;
     ro.reuse_frames = ro.passes <= 1;  // placements compared (--passes N) need frames of their own
-    ro.first_call_counts = true;       // with one repetition (--repetitions N keeps the calls apart)
   }
   if (auto st = select_shard(l, o.c, costs, "run"); !st) return fail(st.error().message);
   int64_t layers = 0;

@@ -116,7 +116,8 @@ bool evict(const void* data, int64_t bytes) {
 }
 
 std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const kernels::Problem& problem,
-                                              const std::vector<CacheFlusher*>& flushers, int samples) {
+                                              const std::vector<CacheFlusher*>& flushers, int samples,
+                                              double long_call, int long_samples) {
   // The weights' buffers as run() reads them, and the activation inputs, which the step before has
   // just written.
   std::vector<kernels::Port> weights, warm;
@@ -133,8 +134,9 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
       warm.push_back(*port);
     }
   }
-  kernels::warm_up(kernel, 0.01);  // a fresh build's first calls fault in pages and set things up
-  const int n = std::max(1, samples);
+  // A fresh build's first calls fault in pages and set things up.
+  const double per_call = kernels::warm_up(kernel, 0.01);
+  const int n = std::max(1, per_call >= long_call ? std::min(samples, long_samples) : samples);
   std::vector<std::vector<double>> us(flushers.size());
   std::vector<CacheTiming> out(flushers.size());
   unsigned sink = 0;
@@ -237,7 +239,8 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
     try {
       std::vector<CacheFlusher*> fs;
       for (const CacheState s : options.states) fs.push_back(&flusher(s, c->threads));
-      for (const CacheTiming& t : time_in_cache_states(**kernel, c->spec.problem, fs, options.samples)) {
+      for (const CacheTiming& t : time_in_cache_states(**kernel, c->spec.problem, fs, options.samples,
+                                                       options.long_call, options.long_samples)) {
         if (!(t.min_us > 0)) throw std::runtime_error("a call timed at 0 µs");
         benchdb::CacheTimeRow row;
         row.system_id = sys->second;

@@ -1047,7 +1047,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       return watch.record(options.sentinel());
     };
     if (options.sentinel) read_sentinel();  // the baseline: the lowest reading so far
-    const int wanted = std::max(1, options.repetitions);
+    // A long pass (ReplayOptions::long_pass): fewer repetitions and profile passes.
+    const bool long_pass = options.long_pass > 0 && per_pass >= options.long_pass;
+    const int wanted = std::max(
+        1, long_pass ? std::min(options.repetitions, options.long_repetitions) : options.repetitions);
     for (int rep = 0; rep < wanted;) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t k = 0; k < n; ++k) pass();
@@ -1073,7 +1076,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     std::vector<std::vector<double>> per_step(steps.size()), alone_now(steps.size());
     std::vector<double> pair_ratios;
     const int profile_passes = std::max(
-        std::max(1, options.profile_passes),
+        std::max(1, long_pass ? std::min(options.profile_passes, options.long_profile_passes)
+                              : options.profile_passes),
         static_cast<int>(std::min(
             ReplayOptions::kMaxProfilePasses,
             std::ceil(options.profile_seconds / std::max((options.paired ? 3 : 1) * per_pass, 1e-9)))));

@@ -265,8 +265,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       if (options.keep_lower) options_json["keep_lower"] = true;  // a re-timing (replay.hpp)
       if (!options.remeasure) options_json["remeasure"] = false;
       if (options.reuse_frames) options_json["reuse_frames"] = true;
-      if (options.first_call_counts && options.repetitions <= 1 && options.min_iterations <= 1)
-        options_json["first_call_counts"] = true;
+      options_json["first_call_counts"] = options.first_call_counts;
       if (!sys.isa.empty()) options_json["isa"] = sys.isa;  // the cap (FLOORLINE_MAX_CPU_ISA)
       if (!options.shard.empty()) options_json["shard"] = options.shard;
       if (!options.shard_costs.empty()) options_json["shard_costs"] = options.shard_costs;
@@ -619,26 +618,28 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           }
         }
       }
-      // A first look: a long case's first call is its repetition (RunOptions::first_call_counts).
-      if (options.first_call_counts && options.repetitions <= 1 && options.min_iterations <= 1 &&
-          warm_calls == 1 && !kernel->device_timed() && per_call >= options.min_time) {
+      const auto iterations = static_cast<benchmark::IterationCount>(
+          repetition_calls(repetition_call_seconds(per_call, wall_per_call, kernel->device_timed()),
+                           options.min_time, options.min_iterations, options.long_call));
+      // A long case's warm-up call is its first repetition (RunOptions::first_call_counts): one call
+      // fewer per visit; Google Benchmark times the others.
+      const bool first_counts =
+          options.first_call_counts && warm_calls == 1 && !kernel->device_timed() && iterations == 1;
+      if (first_counts) ++sum.first_calls;
+      if (first_counts && options.repetitions <= 1) {
         std::vector<double> us = {per_call * 1e6};
         t.row = benchdb::measurement_from_calls(us, 1, kernels::case_counters(c.work, *kernel, 1, per_call));
         t.iterations += 1;
         t.reported = true;
-        ++sum.first_calls;
         offer(t, lowest(us));
         t.passes.push_back({std::move(us), false});
         since_reading.emplace_back(&t, t.passes.size() - 1);
         return {};
       }
-      const auto iterations = static_cast<benchmark::IterationCount>(
-          repetition_calls(repetition_call_seconds(per_call, wall_per_call, kernel->device_timed()),
-                           options.min_time, options.min_iterations, options.long_call));
       benchmark::ClearRegisteredBenchmarks();
       kernels::register_case(c.spec, c.work, factory, kernel)
           ->Iterations(iterations)
-          ->Repetitions(std::max(1, options.repetitions));
+          ->Repetitions(std::max(1, options.repetitions - (first_counts ? 1 : 0)));
       CollectReporter collect;
       benchmark::RunSpecifiedBenchmarks(&collect);
       benchmark::ClearRegisteredBenchmarks();
@@ -647,6 +648,10 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       for (const auto& r : collect.runs) reps.push_back(&r);
       std::vector<double> us;
       benchdb::MeasurementRow row = benchdb::measurement_from_runs(reps, &us);
+      if (first_counts && !us.empty()) {
+        us.insert(us.begin(), per_call * 1e6);
+        row.iterations += 1;
+      }
       if (us.empty()) {  // an error while timing: the row holds it
         if (t.passes.empty()) {
           t.row = std::move(row);

@@ -171,10 +171,14 @@ Result<CaseCosts> estimate_case_costs(const Plan& plan, const std::vector<const 
     }
     // In each pass the runner builds the case, warms it up for at least warmup_seconds (one call
     // at least), then sizes each repetition to last min_time and hold min_iterations calls (one
-    // for a long call: repetition_calls).
+    // for a long call: repetition_calls); a warm-up of one call that is a repetition's one call is
+    // the first repetition (RunOptions::first_call_counts).
     const double calls = least_calls(t, options.min_iterations, options.long_call);
+    const bool first_counts =
+        options.first_call_counts && calls == 1 && t >= options.warmup_seconds && t >= options.min_time;
     const double per_pass = kCaseOverhead + std::max(options.warmup_seconds, t) +
-                            std::max(1, options.repetitions) * std::max(options.min_time, calls * t);
+                            std::max(first_counts ? 0 : 1, options.repetitions - (first_counts ? 1 : 0)) *
+                                std::max(options.min_time, calls * t);
     out.seconds.push_back(std::max(1, options.passes) * per_pass);
   }
   return out;

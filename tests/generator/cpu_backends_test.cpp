@@ -412,6 +412,7 @@ TEST(CpuBackends, ShareOneSystemRowWithEveryLibraryVersion) {
   o.min_time = 0.001;
   o.repetitions = 2;
   o.calibrate = false;
+  o.race_margin = 0;  // every library's case timed: on a host where one is 2x another's, racing drops it
   auto sum = run_plan(&*db, models, plan, {onednn, xnnpack, openblas}, o);
   ASSERT_TRUE(sum.ok()) << sum.error().message;
   EXPECT_EQ(sum->passed, 3);

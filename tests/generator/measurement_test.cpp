@@ -252,6 +252,12 @@ TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame
   EXPECT_GT(cold.min_us, 1.15 * warm) << "warm " << warm << " µs, from memory " << cold.min_us << " µs";
   EXPECT_GT(cold.min_us, 1.15 * one.min_us) << "single warm calls " << one.min_us << " µs";
   EXPECT_GT(cold.min_us, from_llc.min_us) << "from the LLC " << from_llc.min_us << " µs";
+  // A call of long_call or more (here 1 ns: this one) gets long_samples calls per state.
+  const auto long_call = time_in_cache_states(**kernel, c->spec.problem, {&single, &memory}, 9, 1e-9, 2);
+  ASSERT_EQ(long_call.size(), 2u);
+  EXPECT_EQ(long_call[0].samples, 2);
+  EXPECT_EQ(long_call[1].samples, 2);
+  EXPECT_EQ(cold.samples, 9);  // the 0.03 s default: this call is shorter
   const Status v = (*kernel)->verify();
   EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
 }

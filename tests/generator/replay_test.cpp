@@ -238,6 +238,29 @@ TEST_F(BenchedResidual, AReplayWithoutPairsHasNoPairedTime) {
   EXPECT_FALSE(wants_second_look(*r));
 }
 
+// A long pass (ReplayOptions::long_pass) gets long_repetitions repetitions and long_profile_passes
+// profile passes; a short one its repetitions and profile_passes.
+TEST_F(BenchedResidual, ALongPassGetsFewerRepetitionsAndPairs) {
+  auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+  ReplayOptions opts = quick_replay();
+  opts.repetitions = 5;
+  opts.profile_passes = 4;
+  opts.profile_seconds = 0;
+  opts.long_repetitions = 2;
+  opts.long_profile_passes = 2;
+  opts.long_pass = 1e-9;  // every pass is long
+  auto r = replay_model(models.front(), *chosen, *backends[0], opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->repetitions, 2);
+  EXPECT_EQ(r->pairs, 2);
+  opts.long_pass = 1e3;  // none is
+  r = replay_model(models.front(), *chosen, *backends[0], opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->repetitions, 5);
+  EXPECT_EQ(r->pairs, 4);
+}
+
 // The second look's replay (second_look_options: the timed repetitions only) folded into the first
 // (take_second_look): the lower time stands, the first's profile stays.
 TEST_F(BenchedResidual, ASecondLookKeepsTheLowerTimeAndTheFirstProfile) {

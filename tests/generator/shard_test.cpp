@@ -163,10 +163,13 @@ TEST(Shard, EarlierMeasurementsSetTheCostAndScaleTheRoofline) {
   ASSERT_TRUE(costs.ok()) << costs.error().message;
   EXPECT_EQ(costs->measured, 3);
   EXPECT_NE(costs->source.find("3 measured cases, roofline x 10.0"), std::string::npos) << costs->source;
+  // A long call's warm-up call is its first repetition (CostOptions::first_call_counts).
   auto cost_of = [&](double t) {
+    const double calls = least_calls(t, co.min_iterations, co.long_call);
+    const int repetitions =
+        calls == 1 && t >= co.warmup_seconds && t >= co.min_time ? co.repetitions - 1 : co.repetitions;
     return co.passes *
-           (kCaseOverhead + std::max(co.warmup_seconds, t) +
-            co.repetitions * std::max(co.min_time, least_calls(t, co.min_iterations, co.long_call) * t));
+           (kCaseOverhead + std::max(co.warmup_seconds, t) + repetitions * std::max(co.min_time, calls * t));
   };
   int seen = 0;
   for (size_t k = 0; k < plan.cases.size(); ++k) {

@@ -82,11 +82,13 @@ struct CacheTiming {
   bool targeted = false;  // memory: the weights' lines evicted alone (evict), not a flush
 };
 
-// Times `kernel`, built for `problem`, in each of `flushers`' states in turn, `samples` calls each,
-// after a warm-up (kernels::warm_up, 10 ms): all within a few milliseconds, so that the state of the
-// machine is the same for all (not interleaved call by call: a call from memory leaves the weights
-// where a following call from the last-level cache does not find them; the linear layer of
-// CacheState.WeightsBeyondL2... took 319-337 µs from the LLC so, 150-172 in turn). Before each call:
+// Times `kernel`, built for `problem`, in each of `flushers`' states in turn, `samples` calls each
+// (`long_samples` where the warm-up's lowest call took long_call seconds or more: a long call's
+// calls agree, and a cache state changes it by a small share), after a warm-up (kernels::warm_up, 10 ms): all
+// within a few milliseconds, so that the state of the machine is the same for all (not interleaved call by
+// call: a call from memory leaves the weights where a following call from the last-level cache does not find
+// them; the linear layer of CacheState.WeightsBeyondL2... took 319-337 µs from the LLC so, 150-172 in turn).
+// Before each call:
 //  - warm: nothing;
 //  - memory, where the kernel has a port for every weight operand (kernels::weight_operand; the
 //    buffer run() reads, e.g. oneDNN's reordered weights): those lines are evicted from every cache
@@ -100,10 +102,15 @@ struct CacheTiming {
 // Then one timed call (Kernel::timed_run). One timing per flusher, in their order. Exceptions from
 // the kernel propagate.
 std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const kernels::Problem& problem,
-                                              const std::vector<CacheFlusher*>& flushers, int samples);
+                                              const std::vector<CacheFlusher*>& flushers, int samples,
+                                              double long_call = 0.03, int long_samples = 2);
 
 struct CacheStageOptions {
   int samples = 5;
+  // A case whose call takes long_call seconds or more gets long_samples calls per state: on the zoo
+  // such cases were most of the stage's time (16 calls of each with five samples; 7 with two).
+  double long_call = 0.03;
+  int long_samples = 2;
   std::vector<CacheState> states = {CacheState::kWarm, CacheState::kLlc, CacheState::kMemory};
   bool force = false;  // time again the cases that already have a row
   // The cases of the thread budget (each config's fastest over the host's systems of at most the

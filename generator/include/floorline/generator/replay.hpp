@@ -13,13 +13,13 @@
 // returns to the pool once the last layer that reads it has run, and the next output of the same
 // size reuses it (so activations stay warm in cache as they would in a framework).
 //
-// Timing: warm-up passes for warmup_seconds (at least one), then `repetitions` repetitions of
-// enough whole passes to last min_time each; a repetition's time is its mean pass time (µs, steady
-// clock; each kernel's run() waits for completion). The replay's time compared with S is the
-// lowest repetition mean (min_us), the statistic S takes of each case (docs/MEASUREMENT.md): the two
-// sides of replay / S are the same statistic, so the ratio compares kernels, not luck. The median
-// is kept too. Then `profile_passes` passes time every step on its own (lowest of them), to show
-// where replay and S differ.
+// Timing: warm-up passes for warmup_seconds (at least one), then `repetitions` repetitions (fewer
+// for a long pass: ReplayOptions::long_pass) of enough whole passes to last min_time each; a repetition's
+// time is its mean pass time (µs, steady clock; each kernel's run() waits for completion). The replay's time
+// compared with S is the lowest repetition mean (min_us), the statistic S takes of each case
+// (docs/MEASUREMENT.md): the two sides of replay / S are the same statistic, so the ratio compares kernels,
+// not luck. The median is kept too. Then `profile_passes` passes time every step on its own (lowest of them),
+// to show where replay and S differ.
 //
 // Re-timing after a replay (docs/MEASUREMENT.md, "Re-timing after the replay"): S adds each case's lowest
 // repetition mean; a replay below S (or close to it) means some cases were measured while the
@@ -99,6 +99,13 @@ struct ReplayOptions {
   int profile_passes = 5;
   double profile_seconds = 0.3;
   static constexpr double kMaxProfilePasses = 50;
+  // A pass of long_pass seconds or more (its warm-up's mean) gets long_repetitions repetitions and
+  // long_profile_passes profile passes at most: such passes agree (on the zoo, the repetitions of a
+  // pass of 0.1 s or more within a few percent), and the big models' passes were most of the
+  // stage's time (21 passes each with the defaults, 13 so). 0: no such limit.
+  double long_pass = 0.1;
+  int long_repetitions = 3;
+  int long_profile_passes = 3;
   // Each profile pass paired with its layer steps alone (ReplayResult::paired_ratio): two more
   // calls per layer step and pass.
   bool paired = true;

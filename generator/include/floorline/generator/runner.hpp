@@ -61,12 +61,14 @@ struct RunOptions {
   // Large buffers take released mappings back (kernels::BufferPlacement::reuse_frames): faster
   // builds, the frames of the last builds. For one visit per case (`run --quick`).
   bool reuse_frames = false;
-  // A host-timed case whose first warm-up call takes min_time or more is timed by that call, its one
-  // repetition, when `repetitions` and min_iterations are 1 (`run --quick`): no second call. On the zoo's
-  // first look (Zen 4 EPYC) the first call of such a case read a median of 1.005 × the call timed after it
-  // (5th–95th percentile 0.95–1.11, the first faster in 40%), and these cases were 29 of its 35 s
-  // of timed calls, each taken twice.
-  bool first_call_counts = false;
+  // A host-timed case whose warm-up was one call, and whose repetition is one call (repetition_calls:
+  // a call of long_call or more; or of min_time with min_iterations 1, `run --quick`), takes that call
+  // as its first repetition: Google Benchmark times repetitions − 1 more (none with one repetition).
+  // One call fewer per visit, a quarter of a long case's calls by default. On the zoo's first look
+  // (Zen 4 EPYC) the first call of such a case read a median of 1.005 × the call timed after it
+  // (5th–95th percentile 0.95–1.11, the first faster in 40%); S takes the lowest repetition, and
+  // the noise test the lowest half (docs/MEASUREMENT.md, "Repetitions").
+  bool first_call_counts = true;
   // More placements for the short cases whose placements disagree: after the block's passes, a case
   // whose call takes under placement_search_below_us and whose second-best placement's median is
   // more than placement_tolerance above its best gets another placement (another visit, on other
@@ -146,7 +148,7 @@ struct RunSummary {
   int64_t already_measured = 0;  // not run: settled in an earlier run (resume), or a planned
                                  // status (skipped, unsupported) already recorded the same way
   int64_t verified = 0;          // passed verification before timing (--verify)
-  int64_t first_calls = 0;       // visits timed by their first call (RunOptions::first_call_counts)
+  int64_t first_calls = 0;       // visits whose first call was a repetition (RunOptions::first_call_counts)
   double wall_seconds = 0;       // the whole run, planning excluded
   double timed_seconds = 0;      // Σ iterations × per-call time over the passed cases
   // Where the wall time went, by phase of a visit (wall seconds, summed over visits): building the

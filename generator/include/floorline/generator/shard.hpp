@@ -48,6 +48,7 @@ struct CostOptions {
   int repetitions = 3;      // per pass
   int passes = 3;
   double warmup_seconds = 0.0005;  // per pass
+  bool first_call_counts = true;   // a long case's warm-up call is its first repetition (runner.hpp)
   int threads = 1;
 };
 
@@ -56,8 +57,10 @@ inline constexpr CostOptions kPartitionCosts{};
 
 // The estimated seconds of each planned case in a bench run (plan order), and where they came from.
 // A timed case costs
-//   passes × (kCaseOverhead + max(warmup_seconds, t) + repetitions × max(min_time, n × t))
+//   passes × (kCaseOverhead + max(warmup_seconds, t) + r × max(min_time, n × t))
 // with n = least_calls(t, min_iterations, long_call) (runner.hpp: 1 for a call of long_call or more)
+// and r = repetitions, or repetitions − 1 where the warm-up's one call is the first repetition
+// (n = 1 and t at least warmup_seconds and min_time: RunOptions::first_call_counts)
 // where t is the per-call time: the case's median in the earlier database when it has a passed one,
 // else its roofline time max(FLOPs / FLOP/s, bytes / bytes/s). The rates are the earlier database's
 // calibrated peaks (of its system with the most passed cases of the backend), scaled down by the
