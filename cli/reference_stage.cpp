@@ -296,9 +296,9 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
   }
 
   // 2. Measure. The main job keeps this stage short: at least 5 timed runs and 0.5 s per model,
-  // batch and setting (3 runs at least where 5 would take over 3 s) (10 runs and 1 s when measure.js is run
-  // by hand); --quick 1 run after a warm-up, both in the profiling session (measure.js --time-in-profile: one
-  // session per model, not two).
+  // batch and setting, but no more than 3 s once 3 runs are done (by hand, measure.js takes 10 runs
+  // and 1 s); --quick 1 run after a warm-up, both in the profiling session (measure.js
+  // --time-in-profile: one session per model, not two).
   const fs::path ref_out = o.out / "reference";
   const std::string json = (ref_out / "ort_latencies.json").string();
   std::string batches, joined;

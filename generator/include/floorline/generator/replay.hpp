@@ -100,9 +100,10 @@ struct ReplayOptions {
   double profile_seconds = 0.3;
   static constexpr double kMaxProfilePasses = 50;
   // A pass of long_pass seconds or more (its warm-up's mean) gets long_repetitions repetitions and
-  // long_profile_passes profile passes at most: such passes agree (on the zoo, the repetitions of a
-  // pass of 0.1 s or more within a few percent), and the big models' passes were most of the
-  // stage's time (21 passes each with the defaults, 13 so). 0: no such limit.
+  // long_profile_passes profile passes at most: such passes agree (the zoo's five models of 0.1 s or
+  // more at batch 1 on the Zen 4 EPYC: the median repetition within 2% of the lowest), and the big
+  // models' passes were most of the stage's time (21 passes each with the defaults, 13 so). 0: no
+  // such limit.
   double long_pass = 0.1;
   int long_repetitions = 3;
   int long_profile_passes = 3;

@@ -66,8 +66,9 @@ struct RunOptions {
   // as its first repetition: Google Benchmark times repetitions − 1 more (none with one repetition).
   // One call fewer per visit, a quarter of a long case's calls by default. On the zoo's first look
   // (Zen 4 EPYC) the first call of such a case read a median of 1.005 × the call timed after it
-  // (5th–95th percentile 0.95–1.11, the first faster in 40%); S takes the lowest repetition, and
-  // the noise test the lowest half (docs/MEASUREMENT.md, "Repetitions").
+  // (5th–95th percentile 0.95–1.11, the first faster in 40%); in the full method's passes of 30 ms
+  // calls, 1.009 × the lower of the two after it. S takes the lowest repetition, and the noise test
+  // the lowest half (docs/MEASUREMENT.md, "The warm-up call is the first repetition").
   bool first_call_counts = true;
   // More placements for the short cases whose placements disagree: after the block's passes, a case
   // whose call takes under placement_search_below_us and whose second-best placement's median is
