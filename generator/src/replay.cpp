@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <new>
@@ -433,6 +434,20 @@ std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::v
 
 }  // namespace layout_choice
 
+// MemAvailable of /proc/meminfo in bytes; -1 where it cannot be read.
+static int64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      try {
+        return std::stoll(line.substr(13)) * 1024;
+      } catch (const std::exception&) {
+        return -1;
+      }
+    }
+  return -1;
+}
+
 Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::string, ChosenCase>& chosen,
                                   const Backend& backend, const ReplayOptions& options,
                                   const FusedChoices& epilogues, const CaseAlternatives& alternatives) {
@@ -745,6 +760,15 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       continue;
     }
     std::unique_ptr<kernels::Kernel> kernel = std::move(built).value();
+    // Each step's case keeps its own buffers beside the pooled ones: a large model at a large batch
+    // can need more memory than the machine has (fcn_resnet50 at batch 8 took 24 GB, and the kernel
+    // killed the run). Stop this model's replay while the machine still has min_available_bytes.
+    if (const int64_t left = available_memory_bytes(); left >= 0 && left < options.min_available_bytes)
+      return make_error(
+          "{} (batch {}): replay stopped after building {} step(s): {:.1f} GiB of memory left, under the "
+          "{:.1f} GiB the replay keeps free (each step's case holds its own buffers)",
+          model.name, model.batch, steps.size(), static_cast<double>(left) / (1 << 30),
+          static_cast<double>(options.min_available_bytes) / (1 << 30));
     const std::string label = fusion.empty() ? fmt::format("{} ({})", layer.name, layer.op_type)
                                              : fmt::format("{} ({}+{})", layer.name, layer.op_type, fusion);
     // What the step touches (ReplayStep::reads, own_bytes, written_bytes).

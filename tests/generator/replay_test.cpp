@@ -263,6 +263,25 @@ TEST_F(BenchedResidual, ALongPassGetsFewerRepetitionsAndPairs) {
   EXPECT_EQ(r->pairs, 4);
 }
 
+// A machine with less memory available than ReplayOptions::min_available_bytes after a step's build:
+// the model's replay stops with an error that says so (here 1 PiB: no machine has it), nothing
+// crashes; with the default floor the same replay runs.
+TEST_F(BenchedResidual, AReplayStopsWhereTheMachineRunsOutOfMemory) {
+  auto chosen = best_cases(*db, run.system_id, plan, DType::kF32);
+  ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+  ReplayOptions opts = quick_replay();
+  opts.min_available_bytes = int64_t{1} << 50;
+  auto r = replay_model(models.front(), *chosen, *backends[0], opts);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("replay stopped after building 0 step(s)"), std::string::npos)
+      << r.error().message;
+  EXPECT_NE(r.error().message.find(models.front().name), std::string::npos) << r.error().message;
+  opts.min_available_bytes = ReplayOptions{}.min_available_bytes;
+  r = replay_model(models.front(), *chosen, *backends[0], opts);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_GT(r->layers_replayed, 0);
+}
+
 // The second look's replay (second_look_options: the timed repetitions only) folded into the first
 // (take_second_look): the lower time stands, the first's profile stays.
 TEST_F(BenchedResidual, ASecondLookKeepsTheLowerTimeAndTheFirstProfile) {

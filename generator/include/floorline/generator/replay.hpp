@@ -124,6 +124,10 @@ struct ReplayOptions {
   // outputs into the denormal range and convolutions into overflow.
   bool flush_denormals = true;
   bool huge_pages = true;  // the output buffers on transparent huge pages, as the bench's (RunOptions)
+  // The model's replay stops (an error: the run goes on with the next model) when, after building
+  // a step, the machine has less memory available than this (bytes; MemAvailable): every step's case
+  // holds its own buffers, and a large model at a large batch can need more than the machine has.
+  int64_t min_available_bytes = int64_t{2} << 30;
   // The sentinel (measurement.hpp), read after each timed repetition as the bench reads it between
   // visits (seconds per reading; empty: none): a repetition after which it reads above
   // sentinel_slow_factor × its lowest reading (SlowdownDetector) was timed while the machine was
