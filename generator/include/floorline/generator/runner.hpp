@@ -104,8 +104,8 @@ struct RunOptions {
   //    slowed) at or above race_drop × the group's best;
   //  - after two readings or more (the second on a fresh placement), every one above race_margin ×
   //    the group's best, or above race_layout_margin × the best of its layout;
-  //  - on its warm-up (kernels::warm_up's lowest call), before its repetitions, at or above
-  //    race_warmup × the group's best.
+  //  - on its warm-up (kernels::warm_up's lowest call) before its first repetitions (a case with
+  //    readings is judged by them alone), at or above race_warmup × the group's best.
   // The sentinel is read before any drop, so that a visit of a slowed period is never a reading.
   // race_margin is the replay's layout slack (ReplayOptions::layout_slack): a candidate within it
   // may be run by the replay to save conversions, unless a case of the same layout (the same ports)
