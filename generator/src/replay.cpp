@@ -760,6 +760,12 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
       continue;
     }
     std::unique_ptr<kernels::Kernel> kernel = std::move(built).value();
+    // The case's own buffers of its ports, before any is wired: those wired elsewhere are given
+    // back once the step is (below).
+    std::vector<kernels::Port> own_ports;
+    for (const bool output : {false, true})
+      for (size_t k = 0, n = output ? layer.output_names.size() : input_names.size(); k < n; ++k)
+        if (const auto port = kernel->port(output, k)) own_ports.push_back(*port);
     // Each step's case keeps its own buffers beside the pooled ones: a large model at a large batch
     // can need more memory than the machine has (fcn_resnet50 at batch 8 took 24 GB, and the kernel
     // killed the run). Stop this model's replay while the machine still has min_available_bytes.
@@ -957,6 +963,24 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
         }
         ++out;
       }
+    // The ports' former buffers that no port of the case reads or writes now (a producer's output,
+    // a pooled buffer, a conversion's copy took their place), and whatever else run() no longer
+    // touches, go back to the system: else each step would hold a second copy of every activation.
+    {
+      std::vector<kernels::Port> now;
+      for (const bool output : {false, true})
+        for (size_t k = 0, n = output ? layer.output_names.size() : input_names.size(); k < n; ++k)
+          if (const auto port = kernel->port(output, k)) now.push_back(*port);
+      for (const auto& was : own_ports) {
+        const auto at = reinterpret_cast<uintptr_t>(was.data);
+        const bool still = std::any_of(now.begin(), now.end(), [&](const kernels::Port& p) {
+          const auto from = reinterpret_cast<uintptr_t>(p.data);
+          return from < at + static_cast<uintptr_t>(was.bytes) && at < from + static_cast<uintptr_t>(p.bytes);
+        });
+        if (!still) r.released_bytes += static_cast<int64_t>(kernels::release_pages(was.data, was.bytes));
+      }
+      r.released_bytes += kernel->release_unused_buffers();
+    }
     const double s_us = best ? best->us : choice->us;  // S's time for the layer (its best case's)
     steps.push_back({std::move(kernel), label, false, choice->us, own->first, layer.name, layer.op_type,
                      layer.key, threads, fusion, choice->spec.name, best != nullptr, s_us, std::move(reads),
@@ -986,7 +1010,10 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   if (r.workspace_bytes > 0) {
     void* workspace = pool.fresh(r.workspace_bytes);
     for (auto& s : steps)
-      if (s.kernel->workspace_bytes() > 0 && s.kernel->share_workspace(workspace)) ++r.workspaces_shared;
+      if (s.kernel->workspace_bytes() > 0 && s.kernel->share_workspace(workspace)) {
+        ++r.workspaces_shared;
+        r.released_bytes += s.kernel->release_unused_buffers();  // its own scratchpad
+      }
   }
   if (r.layers_replayed == 0)
     return make_error("{} (batch {}): no layer has a measured case to replay", model.name, model.batch);
@@ -1364,6 +1391,7 @@ benchdb::ReplayRow replay_row(const ReplayResult& r, int64_t system_id, std::opt
                               {"workspace_bytes", r.workspace_bytes},
                               {"own_large_bytes", r.own_large_bytes},
                               {"own_huge_advised_bytes", r.own_huge_advised_bytes},
+                              {"released_bytes", r.released_bytes},
                               {"denormal_steps", r.denormal_steps},
                               {"slowed_repetitions", r.slowed_repetitions},
                               {"second_look_us", r.second_look_us},

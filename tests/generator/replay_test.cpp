@@ -84,6 +84,47 @@ TEST(Replay, ABoundInputReadsWhatTheProducerWrote) {
   EXPECT_FALSE((*tanh)->bind(false, 1, out->data).ok());  // Tanh has one input
 }
 
+// A wired case's former buffers go back to the system (kernels::release_pages and
+// Kernel::release_unused_buffers, as replay does once a step is wired), and the case still computes
+// from what it is wired to: 1 MiB operands, so that they lie on their own mappings.
+TEST(Replay, AWiredCaseGivesItsOwnBuffersBackAndStillReadsItsProducer) {
+  constexpr const char* kLarge = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+two (float[1,64,64,64] x) => (float y)
+{
+  s = Sigmoid (x)
+  y = Tanh (s)
+}
+)onnx";
+  auto models = mp::process_model_text(kLarge, "large.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const Backend* onednn = find_backend("onednn");
+  const Plan plan = make_plan(*models, {onednn}, {});
+  auto sigmoid = onednn->factory()(default_case(plan, "Sigmoid").spec);
+  auto tanh = onednn->factory()(default_case(plan, "Tanh").spec);
+  ASSERT_TRUE(sigmoid.ok() && tanh.ok());
+  const auto out = (*sigmoid)->port(true, 0);
+  const auto was = (*tanh)->port(false, 0);
+  ASSERT_TRUE(out && was);
+  const int64_t bytes = int64_t{64} * 64 * 64 * 4;
+  ASSERT_EQ(was->bytes, bytes);
+  ASSERT_TRUE((*tanh)->bind(false, 0, out->data).ok());
+  // The port's former buffer (a plain f32 case: its only copy) is no argument of run() any more.
+  const int64_t released = (*tanh)->release_unused_buffers();
+  EXPECT_GE(released, bytes - 4096);
+  EXPECT_LE(released, 2 * bytes);                      // the output, which run() writes, stays
+  EXPECT_EQ((*sigmoid)->release_unused_buffers(), 0);  // unwired: every buffer is still run()'s
+  EXPECT_EQ(kernels::release_pages(nullptr, 1 << 20), 0u);
+  (*sigmoid)->run();
+  (*tanh)->run();
+  const auto* s = static_cast<const float*>(out->data);
+  const auto* y = static_cast<const float*>((*tanh)->port(true, 0)->data);
+  for (int64_t k = 0; k < bytes / 4; k += 97) {
+    ASSERT_GT(s[k], 0.f);
+    ASSERT_NEAR(y[k], std::tanh(s[k]), 1e-5) << k;
+  }
+}
+
 // kResidual benched on oneDNN (2 implementations per config, short repetitions) into a fresh
 // database: what the whole-model replay tests start from.
 class BenchedResidual : public ::testing::Test {
@@ -157,6 +198,9 @@ TEST_F(BenchedResidual, AModelIsReplayedFromItsBestCasesWithEveryActivationWired
   // The memory planner: c1 is dead once the Relu has read it, so c2 (the same size) reuses its buffer.
   EXPECT_GE(r->buffers_reused, 1);
   EXPECT_EQ(r->buffers + r->buffers_reused, 5);  // one output per layer
+  // Each wired port's former buffer went back to the system: 10 ports (5 inputs, 5 outputs) of
+  // 12,544 bytes, at least two whole pages each.
+  EXPECT_GE(r->released_bytes, 10 * 8192);
   // cases_us is S over the replayed layers: the chosen cases' times, the conv twice.
   double s = 0;
   for (const auto& l : models.front().layers)

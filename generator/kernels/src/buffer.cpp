@@ -113,6 +113,16 @@ size_t offset_in_page(int placement, int k) {
   return (p * 7 + b * 17) % 64 * 64 + (p + b * 3) % 32 * 4096;
 }
 
+size_t release_pages(void* data, size_t bytes) {
+  if (!data || bytes == 0) return 0;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto at = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (at + page - 1) / page * page, end = (at + bytes) / page * page;
+  if (end <= first) return 0;
+  if (madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED) != 0) return 0;
+  return end - first;
+}
+
 HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
   const size_t want = bytes == 0 ? 1 : bytes;
   if (want < kHugePageMinBytes) {

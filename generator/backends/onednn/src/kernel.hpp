@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -148,6 +149,28 @@ class OnednnKernel final : public Kernel {
         any = true;
       }
     return any;
+  }
+
+  // Every own buffer that no argument of a step run() executes points into: the plain copies
+  // (user_, dev_) of an operand converted at build time or bound elsewhere, a converted copy whose
+  // handle bind() moved, a scratchpad share_workspace() replaced.
+  int64_t release_unused_buffers() override {
+    std::vector<std::pair<uintptr_t, uintptr_t>> used;
+    for (const auto& s : steps_) {
+      if (s.once) continue;
+      for (const auto& [arg, m] : s.args) {
+        const auto at = reinterpret_cast<uintptr_t>(m.get_data_handle());
+        if (at != 0) used.emplace_back(at, at + m.get_desc().get_size());
+      }
+    }
+    int64_t released = 0;
+    for (auto& b : buffers_) {
+      const auto at = reinterpret_cast<uintptr_t>(b.data());
+      const bool touched = std::any_of(
+          used.begin(), used.end(), [&](const auto& r) { return r.first < at + b.bytes() && at < r.second; });
+      if (!touched) released += static_cast<int64_t>(release_pages(b.data(), b.bytes()));
+    }
+    return released;
   }
 
   // A port is the memory run() itself reads or writes for the operand: the implementation's own

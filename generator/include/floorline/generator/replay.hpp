@@ -126,7 +126,8 @@ struct ReplayOptions {
   bool huge_pages = true;  // the output buffers on transparent huge pages, as the bench's (RunOptions)
   // The model's replay stops (an error: the run goes on with the next model) when, after building
   // a step, the machine has less memory available than this (bytes; MemAvailable): every step's case
-  // holds its own buffers, and a large model at a large batch can need more than the machine has.
+  // holds its weights and scratchpad, and a large model at a large batch can need more than the
+  // machine has.
   int64_t min_available_bytes = int64_t{2} << 30;
   // The sentinel (measurement.hpp), read after each timed repetition as the bench reads it between
   // visits (seconds per reading; empty: none): a repetition after which it reads above
@@ -231,6 +232,12 @@ struct ReplayResult {
   // huge pages (kernels::huge_page_advised_ranges): all of them where the run asks for huge pages
   // (ReplayOptions::huge_pages) and the system allows them, as the bench placed the cases alone.
   int64_t own_large_bytes = 0, own_huge_advised_bytes = 0;
+  // Bytes of the steps' own buffers given back to the system once each step was wired
+  // (kernels::release_pages, Kernel::release_unused_buffers): its ports' former buffers, now
+  // another step's or the pool's, and what else run() no longer touches (oneDNN's plain copies).
+  // Without it every step kept a second copy of each activation it reads and writes: fcn_resnet50
+  // at batch 8 took 24 GB.
+  int64_t released_bytes = 0;
   // Layer steps over kSlowStep × their time alone, and those name_slow_steps names no cause for.
   int slow_steps = 0, slow_unexplained = 0;
   // Profile passes (each step timed alone, after the timed repetitions): where the pass time goes.

@@ -78,6 +78,13 @@ std::string page_policy(bool huge_pages_asked, const std::string& mode = transpa
 std::vector<std::pair<uintptr_t, uintptr_t>> huge_page_advised_ranges(
     const std::string& smaps = "/proc/self/smaps");
 
+// Gives the whole pages inside [data, data + bytes) back to the system (madvise(MADV_DONTNEED)):
+// their memory is freed at once, and a later read of them finds zeros, a later write a fresh page.
+// For an own buffer that nothing reads any more (replay: a case's operand wired to another buffer)
+// whose mapping stays until the buffer is destroyed. Returns the bytes given back: 0 for a range
+// holding no whole page (a small heap buffer, usually) or where madvise refuses.
+size_t release_pages(void* data, size_t bytes);
+
 // The offset (bytes, a multiple of 64, below 128 KiB) of the k-th large buffer of a build in
 // placement p from the start of its (huge or 4 KiB) page run: distinct for every k < 64 in one
 // placement and for every p < 64 for one k, with no two buffers of a placement at the same offset
