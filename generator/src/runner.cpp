@@ -24,6 +24,7 @@
 #include "floorline/benchdb/writer.hpp"
 #include "floorline/common/benchmark_error.hpp"
 #include "floorline/generator/measurement.hpp"
+#include "floorline/generator/shard.hpp"
 #include "floorline/kernels/buffer.hpp"
 #include "floorline/model_processor/layer.hpp"
 
@@ -174,11 +175,34 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
   auto previous_term = std::signal(SIGTERM, on_interrupt);
   const int passes = std::max(1, options.passes);
   // Progress counts cases: settled ones are done, a case is done once its row is written (after its
-  // block's passes, further placements and re-measurements). The ETA is the cases left at the visits
-  // a finished case took on average (the passes until one finished), at the mean wall time per visit.
+  // block's passes, further placements and re-measurements). The ETA weighs them by their estimated
+  // seconds (WorkEta); where the estimate cannot be had, it is the cases left at the visits a
+  // finished case took on average (the passes until one finished), at the mean wall time per visit.
   int64_t total_cases = 0;
   for (const auto& c : plan.cases)
     if (!c.status) ++total_cases;
+  std::vector<double> case_work;  // estimated seconds per plan case (WorkEta), empty without one
+  WorkEta work_eta;
+  if (options.progress != Progress::kNone && !options.dry_run) {
+    CostOptions co;
+    co.min_time = options.min_time;
+    co.min_iterations = options.min_iterations;
+    co.long_call = options.long_call;
+    co.repetitions = options.repetitions;
+    co.passes = passes;
+    co.warmup_seconds = options.warmup_seconds;
+    co.first_call_counts = options.first_call_counts;
+    co.threads = options.threads;
+    if (auto costs = estimate_case_costs(plan, backends, co, dbp); costs.ok()) {
+      case_work = std::move(costs->seconds);
+      for (size_t k = 0; k < plan.cases.size() && k < case_work.size(); ++k)
+        if (!plan.cases[k].status) work_eta.add(case_work[k]);
+    }
+  }
+  auto work_of = [&](const PlannedCase& c) {
+    const auto k = static_cast<size_t>(&c - plan.cases.data());
+    return k < case_work.size() ? case_work[k] : 0.0;
+  };
   int64_t cases_done = 0, visits_now = 0, finished_now = 0, finished_visits = 0;
   // Elapsed and the ETA's wall time per visit span every backend, as the counts do.
   const auto cases_start = std::chrono::steady_clock::now();
@@ -413,7 +437,10 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           return q.error();
       if (settled.count(case_id)) {
         ++sum.already_measured;
-        if (!c.status) ++cases_done;
+        if (!c.status) {
+          ++cases_done;
+          work_eta.settle(work_of(c));
+        }
         continue;
       }
       if (c.status) {
@@ -446,6 +473,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       std::optional<double> raced_us;  // raced out on this reading (µs)
       double raced_best = 0;           // ... against this best reading (µs)
       std::string raced_on;            // "first round", ..., and whose best it lost to
+      double work_counted = 0;         // of its estimated seconds, what its visits counted done (WorkEta)
     };
     // Visits since the last sentinel reading: marked slowed together when that reading says so.
     std::vector<std::pair<Timing*, size_t>> since_reading;
@@ -541,7 +569,10 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
                                     : static_cast<double>(passes);
         const double left = std::max(0.0, static_cast<double>(total_cases - cases_done) * per_case -
                                               static_cast<double>(visits_now - 1 - finished_visits));
-        const double eta = visits_now > 1 ? el / static_cast<double>(visits_now - 1) * left : -1;
+        const double eta = !case_work.empty() ? work_eta.eta(el)
+                           : visits_now > 1   ? el / static_cast<double>(visits_now - 1) * left
+                                              : -1;
+        t.work_counted += work_eta.visited(work_of(c), passes, t.visits);
         if (options.progress == Progress::kTerminal) {
           std::fprintf(stderr, "\r\033[K[%lld/%lld cases] %s elapsed, ETA %s  visit %d %.50s",
                        static_cast<long long>(cases_done), static_cast<long long>(total_cases),
@@ -823,6 +854,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           }
         }
         FL_TRY(finish(*timed[first + i], block[i]));
+        work_eta.finished(work_of(*timed[first + i]), block[i].work_counted);
         ++cases_done;
         ++finished_now;
         finished_visits += block[i].visits;

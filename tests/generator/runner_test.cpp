@@ -35,6 +35,32 @@ int64_t scalar(benchdb::Database& db, const std::string& sql) {
   return r.ok() && !r->rows.empty() ? std::get<int64_t>(r->rows[0][0]) : -1;
 }
 
+// The ETA weighs cases by their estimated seconds: ten cases of 1 s done in 10 s of wall, one of
+// 100 s left, is about 100 s left (counted alike: 1 s); a case raced out after one visit counts
+// whole once its row is written; settled cases leave the total.
+TEST(WorkEta, WeighsTheCasesLeftByTheirEstimatedSeconds) {
+  WorkEta eta;
+  EXPECT_LT(eta.eta(5), 0);  // nothing done yet: no estimate
+  for (int k = 0; k < 10; ++k) eta.add(1);
+  eta.add(100);
+  eta.add(7);
+  eta.settle(7);  // measured in an earlier run: not timed
+  for (int k = 0; k < 10; ++k) {
+    double counted = 0;
+    for (int visit = 1; visit <= 3; ++visit) counted += eta.visited(1, 3, visit);
+    EXPECT_DOUBLE_EQ(counted, 1);
+    EXPECT_DOUBLE_EQ(eta.visited(1, 3, 4), 0);  // a re-measurement beyond its passes adds nothing
+    eta.finished(1, counted);
+  }
+  EXPECT_NEAR(eta.eta(10), 100, 1e-9);
+  // The large case's first visit: a third of it done.
+  const double first = eta.visited(100, 3, 1);
+  EXPECT_NEAR(first, 100.0 / 3, 1e-9);
+  EXPECT_NEAR(eta.eta(10 + 100.0 / 3), 100 - 100.0 / 3, 1e-6);
+  // Raced out on that visit: its row is written, the whole case is done.
+  eta.finished(100, first);
+  EXPECT_NEAR(eta.eta(50), 0, 1e-9);
+}
 TEST(Runner, StoresEveryCaseAndResumes) {
   TempDb tmp;
   auto models = mp::process_model_text(test::kKindsModel, "kinds.onnx", {});

@@ -23,6 +23,7 @@
 // rerun.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -40,6 +41,34 @@ enum class Progress {
   kTerminal,  // one line rewritten in place (\r and an erase-line escape): a terminal
   kLines,     // a plain line (no \r, no escape codes) every progress_interval_seconds: logs, CI,
               // batch systems, NO_COLOR
+};
+
+// The progress line's ETA, by estimated work rather than by case count: a sweep's cases at batch 32
+// take a hundred times those at batch 1, and counted alike the ETA read 26 minutes with hours left
+// (`run --batch 1,8,32` on the zoo, 2026-12-07). Each case to time weighs its estimated seconds
+// (shard.hpp's cost model on the run's own database: an earlier measurement of the case, else its
+// roofline time scaled as that system's measured cases are); a visit counts 1/passes of its case
+// done, up to its passes, and a case whose row is written counts whole (a raced-out case's unvisited
+// passes included). The ETA is the wall time so far over the work done so far, times the work left.
+class WorkEta {
+ public:
+  void add(double seconds) { total_ += seconds; }     // a case to time
+  void settle(double seconds) { total_ -= seconds; }  // ... found measured already: nothing to do
+  // Visit `visit` (1, 2, ...) of a case of `seconds` timed in `passes` passes: what it counted done.
+  double visited(double seconds, int passes, int visit) {
+    const double part = visit <= passes && passes > 0 ? seconds / passes : 0.0;
+    done_ += part;
+    return part;
+  }
+  // The case's row is written; `counted` is what its visits counted done.
+  void finished(double seconds, double counted) { done_ += seconds - counted; }
+  // Seconds left after `elapsed` seconds of wall time; negative while nothing is done.
+  double eta(double elapsed) const {
+    return done_ > 0 ? elapsed * std::max(0.0, total_ - done_) / done_ : -1;
+  }
+
+ private:
+  double total_ = 0, done_ = 0;
 };
 
 struct RunOptions {
