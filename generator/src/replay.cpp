@@ -434,23 +434,32 @@ std::pair<int, int> choose_for_layouts(const std::vector<WalkItem>& walk, std::v
 
 }  // namespace layout_choice
 
-// MemAvailable of /proc/meminfo in bytes; -1 where it cannot be read.
-static int64_t available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string line; std::getline(meminfo, line);)
-    if (line.rfind("MemAvailable:", 0) == 0) {
-      try {
-        return std::stoll(line.substr(13)) * 1024;
-      } catch (const std::exception&) {
-        return -1;
-      }
-    }
-  return -1;
-}
+namespace {
+Result<ReplayResult> replay_model_throwing(const mp::ModelIR& model,
+                                           const std::map<std::string, ChosenCase>& chosen,
+                                           const Backend& backend, const ReplayOptions& options,
+                                           const FusedChoices& epilogues,
+                                           const CaseAlternatives& alternatives);
+}  // namespace
 
+// A buffer that cannot be had (kernels::HostBuffer's memory guard, a failed mapping) ends this
+// model's replay with an error, not the run.
 Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::string, ChosenCase>& chosen,
                                   const Backend& backend, const ReplayOptions& options,
                                   const FusedChoices& epilogues, const CaseAlternatives& alternatives) {
+  try {
+    return replay_model_throwing(model, chosen, backend, options, epilogues, alternatives);
+  } catch (const std::exception& e) {
+    return make_error("{} (batch {}): replay stopped: {}", model.name, model.batch, e.what());
+  }
+}
+
+namespace {
+Result<ReplayResult> replay_model_throwing(const mp::ModelIR& model,
+                                           const std::map<std::string, ChosenCase>& chosen,
+                                           const Backend& backend, const ReplayOptions& options,
+                                           const FusedChoices& epilogues,
+                                           const CaseAlternatives& alternatives) {
   ReplayResult r;
   r.model = model.name;
   r.batch = model.batch;
@@ -769,7 +778,8 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
     // Each step's case keeps its own buffers beside the pooled ones: a large model at a large batch
     // can need more memory than the machine has (fcn_resnet50 at batch 8 took 24 GB, and the kernel
     // killed the run). Stop this model's replay while the machine still has min_available_bytes.
-    if (const int64_t left = available_memory_bytes(); left >= 0 && left < options.min_available_bytes)
+    if (const int64_t left = kernels::available_memory_bytes();
+        left >= 0 && left < options.min_available_bytes)
       return make_error(
           "{} (batch {}): replay stopped after building {} step(s): {:.1f} GiB of memory left, under the "
           "{:.1f} GiB the replay keeps free (each step's case holds its own buffers)",
@@ -1216,6 +1226,7 @@ Result<ReplayResult> replay_model(const mp::ModelIR& model, const std::map<std::
   if (backend_now) backend_now->park_threads();
   return r;
 }
+}  // namespace
 
 DataCount count_abnormal(const float* x, int64_t n) {
   DataCount c;

@@ -335,6 +335,26 @@ TEST(Placement, TheRunnerKeepsTheBestPlacementAndRecordsThePolicy) {
 // A large buffer released stays mapped (retired), so the next build of the same size gets another
 // mapping (other frames), not the one just freed; once the retired ones pass kRetiredBytes the oldest
 // is unmapped.
+// A buffer the machine cannot hold is refused before it is mapped: the case is skipped with a reason
+// that names both sizes, where the out-of-memory killer would have ended the run (kGuardedBytes).
+TEST(Placement, ABufferBeyondTheAvailableMemoryIsRefusedNotMapped) {
+  const int64_t available = kernels::available_memory_bytes();
+  if (available < 0) GTEST_SKIP() << "no MemAvailable in /proc/meminfo here";
+  EXPECT_GT(available, 0);
+  const auto want = static_cast<size_t>(available) + (size_t{4} << 30);
+  try {
+    HostBuffer b(want);
+    FAIL() << "a buffer of " << want << " bytes was mapped with " << available << " available";
+  } catch (const kernels::KernelError& e) {
+    EXPECT_EQ(e.code, kernels::Disposition::kSkipped);
+    EXPECT_NE(std::string(e.what()).find("GiB of memory available"), std::string::npos) << e.what();
+  }
+  // One the machine can hold is mapped as before.
+  HostBuffer fits(kernels::kGuardedBytes);
+  EXPECT_NE(fits.data(), nullptr);
+  EXPECT_TRUE(fits.mapped());
+}
+
 TEST(Placement, AReleasedLargeBufferStaysMappedForAWhile) {
   const PlacementScope scope(BufferPlacement{0, true});
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

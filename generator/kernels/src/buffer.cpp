@@ -113,6 +113,19 @@ size_t offset_in_page(int placement, int k) {
   return (p * 7 + b * 17) % 64 * 64 + (p + b * 3) % 32 * 4096;
 }
 
+int64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) {
+      try {
+        return std::stoll(line.substr(13)) * 1024;
+      } catch (const std::exception&) {
+        return -1;
+      }
+    }
+  return -1;
+}
+
 size_t release_pages(void* data, size_t bytes) {
   if (!data || bytes == 0) return 0;
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
@@ -150,6 +163,15 @@ HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
       return;
     }
   }
+  if (want >= kGuardedBytes)
+    if (const int64_t left = available_memory_bytes();
+        left >= 0 && static_cast<int64_t>(want) > left - kKeptFreeBytes)
+      throw KernelError(
+          Disposition::kSkipped,
+          fmt::format("needs a buffer of {:.2f} GiB, and the machine has {:.2f} GiB of memory "
+                      "available ({:.0f} GiB kept free)",
+                      static_cast<double>(want) / (1 << 30), static_cast<double>(left) / (1 << 30),
+                      static_cast<double>(kKeptFreeBytes) / (1 << 30)));
   // Over-map by the alignment and trim both ends: an mmap is page-aligned only.
   const size_t over = len + (huge ? align : 0);
   void* raw = mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

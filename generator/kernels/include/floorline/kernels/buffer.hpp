@@ -78,6 +78,18 @@ std::string page_policy(bool huge_pages_asked, const std::string& mode = transpa
 std::vector<std::pair<uintptr_t, uintptr_t>> huge_page_advised_ranges(
     const std::string& smaps = "/proc/self/smaps");
 
+// MemAvailable of /proc/meminfo in bytes (what the kernel estimates can be had without swapping);
+// -1 where it cannot be read.
+int64_t available_memory_bytes();
+
+// A host buffer of kGuardedBytes or more is not mapped where it would leave the machine less than
+// kKeptFreeBytes available (MemAvailable): its case is skipped with a reason naming both sizes,
+// instead of the kernel's out-of-memory killer ending the run (a large model at a large batch:
+// `bench --batch 256`). The buffers before it are resident (HostBuffer touches every page), so the
+// check sees what the case holds so far.
+inline constexpr size_t kGuardedBytes = size_t{64} << 20;
+inline constexpr int64_t kKeptFreeBytes = int64_t{1} << 30;
+
 // Gives the whole pages inside [data, data + bytes) back to the system (madvise(MADV_DONTNEED)):
 // their memory is freed at once, and a later read of them finds zeros, a later write a fresh page.
 // For an own buffer that nothing reads any more (replay: a case's operand wired to another buffer)
