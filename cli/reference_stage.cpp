@@ -303,55 +303,84 @@ ReferenceStageResult run_reference_stage(bd::Database& db, const ReferenceStageO
   // per model, not two).
   const fs::path ref_out = o.out / "reference";
   const std::string json = (ref_out / "ort_latencies.json").string();
-  std::string batches, joined;
+  std::string batches;
   for (auto b : o.batches) batches += (batches.empty() ? "" : ",") + std::to_string(b);
-  for (const auto& n : names) joined += (joined.empty() ? "" : ",") + n;
   std::string setting_list;
   for (const auto& s : settings) setting_list += (setting_list.empty() ? "" : ",") + s;
-  std::vector<std::string> args = {"node",          (dir / "measure.js").string(),
-                                   "--batch",       batches,
-                                   "--threads",     std::to_string(o.threads),
-                                   "--settings",    setting_list,
-                                   "--out",         json,
-                                   "--profile-dir", (ref_out / "profiles").string(),
-                                   "--names",       joined,
-                                   "--device",      device};
-  if (o.quick) {
-    for (const char* a : {"--min-runs", "1", "--min-time-ms", "0", "--time-in-profile"}) args.emplace_back(a);
-  } else {
-    for (const char* a : {"--min-runs", "5", "--min-time-ms", "500", "--max-time-ms", "3000", "--warmup", "1",
-                          "--profile-runs", "3", "--time-in-profile-above-ms", "500"})
-      args.emplace_back(a);
-  }
-  for (const auto& [name, values] : o.dims)
-    args.insert(args.end(), {"--dim", fmt::format("{}={}", name, fmt::join(values, ","))});
-  args.insert(args.end(), files.begin(), files.end());
   std::error_code ec;
   fs::create_directories(ref_out, ec);
   std::fprintf(stderr, "[ref] reference: onnxruntime %s on %zu model(s) at batch %s, %d thread(s)\n",
                version.c_str(), names.size(), batches.c_str(), o.threads);
-  const int rc = spawn_and_wait(args);
-  if (rc != 0) {
-    std::fprintf(stderr, "[ref] measure.js exited with status %d; M keeps what was imported before\n", rc);
+  // measure.js writes its file after every model, batch and setting, naming the one under way
+  // ("running"): where ONNX Runtime takes the process down (a native crash, the out-of-memory
+  // killer), what it measured is imported, the model it died on is left out, and the models after
+  // it get a process of their own.
+  for (size_t from = 0; from < names.size();) {
+    fs::remove(json, ec);  // nothing of an earlier process is imported twice
+    std::string joined;
+    for (size_t k = from; k < names.size(); ++k) joined += (joined.empty() ? "" : ",") + names[k];
+    std::vector<std::string> args = {"node",          (dir / "measure.js").string(),
+                                     "--batch",       batches,
+                                     "--threads",     std::to_string(o.threads),
+                                     "--settings",    setting_list,
+                                     "--out",         json,
+                                     "--profile-dir", (ref_out / "profiles").string(),
+                                     "--names",       joined,
+                                     "--device",      device};
+    if (o.quick) {
+      for (const char* a : {"--min-runs", "1", "--min-time-ms", "0", "--time-in-profile"})
+        args.emplace_back(a);
+    } else {
+      for (const char* a : {"--min-runs", "5", "--min-time-ms", "500", "--max-time-ms", "3000", "--warmup",
+                            "1", "--profile-runs", "3", "--time-in-profile-above-ms", "500"})
+        args.emplace_back(a);
+    }
+    for (const auto& [name, values] : o.dims)
+      args.insert(args.end(), {"--dim", fmt::format("{}={}", name, fmt::join(values, ","))});
+    args.insert(args.end(), files.begin() + static_cast<std::ptrdiff_t>(from), files.end());
+    const int rc = spawn_and_wait(args);
+    if (rc == 127 || !fs::exists(json)) {  // node could not start, or died before writing anything
+      std::fprintf(stderr, "[ref] measure.js exited with status %d; M keeps what was imported before\n", rc);
+      ++res.failures;
+      res.seconds = seconds_since(t0);
+      return res;
+    }
+    // 3. Import: latencies (M) and per-node profiles.
+    auto lat = bd::import_framework_latencies(db, json, "json");
+    if (!lat) {
+      std::fprintf(stderr, "[ref] %s\n", lat.error().message.c_str());
+      ++res.failures;
+    } else {
+      res.latencies += lat->rows;
+    }
+    auto prof = import_framework_profiles(db, json);
+    if (!prof) {
+      std::fprintf(stderr, "[ref] %s\n", prof.error().message.c_str());
+      ++res.failures;
+    } else {
+      res.profiles += prof->profiles;
+    }
+    if (rc == 0) break;
+    // The model it died on: "running" names its scenario (the model's name, or NAME[dims]).
+    std::string running, at;
+    try {
+      auto text = read_input_file(json);
+      const auto doc = nlohmann::json::parse(text ? *text : std::string("{}"));
+      const auto& r = doc.at("running");
+      running = r.at("model_name").get<std::string>();
+      at = fmt::format("batch {}, {}", r.at("batch").get<int64_t>(), r.at("settings").get<std::string>());
+    } catch (const std::exception&) {
+    }
+    size_t died = from;
+    for (size_t k = from; k < names.size(); ++k)
+      if (running == names[k] || running.rfind(names[k] + "[", 0) == 0) died = k;
+    std::fprintf(stderr,
+                 "[ref] measure.js exited with status %d while running %s (%s): no M for that model; the %zu "
+                 "model(s) after it go on in a new process\n",
+                 rc, names[died].c_str(), at.empty() ? "before its first measurement" : at.c_str(),
+                 names.size() - died - 1);
     ++res.failures;
-    res.seconds = seconds_since(t0);
-    return res;
-  }
-
-  // 3. Import: latencies (M) and per-node profiles.
-  auto lat = bd::import_framework_latencies(db, json, "json");
-  if (!lat) {
-    std::fprintf(stderr, "[ref] %s\n", lat.error().message.c_str());
-    ++res.failures;
-  } else {
-    res.latencies = lat->rows;
-  }
-  auto prof = import_framework_profiles(db, json);
-  if (!prof) {
-    std::fprintf(stderr, "[ref] %s\n", prof.error().message.c_str());
-    ++res.failures;
-  } else {
-    res.profiles = prof->profiles;
+    from = died + 1;
   }
   res.ran = true;
   res.seconds = seconds_since(t0);

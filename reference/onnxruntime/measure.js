@@ -50,7 +50,12 @@
 // session.run() (steady clock, process.hrtime), in microseconds.
 //
 // Output: {"framework_latencies": [rows], "profiles": [{model_name, batch, settings, file}],
-//          "skipped": [{model_name, batch, settings, reason}]}. A profile entry also names
+//          "skipped": [{model_name, batch, settings, reason}]}, written again (whole, through a
+// rename) after every model, batch and setting, with "running": {model_name, batch, settings}
+// naming the one under way: where ONNX Runtime takes the process down (a native crash, the
+// out-of-memory killer), the file holds everything measured before, and names the culprit
+// (floorline run then goes on with the models after it). FLOORLINE_MEASURE_ABORT_AT=NAME aborts the
+// process as NAME starts, as such a crash would (for the tests). A profile entry also names
 // the model file run ("model") and, for settings that optimize the graph, the optimized graph as
 // ONNX Runtime saved it ("graph": node names, ops, inputs and outputs; its weights are deleted):
 // the importer needs both to map each runtime node (fused ones included) to the model's nodes.
@@ -289,6 +294,11 @@ async function main() {
   const version = require('onnxruntime-node/package.json').version;
   fs.mkdirSync(o.profileDir, { recursive: true });
   const result = { framework_latencies: [], profiles: [], skipped: [] };
+  const save = () => {
+    fs.mkdirSync(path.dirname(path.resolve(o.out)), { recursive: true });
+    fs.writeFileSync(o.out + '.tmp', JSON.stringify(result, null, 1) + '\n');
+    fs.renameSync(o.out + '.tmp', o.out);
+  };
   const t_all = Date.now();
   for (let m = 0; m < o.models.length; ++m) {
     const file = o.models[m];
@@ -311,6 +321,9 @@ async function main() {
       const name = scenarioName(stem, scenario);
       for (const level of o.settings) {
         const settings = `graph_optimization=${level}`;
+        result.running = { model_name: name, batch, settings };
+        save();
+        if (process.env.FLOORLINE_MEASURE_ABORT_AT === name) process.abort();
         const t0 = Date.now();
         const profiled = o.profile && o.profileSettings.includes(level);
         const prefix = path.join(o.profileDir, `${name.replace(/[^A-Za-z0-9_.-]/g, '_')}_b${batch}_${level}`);
@@ -430,7 +443,8 @@ async function main() {
       }
     }
   }
-  fs.writeFileSync(o.out, JSON.stringify(result, null, 1) + '\n');
+  delete result.running;
+  save();
   process.stderr.write(
     `onnxruntime ${version}: ${result.framework_latencies.length} latencies, ${result.profiles.length} profiles, ` +
       `${result.skipped.length} skipped, ${((Date.now() - t_all) / 1000).toFixed(1)} s -> ${o.out}\n`,
