@@ -633,6 +633,68 @@ void estimate_conversions(ModelBounds& b, const mp::ModelIR& model) {
   }
 }
 
+std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
+                                                      const std::vector<LayerCost>& layers,
+                                                      int64_t cache_bytes) {
+  std::unordered_map<int, const LayerCost*> cost_of;
+  for (const auto& c : layers) cost_of[c.index] = &c;
+  auto tensor_bytes = [](const mp::TensorArg& t) {
+    const int64_t n = mp::numel(t.shape);
+    return n > 0 ? n * mp::dtype_size(t.dtype) : int64_t{0};
+  };
+  // A layer that runs on its own: cost-bearing, not an activation in its producer's epilogue (its
+  // input is the producer's output on the way out, not a buffer read again).
+  auto own_step = [&](const mp::Layer& l) {
+    const auto c = cost_of.find(l.index);
+    return l.cost_bearing() && l.shapes_known && (c == cost_of.end() || c->second->epilogue_head < 0);
+  };
+  // The bytes each layer touches (its inputs and outputs, weights included), as prefix sums in
+  // graph order: what lies between a value's producer and a reader.
+  const size_t n = model.layers.size();
+  std::vector<int64_t> before(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& l = model.layers[i];
+    int64_t touched = 0;
+    if (own_step(l)) {
+      for (const auto& t : l.config.inputs) touched += tensor_bytes(t);
+      for (const auto& t : l.config.outputs) touched += tensor_bytes(t);
+    }
+    before[i + 1] = before[i] + touched;
+  }
+  const auto cache = static_cast<double>(std::max<int64_t>(1, cache_bytes));
+  auto beyond = [&](double distance) { return distance > cache ? 1.0 - cache / distance : 0.0; };
+  std::unordered_map<std::string, size_t> producer;  // value → position of the layer that wrote it
+  std::unordered_map<int, double> cold;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& l = model.layers[i];
+    if (!l.subgraph.empty()) continue;
+    if (!own_step(l)) {
+      // A view, and an activation in its producer's epilogue, pass their input's buffer on.
+      const auto c = cost_of.find(l.index);
+      const bool passes_on =
+          l.cost == mp::CostClass::kView || (c != cost_of.end() && c->second->epilogue_head >= 0);
+      if (passes_on && !l.input_names.empty())
+        if (const auto p = producer.find(l.input_names[0]); p != producer.end())
+          for (const auto& o : l.output_names) producer[o] = p->second;
+      continue;
+    }
+    double bytes = 0;
+    for (size_t k = 0; k < l.input_names.size() && k < l.config.inputs.size(); ++k) {
+      const auto& t = l.config.inputs[k];
+      if (k > 0 && parameter_input(l.config.kind, t.role, t.shape.size())) continue;
+      const auto p = producer.find(l.input_names[k]);
+      if (p == producer.end()) continue;  // a graph input: read where the case alone reads it
+      const auto size = static_cast<double>(tensor_bytes(t));
+      bytes += size * beyond(static_cast<double>(before[i] - before[p->second + 1]) + size);
+    }
+    for (const auto& t : l.config.outputs)
+      bytes += static_cast<double>(tensor_bytes(t)) * beyond(static_cast<double>(tensor_bytes(t)));
+    for (const auto& o : l.output_names) producer[o] = i;
+    if (bytes > 0) cold[l.index] = bytes;
+  }
+  return cold;
+}
+
 void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs) {
   b.E.reset();
   b.E_layers = 0;
@@ -665,6 +727,27 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
     e += c.e_us.value_or(c.us);
   }
   if (b.E_layers == 0) return;
+  // Cold activations: a layer takes at least as long as its compulsory bytes take with those a
+  // pass finds beyond the private cache streamed from memory.
+  b.E_activations_us = 0;
+  const double bw_memory = costs.memory_bandwidth.count(b.dtype) ? costs.memory_bandwidth.at(b.dtype) : 0;
+  const auto cache_peak = costs.calibrated_peaks.find({"bytes", b.dtype});
+  const double bw_cache = cache_peak != costs.calibrated_peaks.end() ? cache_peak->second : 0;
+  if (bw_memory > 0) {
+    const auto cold = cold_activation_bytes(model, b.layers, costs.private_cache_bytes);
+    for (auto& c : b.layers) {
+      const auto it = cold.find(c.index);
+      if (!c.e_us || it == cold.end() || it->second <= 0 || c.bytes <= 0) continue;
+      const double from_memory = std::min(it->second, static_cast<double>(c.bytes));
+      const double floor_us =
+          1e6 * (from_memory / bw_memory +
+                 (bw_cache > 0 ? (static_cast<double>(c.bytes) - from_memory) / bw_cache : 0));
+      if (floor_us <= *c.e_us) continue;
+      b.E_activations_us += floor_us - *c.e_us;
+      e += floor_us - *c.e_us;
+      c.e_us = floor_us;
+    }
+  }
   estimate_conversions(b, model);
   b.E = e + b.E_conversions_us;
 }

@@ -74,6 +74,11 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
        [](const M& m) {
          return m.bounds.E ? float_cell(m.bounds.E_conversions_us, 1) : output::missing_cell();
        }},
+      // What E adds for the activations a pass reads and writes beyond the private cache.
+      {"E_activations_us",
+       [](const M& m) {
+         return m.bounds.E ? float_cell(m.bounds.E_activations_us, 1) : output::missing_cell();
+       }},
       // The high ends of the bootstrap intervals (confidence_intervals; the low end is the bound).
       {"S_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.S_ci), 1); }},
       {"P_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.P_ci), 1); }},

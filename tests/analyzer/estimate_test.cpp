@@ -76,6 +76,61 @@ TEST(Estimate, EachLayerTakesItsCaseInTheCacheStateThePassLeavesItsWeightsIn) {
   EXPECT_DOUBLE_EQ(*with_warm.E, 10 * 15 / 8.0 + 28 + 40);
 }
 
+// The activations a pass finds beyond the private cache: with an L2 of 8 KiB, the chain's 16 KiB
+// values cannot stay there. Relu reads a graph input (where its case alone read it) and writes half
+// its output beyond the cache (1 − 8 / 16); Sigmoid and Tanh read their producer's output right after
+// it was written (a distance of its own 16 KiB: half beyond) and write as Relu does. A layer takes at
+// least its compulsory bytes' time with those from memory: at 0.1 GB/s from memory and 16.384 GB/s
+// from the cache, Relu's 8 KiB from memory take 81.92 µs, more than its weights' term.
+TEST(Estimate, ActivationsBeyondThePrivateCacheStreamFromMemory) {
+  EstimateDb t;
+  const int64_t one = t.system("Test CPU", 1);
+  t.time(one, "Relu", 10);
+  t.time(one, "Sigmoid", 20);
+  t.time(one, "Tanh", 40);
+  t.cache(one, "Relu", "memory", 16, 16384);
+  t.cache(one, "Relu", "llc", 12, 16384);
+  t.cache(one, "Sigmoid", "memory", 30, 16384);
+  t.cache(one, "Sigmoid", "llc", 22, 16384);
+  CostTable costs = value(load_costs(*t.db, one));
+  ASSERT_EQ(costs.private_cache_bytes, 8192);
+  {
+    // No calibrated memory bandwidth: the weights' term alone (the test above).
+    costs.memory_bandwidth.clear();
+    const auto b = analyze_model(t.model, costs);
+    EXPECT_DOUBLE_EQ(*b.E, 15 + 28 + 40);
+    EXPECT_DOUBLE_EQ(b.E_activations_us, 0);
+  }
+  const auto base = analyze_model(t.model, costs);
+  const auto cold = cold_activation_bytes(t.model, base.layers, costs.private_cache_bytes);
+  const LayerCost& relu = t.layer(base, "Relu");
+  const LayerCost& sigmoid = t.layer(base, "Sigmoid");
+  const LayerCost& tanh = t.layer(base, "Tanh");
+  EXPECT_DOUBLE_EQ(cold.at(relu.index), 8192);      // its output only
+  EXPECT_DOUBLE_EQ(cold.at(sigmoid.index), 16384);  // half its input, half its output
+  EXPECT_DOUBLE_EQ(cold.at(tanh.index), 16384);
+  // An L2 that holds a value: nothing beyond it.
+  EXPECT_TRUE(cold_activation_bytes(t.model, base.layers, 16384).empty());
+
+  costs.memory_bandwidth["f32"] = 1e8;
+  costs.calibrated_peaks[{"bytes", "f32"}] = 16.384e9;
+  const auto b = analyze_model(t.model, costs);
+  ASSERT_EQ(relu.bytes, 32768);
+  const double relu_floor = 8192 / 1e8 * 1e6 + (32768 - 8192) / 16.384e9 * 1e6;       // 83.42 µs
+  const double sigmoid_floor = 16384 / 1e8 * 1e6 + (32768 - 16384) / 16.384e9 * 1e6;  // 164.84 µs
+  EXPECT_DOUBLE_EQ(*t.layer(b, "Relu").e_us, relu_floor);
+  EXPECT_DOUBLE_EQ(*t.layer(b, "Sigmoid").e_us, sigmoid_floor);
+  EXPECT_FALSE(t.layer(b, "Tanh").e_us.has_value());  // no cache time: its t(v), as before
+  EXPECT_DOUBLE_EQ(b.E_activations_us, relu_floor - 15 + sigmoid_floor - 28);
+  EXPECT_DOUBLE_EQ(*b.E, relu_floor + sigmoid_floor + 40);
+  EXPECT_DOUBLE_EQ(b.S, 70);  // S is untouched
+  // A memory fast enough that the weights' term is the longer: E as without.
+  costs.memory_bandwidth["f32"] = 1e12;
+  const auto fast = analyze_model(t.model, costs);
+  EXPECT_DOUBLE_EQ(*fast.E, 15 + 28 + 40);
+  EXPECT_DOUBLE_EQ(fast.E_activations_us, 0);
+}
+
 // The footprint counts every parameter once and the largest layer's activations: the Conv's weights
 // and bias (8x4x3x3 and 8 floats: 1,184 bytes), and the Relu's input and output (2 x 2,048 bytes),
 // more than the Conv's (1x4x8x8 and 1x8x8x8 floats: 3,072 bytes).

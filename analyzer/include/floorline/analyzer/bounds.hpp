@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "floorline/analyzer/analyzer.hpp"
@@ -90,6 +91,21 @@ double memory_share(const mp::ModelIR& model, int64_t cache_bytes);
 inline constexpr double kLayoutSlack = 1.5;  // generator ReplayOptions::layout_slack's default
 void estimate_conversions(ModelBounds& b, const mp::ModelIR& model);
 
+// The activation bytes a pass over `model` reads and writes beyond a cache of `cache_bytes` (the
+// private cache, CostTable::private_cache_bytes), per cost-bearing layer (Layer::index; layers with
+// none left out): an input another layer wrote counts in the share 1 − C / d of its bytes, d the
+// bytes every layer between its producer and this one touched (inputs, weights and outputs) plus its
+// own, 0 where d ≤ C (a cyclic pass over more than a cache holds keeps about C / d of it, as
+// memory_share); an output in the share 1 − C / its bytes (the pooled buffer it lands in was last
+// touched layers before, and one larger than the cache cannot stay). Weights and graph inputs are
+// not counted (memory_share takes the weights; a case reads a graph input where it read it alone).
+// A view, and an activation in its producer's epilogue (LayerCost::epilogue_head), touch nothing
+// and pass their input on. The replay names the same causes in the graph ("cold input", "cold
+// output": generator/replay.cpp, name_slow_steps).
+std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
+                                                      const std::vector<LayerCost>& layers,
+                                                      int64_t cache_bytes);
+
 // E, the composed estimate of a pass over the model's graph (docs/ANALYZER.md, "The estimate E"):
 // per layer, e(v) = t(v) × c / w, with c = (1 − m) × the lowest call of the case t(v) is taken from
 // with its weights from the last-level cache + m × from memory (costs.cache_times),
@@ -99,9 +115,15 @@ void estimate_conversions(ModelBounds& b, const mp::ModelIR& model);
 // the times it needs counts t(v). To Σ e(v) it adds the layout conversions the chosen cases need
 // between layers (each layer's in_layout and out_layout and their conversion cases' times: a walk
 // of the graph keeping each value's layout as the replay does; E_conversions, E_conversions_us and
-// each layer's e_conversion_us). Sets b.E (none when no layer has an e(v) or costs has no cache
-// times), b.E_memory_share, b.E_layers and each layer's e_us. Reads b.layers' source, us, case_id,
-// case_system_id, case_us, epilogue_case and layouts.
+// each layer's e_conversion_us). A layer's e(v) is at least what its compulsory bytes take with
+// its cold activation bytes (cold_activation_bytes, at most its compulsory bytes) streamed from
+// memory at the calibrated memory bandwidth (CostTable::memory_bandwidth) and the rest at the
+// calibrated cache-resident copy rate (the "bytes" peak): e(v) = max(e_w(v), cold / BW_memory +
+// (bytes − cold) / BW_cache), e_w(v) the weights' term above (a layer whose arithmetic hides its
+// reads keeps e_w); b.E_activations_us sums what that added (none without a calibrated memory
+// bandwidth). Sets b.E (none when no layer has an e(v) or costs has no cache
+// times), b.E_memory_share, b.E_activations_us, b.E_layers and each layer's e_us. Reads b.layers'
+// source, us, bytes, case_id, case_system_id, case_us, epilogue_case, epilogue_head and layouts.
 void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs);
 
 // P and the layers that form it.
