@@ -775,14 +775,14 @@ Result<ReplayResult> replay_model_throwing(const mp::ModelIR& model,
     for (const bool output : {false, true})
       for (size_t k = 0, n = output ? layer.output_names.size() : input_names.size(); k < n; ++k)
         if (const auto port = kernel->port(output, k)) own_ports.push_back(*port);
-    // Each step's case keeps its own buffers beside the pooled ones: a large model at a large batch
-    // can need more memory than the machine has (fcn_resnet50 at batch 8 took 24 GB, and the kernel
-    // killed the run). Stop this model's replay while the machine still has min_available_bytes.
+    // Each step's case keeps its weights, its own copies of them and (until the workspace is shared)
+    // its scratchpad: a large model at a large batch can need more memory than the machine has.
+    // Stop this model's replay while the machine still has min_available_bytes.
     if (const int64_t left = kernels::available_memory_bytes();
         left >= 0 && left < options.min_available_bytes)
       return make_error(
           "{} (batch {}): replay stopped after building {} step(s): {:.1f} GiB of memory left, under the "
-          "{:.1f} GiB the replay keeps free (each step's case holds its own buffers)",
+          "{:.1f} GiB the replay keeps free (each step's case holds its weights and scratchpad)",
           model.name, model.batch, steps.size(), static_cast<double>(left) / (1 << 30),
           static_cast<double>(options.min_available_bytes) / (1 << 30));
     const std::string label = fusion.empty() ? fmt::format("{} ({})", layer.name, layer.op_type)

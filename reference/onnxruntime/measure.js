@@ -305,6 +305,8 @@ async function main() {
     const stem = o.names ? o.names[m] : path.basename(file, '.onnx');
     let cases = [[]];
     if (Object.keys(o.dims).length > 0) {
+      result.running = { model_name: stem, batch: o.batch[0], settings: 'probe' };
+      save();
       try {
         const probe = await ort.InferenceSession.create(file, sessionOptions(o.threads, 'disabled'));
         cases = scenarios(probe, dimsFor(stem, o.dims));
