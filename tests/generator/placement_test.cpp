@@ -346,7 +346,7 @@ TEST(Placement, ABufferBeyondTheAvailableMemoryIsRefusedNotMapped) {
     HostBuffer b(want);
     FAIL() << "a buffer of " << want << " bytes was mapped with " << available << " available";
   } catch (const kernels::KernelError& e) {
-    EXPECT_EQ(e.code, kernels::Disposition::kSkipped);
+    EXPECT_EQ(e.code, Disposition::kSkipped);
     EXPECT_NE(std::string(e.what()).find("GiB of memory available"), std::string::npos) << e.what();
   }
   // One the machine can hold is mapped as before.
