@@ -58,6 +58,10 @@ struct RunCmd {
   size_t top = 1;
   bool quiet = false;
   bool fail_on_violation = false;  // exit kExitBoundViolation when a latency is below S
+  // A sweep over several batch sizes runs whole, one batch after the other (run_main): kBatch is one
+  // of those runs (its table on stderr), kSweep the last, over every batch (the table on stdout).
+  enum class Stage { kWhole, kBatch, kSweep };
+  Stage stage = Stage::kWhole;
 };
 
 // Models that already have a replay on this system at one of these batches.
@@ -78,6 +82,36 @@ int run_main(RunCmd o, const std::string& command_line) {
     std::fprintf(stderr, "floorline run: %s\n", msg.c_str());
     return 2;
   };
+  // A sweep (--batch 1,8,32): the whole run at each batch size in turn, smallest first (bench,
+  // replay, cache states, ONNX Runtime and the reports), so that a batch's results are complete
+  // before the next, longer one starts: on 2 cores the zoo's batch 1 is minutes and its batch 32
+  // hours. Batch 8's racing order learns from batch 1's races in the database, as it did within one
+  // bench. Then one more run over every batch (everything measured: it plans, finds it all, and
+  // analyzes) writes the reports and the table of the whole sweep. Shards stay one bench.
+  if (o.stage == RunCmd::Stage::kWhole && o.c.batches.size() > 1 && o.c.shard.empty()) {
+    std::vector<int64_t> batches = o.c.batches;
+    std::sort(batches.begin(), batches.end());
+    batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+    int worst = 0;
+    for (size_t k = 0; k < batches.size(); ++k) {
+      RunCmd one = o;
+      one.c.batches = {batches[k]};
+      one.stage = RunCmd::Stage::kBatch;
+      std::fprintf(stderr, "[batch %lld, %zu of %zu] the run at batch %lld (%.1f s into the sweep)\n",
+                   static_cast<long long>(batches[k]), k + 1, batches.size(),
+                   static_cast<long long>(batches[k]), seconds_since(t_start));
+      const int rc = run_main(one, command_line);
+      if (rc == 130 || rc == 2) return rc;
+      worst = std::max(worst, rc);
+    }
+    std::fprintf(stderr, "[batches %s] the report over every batch (%.1f s into the sweep)\n",
+                 fmt::format("{}", fmt::join(batches, ",")).c_str(), seconds_since(t_start));
+    RunCmd all = o;
+    all.stage = RunCmd::Stage::kSweep;
+    const int rc = run_main(all, command_line);
+    std::fprintf(stderr, "floorline run: the sweep done in %.1f s\n", seconds_since(t_start));
+    return rc != 0 ? rc : worst;
+  }
   if (o.c.models.empty()) {
     auto zoo = embedded_zoo();
     if (!zoo)
@@ -508,14 +542,16 @@ int run_main(RunCmd o, const std::string& command_line) {
     return fail(st.error().message);
   std::fprintf(stderr, "[4/4] analyze: %zu model report(s), %.1f s\n", report->models.size(),
                seconds_since(t_analyze));
+  // One batch of a sweep prints its table on stderr: stdout ends with the whole sweep's.
+  FILE* const table_out = o.stage == RunCmd::Stage::kBatch ? stderr : stdout;
   const std::string table = analyzer::format_table(*report, false, o.top);
-  std::fwrite(table.data(), 1, table.size(), stdout);
-  std::fprintf(stdout, "\nreports: %s, %s; database: %s\n", html_path.c_str(), json_path.c_str(),
+  std::fwrite(table.data(), 1, table.size(), table_out);
+  std::fprintf(table_out, "\nreports: %s, %s; database: %s\n", html_path.c_str(), json_path.c_str(),
                o.db.c_str());
   std::fprintf(stderr, "floorline run: done in %.1f s\n", seconds_since(t_start));
   // The validity check's line ends the run's output: a violation is a finding, and fails the run
   // only when asked.
-  std::fprintf(stdout, "%s\n", output::terminal_safe(analyzer::validity_line(*report)).c_str());
+  std::fprintf(table_out, "%s\n", output::terminal_safe(analyzer::validity_line(*report)).c_str());
   if (l.failures || failed_in_budget || replay_failures) return 1;
   return o.fail_on_violation && analyzer::validity_summary(*report).violations > 0 ? kExitBoundViolation : 0;
 }
