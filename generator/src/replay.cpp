@@ -973,23 +973,15 @@ Result<ReplayResult> replay_model_throwing(const mp::ModelIR& model,
         }
         ++out;
       }
-    // The ports' former buffers that no port of the case reads or writes now (a producer's output,
-    // a pooled buffer, a conversion's copy took their place), and whatever else run() no longer
-    // touches, go back to the system: else each step would hold a second copy of every activation.
+    // The case's own buffers that run() no longer touches (its ports' former ones, now a producer's
+    // output, a pooled buffer or a conversion's copy; oneDNN's plain copies) go back to the system:
+    // else each step would hold a second copy of every activation.
     {
       std::vector<kernels::Port> now;
       for (const bool output : {false, true})
         for (size_t k = 0, n = output ? layer.output_names.size() : input_names.size(); k < n; ++k)
           if (const auto port = kernel->port(output, k)) now.push_back(*port);
-      for (const auto& was : own_ports) {
-        const auto at = reinterpret_cast<uintptr_t>(was.data);
-        const bool still = std::any_of(now.begin(), now.end(), [&](const kernels::Port& p) {
-          const auto from = reinterpret_cast<uintptr_t>(p.data);
-          return from < at + static_cast<uintptr_t>(was.bytes) && at < from + static_cast<uintptr_t>(p.bytes);
-        });
-        if (!still) r.released_bytes += static_cast<int64_t>(kernels::release_pages(was.data, was.bytes));
-      }
-      r.released_bytes += kernel->release_unused_buffers();
+      r.released_bytes += kernel->release_unused_buffers(own_ports, now);
     }
     const double s_us = best ? best->us : choice->us;  // S's time for the layer (its best case's)
     steps.push_back({std::move(kernel), label, false, choice->us, own->first, layer.name, layer.op_type,
@@ -1022,7 +1014,7 @@ Result<ReplayResult> replay_model_throwing(const mp::ModelIR& model,
     for (auto& s : steps)
       if (s.kernel->workspace_bytes() > 0 && s.kernel->share_workspace(workspace)) {
         ++r.workspaces_shared;
-        r.released_bytes += s.kernel->release_unused_buffers();  // its own scratchpad
+        r.released_bytes += s.kernel->release_unused_buffers({}, {});  // its own scratchpad
       }
   }
   if (r.layers_replayed == 0)

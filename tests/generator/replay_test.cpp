@@ -11,9 +11,11 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -58,71 +60,102 @@ const PlannedCase& default_case(const Plan& plan, const std::string& op) {
   return plan.cases.front();
 }
 
-TEST(Replay, ABoundInputReadsWhatTheProducerWrote) {
-  auto models = mp::process_model_text(kTwoEltwise, "two.onnx", {});
+// The default oneDNN cases of a model's Sigmoid and its Tanh, built.
+struct SigmoidTanh {
+  std::unique_ptr<kernels::Kernel> sigmoid, tanh;
+};
+void build_sigmoid_tanh(const char* onnx_text, SigmoidTanh& out) {
+  auto models = mp::process_model_text(onnx_text, "two.onnx", {});
   ASSERT_TRUE(models.ok()) << models.error().message;
   const Backend* onednn = find_backend("onednn");
   const Plan plan = make_plan(*models, {onednn}, {});
   auto sigmoid = onednn->factory()(default_case(plan, "Sigmoid").spec);
   auto tanh = onednn->factory()(default_case(plan, "Tanh").spec);
   ASSERT_TRUE(sigmoid.ok() && tanh.ok());
-  const auto out = (*sigmoid)->port(true, 0);
-  const auto in = (*tanh)->port(false, 0);
+  out.sigmoid = std::move(sigmoid).value();
+  out.tanh = std::move(tanh).value();
+}
+
+TEST(Replay, ABoundInputReadsWhatTheProducerWrote) {
+  SigmoidTanh k;
+  ASSERT_NO_FATAL_FAILURE(build_sigmoid_tanh(kTwoEltwise, k));
+  const auto out = k.sigmoid->port(true, 0);
+  const auto in = k.tanh->port(false, 0);
   ASSERT_TRUE(out && in);
   EXPECT_EQ(out->layout, "plain");
   EXPECT_EQ(out->bytes, 2 * 3 * 5 * 7 * 4);
   EXPECT_EQ(in->bytes, out->bytes);
-  ASSERT_TRUE((*tanh)->bind(false, 0, out->data).ok());
-  (*sigmoid)->run();
-  (*tanh)->run();
+  ASSERT_TRUE(k.tanh->bind(false, 0, out->data).ok());
+  k.sigmoid->run();
+  k.tanh->run();
   const auto* s = static_cast<const float*>(out->data);
-  const auto* y = static_cast<const float*>((*tanh)->port(true, 0)->data);
-  for (int k = 0; k < 210; ++k) {
-    ASSERT_GT(s[k], 0.f);  // a sigmoid output, not the tanh's own random input in [-1, 1)
-    EXPECT_NEAR(y[k], std::tanh(s[k]), 1e-5) << k;
+  const auto* y = static_cast<const float*>(k.tanh->port(true, 0)->data);
+  for (int i = 0; i < 210; ++i) {
+    ASSERT_GT(s[i], 0.f);  // a sigmoid output, not the tanh's own random input in [-1, 1)
+    EXPECT_NEAR(y[i], std::tanh(s[i]), 1e-5) << i;
   }
-  EXPECT_FALSE((*tanh)->bind(false, 1, out->data).ok());  // Tanh has one input
+  EXPECT_FALSE(k.tanh->bind(false, 1, out->data).ok());  // Tanh has one input
 }
 
-// A wired case's former buffers go back to the system (kernels::release_pages and
-// Kernel::release_unused_buffers, as replay does once a step is wired), and the case still computes
-// from what it is wired to: 1 MiB operands, so that they lie on their own mappings.
+// A wired case's former buffers go back to the system (Kernel::release_unused_buffers, as replay
+// calls it once a step is wired), each once, and the case still computes from what it is wired to:
+// 1 MiB operands, so that they lie on their own mappings.
 TEST(Replay, AWiredCaseGivesItsOwnBuffersBackAndStillReadsItsProducer) {
-  constexpr const char* kLarge = R"onnx(
+  SigmoidTanh k;
+  ASSERT_NO_FATAL_FAILURE(build_sigmoid_tanh(R"onnx(
 <ir_version: 8, opset_import: ["" : 17]>
 two (float[1,64,64,64] x) => (float y)
 {
   s = Sigmoid (x)
   y = Tanh (s)
 }
-)onnx";
-  auto models = mp::process_model_text(kLarge, "large.onnx", {});
-  ASSERT_TRUE(models.ok()) << models.error().message;
-  const Backend* onednn = find_backend("onednn");
-  const Plan plan = make_plan(*models, {onednn}, {});
-  auto sigmoid = onednn->factory()(default_case(plan, "Sigmoid").spec);
-  auto tanh = onednn->factory()(default_case(plan, "Tanh").spec);
-  ASSERT_TRUE(sigmoid.ok() && tanh.ok());
-  const auto out = (*sigmoid)->port(true, 0);
-  const auto was = (*tanh)->port(false, 0);
-  ASSERT_TRUE(out && was);
+)onnx",
+                                             k));
+  const auto out = k.sigmoid->port(true, 0);
+  const auto was = k.tanh->port(false, 0);
+  const auto tanh_out = k.tanh->port(true, 0);
+  ASSERT_TRUE(out && was && tanh_out);
   const int64_t bytes = int64_t{64} * 64 * 64 * 4;
   ASSERT_EQ(was->bytes, bytes);
-  ASSERT_TRUE((*tanh)->bind(false, 0, out->data).ok());
+  ASSERT_TRUE(k.tanh->bind(false, 0, out->data).ok());
   // The port's former buffer (a plain f32 case: its only copy) is no argument of run() any more.
-  const int64_t released = (*tanh)->release_unused_buffers();
+  const std::vector<kernels::Port> former = {*was, *tanh_out}, now = {*k.tanh->port(false, 0), *tanh_out};
+  const int64_t released = k.tanh->release_unused_buffers(former, now);
   EXPECT_GE(released, bytes - 4096);
-  EXPECT_LE(released, 2 * bytes);                      // the output, which run() writes, stays
-  EXPECT_EQ((*sigmoid)->release_unused_buffers(), 0);  // unwired: every buffer is still run()'s
+  EXPECT_LE(released, 2 * bytes);                             // the output, which run() writes, stays
+  EXPECT_EQ(k.tanh->release_unused_buffers(former, now), 0);  // given back once
+  EXPECT_EQ(k.sigmoid->release_unused_buffers({}, {}), 0);    // unwired: every buffer is still run()'s
   EXPECT_EQ(kernels::release_pages(nullptr, 1 << 20), 0u);
-  (*sigmoid)->run();
-  (*tanh)->run();
+  k.sigmoid->run();
+  k.tanh->run();
   const auto* s = static_cast<const float*>(out->data);
-  const auto* y = static_cast<const float*>((*tanh)->port(true, 0)->data);
-  for (int64_t k = 0; k < bytes / 4; k += 97) {
-    ASSERT_GT(s[k], 0.f);
-    ASSERT_NEAR(y[k], std::tanh(s[k]), 1e-5) << k;
+  const auto* y = static_cast<const float*>(k.tanh->port(true, 0)->data);
+  for (int64_t i = 0; i < bytes / 4; i += 97) {
+    ASSERT_GT(s[i], 0.f);
+    ASSERT_NEAR(y[i], std::tanh(s[i]), 1e-5) << i;
   }
+}
+
+// The default, for a case that keeps nothing but its ports: a former port's buffer that no port now
+// overlaps is given back, one still in use is not.
+TEST(Replay, TheDefaultGivesBackTheFormerPortsNoPortStillUses) {
+  struct TwoPorts final : kernels::Kernel {
+    kernels::HostBuffer in{size_t{1} << 20}, out{size_t{1} << 20};
+    void run() override {}
+    std::string implementation() const override { return "test"; }
+    int64_t workspace_bytes() const override { return 0; }
+    Status verify() override { return {}; }
+  } k;
+  const kernels::Port in{k.in.data(), 1 << 20, "plain"}, out{k.out.data(), 1 << 20, "plain"};
+  std::vector<unsigned char> elsewhere(1 << 20);
+  const kernels::Port bound{elsewhere.data(), 1 << 20, "plain"};
+  // The input wired elsewhere, the output still its own: the input's whole pages go back (its 1 MiB,
+  // less a page where its placement offset leaves a part page at either end).
+  const int64_t released = k.release_unused_buffers({in, out}, {bound, out});
+  EXPECT_GE(released, (1 << 20) - 4096);
+  EXPECT_LE(released, 1 << 20);
+  // Nothing wired: nothing goes back.
+  EXPECT_EQ(k.release_unused_buffers({in, out}, {in, out}), 0);
 }
 
 // kResidual benched on oneDNN (2 implementations per config, short repetitions) into a fresh

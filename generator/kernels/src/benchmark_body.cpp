@@ -1,8 +1,10 @@
 // The Google Benchmark body shared by the runner and generated sources (kernel.hpp).
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 #include "floorline/common/benchmark_error.hpp"
+#include "floorline/kernels/buffer.hpp"
 #include "floorline/kernels/kernel.hpp"
 
 namespace floorline::kernels {
@@ -16,6 +18,20 @@ double Kernel::timed_run() {
   const auto t0 = std::chrono::steady_clock::now();
   run();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int64_t Kernel::release_unused_buffers(const std::vector<Port>& former, const std::vector<Port>& now) {
+  int64_t released = 0;
+  for (const auto& was : former) {
+    const auto at = reinterpret_cast<uintptr_t>(was.data);
+    const auto end = at + static_cast<uintptr_t>(was.bytes);
+    const bool still = std::any_of(now.begin(), now.end(), [&](const Port& p) {
+      const auto from = reinterpret_cast<uintptr_t>(p.data);
+      return from < end && at < from + static_cast<uintptr_t>(p.bytes);
+    });
+    if (!still) released += static_cast<int64_t>(release_pages(was.data, static_cast<size_t>(was.bytes)));
+  }
+  return released;
 }
 
 LibraryCase unsupported_case(const CaseSpec& base, MathMode math_mode, std::string reason) {

@@ -154,7 +154,11 @@ class OnednnKernel final : public Kernel {
   // Every own buffer that no argument of a step run() executes points into: the plain copies
   // (user_, dev_) of an operand converted at build time or bound elsewhere, a converted copy whose
   // handle bind() moved, a scratchpad share_workspace() replaced.
-  int64_t release_unused_buffers() override {
+  // Its ports' former buffers are among them (every port's memory is one of buffers_): `former`
+  // and `now` add nothing. Each buffer is given back once (released_).
+  int64_t release_unused_buffers(const std::vector<Port>& former, const std::vector<Port>& now) override {
+    (void)former;
+    (void)now;
     std::vector<std::pair<uintptr_t, uintptr_t>> used;
     for (const auto& s : steps_) {
       if (s.once) continue;
@@ -164,11 +168,15 @@ class OnednnKernel final : public Kernel {
       }
     }
     int64_t released = 0;
-    for (auto& b : buffers_) {
+    released_.resize(buffers_.size(), false);
+    for (size_t k = 0; k < buffers_.size(); ++k) {
+      const HostBuffer& b = buffers_[k];
       const auto at = reinterpret_cast<uintptr_t>(b.data());
       const bool touched = std::any_of(
           used.begin(), used.end(), [&](const auto& r) { return r.first < at + b.bytes() && at < r.second; });
-      if (!touched) released += static_cast<int64_t>(release_pages(b.data(), b.bytes()));
+      if (touched || released_[k]) continue;
+      released_[k] = true;
+      released += static_cast<int64_t>(release_pages(b.data(), b.bytes()));
     }
     return released;
   }
@@ -366,6 +374,7 @@ class OnednnKernel final : public Kernel {
   dt type_;
   uint64_t seed_;
   std::vector<HostBuffer> buffers_;  // declared before every memory object on them: freed last
+  std::vector<bool> released_;       // buffers_ given back by release_unused_buffers
   std::vector<memory> user_, dev_;
   std::vector<bool> used_;
   std::vector<Step> steps_;

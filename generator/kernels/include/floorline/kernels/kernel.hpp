@@ -158,11 +158,14 @@ class Kernel {
     return make_error("{} {} of this case cannot be wired to another case", output ? "output" : "input", k);
   }
   // Replay, once the case is wired (bind, share_workspace): gives back to the system the pages of
-  // the case's own buffers that run() no longer reads or writes, beyond its ports' former buffers
-  // (the replay releases those itself, kernels::release_pages): oneDNN's plain copies of an operand
-  // whose port is its blocked copy, a scratchpad replaced by the shared one. Returns the bytes given
-  // back. Afterwards verify() no longer holds. Default: none.
-  virtual int64_t release_unused_buffers() { return 0; }
+  // the case's own buffers that run() no longer reads or writes (kernels::release_pages), and
+  // returns their bytes. `former`: the case's ports as port() gave them before any bind; `now`: as
+  // it gives them now. The default gives back each former port's buffer that no port now overlaps;
+  // a backend that keeps other copies gives back those too (oneDNN: the plain copies beside a
+  // blocked port, a scratchpad share_workspace replaced), and counts each buffer once however often
+  // it is called (the replay calls again, with no ports, once the workspace is shared). Afterwards
+  // verify() no longer holds.
+  virtual int64_t release_unused_buffers(const std::vector<Port>& former, const std::vector<Port>& now);
   // From now on run() uses `data` (host memory, 64-byte aligned, at least workspace_bytes() bytes,
   // outliving this kernel's use) as its scratchpad instead of its own: replay gives every case of
   // a model one shared scratchpad, as oneDNN's library scratchpad mode and a framework's workspace
