@@ -26,14 +26,27 @@ struct EstimateDb : recorded::RecordedDb {
   const LayerCost& layer(const ModelBounds& b, const std::string& kind) {
     return recorded::layer_of_kind(b, kind);
   }
+  // A system with the chain's cases timed alone: Relu 10 µs, Sigmoid 20, Tanh 40 (S = 70).
+  int64_t timed_chain() {
+    const int64_t one = system("Test CPU", 1);
+    time(one, "Relu", 10);
+    time(one, "Sigmoid", 20);
+    time(one, "Tanh", 40);
+    return one;
+  }
+  // Relu's and Sigmoid's cases from memory (16, 30 µs) and from the LLC (12, 22 µs), each after a
+  // flush of 16 KiB (an L2 of 8 KiB); Tanh without cache times.
+  void cached_chain(int64_t one) {
+    cache(one, "Relu", "memory", 16, 16384);
+    cache(one, "Relu", "llc", 12, 16384);
+    cache(one, "Sigmoid", "memory", 30, 16384);
+    cache(one, "Sigmoid", "llc", 22, 16384);
+  }
 };
 
 TEST(Estimate, EachLayerTakesItsCaseInTheCacheStateThePassLeavesItsWeightsIn) {
   EstimateDb t;
-  const int64_t one = t.system("Test CPU", 1);
-  t.time(one, "Relu", 10);
-  t.time(one, "Sigmoid", 20);
-  t.time(one, "Tanh", 40);
+  const int64_t one = t.timed_chain();
   {
     const auto b = analyze_model(t.model, value(load_costs(*t.db, one)));
     EXPECT_DOUBLE_EQ(b.S, 70);
@@ -42,10 +55,7 @@ TEST(Estimate, EachLayerTakesItsCaseInTheCacheStateThePassLeavesItsWeightsIn) {
   }
   // An L2 of 8 KiB (an llc flush of twice that): the pass's 32 KiB exceed it, and a quarter of them
   // fit: three quarters of the weights come from memory. Tanh has no cache time and counts its t(v).
-  t.cache(one, "Relu", "memory", 16, 16384);
-  t.cache(one, "Relu", "llc", 12, 16384);
-  t.cache(one, "Sigmoid", "memory", 30, 16384);
-  t.cache(one, "Sigmoid", "llc", 22, 16384);
+  t.cached_chain(one);
   const auto costs = value(load_costs(*t.db, one));
   EXPECT_EQ(costs.private_cache_bytes, 8192);
   EXPECT_EQ(pass_footprint(t.model), 32768);
@@ -84,14 +94,8 @@ TEST(Estimate, EachLayerTakesItsCaseInTheCacheStateThePassLeavesItsWeightsIn) {
 // from the cache, Relu's 8 KiB from memory take 81.92 µs, more than its weights' term.
 TEST(Estimate, ActivationsBeyondThePrivateCacheStreamFromMemory) {
   EstimateDb t;
-  const int64_t one = t.system("Test CPU", 1);
-  t.time(one, "Relu", 10);
-  t.time(one, "Sigmoid", 20);
-  t.time(one, "Tanh", 40);
-  t.cache(one, "Relu", "memory", 16, 16384);
-  t.cache(one, "Relu", "llc", 12, 16384);
-  t.cache(one, "Sigmoid", "memory", 30, 16384);
-  t.cache(one, "Sigmoid", "llc", 22, 16384);
+  const int64_t one = t.timed_chain();
+  t.cached_chain(one);
   CostTable costs = value(load_costs(*t.db, one));
   ASSERT_EQ(costs.private_cache_bytes, 8192);
   {
