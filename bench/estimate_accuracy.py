@@ -34,6 +34,39 @@ def within(ratio, share):
     return abs(1 - 1 / ratio) <= share
 
 
+def analyze_rows(floorline, db, batch, files, need_replay=True):
+    """`floorline analyze FILES --db DB --batch B --format csv`, one dict per model with S, E, the
+    replay and their ratios; None (and the error on stderr) where the analysis fails."""
+    run = subprocess.run([floorline, "analyze", *files, "--db", db, "--batch", str(batch), "--format", "csv"],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        print(run.stderr, file=sys.stderr)
+        return None
+    rows = []
+    for r in csv.DictReader(io.StringIO(run.stdout)):
+        def num(k):
+            v = r.get(k, "")
+            return float(v) if v not in ("", "-") else None
+        S, E, replay, paired = num("S_us"), num("E_us"), num("replay_us"), num("replay_paired_us")
+        if not (S and E and (replay or not need_replay)):
+            continue
+        rows.append({"model": r["model"], "batch": int(r["batch"]), "S_us": S, "E_us": E,
+                     "E_activations_us": num("E_activations_us"),
+                     "replay_us": replay, "replay_paired_us": paired, "E_over_S": E / S,
+                     "replay_over_E": replay / E if replay else None,
+                     "replay_paired_over_E": paired / E if paired else None})
+    return rows
+
+
+def summary(rows, key):
+    """How many of `rows` have `key` (a replay / E ratio) within 5% and 10%, and its median."""
+    v = [r[key] for r in rows if r[key]]
+    if not v:
+        return {}
+    return {"models": len(v), "within_5": sum(within(x, 0.05) for x in v),
+            "within_10": sum(within(x, 0.10) for x in v), "median": statistics.median(v)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--floorline", required=True, help="the floorline executable")
@@ -53,34 +86,12 @@ def main():
     if not files:
         print(f"no replayed model of batch {a.batch} found in {a.zoo}", file=sys.stderr)
         return 1
-    run = subprocess.run(
-        [a.floorline, "analyze", *files, "--db", a.db, "--batch", str(a.batch), "--format", "csv"],
-        capture_output=True, text=True)
-    if run.returncode != 0:
-        print(run.stderr, file=sys.stderr)
+    rows = analyze_rows(a.floorline, a.db, a.batch, files)
+    if rows is None:
         return 1
-    rows = []
-    for r in csv.DictReader(io.StringIO(run.stdout)):
-        def num(k):
-            v = r.get(k, "")
-            return float(v) if v not in ("", "-") else None
-        S, E, replay, paired = num("S_us"), num("E_us"), num("replay_us"), num("replay_paired_us")
-        if not (S and E and replay):
-            continue
-        rows.append({"model": r["model"], "batch": int(r["batch"]), "S_us": S, "E_us": E,
-                     "E_activations_us": num("E_activations_us"), "replay_us": replay,
-                     "replay_paired_us": paired, "E_over_S": E / S, "replay_over_E": replay / E,
-                     "replay_paired_over_E": paired / E if paired else None})
 
-    def summary(key):
-        v = [r[key] for r in rows if r[key]]
-        if not v:
-            return {}
-        return {"models": len(v), "within_5": sum(within(x, 0.05) for x in v),
-                "within_10": sum(within(x, 0.10) for x in v), "median": statistics.median(v)}
-
-    out = {"batch": a.batch, "models": rows, "replay_over_E": summary("replay_over_E"),
-           "replay_paired_over_E": summary("replay_paired_over_E")}
+    out = {"batch": a.batch, "models": rows, "replay_over_E": summary(rows, "replay_over_E"),
+           "replay_paired_over_E": summary(rows, "replay_paired_over_E")}
     if a.json:
         json.dump(out, sys.stdout, indent=1)
         print()

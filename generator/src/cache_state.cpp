@@ -1,5 +1,6 @@
 #include "floorline/generator/cache_state.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,6 +96,11 @@ void CacheFlusher::flush() {
   for (const unsigned v : sums) sink_ += v;
 }
 
+long involuntary_switches() {
+  rusage u{};
+  return ::getrusage(RUSAGE_SELF, &u) == 0 ? u.ru_nivcsw : 0;
+}
+
 unsigned touch(const void* data, int64_t bytes) {
   const auto* p = static_cast<const volatile unsigned char*>(data);
   unsigned sum = 0;
@@ -144,17 +150,24 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
   for (size_t f = 0; f < flushers.size(); ++f)
     for (int i = 0; i < n; ++i) {
       CacheFlusher& flusher = *flushers[f];
-      // From memory, where every weight has its port: those lines alone evicted, the rest as the
-      // call before left it (code, page tables, the library's own state, the output buffer).
-      bool targeted = flusher.state() == CacheState::kMemory && every_weight;
-      if (targeted)
-        for (const auto& p : weights) targeted = evict(p.data, p.bytes) && targeted;
-      if (!targeted && flusher.state() != CacheState::kWarm) {
-        flusher.flush();
-        for (const auto& p : warm) sink += touch(p.data, p.bytes);
+      double call_us = 0;
+      for (int attempt = 0;; ++attempt) {
+        // From memory, where every weight has its port: those lines alone evicted, the rest as the
+        // call before left it (code, page tables, the library's own state, the output buffer).
+        bool targeted = flusher.state() == CacheState::kMemory && every_weight;
+        if (targeted)
+          for (const auto& p : weights) targeted = evict(p.data, p.bytes) && targeted;
+        if (!targeted && flusher.state() != CacheState::kWarm) {
+          flusher.flush();
+          for (const auto& p : warm) sink += touch(p.data, p.bytes);
+        }
+        out[f].targeted = targeted;
+        const long before = involuntary_switches();
+        call_us = kernel.timed_run() * 1e6;
+        if (involuntary_switches() == before || attempt == kMaxRetakes) break;
+        ++out[f].retaken;
       }
-      out[f].targeted = targeted;
-      us[f].push_back(kernel.timed_run() * 1e6);
+      us[f].push_back(call_us);
     }
   *static_cast<volatile unsigned*>(&sink) = sink;
   for (size_t f = 0; f < flushers.size(); ++f) {
@@ -256,6 +269,7 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
         row.flush_bytes = t.flush_bytes;
         row.measured_at = benchdb::utc_now();
         FL_TRY(db.upsert_cache_time(row));
+        sum.retaken += t.retaken;
       }
       ++sum.timed;
     } catch (const std::exception& e) {

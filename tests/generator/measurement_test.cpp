@@ -1,9 +1,13 @@
 // The measurement method (measurement.hpp): interleaving order, per-case statistics on real
 // repetitions, the sentinel's slowdown detection, and the runner re-measuring a slowed period.
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -193,14 +197,14 @@ TEST(Measurement, TheRunnerTimesTheCasesOfASlowedPeriodAgain) {
 // last-level cache between calls; flushed past it (memory), they come from DRAM and the call is
 // slower; flushed past L2 only (llc), they come from the last-level cache. The cold calls change
 // nothing the case computes (it verifies afterwards).
-std::string linear_model(int64_t n) {
+std::string linear_model(int64_t n, int64_t rows = 1) {
   return fmt::format(R"onnx(
 <ir_version: 8, opset_import: ["" : 17]>
-linear (float[1,2048] x, float[2048,{}] w) => (float[1,{}] y) {{
+linear (float[{},2048] x, float[2048,{}] w) => (float[{},{}] y) {{
   y = MatMul (x, w)
 }}
 )onnx",
-                     n, n);
+                     rows, n, rows, n);
 }
 
 int64_t linear_columns() {
@@ -260,6 +264,49 @@ TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame
   EXPECT_EQ(cold.samples, 9);  // the 0.03 s default: this call is shorter
   const Status v = (*kernel)->verify();
   EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
+}
+
+// A call during which another task ran on one of our cores is no reading of the case: a busy thread
+// pinned with this one to one CPU takes the CPU from every call of a few tens of milliseconds
+// (x[256, 2048] · W[2048, 2048], 2.1 GFLOP at one thread), and each such call is taken again.
+TEST(CacheState, ACallDuringWhichAnotherTaskRanIsTakenAgain) {
+  auto models = mp::process_model_text(linear_model(2048, 256), "linear.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const Backend* onednn = find_backend("onednn");
+  ASSERT_NE(onednn, nullptr);
+  PlanOptions po;
+  po.max_impls = 1;
+  po.conversions = false;
+  const Plan plan = make_plan(*models, {onednn}, po);
+  const PlannedCase* c = nullptr;
+  for (const auto& p : plan.cases)
+    if (!p.status && p.work.is_default && p.spec.problem.kind == LayerKind::kMatMul) c = &p;
+  ASSERT_NE(c, nullptr);
+  onednn->set_threads(1);
+  auto kernel = onednn->factory()(c->spec);
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message;
+
+  cpu_set_t saved;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof saved, &saved), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(::sched_getcpu(), &one);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);  // this thread; the busy one inherits it
+  std::atomic<bool> stop{false};
+  std::thread busy([&stop] {
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  CacheFlusher warm(CacheState::kWarm, 1);
+  const auto t = time_in_cache_states(**kernel, c->spec.problem, {&warm}, 3);
+  stop = true;
+  busy.join();
+  ASSERT_EQ(::sched_setaffinity(0, sizeof saved, &saved), 0);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_GE(t[0].samples, 2);  // 3, or long_samples where a call takes 30 ms or more
+  EXPECT_GT(t[0].retaken, 0) << "median " << t[0].median_us << " µs";
+  EXPECT_LE(t[0].retaken, t[0].samples * kMaxRetakes);
+  EXPECT_GT(involuntary_switches(), 0);
 }
 
 // The stage of `floorline run`: the best case of each config timed in the three states and stored

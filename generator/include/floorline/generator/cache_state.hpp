@@ -80,7 +80,16 @@ struct CacheTiming {
   int samples = 0;
   int64_t flush_bytes = 0;
   bool targeted = false;  // memory: the weights' lines evicted alone (evict), not a flush
+  int retaken = 0;        // calls taken again: another task ran on a core of ours during them
 };
+
+// The process's involuntary context switches so far (getrusage RUSAGE_SELF, ru_nivcsw: every thread
+// of it): a count that grows while a call runs means the scheduler gave one of its cores to another
+// task mid-call.
+long involuntary_switches();
+
+// Calls taken again per sample at most (time_in_cache_states).
+inline constexpr int kMaxRetakes = 3;
 
 // Times `kernel`, built for `problem`, in each of `flushers`' states in turn, `samples` calls each
 // (`long_samples` where the warm-up's lowest call took long_call seconds or more: a long call's
@@ -99,8 +108,14 @@ struct CacheTiming {
 //    that the weights and the output buffer come from beyond the flushed level (a pass's pooled
 //    output buffers were last touched layers before) and the inputs from where the step before
 //    left them.
-// Then one timed call (Kernel::timed_run). One timing per flusher, in their order. Exceptions from
-// the kernel propagate.
+// Then one timed call (Kernel::timed_run). A call during which the process was switched out
+// (involuntary_switches grew) is not a reading of the case: the preparation and the call are done
+// again, up to kMaxRetakes times a sample, the last call kept (CacheTiming::retaken counts them). On
+// the 2-core EPYC VM, batch-8 readings taken while another process ran were whole 4 ms scheduler
+// ticks above their neighbours (bert_base_encoder's MatMul 8x128x768 · 768x3072, lowest of five:
+// 19.7 ms warm, 36.0 from memory; its fused variant in a quiet minute 19.3 and 19.6), and E counted
+// them as cold weights. One timing
+// per flusher, in their order. Exceptions from the kernel propagate.
 std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const kernels::Problem& problem,
                                               const std::vector<CacheFlusher*>& flushers, int samples,
                                               double long_call = 0.03, int long_samples = 2);
@@ -127,6 +142,7 @@ struct CacheStageSummary {
   int64_t timed = 0;    // timed now, in every state
   int64_t present = 0;  // already had a row for every state
   int64_t failed = 0;   // could not be built or run (their reasons in `errors`, the first few)
+  int64_t retaken = 0;  // calls taken again after a preemption (CacheTiming::retaken), over every case
   std::vector<std::string> errors;
   double seconds = 0;
 };
