@@ -84,6 +84,14 @@ TEST(Estimate, EachLayerTakesItsCaseInTheCacheStateThePassLeavesItsWeightsIn) {
   const auto with_warm = analyze_model(t.model, value(load_costs(*t.db, one)));
   EXPECT_DOUBLE_EQ(*t.layer(with_warm, "Relu").e_us, 10 * 15 / 8.0);
   EXPECT_DOUBLE_EQ(*with_warm.E, 10 * 15 / 8.0 + 28 + 40);
+
+  // A cold mix below the warm calls taken with it is the host's noise: e(v) stays at t(v). Sigmoid's
+  // warm single calls at 40 µs, its cold mix at 28: 20 µs, not 20 × 28 / 40 = 14.
+  t.cache(one, "Sigmoid", "warm", 40, 0);
+  const auto noisy = analyze_model(t.model, value(load_costs(*t.db, one)));
+  EXPECT_DOUBLE_EQ(*t.layer(noisy, "Sigmoid").e_us, 20);
+  EXPECT_DOUBLE_EQ(*noisy.E, 10 * 15 / 8.0 + 20 + 40);
+  EXPECT_GE(*noisy.E, noisy.S);
 }
 
 // The activations a pass finds beyond the private cache: with an L2 of 8 KiB, the chain's 16 KiB
