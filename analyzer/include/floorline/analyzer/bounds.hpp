@@ -107,12 +107,12 @@ std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
                                                       int64_t cache_bytes);
 
 // E, the composed estimate of a pass over the model's graph (docs/ANALYZER.md, "The estimate E"):
-// per layer, e(v) = t(v) × c / w, with c = (1 − m) × the lowest call of the case t(v) is taken from
-// with its weights from the last-level cache + m × from memory (costs.cache_times),
-// m = memory_share(model, costs.private_cache_bytes), and w its lowest warm single call timed with
-// them (its time alone, LayerCost::case_us, where there is none): a ratio of readings taken
-// together, so that the host's state between the bench and the cache stage cancels. A layer without
-// the times it needs counts t(v). To Σ e(v) it adds the layout conversions the chosen cases need
+// per layer, e(v) = t(v) × max(1, c / t_case), with c = (1 − m) × the lowest single call of the
+// case t(v) is taken from with its weights from the last-level cache + m × from memory
+// (costs.cache_times), m = memory_share(model, costs.private_cache_bytes), and t_case that case's
+// time alone (LayerCost::case_us; t(v) itself but for an activation in its producer's epilogue):
+// the single calls a pass makes, never below the bound's t(v). A layer without the times it needs
+// counts t(v). To Σ e(v) it adds the layout conversions the chosen cases need
 // between layers (each layer's in_layout and out_layout and their conversion cases' times: a walk
 // of the graph keeping each value's layout as the replay does; E_conversions, E_conversions_us and
 // each layer's e_conversion_us). A layer's e(v) is at least what its compulsory bytes take with
