@@ -5,10 +5,12 @@ E (docs/ANALYZER.md, "The estimate E") predicts a pass over a model's graph from
 alone: the cases S takes, their cache-state readings, the conversions between them and the
 activations a pass finds beyond the private cache. The replay runs the same cases as the graph.
 This script asks `floorline analyze` for both (CSV) and prints, per model and batch, S, E, the
-replay as timed and the replay at S's host state (the paired measure: the pass over its layers
-alone in the same moments, times Σ the cases' bench times; what the host's load during the replay
-added is left out, which E cannot know), their ratios, and a summary: for how many models
-|E − replay| / replay is within 5% and within 10%, against both, and the median ratios.
+replay as timed (the target) and the replay at S's host state (the paired measure: the pass over
+its layers alone in the same moments, times Σ the cases' bench times; what the host's load during
+the replay added is left out, which E cannot know, and so is what single calls cost over the
+bench's repeated ones, which E counts since 2026-12-07: a diagnostic, not the target), their
+ratios, and a summary: for how many models |E − replay| / replay is within 5% and within 10%,
+against both, and the median ratios.
 
     bench/estimate_accuracy.py --floorline BIN --db DB [--batch 1] [--models M1,M2] [--json]
 
