@@ -12,6 +12,10 @@ HELD` estimates them. Their E is compared with the replays the original database
 bench/estimate_accuracy.py compares E for the models that were run (printed beside it).
 
     bench/estimate_unseen.py --floorline BIN --db DB [--held-out M1,M2,...] [--batch 1] [--work DIR]
+                             [--bench-args '--threads 2']
+
+The bench of what the held-out models lack runs at `floorline bench`'s defaults plus --bench-args:
+give it the options the database's run had (scripts/run-zoo's are the defaults).
 
 The original database is only read. Exit status 0; 1 where a step fails.
 """
@@ -20,6 +24,7 @@ import argparse
 import csv
 import io
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -32,6 +37,18 @@ from estimate_accuracy import ROOT, analyze_rows, summary  # noqa: E402
 # resnet50's), three with their own (at batch 1 on a CPU: lraspp_mobilenet_v3_large 158 of its
 # 1,821 cases in no other model's plan, mnasnet1_0 270 of 1,107, swin_t 958 of 1,283).
 DEFAULT_HELD_OUT = "resnet34,resnet101,mnasnet1_0,lraspp_mobilenet_v3_large,swin_t"
+
+
+# The best case per (config, system, dtype, math mode, fusion): the lowest min_us of the passed,
+# current, non-conversion measurements (benchdb/src/schema.cpp, kRebuildBest).
+REBUILD_BEST = """
+INSERT INTO best_measurements (config_id, system_id, dtype, math_mode, fusion, measurement_id, case_id, median_us,
+                               min_us)
+SELECT c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion, m.id, m.case_id, m.median_us,
+       MIN(coalesce(m.min_us, m.median_us))
+FROM measurements m JOIN cases c ON c.id = m.case_id
+WHERE m.status = 'passed' AND m.superseded = 0 AND m.median_us IS NOT NULL AND c.conversion_tensor = ''
+GROUP BY c.config_id, m.system_id, c.dtype, c.math_mode, c.fusion"""
 
 
 def plan_cases(floorline, files, batch):
@@ -59,8 +76,24 @@ def take_out(db, held, lacking):
             ("best_measurements", "case_id IN (SELECT id FROM lacking_ids)"),
             ("measurements", "case_id IN (SELECT id FROM lacking_ids)")):
         counts[table] = db.execute(f"DELETE FROM {table} WHERE {where}").rowcount
+    # Each config's best again from what is left (benchdb/src/schema.cpp, kRebuildBest): a group whose
+    # best was a deleted case keeps its fastest remaining one, as the bench would have chosen.
+    db.execute("DELETE FROM best_measurements")
+    db.execute(REBUILD_BEST)
     db.commit()
     return counts
+
+
+def leaked(db, held_configs):
+    """Readings left in `db` of the configurations only the held-out models have (none expected)."""
+    n = 0
+    for i in range(0, len(held_configs), 400):
+        chunk = held_configs[i:i + 400]
+        q = ",".join("?" * len(chunk))
+        n += db.execute(f"SELECT (SELECT count(*) FROM best_measurements WHERE config_id IN ({q})) + "
+                        f"(SELECT count(*) FROM cache_times t JOIN cases c ON c.id = t.case_id "
+                        f"WHERE c.config_id IN ({q}))", chunk * 2).fetchone()[0]
+    return n
 
 
 def main():
@@ -71,6 +104,8 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--work", default="estimate-unseen", help="folder for the copy (made if missing)")
     ap.add_argument("--zoo", default=os.path.join(ROOT, "models", "zoo"))
+    ap.add_argument("--bench-args", default="",
+                    help="more arguments for `floorline bench` (the run's own: e.g. --threads 2), quoted as one")
     a = ap.parse_args()
 
     def model_file(name):
@@ -85,6 +120,10 @@ def main():
               file=sys.stderr)
         return 1
     others = [n for n in replayed if n not in held and os.path.exists(model_file(n))]
+    if not others:
+        print(f"{a.db}: every replayed model of batch {a.batch} is held out: nothing to estimate them from",
+              file=sys.stderr)
+        return 1
 
     os.makedirs(a.work, exist_ok=True)
     copy = os.path.join(a.work, "unseen.db")
@@ -99,14 +138,32 @@ def main():
     other_cases = plan_cases(a.floorline, [model_file(n) for n in others], a.batch)
     lacking = held_cases - other_cases
     counts = take_out(dst, held, lacking)
+    # The configurations only the held-out models have: nothing of theirs may be left to E.
+    names = sorted(held_cases)
+    own = set()
+    for i in range(0, len(names), 500):
+        chunk = names[i:i + 500]
+        own |= {r[0] for r in dst.execute(
+            f"SELECT config_id FROM cases WHERE name IN ({','.join('?' * len(chunk))})", chunk)}
+    shared = set()
+    other_names = sorted(other_cases)
+    for i in range(0, len(other_names), 500):
+        chunk = other_names[i:i + 500]
+        shared |= {r[0] for r in dst.execute(
+            f"SELECT config_id FROM cases WHERE name IN ({','.join('?' * len(chunk))})", chunk)}
+    left = leaked(dst, sorted(own - shared))
     dst.close()
+    if left:
+        print(f"{copy}: {left} reading(s) of the held-out models' own configurations left after taking them "
+              "out (a database written with other case names?)", file=sys.stderr)
+        return 1
     print(f"held out {len(held)} model(s) of {len(replayed)}: {', '.join(held)}; their plan: {len(held_cases)} "
           f"case(s), {len(lacking)} in no other model's plan; removed from the copy: "
           + ", ".join(f"{v} {k}" for k, v in counts.items()))
 
     t0 = time.monotonic()
     bench = subprocess.run([a.floorline, "bench", *held_files, "--db", copy, "--batch", str(a.batch),
-                            "--cache-states"], capture_output=True, text=True)
+                            "--cache-states", *shlex.split(a.bench_args)], capture_output=True, text=True)
     if bench.returncode != 0:
         print(bench.stderr, file=sys.stderr)
         return 1

@@ -535,10 +535,8 @@ Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id
       static_cast<long long>(cs.cases), static_cast<long long>(cs.timed),
       fmt::format("{}", fmt::join(states, ", ")).c_str(), cso.samples, cso.long_samples, cso.long_call * 1e3,
       static_cast<long long>(cs.present), static_cast<long long>(cs.failed), cs.seconds,
-      cs.retaken
-          ? fmt::format(" ({} call(s) taken again: another task ran on our cores during them)", cs.retaken)
-                .c_str()
-          : "");
+      cs.retaken ? fmt::format(" ({} call(s) taken again: switched out during them)", cs.retaken).c_str()
+                 : "");
   const bool color = use_color(stderr);
   for (const auto& e : cs.errors)
     std::fprintf(stderr, "        %s %s\n", yellow("failed:", color).c_str(), e.c_str());

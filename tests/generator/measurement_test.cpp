@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -266,9 +267,10 @@ TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame
   EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
 }
 
-// A call during which another task ran on one of our cores is no reading of the case: a busy thread
-// pinned with this one to one CPU takes the CPU from every call of a few tens of milliseconds
-// (x[256, 2048] · W[2048, 2048], 2.1 GFLOP at one thread), and each such call is taken again.
+// A call during which another task ran on our core is no reading of the case: a busy thread pinned
+// with this one to one CPU takes the CPU from calls of a few tens of milliseconds (x[256, 2048] ·
+// W[2048, 2048], 2.1 GFLOP at one thread) for its first 150 ms; the calls it interrupted are taken
+// again, and each sample is the lowest of its calls, near the case's time without the busy thread.
 TEST(CacheState, ACallDuringWhichAnotherTaskRanIsTakenAgain) {
   auto models = mp::process_model_text(linear_model(2048, 256), "linear.onnx", {});
   ASSERT_TRUE(models.ok()) << models.error().message;
@@ -285,28 +287,42 @@ TEST(CacheState, ACallDuringWhichAnotherTaskRanIsTakenAgain) {
   onednn->set_threads(1);
   auto kernel = onednn->factory()(c->spec);
   ASSERT_TRUE(kernel.ok()) << kernel.error().message;
+  if (run_delay_us() < 0)
+    GTEST_SKIP() << "no /proc/thread-self/schedstat: the wait for a CPU is not reported";
+
+  // The case alone: the lowest of five warm calls.
+  kernels::warm_up(**kernel, 0.01);
+  double alone = 1e30;
+  for (int i = 0; i < 5; ++i) alone = std::min(alone, (*kernel)->timed_run() * 1e6);
 
   cpu_set_t saved;
   ASSERT_EQ(::sched_getaffinity(0, sizeof saved, &saved), 0);
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(::sched_getcpu(), &one);
-  ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);  // this thread; the busy one inherits it
+  if (::sched_setaffinity(0, sizeof one, &one) != 0) GTEST_SKIP() << "this thread cannot be pinned to a CPU";
+  // The busy thread inherits the pin; stopped, joined and the affinity restored on every way out.
   std::atomic<bool> stop{false};
-  std::thread busy([&stop] {
-    while (!stop.load(std::memory_order_relaxed)) {
+  struct Busy {
+    std::atomic<bool>& stop;
+    const cpu_set_t& saved;
+    std::thread thread;
+    ~Busy() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+      ::sched_setaffinity(0, sizeof saved, &saved);
     }
-  });
+  } busy{stop, saved, std::thread([&stop] {
+           const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(150);
+           while (!stop.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < until) {
+           }
+         })};
   CacheFlusher warm(CacheState::kWarm, 1);
-  const auto t = time_in_cache_states(**kernel, c->spec.problem, {&warm}, 3);
-  stop = true;
-  busy.join();
-  ASSERT_EQ(::sched_setaffinity(0, sizeof saved, &saved), 0);
+  const auto t = time_in_cache_states(**kernel, c->spec.problem, {&warm}, 5);
   ASSERT_EQ(t.size(), 1u);
-  EXPECT_GE(t[0].samples, 2);  // 3, or long_samples where a call takes 30 ms or more
-  EXPECT_GT(t[0].retaken, 0) << "median " << t[0].median_us << " µs";
-  EXPECT_LE(t[0].retaken, t[0].samples * kMaxRetakes);
-  EXPECT_GT(involuntary_switches(), 0);
+  EXPECT_GE(t[0].samples, 2);  // 5, or long_samples where a call takes 30 ms or more
+  EXPECT_GT(t[0].retaken, 0) << "lowest " << t[0].min_us << " µs, alone " << alone << " µs";
+  EXPECT_LT(t[0].min_us, 1.5 * alone) << "retaken " << t[0].retaken;
 }
 
 // The stage of `floorline run`: the best case of each config timed in the three states and stored

@@ -270,8 +270,8 @@ struct LayerCost {
   // its system and time alone (µs); 0 unless measured.
   int64_t case_id = 0, case_system_id = 0;
   double case_us = 0;
-  // e(v), the layer's share of E (estimate_E): t(v) × the case's time in the model's cache state
-  // over its time alone; none where that case has no cache time.
+  // e(v), the layer's share of E (estimate_E): t(v) × max(1, the case's single calls in the model's
+  // cache state over its time alone); none where that case has no cache time.
   std::optional<double> e_us;
   // The layouts its best case reads its activation input in and writes its output in: "" for the
   // plain layout, else the layout that a conversion case feeding it converts to ("aBcd8b" for a

@@ -322,14 +322,15 @@ struct SystemPeakRow {
 
 // (v10) A case timed one call at a time in a cache state (docs/MEASUREMENT.md, "Cache states",
 // generator/cache_state.hpp): its weights (the layer's parameters) evicted to memory, or flushed
-// past L2, or nothing evicted ("warm", the others' reference, timed interleaved with them). One row
+// past L2, or nothing evicted ("warm": what single calls cost warm). One row
 // per (system, case, state), replaced by a later measurement.
 struct CacheTimeRow {
   int64_t id = 0;
   int64_t system_id = 0;
   int64_t case_id = 0;
   // "memory": the weights from DRAM; "llc": flushed past L2 only (from the last-level cache);
-  // "warm": single calls with nothing evicted, timed with the others (their reference).
+  // "warm": single calls with nothing evicted, timed with the others (a diagnostic; E reads the two
+  // cold states).
   std::string state;
   double median_us = 0;  // over the samples (one call each)
   double min_us = 0;

@@ -8,7 +8,7 @@
 // operands. This stage times the best cases a second way (docs/MEASUREMENT.md, "Cache states"),
 // for the composed estimate E (analyzer, docs/ANALYZER.md): single calls with the case's weights
 // evicted to memory, with the caches flushed past L2 (the weights from the last-level cache), and
-// with nothing evicted (the reference the other two are read against), as benchdnn's
+// with nothing evicted (what a single call costs warm; E reads the cold two), as benchdnn's
 // --cold-cache=wei does (time_in_cache_states says how).
 #pragma once
 
@@ -26,7 +26,7 @@
 
 namespace floorline::gen {
 
-// kWarm: single calls back to back, nothing evicted (the other states' reference, timed with them).
+// kWarm: single calls back to back, nothing evicted (a diagnostic: what single calls cost warm).
 enum class CacheState { kWarm, kMemory, kLlc };
 // "warm", "memory", "llc": the cache_times.state values.
 std::string_view cache_state_name(CacheState s);
@@ -56,6 +56,7 @@ class CacheFlusher {
   void flush();
   int64_t bytes() const { return static_cast<int64_t>(lines_) * kLine; }
   CacheState state() const { return state_; }
+  int threads() const { return threads_; }  // the case's thread count
 
  private:
   static constexpr int64_t kLine = 64;
@@ -80,13 +81,16 @@ struct CacheTiming {
   int samples = 0;
   int64_t flush_bytes = 0;
   bool targeted = false;  // memory: the weights' lines evicted alone (evict), not a flush
-  int retaken = 0;        // calls taken again: another task ran on a core of ours during them
+  int retaken = 0;        // calls taken again: switched out during them (time_in_cache_states)
 };
 
 // The process's involuntary context switches so far (getrusage RUSAGE_SELF, ru_nivcsw: every thread
-// of it): a count that grows while a call runs means the scheduler gave one of its cores to another
-// task mid-call.
+// of it, whatever took the CPU: another process, a kernel thread, a thread of its own).
 long involuntary_switches();
+
+// The calling thread's time spent runnable but waiting for a CPU so far (µs; /proc/thread-self/
+// schedstat, its second field); -1 where the kernel does not report it.
+double run_delay_us();
 
 // Calls taken again per sample at most (time_in_cache_states).
 inline constexpr int kMaxRetakes = 3;
@@ -109,13 +113,15 @@ inline constexpr int kMaxRetakes = 3;
 //    output buffers were last touched layers before) and the inputs from where the step before
 //    left them.
 // Then one timed call (Kernel::timed_run). A call during which the process was switched out
-// (involuntary_switches grew) is not a reading of the case: the preparation and the call are done
-// again, up to kMaxRetakes times a sample, the last call kept (CacheTiming::retaken counts them). On
-// the 2-core EPYC VM, batch-8 readings taken while another process ran were whole 4 ms scheduler
-// ticks above their neighbours (bert_base_encoder's MatMul 8x128x768 · 768x3072, lowest of five:
-// 19.7 ms warm, 36.0 from memory; its fused variant in a quiet minute 19.3 and 19.6), and E counted
-// them as cold weights. One timing
-// per flusher, in their order. Exceptions from the kernel propagate.
+// (involuntary_switches grew) may not be a reading of the case: at one thread, where the calling
+// thread's wait for a CPU (run_delay_us) grew by 1% of the call or more, and at more threads
+// always (a worker's wait is not ours to read), the preparation and the call are done again, up to
+// kMaxRetakes times a sample, and the sample is the lowest of its calls (an interrupted call only
+// runs high; CacheTiming::retaken counts the calls taken again). On the 2-core EPYC VM, batch-8
+// readings taken while another process ran were whole 4 ms scheduler ticks above their neighbours
+// (bert_base_encoder's MatMul 8x128x768 · 768x3072, medians of five: 23.7 ms warm, 39.7 from
+// memory; its fused variant in a quiet minute 19.7 and 20.2), and E counted them as cold weights.
+// One timing per flusher, in their order. Exceptions from the kernel propagate.
 std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const kernels::Problem& problem,
                                               const std::vector<CacheFlusher*>& flushers, int samples,
                                               double long_call = 0.03, int long_samples = 2);
