@@ -715,10 +715,10 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
         const bool need_mem = m > 0.0;
         if ((!need_llc || llc != it->second.end()) && (!need_mem || mem != it->second.end())) {
           const double cold = (need_llc ? (1 - m) * llc->second : 0) + (need_mem ? m * mem->second : 0);
-          // The single calls themselves, as a pass makes them: a case whose repeated calls settle
-          // runs its single calls slower even warm (resnet34's Winograd convolution 256x14x14: 388
-          // µs in the bench's repetitions, 983 in single warm calls, 685-1341 alone in its replay),
-          // and the ratio to the warm calls, which this was before 2026-12-07, took that away.
+          // The cold single calls themselves, as a pass makes them. Until 2026-12-07 their ratio to
+          // the warm single calls: in a quiet stage those are within a few percent of t(v), and where
+          // they were not, the ratio divided a disturbed warm reading into the cold mix (resnet34's
+          // Winograd convolution 256x14x14: t(v) 388 µs, warm 983 in the sweep's stage, 372 again).
           // Never below t(v), the bound: a cold mix under it is the host's noise.
           c.e_us = c.us * std::max(1.0, cold / c.case_us);
         }
