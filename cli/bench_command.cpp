@@ -531,12 +531,17 @@ Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id
   std::fprintf(
       stderr,
       "      cache states: %lld best case(s), %lld timed (%s; %d single calls each, %d for a call of %g ms "
-      "or more), %lld timed before, %lld failed, %.1f s%s\n",
+      "or more), %lld timed before, %lld failed, %.1f s%s%s\n",
       static_cast<long long>(cs.cases), static_cast<long long>(cs.timed),
       fmt::format("{}", fmt::join(states, ", ")).c_str(), cso.samples, cso.long_samples, cso.long_call * 1e3,
       static_cast<long long>(cs.present), static_cast<long long>(cs.failed), cs.seconds,
       cs.retaken ? fmt::format(" ({} call(s) taken again: switched out during them)", cs.retaken).c_str()
-                 : "");
+                 : "",
+      cs.second_looks
+          ? fmt::format(" ({} case(s) timed again, their warm call over {} x the bench's; {} lower)",
+                        cs.second_looks, gen::kSecondLookAbove, cs.second_lower)
+                .c_str()
+          : "");
   const bool color = use_color(stderr);
   for (const auto& e : cs.errors)
     std::fprintf(stderr, "        %s %s\n", yellow("failed:", color).c_str(), e.c_str());

@@ -196,6 +196,17 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
   return out;
 }
 
+double warm_min(const std::vector<CacheTiming>& timings) {
+  for (const CacheTiming& t : timings)
+    if (t.state == CacheState::kWarm) return t.min_us;
+  return 0;
+}
+
+bool disturbed(const std::vector<CacheTiming>& timings, double case_us) {
+  const double warm = warm_min(timings);
+  return case_us >= kSecondLookFromUs && warm > kSecondLookAbove * case_us;
+}
+
 Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& plan,
                                             const std::vector<const Backend*>& backends, int64_t system_id,
                                             DType dtype, const CacheStageOptions& options) {
@@ -269,8 +280,21 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
     try {
       std::vector<CacheFlusher*> fs;
       for (const CacheState s : options.states) fs.push_back(&flusher(s, c->threads));
-      for (const CacheTiming& t : time_in_cache_states(**kernel, c->spec.problem, fs, options.samples,
-                                                       options.long_call, options.long_samples)) {
+      auto timings = time_in_cache_states(**kernel, c->spec.problem, fs, options.samples, options.long_call,
+                                          options.long_samples);
+      if (disturbed(timings, c->us)) {
+        ++sum.second_looks;
+        auto again = time_in_cache_states(**kernel, c->spec.problem, fs, options.samples, options.long_call,
+                                          options.long_samples);
+        // The set kept counts its retakes below; the other one's here.
+        const bool lower = warm_min(again) < warm_min(timings);
+        for (const CacheTiming& t : lower ? timings : again) sum.retaken += t.retaken;
+        if (lower) {
+          ++sum.second_lower;
+          timings = std::move(again);
+        }
+      }
+      for (const CacheTiming& t : timings) {
         if (!(t.min_us > 0)) throw std::runtime_error("a call timed at 0 µs");
         benchdb::CacheTimeRow row;
         row.system_id = sys->second;

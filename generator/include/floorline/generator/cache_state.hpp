@@ -126,6 +126,20 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
                                               const std::vector<CacheFlusher*>& flushers, int samples,
                                               double long_call = 0.03, int long_samples = 2);
 
+// The lowest warm single call of `timings` (µs), 0 without a warm state.
+double warm_min(const std::vector<CacheTiming>& timings);
+
+// Whether a case's readings were taken in a disturbed moment: its lowest warm single call above
+// kSecondLookAbove × its time in the bench (`case_us`, the lowest repetition mean S takes), for a
+// case of kSecondLookFromUs or more. Quiet, the warm single calls are within a few percent of the
+// bench's time (the zoo at batch 1: median 1.02 ×, 95% under 1.14 ×); the sweep's batch-1 stage of
+// 2026-12-07 read resnet34's Winograd convolution at 983 µs warm against its 388 (372 when timed
+// again), and E took the cold readings of that moment. The stage then times the case's states
+// once more and keeps the set whose warm call is lower (CacheStageSummary::second_looks).
+inline constexpr double kSecondLookAbove = 1.25;
+inline constexpr double kSecondLookFromUs = 20;
+bool disturbed(const std::vector<CacheTiming>& timings, double case_us);
+
 struct CacheStageOptions {
   int samples = 5;
   // A case whose call takes long_call seconds or more gets long_samples calls per state: on the zoo
@@ -144,11 +158,13 @@ struct CacheStageOptions {
 };
 
 struct CacheStageSummary {
-  int64_t cases = 0;    // best cases of the models' configurations (and fused variants)
-  int64_t timed = 0;    // timed now, in every state
-  int64_t present = 0;  // already had a row for every state
-  int64_t failed = 0;   // could not be built or run (their reasons in `errors`, the first few)
-  int64_t retaken = 0;  // calls taken again after a preemption (CacheTiming::retaken), over every case
+  int64_t cases = 0;         // best cases of the models' configurations (and fused variants)
+  int64_t timed = 0;         // timed now, in every state
+  int64_t present = 0;       // already had a row for every state
+  int64_t failed = 0;        // could not be built or run (their reasons in `errors`, the first few)
+  int64_t retaken = 0;       // calls taken again after a preemption (CacheTiming::retaken), over every case
+  int64_t second_looks = 0;  // cases timed twice: the first set disturbed (disturbed)
+  int64_t second_lower = 0;  // ... whose second set's warm call was the lower, kept
   std::vector<std::string> errors;
   double seconds = 0;
 };
