@@ -214,18 +214,31 @@ int64_t linear_columns() {
   return std::max<int64_t>(16, bytes / (2048 * 4) / 16 * 16);
 }
 
+// The linear layer's MatMul, planned on oneDNN (its default implementation, no conversions).
+struct LinearCase {
+  const Backend* onednn = find_backend("onednn");
+  Plan plan;
+  const PlannedCase* c = nullptr;
+  explicit LinearCase(const std::vector<mp::ModelIR>& models) {
+    if (!onednn) return;
+    PlanOptions po;
+    po.max_impls = 1;
+    po.conversions = false;
+    plan = make_plan(models, {onednn}, po);
+    for (const auto& p : plan.cases)
+      if (!p.status && p.work.is_default && p.spec.problem.kind == LayerKind::kMatMul) c = &p;
+  }
+  LinearCase(const LinearCase&) = delete;  // `c` points into this one's plan
+  LinearCase& operator=(const LinearCase&) = delete;
+};
+
 TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame) {
   auto models = mp::process_model_text(linear_model(linear_columns()), "linear.onnx", {});
   ASSERT_TRUE(models.ok()) << models.error().message;
-  const Backend* onednn = find_backend("onednn");
+  const LinearCase linear(*models);
+  const Backend* onednn = linear.onednn;
+  const PlannedCase* c = linear.c;
   ASSERT_NE(onednn, nullptr);
-  PlanOptions po;
-  po.max_impls = 1;
-  po.conversions = false;
-  const Plan plan = make_plan(*models, {onednn}, po);
-  const PlannedCase* c = nullptr;
-  for (const auto& p : plan.cases)
-    if (!p.status && p.work.is_default && p.spec.problem.kind == LayerKind::kMatMul) c = &p;
   ASSERT_NE(c, nullptr);
   EXPECT_TRUE(kernels::weight_operand(c->spec.problem, 1));  // the 2-D B
   EXPECT_FALSE(kernels::weight_operand(c->spec.problem, 0));
@@ -274,15 +287,10 @@ TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame
 TEST(CacheState, ACallDuringWhichAnotherTaskRanIsTakenAgain) {
   auto models = mp::process_model_text(linear_model(2048, 256), "linear.onnx", {});
   ASSERT_TRUE(models.ok()) << models.error().message;
-  const Backend* onednn = find_backend("onednn");
+  const LinearCase linear(*models);
+  const Backend* onednn = linear.onednn;
+  const PlannedCase* c = linear.c;
   ASSERT_NE(onednn, nullptr);
-  PlanOptions po;
-  po.max_impls = 1;
-  po.conversions = false;
-  const Plan plan = make_plan(*models, {onednn}, po);
-  const PlannedCase* c = nullptr;
-  for (const auto& p : plan.cases)
-    if (!p.status && p.work.is_default && p.spec.problem.kind == LayerKind::kMatMul) c = &p;
   ASSERT_NE(c, nullptr);
   onednn->set_threads(1);
   auto kernel = onednn->factory()(c->spec);
