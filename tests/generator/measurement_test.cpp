@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -214,32 +215,35 @@ int64_t linear_columns() {
   return std::max<int64_t>(16, bytes / (2048 * 4) / 16 * 16);
 }
 
-// The linear layer's MatMul, planned on oneDNN (its default implementation, no conversions).
+// The linear layer's MatMul (ONNX text `model`), planned on oneDNN (its default implementation, no
+// conversions); `error` says why `c` is null.
 struct LinearCase {
   const Backend* onednn = find_backend("onednn");
   Plan plan;
   const PlannedCase* c = nullptr;
-  explicit LinearCase(const std::vector<mp::ModelIR>& models) {
-    if (!onednn) return;
+  std::string error;
+  explicit LinearCase(const std::string& model) {
+    auto models = mp::process_model_text(model, "linear.onnx", {});
+    if (!models.ok()) error = models.error().message;
+    if (!onednn) error = "no onednn backend";
+    if (!error.empty()) return;
     PlanOptions po;
     po.max_impls = 1;
     po.conversions = false;
-    plan = make_plan(models, {onednn}, po);
+    plan = make_plan(*models, {onednn}, po);
     for (const auto& p : plan.cases)
       if (!p.status && p.work.is_default && p.spec.problem.kind == LayerKind::kMatMul) c = &p;
+    if (!c) error = "no default MatMul case in the plan";
   }
   LinearCase(const LinearCase&) = delete;  // `c` points into this one's plan
   LinearCase& operator=(const LinearCase&) = delete;
 };
 
 TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame) {
-  auto models = mp::process_model_text(linear_model(linear_columns()), "linear.onnx", {});
-  ASSERT_TRUE(models.ok()) << models.error().message;
-  const LinearCase linear(*models);
+  const LinearCase linear(linear_model(linear_columns()));
+  ASSERT_NE(linear.c, nullptr) << linear.error;
   const Backend* onednn = linear.onednn;
   const PlannedCase* c = linear.c;
-  ASSERT_NE(onednn, nullptr);
-  ASSERT_NE(c, nullptr);
   EXPECT_TRUE(kernels::weight_operand(c->spec.problem, 1));  // the 2-D B
   EXPECT_FALSE(kernels::weight_operand(c->spec.problem, 0));
   onednn->set_threads(1);
@@ -285,13 +289,10 @@ TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame
 // W[2048, 2048], 2.1 GFLOP at one thread) for its first 150 ms; the calls it interrupted are taken
 // again, and each sample is the lowest of its calls, near the case's time without the busy thread.
 TEST(CacheState, ACallDuringWhichAnotherTaskRanIsTakenAgain) {
-  auto models = mp::process_model_text(linear_model(2048, 256), "linear.onnx", {});
-  ASSERT_TRUE(models.ok()) << models.error().message;
-  const LinearCase linear(*models);
+  const LinearCase linear(linear_model(2048, 256));
+  ASSERT_NE(linear.c, nullptr) << linear.error;
   const Backend* onednn = linear.onednn;
   const PlannedCase* c = linear.c;
-  ASSERT_NE(onednn, nullptr);
-  ASSERT_NE(c, nullptr);
   onednn->set_threads(1);
   auto kernel = onednn->factory()(c->spec);
   ASSERT_TRUE(kernel.ok()) << kernel.error().message;
