@@ -527,7 +527,10 @@ Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id
   FL_ASSIGN_OR_RETURN(const auto cs,
                       gen::time_cache_states(db, l.plan, l.backends, system_id, DType::kF32, cso));
   std::vector<std::string> states;
-  for (const auto st : cso.states) states.emplace_back(gen::cache_state_name(st));
+  for (const auto st : cso.states) {
+    states.emplace_back(gen::cache_state_name(st));
+    if (st == gen::CacheState::kMemory) states.emplace_back("memory with the output evicted too");
+  }
   std::fprintf(
       stderr,
       "      cache states: %lld best case(s), %lld timed (%s; %d single calls each, %d for a call of %g ms "

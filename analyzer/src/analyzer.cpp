@@ -194,14 +194,21 @@ void prefer_own_host(std::vector<Row>& rows) {
   std::erase_if(rows, [&](const Row& r) { return r.device == "cpu" && own.count(identity(r)); });
 }
 
-// The cache states' times of `system_id`'s cases (schema 10) into t.cache_times; for t's own system,
-// the L2 of the cores its cases ran on (half an "llc" flush) into t.private_cache_bytes.
+// The cache states' times of `system_id`'s cases (schema 10) into t.cache_times, the memory state's
+// reading with the dst evicted too (schema 11) as "memory_dst"; for t's own system, the L2 of the
+// cores its cases ran on (half an "llc" flush) into t.private_cache_bytes.
 Status load_cache_times(benchdb::Database& db, int64_t system_id, CostTable& t) {
-  return db.for_each("SELECT case_id, state, min_us, flush_bytes FROM cache_times WHERE system_id = ?1",
+  const std::string dst = db.schema_version() >= 11 ? "dst_memory_min_us" : "NULL";
+  return db.for_each(fmt::format("SELECT case_id, state, min_us, flush_bytes, {} FROM cache_times WHERE "
+                                 "system_id = ?1",
+                                 dst),
                      {system_id},
                      [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
                        const std::string state = std::get<std::string>(v[1]);
-                       t.cache_times[{system_id, std::get<int64_t>(v[0])}][state] = std::get<double>(v[2]);
+                       auto& states = t.cache_times[{system_id, std::get<int64_t>(v[0])}];
+                       states[state] = std::get<double>(v[2]);
+                       if (state == "memory" && std::holds_alternative<double>(v[4]))
+                         states["memory_dst"] = std::get<double>(v[4]);
                        if (state == "llc" && system_id == t.system_id)
                          t.private_cache_bytes = std::max(t.private_cache_bytes, std::get<int64_t>(v[3]) / 2);
                        return Status{};

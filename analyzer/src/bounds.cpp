@@ -633,6 +633,17 @@ void estimate_conversions(ModelBounds& b, const mp::ModelIR& model) {
   }
 }
 
+double cold_output_share(const mp::Layer& layer, int64_t cache_bytes) {
+  const auto cache = static_cast<double>(std::max<int64_t>(1, cache_bytes));
+  double all = 0, beyond = 0;
+  for (const auto& t : layer.config.outputs) {
+    const auto n = static_cast<double>(std::max<int64_t>(0, mp::numel(t.shape)) * mp::dtype_size(t.dtype));
+    all += n;
+    if (n > cache) beyond += n - cache;
+  }
+  return all > 0 ? beyond / all : 0;
+}
+
 std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
                                                       const std::vector<LayerCost>& layers,
                                                       int64_t cache_bytes) {
@@ -703,6 +714,8 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
   if (costs.cache_times.empty()) return;
   const double m = memory_share(model, costs.private_cache_bytes);
   b.E_memory_share = m;
+  std::unordered_map<int, const mp::Layer*> layer_at;
+  for (const auto& l : model.layers) layer_at[l.index] = &l;
   double e = 0;
   for (auto& c : b.layers) {
     c.e_us.reset();
@@ -714,7 +727,14 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
         const bool need_llc = m < 1.0;
         const bool need_mem = m > 0.0;
         if ((!need_llc || llc != it->second.end()) && (!need_mem || mem != it->second.end())) {
-          const double cold = (need_llc ? (1 - m) * llc->second : 0) + (need_mem ? m * mem->second : 0);
+          double cold = (need_llc ? (1 - m) * llc->second : 0) + (need_mem ? m * mem->second : 0);
+          // The output buffers: the share a pass finds beyond the private cache costs what the
+          // memory reading with the dst evicted too costs over the one without.
+          const auto dst = it->second.find("memory_dst");
+          const auto l = layer_at.find(c.index);
+          if (dst != it->second.end() && mem != it->second.end() && l != layer_at.end())
+            cold += cold_output_share(*l->second, costs.private_cache_bytes) *
+                    std::max(0.0, dst->second - mem->second);
           // The cold single calls themselves, as a pass makes them. Until 2026-12-07 their ratio to
           // the warm single calls: in a quiet stage those are within a few percent of t(v), and where
           // they were not, the ratio divided a disturbed warm reading into the cold mix (resnet34's

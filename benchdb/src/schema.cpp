@@ -379,6 +379,7 @@ const TableDef<CacheTimeRow>& cache_times_table() {
         col("samples", &R::samples, "CHECK (samples > 0)", 10),
         col("flush_bytes", &R::flush_bytes, "", 10),
         col("measured_at", &R::measured_at, "", 10),
+        col("dst_memory_min_us", &R::dst_memory_min_us, "CHECK (dst_memory_min_us > 0)", 11),
     };
     d.constraints = {"UNIQUE (system_id, case_id, state)"};
     return d;

@@ -148,27 +148,30 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
       warm.push_back(*port);
     }
   }
+  // The output buffers run() writes (for the memory state's second call: the dst from memory too).
+  std::vector<kernels::Port> outputs;
+  for (size_t o = 0;; ++o) {
+    auto port = kernel.port(true, o);
+    if (!port) break;
+    if (port->data && port->bytes > 0) outputs.push_back(*port);
+  }
   // A fresh build's first calls fault in pages and set things up.
   const double per_call = kernels::warm_up(kernel, 0.01);
   const int n = std::max(1, per_call >= long_call ? std::min(samples, long_samples) : samples);
-  std::vector<std::vector<double>> us(flushers.size());
+  std::vector<std::vector<double>> us(flushers.size()), dst_us(flushers.size());
   std::vector<CacheTiming> out(flushers.size());
   unsigned sink = 0;
-  for (size_t f = 0; f < flushers.size(); ++f)
-    for (int i = 0; i < n; ++i) {
-      CacheFlusher& flusher = *flushers[f];
+  for (size_t f = 0; f < flushers.size(); ++f) {
+    CacheFlusher& flusher = *flushers[f];
+    // From memory, where every weight has its port: those lines alone evicted, the rest as the
+    // call before left it (code, page tables, the library's own state, the output buffer).
+    // (evict of nothing: whether the ISA can evict lines at all; else the flush.)
+    const bool targeted = flusher.state() == CacheState::kMemory && every_weight && evict(nullptr, 0);
+    // One call after `prepare`, taken again while it was switched out (the lowest of its calls).
+    auto take = [&](auto&& prepare) {
       double call_us = 0;
       for (int attempt = 0;; ++attempt) {
-        // From memory, where every weight has its port: those lines alone evicted, the rest as the
-        // call before left it (code, page tables, the library's own state, the output buffer).
-        bool targeted = flusher.state() == CacheState::kMemory && every_weight;
-        if (targeted)
-          for (const auto& p : weights) targeted = evict(p.data, p.bytes) && targeted;
-        if (!targeted && flusher.state() != CacheState::kWarm) {
-          flusher.flush();
-          for (const auto& p : warm) sink += touch(p.data, p.bytes);
-        }
-        out[f].targeted = targeted;
+        prepare();
         const long switches = involuntary_switches();
         const double delay = run_delay_us();
         const double us_now = kernel.timed_run() * 1e6;
@@ -180,8 +183,33 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
         if (flusher.threads() == 1 && delay >= 0 && lost < 0.01 * us_now) break;
         ++out[f].retaken;
       }
-      us[f].push_back(call_us);
+      return call_us;
+    };
+    auto evict_weights = [&] {
+      for (const auto& p : weights) evict(p.data, p.bytes);
+    };
+    auto flush = [&] {
+      flusher.flush();
+      for (const auto& p : warm) sink += touch(p.data, p.bytes);
+    };
+    for (int i = 0; i < n; ++i) {
+      if (targeted) {
+        us[f].push_back(take(evict_weights));
+        // The same with the output buffers evicted too: a pass's pooled output buffer was last
+        // touched layers back, and a kernel that writes it first reads its lines in.
+        if (!outputs.empty())
+          dst_us[f].push_back(take([&] {
+            evict_weights();
+            for (const auto& p : outputs) evict(p.data, p.bytes);
+          }));
+      } else if (flusher.state() == CacheState::kWarm) {
+        us[f].push_back(take([] {}));
+      } else {
+        us[f].push_back(take(flush));
+      }
     }
+    out[f].targeted = targeted;
+  }
   *static_cast<volatile unsigned*>(&sink) = sink;
   for (size_t f = 0; f < flushers.size(); ++f) {
     auto& v = us[f];
@@ -192,6 +220,11 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
     t.min_us = v.front();
     t.median_us = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
     t.flush_bytes = flushers[f]->bytes();
+    // From memory: the dst evicted too where it was (a targeted call with output ports), else the
+    // memory reading itself (a flush of 2 × the LLC leaves the output buffer in memory already; a
+    // case without output ports keeps its buffer where the call before left it).
+    if (t.state == CacheState::kMemory)
+      t.dst_min_us = dst_us[f].empty() ? t.min_us : *std::min_element(dst_us[f].begin(), dst_us[f].end());
   }
   return out;
 }
@@ -255,11 +288,15 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
     if (id.rows.empty()) continue;
     const int64_t case_id = std::get<int64_t>(id.rows[0][0]);
     if (!options.force) {
-      FL_ASSIGN_OR_RETURN(const auto have,
-                          db.query("SELECT count(DISTINCT state) FROM cache_times WHERE system_id = ?1 AND "
-                                   "case_id = ?2",
-                                   {sys->second, case_id}));
-      if (std::get<int64_t>(have.rows[0][0]) >= static_cast<int64_t>(options.states.size())) {
+      // Every state, and from memory the dst reading too (a row of schema 10 has none).
+      FL_ASSIGN_OR_RETURN(
+          const auto have,
+          db.query("SELECT count(DISTINCT state), count(*) FILTER (WHERE state = 'memory' AND "
+                   "dst_memory_min_us IS NULL) FROM cache_times WHERE system_id = ?1 AND "
+                   "case_id = ?2",
+                   {sys->second, case_id}));
+      if (std::get<int64_t>(have.rows[0][0]) >= static_cast<int64_t>(options.states.size()) &&
+          std::get<int64_t>(have.rows[0][1]) == 0) {
         ++sum.present;
         continue;
       }
@@ -304,6 +341,7 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
         row.min_us = t.min_us;
         row.samples = t.samples;
         row.flush_bytes = t.flush_bytes;
+        row.dst_memory_min_us = t.dst_min_us;
         row.measured_at = benchdb::utc_now();
         FL_TRY(db.upsert_cache_time(row));
         sum.retaken += t.retaken;

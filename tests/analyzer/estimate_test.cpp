@@ -3,6 +3,7 @@
 // recorded cache_times rows, with hand-computed sums; the share follows the pass's footprint against
 // the last-level cache; within a thread budget each layer reads the cache times of the case S took,
 // on that case's system; without cache times there is no E.
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -142,6 +143,34 @@ TEST(Estimate, ActivationsBeyondThePrivateCacheStreamFromMemory) {
   const auto fast = analyze_model(t.model, costs);
   EXPECT_DOUBLE_EQ(*fast.E, 15 + 28 + 40);
   EXPECT_DOUBLE_EQ(fast.E_activations_us, 0);
+}
+
+// The output buffers: each layer of the chain writes 16 KiB, of which a private cache of 8 KiB keeps
+// half (cold_output_share 0.5). Relu's case from memory with its dst evicted too takes 24 µs against
+// 16 without: its cold mix 0.25·12 + 0.75·16 gains 0.5 × 8. Sigmoid's dst reading is its memory
+// reading (a flush that left the output in memory already): nothing added.
+TEST(Estimate, TheShareOfAnOutputBeyondThePrivateCacheCostsWhatItsDstFromMemoryDoes) {
+  EstimateDb t;
+  const int64_t one = t.timed_chain();
+  t.cache(one, "Relu", "memory", 16, 16384, 24);
+  t.cache(one, "Relu", "llc", 12, 16384);
+  t.cache(one, "Sigmoid", "memory", 30, 16384, 30);
+  t.cache(one, "Sigmoid", "llc", 22, 16384);
+  const CostTable costs = value(load_costs(*t.db, one));
+  ASSERT_EQ(costs.private_cache_bytes, 8192);
+  const auto b = analyze_model(t.model, costs);
+  const auto& relu = *std::find_if(t.model.layers.begin(), t.model.layers.end(),
+                                   [](const mp::Layer& l) { return l.op_type == "Relu"; });
+  EXPECT_DOUBLE_EQ(cold_output_share(relu, 8192), 0.5);
+  EXPECT_DOUBLE_EQ(cold_output_share(relu, 16384), 0);  // the cache holds it
+  EXPECT_DOUBLE_EQ(cold_output_share(relu, 4096), 0.75);
+  EXPECT_DOUBLE_EQ(*t.layer(b, "Relu").e_us, 19);  // 3 + 12 + 4
+  EXPECT_DOUBLE_EQ(*t.layer(b, "Sigmoid").e_us, 28);
+  EXPECT_DOUBLE_EQ(*b.E, 19 + 28 + 40);
+  // A dst reading below the memory one (noise) adds nothing.
+  t.cache(one, "Relu", "memory", 16, 16384, 14);
+  const auto lower = analyze_model(t.model, value(load_costs(*t.db, one)));
+  EXPECT_DOUBLE_EQ(*t.layer(lower, "Relu").e_us, 15);
 }
 
 // The footprint counts every parameter once and the largest layer's activations: the Conv's weights

@@ -284,6 +284,46 @@ TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame
   EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
 }
 
+// A layer whose output is far beyond L2: x[rows, 16] · W[16, 1024], the output max(4 × L2, LLC / 4)
+// bytes (a pooled output buffer of a pass, last touched layers back), the weights 64 KiB. From
+// memory with its output buffer evicted too, each call first reads the output's lines from DRAM;
+// from memory without, the output buffer is where the call before wrote it (the last-level cache).
+TEST(CacheState, AnOutputBufferEvictedToMemoryIsSlowerToWrite) {
+  const CacheSizes sizes = cache_sizes();
+  const int64_t out_bytes = std::clamp(sizes.llc / 4, 4 * sizes.l2, int64_t{64} << 20);
+  const int64_t rows = std::max<int64_t>(64, out_bytes / (1024 * 4) / 64 * 64);
+  const LinearCase linear(fmt::format(R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+wide (float[{},16] x, float[16,1024] w) => (float[{},1024] y) {{
+  y = MatMul (x, w)
+}}
+)onnx",
+                                      rows, rows));
+  ASSERT_NE(linear.c, nullptr) << linear.error;
+  const PlannedCase* c = linear.c;
+  linear.onednn->set_threads(1);
+  auto kernel = linear.onednn->factory()(c->spec);
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message;
+  const auto out = (*kernel)->port(true, 0);
+  if (!out || !out->data) GTEST_SKIP() << "this oneDNN case shows no output buffer";
+  EXPECT_EQ(out->bytes, rows * 1024 * 4);
+  CacheFlusher warm(CacheState::kWarm, 1), memory(CacheState::kMemory, 1), llc(CacheState::kLlc, 1);
+  const auto t = time_in_cache_states(**kernel, c->spec.problem, {&warm, &llc, &memory}, 9);
+  ASSERT_EQ(t.size(), 3u);
+  const CacheTiming& cold = t[2];
+  if (!cold.targeted) GTEST_SKIP() << "no CLFLUSH on this ISA: the memory state is a flush";
+  EXPECT_FALSE(t[0].dst_min_us.has_value());
+  EXPECT_FALSE(t[1].dst_min_us.has_value());
+  ASSERT_TRUE(cold.dst_min_us.has_value());
+  std::printf(
+      "x[%lld,16] · W[16,1024], output %.1f MB: warm %.1f µs, from memory %.1f, with the dst too %.1f\n",
+      static_cast<long long>(rows), static_cast<double>(out->bytes) / 1e6, t[0].min_us, cold.min_us,
+      *cold.dst_min_us);
+  EXPECT_GT(*cold.dst_min_us, 1.05 * cold.min_us) << "from memory " << cold.min_us << " µs";
+  const Status v = (*kernel)->verify();
+  EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
+}
+
 // A call during which another task ran on our core is no reading of the case: a busy thread pinned
 // with this one to one CPU takes the CPU from calls of a few tens of milliseconds (x[256, 2048] ·
 // W[2048, 2048], 2.1 GFLOP at one thread) for its first 150 ms; the calls it interrupted are taken
@@ -395,10 +435,21 @@ TEST(CacheState, TheStageStoresEachBestCaseInEveryStateOnceAndResumes) {
                      "AND b.system_id = t.system_id WHERE t.samples = 3 AND t.min_us <= t.median_us"),
               3);
     EXPECT_EQ(scalar(*db, "SELECT count(DISTINCT state) FROM cache_times"), 3);
+    // From memory, the reading with the dst evicted too; the other states have none.
+    EXPECT_EQ(scalar(*db, "SELECT count(*) FROM cache_times WHERE dst_memory_min_us > 0"), 1);
+    EXPECT_EQ(
+        scalar(*db, "SELECT count(*) FROM cache_times WHERE state = 'memory' AND dst_memory_min_us > 0"), 1);
     auto again = time_cache_states(*db, plan, backends, run->system_id, DType::kF32, o);
     ASSERT_TRUE(again.ok()) << again.error().message;
     EXPECT_EQ(again->present, 1);
     EXPECT_EQ(again->timed, 0);
+    // A row of schema 10 has no dst reading: the stage times that case again.
+    ASSERT_TRUE(db->query("UPDATE cache_times SET dst_memory_min_us = NULL").ok());
+    auto older = time_cache_states(*db, plan, backends, run->system_id, DType::kF32, o);
+    ASSERT_TRUE(older.ok()) << older.error().message;
+    EXPECT_EQ(older->present, 0);
+    EXPECT_EQ(older->timed, 1);
+    EXPECT_EQ(scalar(*db, "SELECT count(*) FROM cache_times WHERE dst_memory_min_us > 0"), 1);
   }
   std::filesystem::remove_all(dir);
 }

@@ -150,8 +150,9 @@ struct CostTable {
   std::vector<benchdb::FrameworkLayerTimeRow> layer_times;
   // (model, batch, dtype) → this system's replay (benchdb replays).
   std::map<std::tuple<std::string, int64_t, std::string>, benchdb::ReplayRow> replays;
-  // (system id, case id) → cache state ("memory", "llc") → the case's lowest call in that state
-  // (µs; benchdb cache_times, schema 10), over the systems of the thread budget: what E reads.
+  // (system id, case id) → cache state ("memory", "llc"; "memory_dst": from memory with the output
+  // buffers evicted too, schema 11) → the case's lowest call in that state (µs; benchdb cache_times,
+  // schema 10), over the systems of the thread budget: what E reads.
   std::map<std::pair<int64_t, int64_t>, std::map<std::string, double>> cache_times;
   // The caches a pass keeps to itself: the L2 of the cores the system's cases run on (bytes: half an
   // "llc" flush, 2 × L2 per thread); 0 without any.

@@ -106,10 +106,19 @@ std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
                                                       const std::vector<LayerCost>& layers,
                                                       int64_t cache_bytes);
 
+// The share of `layer`'s output bytes a pass finds beyond a private cache of `cache_bytes` when
+// the layer writes them: Σ over its outputs of max(0, bytes − cache) / Σ bytes (an output buffer was
+// last touched layers back, and a cache keeps the last `cache_bytes` of what it writes; the
+// replay's "cold output", generator/replay.cpp). 0 for a layer without output bytes.
+double cold_output_share(const mp::Layer& layer, int64_t cache_bytes);
+
 // E, the composed estimate of a pass over the model's graph (docs/ANALYZER.md, "The estimate E"):
 // per layer, e(v) = t(v) × max(1, c / t_case), with c = (1 − m) × the lowest single call of the
 // case t(v) is taken from with its weights from the last-level cache + m × from memory
-// (costs.cache_times), m = memory_share(model, costs.private_cache_bytes), and t_case that case's
+// (costs.cache_times), m = memory_share(model, costs.private_cache_bytes), + o × what the call from
+// memory with the output buffers evicted too costs over the one without ("memory_dst" − "memory",
+// at least 0; none without that reading), o = cold_output_share(the layer, private_cache_bytes),
+// and t_case that case's
 // time alone (LayerCost::case_us; t(v) itself but for an activation in its producer's epilogue):
 // the single calls a pass makes, never below the bound's t(v). A layer without the times it needs
 // counts t(v). To Σ e(v) it adds the layout conversions the chosen cases need

@@ -51,7 +51,9 @@ namespace floorline::benchdb {
 //      keep their fingerprints (system_fingerprint)
 //  10  cache_times (a case timed with its weights and outputs from beyond a cache level: the
 //      composed estimate E reads them)
-inline constexpr int kSchemaVersion = 10;
+//  11  cache_times.dst_memory_min_us (from memory, the output buffer evicted too: E charges it for
+//      the share of a layer's output a pass finds beyond the private cache)
+inline constexpr int kSchemaVersion = 11;
 // PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
 inline constexpr int32_t kApplicationId = 0x464c524c;
 
@@ -337,6 +339,10 @@ struct CacheTimeRow {
   int64_t samples = 0;
   int64_t flush_bytes = 0;  // the bytes written per flush (all threads together)
   std::string measured_at;
+  // (v11) "memory" only: the lowest of as many single calls with the output buffers (dst) evicted
+  // as well as the weights (µs); the memory reading itself where the procedure leaves the output in
+  // memory already or the case shows no output buffer. NULL in the other states and in rows of v10.
+  std::optional<double> dst_memory_min_us;
 };
 
 // --- field lists -------------------------------------------------------------------------------

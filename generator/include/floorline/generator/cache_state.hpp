@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,9 @@ struct CacheTiming {
   int64_t flush_bytes = 0;
   bool targeted = false;  // memory: the weights' lines evicted alone (evict), not a flush
   int retaken = 0;        // calls taken again: switched out during them (time_in_cache_states)
+  // memory only: the lowest of as many calls again with the output buffers (dst) evicted as well
+  // (µs); where the weights were not evicted alone, or the kernel shows no output port, min_us.
+  std::optional<double> dst_min_us;
 };
 
 // The process's involuntary context switches so far (getrusage RUSAGE_SELF, ru_nivcsw: every thread
@@ -112,7 +116,11 @@ inline constexpr int kMaxRetakes = 3;
 //    that the weights and the output buffer come from beyond the flushed level (a pass's pooled
 //    output buffers were last touched layers before) and the inputs from where the step before
 //    left them.
-// Then one timed call (Kernel::timed_run). A call during which the process was switched out
+// Then one timed call (Kernel::timed_run). In the memory state with the weights evicted alone, each
+// call is followed by one more with the weights and the output buffers (Kernel::port(true, k))
+// evicted (CacheTiming::dst_min_us): the dst from memory too, as a pass's pooled output buffer, last
+// touched layers back, is (the replay's "cold output": mobilenet_v2's 1x1 expansion 16 -> 96 at
+// 112x112 writes 4.8 MB, 176 µs alone and 308 in the graph). A call during which the process was switched out
 // (involuntary_switches grew) may not be a reading of the case: at one thread, where the calling
 // thread's wait for a CPU (run_delay_us) grew by 1% of the call or more, and at more threads
 // always (a worker's wait is not ours to read), the preparation and the call are done again, up to
