@@ -297,6 +297,7 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
           // S_vendor's best: the fastest passed case of a vendor library (best_measurements' rule).
           CaseTime c = case_time(v);
           t.races[{text(v[0]), text(v[1]), text(v[2]), text(v[3]), system_id}].add(c.us);
+          t.passed[{text(v[0]), text(v[1]), text(v[2]), text(v[3])}].push_back(c);
           if (is_own_kernel(c.id)) return Status{};
           auto [it, fresh] = t.best_vendor.try_emplace({text(v[0]), text(v[1]), text(v[2]), text(v[3])}, c);
           if (!fresh && c.us < it->second.us) it->second = std::move(c);
@@ -319,6 +320,8 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
     for (auto* cases : {&t.best, &t.heuristic, &t.best_vendor})
       for (auto& [k, c] : *cases) c.threads = t.threads, c.system_id = system_id;
     for (auto& [k, list] : t.conversions)
+      for (auto& c : list) c.threads = t.threads, c.system_id = system_id;
+    for (auto& [k, list] : t.passed)
       for (auto& c : list) c.threads = t.threads, c.system_id = system_id;
     t.budget = {{system_id, t.threads}};
   };
@@ -384,6 +387,10 @@ Result<CostTable> load_costs(benchdb::Database& db, int64_t system_id, bool thre
     }
     for (const auto& [k, list] : o.conversions) {
       auto& mine = t.conversions[k];
+      mine.insert(mine.end(), list.begin(), list.end());
+    }
+    for (const auto& [k, list] : o.passed) {
+      auto& mine = t.passed[k];
       mine.insert(mine.end(), list.begin(), list.end());
     }
     t.races.insert(o.races.begin(), o.races.end());

@@ -288,7 +288,9 @@ TEST(Estimate, ConversionsAreChargedWhereANeighboursLayoutDiffers) {
   set("a", "aBcd8b", 2.0, 3.0);
   set("b", "aBcd8b", 2.0, 3.5);
   set("n", "nhwc", 1.0, 1.5);
+  const ConversionWalk walk(b, m);
   estimate_conversions(b, m);
+  EXPECT_DOUBLE_EQ(walk.us(), b.E_conversions_us);  // the compiled walk agrees
   EXPECT_DOUBLE_EQ(by_output.at("a")->e_conversion_us, 0);
   EXPECT_DOUBLE_EQ(by_output.at("r")->e_conversion_us, 0);
   EXPECT_DOUBLE_EQ(by_output.at("b")->e_conversion_us, 0);
@@ -299,12 +301,92 @@ TEST(Estimate, ConversionsAreChargedWhereANeighboursLayoutDiffers) {
   EXPECT_EQ(b.E_conversions, 3);
   EXPECT_DOUBLE_EQ(b.E_conversions_us, 4.0 + 3.5 + 5.0);
 
+  // The walk reads the layouts as they are when it runs: "r" and "b" in nhwc now.
+  set("r", "nhwc", 1.0, 1.5);
+  set("b", "nhwc", 1.0, 1.5);
+  estimate_conversions(b, m, false);
+  EXPECT_GT(b.E_conversions_us, 0);
+  EXPECT_DOUBLE_EQ(walk.us(), b.E_conversions_us);
+
   // Every case plain: nothing to convert.
   for (auto& c : b.layers) c.in_layout = c.out_layout = "";
+  EXPECT_DOUBLE_EQ(walk.us(), 0);
   estimate_conversions(b, m);
   EXPECT_EQ(b.E_conversions, 0);
   EXPECT_DOUBLE_EQ(b.E_conversions_us, 0);
   for (const auto& c : b.layers) EXPECT_DOUBLE_EQ(c.e_conversion_us, 0);
+}
+
+// The replay's layout-aware choice, followed: x → Conv a (8 → 8 channels) → Conv b (8 → 16) →
+// Sigmoid. a's best case (10 µs)
+// reads and writes aBcd8b, with conversion cases of 3 µs in and 4 µs out; its plain alternative
+// takes 12 µs. b and the Sigmoid are plain, so a's blocked output costs 4 µs of conversion at b:
+// 14 µs against the alternative's 12, which the choice takes. An alternative of 16 µs is beyond
+// kLayoutSlack × 10: a keeps its case and b pays the conversion.
+TEST(Estimate, ALayerRunsOnTheCaseWhoseLayoutsCostThePassLeast) {
+  auto models = mp::process_model_text(R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8,8] y) {
+  a = Conv (x, w1)
+  b = Conv (a, w2)
+  y = Sigmoid (b)
+}
+)onnx",
+                                       "chain.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const mp::ModelIR& m = models->front();
+  const mp::Layer *a = nullptr, *b = nullptr, *y = nullptr;
+  for (const auto& l : m.layers) (l.output_names.at(0) == "a" ? a : l.output_names.at(0) == "b" ? b : y) = &l;
+  ASSERT_TRUE(a && b && y);
+  auto time = [](int64_t id, const std::string& algorithm, double us, const std::string& layout = "") {
+    CaseTime t;
+    t.us = us;
+    t.case_id = id;
+    t.id.backend = "onednn";
+    t.id.algorithm = algorithm;
+    t.id.layout = layout;
+    t.name = algorithm + "/" + layout;
+    t.system_id = 1;
+    return t;
+  };
+  auto costs_with = [&](double plain_us) {
+    CostTable costs;
+    costs.system_id = 1;
+    costs.best[{a->key, "f32", "fp32", ""}] = time(1, "jit:blocked", 10);
+    costs.best[{b->key, "f32", "fp32", ""}] = time(3, "gemm", 10);
+    costs.best[{y->key, "f32", "fp32", ""}] = time(4, "eltwise", 5);
+    costs.passed[{a->key, "f32", "fp32", ""}] = {time(1, "jit:blocked", 10), time(2, "gemm", plain_us)};
+    costs.conversions[{a->key, "f32", "fp32", CaseFeeds{"jit:blocked", ""}}] = {
+        time(10, "reorder", 3, "src:abcd>aBcd8b"), time(11, "reorder", 4, "dst:abcd>aBcd8b")};
+    return costs;
+  };
+  {
+    const CostTable costs = costs_with(12);
+    ModelBounds bounds;
+    bounds.dtype = "f32";
+    bounds.layers = layer_costs(m, costs, "f32");
+    const LayerCost& conv_a = *std::find_if(bounds.layers.begin(), bounds.layers.end(),
+                                            [&](const LayerCost& c) { return c.index == a->index; });
+    EXPECT_EQ(conv_a.in_layout, "aBcd8b");
+    estimate_conversions(bounds, m, false);
+    EXPECT_DOUBLE_EQ(bounds.E_conversions_us, 4);  // a's output, converted for b
+    EXPECT_EQ(choose_layouts(bounds, m, costs), 1);
+    EXPECT_EQ(conv_a.e_case, "gemm/");
+    EXPECT_DOUBLE_EQ(conv_a.e_case_us, 12);
+    EXPECT_EQ(conv_a.in_layout, "");
+    EXPECT_EQ(conv_a.out_layout, "");
+    estimate_conversions(bounds, m, false);
+    EXPECT_DOUBLE_EQ(bounds.E_conversions_us, 0);
+  }
+  {
+    const CostTable costs = costs_with(16);
+    ModelBounds bounds;
+    bounds.dtype = "f32";
+    bounds.layers = layer_costs(m, costs, "f32");
+    EXPECT_EQ(choose_layouts(bounds, m, costs), 0);
+    estimate_conversions(bounds, m, false);
+    EXPECT_DOUBLE_EQ(bounds.E_conversions_us, 4);
+  }
 }
 
 }  // namespace

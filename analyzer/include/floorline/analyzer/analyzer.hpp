@@ -137,6 +137,10 @@ struct CostTable {
   // feeds_algorithm and feeds_layout): those of one algorithm ({algorithm, ""}, oneDNN), or every
   // case in one layout ({"", layout}, XNNPACK and CUDA).
   std::map<std::tuple<std::string, std::string, std::string, CaseFeeds>, std::vector<CaseTime>> conversions;
+  // (key, dtype, math_mode, fusion) → every passed case of the configuration (layout conversions left
+  // out), over the thread budget's systems: the cases the replay's layout-aware choice may run a
+  // layer on, which E's choice (choose_layouts) follows.
+  std::map<std::tuple<std::string, std::string, std::string, std::string>, std::vector<CaseTime>> passed;
   // (peak "flops"|"bytes", dtype) → value per second as calibrated (system_peaks), and as R uses
   // it: raised by raise_peaks() where a measured case went faster than the calibration.
   std::map<std::pair<std::string, std::string>, double> calibrated_peaks;
@@ -267,6 +271,8 @@ struct LayerCost {
   std::string epilogue_case;
   double own_us = 0;
   int epilogue_head = -1;
+  // The producer of such a chain: the fusion its fused case applies ("Clip(0,6)"); "" elsewhere.
+  std::string fusion;
   // The case t(v) is taken from (the best case; for an activation in an epilogue, the fused case),
   // its system and time alone (µs); 0 unless measured.
   int64_t case_id = 0, case_system_id = 0;
@@ -282,6 +288,10 @@ struct LayerCost {
   double in_conversion_us = 0, out_conversion_us = 0;
   // The layout conversions estimate_E charges at this layer's inputs (µs; part of E, not of e_us).
   double e_conversion_us = 0;
+  // The case E runs the layer (or its fused chain) on where its layout choice (choose_layouts) took
+  // another than t(v)'s, and that case's time alone (µs); "" and 0 elsewhere.
+  std::string e_case;
+  double e_case_us = 0;
 };
 
 // A fusable chain and what fusing it would save (measured, or folded for Conv+BatchNormalization).
@@ -364,6 +374,8 @@ struct ModelBounds {
   // The layout conversions E counts between the chosen cases (estimate_E): how many, and their time.
   int64_t E_conversions = 0;
   double E_conversions_us = 0;
+  // The layers E runs on another case than t(v)'s for its layouts (choose_layouts).
+  int64_t E_alternatives = 0;
   std::string replay_note;                      // how the replay was wired (layers, conversions, missing)
   std::optional<double> replay_conversions_us;  // time the replay spent in layout conversions
   int64_t replay_conversions = 0;

@@ -85,11 +85,44 @@ double memory_share(const mp::ModelIR& model, int64_t cache_bytes);
 // the reverse's time taken as the forward's). A graph input has no layout (a case reads its own
 // buffer there, as in the replay). The replay's layout-aware choice (replay_model's
 // `alternatives`) may run a layer on another of its cases, within kLayoutSlack × its best, to save
-// conversions; E knows the runner-up case's time but not its layouts, so a layer is charged at
-// most what its runner-up costs over its best where that is within the slack (LayerCost::
-// runner_up_us). Sets b.E_conversions, b.E_conversions_us and each layer's e_conversion_us.
+// conversions; estimate_E follows it (choose_layouts), but a case's layouts are known only where
+// conversion cases feed it, so with `runner_up_cap` a layer is charged at most what its runner-up
+// costs over its best where that is within the slack (LayerCost::runner_up_us). Sets b.E_conversions,
+// b.E_conversions_us and each layer's e_conversion_us.
 inline constexpr double kLayoutSlack = 1.5;  // generator ReplayOptions::layout_slack's default
-void estimate_conversions(ModelBounds& b, const mp::ModelIR& model);
+inline constexpr int kLayoutCandidates = 6;  // generator ReplayOptions::layout_candidates's default
+// `runner_up_cap`: apply the cap above (E does where it has no passed cases to choose among).
+void estimate_conversions(ModelBounds& b, const mp::ModelIR& model, bool runner_up_cap = true);
+
+// estimate_conversions' total (µs, without the runner-up cap) for `b`'s layers as their layouts are
+// when us() is called, setting nothing: the same walk compiled once on integer value ids, for
+// choose_layouts' many evaluations (a walk by value names took seconds a model there). `b` and
+// `model` must outlive it, and b.layers keep their places.
+class ConversionWalk {
+ public:
+  ConversionWalk(ModelBounds& b, const mp::ModelIR& model);
+  double us() const;
+
+ private:
+  struct Step {
+    LayerCost* cost = nullptr;     // nullptr: a view or an activation in an epilogue (`in` → `out`)
+    bool agnostic = false;         // element-wise on the plain layout (mp::layout_agnostic), one output
+    std::vector<int> in, out;      // value ids; -1 where a name is empty
+    std::vector<char> src_shaped;  // per input: the first input's shape
+  };
+  std::vector<Step> steps_;
+  int values_ = 0;
+};
+
+// The replay's layout-aware choice (generator/replay.hpp, layout_choice::choose_for_layouts),
+// followed from the database: per layer (or fused chain), its t(v) case and the next fastest passed
+// cases within kLayoutSlack × its time whose layouts (CaseLayouts: those the conversion cases
+// feeding it name) differ from every faster one's, at most kLayoutCandidates
+// (CostTable::passed); the choice minimizing Σ the cases' times alone + the conversions
+// estimate_conversions charges between them (without the runner-up cap), by coordinate descent from
+// t(v)'s cases and from each layout family. Leaves each layer's layouts at its chosen case's and
+// sets e_case and e_case_us where that is not t(v)'s; returns how many layers moved.
+int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs);
 
 // The activation bytes a pass over `model` reads and writes beyond a cache of `cache_bytes` (the
 // private cache, CostTable::private_cache_bytes), per cost-bearing layer (Layer::index; layers with
@@ -121,7 +154,9 @@ double cold_output_share(const mp::Layer& layer, int64_t cache_bytes);
 // and t_case that case's
 // time alone (LayerCost::case_us; t(v) itself but for an activation in its producer's epilogue):
 // the single calls a pass makes, never below the bound's t(v). A layer without the times it needs
-// counts t(v). To Σ e(v) it adds the layout conversions the chosen cases need
+// counts t(v). A layer the layout choice (choose_layouts) moves to another case takes that case's
+// time alone × its own e(v) / t(v) (E_alternatives counts them). To Σ e(v) it adds the layout
+// conversions the chosen cases need
 // between layers (each layer's in_layout and out_layout and their conversion cases' times: a walk
 // of the graph keeping each value's layout as the replay does; E_conversions, E_conversions_us and
 // each layer's e_conversion_us). A layer's e(v) is at least what its compulsory bytes take with
