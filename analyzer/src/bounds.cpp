@@ -182,6 +182,22 @@ struct CaseLayouts {
   }
 };
 
+// The layout a conversion case names for the case it feeds: the side that is not plain (oneDNN's
+// conversions go from plain to the case's, "dst:abcd>aBcd8b", XNNPACK's output one back,
+// "dst:nhwc>nchw"), channels-last spelled as oneDNN does (XNNPACK's "nhwc" is oneDNN's "acdb", the
+// same buffer: the replay's ports call both "f32 acdb ..."); "" where both sides are plain.
+std::string case_side(const LayoutConversion& lc) {
+  auto plain = [](const std::string& l) {
+    return l == "abcd" || l == "abc" || l == "abcde" || l == "ab" || l == "a" || l == "nchw" || l == "ncw" ||
+           l == "ncdhw" || l == "nc";
+  };
+  const std::string& side = !plain(lc.to) ? lc.to : !plain(lc.from) ? lc.from : std::string();
+  if (side == "nhwc") return "acdb";
+  if (side == "nwc") return "acb";
+  if (side == "ndhwc") return "acdeb";
+  return side;
+}
+
 CaseLayouts layouts_of(const CaseTime& ct, const CostTable& costs, const std::string& key,
                        const std::string& dtype, const std::string& mode) {
   CaseLayouts out;
@@ -195,10 +211,10 @@ CaseLayouts layouts_of(const CaseTime& ct, const CostTable& costs, const std::st
     if (x.system_id != ct.system_id) continue;  // same thread count
     out.conversion_us += x.us;
     if (const auto lc = parse_conversion(x.id.layout); lc && lc->tensor == "src") {
-      out.in_layout = lc->to;
+      out.in_layout = case_side(*lc);
       out.in_conversion_us += x.us;
     } else if (lc && lc->tensor == "dst") {
-      out.out_layout = lc->to;
+      out.out_layout = case_side(*lc);
       out.out_conversion_us += x.us;
     }
   }
@@ -940,9 +956,7 @@ int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable
   std::vector<size_t> kept(choices.size(), 0);
   double best = descend();
   for (size_t i = 0; i < choices.size(); ++i) kept[i] = choices[i].taken;
-  auto in_family = [](const std::string& layout, const std::string& family) {
-    return layout == family || (family == "acdb" && layout == "nhwc");
-  };
+  auto in_family = [](const std::string& layout, const std::string& family) { return layout == family; };
   for (const std::string family : {"aBcd8b", "aBcd16b", "acdb"}) {
     bool any = false;
     for (auto& ch : choices) {

@@ -379,6 +379,20 @@ chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8
     EXPECT_DOUBLE_EQ(bounds.E_conversions_us, 0);
   }
   {
+    // An XNNPACK case: its conversions are "src:nchw>nhwc" and "dst:nhwc>nchw", and its layouts
+    // NHWC both ways, spelled as oneDNN's channels-last ("acdb": the replay's ports call both so).
+    CostTable costs = costs_with(12);
+    costs.best[{a->key, "f32", "fp32", ""}] = time(5, "convolution2d_nhwc_f32", 9, "nhwc");
+    costs.conversions[{a->key, "f32", "fp32", CaseFeeds{"", "nhwc"}}] = {
+        time(12, "transpose", 2, "src:nchw>nhwc"), time(13, "transpose", 2.5, "dst:nhwc>nchw")};
+    const auto layers = layer_costs(m, costs, "f32");
+    const LayerCost& conv_a =
+        *std::find_if(layers.begin(), layers.end(), [&](const LayerCost& c) { return c.index == a->index; });
+    EXPECT_EQ(conv_a.in_layout, "acdb");
+    EXPECT_EQ(conv_a.out_layout, "acdb");
+    EXPECT_DOUBLE_EQ(conv_a.out_conversion_us, 2.5);
+  }
+  {
     const CostTable costs = costs_with(16);
     ModelBounds bounds;
     bounds.dtype = "f32";
