@@ -908,8 +908,10 @@ std::string format_html(const Report& r) {
                          ? std::string()
                          : fmt::format(" (in the producer's epilogue; alone {})", us_text(l.own_us))),
           b.S > 0 ? 100.0 * l.us / b.S : 0.0,
-          l.e_us || l.e_conversion_us > 0 ? us_text(l.e_us.value_or(l.us) + l.e_conversion_us - l.us)
-                                          : std::string("–"),
+          l.e_us || l.e_conversion_us > 0
+              ? us_text(l.e_us.value_or(l.us) + l.e_conversion_us - l.us) +
+                    (l.e_case.empty() ? std::string() : " (on " + esc(l.e_case) + " for its layouts)")
+              : std::string("–"),
           opt_us(l.heuristic_us), opt_us(l.roofline_us), l.on_critical_path ? "yes" : "",
           esc(l.algorithm) + (r.costs.budget.size() > 1 && l.threads > 0
                                   ? fmt::format(" ({} thread{})", l.threads, l.threads == 1 ? "" : "s")

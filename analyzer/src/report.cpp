@@ -79,6 +79,9 @@ std::vector<Field<ModelReport>> model_fields(const Report& r) {
        [](const M& m) {
          return m.bounds.E ? float_cell(m.bounds.E_activations_us, 1) : output::missing_cell();
        }},
+      // The layers E runs on another case than t(v)'s for its layouts (choose_layouts).
+      {"E_alternatives",
+       [](const M& m) { return m.bounds.E ? int_cell(m.bounds.E_alternatives) : output::missing_cell(); }},
       // The high ends of the bootstrap intervals (confidence_intervals; the low end is the bound).
       {"S_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.S_ci), 1); }},
       {"P_ci_hi_us", [](const M& m) { return float_cell(ci_hi(m.bounds.P_ci), 1); }},
@@ -145,6 +148,8 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"e_us", [opt](const L& r) { return opt(r.layer->e_us); }},
       // The layout conversions E charges at the layer's inputs (part of E, not of e_us).
       {"e_conversion_us", [](const L& r) { return float_cell(r.layer->e_conversion_us, 2); }},
+      // The case E runs the layer on where its layout choice took another than t(v)'s ("" else).
+      {"e_case", [](const L& r) { return text_cell(r.layer->e_case); }},
       // Its candidates (passed and raced out) and the runner-up, the second-fastest passed case.
       {"candidates", [](const L& r) { return int_cell(r.layer->candidates); }},
       {"raced_out", [](const L& r) { return int_cell(r.layer->raced_out); }},
