@@ -55,6 +55,62 @@ void link_through_views(const mp::ModelIR& model, std::vector<LayerCost>& layers
   }
 }
 
+// The layouts a case reads its activation input in and writes its output in, and the conversion
+// cases that feed it (of its own system: the same thread count), as LayerCost keeps them.
+struct CaseLayouts {
+  std::string in_layout, out_layout;
+  double in_conversion_us = 0, out_conversion_us = 0, conversion_us = 0;
+  bool operator==(const CaseLayouts& o) const {
+    return in_layout == o.in_layout && out_layout == o.out_layout;
+  }
+};
+
+// The layout a conversion case names for the case it feeds: the side that is not plain (oneDNN's
+// conversions go from plain to the case's, "dst:abcd>aBcd8b", XNNPACK's output one back,
+// "dst:nhwc>nchw"), channels-last spelled as oneDNN does (XNNPACK's "nhwc" is oneDNN's "acdb", the
+// same buffer: the replay's ports call both "f32 acdb ..."); "" where both sides are plain.
+std::string case_side(const LayoutConversion& lc) {
+  auto plain = [](const std::string& l) {
+    return l == "abcd" || l == "abc" || l == "abcde" || l == "ab" || l == "a" || l == "nchw" || l == "ncw" ||
+           l == "ncdhw" || l == "nc";
+  };
+  const std::string& side = !plain(lc.to) ? lc.to : !plain(lc.from) ? lc.from : std::string();
+  if (side == "nhwc") return "acdb";
+  if (side == "nwc") return "acb";
+  if (side == "ndhwc") return "acdeb";
+  return side;
+}
+
+CaseLayouts layouts_of(const CaseTime& ct, const CostTable& costs, const std::string& key,
+                       const std::string& dtype, const std::string& mode) {
+  CaseLayouts out;
+  // Conversions feed the cases of one algorithm (oneDNN) or every case in one layout (XNNPACK
+  // and CUDA: "nhwc", shared by every algorithm in that layout).
+  auto cv = costs.conversions.find({key, dtype, mode, CaseFeeds{ct.id.algorithm, ""}});
+  if (cv == costs.conversions.end() && !ct.id.layout.empty())
+    cv = costs.conversions.find({key, dtype, mode, CaseFeeds{"", ct.id.layout}});
+  if (cv == costs.conversions.end()) return out;
+  for (const auto& x : cv->second) {
+    if (x.system_id != ct.system_id) continue;  // same thread count
+    out.conversion_us += x.us;
+    if (const auto lc = parse_conversion(x.id.layout); lc && lc->tensor == "src") {
+      out.in_layout = case_side(*lc);
+      out.in_conversion_us += x.us;
+    } else if (lc && lc->tensor == "dst") {
+      out.out_layout = case_side(*lc);
+      out.out_conversion_us += x.us;
+    }
+  }
+  return out;
+}
+
+void set_layouts(LayerCost& c, const CaseLayouts& l) {
+  c.in_layout = l.in_layout;
+  c.out_layout = l.out_layout;
+  c.in_conversion_us = l.in_conversion_us;
+  c.out_conversion_us = l.out_conversion_us;
+}
+
 // The epilogue (docs/ANALYZER.md, "The epilogue"): every library runs an activation, a residual
 // Add (with its activation) or a MatMul's bias Add that is the sole reader of a
 // Conv/ConvTranspose/Gemm/MatMul's output in that layer's epilogue (oneDNN post-ops, cuDNN's
@@ -122,6 +178,11 @@ void apply_epilogues(const mp::ModelIR& model, const CostTable& costs, const std
     };
     const CaseTime& f = *c.fused;
     head.fusion = f.id.fusion;
+    {
+      // The chain runs on the fused case: its layouts are E's for the head (estimate_E).
+      const std::string dtype = layer_dtype(*layer_of.at(head.index), base_dtype);
+      set_layouts(head, layouts_of(f, costs, head.key, dtype, math_mode_of(dtype)));
+    }
     for (LayerCost* a : acts) {
       a->own_us = a->us;
       a->epilogue_case = f.name;
@@ -166,66 +227,6 @@ void apply_epilogues(const mp::ModelIR& model, const CostTable& costs, const std
       }
     }
   }
-}
-
-}  // namespace
-
-namespace {
-
-// The layouts a case reads its activation input in and writes its output in, and the conversion
-// cases that feed it (of its own system: the same thread count), as LayerCost keeps them.
-struct CaseLayouts {
-  std::string in_layout, out_layout;
-  double in_conversion_us = 0, out_conversion_us = 0, conversion_us = 0;
-  bool operator==(const CaseLayouts& o) const {
-    return in_layout == o.in_layout && out_layout == o.out_layout;
-  }
-};
-
-// The layout a conversion case names for the case it feeds: the side that is not plain (oneDNN's
-// conversions go from plain to the case's, "dst:abcd>aBcd8b", XNNPACK's output one back,
-// "dst:nhwc>nchw"), channels-last spelled as oneDNN does (XNNPACK's "nhwc" is oneDNN's "acdb", the
-// same buffer: the replay's ports call both "f32 acdb ..."); "" where both sides are plain.
-std::string case_side(const LayoutConversion& lc) {
-  auto plain = [](const std::string& l) {
-    return l == "abcd" || l == "abc" || l == "abcde" || l == "ab" || l == "a" || l == "nchw" || l == "ncw" ||
-           l == "ncdhw" || l == "nc";
-  };
-  const std::string& side = !plain(lc.to) ? lc.to : !plain(lc.from) ? lc.from : std::string();
-  if (side == "nhwc") return "acdb";
-  if (side == "nwc") return "acb";
-  if (side == "ndhwc") return "acdeb";
-  return side;
-}
-
-CaseLayouts layouts_of(const CaseTime& ct, const CostTable& costs, const std::string& key,
-                       const std::string& dtype, const std::string& mode) {
-  CaseLayouts out;
-  // Conversions feed the cases of one algorithm (oneDNN) or every case in one layout (XNNPACK
-  // and CUDA: "nhwc", shared by every algorithm in that layout).
-  auto cv = costs.conversions.find({key, dtype, mode, CaseFeeds{ct.id.algorithm, ""}});
-  if (cv == costs.conversions.end() && !ct.id.layout.empty())
-    cv = costs.conversions.find({key, dtype, mode, CaseFeeds{"", ct.id.layout}});
-  if (cv == costs.conversions.end()) return out;
-  for (const auto& x : cv->second) {
-    if (x.system_id != ct.system_id) continue;  // same thread count
-    out.conversion_us += x.us;
-    if (const auto lc = parse_conversion(x.id.layout); lc && lc->tensor == "src") {
-      out.in_layout = case_side(*lc);
-      out.in_conversion_us += x.us;
-    } else if (lc && lc->tensor == "dst") {
-      out.out_layout = case_side(*lc);
-      out.out_conversion_us += x.us;
-    }
-  }
-  return out;
-}
-
-void set_layouts(LayerCost& c, const CaseLayouts& l) {
-  c.in_layout = l.in_layout;
-  c.out_layout = l.out_layout;
-  c.in_conversion_us = l.in_conversion_us;
-  c.out_conversion_us = l.out_conversion_us;
 }
 
 }  // namespace
@@ -890,12 +891,14 @@ int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable
     if (l == layer_at.end()) continue;
     const std::string dtype = layer_dtype(*l->second, b.dtype), mode = math_mode_of(dtype);
     const auto passed = costs.passed.find({c.key, dtype, mode, c.fusion});
-    if (passed == costs.passed.end()) continue;
+    // The case the layer (a fused chain: its fused case) runs on as S takes it.
+    const auto own = costs.best.find({c.key, dtype, mode, c.fusion});
+    if (passed == costs.passed.end() || own == costs.best.end()) continue;
     Choice ch;
     ch.layer = &c;
     ch.base_us = chain_us[c.index];
-    ch.cases.push_back(nullptr);  // t(v)'s case, with the layouts the layer has
-    ch.layouts.push_back({c.in_layout, c.out_layout, c.in_conversion_us, c.out_conversion_us, 0});
+    ch.cases.push_back(nullptr);  // that case, at the chain's time
+    ch.layouts.push_back(layouts_of(own->second, costs, c.key, dtype, mode));
     std::vector<const CaseTime*> sorted;
     for (const auto& ct : passed->second) sorted.push_back(&ct);
     std::stable_sort(sorted.begin(), sorted.end(),
@@ -903,7 +906,7 @@ int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable
     for (const CaseTime* ct : sorted) {
       if (static_cast<int>(ch.cases.size()) >= kLayoutCandidates) break;
       if (ct->us > kLayoutSlack * ch.base_us) break;
-      if (ct->case_id == c.case_id && ct->system_id == c.case_system_id) continue;
+      if (ct->case_id == own->second.case_id && ct->system_id == own->second.system_id) continue;
       CaseLayouts lay = layouts_of(*ct, costs, c.key, dtype, mode);
       // One with the layouts of a faster one can only cost more.
       if (std::find(ch.layouts.begin(), ch.layouts.end(), lay) != ch.layouts.end()) continue;
@@ -991,6 +994,11 @@ int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable
 void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs) {
   b.E.reset();
   b.E_layers = 0;
+  b.E_alternatives = 0;
+  for (auto& c : b.layers) {
+    c.e_case.clear();
+    c.e_case_us = 0;
+  }
   b.E_conversions = 0;
   b.E_conversions_us = 0;
   if (costs.cache_times.empty()) return;
@@ -1030,6 +1038,23 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
     e += c.e_us.value_or(c.us);
   }
   if (b.E_layers == 0) return;
+  // The replay's layout-aware choice, followed (before the floor below, which then applies to the
+  // case it takes): a layer it moves to another case takes that case's
+  // time alone in the cache state the pass leaves it, as its own case's readings scale it.
+  b.E_alternatives = choose_layouts(b, model, costs);
+  for (auto& c : b.layers) {
+    if (c.e_case.empty()) continue;
+    double chain = c.us, chain_e = c.e_us.value_or(c.us);
+    for (const auto& a : b.layers)
+      if (a.epilogue_head == c.index) {
+        chain += a.us;
+        chain_e += a.e_us.value_or(a.us);
+      }
+    const double delta = (c.e_case_us - chain) * (chain > 0 ? chain_e / chain : 1.0);
+    b.E_layers += c.e_us ? 0 : 1;
+    c.e_us = c.e_us.value_or(c.us) + delta;
+    e += delta;
+  }
   // Cold activations: a layer takes at least as long as its compulsory bytes take with those a
   // pass finds beyond the private cache streamed from memory.
   b.E_activations_us = 0;
@@ -1050,21 +1075,6 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
       e += floor_us - *c.e_us;
       c.e_us = floor_us;
     }
-  }
-  // The replay's layout-aware choice, followed: a layer it moves to another case takes that case's
-  // time alone in the cache state the pass leaves it, as its own case's readings scale it.
-  b.E_alternatives = choose_layouts(b, model, costs);
-  for (auto& c : b.layers) {
-    if (c.e_case.empty()) continue;
-    double chain = c.us, chain_e = c.e_us.value_or(c.us);
-    for (const auto& a : b.layers)
-      if (a.epilogue_head == c.index) {
-        chain += a.us;
-        chain_e += a.e_us.value_or(a.us);
-      }
-    const double delta = (c.e_case_us - chain) * (chain > 0 ? chain_e / chain : 1.0);
-    c.e_us = c.e_us.value_or(c.us) + delta;
-    e += delta;
   }
   // The runner-up cap stays: a case whose conversion cases the database lacks reads as plain here
   // (mnasnet1_0's depthwise jit_dw at batch 8: 1,288 µs of conversions E charged, 204 in all the

@@ -663,7 +663,9 @@ Status Database::upsert_cache_time(const CacheTimeRow& row) {
       cache_times_table(),
       "ON CONFLICT (system_id, case_id, state) DO UPDATE SET median_us = excluded.median_us, "
       "min_us = excluded.min_us, samples = excluded.samples, flush_bytes = excluded.flush_bytes, "
-      "measured_at = excluded.measured_at, dst_memory_min_us = excluded.dst_memory_min_us WHERE "
+      "measured_at = excluded.measured_at, dst_memory_min_us = CASE WHEN excluded.measured_at = "
+      "cache_times.measured_at THEN coalesce(excluded.dst_memory_min_us, cache_times.dst_memory_min_us) ELSE "
+      "excluded.dst_memory_min_us END WHERE "
       "excluded.measured_at > cache_times.measured_at OR (excluded.measured_at = cache_times.measured_at AND "
       "(excluded.min_us, excluded.median_us, excluded.dst_memory_min_us) IS NOT "
       "(cache_times.min_us, cache_times.median_us, cache_times.dst_memory_min_us))");

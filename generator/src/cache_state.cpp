@@ -150,11 +150,8 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
   }
   // The output buffers run() writes (for the memory state's second call: the dst from memory too).
   std::vector<kernels::Port> outputs;
-  for (size_t o = 0;; ++o) {
-    auto port = kernel.port(true, o);
-    if (!port) break;
-    if (port->data && port->bytes > 0) outputs.push_back(*port);
-  }
+  for (size_t o = 0; o < problem.outputs.size(); ++o)
+    if (auto port = kernel.port(true, o); port && port->data && port->bytes > 0) outputs.push_back(*port);
   // A fresh build's first calls fault in pages and set things up.
   const double per_call = kernels::warm_up(kernel, 0.01);
   const int n = std::max(1, per_call >= long_call ? std::min(samples, long_samples) : samples);
@@ -332,7 +329,8 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
         }
       }
       for (const CacheTiming& t : timings) {
-        if (!(t.min_us > 0)) throw std::runtime_error("a call timed at 0 µs");
+        if (!(t.min_us > 0) || (t.dst_min_us && !(*t.dst_min_us > 0)))
+          throw std::runtime_error("a call timed at 0 µs");
         benchdb::CacheTimeRow row;
         row.system_id = sys->second;
         row.case_id = case_id;
