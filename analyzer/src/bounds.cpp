@@ -596,78 +596,10 @@ double memory_share(const mp::ModelIR& model, int64_t cache_bytes) {
 }
 
 void estimate_conversions(ModelBounds& b, const mp::ModelIR& model, bool runner_up_cap) {
-  std::unordered_map<int, LayerCost*> cost_of;
-  for (auto& c : b.layers) {
-    c.e_conversion_us = 0;
-    cost_of[c.index] = &c;
-  }
-  struct Value {
-    std::string layout;
-    const LayerCost* producer = nullptr;
-    std::string buffer;  // the value whose buffer it is (a view's input's)
-  };
-  std::unordered_map<std::string, Value> value;  // values the walk's layers wrote
-  std::set<std::pair<std::string, std::string>> converted;
-  b.E_conversions = 0;
-  b.E_conversions_us = 0;
-  auto charge = [&](LayerCost& at, const Value& v, const std::string& to, double us) {
-    if (!converted.insert({v.buffer, to}).second) return;
-    at.e_conversion_us += us;
-    b.E_conversions_us += us;
-    ++b.E_conversions;
-  };
-  // The time to bring value `v` into layout `to` for a reader whose conversion case into `to` takes
-  // `into_us`.
-  auto cost = [](const Value& v, const std::string& to, double into_us) {
-    double us = 0;
-    if (!v.layout.empty() && v.producer) us += v.producer->out_conversion_us;
-    if (!to.empty()) us += into_us;
-    return us;
-  };
-  for (const auto& l : model.layers) {
-    if (!l.subgraph.empty()) continue;
-    const auto it = cost_of.find(l.index);
-    LayerCost* c = it == cost_of.end() ? nullptr : it->second;
-    const bool absorbed = c && !c->epilogue_case.empty();  // in its producer's fused case
-    if (l.cost == mp::CostClass::kView || absorbed) {
-      if (!l.input_names.empty() && !l.output_names.empty())
-        if (const auto in = value.find(l.input_names[0]); in != value.end())
-          value[l.output_names[0]] = in->second;
-      continue;
-    }
-    if (!c) {
-      for (const auto& n : l.output_names) value.erase(n);
-      continue;
-    }
-    const bool measured = c->source == CostSource::kMeasured;
-    if (measured && c->in_layout.empty() && mp::layout_agnostic(l) && l.output_names.size() == 1) {
-      const Value* kept = nullptr;
-      for (const auto& n : l.input_names)
-        if (const auto in = value.find(n); in != value.end() && !in->second.layout.empty()) {
-          kept = &in->second;
-          break;
-        }
-      if (kept) {
-        const Value t = *kept;
-        for (const auto& n : l.input_names)
-          if (const auto in = value.find(n); in != value.end() && in->second.layout != t.layout)
-            charge(*c, in->second, t.layout,
-                   cost(in->second, t.layout, t.producer ? t.producer->out_conversion_us : 0));
-        value[l.output_names[0]] = {t.layout, t.producer, l.output_names[0]};
-        continue;
-      }
-    }
-    for (size_t k = 0; k < l.input_names.size() && k < l.config.inputs.size(); ++k) {
-      const auto in = value.find(l.input_names[k]);
-      if (in == value.end()) continue;
-      const bool src_shaped = l.config.inputs[k].shape == l.config.inputs[0].shape;
-      const std::string to = measured && src_shaped ? c->in_layout : std::string();
-      if (in->second.layout != to) charge(*c, in->second, to, cost(in->second, to, c->in_conversion_us));
-    }
-    for (size_t o = 0; o < l.output_names.size(); ++o)
-      if (!l.output_names[o].empty())
-        value[l.output_names[o]] = {o == 0 && measured ? c->out_layout : "", c, l.output_names[o]};
-  }
+  for (auto& c : b.layers) c.e_conversion_us = 0;
+  int64_t conversions = 0;
+  b.E_conversions_us = ConversionWalk(b, model).us(&conversions);
+  b.E_conversions = conversions;
   // The replay's layout-aware choice runs a layer on another of its cases, within
   // kLayoutSlack × its best, where that costs less than the conversions: a layer is charged at most
   // what its runner-up case costs over its best, where that one is within the slack.
@@ -792,7 +724,7 @@ ConversionWalk::ConversionWalk(ModelBounds& b, const mp::ModelIR& model) {
   values_ = static_cast<int>(id.size());
 }
 
-double ConversionWalk::us() const {
+double ConversionWalk::us(int64_t* conversions) const {
   struct Value {
     const std::string* layout = nullptr;  // nullptr: no value (a graph input, a layer without a cost)
     const LayerCost* producer = nullptr;
@@ -805,6 +737,7 @@ double ConversionWalk::us() const {
   std::vector<uint32_t> converted(static_cast<size_t>(values_), 0);
   std::vector<const std::string*> layouts;
   double total = 0;
+  LayerCost* reader = nullptr;  // the step charged
   auto charge = [&](const Value& v, const std::string& to, double us) {
     uint32_t bit = 0;
     for (size_t i = 0; i < layouts.size() && !bit; ++i)
@@ -817,6 +750,10 @@ double ConversionWalk::us() const {
     if (done & bit) return;
     done |= bit;
     total += us;
+    if (conversions) {
+      ++*conversions;
+      reader->e_conversion_us += us;
+    }
   };
   auto cost = [](const Value& v, const std::string& to, double into_us) {
     double us = 0;
@@ -833,6 +770,7 @@ double ConversionWalk::us() const {
       continue;
     }
     const LayerCost& c = *s.cost;
+    reader = s.cost;
     const bool measured = c.source == CostSource::kMeasured;
     if (measured && c.in_layout.empty() && s.agnostic) {
       const Value* kept = nullptr;

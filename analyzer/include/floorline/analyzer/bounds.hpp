@@ -94,14 +94,16 @@ inline constexpr int kLayoutCandidates = 6;  // generator ReplayOptions::layout_
 // `runner_up_cap`: apply the cap above (E does where it has no passed cases to choose among).
 void estimate_conversions(ModelBounds& b, const mp::ModelIR& model, bool runner_up_cap = true);
 
-// estimate_conversions' total (µs, without the runner-up cap) for `b`'s layers as their layouts are
-// when us() is called, setting nothing: the same walk compiled once on integer value ids, for
-// choose_layouts' many evaluations (a walk by value names took seconds a model there). `b` and
-// `model` must outlive it, and b.layers keep their places.
+// The walk estimate_conversions describes, compiled once on integer value ids (choose_layouts
+// evaluates it thousands of times a model; a walk by value names took seconds there). us(): the
+// conversions' total (µs, without the runner-up cap) for b's layers as their layouts are when it is
+// called; with `conversions`, it also counts them there and adds each to its reader's
+// e_conversion_us (estimate_conversions). `b` and `model` must outlive it, and b.layers keep their
+// places.
 class ConversionWalk {
  public:
   ConversionWalk(ModelBounds& b, const mp::ModelIR& model);
-  double us() const;
+  double us(int64_t* conversions = nullptr) const;
 
  private:
   struct Step {
