@@ -209,10 +209,11 @@ int run_main(RunCmd o, const std::string& command_line) {
   if (budget->back().interrupted) return 130;
   // The run's own system is the last count's (o.threads); what any count measured is new work.
   gen::RunSummary* bench = &budget->back();
-  int64_t passed_in_budget = 0;
+  // The configs that gained a passed case at any thread count: a model with none keeps its replay.
+  std::set<std::string> passed_configs;
   bool failed_in_budget = false;
   for (const auto& r : *budget) {
-    passed_in_budget += r.passed;
+    passed_configs.insert(r.passed_configs.begin(), r.passed_configs.end());
     failed_in_budget = failed_in_budget || r.failed;
   }
   if (!o.c.shard.empty()) {
@@ -301,8 +302,12 @@ int run_main(RunCmd o, const std::string& command_line) {
       return std::move(*r);
     };
     for (const auto& m : l.models) {
-      // Nothing new measured: an earlier replay of this model still stands.
-      if (passed_in_budget == 0 && done->count({m.name, m.batch})) {
+      // Nothing new measured for its layers: an earlier replay of this model still stands (cases
+      // measured for other models' configs change neither its S nor the cases its replay runs).
+      const bool touched = std::any_of(m.layers.begin(), m.layers.end(), [&](const mp::Layer& layer) {
+        return passed_configs.count(layer.key) > 0;
+      });
+      if (!touched && done->count({m.name, m.batch})) {
         ++kept;
         continue;
       }

@@ -709,8 +709,10 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       if (options.dry_run) {
         if (t.error)
           sum.tally(t.error->code);
-        else
+        else {
           ++sum.passed;
+          sum.passed_configs.insert(c.spec.problem.key);
+        }
         return {};
       }
       if (t.raced_us) {
@@ -756,6 +758,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       m.samples_us = samples_json(t.passes);
       sum.noisy += m.noisy;
       ++sum.passed;
+      sum.passed_configs.insert(c.spec.problem.key);
       for (const auto& p : t.passes)
         for (double v : p.us)
           sum.timed_seconds +=

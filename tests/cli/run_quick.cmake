@@ -114,6 +114,21 @@ if(NOT EXISTS ${OUT}/report.html)
   message(FATAL_ERROR "second run: report.html not written")
 endif()
 
+# A model added: its configs gain passed cases and it is replayed; the two others, none of whose
+# layers gained a case, keep their replays (rows unchanged).
+sql("SELECT group_concat(id || ':' || run_id) FROM replays")
+set(replays_before "${value}")
+run(0 ${FLOORLINE} run ${MODELS} ${SOURCE_DIR}/models/zoo/squeezenet1_0.onnx --quick --replay --out ${OUT})
+string(FIND "${err}" "1 model(s) replayed, 2 kept from an earlier run" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "a model added: stderr lacks '1 model(s) replayed, 2 kept from an earlier run':\n${err}")
+endif()
+expect("SELECT count(*) FROM replays" 3)
+sql("SELECT group_concat(id || ':' || run_id) FROM replays WHERE model_name <> 'squeezenet1_0'")
+if(NOT value STREQUAL replays_before)
+  message(FATAL_ERROR "a model added: the kept replays changed (${replays_before} before, ${value} after)")
+endif()
+
 # The algorithm-selection summary: every Conv config of the two models has a best algorithm, and
 # the default's time is never below the best's (the best is the fastest of all, the default included).
 run(0 ${FLOORLINE} db query ${DB} --algorithms --format csv)

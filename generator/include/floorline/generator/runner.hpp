@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,9 @@ struct RunSummary {
   int64_t raced_on_warmup = 0;   // of the raced out: on a warm-up call (not a repetition's reading)
   int64_t race_groups = 0;       // races (config, data type, math mode, fusion) with cases to time
   int64_t race_candidates = 0;   // the cases to time in them (layout conversions are in none)
+  // The configs (Problem::key, a layer's key) of the cases that passed in this run: a model none of
+  // whose layers has one keeps its earlier replay (floorline run).
+  std::set<std::string> passed_configs;
   int64_t already_measured = 0;  // not run: settled in an earlier run (resume), or a planned
                                  // status (skipped, unsupported) already recorded the same way
   int64_t verified = 0;          // passed verification before timing (--verify)
