@@ -14,6 +14,7 @@
 #include "floorline/kernels/onednn.hpp"
 #include "floorline/kernels/reference.hpp"
 #include "kinds_model.hpp"
+#include "test_support.hpp"
 
 namespace floorline::gen {
 namespace {
@@ -692,6 +693,57 @@ TEST(OnednnKernels, ImplementationsAreEnumeratedCompletely) {
     return;
   }
   FAIL() << "no Relu case";
+}
+
+// Which implementations oneDNN offers, and in what order, depends on the thread count its
+// primitives are created for (AVX-512: densenet121's 3x3 convolutions 128 -> 32 are offered
+// jit_fp32_wino_2x3 then jit_wino_4x3 at 2 threads, jit_wino_4x3 first at 1): one plan serves both,
+// each case built by its implementation's name, and at each count every planned implementation
+// builds as itself or is skipped as not offered there, never by its position in another count's list.
+TEST(OnednnKernels, EachPlannedImplementationIsBuiltByNameAtEveryThreadCount) {
+  const auto models = test::zoo_model("densenet121");
+  ASSERT_FALSE(models.empty());
+  PlanOptions o;
+  o.dtypes = {DType::kF32};
+  o.fusion = false;
+  const Plan plan = make_plan(models, {find_backend("onednn")}, o);
+  for (const int threads : {1, 2}) {
+    const OnednnThreads scope(threads);
+    int built = 0, not_offered = 0;
+    std::set<std::string> winograd_built;
+    for (const auto& c : plan.cases) {
+      // The 3x3 convolutions of one or the other dense block: where oneDNN's Winograd lists differ.
+      const auto& key = c.spec.problem.key;
+      if (c.status || c.spec.problem.op != "Conv" || key.find("w=32x128x3x3") == std::string::npos ||
+          split_convolution(c) || c.spec.impl_name.rfind("ref", 0) == 0)
+        continue;
+      auto k = kernels::make_onednn_kernel(c.spec);
+      if (k.ok()) {
+        ++built;
+        if (c.spec.variant.algorithm.rfind("convolution_winograd", 0) == 0) winograd_built.insert(key);
+        continue;
+      }
+      const std::string& why = k.error().message;
+      // A conversion's implementation may hold the tensor in another format here.
+      const bool other_format = !c.spec.feeds.empty() && why.find(" holds ") != std::string::npos;
+      EXPECT_TRUE(why.find("offers no " + c.spec.impl_name) != std::string::npos || other_format)
+          << c.spec.name << " at " << threads << " thread(s): " << why;
+      EXPECT_EQ(why.find("as planned"), std::string::npos) << why;
+      EXPECT_EQ(why.find("now offers only"), std::string::npos) << why;
+      if (c.spec.feeds.empty()) ++not_offered;
+    }
+    EXPECT_GE(built, 4) << threads << " thread(s)";
+    // Where oneDNN has a Winograd convolution for these at all, it builds at either count.
+    const bool any_winograd = std::any_of(plan.cases.begin(), plan.cases.end(), [](const PlannedCase& c) {
+      return !c.status && c.spec.variant.algorithm.rfind("convolution_winograd", 0) == 0 &&
+             c.spec.problem.key.find("w=32x128x3x3") != std::string::npos;
+    });
+    if (any_winograd) {
+      EXPECT_FALSE(winograd_built.empty()) << threads << " thread(s)";
+    }
+    std::printf("[ info ] %d thread(s): %d planned implementation(s) and conversions built, %d not offered\n",
+                threads, built, not_offered);
+  }
 }
 
 }  // namespace

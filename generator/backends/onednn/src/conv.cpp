@@ -58,18 +58,6 @@ void conv_as_matmul(Ctx& c, const ConvDesc& cd) {
   c.b.steps.push_back(make_step<dnnl::matmul::primitive_desc>(md, attr, args));
 }
 
-// Restores the kernels' OpenMP thread setting when it goes out of scope.
-class OmpThreadsScope {
- public:
-  explicit OmpThreadsScope(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
-  ~OmpThreadsScope() { omp_set_num_threads(saved_); }
-  OmpThreadsScope(const OmpThreadsScope&) = delete;
-  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
-
- private:
-  int saved_;
-};
-
 // The layout of a split case's windowed tensor (src at batch N > 1, dst), as its parts chose it:
 // one format for every part, in which each part's window is contiguous: a range of images
 // (N outermost: NCHW, NHWC, nChw8c, nChw16c), or at batch 1 a range of channel blocks (NCHW,

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include <omp.h>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "floorline/kernels/onednn.hpp"
@@ -18,6 +20,18 @@
 #include "floorline/kernels/reference.hpp"
 
 namespace floorline::kernels::onednn_detail {
+
+// Restores the kernels' OpenMP thread setting when it goes out of scope.
+class OmpThreadsScope {
+ public:
+  explicit OmpThreadsScope(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  ~OmpThreadsScope() { omp_set_num_threads(saved_); }
+  OmpThreadsScope(const OmpThreadsScope&) = delete;
+  OmpThreadsScope& operator=(const OmpThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
 
 using dnnl::algorithm;
 using dnnl::memory;

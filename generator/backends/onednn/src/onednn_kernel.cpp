@@ -290,6 +290,19 @@ std::pair<memory::desc, View> held_format(const Build& b, const StepDef& st, con
   return {st.pd().query_md(dnnl::query::exec_arg_md, a.arg), a.view};
 }
 
+// The most implementations of one primitive the plan lists, and a build looks through for its own.
+constexpr int kMaxImplementations = 64;
+
+// The thread counts the plan asks oneDNN for its implementations at: every core (two at least),
+// then one. oneDNN's choice depends on the count its primitives are created for, and one plan
+// serves every count of a thread budget: densenet121's 3x3 convolution 128 -> 32 at 56x56, batch 1,
+// is offered jit_fp32_wino_2x3 then jit_wino_4x3 at 2 threads and jit_wino_4x3 alone at 1 (623 us
+// there, 26% under the next fastest case, on a 2-core Zen 4 EPYC), which a plan made at 2 threads
+// alone asked the one-thread run for as its second implementation, and so skipped.
+std::vector<int> enumeration_thread_counts() {
+  return {std::max(2, omp_get_num_procs()), 1};
+}
+
 uint64_t seed_of(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
@@ -319,32 +332,72 @@ Result<std::unique_ptr<Kernel>> make_onednn_kernel(const CaseSpec& spec) {
   // "convolution_direct:brg:avx512_core": the variant, then oneDNN's implementation name.
   const auto [variant, impl_name] = split_algorithm(main_spec->variant.algorithm);
   if (!conversion && is_recurrent_matmul(variant)) return make_recurrent_matmul(spec, variant);
+  // A conversion's tensor (src or dst of the fed primitive) and the format it converts it to.
+  std::optional<LayoutConversion> converted;
+  if (conversion) {
+    converted = parse_conversion(spec.variant.layout);
+    if (!converted) return make_error("{} is not a layout conversion", spec.variant.layout);
+  }
+  const int converted_arg = converted && converted->tensor == "dst" ? DNNL_ARG_DST : DNNL_ARG_SRC;
+  // The format the build's current implementation holds the converted tensor in ("" if none).
+  auto held_name = [&](const Build& bb) -> std::string {
+    for (const auto& ad : bb.steps[0].args)
+      if (ad.arg == converted_arg) return format_name(held_format(bb, bb.steps[0], ad).first);
+    return "";
+  };
+  // Steps the build's first primitive through oneDNN's implementations to the first for which
+  // `found` holds; false when there is none.
+  auto seek = [](Build& bb, const auto& found) {
+    for (int k = 0; !found(); ++k)
+      if (k >= kMaxImplementations || !bb.steps[0].next_impl()) return false;
+    return true;
+  };
   FL_ASSIGN_OR_RETURN(Build b, build(*main_spec, variant, omp_get_max_threads()));
   try {
-    if (b.iterate) {
+    bool by_format = false;
+    if (b.iterate && !main_spec->impl_name.empty()) {
+      // By name: which implementations oneDNN offers, and in what order, depend on the thread count
+      // its primitives are created for (enumeration_thread_counts), and the plan serves them all.
+      bool found = seek(b, [&] { return b.steps[0].pd().impl_info_str() == main_spec->impl_name; });
+      if (!found && conversion) {
+        // The implementation it was planned beside is not offered at this count: the same
+        // conversion feeds another of the primitive's that holds the tensor in the same format
+        // (one conversion case serves every implementation that reads or writes that format).
+        auto again = build(*main_spec, variant, omp_get_max_threads());
+        if (!again) return again.error();
+        b = std::move(again).value();
+        found = by_format = seek(b, [&] { return held_name(b) == converted->to; });
+      }
+      if (!found)
+        return make_error(Disposition::kSkipped, "oneDNN offers no {} implementation of {} at {} thread(s)",
+                          main_spec->impl_name, variant, omp_get_max_threads());
+    } else if (b.iterate) {
       for (int k = 0; k < main_spec->impl_index; ++k)
         if (!b.steps[0].next_impl())
           return make_error(Disposition::kSkipped, "oneDNN now offers only {} implementation(s) of {}", k + 1,
                             variant);
     }
     const std::string impl = b.steps[0].pd().impl_info_str();
-    if (!main_spec->impl_name.empty() && impl != main_spec->impl_name)
+    if (!by_format && !main_spec->impl_name.empty() && impl != main_spec->impl_name)
       return make_error(Disposition::kSkipped, "implementation {} of {} is now {}, not {} as planned",
                         main_spec->impl_index, variant, impl, main_spec->impl_name);
     const dt type = data_type(spec.variant.dtype);
     if (conversion) {
       // The tensor converted is src or dst of the fed primitive.
-      const auto converted = parse_conversion(spec.variant.layout);
-      if (!converted) return make_error("{} is not a layout conversion", spec.variant.layout);
       const std::string tensor = converted->tensor;
-      const int arg = tensor == "dst" ? DNNL_ARG_DST : DNNL_ARG_SRC;
       const ArgDef* a = nullptr;
       for (const auto& ad : b.steps[0].args)
-        if (ad.arg == arg) a = &ad;
+        if (ad.arg == converted_arg) a = &ad;
       if (!a) return make_error(Disposition::kUnsupported, "no {} tensor to convert", tensor);
       const auto [want, v] = held_format(b, b.steps[0], *a);
       if (want.get_size() == 0)
         return make_error(Disposition::kUnsupported, "no {} tensor to convert", tensor);
+      // The implementation may hold the tensor in another format at this thread count than where
+      // the conversion was planned: then it is not this conversion.
+      if (const std::string held = format_name(want); held != converted->to)
+        return make_error(Disposition::kSkipped,
+                          "{} holds {} in {} at {} thread(s), not as the conversion {}", impl, tensor, held,
+                          omp_get_max_threads(), spec.variant.layout);
       const memory::desc plain_md(v.d, type, v.strides);
       Build rb;
       rb.algorithm = "reorder";
@@ -396,53 +449,69 @@ Result<std::vector<Implementation>> onednn_implementations(const CaseSpec& spec)
   // oneDNN's own first choice: convolution_auto's first implementation for Conv, else the first
   // implementation of the first algorithm that has one.
   std::string auto_impl;
-  const int threads = omp_get_max_threads();
-  if (p.kind == LayerKind::kConv)
-    if (auto ab = build(spec, "convolution_auto", threads); ab.ok())
+  const std::vector<int> counts = enumeration_thread_counts();
+  if (p.kind == LayerKind::kConv) {
+    const OmpThreadsScope scope(counts.front());
+    if (auto ab = build(spec, "convolution_auto", counts.front()); ab.ok())
       auto_impl = ab->steps[0].pd().impl_info_str();
-  for (const auto& variant : m.variants) {
-    // A split case is planned at two threads at least: the plan serves every thread count.
-    auto b = build(spec, variant, std::max(2, threads));
-    if (!b.ok()) {
-      if (!first_error) first_error = b.error();
-      continue;
-    }
-    try {
-      auto& st0 = b->steps[0];
-      int index = 0;
-      do {
-        Implementation im;
-        im.impl_name = st0.pd().impl_info_str();
-        im.algorithm = join_algorithm(variant, im.impl_name);
-        im.variant = variant;
-        im.impl_index = index;
-        im.reference = is_reference_implementation(im.impl_name, p.kind == LayerKind::kLSTM ||
-                                                                     p.kind == LayerKind::kGRU ||
-                                                                     p.kind == LayerKind::kRNN);
-        if (p.kind == LayerKind::kConv || p.kind == LayerKind::kConvTranspose || p.kind == LayerKind::kGemm ||
-            p.kind == LayerKind::kMatMul || !layout_suffix(variant).empty()) {
-          std::vector<std::string> parts;
-          for (const auto& a : b->steps[0].args) {
-            // (A concat's sources are not listed: a conversion case converts one src or dst tensor.)
-            const char* name = a.arg == DNNL_ARG_SRC       ? "src"
-                               : a.arg == DNNL_ARG_WEIGHTS ? "wei"
-                               : a.arg == DNNL_ARG_DST     ? "dst"
-                                                           : nullptr;
-            if (!name) continue;
-            const auto [got, v] = held_format(*b, st0, a);
-            const memory::desc view(v.d, got.data_type(), v.strides);
-            parts.push_back(fmt::format("{}:{}", name, format_name(got)));
-            // Weights are packed once by any framework; activations are converted on every call.
-            if (a.arg != DNNL_ARG_WEIGHTS && got != view)
-              im.conversions.push_back(LayoutConversion{name, format_name(view), format_name(got)});
+  }
+  for (const int threads : counts) {
+    const OmpThreadsScope scope(threads);
+    for (const auto& variant : m.variants) {
+      // A split case is planned at two threads at least (it is unsupported at one).
+      if (threads < 2 && variant.ends_with("_split")) continue;
+      auto b = build(spec, variant, std::max(2, threads));
+      if (!b.ok()) {
+        if (!first_error) first_error = b.error();
+        continue;
+      }
+      try {
+        auto& st0 = b->steps[0];
+        int index = 0;
+        do {
+          Implementation im;
+          im.impl_name = st0.pd().impl_info_str();
+          im.algorithm = join_algorithm(variant, im.impl_name);
+          im.variant = variant;
+          im.impl_index = index++;
+          im.reference = is_reference_implementation(im.impl_name, p.kind == LayerKind::kLSTM ||
+                                                                       p.kind == LayerKind::kGRU ||
+                                                                       p.kind == LayerKind::kRNN);
+          if (p.kind == LayerKind::kConv || p.kind == LayerKind::kConvTranspose ||
+              p.kind == LayerKind::kGemm || p.kind == LayerKind::kMatMul || !layout_suffix(variant).empty()) {
+            std::vector<std::string> parts;
+            for (const auto& a : b->steps[0].args) {
+              // (A concat's sources are not listed: a conversion case converts one src or dst tensor.)
+              const char* name = a.arg == DNNL_ARG_SRC       ? "src"
+                                 : a.arg == DNNL_ARG_WEIGHTS ? "wei"
+                                 : a.arg == DNNL_ARG_DST     ? "dst"
+                                                             : nullptr;
+              if (!name) continue;
+              const auto [got, v] = held_format(*b, st0, a);
+              const memory::desc view(v.d, got.data_type(), v.strides);
+              parts.push_back(fmt::format("{}:{}", name, format_name(got)));
+              // Weights are packed once by any framework; activations are converted on every call.
+              if (a.arg != DNNL_ARG_WEIGHTS && got != view)
+                im.conversions.push_back(LayoutConversion{name, format_name(view), format_name(got)});
+            }
+            im.layout = fmt::format("{}", fmt::join(parts, " "));
           }
-          im.layout = fmt::format("{}", fmt::join(parts, " "));
-        }
-        out.push_back(std::move(im));
-        ++index;
-      } while (b->iterate && st0.next_impl());
-    } catch (const dnnl::error& e) {
-      if (!first_error) first_error = make_error("oneDNN: {}", e.what());
+          // Offered at an earlier count too: one case (built by name); the conversions it needs at
+          // this count are planned beside the earlier count's.
+          const auto same = std::find_if(
+              out.begin(), out.end(), [&](const Implementation& o) { return o.algorithm == im.algorithm; });
+          if (same == out.end()) {
+            out.push_back(std::move(im));
+          } else {
+            for (auto& conv : im.conversions)
+              if (std::find(same->conversions.begin(), same->conversions.end(), conv) ==
+                  same->conversions.end())
+                same->conversions.push_back(std::move(conv));
+          }
+        } while (b->iterate && index < kMaxImplementations && st0.next_impl());
+      } catch (const dnnl::error& e) {
+        if (!first_error) first_error = make_error("oneDNN: {}", e.what());
+      }
     }
   }
   // Beside the RNN primitive: the standard formulation on matmul primitives (recurrent_matmul.cpp),
