@@ -498,8 +498,22 @@ Result<std::vector<HostTensor>> split(const Problem& p, const std::vector<HostTe
 
 Result<std::vector<HostTensor>> transpose(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& x = in[0];
-  const auto perm = p.ints_attr("perm");
+  auto perm = p.ints_attr("perm");
+  const size_t rank = x.shape.size();
+  if (perm.empty())  // ONNX's default: the dims reversed
+    for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+  // A permutation of x's axes that gives y's shape: no index reads past x.
+  std::vector<bool> seen(rank, false);
+  bool valid = perm.size() == rank && p.outputs[0].shape.size() == rank;
+  for (size_t k = 0; valid && k < rank; ++k) {
+    valid = perm[k] >= 0 && perm[k] < static_cast<int64_t>(rank) && !seen[static_cast<size_t>(perm[k])] &&
+            p.outputs[0].shape[k] == x.shape[static_cast<size_t>(perm[k])];
+    if (valid) seen[static_cast<size_t>(perm[k])] = true;
+  }
+  if (!valid)
+    return make_error("Transpose: perm {} does not map a {} input to the output", fmt::join(perm, ","), rank);
   HostTensor y = zeros(p.outputs[0].shape);
+  if (y.data.empty()) return std::vector<HostTensor>{std::move(y)};
   const Shape xs = strides_of(x.shape);
   Shape idx(y.shape.size(), 0);
   int64_t o = 0;
@@ -544,11 +558,26 @@ Result<std::vector<HostTensor>> tile(const Problem& p, const std::vector<HostTen
 Result<std::vector<HostTensor>> slice(const Problem& p, const std::vector<HostTensor>& in) {
   const auto& x = in[0];
   HostTensor y = zeros(p.outputs[0].shape);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
   Shape start(x.shape.size(), 0), steps(x.shape.size(), 1);
   const auto starts = p.ints_attr("starts"), axes = p.ints_attr("axes"), st = p.ints_attr("steps");
+  if (starts.size() != axes.size() || y.shape.size() != x.shape.size())
+    return make_error("Slice: {} starts for {} axes", starts.size(), axes.size());
+  // ONNX's rules: a negative axis or start counts from the end; a start is clamped to the dim
+  // ([0, dim − 1] for a negative step).
   for (size_t k = 0; k < axes.size(); ++k) {
-    start[axes[k]] = starts[k];
-    steps[axes[k]] = k < st.size() ? st[k] : 1;
+    const int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+    if (a < 0 || a >= rank) return make_error("Slice: axis {} of a rank-{} tensor", axes[k], rank);
+    const int64_t dim = x.shape[static_cast<size_t>(a)], step = k < st.size() ? st[k] : 1;
+    if (step == 0) return make_error("Slice: a step of 0");
+    const int64_t s0 = starts[k] < 0 ? starts[k] + dim : starts[k];
+    start[static_cast<size_t>(a)] = std::clamp<int64_t>(s0, 0, step > 0 ? dim : dim - 1);
+    steps[static_cast<size_t>(a)] = step;
+  }
+  for (size_t d = 0; d < y.shape.size(); ++d) {  // the last element y reads lies in x
+    const int64_t last = start[d] + (y.shape[d] - 1) * steps[d];
+    if (y.shape[d] > 0 && (last < 0 || last >= x.shape[d]))
+      return make_error("Slice: output dim {} of {} reads past the input's {}", d, y.shape[d], x.shape[d]);
   }
   copy_box(x, start, steps, y, Shape(y.shape.size(), 0), y.shape);
   return std::vector<HostTensor>{std::move(y)};

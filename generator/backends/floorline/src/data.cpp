@@ -432,7 +432,9 @@ class DataKernel final : public Kernel {
         if (std::any_of(op.shape.begin(), op.shape.end(), [](int64_t d) { return d < 0; }))
           unsupported("a shape is unknown");
     if (p_.outputs.size() != 1) unsupported(p_.op + ": one output expected");
-    if (p_.kind == LayerKind::kConcat) {
+    if (name_ == "copy_runs") {
+      plan_copy_runs();
+    } else if (p_.kind == LayerKind::kConcat) {
       plan_concat();
     } else if (p_.kind == LayerKind::kResize) {
       if (p_.inputs.empty() || p_.inputs[0].shape != p_.outputs[0].shape)
@@ -540,6 +542,27 @@ class DataKernel final : public Kernel {
         const int64_t chunk = p_.inputs[k].shape[static_cast<size_t>(axis)] * inner * 4;
         add_pieces(static_cast<int64_t>(k), o * chunk, dst, chunk);
         dst += chunk;
+      }
+    }
+  }
+  // A Transpose or Slice as runs of contiguous elements (copy_runs): one piece per run, in y's order.
+  void plan_copy_runs() {
+    const auto r = copy_runs(p_);
+    if (!r)
+      unsupported(
+          fmt::format("{}: not runs of {} contiguous elements or more (copy_runs)", p_.op, kMinRunFloats));
+    pieces_.reserve(static_cast<size_t>(r->pieces));
+    std::vector<int64_t> at(r->outer.size(), 0);
+    const int64_t run_bytes = r->run * 4;
+    for (int64_t i = 0, src = r->base; i < r->pieces; ++i) {
+      add_pieces(0, src * 4, i * run_bytes, run_bytes);
+      // The odometer: the innermost outer dim first.
+      for (size_t d = r->outer.size(); d-- > 0;) {
+        const auto [size, stride] = r->outer[d];
+        src += stride;
+        if (++at[d] < size) break;
+        src -= size * stride;
+        at[d] = 0;
       }
     }
   }
@@ -967,6 +990,74 @@ class DataKernel final : public Kernel {
 
 }  // namespace
 
+std::optional<CopyRuns> copy_runs(const Problem& p) {
+  if (p.inputs.size() != 1 || p.outputs.size() != 1) return std::nullopt;
+  const Shape& x = p.inputs[0].shape;
+  const Shape& y = p.outputs[0].shape;
+  const size_t rank = x.size();
+  if (rank == 0 || y.size() != rank || std::any_of(x.begin(), x.end(), [](int64_t d) { return d < 0; }) ||
+      std::any_of(y.begin(), y.end(), [](int64_t d) { return d <= 0; }))
+    return std::nullopt;
+  std::vector<int64_t> stride(rank, 1);  // x's, plain
+  for (size_t d = rank - 1; d-- > 0;) stride[d] = stride[d + 1] * x[d + 1];
+  CopyRuns r;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // y's dims, outermost first: (size, x stride)
+  if (p.kind == LayerKind::kTranspose) {
+    std::vector<int64_t> perm = p.ints_attr("perm");
+    if (perm.empty())  // ONNX's default: the dims reversed
+      for (size_t d = rank; d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    if (perm.size() != rank) return std::nullopt;
+    std::vector<bool> seen(rank, false);
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t a = perm[d];
+      if (a < 0 || a >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(a)] ||
+          y[d] != x[static_cast<size_t>(a)])
+        return std::nullopt;
+      seen[static_cast<size_t>(a)] = true;
+      dims.emplace_back(y[d], stride[static_cast<size_t>(a)]);
+    }
+  } else if (p.kind == LayerKind::kSlice) {
+    const auto starts = p.ints_attr("starts"), axes = p.ints_attr("axes"), steps = p.ints_attr("steps");
+    // (No starts: run-time ones, which the key does not hold.)
+    if (starts.empty() || starts.size() != axes.size() || (!steps.empty() && steps.size() != axes.size()))
+      return std::nullopt;
+    std::vector<int64_t> start(rank, 0), step(rank, 1);
+    std::vector<bool> sliced(rank, false);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      const int64_t a = axes[k] < 0 ? axes[k] + static_cast<int64_t>(rank) : axes[k];
+      if (a < 0 || a >= static_cast<int64_t>(rank) || sliced[static_cast<size_t>(a)]) return std::nullopt;
+      const size_t ai = static_cast<size_t>(a);
+      sliced[ai] = true;
+      step[ai] = steps.empty() ? 1 : steps[k];
+      if (step[ai] <= 0) return std::nullopt;
+      start[ai] = starts[k] < 0 ? std::max<int64_t>(0, starts[k] + x[ai]) : std::min(starts[k], x[ai]);
+    }
+    for (size_t d = 0; d < rank; ++d) {
+      if (!sliced[d] && y[d] != x[d]) return std::nullopt;
+      if (start[d] + (y[d] - 1) * step[d] >= x[d]) return std::nullopt;  // y reads past x
+      r.base += start[d] * stride[d];
+      dims.emplace_back(y[d], stride[d] * step[d]);
+    }
+  } else {
+    return std::nullopt;
+  }
+  // The run: y's innermost dims while each follows the last in x (stride = the run so far).
+  size_t d = rank;
+  for (; d-- > 0;) {
+    const auto [size, s] = dims[d];
+    if (size == 1) continue;
+    if (s != r.run) break;
+    r.run *= size;
+  }
+  for (size_t k = 0; k <= d && d < rank; ++k)
+    if (dims[k].first > 1) {
+      r.outer.push_back(dims[k]);
+      r.pieces *= dims[k].first;
+    }
+  if (r.run < kMinRunFloats || r.pieces > kMaxRuns) return std::nullopt;
+  return r;
+}
+
 std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                          int block) {
   return std::make_unique<DataKernel>(p, name, seed, block);
@@ -975,6 +1066,11 @@ std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& na
 }  // namespace floorline::kernels::floorline_detail
 
 namespace floorline::kernels {
+
+int64_t copy_run_count(const Problem& p) {
+  const auto r = floorline_detail::copy_runs(p);
+  return r ? r->pieces : 0;
+}
 
 KernelTarget floorline_softmax_target() {
   return ByTarget<floorline_detail::row_max_body>::chosen();

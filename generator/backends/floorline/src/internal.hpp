@@ -137,10 +137,26 @@ Result<std::unique_ptr<Kernel>> own_kernel_or_error(const CaseSpec& spec, const 
 // TopK, GatherND, NonZero, NonMaxSuppression, CumSum, ArgMax and ArgMin (detection.cpp).
 std::unique_ptr<Kernel> make_detection_kernel(const Problem& p, const std::string& name, uint64_t seed);
 // Concat, Softmax, LogSoftmax, the identity Resize, ReduceMean/Sum/Max/Min and Add, Sub, Mul, Div
-// with broadcasting (data.cpp). `block` > 0: a Concat along the
+// with broadcasting, a Transpose or Slice as runs (copy_runs) (data.cpp). `block` > 0: a Concat along the
 // channels of 4-D tensors held in oneDNN's blocked layout aBcd<block>b (concat@blocked<block>c).
 std::unique_ptr<Kernel> make_data_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                          int block = 0);
+// A Transpose, or a Slice with positive steps, as copies of runs of contiguous elements
+// (copy_runs, data.cpp): y's elements in order are `pieces` runs of `run` contiguous elements of x,
+// the i-th at x offset base + the outer odometer's offset. `outer` holds y's remaining dims,
+// outermost first, each with its stride in x (elements); dims of size 1 are dropped.
+struct CopyRuns {
+  int64_t base = 0;
+  int64_t run = 1;
+  std::vector<std::pair<int64_t, int64_t>> outer;  // (size, x stride)
+  int64_t pieces = 1;
+};
+// The shortest run copy_runs takes (16 floats: a 64-byte cache line), and the most runs.
+constexpr int64_t kMinRunFloats = 16, kMaxRuns = int64_t{1} << 20;
+// `p` as runs; nullopt where it is neither such a Transpose nor such a Slice, where its runs are
+// shorter than kMinRunFloats or more than kMaxRuns (a transpose that moves the last axis: each run
+// one element), or its attributes do not give y's shape.
+std::optional<CopyRuns> copy_runs(const Problem& p);
 // GlobalAveragePool (blocked.cpp): `block` 0 on the plain layout; 8 or 16 on oneDNN's blocked
 // layout aBcd<block>b, input and output (global_average_pool@blocked<block>c).
 std::unique_ptr<Kernel> make_pool_kernel(const Problem& p, uint64_t seed, int block);

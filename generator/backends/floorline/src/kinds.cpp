@@ -73,14 +73,17 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kSlice:
       return {
           "slice", Family::kChannels,
-          "a run of channels of a 4-D tensor (step 1), plain and on oneDNN's blocked layouts (channels.cpp)"};
+          "a run of channels of a 4-D tensor (step 1), plain and on oneDNN's blocked layouts (channels.cpp); "
+          "else, with positive steps, copy_runs where the output is runs of 16 or more contiguous elements "
+          "(data.cpp)"};
     case K::kSplit:
       return {"split", Family::kChannels,
               "along the channels of a 4-D tensor, plain and on oneDNN's blocked layouts (channels.cpp)"};
     case K::kTranspose:
       return {"channel_shuffle", Family::kChannels,
-              "the channel shuffle only ([N, G, K, H, W] by perm 0,2,1,3,4), plain and on oneDNN's blocked "
-              "layouts (channels.cpp)"};
+              "the channel shuffle ([N, G, K, H, W] by perm 0,2,1,3,4), plain and on oneDNN's blocked "
+              "layouts (channels.cpp); else copy_runs where the last axes stay in place, runs of 16 or "
+              "more contiguous elements (data.cpp)"};
     case K::kGlobalAveragePool:
       return {
           "global_average_pool", Family::kPool,
@@ -201,8 +204,13 @@ std::string floorline_kernel_name(const Problem& p) {
   if (p.kind == LayerKind::kResize &&
       (p.inputs.empty() || p.outputs.empty() || p.inputs[0].shape != p.outputs[0].shape))
     return "";
-  // Slice, Split, Transpose: only where they move whole channels of 4-D tensors.
-  if (m.family == Family::kChannels && !channel_move(p)) return "";
+  // Slice, Split, Transpose: where they move whole channels of 4-D tensors; else a Transpose or
+  // Slice whose output is runs of contiguous elements of its input, copied (copy_runs, data.cpp).
+  // (A Transpose that moves the last axis is not ours: TiledTranspose, element by element in tiles,
+  // took 1.5-2.9x oneDNN's reorder on ConvNeXt's NCHW <-> NHWC transposes at batch 32.)
+  if (m.family == Family::kChannels && !channel_move(p))
+    return (p.kind == LayerKind::kTranspose || p.kind == LayerKind::kSlice) && copy_runs(p) ? "copy_runs"
+                                                                                            : "";
   // A MatMul whose post-ops are attention's chain: the fused attention kernel (attention.cpp).
   if (is_attention_problem(p)) return "attention";
   return std::string(m.kernel);
@@ -273,6 +281,7 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
               return make_channel_kernel(p, name, seed, block);
             return make_data_kernel(p, name, seed, block);
           case Family::kChannels:
+            if (name == "copy_runs") return make_data_kernel(p, name, seed, 0);
             return make_channel_kernel(p, name, seed, block);
           case Family::kPool:
             return make_pool_kernel(p, seed, block);

@@ -32,6 +32,11 @@ KindSupport floorline_support(LayerKind kind);
 // table, or a Resize that is not the identity). The case's algorithm is this name.
 std::string floorline_kernel_name(const Problem& p);
 
+// The runs of contiguous input elements the copy_runs kernel copies for a Transpose or a Slice
+// (src/data.cpp): 0 where `p` is not runs of 16 floats or more (a transpose that moves the last
+// axis; a slice with a step along it), so that the kernel does not run it.
+int64_t copy_run_count(const Problem& p);
+
 // Builds a floorline case (a KernelFactory): the kernel floorline_kernel_name() names, on buffers
 // of spec.placement. Errors coded unsupported for another data type than f32, a fused epilogue,
 // shapes or attributes the kernel does not run, or a --max-detections count it cannot realise.
