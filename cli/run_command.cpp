@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -263,6 +264,9 @@ int run_main(RunCmd o, const std::string& command_line) {
     int replays = 0, kept = 0, retimed_models = 0, retimed_cases = 0;
     double retime_seconds = 0;
     bool interrupted = false;
+    // The configs a re-timing after a replay lowered: a model kept from an earlier run whose layers
+    // hold one is replayed too (its S and its cases moved).
+    std::set<std::string> lowered_configs;
     // One replay of `m`, and the re-timing after it; nullopt when it failed (said, and counted as
     // a failure unless it is a second look: the first replay then stands).
     auto replay_and_retime = [&](const mp::ModelIR& m, bool second_look) -> std::optional<gen::ReplayResult> {
@@ -282,8 +286,14 @@ int run_main(RunCmd o, const std::string& command_line) {
       // now (replay.hpp); they are timed again, keeping the lower measurement, before the row is
       // written.
       const double ratio_before = r->ratio();
+      std::unordered_map<std::string, double> chosen_before;
+      for (const auto& [key, c] : *chosen) chosen_before.emplace(key, c.us);
       auto rt = gen::retime_after_replay(db, m, l.plan, l.backends, ro, system_id, DType::kF32, *chosen, *r,
                                          o.retime_below);
+      if (rt && rt->rounds > 0)
+        for (const auto& [key, c] : *chosen)
+          if (auto it = chosen_before.find(key); it != chosen_before.end() && c.us < it->second)
+            lowered_configs.insert(key);
       if (!rt) {
         std::fprintf(stderr, "%s re-timing after the replay: %s\n", yellow("warning:", color).c_str(),
                      rt.error().message.c_str());
@@ -301,16 +311,33 @@ int run_main(RunCmd o, const std::string& command_line) {
       }
       return std::move(*r);
     };
+    // The models kept, each once: those whose layers' configs gained no passed case in this run.
+    auto touched_by = [](const mp::ModelIR& m, const std::set<std::string>& keys) {
+      return std::any_of(m.layers.begin(), m.layers.end(),
+                         [&](const mp::Layer& layer) { return keys.count(layer.key) > 0; });
+    };
+    std::vector<const mp::ModelIR*> order, kept_models;
     for (const auto& m : l.models) {
       // Nothing new measured for its layers: an earlier replay of this model still stands (cases
-      // measured for other models' configs change neither its S nor the cases its replay runs).
-      const bool touched = std::any_of(m.layers.begin(), m.layers.end(), [&](const mp::Layer& layer) {
-        return passed_configs.count(layer.key) > 0;
-      });
-      if (!touched && done->count({m.name, m.batch})) {
-        ++kept;
-        continue;
+      // measured for other models' configs change neither its S nor the cases its replay runs,
+      // unless a re-timing below lowers one of its configs: then it is replayed after the others).
+      if (!touched_by(m, passed_configs) && done->count({m.name, m.batch}))
+        kept_models.push_back(&m);
+      else
+        order.push_back(&m);
+    }
+    for (size_t next = 0;; ++next) {
+      if (next == order.size()) {  // the kept models whose configs a re-timing lowered, then
+        for (auto it = kept_models.begin(); it != kept_models.end();)
+          if (touched_by(**it, lowered_configs)) {
+            order.push_back(*it);
+            it = kept_models.erase(it);
+          } else {
+            ++it;
+          }
+        if (next == order.size()) break;
       }
+      const mp::ModelIR& m = *order[next];
       auto replayed_now = replay_and_retime(m, false);
       if (interrupted) return 130;
       if (!replayed_now) continue;
@@ -380,6 +407,7 @@ int run_main(RunCmd o, const std::string& command_line) {
                   : "");
       }
     }
+    kept = static_cast<int>(kept_models.size());
     // The second look (gen::wants_second_look): a replay timed while the host ran slower than when
     // S was timed is timed once more, now that every other model's replay has run; the lower of
     // the two stands, as the lower of a case's passes does (gen::take_second_look).

@@ -833,6 +833,8 @@ TEST(DataKernels, VitTransposesAndSlicesAreCopiesOfRuns) {
       {"Transpose", {6, 40}, {40, 6}, {}, {}, {}, 0, ""},  // the default perm: dims reversed
       {"Transpose", {2, 5, 6, 7}, {2, 6, 7, 5}, {0, 2, 3, 1}, {}, {}, 0, ""},  // to NHWC
       {"Slice", {4, 6, 40}, {4, 6, 10}, {0}, {2}, {4}, 0, ""},                 // a step along the last
+      // A hostile step whose product with the extent wraps: never read past x.
+      {"Slice", {5, 17}, {4, 17}, {0}, {0}, {(int64_t{1} << 62) + 1}, 0, ""},
   };
   for (const int threads : {1, 2}) {
     kernels::set_floorline_threads(threads);

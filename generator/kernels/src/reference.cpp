@@ -561,7 +561,9 @@ Result<std::vector<HostTensor>> slice(const Problem& p, const std::vector<HostTe
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   Shape start(x.shape.size(), 0), steps(x.shape.size(), 1);
   const auto starts = p.ints_attr("starts"), axes = p.ints_attr("axes"), st = p.ints_attr("steps");
-  if (starts.size() != axes.size() || y.shape.size() != x.shape.size())
+  if (y.shape.size() != x.shape.size())
+    return make_error("Slice: a rank-{} output of a rank-{} input", y.shape.size(), x.shape.size());
+  if (starts.size() != axes.size())
     return make_error("Slice: {} starts for {} axes", starts.size(), axes.size());
   // ONNX's rules: a negative axis or start counts from the end; a start is clamped to the dim
   // ([0, dim − 1] for a negative step).
@@ -571,12 +573,15 @@ Result<std::vector<HostTensor>> slice(const Problem& p, const std::vector<HostTe
     const int64_t dim = x.shape[static_cast<size_t>(a)], step = k < st.size() ? st[k] : 1;
     if (step == 0) return make_error("Slice: a step of 0");
     const int64_t s0 = starts[k] < 0 ? starts[k] + dim : starts[k];
-    start[static_cast<size_t>(a)] = std::clamp<int64_t>(s0, 0, step > 0 ? dim : dim - 1);
+    start[static_cast<size_t>(a)] =
+        std::clamp<int64_t>(s0, 0, step > 0 ? dim : std::max<int64_t>(0, dim - 1));
     steps[static_cast<size_t>(a)] = step;
   }
   for (size_t d = 0; d < y.shape.size(); ++d) {  // the last element y reads lies in x
-    const int64_t last = start[d] + (y.shape[d] - 1) * steps[d];
-    if (y.shape[d] > 0 && (last < 0 || last >= x.shape[d]))
+    int64_t span = 0;
+    if (y.shape[d] <= 0) continue;
+    if (__builtin_mul_overflow(y.shape[d] - 1, steps[d], &span) ||
+        __builtin_add_overflow(start[d], span, &span) || span < 0 || span >= x.shape[d])
       return make_error("Slice: output dim {} of {} reads past the input's {}", d, y.shape[d], x.shape[d]);
   }
   copy_box(x, start, steps, y, Shape(y.shape.size(), 0), y.shape);

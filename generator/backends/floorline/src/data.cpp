@@ -998,8 +998,11 @@ std::optional<CopyRuns> copy_runs(const Problem& p) {
   if (rank == 0 || y.size() != rank || std::any_of(x.begin(), x.end(), [](int64_t d) { return d < 0; }) ||
       std::any_of(y.begin(), y.end(), [](int64_t d) { return d <= 0; }))
     return std::nullopt;
-  std::vector<int64_t> stride(rank, 1);  // x's, plain
-  for (size_t d = rank - 1; d-- > 0;) stride[d] = stride[d + 1] * x[d + 1];
+  // x's strides, plain; every product checked (a hostile shape must not wrap an offset).
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;)
+    if (__builtin_mul_overflow(stride[d + 1], x[d + 1], &stride[d])) return std::nullopt;
+  if (int64_t all = 0; __builtin_mul_overflow(stride[0], x[0], &all)) return std::nullopt;
   CopyRuns r;
   std::vector<std::pair<int64_t, int64_t>> dims;  // y's dims, outermost first: (size, x stride)
   if (p.kind == LayerKind::kTranspose) {
@@ -1034,9 +1037,13 @@ std::optional<CopyRuns> copy_runs(const Problem& p) {
     }
     for (size_t d = 0; d < rank; ++d) {
       if (!sliced[d] && y[d] != x[d]) return std::nullopt;
-      if (start[d] + (y[d] - 1) * step[d] >= x[d]) return std::nullopt;  // y reads past x
+      // y's last element along d lies in x: (y − 1)·step < x − start, the product checked.
+      int64_t span = 0, s = 0;
+      if (__builtin_mul_overflow(y[d] - 1, step[d], &span) || span >= x[d] - start[d] ||
+          __builtin_mul_overflow(stride[d], step[d], &s))
+        return std::nullopt;
       r.base += start[d] * stride[d];
-      dims.emplace_back(y[d], stride[d] * step[d]);
+      dims.emplace_back(y[d], s);
     }
   } else {
     return std::nullopt;
@@ -1047,14 +1054,15 @@ std::optional<CopyRuns> copy_runs(const Problem& p) {
     const auto [size, s] = dims[d];
     if (size == 1) continue;
     if (s != r.run) break;
-    r.run *= size;
+    r.run *= size;  // within x's elements: no overflow
   }
   for (size_t k = 0; k <= d && d < rank; ++k)
     if (dims[k].first > 1) {
       r.outer.push_back(dims[k]);
-      r.pieces *= dims[k].first;
+      if (__builtin_mul_overflow(r.pieces, dims[k].first, &r.pieces) || r.pieces > kMaxRuns)
+        return std::nullopt;
     }
-  if (r.run < kMinRunFloats || r.pieces > kMaxRuns) return std::nullopt;
+  if (r.run < kMinRunFloats) return std::nullopt;
   return r;
 }
 
