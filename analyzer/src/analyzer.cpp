@@ -244,13 +244,15 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
   std::vector<double> spreads;
   FL_TRY(db.for_each(
       "SELECT lc.key, b.dtype, b.math_mode, b.fusion, coalesce(b.min_us, b.median_us), b.case_id, "
-      "c.backend, c.algorithm, c.layout, m.samples_us, m.passes, m.placements, m.slowed, m.noisy "
+      "c.backend, c.algorithm, c.layout, m.samples_us, m.passes, m.placements, m.slowed, m.noisy, "
+      "coalesce(json_extract(c.params, '$.formats'), '') "
       "FROM best_measurements b JOIN cases c ON c.id = b.case_id JOIN layer_configs lc ON lc.id "
       "= b.config_id JOIN measurements m ON m.id = b.measurement_id "
       "WHERE b.system_id = ?1",
       id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
         CaseTime c = case_time(v);
         add_method(c, v, 9);
+        c.formats = text(v[14]);
         spreads.push_back(c.spread);
         t.best[{text(v[0]), text(v[1]), text(v[2]), text(v[3])}] = std::move(c);
         t.modes.emplace(text(v[1]), text(v[2]));
@@ -289,13 +291,15 @@ Result<CostTable> load_system_costs(benchdb::Database& db, int64_t system_id, bo
   }
   FL_TRY(db.for_each(
       "SELECT lc.key, c.dtype, c.math_mode, c.fusion, coalesce(m.min_us, m.median_us), c.id, c.backend, "
-      "c.algorithm, c.layout, c.feeds_algorithm, c.feeds_layout, c.conversion_tensor <> '' "
+      "c.algorithm, c.layout, c.feeds_algorithm, c.feeds_layout, c.conversion_tensor <> '', "
+      "coalesce(json_extract(c.params, '$.formats'), '') "
       "FROM measurements m JOIN cases c ON c.id = m.case_id JOIN layer_configs lc ON lc.id = c.config_id "
       "WHERE m.system_id = ?1 AND m.superseded = 0 AND m.status = 'passed' AND m.median_us IS NOT NULL",
       id, [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
         if (integer(v[11]) == 0) {
           // S_vendor's best: the fastest passed case of a vendor library (best_measurements' rule).
           CaseTime c = case_time(v);
+          c.formats = text(v[12]);
           t.races[{text(v[0]), text(v[1]), text(v[2]), text(v[3]), system_id}].add(c.us);
           t.passed[{text(v[0]), text(v[1]), text(v[2]), text(v[3])}].push_back(c);
           if (is_own_kernel(c.id)) return Status{};

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -81,6 +82,41 @@ std::string case_side(const LayoutConversion& lc) {
   return side;
 }
 
+// A case no conversion case names (one conversion case serves every implementation of the
+// configuration that reads or writes its format, planned beside the first of them): its layouts from
+// the formats its implementation holds src and dst in (CaseTime::formats), each non-plain one
+// charged the fastest conversion case of the configuration, on the case's system, that converts that
+// tensor to that format.
+CaseLayouts layouts_from_formats(const CaseTime& ct, const CostTable& costs, const std::string& key,
+                                 const std::string& dtype, const std::string& mode) {
+  CaseLayouts out;
+  if (ct.formats.empty()) return out;
+  std::istringstream words(ct.formats);
+  for (std::string word; words >> word;) {
+    const auto colon = word.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string tensor = word.substr(0, colon), format = word.substr(colon + 1);
+    if (tensor != "src" && tensor != "dst") continue;
+    const std::string side = case_side(LayoutConversion{tensor, format, format});
+    if (side.empty()) continue;  // plain
+    double us = -1;
+    for (auto it = costs.conversions.lower_bound({key, dtype, mode, CaseFeeds{}});
+         it != costs.conversions.end() && std::get<0>(it->first) == key && std::get<1>(it->first) == dtype &&
+         std::get<2>(it->first) == mode;
+         ++it)
+      for (const auto& x : it->second)
+        if (const auto lc = parse_conversion(x.id.layout); x.system_id == ct.system_id && lc &&
+                                                           lc->tensor == tensor && lc->to == format &&
+                                                           (us < 0 || x.us < us))
+          us = x.us;
+    if (us < 0) continue;  // no conversion of the configuration writes it: taken as plain
+    (tensor == "src" ? out.in_layout : out.out_layout) = side;
+    (tensor == "src" ? out.in_conversion_us : out.out_conversion_us) = us;
+    out.conversion_us += us;
+  }
+  return out;
+}
+
 CaseLayouts layouts_of(const CaseTime& ct, const CostTable& costs, const std::string& key,
                        const std::string& dtype, const std::string& mode) {
   CaseLayouts out;
@@ -89,7 +125,7 @@ CaseLayouts layouts_of(const CaseTime& ct, const CostTable& costs, const std::st
   auto cv = costs.conversions.find({key, dtype, mode, CaseFeeds{ct.id.algorithm, ""}});
   if (cv == costs.conversions.end() && !ct.id.layout.empty())
     cv = costs.conversions.find({key, dtype, mode, CaseFeeds{"", ct.id.layout}});
-  if (cv == costs.conversions.end()) return out;
+  if (cv == costs.conversions.end()) return layouts_from_formats(ct, costs, key, dtype, mode);
   for (const auto& x : cv->second) {
     if (x.system_id != ct.system_id) continue;  // same thread count
     out.conversion_us += x.us;
@@ -1014,9 +1050,8 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
       c.e_us = floor_us;
     }
   }
-  // The runner-up cap stays: a case whose conversion cases the database lacks reads as plain here
-  // (mnasnet1_0's depthwise jit_dw at batch 8: 1,288 µs of conversions E charged, 204 in all the
-  // replay ran), and the cap bounds what that can add.
+  // The runner-up cap stays: without it E was no closer to the replay on the sweep's databases, with
+  // the cases' layouts known from their formats too (docs/ANALYZER.md, "The layout choice").
   estimate_conversions(b, model);
   b.E = e + b.E_conversions_us;
 }

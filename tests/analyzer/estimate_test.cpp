@@ -401,6 +401,31 @@ chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8
     estimate_conversions(bounds, m, false);
     EXPECT_DOUBLE_EQ(bounds.E_conversions_us, 4);
   }
+  {
+    // A second blocked implementation of a: the conversion cases were planned beside the first
+    // (they feed "jit:blocked"), so none names "jit:other"; its formats (cases.params) do, and it is
+    // charged the configuration's conversions to those formats. Formats that are plain, or that
+    // no conversion writes, leave the layout plain.
+    CostTable costs = costs_with(12);
+    CaseTime other = time(6, "jit:other", 9);
+    other.formats = "src:aBcd8b wei:ABcd8b8a dst:aBcd8b";
+    costs.best[{a->key, "f32", "fp32", ""}] = other;
+    auto layers = layer_costs(m, costs, "f32");
+    auto conv_a = [&] {
+      return *std::find_if(layers.begin(), layers.end(),
+                           [&](const LayerCost& c) { return c.index == a->index; });
+    };
+    EXPECT_EQ(conv_a().in_layout, "aBcd8b");
+    EXPECT_EQ(conv_a().out_layout, "aBcd8b");
+    EXPECT_DOUBLE_EQ(conv_a().in_conversion_us, 3);
+    EXPECT_DOUBLE_EQ(conv_a().out_conversion_us, 4);
+    other.formats = "src:abcd wei:ABcd8b8a dst:aBcd16b";  // plain in; no conversion writes aBcd16b
+    costs.best[{a->key, "f32", "fp32", ""}] = other;
+    layers = layer_costs(m, costs, "f32");
+    EXPECT_EQ(conv_a().in_layout, "");
+    EXPECT_EQ(conv_a().out_layout, "");
+    EXPECT_DOUBLE_EQ(conv_a().in_conversion_us + conv_a().out_conversion_us, 0);
+  }
 }
 
 }  // namespace

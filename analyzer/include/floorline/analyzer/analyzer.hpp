@@ -74,6 +74,11 @@ struct CaseTime {
   // (load_costs) the fastest case of a configuration may come from a system of fewer threads.
   int64_t threads = 1;
   int64_t system_id = 0;
+  // The formats its implementation holds its operands in as the plan saw them (cases.params
+  // "formats", oneDNN's: "src:acdb wei:Abcde16a dst:acdb"); "" where the case names none. Where no
+  // conversion case names the case's layouts (one conversion case serves every implementation of
+  // its configuration that reads that format, planned beside the first), E reads them here.
+  std::string formats;
 };
 
 // A confidence interval (µs) of a bound (confidence_intervals).
