@@ -732,6 +732,18 @@ TEST(DataKernels, BinaryOpsBroadcastAsTheReferenceDoes) {
 // heads), where ONNX Runtime's Expand beat the oneDNN backend's copy of the output (1.03 against
 // 1.20 ms at 512 past tokens), planned beside it and verified exactly; and every broadcast and tile
 // form on small shapes, at one thread and at two.
+// A hand-made f32 case of one-input `op` from x to y, its attributes left to the caller.
+kernels::CaseSpec form_spec(const char* op, const mp::Shape& x, const mp::Shape& y) {
+  kernels::CaseSpec spec;
+  spec.problem.kind = *kind_from_name(op);
+  spec.problem.op = op;
+  spec.problem.key = op;
+  spec.problem.inputs = {{"x", x}};
+  spec.problem.outputs = {{"y", y}};
+  spec.variant.dtype = DType::kF32;
+  return spec;
+}
+
 TEST(DataKernels, ExpandAndTileAreRowCopiesAsTheReferenceDefines) {
   mp::ProcessOptions o;
   o.dims = {{"sequence_length", {1}}, {"past_sequence_length", {512}}};
@@ -763,13 +775,7 @@ TEST(DataKernels, ExpandAndTileAreRowCopiesAsTheReferenceDefines) {
   for (const int threads : {1, 2}) {
     kernels::set_floorline_threads(threads);
     for (const auto& f : forms) {
-      kernels::CaseSpec spec;
-      spec.problem.kind = *kind_from_name(f.op);
-      spec.problem.op = f.op;
-      spec.problem.key = f.op;
-      spec.problem.inputs = {{"x", f.x}};
-      spec.problem.outputs = {{"y", f.y}};
-      spec.variant.dtype = DType::kF32;
+      const kernels::CaseSpec spec = form_spec(f.op, f.x, f.y);
       auto k = kernels::make_floorline_kernel(spec);
       ASSERT_TRUE(k.ok()) << f.op << ": " << k.error().message;
       EXPECT_EQ((*k)->implementation(),
@@ -783,13 +789,7 @@ TEST(DataKernels, ExpandAndTileAreRowCopiesAsTheReferenceDefines) {
   // Shapes that neither broadcast nor tile are not ours.
   for (const Form& f :
        {Form{"Expand", {2, 3}, {2, 4}}, Form{"Tile", {2, 3}, {2, 4}}, Form{"Tile", {3}, {2, 3}}}) {
-    kernels::CaseSpec bad;
-    bad.problem.kind = *kind_from_name(f.op);
-    bad.problem.op = f.op;
-    bad.problem.inputs = {{"x", f.x}};
-    bad.problem.outputs = {{"y", f.y}};
-    bad.variant.dtype = DType::kF32;
-    auto k = kernels::make_floorline_kernel(bad);
+    auto k = kernels::make_floorline_kernel(form_spec(f.op, f.x, f.y));
     ASSERT_FALSE(k.ok()) << f.op;
     EXPECT_EQ(k.error().code, Disposition::kUnsupported);
   }
@@ -839,12 +839,7 @@ TEST(DataKernels, VitTransposesAndSlicesAreCopiesOfRuns) {
   for (const int threads : {1, 2}) {
     kernels::set_floorline_threads(threads);
     for (const auto& f : forms) {
-      kernels::CaseSpec spec;
-      spec.problem.kind = *kind_from_name(f.op);
-      spec.problem.op = f.op;
-      spec.problem.key = f.op;
-      spec.problem.inputs = {{"x", f.x}};
-      spec.problem.outputs = {{"y", f.y}};
+      kernels::CaseSpec spec = form_spec(f.op, f.x, f.y);
       if (std::string(f.op) == "Transpose") {
         if (!f.perm_or_starts.empty()) spec.problem.ints["perm"] = f.perm_or_starts;
       } else {
@@ -852,7 +847,6 @@ TEST(DataKernels, VitTransposesAndSlicesAreCopiesOfRuns) {
         spec.problem.ints["axes"] = f.axes;
         if (!f.steps.empty()) spec.problem.ints["steps"] = f.steps;
       }
-      spec.variant.dtype = DType::kF32;
       const std::string form = fmt::format("{} {} to {}", f.op, fmt::join(f.x, "x"), fmt::join(f.y, "x"));
       EXPECT_EQ(kernels::copy_run_count(spec.problem), f.runs) << form;
       EXPECT_EQ(kernels::floorline_kernel_name(spec.problem), f.kernel) << form;
