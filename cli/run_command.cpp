@@ -286,13 +286,16 @@ int run_main(RunCmd o, const std::string& command_line) {
       // now (replay.hpp); they are timed again, keeping the lower measurement, before the row is
       // written.
       const double ratio_before = r->ratio();
+      // (A re-timing times cases of this model's layers only: its configs are the ones it can lower.)
       std::unordered_map<std::string, double> chosen_before;
-      for (const auto& [key, c] : *chosen) chosen_before.emplace(key, c.us);
+      for (const auto& layer : m.layers)
+        if (auto it = chosen->find(layer.key); it != chosen->end())
+          chosen_before.emplace(layer.key, it->second.us);
       auto rt = gen::retime_after_replay(db, m, l.plan, l.backends, ro, system_id, DType::kF32, *chosen, *r,
                                          o.retime_below);
       if (rt && rt->rounds > 0)
-        for (const auto& [key, c] : *chosen)
-          if (auto it = chosen_before.find(key); it != chosen_before.end() && c.us < it->second)
+        for (const auto& [key, us] : chosen_before)
+          if (auto it = chosen->find(key); it != chosen->end() && it->second.us < us)
             lowered_configs.insert(key);
       if (!rt) {
         std::fprintf(stderr, "%s re-timing after the replay: %s\n", yellow("warning:", color).c_str(),
