@@ -294,15 +294,18 @@ std::pair<memory::desc, View> held_format(const Build& b, const StepDef& st, con
 constexpr int kMaxImplementations = 64;
 
 // The thread counts the plan asks oneDNN for its implementations at: every core (two at least),
-// then one. oneDNN's choice depends on the count its primitives are created for, and one plan
-// serves every count of a thread budget (1, 2, 4 ... the run's): an implementation offered only at a
-// count between (on a host of more than two cores) is not listed, and oneDNN's first choice (the
-// case marked default) is the one at every core. For example densenet121's 3x3 convolution 128 -> 32 at
+// then 1, 2, 4 ... below it, the counts of a thread budget up to every core (budget_thread_counts).
+// oneDNN's choice depends on the count its primitives are created for, and one plan serves every
+// count of a budget; a run at another count (--threads 6 of 16 cores) may be offered one the plan
+// does not list, and oneDNN's first choice (the case marked default) is the one at every core. For
+// example densenet121's 3x3 convolution 128 -> 32 at
 // 56x56, batch 1, is offered jit_fp32_wino_2x3 then jit_wino_4x3 at 2 threads and jit_wino_4x3 alone at 1
 // (623 us there, 26% under the next fastest case, on a 2-core Zen 4 EPYC), which a plan made at 2 threads
 // alone asked the one-thread run for as its second implementation, and so skipped.
 std::vector<int> enumeration_thread_counts() {
-  return {std::max(2, omp_get_num_procs()), 1};
+  std::vector<int> counts = {std::max(2, omp_get_num_procs())};
+  for (int t = 1; t < counts.front(); t *= 2) counts.push_back(t);
+  return counts;
 }
 
 uint64_t seed_of(const std::string& s) {
