@@ -933,13 +933,12 @@ int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable
   std::vector<size_t> kept(choices.size(), 0);
   double best = descend();
   for (size_t i = 0; i < choices.size(); ++i) kept[i] = choices[i].taken;
-  auto in_family = [](const std::string& layout, const std::string& family) { return layout == family; };
   for (const std::string family : {"aBcd8b", "aBcd16b", "acdb"}) {
     bool any = false;
     for (auto& ch : choices) {
       size_t pick = 0;
       for (size_t j = 0; j < ch.layouts.size(); ++j)
-        if (in_family(ch.layouts[j].in_layout, family) || in_family(ch.layouts[j].out_layout, family)) {
+        if (ch.layouts[j].in_layout == family || ch.layouts[j].out_layout == family) {
           pick = j;
           break;
         }

@@ -281,7 +281,11 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
               return make_channel_kernel(p, name, seed, block);
             return make_data_kernel(p, name, seed, block);
           case Family::kChannels:
-            if (name == "copy_runs") return make_data_kernel(p, name, seed, 0);
+            if (name == "copy_runs") {
+              // floorline_kernel_name has planned the runs (copy_runs): no buffers to check it.
+              if (check_only) return nullptr;
+              return make_data_kernel(p, name, seed, 0);
+            }
             return make_channel_kernel(p, name, seed, block);
           case Family::kPool:
             return make_pool_kernel(p, seed, block);
