@@ -865,6 +865,131 @@ TEST(DataKernels, VitTransposesAndSlicesAreCopiesOfRuns) {
   kernels::set_floorline_threads(1);
 }
 
+// Inception-v3's Pads before its AveragePools (H and W by 1), planned on the plain layout and on the
+// layouts oneDNN's convolutions write (pad@blocked16c, pad@blocked8c, pad@nhwc) beside oneDNN's
+// reorder, every zoo case verified; the ports name the layout, so that the replay keeps a
+// convolution's NHWC output through the Pad. Hand-made forms: every axis padded (plain), rows longer
+// than a thread's piece, no pads at all, a blocked tensor whose channels are no multiple of the block
+// (its padding lanes must come out 0); what is not ours is unsupported.
+TEST(DataKernels, InceptionPadsRunOnTheConvolutionsLayouts) {
+  const Seen s = verify_own(zoo_layers("inception_v3", {"Pad"}), "pad");
+  const std::string key = "Pad|x=1x768x17x17|pads=0,0,1,1,0,0,1,1|mode=constant|f32";
+  EXPECT_TRUE(s.keys_with_own.count(key)) << fmt::format("{}", fmt::join(s.keys_with_own, " "));
+  EXPECT_TRUE(s.keys_with_onednn.count(key));  // beside oneDNN's reorder, not instead
+  EXPECT_EQ(s.own_cases, 4 * static_cast<int>(s.keys_with_own.size()));  // plain and three layouts
+  EXPECT_EQ(s.verified, s.own_cases);
+
+  struct Form {
+    mp::Shape x, y;
+    std::vector<int64_t> pads;
+    const char* algorithm;
+    bool ours = true;
+  };
+  const std::vector<Form> forms = {
+      {{1, 768, 17, 17}, {1, 768, 19, 19}, {0, 0, 1, 1, 0, 0, 1, 1}, "pad@nhwc"},
+      {{2, 20, 5, 3}, {2, 20, 8, 4}, {0, 0, 2, 0, 0, 0, 1, 1}, "pad@blocked16c"},  // 20 = 16 + 4 lanes
+      {{2, 20, 5, 3}, {2, 20, 8, 4}, {0, 0, 2, 0, 0, 0, 1, 1}, "pad@blocked8c"},
+      {{2, 3, 4}, {5, 4, 7}, {1, 0, 2, 2, 1, 1}, "pad"},                    // every axis, the batch too
+      {{2, 70000}, {3, 70010}, {1, 4, 0, 6}, "pad"},                        // rows longer than a piece
+      {{1, 56, 56, 96}, {1, 56, 56, 96}, {0, 0, 0, 0, 0, 0, 0, 0}, "pad"},  // no pads: one copy
+      {{1, 8, 5, 5}, {1, 8, 5, 5}, {0, 0, 0, 0, 0, 0, 0, 0}, "pad@nhwc"},
+      {{1, 8, 5, 5}, {1, 10, 5, 5}, {0, 1, 0, 0, 0, 1, 0, 0}, "pad@nhwc", false},  // channels padded
+      {{1, 8, 5, 5}, {1, 8, 5, 5}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "pad", false},  // pads miscounted
+      {{1, 8, 5, 5}, {1, 8, 3, 5}, {0, 0, -1, 0, 0, 0, -1, 0}, "pad", false},      // a crop
+      {{1, 8, 5, 5}, {1, 8, 9, 5}, {0, 0, 1, 0, 0, 0, 1, 0}, "pad", false},        // y not x + pads
+  };
+  for (const int threads : {1, 2}) {
+    kernels::set_floorline_threads(threads);
+    for (const auto& f : forms) {
+      kernels::CaseSpec spec = form_spec("Pad", f.x, f.y);
+      spec.problem.ints["pads"] = f.pads;
+      spec.problem.strings["mode"] = "constant";
+      spec.variant.algorithm = f.algorithm;
+      const std::string form =
+          fmt::format("{} {} to {}", f.algorithm, fmt::join(f.x, "x"), fmt::join(f.y, "x"));
+      auto k = kernels::make_floorline_kernel(spec);
+      if (!f.ours) {
+        ASSERT_FALSE(k.ok()) << form;
+        EXPECT_EQ(k.error().code, Disposition::kUnsupported) << form;
+        continue;
+      }
+      ASSERT_TRUE(k.ok()) << form << ": " << k.error().message;
+      EXPECT_EQ((*k)->implementation(), "floorline pad");
+      const Status st = (*k)->verify();  // every element, exactly; blocked padding lanes 0
+      EXPECT_TRUE(st.ok()) << form << ": " << (st.ok() ? "" : st.error().message);
+      if (std::string(f.algorithm) == "pad@nhwc" && f.x[2] > 1) {
+        EXPECT_EQ((*k)->port(false, 0)->layout, kernels::channels_last_layout(f.x)) << form;
+        EXPECT_EQ((*k)->port(true, 0)->layout, kernels::channels_last_layout(f.y)) << form;
+      }
+    }
+  }
+  kernels::set_floorline_threads(1);
+  kernels::CaseSpec reflect = form_spec("Pad", {1, 2, 3, 3}, {1, 2, 5, 5});
+  reflect.problem.ints["pads"] = {0, 0, 1, 1, 0, 0, 1, 1};
+  reflect.problem.strings["mode"] = "reflect";
+  auto k = kernels::make_floorline_kernel(reflect);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported);
+}
+
+// ConvNeXt's Transposes to NHWC before each LayerNorm and back after the MLP, with their NCHW side
+// held channels-last (transpose@nhwc): the same bytes, a copy, planned beside oneDNN's reorder (a
+// real transpose) and verified on every zoo case; the NCHW side's port is acdb, the other plain.
+// Any other Transpose, or one whose NCHW side has one pixel, is not this.
+TEST(DataKernels, ConvnextTransposesAreCopiesWithTheirNchwSideChannelsLast) {
+  auto models = zoo_layers("convnext_tiny", {"Transpose"});
+  // Without the pixels ([1, 768, 1, 1] before the classifier) copy_runs runs it (plain order already).
+  for (auto& m : models)
+    std::erase_if(m.layers, [](const mp::Layer& l) {
+      const auto& x = l.config.inputs.at(0).shape;
+      return std::count_if(x.begin() + 1, x.end(), [](int64_t d) { return d > 1; }) < 2;
+    });
+  const Seen s = verify_own(models, "transpose");
+  for (const std::string key :
+       {"Transpose|x=1x96x56x56|perm=0,2,3,1|f32", "Transpose|x=1x56x56x96|perm=0,3,1,2|f32"}) {
+    EXPECT_TRUE(s.keys_with_own.count(key))
+        << key << " not in " << fmt::format("{}", fmt::join(s.keys_with_own, " "));
+    EXPECT_TRUE(s.keys_with_onednn.count(key)) << key;
+  }
+  EXPECT_EQ(s.verified, s.own_cases);
+  EXPECT_GE(s.verified, 8);  // 4 stages, both ways
+
+  struct Form {
+    mp::Shape x, y;
+    std::vector<int64_t> perm;
+    const char* in_layout;  // "": not ours
+    const char* out_layout;
+  };
+  const std::vector<Form> forms = {
+      {{2, 5, 3, 4}, {2, 3, 4, 5}, {0, 2, 3, 1}, "f32 acdb 2x5x3x4", "plain"},
+      {{2, 3, 4, 5}, {2, 5, 3, 4}, {0, 3, 1, 2}, "plain", "f32 acdb 2x5x3x4"},
+      {{2, 5, 1, 1}, {2, 1, 1, 5}, {0, 2, 3, 1}, "", ""},           // no pixels: the plain order already
+      {{2, 5, 3, 4}, {2, 3, 5, 4}, {0, 2, 1, 3}, "", ""},           // another perm
+      {{2, 5, 3, 4, 2}, {2, 3, 4, 2, 5}, {0, 2, 3, 4, 1}, "", ""},  // 5-D
+  };
+  for (const int threads : {1, 2}) {
+    kernels::set_floorline_threads(threads);
+    for (const auto& f : forms) {
+      kernels::CaseSpec spec = form_spec("Transpose", f.x, f.y);
+      spec.problem.ints["perm"] = f.perm;
+      spec.variant.algorithm = "transpose@nhwc";
+      const std::string form = fmt::format("{} by {}", fmt::join(f.x, "x"), fmt::join(f.perm, ","));
+      auto k = kernels::make_floorline_kernel(spec);
+      if (std::string(f.in_layout).empty()) {
+        ASSERT_FALSE(k.ok()) << form;
+        EXPECT_EQ(k.error().code, Disposition::kUnsupported) << form;
+        continue;
+      }
+      ASSERT_TRUE(k.ok()) << form << ": " << k.error().message;
+      EXPECT_EQ((*k)->port(false, 0)->layout, f.in_layout) << form;
+      EXPECT_EQ((*k)->port(true, 0)->layout, f.out_layout) << form;
+      const Status st = (*k)->verify();
+      EXPECT_TRUE(st.ok()) << form << ": " << (st.ok() ? "" : st.error().message);
+    }
+  }
+  kernels::set_floorline_threads(1);
+}
+
 TEST(DataKernels, SsdliteIdentityResizeIsACopy) {
   const Seen s = verify_own(zoo_layers("ssdlite320_mobilenet_v3_large", {"Resize"}), "copy");
   const std::string key =

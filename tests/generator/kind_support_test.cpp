@@ -160,6 +160,7 @@ TEST(KindSupport, TheFloorlineTableHoldsOurKernelsAndOnlyThem) {
                                          "Split",
                                          "Transpose",
                                          "Tile",
+                                         "Pad",
                                          "GlobalAveragePool",
                                          "Gemm",
                                          "MatMul",

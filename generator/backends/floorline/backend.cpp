@@ -49,6 +49,21 @@ class FloorlineBackend final : public Backend {
       for (const int block : {16, 8}) algorithms.push_back(fmt::format("{}@blocked{}c", name, block));
       algorithms.push_back(name + "@nhwc");
     }
+    // Pad of H and W of a 4-D tensor: on the blocked layouts and channels-last too (pad.cpp), where a
+    // runtime pads a convolution's blocked or NHWC output in place (Inception-v3's Pad before each
+    // AveragePool); the check marks it unsupported where the batch or the channels are padded.
+    if (name == "pad" && !p.inputs.empty() && p.inputs[0].shape.size() == 4) {
+      for (const int block : {16, 8}) algorithms.push_back(fmt::format("pad@blocked{}c", block));
+      algorithms.push_back("pad@nhwc");
+    }
+    // A Transpose between NCHW and NHWC: its NCHW side held channels-last, a copy (relabel.cpp), as
+    // a runtime that keeps a convolution's NHWC output runs ConvNeXt's transposes around LayerNorm.
+    // Planned only where it applies.
+    if (p.kind == LayerKind::kTranspose && p.inputs.size() == 1 && p.inputs[0].shape.size() == 4) {
+      kernels::CaseSpec probe = base;
+      probe.variant.algorithm = "transpose@nhwc";
+      if (kernels::check_floorline_case(probe).ok()) algorithms.push_back("transpose@nhwc");
+    }
     // GlobalAveragePool of a 4-D input: on the blocked layouts and channels-last too (blocked.cpp),
     // where a runtime pools a convolution's blocked or NHWC output in place (an SE block's squeeze).
     if (name == "global_average_pool" && !p.inputs.empty() && p.inputs[0].shape.size() == 4) {
@@ -97,7 +112,7 @@ class FloorlineBackend final : public Backend {
       c.is_default = out.empty();
       kernels::CaseSpec probe = base;
       probe.variant = c.variant;
-      if (name.empty()) {
+      if (name.empty() && algorithm == "none") {
         c.status = Disposition::kUnsupported;
         c.reason = fmt::format("{}: no kernel of Floorline's for this layer", base.problem.op);
       } else if (const Status k = kernels::check_floorline_case(probe); !k.ok()) {

@@ -185,6 +185,16 @@ std::optional<ChannelMove> channel_move(const Problem& p);
 constexpr int kNhwc = -1;
 std::unique_ptr<Kernel> make_channel_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                             int block);
+// Pad, mode constant, non-negative pads (pad.cpp): `block` 0 on the plain layout, 8 or 16 on
+// oneDNN's blocked layout aBcd<block>b, kNhwc channels-last (pad@blocked<B>c, pad@nhwc: H and W
+// padded only). With `check_only` its checks alone (nullptr): no buffers.
+std::unique_ptr<Kernel> make_pad_kernel(const Problem& p, uint64_t seed, int block, bool check_only = false);
+// A 4-D Transpose by perm (0, 2, 3, 1) or (0, 3, 1, 2) whose NCHW side has pixels: whether it goes
+// to NHWC (true) or from it (false); nullopt for any other (relabel.cpp).
+std::optional<bool> nhwc_relabel(const Problem& p);
+// Its kernel, transpose@nhwc: the NCHW side held channels-last, the other plain, a copy; with
+// `check_only` its checks alone (nullptr). Unsupported where nhwc_relabel gives nullopt.
+std::unique_ptr<Kernel> make_relabel_kernel(const Problem& p, uint64_t seed, bool check_only = false);
 // Gemm and MatMul over a B packed once: sgemm_packed (gemm.cpp).
 std::unique_ptr<Kernel> make_gemm_kernel(const Problem& p, uint64_t seed);
 // The product sgemm_packed runs for `p`, or a KernelError (unsupported, with why) where it runs

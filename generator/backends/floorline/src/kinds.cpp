@@ -12,7 +12,7 @@ using namespace floorline_detail;
 
 namespace {
 
-enum class Family { kNone, kDetection, kData, kChannels, kPool, kSampling, kGemm, kNBits, kConv };
+enum class Family { kNone, kDetection, kData, kChannels, kPool, kSampling, kGemm, kNBits, kConv, kPad };
 
 struct KindMapping {
   std::string_view kernel;  // the kernel's name, the cases' algorithm; empty: not mapped
@@ -83,13 +83,18 @@ KindMapping kind_mapping(LayerKind k) {
       return {"channel_shuffle", Family::kChannels,
               "the channel shuffle ([N, G, K, H, W] by perm 0,2,1,3,4), plain and on oneDNN's blocked "
               "layouts (channels.cpp); else copy_runs where the last axes stay in place, runs of 16 or "
-              "more contiguous elements (data.cpp)"};
+              "more contiguous elements (data.cpp); and NCHW <-> NHWC with the NCHW side held channels-last, "
+              "a copy (transpose@nhwc, relabel.cpp)"};
     case K::kGlobalAveragePool:
       return {
           "global_average_pool", Family::kPool,
           "plain, and on oneDNN's blocked layouts aBcd8b and aBcd16b, its output blocked too (blocked.cpp)"};
     case K::kTile:
       return {"tile", Family::kData, "repeated rows of contiguous elements"};
+    case K::kPad:
+      return {"pad", Family::kPad,
+              "mode constant (0), non-negative pads: plain, and of H and W on oneDNN's blocked layouts and "
+              "channels-last (pad.cpp)"};
     case K::kMatMulNBits:
       return {"matmul_nbits", Family::kNBits,
               "4-bit weights with packed zero points, dequantized in cache-sized tiles; AVX2 and FMA "
@@ -157,7 +162,6 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kLSTM:
     case K::kGRU:
     case K::kRNN:
-    case K::kPad:
     case K::kGather:
     case K::kScatterND:
     case K::kRange:
@@ -225,6 +229,11 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
   const Problem& p = spec.problem;
   const KindMapping m = kind_mapping(p.kind);
   const std::string name = floorline_kernel_name(p);
+  // A Transpose between NCHW and NHWC with its NCHW side held channels-last: a copy (relabel.cpp).
+  if (spec.variant.algorithm == "transpose@nhwc")
+    return own_kernel_or_error(spec, spec.variant.algorithm, [&]() -> std::unique_ptr<Kernel> {
+      return make_relabel_kernel(p, seed_of(spec.name), check_only);
+    });
   if (name.empty())
     return make_error(
         Disposition::kUnsupported, "{}: {}", p.op,
@@ -235,12 +244,13 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
   if (name == "concat" && spec.variant.algorithm == "concat@blocked8c") block = 8;
   // GlobalAveragePool, the binaries and the channel movements too: "global_average_pool@blocked8c",
   // "binary@blocked16c", "channel_shuffle@blocked8c"...
-  for (const char* blocked : {"global_average_pool", "binary", "slice", "split", "channel_shuffle"})
+  for (const char* blocked : {"global_average_pool", "binary", "slice", "split", "channel_shuffle", "pad"})
     for (const int b : {16, 8})
       if (name == blocked && spec.variant.algorithm == fmt::format("{}@blocked{}c", blocked, b)) block = b;
   // The channel movements, GlobalAveragePool and the binaries on the channels-last layout:
   // "slice@nhwc", "concat@nhwc", "binary@nhwc"...
-  for (const char* moved : {"slice", "split", "channel_shuffle", "concat", "global_average_pool", "binary"})
+  for (const char* moved :
+       {"slice", "split", "channel_shuffle", "concat", "global_average_pool", "binary", "pad"})
     if (name == moved && spec.variant.algorithm == fmt::format("{}@nhwc", moved)) block = kNhwc;
   const bool f32_weights = name == "matmul_nbits" && spec.variant.algorithm == "matmul_nbits@f32_weights";
   // A Conv runs F(4x4, 3x3), or F(2x2, 3x3) or its valid taps where the case asks for it.
@@ -289,6 +299,8 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
             return make_channel_kernel(p, name, seed, block);
           case Family::kPool:
             return make_pool_kernel(p, seed, block);
+          case Family::kPad:
+            return make_pad_kernel(p, seed, block, check_only);
           case Family::kSampling:
             return make_sampling_kernel(p, name, seed);
           case Family::kGemm:
