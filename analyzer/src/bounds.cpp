@@ -1,3 +1,4 @@
+#include <cstdlib>
 // The bounds of one model, one function each (bounds.hpp), and analyze_model composing them.
 #include "floorline/analyzer/bounds.hpp"
 
@@ -117,15 +118,67 @@ CaseLayouts layouts_from_formats(const CaseTime& ct, const CostTable& costs, con
   return out;
 }
 
+// A case of a layout variant that no conversion case feeds and that holds no oneDNN formats: one of
+// Floorline's own kernels ("concat@blocked16c", "binary@nhwc", "pad@nhwc"; the replay converts
+// around it with the fastest conversion any backend offers). Its 4-D activation input and output
+// are held in the layout its algorithm names after '@' (aBcd<B>b for "blocked<B>c", acdb for "nhwc";
+// channels-last without pixels is the plain order, as its ports say; a Transpose's NCHW side
+// alone), each charged the
+// configuration's fastest conversion case into that format where one exists (a oneDNN variant's),
+// else its bytes at kConversionBytesPerUs, the rate the replay's layout choice costs it at.
+CaseLayouts layouts_from_variant(const CaseTime& ct, const CostTable& costs, const std::string& key,
+                                 const std::string& dtype, const std::string& mode, const mp::Layer& layer) {
+  CaseLayouts out;
+  const auto at = ct.id.algorithm.find('@');
+  if (at == std::string::npos) return out;
+  const std::string variant = ct.id.algorithm.substr(at + 1);
+  std::string format;
+  if (variant == "nhwc" || variant == "channels_last")
+    format = "acdb";
+  else if (variant == "blocked8c" || variant == "blocked16c")
+    format = "aBcd" + variant.substr(7, variant.size() - 8) + "b";
+  if (format.empty()) return out;
+  auto side = [&](const std::vector<mp::TensorArg>& tensors, const std::string& tensor) {
+    if (tensors.empty()) return;
+    const auto& shape = tensors[0].shape;
+    if (shape.size() != 4 || (format == "acdb" && shape[2] * shape[3] == 1)) return;  // plain
+    double us = -1;
+    for (auto it = costs.conversions.lower_bound({key, dtype, mode, CaseFeeds{}});
+         it != costs.conversions.end() && std::get<0>(it->first) == key && std::get<1>(it->first) == dtype &&
+         std::get<2>(it->first) == mode;
+         ++it)
+      for (const auto& x : it->second)
+        if (const auto lc = parse_conversion(x.id.layout); x.system_id == ct.system_id && lc &&
+                                                           lc->tensor == tensor && case_side(*lc) == format &&
+                                                           (us < 0 || x.us < us))
+          us = x.us;
+    if (us < 0) {
+      const int64_t n = mp::numel(shape);
+      us = n > 0 ? static_cast<double>(n * mp::dtype_size(tensors[0].dtype)) / kConversionBytesPerUs : 0;
+    }
+    (tensor == "src" ? out.in_layout : out.out_layout) = format;
+    (tensor == "src" ? out.in_conversion_us : out.out_conversion_us) = us;
+    out.conversion_us += us;
+  };
+  // A Transpose between NCHW and NHWC ("transpose@nhwc") holds its NCHW side alone channels-last.
+  const bool transpose = layer.config.kind == LayerKind::kTranspose;
+  const auto perm = transpose ? layer.config.attr_ints("perm") : std::vector<int64_t>{};
+  if (!transpose || perm == std::vector<int64_t>{0, 2, 3, 1}) side(layer.config.inputs, "src");
+  if (!transpose || perm == std::vector<int64_t>{0, 3, 1, 2}) side(layer.config.outputs, "dst");
+  return out;
+}
+
 CaseLayouts layouts_of(const CaseTime& ct, const CostTable& costs, const std::string& key,
-                       const std::string& dtype, const std::string& mode) {
+                       const std::string& dtype, const std::string& mode, const mp::Layer& layer) {
   CaseLayouts out;
   // Conversions feed the cases of one algorithm (oneDNN) or every case in one layout (XNNPACK
   // and CUDA: "nhwc", shared by every algorithm in that layout).
   auto cv = costs.conversions.find({key, dtype, mode, CaseFeeds{ct.id.algorithm, ""}});
   if (cv == costs.conversions.end() && !ct.id.layout.empty())
     cv = costs.conversions.find({key, dtype, mode, CaseFeeds{"", ct.id.layout}});
-  if (cv == costs.conversions.end()) return layouts_from_formats(ct, costs, key, dtype, mode);
+  if (cv == costs.conversions.end())
+    return ct.formats.empty() ? layouts_from_variant(ct, costs, key, dtype, mode, layer)
+                              : layouts_from_formats(ct, costs, key, dtype, mode);
   for (const auto& x : cv->second) {
     if (x.system_id != ct.system_id) continue;  // same thread count
     out.conversion_us += x.us;
@@ -217,7 +270,7 @@ void apply_epilogues(const mp::ModelIR& model, const CostTable& costs, const std
     {
       // The chain runs on the fused case: its layouts are E's for the head (estimate_E).
       const std::string dtype = layer_dtype(*layer_of.at(head.index), base_dtype);
-      set_layouts(head, layouts_of(f, costs, head.key, dtype, math_mode_of(dtype)));
+      set_layouts(head, layouts_of(f, costs, head.key, dtype, math_mode_of(dtype), *layer_of.at(head.index)));
     }
     for (LayerCost* a : acts) {
       a->own_us = a->us;
@@ -327,7 +380,7 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
         if (std::isfinite(race->second.runner_up)) c.runner_up_us = race->second.runner_up;
       }
       // Which ports it converts: the layouts the case reads and writes (estimate_E).
-      const CaseLayouts layouts = layouts_of(it->second, costs, l.key, dtype, mode);
+      const CaseLayouts layouts = layouts_of(it->second, costs, l.key, dtype, mode, l);
       c.conversion_us = layouts.conversion_us;
       set_layouts(c, layouts);
     } else if (c.roofline_us) {
@@ -872,7 +925,7 @@ int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable
     ch.layer = &c;
     ch.base_us = chain_us[c.index];
     ch.cases.push_back(nullptr);  // that case, at the chain's time
-    ch.layouts.push_back(layouts_of(own->second, costs, c.key, dtype, mode));
+    ch.layouts.push_back(layouts_of(own->second, costs, c.key, dtype, mode, *l->second));
     std::vector<const CaseTime*> sorted;
     for (const auto& ct : passed->second) sorted.push_back(&ct);
     std::stable_sort(sorted.begin(), sorted.end(),
@@ -881,7 +934,7 @@ int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable
       if (static_cast<int>(ch.cases.size()) >= kLayoutCandidates) break;
       if (ct->us > kLayoutSlack * ch.base_us) break;
       if (ct->case_id == own->second.case_id && ct->system_id == own->second.system_id) continue;
-      CaseLayouts lay = layouts_of(*ct, costs, c.key, dtype, mode);
+      CaseLayouts lay = layouts_of(*ct, costs, c.key, dtype, mode, *l->second);
       // One with the layouts of a faster one can only cost more.
       if (std::find(ch.layouts.begin(), ch.layouts.end(), lay) != ch.layouts.end()) continue;
       ch.cases.push_back(ct);

@@ -150,6 +150,10 @@ std::vector<Field<LayerRow>> layer_fields() {
       {"e_conversion_us", [](const L& r) { return float_cell(r.layer->e_conversion_us, 2); }},
       // The case E runs the layer on where its layout choice took another than t(v)'s ("" else).
       {"e_case", [](const L& r) { return text_cell(r.layer->e_case); }},
+      // The layouts E takes its case to read its activation input in and write its output in
+      // ("" plain; "aBcd8b", "acdb": oneDNN's spelling).
+      {"in_layout", [](const L& r) { return text_cell(r.layer->in_layout); }},
+      {"out_layout", [](const L& r) { return text_cell(r.layer->out_layout); }},
       // Its candidates (passed and raced out) and the runner-up, the second-fastest passed case.
       {"candidates", [](const L& r) { return int_cell(r.layer->candidates); }},
       {"raced_out", [](const L& r) { return int_cell(r.layer->raced_out); }},
