@@ -97,6 +97,18 @@ std::unordered_map<std::string, std::vector<int>> map_optimized(const ModelGraph
       const std::string v = n.name().substr(0, n.name().size() - kNchwcSuffix.size());
       if (m.producer.count(v)) anchors[k].push_back(v);
     }
+    // A fused node that writes no model value (inside the NCHWc domain, between two convolutions)
+    // but is named after the model node it replaces ("<node>/QuickGeluFusion/": efficientnet's
+    // x·sigmoid(x) after its Mul): that node's outputs.
+    if (anchors[k].empty() && !n.name().empty() && n.name().back() == '/')
+      for (size_t slash = n.name().size() - 1; slash-- > 0;) {
+        if (n.name()[slash] != '/') continue;
+        const auto named = m.by_name.find(n.name().substr(0, slash));
+        if (named == m.by_name.end()) continue;
+        for (const auto& o : m.outputs[static_cast<size_t>(named->second)])
+          if (!o.empty()) anchors[k].push_back(o);
+        break;
+      }
     for (const auto& a : anchors[k]) boundary.insert(a);
     for (const auto& i : n.input())
       if (m.producer.count(i)) boundary.insert(i);

@@ -13,6 +13,10 @@
 // and writes:
 //   - an anchor of a runtime node is a value of the model that it writes (an output of the
 //     model's graph kept under its name, or, for an NCHWc node "<value>_nchwc", that value);
+//   - a fused node that writes no model value (inside the NCHWc domain between two convolutions)
+//     but is named after the model node it replaces, "<node>/<Fusion>/" (efficientnet's SiLUs:
+//     "<Mul>/QuickGeluFusion/"), takes that node's outputs as its anchors: until 2026-12-07 it
+//     computed nothing, and the next convolution or a reorder took its Sigmoid and Mul;
 //   - boundaries are every anchor, every model value the optimized graph reads, the graph inputs
 //     and the initializers;
 //   - a runtime node computes the model node that writes its anchor and, walking back through
