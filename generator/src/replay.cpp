@@ -532,7 +532,30 @@ Result<ReplayResult> replay_model_throwing(const mp::ModelIR& model,
       }
       return name;
     };
-    for (const auto& m : mp::fusion_matches(model)) {
+    // The chains by what their fused case saves over their layers' cases, most first, as the
+    // analyzer's S takes them where two share a layer (a Conv's Swish and its Sigmoid's own SiLU).
+    const std::vector<mp::FusionMatch> matches = mp::fusion_matches(model);
+    auto saving = [&](const mp::FusionMatch& m) {
+      const auto head = layer_at.find(m.head);
+      if (head == layer_at.end()) return -1.0;
+      const auto h = chosen.find(head->second->key);
+      const auto f = epilogues.find({head->second->key, m.name});
+      if (h == chosen.end() || f == epilogues.end()) return -1.0;
+      double unfused = h->second.us;
+      for (int index : m.absorbed) {
+        const auto a = layer_at.find(index);
+        const auto c = a == layer_at.end() ? chosen.end() : chosen.find(a->second->key);
+        if (c == chosen.end()) return -1.0;
+        unfused += c->second.us;
+      }
+      return unfused - f->second.us;
+    };
+    std::vector<std::pair<double, const mp::FusionMatch*>> by_saving;
+    for (const auto& m : matches) by_saving.emplace_back(saving(m), &m);
+    std::stable_sort(by_saving.begin(), by_saving.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& [saved, match] : by_saving) {
+      const mp::FusionMatch& m = *match;
       if (!mp::is_epilogue_fusion(m)) continue;
       const auto head = layer_at.find(m.head);
       if (head == layer_at.end() || !head->second->subgraph.empty() || head->second->output_names.empty())

@@ -185,9 +185,41 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
     f.name = fusion_name(f.epilogue);
     return f;
   };
+  // SiLU on its own, from the Sigmoid `l`: its output read by one Mul alone, whose other input is
+  // the Sigmoid's input (x · sigmoid(x)), every tensor of one shape: the match with head `l`,
+  // absorbing the Mul, epilogue [MulInput]; nullopt otherwise.
+  auto silu_of = [&](const Layer& l) -> std::optional<FusionMatch> {
+    const Layer* mul = sole_consumer(l);
+    if (!mul || mul->config.kind != LayerKind::kMul || mul->input_names.size() != 2 ||
+        l.input_names.empty() || l.output_names.empty() || l.config.inputs.empty() ||
+        l.config.outputs.empty())
+      return std::nullopt;
+    const std::string& x = l.input_names[0];
+    const std::string& s = l.output_names[0];
+    if (!((mul->input_names[0] == x && mul->input_names[1] == s) ||
+          (mul->input_names[0] == s && mul->input_names[1] == x)))
+      return std::nullopt;
+    const Shape& shape = l.config.outputs[0].shape;
+    if (l.config.inputs[0].shape != shape || mul->config.outputs.empty() ||
+        mul->config.outputs[0].shape != shape ||
+        std::any_of(mul->config.inputs.begin(), mul->config.inputs.end(),
+                    [&](const TensorArg& t) { return t.shape != shape; }))
+      return std::nullopt;
+    FusionMatch f;
+    f.head = l.index;
+    f.absorbed = {mul->index};
+    f.epilogue = {{"MulInput"}};
+    f.name = fusion_name(f.epilogue);
+    return f;
+  };
   for (const auto& l : m.layers) {
     using K = LayerKind;
     const K kind = l.config.kind;
+    if (kind == K::kSigmoid && l.shapes_known && l.cost == CostClass::kCompute &&
+        !quantized_config(l.config)) {
+      if (auto f = silu_of(l)) out.push_back(std::move(*f));
+      continue;
+    }
     if (kind != K::kConv && kind != K::kConvTranspose && kind != K::kGemm && kind != K::kMatMul) continue;
     if (!l.shapes_known || l.config.outputs.empty()) continue;
     if (kind == K::kMatMul)

@@ -990,6 +990,62 @@ TEST(DataKernels, ConvnextTransposesAreCopiesWithTheirNchwSideChannelsLast) {
   kernels::set_floorline_threads(1);
 }
 
+// EfficientNet's SiLUs on their own (a Sigmoid and its Mul by the Sigmoid's input, fused: post-op
+// MulInput) are one pass of Floorline's silu, planned beside oneDNN's swish (its eltwise with that
+// post-op), both verified against the reference on every zoo case. Hand-made: lengths with tails of
+// every size below the vector width, inputs past the clamp (verify() draws them from [-100, 100)), at
+// one thread and at two; a Sigmoid alone, or with another post-op, is not silu's.
+TEST(DataKernels, EfficientnetSilusAreOnePassBesideOnednnSwish) {
+  const auto models = zoo_layers("efficientnet_b0", {"Sigmoid", "Mul"});
+  const Plan plan = make_plan(models, {find_backend("onednn"), find_backend("floorline")}, PlanOptions{});
+  std::set<std::string> own, onednn;
+  int verified = 0;
+  for (const auto& c : plan.cases) {
+    if (c.status || c.spec.variant.fusion != "MulInput" || !c.spec.feeds.empty()) continue;
+    EXPECT_EQ(c.spec.problem.kind, LayerKind::kSigmoid) << c.spec.name;
+    (c.spec.variant.backend == "floorline" ? own : onednn).insert(c.spec.problem.key);
+    if (c.spec.variant.backend == "floorline") {
+      EXPECT_EQ(c.spec.variant.algorithm, "silu");
+    }
+    auto k = c.spec.variant.backend == "floorline" ? kernels::make_floorline_kernel(c.spec)
+                                                   : find_backend("onednn")->factory()(c.spec);
+    ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+    verified += v.ok();
+  }
+  const std::string stem = "Sigmoid|x=1x32x112x112|f32";
+  EXPECT_TRUE(own.count(stem)) << fmt::format("{}", fmt::join(own, " "));
+  EXPECT_TRUE(onednn.count(stem));
+  EXPECT_EQ(own, onednn);
+  EXPECT_GE(own.size(), 10u);
+  EXPECT_EQ(verified, static_cast<int>(own.size() + onednn.size()));
+
+  for (const int threads : {1, 2}) {
+    kernels::set_floorline_threads(threads);
+    for (const int64_t n : {1, 7, 8, 15, 16, 17, 31, 33, 40000}) {
+      kernels::CaseSpec spec = form_spec("Sigmoid", {1, n}, {1, n});
+      spec.problem.post_ops = {kernels::PostOp{"MulInput"}};
+      spec.variant.algorithm = "silu";
+      auto k = kernels::make_floorline_kernel(spec);
+      ASSERT_TRUE(k.ok()) << n << ": " << k.error().message;
+      const Status st = (*k)->verify();
+      EXPECT_TRUE(st.ok()) << n << " at " << threads << ": " << (st.ok() ? "" : st.error().message);
+    }
+  }
+  kernels::set_floorline_threads(1);
+  kernels::CaseSpec alone = form_spec("Sigmoid", {1, 64}, {1, 64});
+  EXPECT_EQ(kernels::floorline_kernel_name(alone.problem), "");
+  alone.variant.algorithm = "silu";
+  auto k = kernels::make_floorline_kernel(alone);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported);
+  alone.problem.post_ops = {kernels::PostOp{"Relu"}};
+  k = kernels::make_floorline_kernel(alone);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.error().code, Disposition::kUnsupported);
+}
+
 TEST(DataKernels, SsdliteIdentityResizeIsACopy) {
   const Seen s = verify_own(zoo_layers("ssdlite320_mobilenet_v3_large", {"Resize"}), "copy");
   const std::string key =

@@ -161,6 +161,7 @@ TEST(KindSupport, TheFloorlineTableHoldsOurKernelsAndOnlyThem) {
                                          "Transpose",
                                          "Tile",
                                          "Pad",
+                                         "Sigmoid",
                                          "GlobalAveragePool",
                                          "Gemm",
                                          "MatMul",

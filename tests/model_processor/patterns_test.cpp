@@ -68,7 +68,7 @@ g (float[1,4,8,8] x, float[4,4,3,3] w) => (float y1, float y2, float z) {
   z = Relu (t)
 })");
   const auto fs = fusion_matches(m);
-  ASSERT_EQ(fs.size(), 1u);
+  ASSERT_EQ(fs.size(), 2u);
   EXPECT_EQ(fs[0].head, at(m, "c"));
   EXPECT_EQ(fs[0].absorbed, (std::vector<int>{at(m, "s"), at(m, "y1")}));
   EXPECT_EQ(fs[0].name, "Swish");
@@ -76,6 +76,33 @@ g (float[1,4,8,8] x, float[4,4,3,3] w) => (float y1, float y2, float z) {
   EXPECT_EQ(fs[0].epilogue[0].op, "Swish");
   EXPECT_TRUE(is_epilogue_fusion(fs[0]));
   EXPECT_FALSE(has_residual(fs[0]));
+  // The same SiLU on its own, its Sigmoid the head (S and the replay take the chain that saves more).
+  EXPECT_EQ(fs[1].head, at(m, "s"));
+  EXPECT_EQ(fs[1].absorbed, std::vector<int>{at(m, "y1")});
+  EXPECT_EQ(fs[1].name, "MulInput");
+}
+
+TEST(Patterns, SiluOnItsOwnIsTheSigmoidWithItsMulByItsInput) {
+  // After an Add (no head of its own): a SiLU, either operand order. An SE block's scale (x times
+  // the sigmoid of something else) and a Sigmoid read twice are not.
+  const auto m = one(R"(
+g (float[1,4,8,8] a, float[1,4,8,8] b, float[1,4,1,1] q) => (float y1, float y2, float y3, float z) {
+  x = Add (a, b)
+  s = Sigmoid (x)
+  y1 = Mul (x, s)
+  t = Sigmoid (q)
+  y2 = Mul (x, t)
+  u = Sigmoid (y1)
+  y3 = Mul (u, y1)
+  z = Relu (u)
+})");
+  const auto fs = fusion_matches(m);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].head, at(m, "s"));
+  EXPECT_EQ(fs[0].absorbed, std::vector<int>{at(m, "y1")});
+  ASSERT_EQ(fs[0].epilogue.size(), 1u);
+  EXPECT_EQ(fs[0].epilogue[0].op, "MulInput");
+  EXPECT_TRUE(is_epilogue_fusion(fs[0]));
 }
 
 TEST(Patterns, ResidualAddThenActivationIsOneChainPerConv) {

@@ -1145,6 +1145,13 @@ Result<std::vector<HostTensor>> reference(const Problem& p, const std::vector<Ho
       out[0] = std::move(soft[0]);
       continue;
     }
+    if (po.op == "MulInput") {  // the head's output times its own input (a Sigmoid's: SiLU)
+      if (inputs.empty() || inputs[0].data.size() != y.data.size())
+        return make_error("post-op MulInput needs the head's input at its output's shape");
+      for (size_t i = 0; i < y.data.size(); ++i)
+        y.data[i] = static_cast<float>(static_cast<double>(y.data[i]) * inputs[0].data[i]);
+      continue;
+    }
     if (po.op == "Add" || po.op == "BiasAdd") {
       if (extra >= extras.size()) return make_error("post-op Add has no operand");
       const auto& t = extras[extra++];

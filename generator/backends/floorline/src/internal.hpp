@@ -195,6 +195,10 @@ std::optional<bool> nhwc_relabel(const Problem& p);
 // Its kernel, transpose@nhwc: the NCHW side held channels-last, the other plain, a copy; with
 // `check_only` its checks alone (nullptr). Unsupported where nhwc_relabel gives nullopt.
 std::unique_ptr<Kernel> make_relabel_kernel(const Problem& p, uint64_t seed, bool check_only = false);
+// A Sigmoid with its Mul by its own input fused (post-op MulInput): SiLU (silu.cpp).
+bool silu_problem(const Problem& p);
+// Its kernel, silu: x · sigmoid(x) in one pass; with `check_only` its checks alone (nullptr).
+std::unique_ptr<Kernel> make_silu_kernel(const Problem& p, uint64_t seed, bool check_only = false);
 // Gemm and MatMul over a B packed once: sgemm_packed (gemm.cpp).
 std::unique_ptr<Kernel> make_gemm_kernel(const Problem& p, uint64_t seed);
 // The product sgemm_packed runs for `p`, or a KernelError (unsupported, with why) where it runs

@@ -12,7 +12,19 @@ using namespace floorline_detail;
 
 namespace {
 
-enum class Family { kNone, kDetection, kData, kChannels, kPool, kSampling, kGemm, kNBits, kConv, kPad };
+enum class Family {
+  kNone,
+  kDetection,
+  kData,
+  kChannels,
+  kPool,
+  kSampling,
+  kGemm,
+  kNBits,
+  kConv,
+  kPad,
+  kSilu
+};
 
 struct KindMapping {
   std::string_view kernel;  // the kernel's name, the cases' algorithm; empty: not mapped
@@ -91,6 +103,10 @@ KindMapping kind_mapping(LayerKind k) {
           "plain, and on oneDNN's blocked layouts aBcd8b and aBcd16b, its output blocked too (blocked.cpp)"};
     case K::kTile:
       return {"tile", Family::kData, "repeated rows of contiguous elements"};
+    case K::kSigmoid:
+      return {"silu", Family::kSilu,
+              "with its Mul by its own input fused (SiLU, post-op MulInput), one pass (silu.cpp); a Sigmoid "
+              "alone is a vendor library's"};
     case K::kPad:
       return {"pad", Family::kPad,
               "mode constant (0), non-negative pads: plain, and of H and W on oneDNN's blocked layouts and "
@@ -123,7 +139,6 @@ KindMapping kind_mapping(LayerKind k) {
     case K::kElu:
     case K::kSelu:
     case K::kClip:
-    case K::kSigmoid:
     case K::kTanh:
     case K::kHardSigmoid:
     case K::kHardSwish:
@@ -215,6 +230,8 @@ std::string floorline_kernel_name(const Problem& p) {
   if (m.family == Family::kChannels && !channel_move(p))
     return (p.kind == LayerKind::kTranspose || p.kind == LayerKind::kSlice) && copy_runs(p) ? "copy_runs"
                                                                                             : "";
+  // A Sigmoid: only with its Mul by its input fused (silu.cpp).
+  if (m.family == Family::kSilu && !silu_problem(p)) return "";
   // A MatMul whose post-ops are attention's chain: the fused attention kernel (attention.cpp).
   if (is_attention_problem(p)) return "attention";
   return std::string(m.kernel);
@@ -263,6 +280,9 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
     return make_error(Disposition::kUnsupported, "no floorline kernel {} for {} (it runs {})",
                       spec.variant.algorithm, p.op, name);
   const uint64_t seed = seed_of(spec.name);
+  if (name == "silu")
+    return own_kernel_or_error(
+        spec, name, [&]() -> std::unique_ptr<Kernel> { return make_silu_kernel(p, seed, check_only); }, true);
   if (name == "attention")
     return own_kernel_or_error(
         spec, name,
@@ -301,6 +321,8 @@ Result<std::unique_ptr<Kernel>> make_kernel(const CaseSpec& spec, bool check_onl
             return make_pool_kernel(p, seed, block);
           case Family::kPad:
             return make_pad_kernel(p, seed, block, check_only);
+          case Family::kSilu:
+            break;  // above
           case Family::kSampling:
             return make_sampling_kernel(p, name, seed);
           case Family::kGemm:

@@ -91,9 +91,13 @@ std::pair<double, double> unary_params(const Problem& p) {
 }
 
 void eltwise(Ctx& c, const std::string& variant) {
-  require_no_post_ops(c);
+  // A Sigmoid with its Mul by its own input (SiLU, post-op MulInput): oneDNN's swish, x·sigmoid(x).
+  const bool silu =
+      c.p.kind == LayerKind::kSigmoid && c.p.post_ops.size() == 1 && c.p.post_ops[0].op == "MulInput";
+  if (!silu) require_no_post_ops(c);
   const auto [alpha, beta] = unary_params(c.p);
-  const auto chain = eltwise_chain(c.p.kind, alpha, beta, &c.b.not_verifiable);
+  const auto chain = silu ? std::vector<EltwiseOp>{{algorithm::eltwise_swish, 1.f, 0.f}}
+                          : eltwise_chain(c.p.kind, alpha, beta, &c.b.not_verifiable);
   if (chain.empty()) unsupported(fmt::format("oneDNN 2.6 has no element-wise algorithm for {}", c.p.op));
   const LayerKind k = c.p.kind;
   if (k == LayerKind::kPow && std::isnan(beta)) unsupported("Pow with a run-time (non-constant) exponent");

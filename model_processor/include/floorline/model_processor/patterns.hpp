@@ -20,7 +20,9 @@ namespace floorline::mp {
 // library's post-op).
 struct Epilogue {
   // The ONNX op it replaces: an activation ("Relu", "Clip", "Sigmoid", "Tanh", "HardSwish",
-  // "HardSigmoid", "LeakyRelu", "Elu"), "Swish" (x·sigmoid(x): a Sigmoid and a Mul, SiLU), "Add" (a
+  // "HardSigmoid", "LeakyRelu", "Elu"), "Swish" (x·sigmoid(x): a Sigmoid and a Mul, SiLU),
+  // "MulInput" (after a Sigmoid head: its output times the head's own input, the Mul of a SiLU
+  // on its own), "Add" (a
   // residual Add of a tensor of the head's output shape), or "BiasAdd" (a MatMul's Add of a vector
   // along its last output dim). Attention's chain after its first MatMul (scores = Q·Kᵀ):
   // "Scale" (a Mul or Div of the scores by a scalar: alpha, the factor it multiplies by; the
@@ -61,6 +63,10 @@ struct FusionMatch {
 //     consumer is a fusable activation, that too: [Add, activation], [BiasAdd, activation].
 // Or, a head whose output's only readers are a Sigmoid (read by nothing else) and a Mul of the
 // output by that Sigmoid's: x·sigmoid(x), [Swish] absorbing {Sigmoid, Mul}.
+// Or SiLU on its own: a Sigmoid (the head) read by one Mul alone, whose other input is the
+// Sigmoid's input, every tensor of one shape: [MulInput] absorbing {Mul}, one pass over x as ONNX
+// Runtime's fused SiLU (its QuickGelu node) runs it. Where the Sigmoid's producer has the Swish match
+// too, S and the replay take the one that saves more.
 // Or scaled dot-product attention (is_attention): a MatMul of Q [..., Sq, D] and Kᵀ ([..., D, Sk],
 // or K [..., Sk, D] with transB), f32, every operand of the same leading dims, whose scores pass,
 // each step the sole reader of the one before (a Dropout or Identity view between two steps passed
