@@ -114,6 +114,62 @@ std::unordered_map<std::string, std::vector<int>> map_optimized(const ModelGraph
       if (m.producer.count(i)) boundary.insert(i);
   }
   std::vector<int> owner(m.names.size(), -1);
+  // A fused node that writes no model value and is named after none ("Gelu_token_20": ONNX Runtime's
+  // Gelu in the NCHWc domain, between reorders) computes the element-wise chain of the model fed by
+  // the value it reads, traced back through reorders to the node that writes it (its anchor): the
+  // model nodes whose inputs are that value, constants and the chain's own outputs. Without this the
+  // next convolution or a reorder took maxvit's Gelu chains (Div, Erf, Add, Mul, Mul).
+  std::unordered_map<std::string, int> runtime_producer;
+  for (int k = 0; k < opt.node_size(); ++k)
+    for (const auto& o : opt.node(k).output()) runtime_producer[o] = k;
+  static const std::set<std::string> kElementwise = {"Div",     "Mul",  "Add", "Sub", "Erf",
+                                                     "Sigmoid", "Tanh", "Pow", "Sqrt"};
+  for (int k = 0; k < opt.node_size(); ++k) {
+    const auto& n = opt.node(k);
+    if (!anchors[k].empty() || n.input_size() == 0 || n.op_type().rfind("Reorder", 0) == 0) continue;
+    int p = -1;
+    for (std::string value = n.input(0);;) {
+      const auto it = runtime_producer.find(value);
+      if (it == runtime_producer.end()) break;
+      const auto& producer = opt.node(it->second);
+      if (producer.op_type().rfind("Reorder", 0) != 0 || producer.input_size() == 0) {
+        p = it->second;
+        break;
+      }
+      value = producer.input(0);
+    }
+    if (p < 0 || p == k || anchors[p].empty()) continue;
+    std::unordered_set<std::string> values = {anchors[p].front()};
+    std::vector<int> chain;
+    for (bool grew = true; grew && chain.size() < 16;) {
+      grew = false;
+      for (const auto& v : std::vector<std::string>(values.begin(), values.end())) {
+        const auto c = m.consumers.find(v);
+        if (c == m.consumers.end()) continue;
+        for (const int node : c->second) {
+          if (owner[node] != -1 || !kElementwise.count(m.op[node])) continue;
+          bool inside = true;
+          std::vector<int> constants;
+          for (const auto& i : m.inputs[node]) {
+            if (i.empty() || values.count(i) || m.sources.count(i)) continue;
+            const auto q = m.producer.find(i);
+            if (q != m.producer.end() && m.op[q->second] == "Constant" && owner[q->second] == -1)
+              constants.push_back(q->second);
+            else
+              inside = false;
+          }
+          if (!inside) continue;
+          owner[node] = k;
+          chain.push_back(node);
+          for (const int q : constants) owner[q] = k;
+          for (const auto& o : m.outputs[node]) values.insert(o);
+          grew = true;
+        }
+      }
+    }
+    for (const int node : chain)
+      for (const auto& o : m.outputs[node]) boundary.insert(o);
+  }
   // NCHWc convolutions with a sum input: the residual Add (and its activation) are fused forward.
   for (int k = 0; k < opt.node_size(); ++k) {
     const auto& n = opt.node(k);

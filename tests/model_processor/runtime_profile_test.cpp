@@ -1,7 +1,8 @@
-// ONNX Runtime profiles mapped to the model's layers (runtime_profile.hpp), on real profiles of two
-// zoo models committed in tests/fixtures/ort (ONNX Runtime 1.30.0, CPU, graph optimizations on):
-// resnet18 (NCHWc convolutions with fused activations and residual sums, reorders) and
-// bert_base_encoder (FusedMatMul, BiasGelu, LayerNormalization fusions).
+// ONNX Runtime profiles mapped to the model's layers (runtime_profile.hpp), on real profiles of zoo
+// models committed in tests/fixtures/ort (ONNX Runtime 1.30.0, CPU, graph optimizations on):
+// resnet18 (NCHWc convolutions with fused activations and residual sums, reorders),
+// bert_base_encoder (FusedMatMul, BiasGelu, LayerNormalization fusions), efficientnet_b0 (QuickGelu)
+// and maxvit_t (Gelu between reorders).
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -150,6 +151,36 @@ TEST(RuntimeProfile, EfficientnetQuickGeluNodesComputeTheSigmoidAndMulTheyReplac
     }
   }
   EXPECT_EQ(quick_gelus, 49);  // every SiLU of the model: 16 blocks' two, the SE blocks', stem and head
+}
+
+// maxvit_t's Gelus: ONNX Runtime runs each (Div, Erf, Add, Mul, Mul) as one Gelu node named
+// "Gelu_token_N", between a reorder out of the NCHWc domain and one back: it writes no value of the
+// model and carries no model node's name. It computes the element-wise chain fed by the value it
+// reads (the convolution before it, through the reorder); before, the next convolution took it
+// ("Gelu+Conv": 992 µs against 1,830) or a reorder did (a 125 µs ReorderOutput against a 215 µs Gelu).
+TEST(RuntimeProfile, MaxvitGeluNodesComputeTheErfChainOfTheValueTheyRead) {
+  const auto p = read("maxvit_t");
+  expect_partition(p, "maxvit_t");
+  const std::string gelu = "/blocks.0/layers.0/layers/MBconv/layers/conv_b/conv_b.2/";
+  const auto& g = node(p, "Gelu_token_21");
+  EXPECT_EQ(g.op, "Gelu");
+  const auto layers = computed(g);
+  for (const char* op : {"Div", "Erf", "Add", "Mul", "Mul_1"})
+    EXPECT_TRUE(std::count(layers.begin(), layers.end(), gelu + op)) << op;
+  EXPECT_EQ(std::count_if(layers.begin(), layers.end(),
+                          [&](const std::string& l) { return l.rfind(gelu, 0) != 0; }),
+            0);
+  // The depthwise convolution before it computes itself alone, and so does the one after the
+  // first Gelu of the block.
+  EXPECT_EQ(computed(node(p, "/blocks.0/layers.0/layers/MBconv/layers/conv_b/conv_b.0/Conv_output_0_nchwc")),
+            (std::vector<std::string>{"/blocks.0/layers.0/layers/MBconv/layers/conv_b/conv_b.0/Conv"}));
+  int gelus = 0;
+  for (const auto& n : p.nodes)
+    if (n.op == "Gelu") {
+      ++gelus;
+      EXPECT_GE(computed(n).size(), 5u) << n.node;
+    }
+  EXPECT_EQ(gelus, 23);
 }
 
 TEST(RuntimeProfile, WithoutTheOptimizedGraphOnlyNamesThatMatchMap) {
