@@ -23,6 +23,7 @@ namespace {
 
 constexpr std::string_view kKernelSuffix = "_kernel_time";
 constexpr std::string_view kNchwcSuffix = "_nchwc";
+constexpr std::string_view kBnSuffix = "_bn";
 
 Result<onnx::GraphProto> read_graph(const fs::path& path) {
   // 2 GiB: protobuf's own limit on one message.
@@ -94,9 +95,17 @@ std::unordered_map<std::string, std::vector<int>> map_optimized(const ModelGraph
     for (const auto& o : n.output())
       if (m.producer.count(o)) anchors[k].push_back(o);
     if (ends_with(n.name(), kNchwcSuffix)) {
-      const std::string v = n.name().substr(0, n.name().size() - kNchwcSuffix.size());
+      std::string v = n.name().substr(0, n.name().size() - kNchwcSuffix.size());
+      // A BatchNormalization run as an NCHWc convolution: "<its output>_bn_nchwc".
+      if (!m.producer.count(v) && ends_with(v, kBnSuffix)) v.resize(v.size() - kBnSuffix.size());
       if (m.producer.count(v)) anchors[k].push_back(v);
     }
+    // A node named as the model node it runs, writing no model value (densenet's Concat inside the
+    // NCHWc domain): that node's outputs.
+    if (anchors[k].empty())
+      if (const auto named = m.by_name.find(n.name()); named != m.by_name.end())
+        for (const auto& o : m.outputs[static_cast<size_t>(named->second)])
+          if (!o.empty()) anchors[k].push_back(o);
     // A fused node that writes no model value (inside the NCHWc domain, between two convolutions)
     // but is named after the model node it replaces ("<node>/QuickGeluFusion/": efficientnet's
     // x·sigmoid(x) after its Mul): that node's outputs.

@@ -1,8 +1,8 @@
 // ONNX Runtime profiles mapped to the model's layers (runtime_profile.hpp), on real profiles of zoo
 // models committed in tests/fixtures/ort (ONNX Runtime 1.30.0, CPU, graph optimizations on):
 // resnet18 (NCHWc convolutions with fused activations and residual sums, reorders),
-// bert_base_encoder (FusedMatMul, BiasGelu, LayerNormalization fusions), efficientnet_b0 (QuickGelu)
-// and maxvit_t (Gelu between reorders).
+// bert_base_encoder (FusedMatMul, BiasGelu, LayerNormalization fusions), efficientnet_b0 (QuickGelu),
+// maxvit_t (Gelu between reorders) and densenet121 (Concat and BatchNormalization in NCHWc).
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -181,6 +181,21 @@ TEST(RuntimeProfile, MaxvitGeluNodesComputeTheErfChainOfTheValueTheyRead) {
       EXPECT_GE(computed(n).size(), 5u) << n.node;
     }
   EXPECT_EQ(gelus, 23);
+}
+
+// densenet121's dense layers in the NCHWc domain: the Concat runs as a node named as the model's
+// Concat, and norm1 (with relu1) as an NCHWc convolution named "<norm1's output>_bn_nchwc"; neither
+// writes a value of the model. Each computes its own; before, the convolution after them took the
+// Concat, norm1, relu1 (and conv1) as one "Concat+BatchNormalization+Relu+Conv+Relu" node.
+TEST(RuntimeProfile, DensenetConcatAndBatchNormalizationNodesComputeTheirOwn) {
+  const auto p = read("densenet121");
+  expect_partition(p, "densenet121");
+  const std::string layer = "/features/denseblock1/denselayer1/";
+  EXPECT_EQ(computed(node(p, layer + "Concat")), std::vector<std::string>{layer + "Concat"});
+  EXPECT_EQ(computed(node(p, layer + "norm1/BatchNormalization_output_0_bn_nchwc")),
+            (std::vector<std::string>{layer + "norm1/BatchNormalization", layer + "relu1/Relu"}));
+  EXPECT_EQ(computed(node(p, layer + "relu2/Relu_output_0_nchwc")),
+            (std::vector<std::string>{layer + "conv1/Conv", layer + "relu2/Relu"}));
 }
 
 TEST(RuntimeProfile, WithoutTheOptimizedGraphOnlyNamesThatMatchMap) {

@@ -12,7 +12,10 @@
 // optimizedModelFilePath, reference/onnxruntime/measure.js saves it) can, by the values it reads
 // and writes:
 //   - an anchor of a runtime node is a value of the model that it writes (an output of the
-//     model's graph kept under its name, or, for an NCHWc node "<value>_nchwc", that value);
+//     model's graph kept under its name, or, for an NCHWc node "<value>_nchwc", that value; for
+//     a BatchNormalization run as an NCHWc convolution, "<value>_bn_nchwc"), or, for a node that
+//     writes none but is named as a model node (densenet's Concat in the NCHWc domain), that
+//     node's outputs;
 //   - a fused node that writes no model value (inside the NCHWc domain between two convolutions)
 //     but is named after the model node it replaces, "<node>/<Fusion>/" (efficientnet's SiLUs:
 //     "<Mul>/QuickGeluFusion/"), takes that node's outputs as its anchors: until 2026-12-07 it
