@@ -220,6 +220,23 @@ std::vector<FusionMatch> fusion_matches(const ModelIR& m) {
       if (auto f = silu_of(l)) out.push_back(std::move(*f));
       continue;
     }
+    // A BatchNormalization read by a Relu alone (DenseNet's pre-activation norm1 → relu1):
+    // [Relu], as oneDNN's fused normalization and ONNX Runtime's NCHWc convolution run it.
+    if (kind == K::kBatchNormalization && l.shapes_known && l.cost == CostClass::kCompute &&
+        !quantized_config(l.config) && !l.config.outputs.empty()) {
+      const Layer* c = sole_consumer(l);
+      const auto a = c ? fusable_activation(*c) : std::nullopt;
+      if (a && a->op == "Relu" && c->config.outputs.size() == 1 &&
+          c->config.outputs[0].shape == l.config.outputs[0].shape) {
+        FusionMatch f;
+        f.head = l.index;
+        f.absorbed = {c->index};
+        f.epilogue = {*a};
+        f.name = fusion_name(f.epilogue);
+        out.push_back(std::move(f));
+      }
+      continue;
+    }
     if (kind != K::kConv && kind != K::kConvTranspose && kind != K::kGemm && kind != K::kMatMul) continue;
     if (!l.shapes_known || l.config.outputs.empty()) continue;
     if (kind == K::kMatMul)

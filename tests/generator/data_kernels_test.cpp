@@ -1046,6 +1046,34 @@ TEST(DataKernels, EfficientnetSilusAreOnePassBesideOnednnSwish) {
   EXPECT_EQ(k.error().code, Disposition::kUnsupported);
 }
 
+// DenseNet's pre-activation norm → relu is one case of oneDNN's normalization with its ReLU fused
+// (post-op Relu on a BatchNormalization head: fuse_norm_relu), planned on each layout variant and
+// verified against the reference.
+TEST(OnednnFusions, DensenetNormAndReluAreOneNormalizationPass) {
+  const auto models = zoo_layers("densenet121", {"BatchNormalization", "Relu"});
+  const Plan plan = make_plan(models, {find_backend("onednn")}, PlanOptions{});
+  std::set<std::string> keys, algorithms;
+  int verified = 0;
+  for (const auto& c : plan.cases) {
+    if (c.status || c.spec.variant.fusion != "Relu" || !c.spec.feeds.empty()) continue;
+    EXPECT_EQ(c.spec.problem.kind, LayerKind::kBatchNormalization) << c.spec.name;
+    keys.insert(c.spec.problem.key);
+    algorithms.insert(c.spec.variant.algorithm.substr(0, c.spec.variant.algorithm.find(':')));
+    if (verified >= 12) continue;  // a dozen built and verified: the rest are the same primitive
+    auto k = find_backend("onednn")->factory()(c.spec);
+    ASSERT_TRUE(k.ok()) << c.spec.name << ": " << k.error().message;
+    const Status v = (*k)->verify();
+    EXPECT_TRUE(v.ok()) << c.spec.name << ": " << (v.ok() ? "" : v.error().message);
+    verified += v.ok();
+  }
+  EXPECT_TRUE(keys.count("BatchNormalization|x=1x64x56x56|scale|b|input_mean|input_var|training_mode=0|f32"))
+      << fmt::format("{}", fmt::join(keys, " "));
+  EXPECT_GE(keys.size(), 50u);  // every dense layer's norm1 and norm2, the transitions' norms
+  EXPECT_TRUE(algorithms.count("batch_normalization@channels_last"))
+      << fmt::format("{}", fmt::join(algorithms, " "));
+  EXPECT_EQ(verified, 12);
+}
+
 TEST(DataKernels, SsdliteIdentityResizeIsACopy) {
   const Seen s = verify_own(zoo_layers("ssdlite320_mobilenet_v3_large", {"Resize"}), "copy");
   const std::string key =

@@ -82,6 +82,25 @@ g (float[1,4,8,8] x, float[4,4,3,3] w) => (float y1, float y2, float z) {
   EXPECT_EQ(fs[1].name, "MulInput");
 }
 
+TEST(Patterns, BatchNormalizationThenReluIsAChainOfItsOwn) {
+  // DenseNet's pre-activation: norm → relu (no convolution before the norm); a norm read twice is not.
+  const auto m = one(R"(
+g (float[1,4,8,8] a, float[1,4,8,8] b, float[4] s, float[4] o, float[4] mean, float[4] var) => (float y1, float y2, float z) {
+  x = Add (a, b)
+  n = BatchNormalization (x, s, o, mean, var)
+  y1 = Relu (n)
+  p = BatchNormalization (a, s, o, mean, var)
+  y2 = Relu (p)
+  z = Sigmoid (p)
+})");
+  const auto fs = fusion_matches(m);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].head, at(m, "n"));
+  EXPECT_EQ(fs[0].absorbed, std::vector<int>{at(m, "y1")});
+  EXPECT_EQ(fs[0].name, "Relu");
+  EXPECT_TRUE(is_epilogue_fusion(fs[0]));
+}
+
 TEST(Patterns, SiluOnItsOwnIsTheSigmoidWithItsMulByItsInput) {
   // After an Add (no head of its own): a SiLU, either operand order. An SE block's scale (x times
   // the sigmoid of something else) and a Sigmoid read twice are not.

@@ -4,13 +4,16 @@
 namespace floorline::kernels::onednn_detail {
 
 void batch_norm(Ctx& c, const std::string& variant) {
-  require_no_post_ops(c);
+  // A Relu after it (post-op Relu, mp::fusion_matches): oneDNN's fused normalization + ReLU.
+  const bool relu = c.p.post_ops.size() == 1 && c.p.post_ops[0].op == "Relu";
+  if (!relu) require_no_post_ops(c);
   const Shape& x = c.in_shape(0);
   if (c.p.inputs.size() < 5) unsupported("BatchNormalization needs scale, B, mean and var");
   for (int k = 1; k <= 4; ++k) c.set_f32_only(c.input(k));
   c.set_fill(c.input(4), Fill::kPositive);
-  const auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
-                     dnnl::normalization_flags::use_shift;
+  auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+               dnnl::normalization_flags::use_shift;
+  if (relu) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
   dnnl::batch_normalization_forward::desc d(kInference, activation_md(c, c.input(0), x, variant), kNormEps,
                                             flags);
   const View cv = reshaped({x.at(1)});

@@ -63,6 +63,8 @@ struct FusionMatch {
 //     consumer is a fusable activation, that too: [Add, activation], [BiasAdd, activation].
 // Or, a head whose output's only readers are a Sigmoid (read by nothing else) and a Mul of the
 // output by that Sigmoid's: x·sigmoid(x), [Swish] absorbing {Sigmoid, Mul}.
+// Or a BatchNormalization (the head) read by a Relu alone, of its shape: [Relu] (DenseNet's
+// pre-activation norm → relu, which oneDNN's normalization fuses).
 // Or SiLU on its own: a Sigmoid (the head) read by one Mul alone, whose other input is the
 // Sigmoid's input, every tensor of one shape: [MulInput] absorbing {Mul}, one pass over x as ONNX
 // Runtime's fused SiLU (its QuickGelu node) runs it. Where the Sigmoid's producer has the Swish match
