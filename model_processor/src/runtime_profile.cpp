@@ -137,7 +137,8 @@ std::unordered_map<std::string, std::vector<int>> map_optimized(const ModelGraph
     const auto& n = opt.node(k);
     if (!anchors[k].empty() || n.input_size() == 0 || n.op_type().rfind("Reorder", 0) == 0) continue;
     int p = -1;
-    for (std::string value = n.input(0);;) {
+    std::string value = n.input(0);
+    for (int hops = 0; hops < 64; ++hops) {  // a chain of reorders; a cyclic graph stops here
       const auto it = runtime_producer.find(value);
       if (it == runtime_producer.end()) break;
       const auto& producer = opt.node(it->second);

@@ -210,6 +210,44 @@ TEST(RuntimeProfile, WithoutTheOptimizedGraphOnlyNamesThatMatchMap) {
   EXPECT_TRUE(node(p, "BiasGelu").layers.empty());
 }
 
+// An optimized graph is a file the user names (`db import --framework-profile`): a Gelu fed by a
+// cycle of reorders maps in finite time, computing nothing.
+TEST(RuntimeProfile, ACycleOfReordersInTheOptimizedGraphEnds) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("cyclic");
+  auto node = [&](const std::string& name, const std::string& op, const std::string& in,
+                  const std::string& out) {
+    auto* n = g->add_node();
+    n->set_name(name);
+    n->set_op_type(op);
+    n->set_domain(op == "Gelu" ? "com.microsoft" : "com.microsoft.nchwc");
+    n->add_input(in);
+    n->add_output(out);
+  };
+  node("ReorderOutput_a", "ReorderOutput", "b", "a");
+  node("ReorderInput_b", "ReorderInput", "a", "b");
+  node("Gelu_token_1", "Gelu", "a", "c");
+  const fs::path dir = fs::temp_directory_path() / "floorline_cyclic_reorders";
+  fs::create_directories(dir);
+  {
+    std::ofstream graph(dir / "cyclic.onnx", std::ios::binary);
+    ASSERT_TRUE(m.SerializeToOstream(&graph));
+    std::ofstream profile(dir / "cyclic.json");
+    profile
+        << R"([{"cat":"Session","name":"model_run","ts":0,"dur":10},)"
+        << R"({"cat":"Node","name":"Gelu_token_1_kernel_time","ts":1,"dur":2,"args":{"op_name":"Gelu"}}])";
+  }
+  auto r = read_onnxruntime_profile(dir / "cyclic.json", kSource / "models/zoo/resnet18.onnx",
+                                    dir / "cyclic.onnx");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->nodes.size(), 1u);
+  EXPECT_TRUE(r->nodes[0].layers.empty());
+  fs::remove_all(dir);
+}
+
 TEST(RuntimeProfile, ErrorsNameTheFile) {
   const fs::path model = kSource / "models/zoo/resnet18.onnx";
   auto missing = read_onnxruntime_profile(kFixtures / "absent.json", model, std::nullopt);
