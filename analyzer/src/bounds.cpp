@@ -1,4 +1,3 @@
-#include <cstdlib>
 // The bounds of one model, one function each (bounds.hpp), and analyze_model composing them.
 #include "floorline/analyzer/bounds.hpp"
 
@@ -118,6 +117,21 @@ CaseLayouts layouts_from_formats(const CaseTime& ct, const CostTable& costs, con
   return out;
 }
 
+// The input a layer's case reads in its layout: the first, but for an element-wise binary whose
+// first operand is broadcast (an SE block's scale · x: [1, C, 1, 1] first), its first operand of the
+// output's shape.
+const mp::TensorArg* activation_input(const mp::Layer& l) {
+  const auto& in = l.config.inputs;
+  if (in.empty()) return nullptr;
+  const LayerKind k = l.config.kind;
+  const bool binary =
+      k == LayerKind::kAdd || k == LayerKind::kSub || k == LayerKind::kMul || k == LayerKind::kDiv;
+  if (binary && !l.config.outputs.empty())
+    for (const auto& t : in)
+      if (t.shape == l.config.outputs[0].shape) return &t;
+  return &in[0];
+}
+
 // A case of a layout variant that no conversion case feeds and that holds no oneDNN formats: one of
 // Floorline's own kernels ("concat@blocked16c", "binary@nhwc", "pad@nhwc"; the replay converts
 // around it with the fastest conversion any backend offers). Its 4-D activation input and output
@@ -138,9 +152,9 @@ CaseLayouts layouts_from_variant(const CaseTime& ct, const CostTable& costs, con
   else if (variant == "blocked8c" || variant == "blocked16c")
     format = "aBcd" + variant.substr(7, variant.size() - 8) + "b";
   if (format.empty()) return out;
-  auto side = [&](const std::vector<mp::TensorArg>& tensors, const std::string& tensor) {
-    if (tensors.empty()) return;
-    const auto& shape = tensors[0].shape;
+  auto side = [&](const mp::TensorArg* arg, const std::string& tensor) {
+    if (!arg) return;
+    const auto& shape = arg->shape;
     if (shape.size() != 4 || (format == "acdb" && shape[2] * shape[3] == 1)) return;  // plain
     double us = -1;
     for (auto it = costs.conversions.lower_bound({key, dtype, mode, CaseFeeds{}});
@@ -154,7 +168,7 @@ CaseLayouts layouts_from_variant(const CaseTime& ct, const CostTable& costs, con
           us = x.us;
     if (us < 0) {
       const int64_t n = mp::numel(shape);
-      us = n > 0 ? static_cast<double>(n * mp::dtype_size(tensors[0].dtype)) / kConversionBytesPerUs : 0;
+      us = n > 0 ? static_cast<double>(n * mp::dtype_size(arg->dtype)) / kConversionBytesPerUs : 0;
     }
     (tensor == "src" ? out.in_layout : out.out_layout) = format;
     (tensor == "src" ? out.in_conversion_us : out.out_conversion_us) = us;
@@ -163,8 +177,9 @@ CaseLayouts layouts_from_variant(const CaseTime& ct, const CostTable& costs, con
   // A Transpose between NCHW and NHWC ("transpose@nhwc") holds its NCHW side alone channels-last.
   const bool transpose = layer.config.kind == LayerKind::kTranspose;
   const auto perm = transpose ? layer.config.attr_ints("perm") : std::vector<int64_t>{};
-  if (!transpose || perm == std::vector<int64_t>{0, 2, 3, 1}) side(layer.config.inputs, "src");
-  if (!transpose || perm == std::vector<int64_t>{0, 3, 1, 2}) side(layer.config.outputs, "dst");
+  if (!transpose || perm == std::vector<int64_t>{0, 2, 3, 1}) side(activation_input(layer), "src");
+  if ((!transpose || perm == std::vector<int64_t>{0, 3, 1, 2}) && !layer.config.outputs.empty())
+    side(&layer.config.outputs[0], "dst");
   return out;
 }
 
@@ -805,7 +820,7 @@ ConversionWalk::ConversionWalk(ModelBounds& b, const mp::ModelIR& model) {
     for (size_t k = 0; k < l.input_names.size(); ++k) {
       s.in.push_back(id_of(l.input_names[k]));
       if (k < l.config.inputs.size())
-        s.src_shaped.push_back(l.config.inputs[k].shape == l.config.inputs[0].shape);
+        s.src_shaped.push_back(l.config.inputs[k].shape == activation_input(l)->shape);
     }
     for (const auto& n : l.output_names) s.out.push_back(id_of(n));
     steps_.push_back(std::move(s));

@@ -130,12 +130,15 @@ std::unordered_map<std::string, std::vector<int>> map_optimized(const ModelGraph
   // next convolution or a reorder took maxvit's Gelu chains (Div, Erf, Add, Mul, Mul).
   std::unordered_map<std::string, int> runtime_producer;
   for (int k = 0; k < opt.node_size(); ++k)
-    for (const auto& o : opt.node(k).output()) runtime_producer[o] = k;
+    for (const auto& o : opt.node(k).output())
+      if (!o.empty()) runtime_producer[o] = k;
   static const std::set<std::string> kElementwise = {"Div",     "Mul",  "Add", "Sub", "Erf",
                                                      "Sigmoid", "Tanh", "Pow", "Sqrt"};
   for (int k = 0; k < opt.node_size(); ++k) {
     const auto& n = opt.node(k);
-    if (!anchors[k].empty() || n.input_size() == 0 || n.op_type().rfind("Reorder", 0) == 0) continue;
+    // ONNX Runtime's fused element-wise activations only (a Cast or Transpose it inserts is not one).
+    static const std::set<std::string> kFusedActivations = {"Gelu", "FastGelu", "QuickGelu", "BiasGelu"};
+    if (!anchors[k].empty() || n.input_size() == 0 || !kFusedActivations.count(n.op_type())) continue;
     int p = -1;
     std::string value = n.input(0);
     for (int hops = 0; hops < 64; ++hops) {  // a chain of reorders; a cyclic graph stops here
@@ -157,7 +160,7 @@ std::unordered_map<std::string, std::vector<int>> map_optimized(const ModelGraph
         const auto c = m.consumers.find(v);
         if (c == m.consumers.end()) continue;
         for (const int node : c->second) {
-          if (owner[node] != -1 || !kElementwise.count(m.op[node])) continue;
+          if (chain.size() >= 16 || owner[node] != -1 || !kElementwise.count(m.op[node])) continue;
           bool inside = true;
           std::vector<int> constants;
           for (const auto& i : m.inputs[node]) {

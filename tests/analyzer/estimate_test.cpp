@@ -317,6 +317,38 @@ TEST(Estimate, ConversionsAreChargedWhereANeighboursLayoutDiffers) {
   for (const auto& c : b.layers) EXPECT_DOUBLE_EQ(c.e_conversion_us, 0);
 }
 
+// An SE block's scale · x, the per-channel operand first (torchvision's `scale * input`): the case
+// reads the operand of the output's shape in its layout (binary@nhwc holds it acdb), not the first.
+// Before 2026-12-07 the walk converted the convolution's NHWC output to plain for it.
+TEST(Estimate, ABinaryReadsItsFullSizeOperandInItsLayoutWhereverItComes) {
+  auto models = mp::process_model_text(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,8,4,4] x, float[8,8,1,1] w, float[1,8,1,1] q) => (float[1,8,4,4] y) {
+  a = Conv (x, w)
+  y = Mul (q, a)
+})",
+                                       "se.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const mp::ModelIR& m = models->front();
+  ModelBounds b;
+  b.layers = layer_costs(m, CostTable{}, "f32");
+  for (auto& c : b.layers) {
+    c.source = CostSource::kMeasured;
+    c.in_layout = c.out_layout = "acdb";
+    c.in_conversion_us = 2.0;
+    c.out_conversion_us = 3.0;
+  }
+  estimate_conversions(b, m);
+  EXPECT_EQ(b.E_conversions, 0);
+  EXPECT_DOUBLE_EQ(b.E_conversions_us, 0);
+  // The Mul on plain: the convolution's output converted once, out of acdb.
+  for (auto& c : b.layers)
+    if (c.kind == "Mul") c.in_layout = c.out_layout = "";
+  estimate_conversions(b, m);
+  EXPECT_EQ(b.E_conversions, 1);
+  EXPECT_DOUBLE_EQ(b.E_conversions_us, 3.0);
+}
+
 // The replay's layout-aware choice, followed: x → Conv a (8 → 8 channels) → Conv b (8 → 16) →
 // Sigmoid. a's best case (10 µs)
 // reads and writes aBcd8b, with conversion cases of 3 µs in and 4 µs out; its plain alternative

@@ -75,19 +75,19 @@ PadPlan plan_pad(const Problem& p, int block) {
       pl.unit = block;
     }
   }
-  // Trailing dims without pads merge into the unit.
-  while (pl.dx.size() > 1 && pl.dx.back() == pl.dy.back()) {
-    pl.unit *= pl.dx.back();
-    pl.dx.pop_back();
-    pl.dy.pop_back();
-    pl.pb.pop_back();
-  }
   // The sizes, checked: at most 2^34 floats each (64 GiB).
   constexpr int64_t kMaxFloats = int64_t{1} << 34;
   auto times = [&](int64_t a, int64_t b) {
     if (a > kMaxFloats / std::max<int64_t>(b, 1)) unsupported("Pad: the tensors are too large");
     return a * b;
   };
+  // Trailing dims without pads merge into the unit.
+  while (pl.dx.size() > 1 && pl.dx.back() == pl.dy.back()) {
+    pl.unit = times(pl.unit, pl.dx.back());
+    pl.dx.pop_back();
+    pl.dy.pop_back();
+    pl.pb.pop_back();
+  }
   pl.nx = pl.unit;
   pl.ny = pl.unit;
   for (size_t k = 0; k < pl.dx.size(); ++k) {

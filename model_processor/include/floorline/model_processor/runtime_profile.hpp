@@ -20,7 +20,8 @@
 //     but is named after the model node it replaces, "<node>/<Fusion>/" (efficientnet's SiLUs:
 //     "<Mul>/QuickGeluFusion/"), takes that node's outputs as its anchors: until 2026-12-07 it
 //     computed nothing, and the next convolution or a reorder took its Sigmoid and Mul;
-//   - a fused node with neither ("Gelu_token_20": maxvit's Gelus, between a reorder out of the
+//   - a fused activation (Gelu, FastGelu, QuickGelu, BiasGelu) with neither ("Gelu_token_20":
+//     maxvit's Gelus, between a reorder out of the
 //     NCHWc domain and one back) computes the element-wise chain of the model fed by the value it
 //     reads (traced back through reorders to the runtime node that writes it, that node's anchor):
 //     the Div, Mul, Add, Sub, Erf, Sigmoid, Tanh, Pow and Sqrt nodes whose inputs are that value,
