@@ -82,6 +82,24 @@ std::string case_side(const LayoutConversion& lc) {
   return side;
 }
 
+// The fastest conversion case of configuration (key, dtype, mode) on `system_id` that converts
+// `tensor` ("src" or "dst") to or from `side` (case_side's spelling), in µs; nullopt for none.
+std::optional<double> fastest_conversion(const CostTable& costs, const std::string& key,
+                                         const std::string& dtype, const std::string& mode, int64_t system_id,
+                                         const std::string& tensor, const std::string& side) {
+  std::optional<double> us;
+  for (auto it = costs.conversions.lower_bound({key, dtype, mode, CaseFeeds{}});
+       it != costs.conversions.end() && std::get<0>(it->first) == key && std::get<1>(it->first) == dtype &&
+       std::get<2>(it->first) == mode;
+       ++it)
+    for (const auto& x : it->second)
+      if (const auto lc = parse_conversion(x.id.layout); x.system_id == system_id && lc &&
+                                                         lc->tensor == tensor && case_side(*lc) == side &&
+                                                         (!us || x.us < *us))
+        us = x.us;
+  return us;
+}
+
 // A case no conversion case names (one conversion case serves every implementation of the
 // configuration that reads or writes its format, planned beside the first of them): its layouts from
 // the formats its implementation holds src and dst in (CaseTime::formats), each non-plain one
@@ -99,17 +117,9 @@ CaseLayouts layouts_from_formats(const CaseTime& ct, const CostTable& costs, con
     if (tensor != "src" && tensor != "dst") continue;
     const std::string side = case_side(LayoutConversion{tensor, format, format});
     if (side.empty()) continue;  // plain
-    double us = -1;
-    for (auto it = costs.conversions.lower_bound({key, dtype, mode, CaseFeeds{}});
-         it != costs.conversions.end() && std::get<0>(it->first) == key && std::get<1>(it->first) == dtype &&
-         std::get<2>(it->first) == mode;
-         ++it)
-      for (const auto& x : it->second)
-        if (const auto lc = parse_conversion(x.id.layout); x.system_id == ct.system_id && lc &&
-                                                           lc->tensor == tensor && lc->to == format &&
-                                                           (us < 0 || x.us < us))
-          us = x.us;
-    if (us < 0) continue;  // no conversion of the configuration writes it: taken as plain
+    const auto found = fastest_conversion(costs, key, dtype, mode, ct.system_id, tensor, side);
+    if (!found) continue;  // no conversion of the configuration writes it: taken as plain
+    const double us = *found;
     (tensor == "src" ? out.in_layout : out.out_layout) = side;
     (tensor == "src" ? out.in_conversion_us : out.out_conversion_us) = us;
     out.conversion_us += us;
@@ -156,19 +166,11 @@ CaseLayouts layouts_from_variant(const CaseTime& ct, const CostTable& costs, con
     if (!arg) return;
     const auto& shape = arg->shape;
     if (shape.size() != 4 || (format == "acdb" && shape[2] * shape[3] == 1)) return;  // plain
-    double us = -1;
-    for (auto it = costs.conversions.lower_bound({key, dtype, mode, CaseFeeds{}});
-         it != costs.conversions.end() && std::get<0>(it->first) == key && std::get<1>(it->first) == dtype &&
-         std::get<2>(it->first) == mode;
-         ++it)
-      for (const auto& x : it->second)
-        if (const auto lc = parse_conversion(x.id.layout); x.system_id == ct.system_id && lc &&
-                                                           lc->tensor == tensor && case_side(*lc) == format &&
-                                                           (us < 0 || x.us < us))
-          us = x.us;
-    if (us < 0) {
-      const int64_t n = mp::numel(shape);
-      us = n > 0 ? static_cast<double>(n * mp::dtype_size(arg->dtype)) / kConversionBytesPerUs : 0;
+    double us = 0;
+    if (const auto found = fastest_conversion(costs, key, dtype, mode, ct.system_id, tensor, format)) {
+      us = *found;
+    } else if (const int64_t n = mp::numel(shape); n > 0) {
+      us = static_cast<double>(n * mp::dtype_size(arg->dtype)) / kConversionBytesPerUs;
     }
     (tensor == "src" ? out.in_layout : out.out_layout) = format;
     (tensor == "src" ? out.in_conversion_us : out.out_conversion_us) = us;

@@ -183,6 +183,28 @@ std::optional<ChannelMove> channel_move(const Problem& p);
 // concat@blocked<B>c), kNhwc on the channels-last layout (slice@nhwc...); unsupported where `p`
 // is no channel movement.
 constexpr int kNhwc = -1;
+// The offset of element (n, c, pixel i) of a [N, C, H, W] tensor held in `block`'s layout: 0 plain,
+// 8 or 16 oneDNN's aBcd<block>b (the channels padded to a multiple of the block), kNhwc channels-last.
+inline int64_t held_offset(int block, const Shape& s, int64_t n, int64_t c, int64_t i) {
+  const int64_t hw = s[2] * s[3];
+  if (block == 0) return (n * s[1] + c) * hw + i;
+  if (block == kNhwc) return (n * hw + i) * s[1] + c;
+  const int64_t blocks = (s[1] + block - 1) / block;
+  return ((n * blocks + c / block) * hw + i) * block + c % block;
+}
+// Plain NCHW values `plain` into `held` (`block`'s layout; padding lanes left as they are), and back.
+inline void hold_nchw(const float* plain, int block, const Shape& s, float* held) {
+  const int64_t hw = s[2] * s[3];
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t i = 0; i < hw; ++i) held[held_offset(block, s, n, c, i)] = plain[(n * s[1] + c) * hw + i];
+}
+inline void unhold_nchw(const float* held, int block, const Shape& s, float* plain) {
+  const int64_t hw = s[2] * s[3];
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t i = 0; i < hw; ++i) plain[(n * s[1] + c) * hw + i] = held[held_offset(block, s, n, c, i)];
+}
 std::unique_ptr<Kernel> make_channel_kernel(const Problem& p, const std::string& name, uint64_t seed,
                                             int block);
 // Pad, mode constant, non-negative pads (pad.cpp): `block` 0 on the plain layout, 8 or 16 on

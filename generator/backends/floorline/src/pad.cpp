@@ -193,15 +193,10 @@ class PadKernel final : public Kernel {
     plain.data.resize(static_cast<size_t>(elements(xs)));
     fill_uniform(plain.data.data(), static_cast<int64_t>(plain.data.size()), seed_ + 101);
     x_.fill(0.f);
-    if (block_ == 0) {
+    if (block_ == 0)
       std::copy(plain.data.begin(), plain.data.end(), x_.begin());
-    } else {
-      for (int64_t n = 0; n < xs[0]; ++n)
-        for (int64_t c = 0; c < xs[1]; ++c)
-          for (int64_t i = 0; i < xs[2] * xs[3]; ++i)
-            x_[static_cast<size_t>(at(xs, n, c, i))] =
-                plain.data[static_cast<size_t>((n * xs[1] + c) * xs[2] * xs[3] + i)];
-    }
+    else
+      hold_nchw(plain.data.data(), block_, xs, x_.data());
     y_.fill(std::numeric_limits<float>::quiet_NaN());
     run();
     FL_ASSIGN_OR_RETURN(auto ref, reference(p_, {plain}, {}));
@@ -210,11 +205,7 @@ class PadKernel final : public Kernel {
     if (block_ == 0) {
       std::copy(y_.begin(), y_.end(), got.begin());
     } else {
-      for (int64_t n = 0; n < ys[0]; ++n)
-        for (int64_t c = 0; c < ys[1]; ++c)
-          for (int64_t i = 0; i < ys[2] * ys[3]; ++i)
-            got[static_cast<size_t>((n * ys[1] + c) * ys[2] * ys[3] + i)] =
-                y_[static_cast<size_t>(at(ys, n, c, i))];
+      unhold_nchw(y_.data(), block_, ys, got.data());
       for (size_t i = 0; i < y_.size(); ++i)
         if (std::isnan(y_[i])) return make_error("element {} of the padded output was never written", i);
     }
@@ -222,14 +213,6 @@ class PadKernel final : public Kernel {
   }
 
  private:
-  // The offset of element (n, c, pixel i) of a [N, C, H, W] tensor in the case's layout.
-  int64_t at(const Shape& s, int64_t n, int64_t c, int64_t i) const {
-    const int64_t hw = s[2] * s[3];
-    if (block_ == kNhwc) return (n * hw + i) * s[1] + c;
-    const int64_t cb = (s[1] + block_ - 1) / block_;
-    return ((n * cb + c / block_) * hw + i) * block_ + c % block_;
-  }
-
   Problem p_;
   uint64_t seed_;
   int block_;

@@ -57,34 +57,20 @@ class RelabelKernel final : public Kernel {
     plain.shape = xs;
     plain.data.resize(static_cast<size_t>(n_));
     fill_uniform(plain.data.data(), n_, seed_ + 101);
-    // NCHW [N, C, H, W] element (n, c, i) at its acdb offset (n·HW + i)·C + c.
-    auto nhwc_at = [](const Shape& s, int64_t n, int64_t c, int64_t i) {
-      return (n * s[2] * s[3] + i) * s[1] + c;
-    };
-    if (to_nhwc_) {
-      for (int64_t n = 0; n < xs[0]; ++n)
-        for (int64_t c = 0; c < xs[1]; ++c)
-          for (int64_t i = 0; i < xs[2] * xs[3]; ++i)
-            x_[static_cast<size_t>(nhwc_at(xs, n, c, i))] =
-                plain.data[static_cast<size_t>((n * xs[1] + c) * xs[2] * xs[3] + i)];
-    } else {
+    if (to_nhwc_)
+      hold_nchw(plain.data.data(), kNhwc, xs, x_.data());
+    else
       std::copy(plain.data.begin(), plain.data.end(), x_.begin());
-    }
     y_.fill(std::numeric_limits<float>::quiet_NaN());
     run();
     FL_ASSIGN_OR_RETURN(auto ref, reference(p_, {plain}, {}));
     if (ref.size() != 1) return make_error("the reference gave {} outputs, not 1", ref.size());
     const Shape& ys = p_.outputs[0].shape;
     std::vector<float> got(static_cast<size_t>(n_));
-    if (to_nhwc_) {
+    if (to_nhwc_)
       std::copy(y_.begin(), y_.end(), got.begin());
-    } else {
-      for (int64_t n = 0; n < ys[0]; ++n)
-        for (int64_t c = 0; c < ys[1]; ++c)
-          for (int64_t i = 0; i < ys[2] * ys[3]; ++i)
-            got[static_cast<size_t>((n * ys[1] + c) * ys[2] * ys[3] + i)] =
-                y_[static_cast<size_t>(nhwc_at(ys, n, c, i))];
-    }
+    else
+      unhold_nchw(y_.data(), kNhwc, ys, got.data());
     return compare_output(got.data(), ref[0], verify_tolerance(p_));
   }
 
