@@ -822,7 +822,8 @@ ConversionWalk::ConversionWalk(ModelBounds& b, const mp::ModelIR& model) {
     for (size_t k = 0; k < l.input_names.size(); ++k) {
       s.in.push_back(id_of(l.input_names[k]));
       if (k < l.config.inputs.size())
-        s.src_shaped.push_back(l.config.inputs[k].shape == activation_input(l)->shape);
+        s.src_shaped.push_back(l.config.kind == LayerKind::kConcat ||  // every input in its layout
+                               l.config.inputs[k].shape == activation_input(l)->shape);
     }
     for (const auto& n : l.output_names) s.out.push_back(id_of(n));
     steps_.push_back(std::move(s));

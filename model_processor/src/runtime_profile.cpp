@@ -132,12 +132,12 @@ std::unordered_map<std::string, std::vector<int>> map_optimized(const ModelGraph
   for (int k = 0; k < opt.node_size(); ++k)
     for (const auto& o : opt.node(k).output())
       if (!o.empty()) runtime_producer[o] = k;
+  static const std::set<std::string> kFusedActivations = {"Gelu", "FastGelu", "QuickGelu", "BiasGelu"};
   static const std::set<std::string> kElementwise = {"Div",     "Mul",  "Add", "Sub", "Erf",
                                                      "Sigmoid", "Tanh", "Pow", "Sqrt"};
   for (int k = 0; k < opt.node_size(); ++k) {
     const auto& n = opt.node(k);
     // ONNX Runtime's fused element-wise activations only (a Cast or Transpose it inserts is not one).
-    static const std::set<std::string> kFusedActivations = {"Gelu", "FastGelu", "QuickGelu", "BiasGelu"};
     if (!anchors[k].empty() || n.input_size() == 0 || !kFusedActivations.count(n.op_type())) continue;
     int p = -1;
     std::string value = n.input(0);

@@ -349,6 +349,33 @@ g (float[1,8,4,4] x, float[8,8,1,1] w, float[1,8,1,1] q) => (float[1,8,4,4] y) {
   EXPECT_DOUBLE_EQ(b.E_conversions_us, 3.0);
 }
 
+// A Concat's case holds every input in its layout (concat@blocked16c), whatever their channels:
+// DenseNet's growth concat of a 16- and an 8-channel convolution output, both blocked, converts
+// nothing; until 2026-12-07 the walk converted every input but the first's shape to plain.
+TEST(Estimate, AConcatReadsEveryInputInItsLayout) {
+  auto models = mp::process_model_text(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,8,4,4] x, float[16,8,1,1] w, float[8,8,1,1] v) => (float[1,24,4,4] y) {
+  a = Conv (x, w)
+  b = Conv (x, v)
+  y = Concat <axis = 1> (a, b)
+})",
+                                       "concat.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const mp::ModelIR& m = models->front();
+  ModelBounds b;
+  b.layers = layer_costs(m, CostTable{}, "f32");
+  for (auto& c : b.layers) {
+    c.source = CostSource::kMeasured;
+    c.in_layout = c.out_layout = "aBcd16b";
+    c.in_conversion_us = 2.0;
+    c.out_conversion_us = 3.0;
+  }
+  estimate_conversions(b, m);
+  EXPECT_EQ(b.E_conversions, 0);
+  EXPECT_DOUBLE_EQ(b.E_conversions_us, 0);
+}
+
 // The replay's layout-aware choice, followed: x → Conv a (8 → 8 channels) → Conv b (8 → 16) →
 // Sigmoid. a's best case (10 µs)
 // reads and writes aBcd8b, with conversion cases of 3 µs in and 4 µs out; its plain alternative
