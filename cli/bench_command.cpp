@@ -216,12 +216,22 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
     std::fprintf(
         stderr,
         "racing (docs/MEASUREMENT.md): %lld race(s) of %lld candidate(s) (%.1f each); %lld raced out (%lld "
-        "on "
-        "their warm-up call), %lld visit(s) saved; the others timed in full\n",
+        "on their warm-up call, %lld on a visit's first repetition), %lld visit(s) saved; the others timed "
+        "in full\n",
         static_cast<long long>(r.race_groups), static_cast<long long>(r.race_candidates),
         r.race_groups ? static_cast<double>(r.race_candidates) / static_cast<double>(r.race_groups) : 0.0,
         static_cast<long long>(r.raced_out), static_cast<long long>(r.raced_on_warmup),
-        static_cast<long long>(r.raced_out_visits));
+        static_cast<long long>(r.raced_on_repetition), static_cast<long long>(r.raced_out_visits));
+  if (r.confident)
+    std::fprintf(stderr,
+                 "%lld long case(s) ended on two readings that agree (stopping on confidence), %lld visit(s) "
+                 "saved\n",
+                 static_cast<long long>(r.confident), static_cast<long long>(r.confident_visits));
+  if (r.conversion_copies)
+    std::fprintf(stderr,
+                 "%lld layout conversion(s) took the measurement of the same conversion (tensor dims, "
+                 "layouts, implementation) timed for another configuration\n",
+                 static_cast<long long>(r.conversion_copies));
   if (r.placement_searched)
     std::fprintf(stderr, "%lld short case(s) whose placements disagreed got %lld further placement(s)\n",
                  static_cast<long long>(r.placement_searched), static_cast<long long>(r.placement_visits));

@@ -17,6 +17,8 @@
 #include <unordered_set>
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "floorline/benchdb/benchmark_io.hpp"
@@ -89,6 +91,38 @@ std::string race_layout(const CaseId& id) {
   if (at == std::string::npos) return id.layout;
   const auto end = id.algorithm.find(':', at);
   return id.layout + "@" + id.algorithm.substr(at + 1, end == std::string::npos ? end : end - at - 1);
+}
+
+std::string conversion_work_key(const PlannedCase& c) {
+  if (!c.conversion) return "";
+  const kernels::Problem& p = c.spec.problem;
+  // The converted tensor is one of the layer's activations: for "dst" its outputs, for "src" the
+  // inputs that are no weight operand (kernels::weight_operand); all of them are in the key, so that
+  // a binary's broadcast operand cannot stand for its full-size one.
+  std::string shapes;
+  const bool dst = c.conversion->tensor == "dst";
+  const auto& tensors = dst ? p.outputs : p.inputs;
+  for (size_t k = 0; k < tensors.size(); ++k)
+    if (dst || !kernels::weight_operand(p, k))
+      shapes += fmt::format("{}{}", shapes.empty() ? "" : ",", fmt::join(tensors[k].shape, "x"));
+  if (shapes.empty()) return "";
+  const CaseVariant& v = c.spec.variant;
+  // The variant of the implementation fed (oneDNN's "convolution_direct" of
+  // "convolution_direct:jit_1x1:avx512_core"): it decides the dims its primitive gives the tensor.
+  const std::string& fed = c.spec.feeds.algorithm;
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", v.backend, v.algorithm,
+                     dtype_name(v.dtype), math_mode_name(v.math_mode), v.fusion, v.layout, p.op,
+                     fed.substr(0, fed.find(':')), shapes);
+}
+
+bool confident_readings(const std::vector<PassSamples>& passes, double above_us, double within) {
+  if (above_us <= 0) return false;
+  std::vector<double> r;
+  for (const auto& p : passes)
+    if (!p.slowed && !p.us.empty()) r.push_back(lowest(p.us));
+  if (r.size() < 2) return false;
+  std::partial_sort(r.begin(), r.begin() + 2, r.end());
+  return r[0] >= above_us && r[1] <= r[0] * (1 + within);
 }
 
 double repetition_call_seconds(double timed, double wall, bool device_timed) {
@@ -290,6 +324,9 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       if (!options.remeasure) options_json["remeasure"] = false;
       if (options.reuse_frames) options_json["reuse_frames"] = true;
       options_json["first_call_counts"] = options.first_call_counts;
+      if (racing) options_json["race_first_repetition"] = options.race_first_repetition;
+      options_json["confident_above_us"] = options.confident_above_us;
+      options_json["confident_within"] = options.confident_within;
       if (!sys.isa.empty()) options_json["isa"] = sys.isa;  // the cap (FLOORLINE_MAX_CPU_ISA)
       if (!options.shard.empty()) options_json["shard"] = options.shard;
       if (!options.shard_costs.empty()) options_json["shard_costs"] = options.shard_costs;
@@ -455,6 +492,30 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       }
       timed.push_back(&c);
     }
+    // Layout conversions of the same work (conversion_work_key): the first of each key is timed; the
+    // others come after every other case of the backend and take its measurement where it passed
+    // (where it did not, they are timed themselves: a conversion's build also builds the case it
+    // feeds, which may be offered where the first's was not).
+    std::unordered_map<const PlannedCase*, std::string> copy_key;
+    size_t copies_from = 0;  // where they begin in `timed`
+    {
+      std::unordered_set<std::string> keys;
+      std::vector<const PlannedCase*> firsts, copies;
+      for (const PlannedCase* c : timed) {
+        std::string k = conversion_work_key(*c);
+        if (!k.empty() && !keys.insert(k).second) {
+          copies.push_back(c);
+          copy_key.emplace(c, std::move(k));
+        } else {
+          firsts.push_back(c);
+        }
+      }
+      copies_from = firsts.size();
+      firsts.insert(firsts.end(), copies.begin(), copies.end());
+      timed.swap(firsts);
+    }
+    // By conversion_work_key: the first passed case's name and row.
+    std::unordered_map<std::string, std::pair<std::string, benchdb::MeasurementRow>> conversion_rows;
     // Per case of the current block: its passes so far, its last row (counters, iterations), and
     // how it ended when it did not pass.
     struct Timing {
@@ -474,6 +535,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       double raced_best = 0;           // ... against this best reading (µs)
       std::string raced_on;            // "first round", ..., and whose best it lost to
       double work_counted = 0;         // of its estimated seconds, what its visits counted done (WorkEta)
+      // A conversion taking the measurement of one of its conversion_work_key: that case's name and row.
+      const std::pair<std::string, benchdb::MeasurementRow>* measured_as = nullptr;
     };
     // Visits since the last sentinel reading: marked slowed together when that reading says so.
     std::vector<std::pair<Timing*, size_t>> since_reading;
@@ -524,7 +587,10 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       int readings;
       const char* whose;
     };
-    auto verdict = [&](const Timing& t) -> std::optional<Verdict> {
+    // `early`: the last reading is a visit's first repetition (race_first_repetition), judged by
+    // wider rules: alone, at race_repetition × the group's best; with others, every one above
+    // race_margin × it (not by its layout's best).
+    auto verdict = [&](const Timing& t, bool early = false) -> std::optional<Verdict> {
       const bool is_default = !t.defaults_group.empty();
       const auto g = race_best.find(is_default ? t.defaults_group : t.group);
       const auto l = is_default ? race_best.end() : race_best.find(t.layout_group);
@@ -538,9 +604,10 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         }
       if (readings == 0) return std::nullopt;
       const double best = g->second;
-      if (low >= options.race_drop * best || (readings >= 2 && low > options.race_margin * best))
+      if (low >= (early ? options.race_repetition : options.race_drop) * best ||
+          (readings >= 2 && low > options.race_margin * best))
         return Verdict{low, best, readings, is_default ? "its group's defaults'" : "its group's"};
-      if (l != race_best.end() && readings >= 2 && low > options.race_layout_margin * l->second)
+      if (!early && l != race_best.end() && readings >= 2 && low > options.race_layout_margin * l->second)
         return Verdict{low, l->second, readings, "its layout's"};
       return std::nullopt;
     };
@@ -670,13 +737,66 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         since_reading.emplace_back(&t, t.passes.size() - 1);
         return {};
       }
-      benchmark::ClearRegisteredBenchmarks();
-      kernels::register_case(c.spec, c.work, factory, kernel)
-          ->Iterations(iterations)
-          ->Repetitions(std::max(1, options.repetitions - (first_counts ? 1 : 0)));
+      // Racing on the first repetition (docs/MEASUREMENT.md, "Racing"): where one more reading could
+      // end the case (its first visit; or its readings above race_margin × its group's best), the
+      // visit's first repetition is judged as that reading, by verdict's early rules, before the
+      // others are timed. `so_far`: the visit's repetition means (µs). True when the case was raced
+      // out on them (the sentinel read first).
+      const int to_time = std::max(1, options.repetitions - (first_counts ? 1 : 0));
+      auto out_early = [&](const std::vector<double>& so_far) -> bool {
+        if (!racing || t.group.empty() || so_far.empty()) return false;
+        t.passes.push_back({so_far, false});
+        std::optional<Verdict> v = verdict(t, true);
+        if (v) {
+          take_reading();  // a repetition of a slowed period is no reading
+          v = last_slowed ? std::nullopt : verdict(t, true);
+        }
+        if (!v) {
+          t.passes.pop_back();
+          return false;
+        }
+        drop(t, v->reading, v->best,
+             fmt::format("{} round's first repetition, {}", v->readings >= 2 ? "second" : "first", v->whose));
+        ++sum.raced_on_repetition;
+        return true;
+      };
+      auto may_end = [&]() {
+        if (!racing || !options.race_first_repetition || t.group.empty()) return false;
+        const bool is_default = !t.defaults_group.empty();
+        const auto g = race_best.find(is_default ? t.defaults_group : t.group);
+        if (g == race_best.end()) return false;
+        if (t.passes.empty()) return true;
+        double low = std::numeric_limits<double>::infinity();
+        for (const auto& p : t.passes)
+          if (!p.slowed && !p.us.empty()) low = std::min(low, lowest(p.us));
+        return low > options.race_margin * g->second;
+      };
+      if (first_counts && to_time >= 1 && may_end() && out_early({per_call * 1e6})) {
+        t.iterations += 1;
+        return {};
+      }
       CollectReporter collect;
-      benchmark::RunSpecifiedBenchmarks(&collect);
-      benchmark::ClearRegisteredBenchmarks();
+      auto time_repetitions = [&](int n) {
+        benchmark::ClearRegisteredBenchmarks();
+        kernels::register_case(c.spec, c.work, factory, kernel)->Iterations(iterations)->Repetitions(n);
+        benchmark::RunSpecifiedBenchmarks(&collect);
+        benchmark::ClearRegisteredBenchmarks();
+      };
+      if (!first_counts && to_time >= 2 && may_end()) {
+        time_repetitions(1);
+        if (collect.error.empty() && collect.runs.size() == 1) {
+          std::vector<double> first_us;
+          benchdb::measurement_from_runs({&collect.runs.front()}, &first_us);
+          if (!first_us.empty() && out_early(first_us)) {
+            t.iterations += collect.runs.front().iterations;
+            phase_end(sum.repetition_seconds);
+            return {};
+          }
+        }
+        if (collect.error.empty()) time_repetitions(to_time - 1);
+      } else {
+        time_repetitions(to_time);
+      }
       phase_end(sum.repetition_seconds);
       std::vector<const benchmark::BenchmarkReporter::Run*> reps;
       for (const auto& r : collect.runs) reps.push_back(&r);
@@ -714,6 +834,19 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           sum.passed_configs.insert(c.spec.problem.key);
         }
         return {};
+      }
+      if (t.measured_as) {
+        benchdb::MeasurementRow m = t.measured_as->second;
+        m.case_id = case_id;
+        nlohmann::json extra = nlohmann::json::object();
+        if (m.extra)
+          if (auto j = nlohmann::json::parse(*m.extra, nullptr, false); j.is_object()) extra = std::move(j);
+        extra["measured_as"] = t.measured_as->first;
+        m.extra = extra.dump();
+        ++sum.passed;
+        ++sum.conversion_copies;
+        sum.passed_configs.insert(c.spec.problem.key);
+        return writer->add(std::move(m));
       }
       if (t.raced_us) {
         // Raced out: skipped, with the reading it lost on (docs/MEASUREMENT.md, "Racing").
@@ -763,12 +896,19 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         for (double v : p.us)
           sum.timed_seconds +=
               v * 1e-6 * static_cast<double>(t.iterations) / static_cast<double>(st.repetitions);
+      if (c.conversion)
+        if (std::string k = conversion_work_key(c); !k.empty() && !conversion_rows.count(k))
+          conversion_rows.emplace(std::move(k), std::make_pair(c.spec.name, m));
       return writer->add(std::move(m));
     };
     const size_t block_size = options.pass_block > 0 ? options.pass_block : std::max<size_t>(1, timed.size());
-    for (size_t first = 0; first < timed.size() && !g_interrupted; first += block_size) {
-      // One block: every pass over the same cases, then the re-measurements, then the rows.
-      std::vector<Timing> block(std::min(block_size, timed.size() - first));
+    for (size_t first = 0, size = 0; first < timed.size() && !g_interrupted; first += size) {
+      // One block: every pass over the same cases, then the re-measurements, then the rows. The
+      // conversions that may take another's measurement start a block of their own, after every
+      // case they may take it from has its row.
+      const size_t end = first < copies_from ? copies_from : timed.size();
+      size = std::min(block_size, end - first);
+      std::vector<Timing> block(size);
       // Likely winners first within each race (an order, not a cut). A candidate never seen before
       // takes the mean of what is known: neither ahead of the known winners nor behind the losers.
       if (racing) {
@@ -800,11 +940,35 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
           block[i].layout_group = block[i].group + "\x1f" + race_layout(id);
           if (c.work.is_default) block[i].defaults_group = defaults_key(block[i].group);
         }
+      // The conversions whose work a case timed before them measured already.
+      for (size_t i = 0; i < block.size(); ++i)
+        if (auto k = copy_key.find(timed[first + i]); k != copy_key.end())
+          if (auto r = conversion_rows.find(k->second); r != conversion_rows.end()) {
+            block[i].measured_as = &r->second;
+            block[i].done = true;
+          }
       take_reading();
+      // Stopping on confidence: a long case's two readings agree (the sentinel read first where one
+      // of them is not judged yet).
+      auto confident = [&](Timing& t) {
+        if (options.confident_above_us <= 0 || t.done || t.passes.size() < 2) return false;
+        auto agree = [&] {
+          return confident_readings(t.passes, options.confident_above_us, options.confident_within);
+        };
+        if (!agree()) return false;
+        if (std::any_of(since_reading.begin(), since_reading.end(),
+                        [&](const auto& e) { return e.first == &t; }))
+          take_reading();
+        if (!agree()) return false;
+        t.done = true;
+        ++sum.confident;
+        sum.confident_visits += std::max(0, passes - t.visits);
+        return true;
+      };
       for (const Visit& v : interleaved_order(block.size(), passes, 0)) {
         if (g_interrupted) break;
         Timing& t = block[v.index];
-        if (t.done || raced_out(t)) continue;
+        if (t.done || raced_out(t) || confident(t)) continue;
         FL_TRY(visit(*timed[first + v.index], v.pass, t));
       }
       take_reading();  // the period after the last reading

@@ -362,6 +362,38 @@ TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {
   const RaceRun again = race(*db, plan, *models, ro);
   EXPECT_EQ(again.summary.passed + again.summary.skipped + again.summary.raced_out, 0);
   EXPECT_EQ(again.outcome.at(reference), r.outcome.at(reference));
+  // On its first repetition: with no warm-up drop, the reference loops (far over 3x the default)
+  // end on their first visit's first repetition, the second untimed; judged by whole visits only
+  // (race_first_repetition off), on the visit's two.
+  for (const bool first_repetition : {true, false}) {
+    RunOptions rep = ro;
+    rep.race_warmup = 1e9;
+    rep.race_first_repetition = first_repetition;
+    rep.force = true;
+    const RaceRun rr = race(*db, plan, *models, rep);
+    EXPECT_EQ(rr.outcome.at(reference).first, "skipped");
+    EXPECT_EQ(rr.outcome.at(jit).first, "passed");
+    const std::string& why = rr.outcome.at(reference).second;
+    EXPECT_EQ(why.rfind(first_repetition ? "raced out: first round's first repetition, its group's"
+                                         : "raced out: first round, its group's",
+                        0),
+              0u)
+        << why;
+    EXPECT_EQ(rr.summary.raced_on_repetition > 0, first_repetition);
+    auto samples = db->query(
+        "SELECT m.samples_us FROM measurements m JOIN cases c ON c.id = m.case_id WHERE m.superseded = 0 "
+        "AND c.algorithm = ?1 AND c.fusion = ''",
+        {reference});
+    ASSERT_TRUE(samples.ok() && samples->rows.size() == 1u);
+    const auto passes = nlohmann::json::parse(std::get<std::string>(samples->rows[0][0]));
+    ASSERT_EQ(passes.size(), 1u);  // one visit
+    EXPECT_EQ(passes[0].size(), first_repetition ? 1u : 2u) << passes.dump();
+    double lowest_reading = std::numeric_limits<double>::infinity();  // of every run's, the race's pace
+    for (const RaceRun* run : {&r, &rr})
+      for (const auto& [algorithm, us] : run->min_us) lowest_reading = std::min(lowest_reading, us);
+    EXPECT_GE(passes[0][0].get<double>(),
+              (first_repetition ? ro.race_repetition : ro.race_drop) * lowest_reading);
+  }
   // With racing off (--no-race), the reference is timed in full.
   RunOptions off = ro;
   off.race_margin = 0;
@@ -710,6 +742,169 @@ TEST(Runner, ALongCasesFirstCallIsItsFirstRepetition) {
     }
     EXPECT_GT(with_flops, 0);
   }
+}
+
+// Two convolutions read the same activation: the layout conversions of that tensor are one work
+// (conversion_work_key), timed once; the others take its row, named in extra.measured_as. A
+// binary's key holds its full-size operand, so that a broadcast operand shared by two binaries of
+// other sizes does not make them one work.
+TEST(Runner, AConversionOfATensorAlreadyTimedTakesThatMeasurement) {
+  constexpr const char* kTwoConvs = R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+two_convs (float[1,32,28,28] x, float[32,32,3,3] w1, float[16,32,1,1] w2) => (float y1, float y2)
+{
+  y1 = Conv <pads = [1, 1, 1, 1]> (x, w1)
+  y2 = Conv (x, w2)
+}
+)onnx";
+  auto models = mp::process_model_text(kTwoConvs, "two_convs.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  PlanOptions po;
+  po.max_impls = 0;  // every implementation: conversions of x feeding both configs
+  po.fusion = false;
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  const Plan plan = make_plan(*models, backends, po);
+  std::map<std::string, std::vector<const PlannedCase*>> by_key;
+  for (const auto& c : plan.cases) {
+    const std::string k = conversion_work_key(c);
+    EXPECT_EQ(k.empty(), !c.conversion) << c.spec.name;
+    if (!c.status && !k.empty()) by_key[k].push_back(&c);
+  }
+  int64_t shared = 0;
+  for (const auto& [k, cases] : by_key) {
+    std::set<std::string> configs;
+    for (const auto* c : cases) configs.insert(c->spec.problem.key);
+    // One key, one tensor: the same dims, layouts and implementation, whatever config it is of.
+    for (const auto* c : cases) {
+      EXPECT_EQ(c->spec.variant.layout, cases.front()->spec.variant.layout);
+      EXPECT_EQ(
+          c->conversion->tensor == "src" ? c->spec.problem.inputs[0].shape : c->spec.problem.outputs[0].shape,
+          cases.front()->conversion->tensor == "src" ? cases.front()->spec.problem.inputs[0].shape
+                                                     : cases.front()->spec.problem.outputs[0].shape);
+    }
+    if (configs.size() > 1) shared += static_cast<int64_t>(cases.size()) - 1;
+  }
+  ASSERT_GT(shared, 0) << "no conversion of x planned for both convolutions";
+
+  TempDb tmp;
+  auto db = benchdb::Database::open(tmp.file());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  RunOptions ro;
+  ro.passes = 1;
+  ro.repetitions = 1;
+  ro.min_time = 1e-5;
+  ro.remeasure = false;
+  ro.calibrate = false;
+  ro.race_margin = 0;
+  auto s = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_GT(s->conversion_copies, 0);
+  auto q = db->query(
+      "SELECT c.name, m.min_us, m.samples_us, json_extract(m.extra, '$.measured_as'), m.status FROM "
+      "measurements m JOIN cases c ON c.id = m.case_id WHERE c.conversion_tensor <> ''");
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  std::map<std::string, std::pair<double, std::string>> timed;  // the cases timed themselves
+  std::vector<std::pair<std::string, std::pair<double, std::string>>> copies;
+  for (const auto& r : q->rows) {
+    if (std::get<std::string>(r[4]) != "passed") continue;
+    const auto row = std::make_pair(std::get<double>(r[1]), std::get<std::string>(r[2]));
+    if (const auto* as = std::get_if<std::string>(&r[3]))
+      copies.emplace_back(*as, row);
+    else
+      timed[std::get<std::string>(r[0])] = row;
+  }
+  ASSERT_EQ(static_cast<int64_t>(copies.size()), s->conversion_copies);
+  std::map<std::string, std::string> key_of;
+  for (const auto& c : plan.cases) key_of[c.spec.name] = conversion_work_key(c);
+  for (const auto& [as, row] : copies) {
+    ASSERT_TRUE(timed.count(as)) << as << " was not timed";
+    EXPECT_EQ(row, timed[as]);  // the same reading and samples
+  }
+  // Every case of a key but the first took its row.
+  EXPECT_EQ(s->conversion_copies, shared);
+
+  // A binary's broadcast operand is in the key with its full-size one.
+  PlannedCase a, b;
+  a.conversion = LayoutConversion{"src", "abcd", "acdb"};
+  a.spec.variant.backend = "onednn";
+  a.spec.variant.algorithm = "reorder";
+  a.spec.variant.layout = "src:abcd>acdb";
+  a.spec.feeds.algorithm = "binary_mul:jit:avx512_core";
+  a.spec.problem.op = "Mul";
+  a.spec.problem.kind = LayerKind::kMul;
+  a.spec.problem.inputs = {{"a", {1, 672, 1, 1}}, {"b", {1, 672, 14, 14}}};
+  a.spec.problem.outputs = {{"y", {1, 672, 14, 14}}};
+  b = a;
+  b.spec.problem.inputs[1].shape = {1, 672, 7, 7};
+  b.spec.problem.outputs[0].shape = {1, 672, 7, 7};
+  EXPECT_FALSE(conversion_work_key(a).empty());
+  EXPECT_NE(conversion_work_key(a), conversion_work_key(b));
+  PlannedCase not_one = a;
+  not_one.conversion.reset();
+  EXPECT_EQ(conversion_work_key(not_one), "");
+}
+
+// Stopping on confidence, on readings the zoo's batch-1 bench recorded (2026-12-07, the Zen 4 EPYC):
+// a long case whose two visits read the same lowest time ends there; one whose visits are 2.8%
+// apart, or a short one, does not; a pass of a slowed period is no reading.
+TEST(Runner, ALongCaseWhoseTwoReadingsAgreeStopsOnConfidence) {
+  auto pass = [](std::vector<double> us, bool slowed = false) { return PassSamples{std::move(us), slowed}; };
+  // deeplabv3's 3x3 convolution 128 -> 128 at 112x112, oneDNN's brgconv: 13,750 and 13,750 us.
+  const std::vector<PassSamples> agree = {pass({13830, 13830, 13750}), pass({13750, 15430, 15330})};
+  EXPECT_TRUE(confident_readings(agree, 3000, 0.01));
+  EXPECT_FALSE(confident_readings(agree, 20000, 0.01));  // shorter than the threshold
+  EXPECT_FALSE(confident_readings(agree, 0, 0.01));      // off
+  EXPECT_FALSE(confident_readings({agree[0]}, 3000, 0.01));
+  // The second visit in a slowed period: one reading.
+  EXPECT_FALSE(confident_readings({agree[0], pass({13750, 15430, 15330}, true)}, 3000, 0.01));
+  // fcn_resnet50's 1x1 convolution 1024 -> 2048 at 65x65, oneDNN's jit_1x1: 70,520 and 68,630 us.
+  const std::vector<PassSamples> apart = {pass({70620, 70520, 70620}), pass({89180, 68630, 69630})};
+  EXPECT_FALSE(confident_readings(apart, 3000, 0.01));
+  EXPECT_TRUE(confident_readings(apart, 3000, 0.03));
+  // A third visit that agrees with the lowest: 68,630 and 68,530.
+  EXPECT_TRUE(confident_readings({apart[0], apart[1], pass({70100, 69290, 68530})}, 3000, 0.01));
+
+  // In a run: the reference convolution of kOneConv and the default, timed in 3 passes with the
+  // threshold at 0 us (every case long): a case whose two readings agree ends after two visits.
+  auto models = mp::process_model_text(kOneConv, "one_conv.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  PlanOptions po;
+  po.max_impls = 2;
+  po.conversions = false;
+  po.fusion = false;
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  const Plan plan = make_plan(*models, backends, po);
+  RunOptions ro;
+  ro.passes = 3;
+  ro.repetitions = 2;
+  ro.min_time = 0.0005;
+  ro.calibrate = false;
+  ro.remeasure = false;
+  ro.max_placements = 0;
+  ro.race_margin = 0;
+  ro.sentinel_clock = [] { return 1e-3; };
+  ro.confident_above_us = 1e-9;
+  ro.confident_within = 10;  // any two readings agree
+  TempDb tmp;
+  auto db = benchdb::Database::open(tmp.file());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  auto s = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_GT(s->passed, 0);
+  EXPECT_EQ(s->confident, s->passed);
+  EXPECT_EQ(s->confident_visits, s->passed);
+  auto q = db->query("SELECT passes FROM measurements WHERE status = 'passed'");
+  ASSERT_TRUE(q.ok());
+  for (const auto& r : q->rows) EXPECT_EQ(std::get<int64_t>(r[0]), 2);
+  // Off: every case gets its three passes.
+  ro.confident_above_us = 0;
+  ro.force = true;
+  auto all = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  EXPECT_EQ(all->confident, 0);
+  q = db->query("SELECT passes FROM measurements WHERE status = 'passed' AND superseded = 0");
+  ASSERT_TRUE(q.ok());
+  for (const auto& r : q->rows) EXPECT_EQ(std::get<int64_t>(r[0]), 3);
 }
 
 TEST(Runner, DryRunWritesNothing) {

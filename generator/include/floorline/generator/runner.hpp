@@ -32,6 +32,7 @@
 
 #include "floorline/benchdb/database.hpp"
 #include "floorline/generator/calibration.hpp"
+#include "floorline/generator/measurement.hpp"
 #include "floorline/generator/plan.hpp"
 
 namespace floorline::gen {
@@ -131,7 +132,11 @@ struct RunOptions {
   // is raced out (ends skipped, reason "raced out: ...", its reading stored as min_us), and gets no
   // further visit:
   //  - after a reading (a visit's lowest repetition mean, in a period the sentinel did not find
-  //    slowed) at or above race_drop × the group's best;
+  //    slowed) at or above race_drop × the group's best; with race_first_repetition, a visit's
+  //    first repetition is judged before the others are timed (a long case's warm-up call where it
+  //    is the first repetition: first_call_counts): on the case's first visit, at or above
+  //    race_repetition × the group's best; on a later one, where its readings are all above
+  //    race_margin × it, by that rule;
   //  - after two readings or more (the second on a fresh placement), every one above race_margin ×
   //    the group's best, or above race_layout_margin × the best of its layout;
   //  - on its warm-up (kernels::warm_up's lowest call) before its first repetitions (a case with
@@ -144,6 +149,15 @@ struct RunOptions {
   double race_layout_margin = 1.25;
   double race_drop = 2.0;
   double race_warmup = 3.0;
+  // Judge a visit's first repetition as a reading where one more reading could end the case
+  // (above); false: only whole visits are readings.
+  bool race_first_repetition = true;
+  double race_repetition = 3.0;
+  // Stopping on confidence (docs/MEASUREMENT.md, "Stopping on confidence"): a case whose readings
+  // are confident_above_us or longer ends after two visits whose readings (outside slowed periods)
+  // agree within confident_within (max / min − 1), its further passes untimed. 0: never.
+  double confident_above_us = 3000;
+  double confident_within = 0.01;
   // Tests inject a slowed machine here: called instead of timing the sentinel, it returns the
   // sentinel's time in seconds. Unset: the real sentinel (measurement.hpp).
   std::function<double()> sentinel_clock;
@@ -171,11 +185,12 @@ struct RunOptions {
 
 struct RunSummary {
   int64_t passed = 0, skipped = 0, unsupported = 0, failed = 0;
-  int64_t raced_out = 0;         // of the skipped: dropped by racing (RunOptions::race_margin)
-  int64_t raced_out_visits = 0;  // the visits racing saved (passes the raced-out cases did not get)
-  int64_t raced_on_warmup = 0;   // of the raced out: on a warm-up call (not a repetition's reading)
-  int64_t race_groups = 0;       // races (config, data type, math mode, fusion) with cases to time
-  int64_t race_candidates = 0;   // the cases to time in them (layout conversions are in none)
+  int64_t raced_out = 0;            // of the skipped: dropped by racing (RunOptions::race_margin)
+  int64_t raced_out_visits = 0;     // the visits racing saved (passes the raced-out cases did not get)
+  int64_t raced_on_warmup = 0;      // of the raced out: on a warm-up call (not a repetition's reading)
+  int64_t raced_on_repetition = 0;  // of the raced out: on a visit's first repetition (the others untimed)
+  int64_t race_groups = 0;          // races (config, data type, math mode, fusion) with cases to time
+  int64_t race_candidates = 0;      // the cases to time in them (layout conversions are in none)
   // The configs (Problem::key, a layer's key) of the cases that passed in this run: a model none of
   // whose layers has one keeps its earlier replay (floorline run).
   std::set<std::string> passed_configs;
@@ -203,7 +218,12 @@ struct RunSummary {
   bool remeasure = true;           // RunOptions::remeasure: whether cases were timed once more at all
   int64_t placement_searched = 0;  // cases given placements beyond the passes (max_placements)
   int64_t placement_visits = 0;    // the visits those took
-  int64_t noisy = 0;               // passed cases whose repetitions still disagreed (flagged)
+  int64_t confident = 0;           // cases ended on two agreeing readings (confident_above_us)
+  int64_t confident_visits = 0;    // the passes they did not get
+  // Layout conversion cases that took the measurement of a case of the same conversion_work_key
+  // timed in this run (passed rows; counted in `passed` too).
+  int64_t conversion_copies = 0;
+  int64_t noisy = 0;  // passed cases whose repetitions still disagreed (flagged)
   int sentinel_readings = 0;
   int sentinel_slowed = 0;    // periods the sentinel found slowed
   double sentinel_worst = 1;  // highest sentinel time over its lowest
@@ -253,6 +273,24 @@ std::string race_layout(const CaseId& id);
 void race_order(std::vector<const PlannedCase*>::iterator begin,
                 std::vector<const PlannedCase*>::iterator end,
                 const std::function<double(const PlannedCase&)>& prior);
+
+// What a layout conversion case does, as a key: two conversion cases with the same key convert a
+// tensor of the same dims, data type and layer kind from one layout to the other with the same
+// implementation (backend, algorithm), so they time the same work, whatever configuration they
+// belong to and whichever implementation of it they feed (oneDNN's reorder is made from the
+// tensor's dims and the two formats alone). The key is the backend, algorithm, data type, math
+// mode, fusion, the conversion ("src:abcd>aBcd16b"), the layer's op, the variant of the
+// implementation fed, and the dims of the tensors it may convert (the inputs but the weight
+// operands, or the outputs for "dst"). "" for a case that is no conversion. The
+// runner times one case of each key and gives the others its measurement (docs/MEASUREMENT.md,
+// "Layout conversions").
+std::string conversion_work_key(const PlannedCase& c);
+
+// Stopping on confidence (RunOptions::confident_above_us, docs/MEASUREMENT.md): whether a case's
+// readings (each pass's lowest repetition mean, µs; passes the sentinel found slowed left out)
+// include two, the lowest at `above_us` or more and the next within `within` of it (max / min − 1).
+// False for `above_us` 0 or less.
+bool confident_readings(const std::vector<PassSamples>& passes, double above_us, double within);
 
 // The seconds a call counts for when a repetition's iteration count is chosen (min_time over it):
 // its timed time `timed` (the warm-up's lowest), or, for a device-timed kernel
