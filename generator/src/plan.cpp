@@ -85,10 +85,21 @@ std::string layout_family(std::string_view layout) {
 }
 
 kernels::Work conversion_work(const kernels::CaseSpec& base, const LayoutConversion& conversion) {
-  const auto& shape =
-      conversion.tensor == "dst" ? base.problem.outputs.at(0).shape : base.problem.inputs.at(0).shape;
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
+  auto elements = [](const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  };
+  // The output; or the largest input that is no weight operand (a binary's full-size operand, not
+  // its broadcast one: an SE block's scale · x has the 1×C×1×1 scale first).
+  int64_t n = 0;
+  if (conversion.tensor == "dst") {
+    n = elements(base.problem.outputs.at(0).shape);
+  } else {
+    for (size_t k = 0; k < base.problem.inputs.size(); ++k)
+      if (!kernels::weight_operand(base.problem, k)) n = std::max(n, elements(base.problem.inputs[k].shape));
+    if (n == 0) n = elements(base.problem.inputs.at(0).shape);
+  }
   kernels::Work w;
   w.bytes = 2 * n * element_size(base.variant.dtype);
   w.flops = 0;

@@ -839,6 +839,9 @@ two_convs (float[1,32,28,28] x, float[32,32,3,3] w1, float[16,32,1,1] w2) => (fl
   b.spec.problem.outputs[0].shape = {1, 672, 7, 7};
   EXPECT_FALSE(conversion_work_key(a).empty());
   EXPECT_NE(conversion_work_key(a), conversion_work_key(b));
+  // Its work: the full-size operand read and written once, not the broadcast one.
+  EXPECT_EQ(conversion_work(a.spec, *a.conversion).bytes, 2 * 672 * 14 * 14 * 4);
+  EXPECT_EQ(conversion_work(b.spec, *b.conversion).bytes, 2 * 672 * 7 * 7 * 4);
   PlannedCase not_one = a;
   not_one.conversion.reset();
   EXPECT_EQ(conversion_work_key(not_one), "");

@@ -53,7 +53,8 @@ struct PlannedCase {
 };
 
 // The work of a layout-conversion case of `base`: it reads and writes one activation tensor (the
-// layer's input, or its output for a "dst" conversion), and computes nothing (bytes > 0 keeps the
+// layer's largest input that is no weight operand, or its output for a "dst" conversion), and
+// computes nothing (bytes > 0 keeps the
 // planner from filling in the layer's FLOPs).
 kernels::Work conversion_work(const kernels::CaseSpec& base, const LayoutConversion& conversion);
 
