@@ -587,21 +587,33 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       int readings;
       const char* whose;
     };
+    // A case's readings (its passes outside slowed periods): how many, and the lowest (µs).
+    struct Readings {
+      int count = 0;
+      double low = std::numeric_limits<double>::infinity();
+    };
+    auto readings_of = [](const Timing& t) {
+      Readings r;
+      for (const auto& p : t.passes)
+        if (!p.slowed && !p.us.empty()) {
+          r.low = std::min(r.low, lowest(p.us));
+          ++r.count;
+        }
+      return r;
+    };
+    // The pace a case races against: its group's best, or its group's defaults' for a default case.
+    auto group_best = [&](const Timing& t) {
+      return race_best.find(t.defaults_group.empty() ? t.group : t.defaults_group);
+    };
     // `early`: the last reading is a visit's first repetition (race_first_repetition), judged by
     // wider rules: alone, at race_repetition × the group's best; with others, every one above
     // race_margin × it (not by its layout's best).
     auto verdict = [&](const Timing& t, bool early = false) -> std::optional<Verdict> {
       const bool is_default = !t.defaults_group.empty();
-      const auto g = race_best.find(is_default ? t.defaults_group : t.group);
+      const auto g = group_best(t);
       const auto l = is_default ? race_best.end() : race_best.find(t.layout_group);
       if (g == race_best.end()) return std::nullopt;
-      int readings = 0;
-      double low = std::numeric_limits<double>::infinity();
-      for (const auto& p : t.passes)
-        if (!p.slowed && !p.us.empty()) {
-          low = std::min(low, lowest(p.us));
-          ++readings;
-        }
+      const auto [readings, low] = readings_of(t);
       if (readings == 0) return std::nullopt;
       const double best = g->second;
       if (low >= (early ? options.race_repetition : options.race_drop) * best ||
@@ -743,12 +755,14 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       // others are timed. `so_far`: the visit's repetition means (µs). True when the case was raced
       // out on them (the sentinel read first).
       const int to_time = std::max(1, options.repetitions - (first_counts ? 1 : 0));
+      bool early_slowed = false;  // the sentinel read for the first repetition found the machine slowed
       auto out_early = [&](const std::vector<double>& so_far) -> bool {
         if (!racing || t.group.empty() || so_far.empty()) return false;
         t.passes.push_back({so_far, false});
         std::optional<Verdict> v = verdict(t, true);
         if (v) {
-          take_reading();  // a repetition of a slowed period is no reading
+          take_reading();  // a repetition of a slowed period is no reading, and its visit was slowed
+          early_slowed = last_slowed;
           v = last_slowed ? std::nullopt : verdict(t, true);
         }
         if (!v) {
@@ -762,16 +776,11 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       };
       auto may_end = [&]() {
         if (!racing || !options.race_first_repetition || t.group.empty()) return false;
-        const bool is_default = !t.defaults_group.empty();
-        const auto g = race_best.find(is_default ? t.defaults_group : t.group);
+        const auto g = group_best(t);
         if (g == race_best.end()) return false;
-        if (t.passes.empty()) return true;
-        double low = std::numeric_limits<double>::infinity();
-        for (const auto& p : t.passes)
-          if (!p.slowed && !p.us.empty()) low = std::min(low, lowest(p.us));
-        return low > options.race_margin * g->second;
+        return t.passes.empty() || readings_of(t).low > options.race_margin * g->second;
       };
-      if (first_counts && to_time >= 1 && may_end() && out_early({per_call * 1e6})) {
+      if (first_counts && may_end() && out_early({per_call * 1e6})) {
         t.iterations += 1;
         return {};
       }
@@ -818,8 +827,8 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       t.iterations += row.iterations;
       t.row = std::move(row);
       t.reported = true;
-      offer(t, lowest(us));
-      t.passes.push_back({std::move(us), false});
+      if (!early_slowed) offer(t, lowest(us));
+      t.passes.push_back({std::move(us), early_slowed});
       since_reading.emplace_back(&t, t.passes.size() - 1);
       return {};
     };

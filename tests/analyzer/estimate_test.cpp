@@ -317,6 +317,20 @@ TEST(Estimate, ConversionsAreChargedWhereANeighboursLayoutDiffers) {
   for (const auto& c : b.layers) EXPECT_DOUBLE_EQ(c.e_conversion_us, 0);
 }
 
+// Every layer of `m` measured, its case reading and writing `layout`, a conversion into it 2 µs and
+// out of it 3 µs.
+ModelBounds measured_in(const mp::ModelIR& m, const std::string& layout) {
+  ModelBounds b;
+  b.layers = layer_costs(m, CostTable{}, "f32");
+  for (auto& c : b.layers) {
+    c.source = CostSource::kMeasured;
+    c.in_layout = c.out_layout = layout;
+    c.in_conversion_us = 2.0;
+    c.out_conversion_us = 3.0;
+  }
+  return b;
+}
+
 // An SE block's scale · x, the per-channel operand first (torchvision's `scale * input`): the case
 // reads the operand of the output's shape in its layout (binary@nhwc holds it acdb), not the first.
 // Before 2026-12-07 the walk converted the convolution's NHWC output to plain for it.
@@ -330,14 +344,7 @@ g (float[1,8,4,4] x, float[8,8,1,1] w, float[1,8,1,1] q) => (float[1,8,4,4] y) {
                                        "se.onnx", {});
   ASSERT_TRUE(models.ok()) << models.error().message;
   const mp::ModelIR& m = models->front();
-  ModelBounds b;
-  b.layers = layer_costs(m, CostTable{}, "f32");
-  for (auto& c : b.layers) {
-    c.source = CostSource::kMeasured;
-    c.in_layout = c.out_layout = "acdb";
-    c.in_conversion_us = 2.0;
-    c.out_conversion_us = 3.0;
-  }
+  ModelBounds b = measured_in(m, "acdb");
   estimate_conversions(b, m);
   EXPECT_EQ(b.E_conversions, 0);
   EXPECT_DOUBLE_EQ(b.E_conversions_us, 0);
@@ -363,14 +370,7 @@ g (float[1,8,4,4] x, float[16,8,1,1] w, float[8,8,1,1] v) => (float[1,24,4,4] y)
                                        "concat.onnx", {});
   ASSERT_TRUE(models.ok()) << models.error().message;
   const mp::ModelIR& m = models->front();
-  ModelBounds b;
-  b.layers = layer_costs(m, CostTable{}, "f32");
-  for (auto& c : b.layers) {
-    c.source = CostSource::kMeasured;
-    c.in_layout = c.out_layout = "aBcd16b";
-    c.in_conversion_us = 2.0;
-    c.out_conversion_us = 3.0;
-  }
+  ModelBounds b = measured_in(m, "aBcd16b");
   estimate_conversions(b, m);
   EXPECT_EQ(b.E_conversions, 0);
   EXPECT_DOUBLE_EQ(b.E_conversions_us, 0);
