@@ -227,6 +227,10 @@ void print_bench_summary(const gen::RunSummary& r, double plan_seconds, bool dry
                  "%lld long case(s) ended on two readings that agree (stopping on confidence), %lld visit(s) "
                  "saved\n",
                  static_cast<long long>(r.confident), static_cast<long long>(r.confident_visits));
+  if (r.settled_visits)
+    std::fprintf(stderr,
+                 "%lld visit(s) whose time still fell at their last repetitions got %lld more (settling)\n",
+                 static_cast<long long>(r.settled_visits), static_cast<long long>(r.settle_repetitions));
   if (r.conversion_copies)
     std::fprintf(stderr,
                  "%lld layout conversion(s) took the measurement of the same conversion (tensor dims, "
@@ -592,6 +596,13 @@ void add_method_options(CLI::App* app, MethodCli& m) {
                      gen::RunOptions{}.placement_search_below_us, gen::RunOptions{}.placement_tolerance * 100,
                      gen::RunOptions{}.max_placements))
       ->check(int_in(1, kMaxRepetitions, "placements"));
+  app->add_option("--settle", m.settle,
+                  fmt::format("Repetitions at most added to a visit of a case under {:.0f} µs whose last "
+                              "repetition is still its lowest by more than {:.0f}% (settling; 0: never; "
+                              "default {})",
+                              gen::RunOptions{}.settle_below_us, gen::RunOptions{}.settle_within * 100,
+                              gen::RunOptions{}.settle_repetitions))
+      ->check(int_in(0, kMaxRepetitions, "repetitions"));
   app->add_flag("--huge-pages,!--no-huge-pages", m.huge_pages,
                 "Put large host buffers on transparent huge pages where the system allows it "
                 "(madvise(MADV_HUGEPAGE); default on; recorded in runs.options as \"buffers\")");
@@ -612,6 +623,7 @@ void set_method(gen::RunOptions& ro, gen::CostOptions& costs, const MethodCli& m
   if (m.pass_block) ro.pass_block = *m.pass_block;
   if (m.placements) ro.placements = *m.placements;
   if (m.max_placements) ro.max_placements = *m.max_placements;
+  if (m.settle) ro.settle_repetitions = *m.settle;
   ro.sentinel = m.sentinel;
   ro.huge_pages = m.huge_pages;
   if (!m.race) ro.race_margin = 0;

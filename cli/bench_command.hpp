@@ -87,6 +87,7 @@ struct MethodCli {
   std::optional<size_t> pass_block;
   std::optional<int> placements;
   std::optional<int> max_placements;
+  std::optional<int> settle;
   bool sentinel = true;
   bool huge_pages = true;
   bool race = true;

@@ -125,6 +125,11 @@ bool confident_readings(const std::vector<PassSamples>& passes, double above_us,
   return r[0] >= above_us && r[1] <= r[0] * (1 + within);
 }
 
+bool still_settling(const std::vector<double>& us, double within) {
+  if (us.size() < 2) return false;
+  return us.back() * (1 + within) < *std::min_element(us.begin(), us.end() - 1);
+}
+
 double repetition_call_seconds(double timed, double wall, bool device_timed) {
   return device_timed && wall > timed ? wall : timed;
 }
@@ -327,6 +332,11 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       if (racing) options_json["race_first_repetition"] = options.race_first_repetition;
       options_json["confident_above_us"] = options.confident_above_us;
       options_json["confident_within"] = options.confident_within;
+      options_json["settle_repetitions"] = options.settle_repetitions;
+      if (options.settle_repetitions > 0) {
+        options_json["settle_within"] = options.settle_within;
+        options_json["settle_below_us"] = options.settle_below_us;
+      }
       if (!sys.isa.empty()) options_json["isa"] = sys.isa;  // the cap (FLOORLINE_MAX_CPU_ISA)
       if (!options.shard.empty()) options_json["shard"] = options.shard;
       if (!options.shard_costs.empty()) options_json["shard_costs"] = options.shard_costs;
@@ -806,15 +816,37 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       } else {
         time_repetitions(to_time);
       }
-      phase_end(sum.repetition_seconds);
       std::vector<const benchmark::BenchmarkReporter::Run*> reps;
-      for (const auto& r : collect.runs) reps.push_back(&r);
       std::vector<double> us;
-      benchdb::MeasurementRow row = benchdb::measurement_from_runs(reps, &us);
-      if (first_counts && !us.empty()) {
-        us.insert(us.begin(), per_call * 1e6);
-        row.iterations += 1;
+      benchdb::MeasurementRow row;
+      auto collected = [&] {
+        reps.clear();
+        for (const auto& r : collect.runs) reps.push_back(&r);
+        us.clear();
+        row = benchdb::measurement_from_runs(reps, &us);
+        if (first_counts && !us.empty()) {
+          us.insert(us.begin(), per_call * 1e6);
+          row.iterations += 1;
+        }
+      };
+      collected();
+      // Settling (RunOptions::settle_repetitions): more repetitions on this build while a short
+      // case's time still falls.
+      if (options.settle_repetitions > 0 && collect.error.empty() && !us.empty() &&
+          lowest(us) < options.settle_below_us) {
+        int more = 0;
+        while (more < options.settle_repetitions && collect.error.empty() &&
+               still_settling(us, options.settle_within)) {
+          time_repetitions(1);
+          ++more;
+          collected();
+        }
+        if (more) {
+          ++sum.settled_visits;
+          sum.settle_repetitions += more;
+        }
       }
+      phase_end(sum.repetition_seconds);
       if (us.empty()) {  // an error while timing: the row holds it
         if (t.passes.empty()) {
           t.row = std::move(row);

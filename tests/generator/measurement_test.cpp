@@ -167,9 +167,10 @@ TEST(Measurement, TheRunnerTimesTheCasesOfASlowedPeriodAgain) {
     ro.min_time = 0.0005;
     ro.warmup_seconds = 0.0005;
     ro.calibrate = false;
-    ro.noisy_cv = 10;          // only the sentinel decides re-measurements here
-    ro.max_placements = 3;     // and no further placements
-    ro.sentinel_interval = 0;  // a reading before every visit
+    ro.noisy_cv = 10;           // only the sentinel decides re-measurements here
+    ro.max_placements = 3;      // and no further placements
+    ro.settle_repetitions = 0;  // 3 repetitions a visit
+    ro.sentinel_interval = 0;   // a reading before every visit
     int reading = 0;
     // Readings: one before the block, then one before each visit. The sixth, before the fifth
     // case's first visit, says the period since the fifth reading (the fourth case's first visit)

@@ -306,7 +306,8 @@ TEST(Placement, TheRunnerKeepsTheBestPlacementAndRecordsThePolicy) {
   ro.sentinel = false;  // no slowed pass: every pass is a candidate for the best placement
   ro.noisy_cv = 10;     // no re-measurement: 3 passes of 3 repetitions each
   ro.placements = 2;
-  ro.max_placements = 3;  // no further placements: the passes only
+  ro.max_placements = 3;      // no further placements: the passes only
+  ro.settle_repetitions = 0;  // 3 repetitions a visit
   ro.huge_pages = false;
   auto s = run_plan(&*db, models, plan, backends, ro);
   ASSERT_TRUE(s.ok()) << s.error().message;

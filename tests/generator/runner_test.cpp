@@ -105,15 +105,22 @@ TEST(Runner, StoresEveryCaseAndResumes) {
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements"), static_cast<int64_t>(plan.cases.size()));
   EXPECT_EQ(scalar(*db, "SELECT count(*) FROM measurements WHERE status='passed'"), s->passed);
   // Passed rows carry statistics over the repetitions (3 per pass, 3 passes, more for further placements or
-  // to re-measure, each with at least min_iterations calls), the passes' samples, and the counters.
+  // to re-measure or while a visit's time still falls, each with at least min_iterations calls), the
+  // passes' samples, and the counters.
   EXPECT_EQ(
       scalar(
           *db,
           "SELECT count(*) FROM measurements WHERE status='passed' AND (median_us IS NULL OR median_us <= 0 "
-          "OR min_us > median_us OR repetitions < 9 OR repetitions % 3 != 0 OR passes < 3 OR "
+          "OR min_us > median_us OR repetitions < 9 OR passes < 3 OR "
           "placements != passes OR json_array_length(samples_us) != passes OR iterations < 2 * repetitions "
           "OR workspace_bytes IS NULL)"),
       0);
+  // A repetition beyond 3 per visit is one settling added (RunOptions::settle_repetitions; the
+  // summary counts those of cases later raced out too).
+  const int64_t beyond =
+      scalar(*db, "SELECT sum(repetitions) - 3 * sum(passes) FROM measurements WHERE status='passed'");
+  EXPECT_GE(beyond, 0);
+  EXPECT_LE(beyond, s->settle_repetitions);
   EXPECT_GT(
       scalar(
           *db,
@@ -701,6 +708,7 @@ TEST(Runner, ALongCasesFirstCallIsItsFirstRepetition) {
   first.calibrate = false;
   first.race_margin = 0;  // no racing: every case timed
   first.first_call_counts = true;
+  first.settle_repetitions = 0;  // the counts below are the method's own
   RunOptions two_repetitions = first, two_calls = first, off = first;
   two_repetitions.repetitions = 2;
   two_calls.min_iterations = 2;
@@ -912,6 +920,78 @@ TEST(Runner, ALongCaseWhoseTwoReadingsAgreeStopsOnConfidence) {
   q = db->query("SELECT passes FROM measurements WHERE status = 'passed' AND superseded = 0");
   ASSERT_TRUE(q.ok());
   for (const auto& r : q->rows) EXPECT_EQ(std::get<int64_t>(r[0]), 3);
+}
+
+// Settling: a visit whose last repetition is still its lowest by more than settle_within gets one
+// more, on the same build, up to settle_repetitions more.
+TEST(Runner, AVisitWhoseTimeStillFallsGetsMoreRepetitions) {
+  // vgg11's first MaxPool (1x64x224x224, 12.8 MB in; oneDNN's jit:avx512_core on the blocked
+  // layout), one visit of 12 repetitions on the 2-core Zen 4 EPYC: its time falls for seven.
+  const std::vector<double> maxpool = {545.7, 503.1, 452.3, 516.0, 326.8, 234.5, 169.4, 161.6, 282.3};
+  auto first = [&](size_t n) { return std::vector<double>(maxpool.begin(), maxpool.begin() + n); };
+  EXPECT_TRUE(still_settling(first(2), 0.02));
+  EXPECT_TRUE(still_settling(first(3), 0.02));   // 452.3 below 503.1 by 11%
+  EXPECT_FALSE(still_settling(first(4), 0.02));  // 516.0: not its lowest
+  EXPECT_TRUE(still_settling(first(8), 0.02));   // 161.6 below 169.4 by 4.8%
+  EXPECT_FALSE(still_settling(first(8), 0.05));  // ... not by 5%
+  EXPECT_FALSE(still_settling(first(9), 0.02));
+  EXPECT_FALSE(still_settling(first(1), 0.02));
+  EXPECT_FALSE(still_settling({}, 0.02));
+  // resnet18's 3x3 convolution 256 -> 512 (brgconv), one visit: steady at 409 us.
+  EXPECT_FALSE(still_settling({409.2, 428.4, 413.6}, 0.02));
+
+  // In a run: with settle_within at -0.5 every visit reads as still falling (a last repetition
+  // under twice the lowest of the others), so each gets exactly settle_repetitions more.
+  auto models = mp::process_model_text(kOneConv, "one_conv.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  PlanOptions po;
+  po.max_impls = 2;
+  po.conversions = false;
+  po.fusion = false;
+  const std::vector<const Backend*> backends = {find_backend("onednn")};
+  const Plan plan = make_plan(*models, backends, po);
+  RunOptions ro;
+  ro.passes = 2;
+  ro.repetitions = 2;
+  ro.min_time = 0.0005;
+  ro.calibrate = false;
+  ro.remeasure = false;
+  ro.max_placements = 0;
+  ro.race_margin = 0;
+  ro.confident_above_us = 0;
+  ro.sentinel_clock = [] { return 1e-3; };
+  ro.settle_repetitions = 3;
+  ro.settle_within = -0.5;
+  ro.settle_below_us = 1e12;
+  TempDb tmp;
+  auto db = benchdb::Database::open(tmp.file());
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  auto s = run_plan(&*db, *models, plan, backends, ro);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_GT(s->passed, 0);
+  EXPECT_EQ(s->settled_visits, 2 * s->passed);
+  EXPECT_EQ(s->settle_repetitions, 6 * s->passed);
+  auto q = db->query("SELECT repetitions, samples_us FROM measurements WHERE status = 'passed'");
+  ASSERT_TRUE(q.ok());
+  ASSERT_EQ(static_cast<int64_t>(q->rows.size()), s->passed);
+  for (const auto& r : q->rows) {
+    EXPECT_EQ(std::get<int64_t>(r[0]), 10);  // two passes of 2 + 3 repetitions
+    const auto samples = nlohmann::json::parse(std::get<std::string>(r[1]));
+    ASSERT_EQ(samples.size(), 2u);
+    for (const auto& pass : samples) EXPECT_EQ(pass.size(), 5u);
+  }
+  // Cases longer than settle_below_us, and settle_repetitions 0, are left as they are.
+  for (auto [below, more] : {std::pair{1e-9, 3}, std::pair{1e12, 0}}) {
+    ro.settle_below_us = below;
+    ro.settle_repetitions = more;
+    ro.force = true;
+    auto again = run_plan(&*db, *models, plan, backends, ro);
+    ASSERT_TRUE(again.ok()) << again.error().message;
+    EXPECT_EQ(again->settled_visits, 0);
+    q = db->query("SELECT repetitions FROM measurements WHERE status = 'passed' AND superseded = 0");
+    ASSERT_TRUE(q.ok());
+    for (const auto& r : q->rows) EXPECT_EQ(std::get<int64_t>(r[0]), 4);
+  }
 }
 
 TEST(Runner, DryRunWritesNothing) {

@@ -158,6 +158,14 @@ struct RunOptions {
   // agree within confident_within (max / min − 1), its further passes untimed. 0: never.
   double confident_above_us = 3000;
   double confident_within = 0.01;
+  // Settling (docs/MEASUREMENT.md, "Settling"): a visit of a case whose repetitions last under
+  // settle_below_us (µs) gets one more repetition, on the same build, while its last repetition is
+  // its lowest by more than settle_within (still_settling), settle_repetitions more at most. A working set
+  // about the size of the last-level cache reaches its steady time over several calls (a MaxPool on 12.8 MB:
+  // 546, 503, 452, 516, 327, 235, 169, 162 µs), and three repetitions left its lowest 30% above it. 0: never.
+  int settle_repetitions = 8;
+  double settle_within = 0.02;
+  double settle_below_us = 3000;
   // Tests inject a slowed machine here: called instead of timing the sentinel, it returns the
   // sentinel's time in seconds. Unset: the real sentinel (measurement.hpp).
   std::function<double()> sentinel_clock;
@@ -220,6 +228,8 @@ struct RunSummary {
   int64_t placement_visits = 0;    // the visits those took
   int64_t confident = 0;           // cases ended on two agreeing readings (confident_above_us)
   int64_t confident_visits = 0;    // the passes they did not get
+  int64_t settled_visits = 0;      // visits given more repetitions while still settling
+  int64_t settle_repetitions = 0;  // the repetitions those took
   // Layout conversion cases that took the measurement of a case of the same conversion_work_key
   // timed in this run (passed rows; counted in `passed` too).
   int64_t conversion_copies = 0;
@@ -291,6 +301,11 @@ std::string conversion_work_key(const PlannedCase& c);
 // include two, the lowest at `above_us` or more and the next within `within` of it (max / min − 1).
 // False for `above_us` 0 or less.
 bool confident_readings(const std::vector<PassSamples>& passes, double above_us, double within);
+
+// Settling (RunOptions::settle_repetitions): whether a visit whose repetition means are `us` (µs,
+// in the order timed) is still getting faster: its last is below the lowest of the others by more
+// than `within` (relative). False for fewer than two.
+bool still_settling(const std::vector<double>& us, double within);
 
 // The seconds a call counts for when a repetition's iteration count is chosen (min_time over it):
 // its timed time `timed` (the warm-up's lowest), or, for a device-timed kernel
