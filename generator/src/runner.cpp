@@ -616,9 +616,11 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       return race_best.find(t.defaults_group.empty() ? t.group : t.defaults_group);
     };
     // `early`: the last reading is a visit's first repetition (race_first_repetition), judged by
-    // wider rules: alone, at race_repetition × the group's best; with others, every one above
-    // race_margin × it (not by its layout's best).
-    auto verdict = [&](const Timing& t, bool early = false) -> std::optional<Verdict> {
+    // wider rules: alone, at `early_at` × the group's best (race_repetition; race_drop for a long
+    // case's first call: RunOptions::race_repetition); with others, every one above race_margin ×
+    // it (not by its layout's best).
+    auto verdict = [&](const Timing& t, bool early = false,
+                       double early_at = 0) -> std::optional<Verdict> {
       const bool is_default = !t.defaults_group.empty();
       const auto g = group_best(t);
       const auto l = is_default ? race_best.end() : race_best.find(t.layout_group);
@@ -626,7 +628,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       const auto [readings, low] = readings_of(t);
       if (readings == 0) return std::nullopt;
       const double best = g->second;
-      if (low >= (early ? options.race_repetition : options.race_drop) * best ||
+      if (low >= (early ? (early_at > 0 ? early_at : options.race_repetition) : options.race_drop) * best ||
           (readings >= 2 && low > options.race_margin * best))
         return Verdict{low, best, readings, is_default ? "its group's defaults'" : "its group's"};
       if (!early && l != race_best.end() && readings >= 2 && low > options.race_layout_margin * l->second)
@@ -766,14 +768,17 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       // out on them (the sentinel read first).
       const int to_time = std::max(1, options.repetitions - (first_counts ? 1 : 0));
       bool early_slowed = false;  // the sentinel read for the first repetition found the machine slowed
+      // A long case's first repetition is one call of long_call or more, as steady as a whole
+      // visit of a short case: judged alone at race_drop, a short case's at race_repetition.
+      const double early_at = first_counts ? options.race_drop : options.race_repetition;
       auto out_early = [&](const std::vector<double>& so_far) -> bool {
         if (!racing || t.group.empty() || so_far.empty()) return false;
         t.passes.push_back({so_far, false});
-        std::optional<Verdict> v = verdict(t, true);
+        std::optional<Verdict> v = verdict(t, true, early_at);
         if (v) {
           take_reading();  // a repetition of a slowed period is no reading, and its visit was slowed
           early_slowed = last_slowed;
-          v = last_slowed ? std::nullopt : verdict(t, true);
+          v = last_slowed ? std::nullopt : verdict(t, true, early_at);
         }
         if (!v) {
           t.passes.pop_back();
@@ -831,9 +836,15 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       };
       collected();
       // Settling (RunOptions::settle_repetitions): more repetitions on this build while a short
-      // case's time still falls.
+      // case's time still falls; not for a candidate already above race_margin × its group's best,
+      // which S cannot take.
+      auto contends = [&] {
+        if (!racing || t.group.empty()) return true;
+        const auto g = group_best(t);
+        return g == race_best.end() || lowest(us) <= options.race_margin * g->second;
+      };
       if (options.settle_repetitions > 0 && collect.error.empty() && !us.empty() &&
-          lowest(us) < options.settle_below_us) {
+          lowest(us) < options.settle_below_us && contends()) {
         int more = 0;
         while (more < options.settle_repetitions && collect.error.empty() &&
                still_settling(us, options.settle_within)) {

@@ -401,6 +401,29 @@ TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {
     EXPECT_GE(passes[0][0].get<double>(),
               (first_repetition ? ro.race_repetition : ro.race_drop) * lowest_reading);
   }
+  // A long case's first call (every call long here: long_call 1 ns, one warm-up call, which is the
+  // first repetition) is judged alone at race_drop, as a whole visit: the reference loops end on it
+  // with the short cases' first-repetition factor out of reach (race_repetition 1e9); a short
+  // case's first repetition is not judged so (first_call_counts off), and they end on a whole visit.
+  for (const bool long_first_call : {true, false}) {
+    RunOptions rep = ro;
+    rep.race_warmup = 1e9;
+    rep.race_repetition = 1e9;
+    rep.long_call = 1e-9;
+    rep.warmup_seconds = 0;
+    rep.first_call_counts = long_first_call;
+    rep.force = true;
+    const RaceRun rr = race(*db, plan, *models, rep);
+    EXPECT_EQ(rr.outcome.at(reference).first, "skipped");
+    EXPECT_EQ(rr.outcome.at(jit).first, "passed");
+    const std::string& why = rr.outcome.at(reference).second;
+    EXPECT_EQ(why.rfind(long_first_call ? "raced out: first round's first repetition, its group's"
+                                        : "raced out: first round, its group's",
+                        0),
+              0u)
+        << why;
+    EXPECT_EQ(rr.summary.first_calls > 0, long_first_call);
+  }
   // With racing off (--no-race), the reference is timed in full.
   RunOptions off = ro;
   off.race_margin = 0;

@@ -135,8 +135,9 @@ struct RunOptions {
   //    slowed) at or above race_drop × the group's best; with race_first_repetition, a visit's
   //    first repetition is judged before the others are timed (a long case's warm-up call where it
   //    is the first repetition: first_call_counts): on the case's first visit, at or above
-  //    race_repetition × the group's best; on a later one, where its readings are all above
-  //    race_margin × it, by that rule;
+  //    race_repetition × the group's best (race_drop for that long case's call: one call of
+  //    long_call or more read at most 1.66 × its case's lowest in 1,223 visits of the zoo); on a
+  //    later one, where its readings are all above race_margin × it, by that rule;
   //  - after two readings or more (the second on a fresh placement), every one above race_margin ×
   //    the group's best, or above race_layout_margin × the best of its layout;
   //  - on its warm-up (kernels::warm_up's lowest call) before its first repetitions (a case with
@@ -160,7 +161,9 @@ struct RunOptions {
   double confident_within = 0.01;
   // Settling (docs/MEASUREMENT.md, "Settling"): a visit of a case whose repetitions last under
   // settle_below_us (µs) gets one more repetition, on the same build, while its last repetition is
-  // its lowest by more than settle_within (still_settling), settle_repetitions more at most. A working set
+  // its lowest by more than settle_within (still_settling), settle_repetitions more at most; with
+  // racing, only where its lowest is within race_margin × its group's best (a candidate above it
+  // cannot be S's), layout conversions always. A working set
   // about the size of the last-level cache reaches its steady time over several calls (a MaxPool on 12.8 MB:
   // 546, 503, 452, 516, 327, 235, 169, 162 µs), and three repetitions left its lowest 30% above it. 0: never.
   int settle_repetitions = 8;
