@@ -619,8 +619,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     // wider rules: alone, at `early_at` × the group's best (race_repetition; race_drop for a long
     // case's first call: RunOptions::race_repetition); with others, every one above race_margin ×
     // it (not by its layout's best).
-    auto verdict = [&](const Timing& t, bool early = false,
-                       double early_at = 0) -> std::optional<Verdict> {
+    auto verdict = [&](const Timing& t, bool early = false, double early_at = 0) -> std::optional<Verdict> {
       const bool is_default = !t.defaults_group.empty();
       const auto g = group_best(t);
       const auto l = is_default ? race_best.end() : race_best.find(t.layout_group);
