@@ -885,6 +885,32 @@ two_convs (float[1,32,28,28] x, float[32,32,3,3] w1, float[16,32,1,1] w2) => (fl
 // Stopping on confidence, on readings the zoo's batch-1 bench recorded (2026-12-07, the Zen 4 EPYC):
 // a long case whose two visits read the same lowest time ends there; one whose visits are 2.8%
 // apart, or a short one, does not; a pass of a slowed period is no reading.
+// kOneConv's convolution on oneDNN, its first two implementations (the reference loops and the
+// default), unfused, without conversions.
+Plan reference_and_default(const std::vector<mp::ModelIR>& models,
+                           const std::vector<const Backend*>& backends) {
+  PlanOptions po;
+  po.max_impls = 2;
+  po.conversions = false;
+  po.fusion = false;
+  return make_plan(models, backends, po);
+}
+
+// The method with its counts fixed: `passes` passes of 2 repetitions, no racing, no re-measurement,
+// no further placements, a quiet sentinel (every reading the same).
+RunOptions fixed_method(int passes) {
+  RunOptions ro;
+  ro.passes = passes;
+  ro.repetitions = 2;
+  ro.min_time = 0.0005;
+  ro.calibrate = false;
+  ro.remeasure = false;
+  ro.max_placements = 0;
+  ro.race_margin = 0;
+  ro.sentinel_clock = [] { return 1e-3; };
+  return ro;
+}
+
 TEST(Runner, ALongCaseWhoseTwoReadingsAgreeStopsOnConfidence) {
   auto pass = [](std::vector<double> us, bool slowed = false) { return PassSamples{std::move(us), slowed}; };
   // deeplabv3's 3x3 convolution 128 -> 128 at 112x112, oneDNN's brgconv: 13,750 and 13,750 us.
@@ -906,21 +932,9 @@ TEST(Runner, ALongCaseWhoseTwoReadingsAgreeStopsOnConfidence) {
   // threshold at 0 us (every case long): a case whose two readings agree ends after two visits.
   auto models = mp::process_model_text(kOneConv, "one_conv.onnx", {});
   ASSERT_TRUE(models.ok()) << models.error().message;
-  PlanOptions po;
-  po.max_impls = 2;
-  po.conversions = false;
-  po.fusion = false;
   const std::vector<const Backend*> backends = {find_backend("onednn")};
-  const Plan plan = make_plan(*models, backends, po);
-  RunOptions ro;
-  ro.passes = 3;
-  ro.repetitions = 2;
-  ro.min_time = 0.0005;
-  ro.calibrate = false;
-  ro.remeasure = false;
-  ro.max_placements = 0;
-  ro.race_margin = 0;
-  ro.sentinel_clock = [] { return 1e-3; };
+  const Plan plan = reference_and_default(*models, backends);
+  RunOptions ro = fixed_method(3);
   ro.confident_above_us = 1e-9;
   ro.confident_within = 10;  // any two readings agree
   TempDb tmp;
@@ -967,22 +981,10 @@ TEST(Runner, AVisitWhoseTimeStillFallsGetsMoreRepetitions) {
   // under twice the lowest of the others), so each gets exactly settle_repetitions more.
   auto models = mp::process_model_text(kOneConv, "one_conv.onnx", {});
   ASSERT_TRUE(models.ok()) << models.error().message;
-  PlanOptions po;
-  po.max_impls = 2;
-  po.conversions = false;
-  po.fusion = false;
   const std::vector<const Backend*> backends = {find_backend("onednn")};
-  const Plan plan = make_plan(*models, backends, po);
-  RunOptions ro;
-  ro.passes = 2;
-  ro.repetitions = 2;
-  ro.min_time = 0.0005;
-  ro.calibrate = false;
-  ro.remeasure = false;
-  ro.max_placements = 0;
-  ro.race_margin = 0;
+  const Plan plan = reference_and_default(*models, backends);
+  RunOptions ro = fixed_method(2);
   ro.confident_above_us = 0;
-  ro.sentinel_clock = [] { return 1e-3; };
   ro.settle_repetitions = 3;
   ro.settle_within = -0.5;
   ro.settle_below_us = 1e12;
