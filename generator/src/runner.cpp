@@ -615,11 +615,12 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
     auto group_best = [&](const Timing& t) {
       return race_best.find(t.defaults_group.empty() ? t.group : t.defaults_group);
     };
-    // `early`: the last reading is a visit's first repetition (race_first_repetition), judged by
-    // wider rules: alone, at `early_at` × the group's best (race_repetition; race_drop for a long
+    // `early_at` > 0: the last reading is a visit's first repetition (race_first_repetition), judged
+    // by wider rules: alone, at early_at × the group's best (race_repetition; race_drop for a long
     // case's first call: RunOptions::race_repetition); with others, every one above race_margin ×
-    // it (not by its layout's best).
-    auto verdict = [&](const Timing& t, bool early = false, double early_at = 0) -> std::optional<Verdict> {
+    // it (not by its layout's best). 0: the last reading is a whole visit.
+    auto verdict = [&](const Timing& t, double early_at = 0) -> std::optional<Verdict> {
+      const bool early = early_at > 0;
       const bool is_default = !t.defaults_group.empty();
       const auto g = group_best(t);
       const auto l = is_default ? race_best.end() : race_best.find(t.layout_group);
@@ -627,7 +628,7 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       const auto [readings, low] = readings_of(t);
       if (readings == 0) return std::nullopt;
       const double best = g->second;
-      if (low >= (early ? (early_at > 0 ? early_at : options.race_repetition) : options.race_drop) * best ||
+      if (low >= (early ? early_at : options.race_drop) * best ||
           (readings >= 2 && low > options.race_margin * best))
         return Verdict{low, best, readings, is_default ? "its group's defaults'" : "its group's"};
       if (!early && l != race_best.end() && readings >= 2 && low > options.race_layout_margin * l->second)
@@ -773,11 +774,11 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
       auto out_early = [&](const std::vector<double>& so_far) -> bool {
         if (!racing || t.group.empty() || so_far.empty()) return false;
         t.passes.push_back({so_far, false});
-        std::optional<Verdict> v = verdict(t, true, early_at);
+        std::optional<Verdict> v = verdict(t, early_at);
         if (v) {
           take_reading();  // a repetition of a slowed period is no reading, and its visit was slowed
           early_slowed = last_slowed;
-          v = last_slowed ? std::nullopt : verdict(t, true, early_at);
+          v = last_slowed ? std::nullopt : verdict(t, early_at);
         }
         if (!v) {
           t.passes.pop_back();
@@ -847,7 +848,13 @@ Result<RunSummary> run_plan(benchdb::Database* dbp, const std::vector<mp::ModelI
         int more = 0;
         while (more < options.settle_repetitions && collect.error.empty() &&
                still_settling(us, options.settle_within)) {
+          const size_t before = collect.runs.size();
           time_repetitions(1);
+          if (!collect.error.empty()) {  // a failed extra repetition adds nothing: the visit keeps its own
+            collect.runs.resize(before);
+            collect.error.clear();
+            break;
+          }
           ++more;
           collected();
         }
