@@ -369,23 +369,29 @@ TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {
   const RaceRun again = race(*db, plan, *models, ro);
   EXPECT_EQ(again.summary.passed + again.summary.skipped + again.summary.raced_out, 0);
   EXPECT_EQ(again.outcome.at(reference), r.outcome.at(reference));
-  // On its first repetition: with no warm-up drop, the reference loops (far over 3x the default)
-  // end on their first visit's first repetition, the second untimed; judged by whole visits only
-  // (race_first_repetition off), on the visit's two.
-  for (const bool first_repetition : {true, false}) {
-    RunOptions rep = ro;
+  // The reference loops end raced out on their first visit, with no warm-up drop: on its first
+  // repetition (`early`, the reason says so) or on the whole visit; the default passes.
+  auto ends_on_first_visit = [&](RunOptions rep, bool early) {
     rep.race_warmup = 1e9;
-    rep.race_first_repetition = first_repetition;
     rep.force = true;
-    const RaceRun rr = race(*db, plan, *models, rep);
+    RaceRun rr = race(*db, plan, *models, rep);
     EXPECT_EQ(rr.outcome.at(reference).first, "skipped");
     EXPECT_EQ(rr.outcome.at(jit).first, "passed");
     const std::string& why = rr.outcome.at(reference).second;
-    EXPECT_EQ(why.rfind(first_repetition ? "raced out: first round's first repetition, its group's"
-                                         : "raced out: first round, its group's",
+    EXPECT_EQ(why.rfind(early ? "raced out: first round's first repetition, its group's"
+                              : "raced out: first round, its group's",
                         0),
               0u)
         << why;
+    return rr;
+  };
+  // On its first repetition: the reference loops (far over 3x the default) end on their first
+  // visit's first repetition, the second untimed; judged by whole visits only
+  // (race_first_repetition off), on the visit's two.
+  for (const bool first_repetition : {true, false}) {
+    RunOptions rep = ro;
+    rep.race_first_repetition = first_repetition;
+    const RaceRun rr = ends_on_first_visit(rep, first_repetition);
     EXPECT_EQ(rr.summary.raced_on_repetition > 0, first_repetition);
     auto samples = db->query(
         "SELECT m.samples_us FROM measurements m JOIN cases c ON c.id = m.case_id WHERE m.superseded = 0 "
@@ -407,21 +413,11 @@ TEST(Runner, RacingDropsTheImplementationsThatCannotWinAndKeepsTheDefault) {
   // case's first repetition is not judged so (first_call_counts off), and they end on a whole visit.
   for (const bool long_first_call : {true, false}) {
     RunOptions rep = ro;
-    rep.race_warmup = 1e9;
     rep.race_repetition = 1e9;
     rep.long_call = 1e-9;
     rep.warmup_seconds = 0;
     rep.first_call_counts = long_first_call;
-    rep.force = true;
-    const RaceRun rr = race(*db, plan, *models, rep);
-    EXPECT_EQ(rr.outcome.at(reference).first, "skipped");
-    EXPECT_EQ(rr.outcome.at(jit).first, "passed");
-    const std::string& why = rr.outcome.at(reference).second;
-    EXPECT_EQ(why.rfind(long_first_call ? "raced out: first round's first repetition, its group's"
-                                        : "raced out: first round, its group's",
-                        0),
-              0u)
-        << why;
+    const RaceRun rr = ends_on_first_visit(rep, long_first_call);
     EXPECT_EQ(rr.summary.first_calls > 0, long_first_call);
   }
   // With racing off (--no-race), the reference is timed in full.
@@ -977,8 +973,8 @@ TEST(Runner, AVisitWhoseTimeStillFallsGetsMoreRepetitions) {
   // resnet18's 3x3 convolution 256 -> 512 (brgconv), one visit: steady at 409 us.
   EXPECT_FALSE(still_settling({409.2, 428.4, 413.6}, 0.02));
 
-  // In a run: with settle_within at -0.5 every visit reads as still falling (a last repetition
-  // under twice the lowest of the others), so each gets exactly settle_repetitions more.
+  // In a run: with settle_within at -0.99 every visit reads as still falling (a last repetition
+  // under 100 times the lowest of the others), so each gets exactly settle_repetitions more.
   auto models = mp::process_model_text(kOneConv, "one_conv.onnx", {});
   ASSERT_TRUE(models.ok()) << models.error().message;
   const std::vector<const Backend*> backends = {find_backend("onednn")};
@@ -986,7 +982,7 @@ TEST(Runner, AVisitWhoseTimeStillFallsGetsMoreRepetitions) {
   RunOptions ro = fixed_method(2);
   ro.confident_above_us = 0;
   ro.settle_repetitions = 3;
-  ro.settle_within = -0.5;
+  ro.settle_within = -0.99;
   ro.settle_below_us = 1e12;
   TempDb tmp;
   auto db = benchdb::Database::open(tmp.file());
