@@ -720,36 +720,28 @@ void estimate_conversions(ModelBounds& b, const mp::ModelIR& model, bool runner_
   }
 }
 
-double cold_output_share(const mp::Layer& layer, int64_t cache_bytes) {
-  const auto cache = static_cast<double>(std::max<int64_t>(1, cache_bytes));
-  double all = 0, beyond = 0;
-  for (const auto& t : layer.config.outputs) {
-    const auto n = static_cast<double>(std::max<int64_t>(0, mp::numel(t.shape)) * mp::dtype_size(t.dtype));
-    all += n;
-    if (n > cache) beyond += n - cache;
-  }
-  return all > 0 ? beyond / all : 0;
-}
-
-std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
-                                                      const std::vector<LayerCost>& layers,
-                                                      int64_t cache_bytes) {
+std::unordered_map<int, ActivationTraffic> activation_traffic(const mp::ModelIR& model,
+                                                              const std::vector<LayerCost>& layers,
+                                                              int64_t cache_bytes) {
   std::unordered_map<int, const LayerCost*> cost_of;
   for (const auto& c : layers) cost_of[c.index] = &c;
   auto tensor_bytes = [](const mp::TensorArg& t) {
     const int64_t n = mp::numel(t.shape);
     return n > 0 ? n * mp::dtype_size(t.dtype) : int64_t{0};
   };
+  auto absorbed = [&](const mp::Layer& l) {
+    const auto c = cost_of.find(l.index);
+    return c != cost_of.end() && c->second->epilogue_head >= 0;
+  };
   // A layer that runs on its own: cost-bearing, not an activation in its producer's epilogue (its
   // input is the producer's output on the way out, not a buffer read again).
-  auto own_step = [&](const mp::Layer& l) {
-    const auto c = cost_of.find(l.index);
-    return l.cost_bearing() && l.shapes_known && (c == cost_of.end() || c->second->epilogue_head < 0);
-  };
+  auto own_step = [&](const mp::Layer& l) { return l.cost_bearing() && l.shapes_known && !absorbed(l); };
   // The bytes each layer touches (its inputs and outputs, weights included), as prefix sums in
-  // graph order: what lies between a value's producer and a reader.
+  // graph order: what lies between two touches of a buffer.
   const size_t n = model.layers.size();
   std::vector<int64_t> before(n + 1, 0);
+  // Value → Layer::index of the last layer reading it, as the replay frees buffers.
+  std::unordered_map<std::string, int> last_reader;
   for (size_t i = 0; i < n; ++i) {
     const auto& l = model.layers[i];
     int64_t touched = 0;
@@ -758,38 +750,150 @@ std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
       for (const auto& t : l.config.outputs) touched += tensor_bytes(t);
     }
     before[i + 1] = before[i] + touched;
+    if (l.subgraph.empty())
+      for (const auto& name : l.input_names) last_reader[name] = l.index;
   }
+  const auto pass = static_cast<double>(before[n]);
   const auto cache = static_cast<double>(std::max<int64_t>(1, cache_bytes));
   auto beyond = [&](double distance) { return distance > cache ? 1.0 - cache / distance : 0.0; };
-  std::unordered_map<std::string, size_t> producer;  // value → position of the layer that wrote it
-  std::unordered_map<int, double> cold;
+  auto last_use = [&](const std::string& name) {
+    const auto it = last_reader.find(name);
+    return it == last_reader.end() ? -1 : it->second;
+  };
+
+  // The replay's memory planner, followed (generator/replay.cpp, BufferPool): an output takes a
+  // buffer of its exact size that an earlier value held until its last reader ran (the one freed
+  // last), a new one otherwise; a residual Add in its producer's epilogue writes into its summand's
+  // buffer. Each buffer remembers where in the pass it was last touched; a new buffer was last
+  // touched where the pass before left it (the same buffers every pass).
+  struct Buffer {
+    int64_t bytes = 0;
+    int last_use = -1;
+    double touched_at = -1;  // position in `before` of its last touch so far this pass (-1: none)
+  };
+  std::vector<Buffer> buffers;
+  std::unordered_map<std::string, size_t> buffer_of;              // value → buffer
+  std::unordered_map<int64_t, std::vector<size_t>> free_buffers;  // by bytes, the last freed at back
+  std::set<size_t> freed;
+  auto release = [&](const mp::Layer& l) {
+    for (const auto* names : {&l.input_names, &l.output_names})
+      for (const auto& name : *names) {
+        const auto b = buffer_of.find(name);
+        if (b == buffer_of.end() || freed.count(b->second) || buffers[b->second].last_use > l.index) continue;
+        freed.insert(b->second);
+        free_buffers[buffers[b->second].bytes].push_back(b->second);
+      }
+  };
+  // A fused chain's residual Add (an absorbed Add): its head → the summand, the Add's input that
+  // is not the chain's value (the head's output and the absorbed layers' after it).
+  std::unordered_map<int, std::string> summand_of;
+  {
+    std::unordered_map<int, std::set<std::string>> chain_values;
+    for (const auto& l : model.layers) {
+      if (!l.subgraph.empty()) continue;
+      const auto c = cost_of.find(l.index);
+      if (c != cost_of.end() && c->second->epilogue_head < 0 && !l.output_names.empty())
+        chain_values[l.index].insert(l.output_names[0]);
+      if (!absorbed(l) || l.output_names.empty()) continue;
+      auto& values = chain_values[c->second->epilogue_head];
+      if (l.config.kind == mp::LayerKind::kAdd)
+        for (const auto& name : l.input_names)
+          if (!values.count(name)) summand_of[c->second->epilogue_head] = name;
+      values.insert(l.output_names[0]);
+    }
+  }
+  std::set<std::string> chain;  // the values of the fused chain now running (its head's output on)
+  std::unordered_map<int, ActivationTraffic> traffic;
+  // Outputs written into a buffer first touched this pass by that write: their distance reaches
+  // back into the pass before, known once the pass's last touches are.
+  struct Pending {
+    int index;
+    size_t buffer;
+    double at, bytes;
+  };
+  std::vector<Pending> pending;
   for (size_t i = 0; i < n; ++i) {
     const auto& l = model.layers[i];
     if (!l.subgraph.empty()) continue;
     if (!own_step(l)) {
-      // A view, and an activation in its producer's epilogue, pass their input's buffer on.
-      const auto c = cost_of.find(l.index);
-      const bool passes_on =
-          l.cost == mp::CostClass::kView || (c != cost_of.end() && c->second->epilogue_head >= 0);
-      if (passes_on && !l.input_names.empty())
-        if (const auto p = producer.find(l.input_names[0]); p != producer.end())
-          for (const auto& o : l.output_names) producer[o] = p->second;
+      // A view, and an activation in its producer's epilogue, pass their input's buffer on; a
+      // residual Add there is its summand's buffer, written in place where the sizes match.
+      const bool passes_on = l.cost == mp::CostClass::kView || absorbed(l);
+      if (passes_on && !l.input_names.empty() && !l.output_names.empty()) {
+        // The chain's value where it is one of the inputs (a residual Add's other is its summand).
+        size_t from = 0;
+        for (size_t k = 0; k < l.input_names.size(); ++k)
+          if (chain.count(l.input_names[k])) from = k;
+        if (const auto b = buffer_of.find(l.input_names[from]); b != buffer_of.end()) {
+          buffer_of[l.output_names[0]] = b->second;
+          buffers[b->second].last_use = std::max(buffers[b->second].last_use, last_use(l.output_names[0]));
+        }
+        if (absorbed(l)) chain.insert(l.output_names[0]);
+      }
+      release(l);
       continue;
     }
-    double bytes = 0;
+    ActivationTraffic& t = traffic[l.index];
+    const auto at = static_cast<double>(before[i]);
     for (size_t k = 0; k < l.input_names.size() && k < l.config.inputs.size(); ++k) {
-      const auto& t = l.config.inputs[k];
-      if (k > 0 && parameter_input(l.config.kind, t.role, t.shape.size())) continue;
-      const auto p = producer.find(l.input_names[k]);
-      if (p == producer.end()) continue;  // a graph input: read where the case alone reads it
-      const auto size = static_cast<double>(tensor_bytes(t));
-      bytes += size * beyond(static_cast<double>(before[i] - before[p->second + 1]) + size);
+      const auto& in = l.config.inputs[k];
+      if (k > 0 && parameter_input(l.config.kind, in.role, in.shape.size())) continue;
+      const auto b = buffer_of.find(l.input_names[k]);
+      if (b == buffer_of.end()) continue;  // a graph input: read where the case alone reads it
+      const auto size = static_cast<double>(tensor_bytes(in));
+      Buffer& buf = buffers[b->second];
+      if (buf.touched_at >= 0) t.cold_input_bytes += size * beyond(at - buf.touched_at + size);
     }
-    for (const auto& t : l.config.outputs)
-      bytes += static_cast<double>(tensor_bytes(t)) * beyond(static_cast<double>(tensor_bytes(t)));
-    for (const auto& o : l.output_names) producer[o] = i;
-    if (bytes > 0) cold[l.index] = bytes;
+    for (size_t k = 0; k < l.output_names.size() && k < l.config.outputs.size(); ++k) {
+      if (l.output_names[k].empty()) continue;
+      const int64_t bytes = tensor_bytes(l.config.outputs[k]);
+      t.output_bytes += static_cast<double>(bytes);
+      size_t b;
+      auto& list = free_buffers[bytes];
+      const auto summand = k == 0 ? summand_of.find(l.index) : summand_of.end();
+      const auto in_place = summand != summand_of.end() ? buffer_of.find(summand->second) : buffer_of.end();
+      if (in_place != buffer_of.end() && buffers[in_place->second].bytes == bytes) {
+        b = in_place->second;  // the fused case adds into its summand's buffer
+      } else if (!list.empty()) {
+        b = list.back();
+        list.pop_back();
+        freed.erase(b);
+      } else {
+        b = buffers.size();
+        buffers.push_back({bytes, -1, -1});
+      }
+      Buffer& buf = buffers[b];
+      buf.last_use = std::max({buf.last_use, last_use(l.output_names[k]), l.index});
+      if (buf.touched_at >= 0)
+        t.cold_output_bytes +=
+            static_cast<double>(bytes) * beyond(at - buf.touched_at + static_cast<double>(bytes));
+      else
+        pending.push_back({l.index, b, at, static_cast<double>(bytes)});
+      buffer_of[l.output_names[k]] = b;
+      if (k == 0) chain = {l.output_names[0]};
+    }
+    // Everything this layer read or wrote was touched at its end.
+    const auto after = static_cast<double>(before[i + 1]);
+    for (const auto* names : {&l.input_names, &l.output_names})
+      for (const auto& name : *names)
+        if (const auto b = buffer_of.find(name); b != buffer_of.end()) buffers[b->second].touched_at = after;
+    release(l);
   }
+  for (const auto& p : pending) {
+    const double last = buffers[p.buffer].touched_at;  // its last touch in the pass before
+    traffic[p.index].cold_output_bytes += p.bytes * beyond(pass - last + p.at + p.bytes);
+  }
+  for (auto it = traffic.begin(); it != traffic.end();)
+    it = it->second.output_bytes > 0 || it->second.cold_input_bytes > 0 ? std::next(it) : traffic.erase(it);
+  return traffic;
+}
+
+std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
+                                                      const std::vector<LayerCost>& layers,
+                                                      int64_t cache_bytes) {
+  std::unordered_map<int, double> cold;
+  for (const auto& [index, t] : activation_traffic(model, layers, cache_bytes))
+    if (t.cold_input_bytes + t.cold_output_bytes > 0) cold[index] = t.cold_input_bytes + t.cold_output_bytes;
   return cold;
 }
 
@@ -1048,8 +1152,7 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
   if (costs.cache_times.empty()) return;
   const double m = memory_share(model, costs.private_cache_bytes);
   b.E_memory_share = m;
-  std::unordered_map<int, const mp::Layer*> layer_at;
-  for (const auto& l : model.layers) layer_at[l.index] = &l;
+  const auto traffic = activation_traffic(model, b.layers, costs.private_cache_bytes);
   double e = 0;
   for (auto& c : b.layers) {
     c.e_us.reset();
@@ -1065,10 +1168,9 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
           // The output buffers: the share a pass finds beyond the private cache costs what the
           // memory reading with the dst evicted too costs over the one without.
           const auto dst = it->second.find("memory_dst");
-          const auto l = layer_at.find(c.index);
-          if (dst != it->second.end() && mem != it->second.end() && l != layer_at.end())
-            cold += cold_output_share(*l->second, costs.private_cache_bytes) *
-                    std::max(0.0, dst->second - mem->second);
+          const auto t = traffic.find(c.index);
+          if (dst != it->second.end() && mem != it->second.end() && t != traffic.end())
+            cold += t->second.output_share() * std::max(0.0, dst->second - mem->second);
           // The cold single calls themselves, as a pass makes them. Until 2026-12-07 their ratio to
           // the warm single calls: in a quiet stage those are within a few percent of t(v), and where
           // they were not, the ratio divided a disturbed warm reading into the cold mix (resnet34's
@@ -1106,11 +1208,12 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
   const auto cache_peak = costs.calibrated_peaks.find({"bytes", b.dtype});
   const double bw_cache = cache_peak != costs.calibrated_peaks.end() ? cache_peak->second : 0;
   if (bw_memory > 0) {
-    const auto cold = cold_activation_bytes(model, b.layers, costs.private_cache_bytes);
     for (auto& c : b.layers) {
-      const auto it = cold.find(c.index);
-      if (!c.e_us || it == cold.end() || it->second <= 0 || c.bytes <= 0) continue;
-      const double from_memory = std::min(it->second, static_cast<double>(c.bytes));
+      const auto it = traffic.find(c.index);
+      const double cold =
+          it == traffic.end() ? 0 : it->second.cold_input_bytes + it->second.cold_output_bytes;
+      if (!c.e_us || cold <= 0 || c.bytes <= 0) continue;
+      const double from_memory = std::min(cold, static_cast<double>(c.bytes));
       const double floor_us =
           1e6 * (from_memory / bw_memory +
                  (bw_cache > 0 ? (static_cast<double>(c.bytes) - from_memory) / bw_cache : 0));

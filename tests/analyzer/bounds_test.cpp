@@ -322,6 +322,41 @@ TEST(Epilogue, TwoConvolutionsOfOneAddTakeTheLargerSavingOnce) {
   }
 }
 
+// The activation traffic follows the replay's memory planner (activation_traffic): a residual Add
+// in a convolution's epilogue is summed into its summand's buffer in place, so the convolution
+// writes the buffer Sigmoid wrote (3 KiB back: Tanh's 2 KiB and its own output's 1 KiB; with a
+// private cache of 1 KiB, 1 − 1 / 3 of it beyond). Each value is 1x4x8x8 floats (1 KiB); the
+// weights 576 bytes.
+TEST(ActivationTraffic, AResidualEpilogueWritesIntoItsSummandsBuffer) {
+  const auto m = process_graph(R"(
+res (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
+  a = Sigmoid (x)
+  b = Tanh (x)
+  c = Conv <pads = [1, 1, 1, 1]> (b, w)
+  r = Add (c, a)
+  y = Relu (r)
+})",
+                               "res");
+  CostTable costs;
+  for (const char* out : {"a", "b", "c", "r", "y"})
+    costs.best[{writer(m, out).key, "f32", "fp32", ""}] = case_time(20, std::string("best:") + out);
+  costs.best[{writer(m, "c").key, "f32", "fp32", "Add+Relu"}] = case_time(21, "fused");
+  const auto layers = layer_costs(m, costs, "f32");
+  const auto fused = activation_traffic(m, layers, 1024);
+  const int conv = writer(m, "c").index;
+  ASSERT_TRUE(fused.count(conv));
+  EXPECT_DOUBLE_EQ(fused.at(conv).output_bytes, 1024);
+  EXPECT_DOUBLE_EQ(fused.at(conv).cold_output_bytes, 1024 * (1 - 1.0 / 3));
+  EXPECT_DOUBLE_EQ(fused.at(conv).cold_input_bytes, 0);  // Tanh's output, read right after (1 KiB)
+  EXPECT_FALSE(fused.count(writer(m, "r").index));       // in the epilogue: touches nothing itself
+  // Unfused (the fused case slower than the three), the convolution writes a new buffer, last
+  // touched by the Add's read in the pass before: 7 KiB back (the Relu's 2 KiB, Sigmoid's and
+  // Tanh's, and its own 1 KiB; 1 − 1 / 7 beyond).
+  costs.best[{writer(m, "c").key, "f32", "fp32", "Add+Relu"}] = case_time(90, "fused");
+  const auto apart = activation_traffic(m, layer_costs(m, costs, "f32"), 1024);
+  EXPECT_DOUBLE_EQ(apart.at(conv).cold_output_bytes, 1024 * (1 - 1.0 / 7));
+}
+
 TEST(FusedBound, LargestSavingFirstAndEachLayerFusedOnce) {
   // Both convs can absorb the same Add+Relu.
   const auto m = process_graph(kTwoConvsOneAdd, "res");

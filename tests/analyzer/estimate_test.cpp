@@ -97,11 +97,15 @@ TEST(Estimate, EachLayerTakesItsCaseInTheCacheStateThePassLeavesItsWeightsIn) {
 }
 
 // The activations a pass finds beyond the private cache: with an L2 of 8 KiB, the chain's 16 KiB
-// values cannot stay there. Relu reads a graph input (where its case alone read it) and writes half
-// its output beyond the cache (1 − 8 / 16); Sigmoid and Tanh read their producer's output right after
-// it was written (a distance of its own 16 KiB: half beyond) and write as Relu does. A layer takes at
-// least its compulsory bytes' time with those from memory: at 0.1 GB/s from memory and 16.384 GB/s
-// from the cache, Relu's 8 KiB from memory take 81.92 µs, more than its weights' term.
+// values cannot stay there. The replay's memory planner (activation_traffic) puts Relu's output in a
+// new buffer, Sigmoid's in another (Relu's is still live while Sigmoid reads it), and Tanh's in
+// Relu's, freed after Sigmoid. Relu reads a graph input (where its case alone read it) and writes its
+// buffer 16 KiB after Tanh last touched it in the pass before (half beyond the cache: 1 − 8 / 16);
+// Sigmoid and Tanh read their producer's output right after it was written (half beyond); Sigmoid
+// writes a buffer Tanh last read at the end of the pass before (Relu's 32 KiB between, plus its own
+// 16 KiB: 1 − 8 / 48 beyond), Tanh one Sigmoid last read 16 KiB back (half). A layer
+// takes at least its compulsory bytes' time with those from memory: at 0.1 GB/s from memory and
+// 16.384 GB/s from the cache, Relu's 8 KiB from memory take 81.92 µs, more than its weights' term.
 TEST(Estimate, ActivationsBeyondThePrivateCacheStreamFromMemory) {
   EstimateDb t;
   const int64_t one = t.timed_chain();
@@ -120,18 +124,32 @@ TEST(Estimate, ActivationsBeyondThePrivateCacheStreamFromMemory) {
   const LayerCost& relu = t.layer(base, "Relu");
   const LayerCost& sigmoid = t.layer(base, "Sigmoid");
   const LayerCost& tanh = t.layer(base, "Tanh");
-  EXPECT_DOUBLE_EQ(cold.at(relu.index), 8192);      // its output only
-  EXPECT_DOUBLE_EQ(cold.at(sigmoid.index), 16384);  // half its input, half its output
-  EXPECT_DOUBLE_EQ(cold.at(tanh.index), 16384);
-  // An L2 that holds a value: nothing beyond it.
-  EXPECT_TRUE(cold_activation_bytes(t.model, base.layers, 16384).empty());
+  const double sigmoid_out = 16384 * (1 - 8.0 / 48);  // 13,653 bytes
+  EXPECT_DOUBLE_EQ(cold.at(relu.index), 8192);        // its output only
+  EXPECT_DOUBLE_EQ(cold.at(sigmoid.index), 8192 + sigmoid_out);
+  EXPECT_DOUBLE_EQ(cold.at(tanh.index), 16384);  // half its input, half its output
+  // An L2 that holds a value: each read right after its write, Relu's and Tanh's writes into a
+  // buffer touched 16 KiB back, are in it; Sigmoid's buffer, touched 48 KiB back, is not (a 16 KiB
+  // output the cache could hold, evicted since: the replay's "cold output").
+  {
+    const auto held = activation_traffic(t.model, base.layers, 16384);
+    EXPECT_DOUBLE_EQ(held.at(relu.index).cold_output_bytes, 0);
+    EXPECT_DOUBLE_EQ(held.at(sigmoid.index).cold_input_bytes, 0);
+    EXPECT_DOUBLE_EQ(held.at(sigmoid.index).cold_output_bytes, 16384 * (1 - 16.0 / 48));
+    EXPECT_DOUBLE_EQ(held.at(tanh.index).cold_output_bytes, 0);
+    EXPECT_DOUBLE_EQ(held.at(tanh.index).output_bytes, 16384);
+  }
+  // One that holds the whole pass (96 KiB): nothing beyond it.
+  EXPECT_TRUE(cold_activation_bytes(t.model, base.layers, 96 * 1024).empty());
 
   costs.memory_bandwidth["f32"] = 1e8;
   costs.calibrated_peaks[{"bytes", "f32"}] = 16.384e9;
   const auto b = analyze_model(t.model, costs);
   ASSERT_EQ(relu.bytes, 32768);
-  const double relu_floor = 8192 / 1e8 * 1e6 + (32768 - 8192) / 16.384e9 * 1e6;       // 83.42 µs
-  const double sigmoid_floor = 16384 / 1e8 * 1e6 + (32768 - 16384) / 16.384e9 * 1e6;  // 164.84 µs
+  const double relu_floor = 8192 / 1e8 * 1e6 + (32768 - 8192) / 16.384e9 * 1e6;  // 83.42 µs
+  const double sigmoid_cold = 8192 + sigmoid_out;
+  const double sigmoid_floor =
+      sigmoid_cold / 1e8 * 1e6 + (32768 - sigmoid_cold) / 16.384e9 * 1e6;  // 219.1 µs
   EXPECT_DOUBLE_EQ(*t.layer(b, "Relu").e_us, relu_floor);
   EXPECT_DOUBLE_EQ(*t.layer(b, "Sigmoid").e_us, sigmoid_floor);
   EXPECT_FALSE(t.layer(b, "Tanh").e_us.has_value());  // no cache time: its t(v), as before
@@ -145,10 +163,11 @@ TEST(Estimate, ActivationsBeyondThePrivateCacheStreamFromMemory) {
   EXPECT_DOUBLE_EQ(fast.E_activations_us, 0);
 }
 
-// The output buffers: each layer of the chain writes 16 KiB, of which a private cache of 8 KiB keeps
-// half (cold_output_share 0.5). Relu's case from memory with its dst evicted too takes 24 µs against
-// 16 without: its cold mix 0.25·12 + 0.75·16 gains 0.5 × 8. Sigmoid's dst reading is its memory
-// reading (a flush that left the output in memory already): nothing added.
+// The output buffers: each layer of the chain writes 16 KiB; Relu's buffer was last touched 16 KiB
+// back (the test above), of which a private cache of 8 KiB keeps half (output share 0.5). Relu's case from
+// memory with its dst evicted too takes 24 µs against 16 without: its cold mix 0.25·12 + 0.75·16 gains 0.5
+// × 8. Sigmoid's dst reading is its memory reading (a flush that left the output in memory already): nothing
+// added.
 TEST(Estimate, TheShareOfAnOutputBeyondThePrivateCacheCostsWhatItsDstFromMemoryDoes) {
   EstimateDb t;
   const int64_t one = t.timed_chain();
@@ -159,11 +178,10 @@ TEST(Estimate, TheShareOfAnOutputBeyondThePrivateCacheCostsWhatItsDstFromMemoryD
   const CostTable costs = value(load_costs(*t.db, one));
   ASSERT_EQ(costs.private_cache_bytes, 8192);
   const auto b = analyze_model(t.model, costs);
-  const auto& relu = *std::find_if(t.model.layers.begin(), t.model.layers.end(),
-                                   [](const mp::Layer& l) { return l.op_type == "Relu"; });
-  EXPECT_DOUBLE_EQ(cold_output_share(relu, 8192), 0.5);
-  EXPECT_DOUBLE_EQ(cold_output_share(relu, 16384), 0);  // the cache holds it
-  EXPECT_DOUBLE_EQ(cold_output_share(relu, 4096), 0.75);
+  const int relu = t.layer(b, "Relu").index;
+  EXPECT_DOUBLE_EQ(activation_traffic(t.model, b.layers, 8192).at(relu).output_share(), 0.5);
+  EXPECT_DOUBLE_EQ(activation_traffic(t.model, b.layers, 16384).at(relu).output_share(), 0);  // held
+  EXPECT_DOUBLE_EQ(activation_traffic(t.model, b.layers, 4096).at(relu).output_share(), 0.75);
   EXPECT_DOUBLE_EQ(*t.layer(b, "Relu").e_us, 19);  // 3 + 12 + 4
   EXPECT_DOUBLE_EQ(*t.layer(b, "Sigmoid").e_us, 28);
   EXPECT_DOUBLE_EQ(*b.E, 19 + 28 + 40);

@@ -130,33 +130,43 @@ class ConversionWalk {
 // sets e_case and e_case_us where that is not t(v)'s; returns how many layers moved.
 int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs);
 
-// The activation bytes a pass over `model` reads and writes beyond a cache of `cache_bytes` (the
-// private cache, CostTable::private_cache_bytes), per cost-bearing layer (Layer::index; layers with
-// none left out): an input another layer wrote counts in the share 1 − C / d of its bytes, d the
-// bytes every layer between its producer and this one touched (inputs, weights and outputs) plus its
-// own, 0 where d ≤ C (a cyclic pass over more than a cache holds keeps about C / d of it, as
-// memory_share); an output in the share 1 − C / its bytes (the pooled buffer it lands in was last
-// touched layers before, and one larger than the cache cannot stay). Weights and graph inputs are
-// not counted (memory_share takes the weights; a case reads a graph input where it read it alone).
-// A view, and an activation in its producer's epilogue (LayerCost::epilogue_head), touch nothing
-// and pass their input on. The replay names the same causes in the graph ("cold input", "cold
-// output": generator/replay.cpp, name_slow_steps).
+// A layer's activation traffic in a pass over its model beyond a cache of `cache_bytes` (the
+// private cache, CostTable::private_cache_bytes), bytes.
+struct ActivationTraffic {
+  double cold_input_bytes = 0;   // its inputs other layers wrote, in the share found beyond the cache
+  double output_bytes = 0;       // its outputs' bytes
+  double cold_output_bytes = 0;  // of those, the share written into buffers beyond the cache
+  double output_share() const { return output_bytes > 0 ? cold_output_bytes / output_bytes : 0; }
+};
+
+// Per cost-bearing layer (Layer::index; layers with neither left out), as the replay lays a pass
+// out (generator/replay.cpp): values live in buffers of the replay's memory planner (an output
+// takes the buffer of its exact size an earlier value held until its last reader ran, the one
+// freed last, else a new one; a view and an activation in its producer's epilogue,
+// LayerCost::epilogue_head, pass their input's buffer on, a residual Add there its summand's), and
+// a buffer touched d bytes back (every layer between touching its inputs, weights and outputs, plus
+// its own bytes; a new buffer's last touch is in the pass before, as every pass reuses the same)
+// is found beyond the cache in the share 1 − C / d, 0 where d ≤ C (a cyclic pass over more than a
+// cache holds keeps about C / d of it, as memory_share). An input counts from its buffer's last
+// touch (its producer's write or an earlier reader's read), an output from the last touch of the
+// buffer it lands in. Weights and graph inputs are not counted (memory_share takes the weights; a
+// case reads a graph input where it read it alone). The replay names the same causes in the graph
+// ("cold input", "cold output": generator/replay.cpp, name_slow_steps).
+std::unordered_map<int, ActivationTraffic> activation_traffic(const mp::ModelIR& model,
+                                                              const std::vector<LayerCost>& layers,
+                                                              int64_t cache_bytes);
+
+// Σ of activation_traffic's cold input and cold output bytes per layer (layers with none left out).
 std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
                                                       const std::vector<LayerCost>& layers,
                                                       int64_t cache_bytes);
-
-// The share of `layer`'s output bytes a pass finds beyond a private cache of `cache_bytes` when
-// the layer writes them: Σ over its outputs of max(0, bytes − cache) / Σ bytes (an output buffer was
-// last touched layers back, and a cache keeps the last `cache_bytes` of what it writes; the
-// replay's "cold output", generator/replay.cpp). 0 for a layer without output bytes.
-double cold_output_share(const mp::Layer& layer, int64_t cache_bytes);
 
 // E, the composed estimate of a pass over the model's graph (docs/ANALYZER.md, "The estimate E"):
 // per layer, e(v) = t(v) × max(1, c / t_case), with c = (1 − m) × the lowest single call of the
 // case t(v) is taken from with its weights from the last-level cache + m × from memory
 // (costs.cache_times), m = memory_share(model, costs.private_cache_bytes), + o × what the call from
 // memory with the output buffers evicted too costs over the one without ("memory_dst" − "memory",
-// at least 0; none without that reading), o = cold_output_share(the layer, private_cache_bytes),
+// at least 0; none without that reading), o = activation_traffic's output share of the layer,
 // and t_case that case's
 // time alone (LayerCost::case_us; t(v) itself but for an activation in its producer's epilogue):
 // the single calls a pass makes, never below the bound's t(v). A layer without the times it needs
