@@ -226,6 +226,34 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
   return out;
 }
 
+std::vector<CacheTiming> time_on_device(kernels::Kernel& kernel, const Backend& backend,
+                                        const std::vector<CacheState>& states, int samples, double long_call,
+                                        int long_samples) {
+  struct ColdOff {
+    const Backend& b;
+    ~ColdOff() { (void)b.set_cold_cache(false); }
+  } off{backend};
+  const double per_call = kernels::warm_up(kernel, 0.01);
+  const int n = std::max(1, per_call >= long_call ? std::min(samples, long_samples) : samples);
+  std::vector<CacheTiming> out;
+  for (const CacheState state : states) {
+    const bool cold = state == CacheState::kMemory;
+    if (const Status s = backend.set_cold_cache(cold); !s.ok()) throw std::runtime_error(s.error().message);
+    std::vector<double> us;
+    for (int i = 0; i < n; ++i) us.push_back(kernel.timed_run() * 1e6);
+    std::sort(us.begin(), us.end());
+    CacheTiming t;
+    t.state = state;
+    t.samples = static_cast<int>(us.size());
+    t.min_us = us.front();
+    t.median_us = us.size() % 2 ? us[us.size() / 2] : 0.5 * (us[us.size() / 2 - 1] + us[us.size() / 2]);
+    t.flush_bytes = cold ? backend.cold_cache_bytes() : 0;
+    if (cold) t.dst_min_us = t.min_us;  // the flush evicted the output buffers too
+    out.push_back(t);
+  }
+  return out;
+}
+
 double warm_min(const std::vector<CacheTiming>& timings) {
   for (const CacheTiming& t : timings)
     if (t.state == CacheState::kWarm) return t.min_us;
@@ -276,8 +304,10 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
     const auto sys = system_at.find(c->threads);
     const auto be = std::find_if(backends.begin(), backends.end(),
                                  [&](const Backend* b) { return b->name() == c->spec.variant.backend; });
-    // The flush is the CPU's: a device backend's cases keep their own (Backend::set_cold_cache).
-    if (sys == system_at.end() || be == backends.end() || (*be)->device_kind() != "cpu") continue;
+    if (sys == system_at.end() || be == backends.end()) continue;
+    // The flush is the CPU's: a device backend's cases are timed with its own (time_on_device).
+    const bool device = (*be)->device_kind() != "cpu";
+    if (device && (*be)->cold_cache_bytes() <= 0) continue;
     // By the indexed uid (FNV-1a of the name, Database::upsert_case), the name to confirm it: a scan
     // by name took 11 ms a case on the 81,000 cases of a zoo sweep, 30 s for a stage with nothing to do.
     FL_ASSIGN_OR_RETURN(const auto id, db.query("SELECT id FROM cases WHERE uid = ?1 AND name = ?2",
@@ -313,13 +343,18 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
     }
     try {
       std::vector<CacheFlusher*> fs;
-      for (const CacheState s : options.states) fs.push_back(&flusher(s, c->threads));
-      auto timings = time_in_cache_states(**kernel, c->spec.problem, fs, options.samples, options.long_call,
-                                          options.long_samples);
+      if (!device)
+        for (const CacheState s : options.states) fs.push_back(&flusher(s, c->threads));
+      auto time_case = [&] {
+        return device ? time_on_device(**kernel, **be, options.states, options.samples, options.long_call,
+                                       options.long_samples)
+                      : time_in_cache_states(**kernel, c->spec.problem, fs, options.samples,
+                                             options.long_call, options.long_samples);
+      };
+      auto timings = time_case();
       if (disturbed(timings, c->us)) {
         ++sum.second_looks;
-        auto again = time_in_cache_states(**kernel, c->spec.problem, fs, options.samples, options.long_call,
-                                          options.long_samples);
+        auto again = time_case();
         // The set kept counts its retakes below; the other one's here.
         const bool lower = warm_min(again) < warm_min(timings);
         for (const CacheTiming& t : lower ? timings : again) sum.retaken += t.retaken;

@@ -96,6 +96,28 @@ TEST(Estimate, EachLayerTakesItsCaseInTheCacheStateThePassLeavesItsWeightsIn) {
   EXPECT_GE(*noisy.E, noisy.S);
 }
 
+// On a device (a GPU: its L2 is its last level), the cache stage's llc state flushes nothing and its
+// memory state writes over twice the L2 (generator/cache_state.hpp, time_on_device): the private
+// cache is half the memory flush, and E is what it is on a CPU with that L2.
+TEST(Estimate, OnADeviceThePrivateCacheIsHalfItsColdCacheFlush) {
+  EstimateDb t;
+  const int64_t gpu = t.system("Test GPU", 1, "", "gpu");
+  t.time(gpu, "Relu", 10);
+  t.time(gpu, "Sigmoid", 20);
+  t.time(gpu, "Tanh", 40);
+  t.cache(gpu, "Relu", "memory", 16, 16384);
+  t.cache(gpu, "Relu", "llc", 12, 0);
+  t.cache(gpu, "Sigmoid", "memory", 30, 16384);
+  t.cache(gpu, "Sigmoid", "llc", 22, 0);
+  CostTable costs = value(load_costs(*t.db, gpu));
+  EXPECT_EQ(costs.device_kind, "gpu");
+  EXPECT_EQ(costs.private_cache_bytes, 8192);
+  costs.memory_bandwidth.clear();
+  const auto b = analyze_model(t.model, costs);
+  EXPECT_DOUBLE_EQ(b.E_memory_share, 0.75);
+  EXPECT_DOUBLE_EQ(*b.E, 15 + 28 + 40);  // as on the CPU above
+}
+
 // The activations a pass finds beyond the private cache: with an L2 of 8 KiB, the chain's 16 KiB
 // values cannot stay there. The replay's memory planner (activation_traffic) puts Relu's output in a
 // new buffer, Sigmoid's in another (Relu's is still live while Sigmoid reads it), and Tanh's in

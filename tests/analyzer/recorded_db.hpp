@@ -70,9 +70,10 @@ struct RecordedDb {
     std::filesystem::remove(path);
   }
 
-  int64_t system(const std::string& cpu, int64_t threads = 1, const std::string& isa = "") {
+  int64_t system(const std::string& cpu, int64_t threads = 1, const std::string& isa = "",
+                 const std::string& device_kind = "cpu") {
     benchdb::SystemRow s;
-    s.device_kind = "cpu";
+    s.device_kind = device_kind;
     s.device_name = s.cpu_model = cpu;
     s.threads = threads;
     s.isa = isa;

@@ -285,6 +285,95 @@ TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame
   EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
 }
 
+// A device backend's cases (time_on_device), where no GPU is at hand: oneDNN's linear layer behind a
+// backend of device kind "gpu" whose cold-cache mode evicts the kernel's weights and output before
+// each timed call (as the CUDA backend's L2 flush does on the device), and reports a flush of 64 MiB.
+class ColdDeviceBackend final : public Backend {
+ public:
+  explicit ColdDeviceBackend(const Backend& cpu) : cpu_(cpu) {}
+  std::string name() const override { return "device"; }
+  std::string device_kind() const override { return "gpu"; }
+  Status available() const override { return {}; }
+  void describe(benchdb::SystemRow& row) const override { cpu_.describe(row); }
+  kernels::KindSupport support(LayerKind kind) const override { return cpu_.support(kind); }
+  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
+    return cpu_.candidates(base);
+  }
+  kernels::KernelFactory factory() const override { return cpu_.factory(); }
+  void set_threads(int threads) const override { cpu_.set_threads(threads); }
+  Status set_cold_cache(bool cold) const override {
+    cold_ = cold;
+    ++switches_;
+    return {};
+  }
+  int64_t cold_cache_bytes() const override { return int64_t{64} << 20; }
+  std::string generated_header() const override { return ""; }
+  std::string generated_register_function() const override { return ""; }
+  std::string generated_cmake_target() const override { return ""; }
+  bool cold() const { return cold_; }
+  int switches() const { return switches_; }
+
+ private:
+  const Backend& cpu_;
+  mutable bool cold_ = false;
+  mutable int switches_ = 0;
+};
+
+// The kernel as the device backend's cold mode runs it: its weights and output evicted first.
+class ColdDeviceKernel final : public kernels::Kernel {
+ public:
+  ColdDeviceKernel(std::unique_ptr<kernels::Kernel> inner, const ColdDeviceBackend& backend)
+      : inner_(std::move(inner)), backend_(backend) {}
+  void run() override { inner_->run(); }
+  double timed_run() override {
+    if (backend_.cold())
+      for (const auto& [output, k] : {std::pair{false, size_t{1}}, {true, size_t{0}}})
+        if (const auto p = inner_->port(output, k)) evict(p->data, p->bytes);
+    return inner_->timed_run();
+  }
+  std::string implementation() const override { return inner_->implementation(); }
+  int64_t workspace_bytes() const override { return inner_->workspace_bytes(); }
+  Status verify() override { return inner_->verify(); }
+
+ private:
+  std::unique_ptr<kernels::Kernel> inner_;
+  const ColdDeviceBackend& backend_;
+};
+
+TEST(CacheState, ADeviceCaseIsTimedWithTheDevicesOwnColdCacheMode) {
+  const LinearCase linear(linear_model(linear_columns()));
+  ASSERT_NE(linear.c, nullptr) << linear.error;
+  if (!evict(nullptr, 0)) GTEST_SKIP() << "this ISA cannot evict cache lines: no cold mode to stand in for";
+  const ColdDeviceBackend device(*linear.onednn);
+  linear.onednn->set_threads(1);
+  auto built = linear.onednn->factory()(linear.c->spec);
+  ASSERT_TRUE(built.ok()) << built.error().message;
+  ColdDeviceKernel kernel(std::move(built).value(), device);
+  const auto t =
+      time_on_device(kernel, device, {CacheState::kWarm, CacheState::kLlc, CacheState::kMemory}, 9);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_FALSE(device.cold());      // the mode is off again
+  EXPECT_EQ(device.switches(), 4);  // off, off, on for the three states; off at the end
+  const CacheTiming &warm = t[0], &llc = t[1], &memory = t[2];
+  EXPECT_EQ(warm.state, CacheState::kWarm);
+  EXPECT_EQ(llc.state, CacheState::kLlc);
+  EXPECT_EQ(memory.state, CacheState::kMemory);
+  for (const CacheTiming& s : t) {
+    EXPECT_EQ(s.samples, 9);
+    EXPECT_LE(s.min_us, s.median_us);
+  }
+  // The device's L2 is its last level: llc flushes nothing; memory's flush evicted the outputs too.
+  EXPECT_EQ(warm.flush_bytes, 0);
+  EXPECT_EQ(llc.flush_bytes, 0);
+  EXPECT_EQ(memory.flush_bytes, int64_t{64} << 20);
+  EXPECT_FALSE(warm.dst_min_us.has_value());
+  ASSERT_TRUE(memory.dst_min_us.has_value());
+  EXPECT_DOUBLE_EQ(*memory.dst_min_us, memory.min_us);
+  // The weights (2048 x linear_columns() floats, beyond L2) from memory cost what they do on the CPU.
+  EXPECT_GT(memory.min_us, 1.15 * warm.min_us) << "warm " << warm.min_us << " µs, cold " << memory.min_us;
+  EXPECT_GT(memory.min_us, 1.15 * llc.min_us) << "llc " << llc.min_us << " µs, cold " << memory.min_us;
+}
+
 // A layer whose output is far beyond L2: x[rows, 16] · W[16, 1024], the output max(4 × L2, LLC / 4)
 // bytes (a pooled output buffer of a pass, last touched layers back), the weights 64 KiB. From
 // memory with its output buffer evicted too, each call first reads the output's lines from DRAM;

@@ -73,6 +73,9 @@ class Backend {
     if (!cold) return {};
     return make_error("the {} backend has no cold-cache mode (--cold)", name());
   }
+  // The bytes the cold-cache mode writes before each call (twice the device's last-level cache); 0
+  // for a backend without the mode.
+  virtual int64_t cold_cache_bytes() const { return 0; }
   // The sentinel of a backend that times its cases on a device of its own (docs/MEASUREMENT.md,
   // "The sentinel"): a clock that runs fixed work on that device and returns its time (s), read
   // between visits as the CPU sentinel is, so that a period in which the device slowed down (clocks,

@@ -134,6 +134,18 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
                                               const std::vector<CacheFlusher*>& flushers, int samples,
                                               double long_call = 0.03, int long_samples = 2);
 
+// The same for a case of a device backend (a GPU), whose caches the CPU's flush does not reach:
+// `samples` calls per state (long_samples as above) after the same warm-up, with the backend's
+// cold-cache mode (Backend::set_cold_cache, nvbench's L2 flush: a write over twice the device's L2
+// before each call, outside the call's events) on for `memory` and off for the others. The device's
+// L2 is its last-level cache, so `llc` (the weights where a pass over a model that fits in it leaves
+// them) is timed as `warm`, single calls with nothing evicted; `memory`'s flush evicts the outputs
+// too, so its dst reading is its own. flush_bytes: Backend::cold_cache_bytes for `memory`, 0 else.
+// The cold-cache mode is off when it returns (and where the kernel throws, which propagates).
+std::vector<CacheTiming> time_on_device(kernels::Kernel& kernel, const Backend& backend,
+                                        const std::vector<CacheState>& states, int samples,
+                                        double long_call = 0.03, int long_samples = 2);
+
 // The lowest warm single call of `timings` (µs), 0 without a warm state.
 double warm_min(const std::vector<CacheTiming>& timings);
 
