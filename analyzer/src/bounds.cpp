@@ -100,13 +100,16 @@ std::optional<double> fastest_conversion(const CostTable& costs, const std::stri
   return us;
 }
 
+const mp::TensorArg* activation_input(const mp::Layer& l);
+
 // A case no conversion case names (one conversion case serves every implementation of the
 // configuration that reads or writes its format, planned beside the first of them): its layouts from
 // the formats its implementation holds src and dst in (CaseTime::formats), each non-plain one
 // charged the fastest conversion case of the configuration, on the case's system, that converts that
-// tensor to that format.
+// tensor to that format; where none was measured (the one planned did not pass), the tensor's bytes
+// at kConversionBytesPerUs, the rate the replay's layout choice costs a conversion at.
 CaseLayouts layouts_from_formats(const CaseTime& ct, const CostTable& costs, const std::string& key,
-                                 const std::string& dtype, const std::string& mode) {
+                                 const std::string& dtype, const std::string& mode, const mp::Layer& layer) {
   CaseLayouts out;
   if (ct.formats.empty()) return out;
   std::istringstream words(ct.formats);
@@ -117,9 +120,17 @@ CaseLayouts layouts_from_formats(const CaseTime& ct, const CostTable& costs, con
     if (tensor != "src" && tensor != "dst") continue;
     const std::string side = case_side(LayoutConversion{tensor, format, format});
     if (side.empty()) continue;  // plain
-    const auto found = fastest_conversion(costs, key, dtype, mode, ct.system_id, tensor, side);
-    if (!found) continue;  // no conversion of the configuration writes it: taken as plain
-    const double us = *found;
+    const mp::TensorArg* arg = tensor == "src"                ? activation_input(layer)
+                               : layer.config.outputs.empty() ? nullptr
+                                                              : &layer.config.outputs[0];
+    double us = 0;
+    if (const auto found = fastest_conversion(costs, key, dtype, mode, ct.system_id, tensor, side)) {
+      us = *found;
+    } else if (const int64_t n = arg ? mp::numel(arg->shape) : 0; n > 0) {
+      us = static_cast<double>(n * mp::dtype_size(arg->dtype)) / kConversionBytesPerUs;
+    } else {
+      continue;  // no size to charge: taken as plain
+    }
     (tensor == "src" ? out.in_layout : out.out_layout) = side;
     (tensor == "src" ? out.in_conversion_us : out.out_conversion_us) = us;
     out.conversion_us += us;
@@ -195,7 +206,7 @@ CaseLayouts layouts_of(const CaseTime& ct, const CostTable& costs, const std::st
     cv = costs.conversions.find({key, dtype, mode, CaseFeeds{"", ct.id.layout}});
   if (cv == costs.conversions.end())
     return ct.formats.empty() ? layouts_from_variant(ct, costs, key, dtype, mode, layer)
-                              : layouts_from_formats(ct, costs, key, dtype, mode);
+                              : layouts_from_formats(ct, costs, key, dtype, mode, layer);
   for (const auto& x : cv->second) {
     if (x.system_id != ct.system_id) continue;  // same thread count
     out.conversion_us += x.us;

@@ -93,7 +93,8 @@ inline constexpr double kLayoutSlack = 1.5;  // generator ReplayOptions::layout_
 inline constexpr int kLayoutCandidates = 6;  // generator ReplayOptions::layout_candidates's default
 // The rate the replay's layout choice costs a conversion at, bytes of the tensor per µs (generator's
 // kConversionBytesPerUs): E charges it for a case no conversion case names the time of (one of
-// Floorline's own layout variants, layouts_from_variant).
+// Floorline's own layout variants, layouts_from_variant; a oneDNN case whose format no measured
+// conversion writes, layouts_from_formats).
 inline constexpr double kConversionBytesPerUs = 1.0e4;
 // `runner_up_cap`: apply the cap above (E does where it has no passed cases to choose among).
 void estimate_conversions(ModelBounds& b, const mp::ModelIR& model, bool runner_up_cap = true);
