@@ -712,23 +712,11 @@ double memory_share(const mp::ModelIR& model, int64_t cache_bytes) {
   return std::clamp(1.0 - static_cast<double>(cache_bytes) / static_cast<double>(f), 0.0, 1.0);
 }
 
-void estimate_conversions(ModelBounds& b, const mp::ModelIR& model, bool runner_up_cap) {
+void estimate_conversions(ModelBounds& b, const mp::ModelIR& model) {
   for (auto& c : b.layers) c.e_conversion_us = 0;
   int64_t conversions = 0;
   b.E_conversions_us = ConversionWalk(b, model).us(&conversions);
   b.E_conversions = conversions;
-  // The replay's layout-aware choice runs a layer on another of its cases, within
-  // kLayoutSlack × its best, where that costs less than the conversions: a layer is charged at most
-  // what its runner-up case costs over its best, where that one is within the slack.
-  for (auto& c : b.layers) {
-    if (!runner_up_cap) break;
-    if (c.e_conversion_us <= 0 || !c.runner_up_us || c.us <= 0 || *c.runner_up_us > kLayoutSlack * c.us)
-      continue;
-    const double cap = std::max(0.0, *c.runner_up_us - c.us);
-    if (cap >= c.e_conversion_us) continue;
-    b.E_conversions_us -= c.e_conversion_us - cap;
-    c.e_conversion_us = cap;
-  }
 }
 
 std::unordered_map<int, ActivationTraffic> activation_traffic(const mp::ModelIR& model,
@@ -977,11 +965,15 @@ double ConversionWalk::us(int64_t* conversions) const {
       reader->e_conversion_us += us;
     }
   };
+  // Out of a layout, its producer's conversion case (the reverse's time taken as the forward's); into
+  // one, the reader's. Between two layouts neither of which is plain the replay reorders straight
+  // from one into the other, one pass over the tensor, where E knows their conversions from plain
+  // alone: the shorter of the two (mobilenet_v2 at batch 8: aBcd16b > acdb of 8x96x112x112 took
+  // 2,508 µs in the replay; plain > aBcd16b 2,594 and plain > acdb 7,138 as the bench timed them).
   auto cost = [](const Value& v, const std::string& to, double into_us) {
-    double us = 0;
-    if (!v.layout->empty() && v.producer) us += v.producer->out_conversion_us;
-    if (!to.empty()) us += into_us;
-    return us;
+    const double out_us = !v.layout->empty() && v.producer ? v.producer->out_conversion_us : 0;
+    const double in_us = !to.empty() ? into_us : 0;
+    return out_us > 0 && in_us > 0 ? std::min(out_us, in_us) : out_us + in_us;
   };
   auto at = [&](int i) -> Value* {
     return i < 0 || !value[static_cast<size_t>(i)].layout ? nullptr : &value[static_cast<size_t>(i)];
@@ -1234,8 +1226,6 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
       c.e_us = floor_us;
     }
   }
-  // The runner-up cap stays: without it E was no closer to the replay on the sweep's databases, with
-  // the cases' layouts known from their formats too (docs/ANALYZER.md, "The layout choice").
   estimate_conversions(b, model);
   b.E = e + b.E_conversions_us;
 }

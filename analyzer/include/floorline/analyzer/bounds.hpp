@@ -82,13 +82,12 @@ double memory_share(const mp::ModelIR& model, int64_t cache_bytes);
 // conversion is charged at the reader, once per buffer and layout (a view shares its input's): into a layout,
 // the reader's conversion case (in_conversion_us; for an element-wise layer, the kept layout's producer's
 // out_conversion_us, a tensor of the same size); out of one, its producer's (out_conversion_us,
-// the reverse's time taken as the forward's). A graph input has no layout (a case reads its own
-// buffer there, as in the replay). The replay's layout-aware choice (replay_model's
-// `alternatives`) may run a layer on another of its cases, within kLayoutSlack × its best, to save
-// conversions; estimate_E follows it (choose_layouts), but a case's layouts are known only where
-// conversion cases feed it, so with `runner_up_cap` a layer is charged at most what its runner-up
-// costs over its best where that is within the slack (LayerCost::runner_up_us). Sets b.E_conversions,
-// b.E_conversions_us and each layer's e_conversion_us.
+// the reverse's time taken as the forward's); between two layouts neither of which is plain, the
+// shorter of the two (the replay reorders straight from one into the other, one pass). A graph
+// input has no layout (a case reads its own buffer there, as in the replay). The replay's
+// layout-aware choice (replay_model's `alternatives`) may run a layer on another of its cases,
+// within kLayoutSlack × its best, to save conversions; estimate_E follows it (choose_layouts). Sets
+// b.E_conversions, b.E_conversions_us and each layer's e_conversion_us.
 inline constexpr double kLayoutSlack = 1.5;  // generator ReplayOptions::layout_slack's default
 inline constexpr int kLayoutCandidates = 6;  // generator ReplayOptions::layout_candidates's default
 // The rate the replay's layout choice costs a conversion at, bytes of the tensor per µs (generator's
@@ -96,12 +95,11 @@ inline constexpr int kLayoutCandidates = 6;  // generator ReplayOptions::layout_
 // Floorline's own layout variants, layouts_from_variant; a oneDNN case whose format no measured
 // conversion writes, layouts_from_formats).
 inline constexpr double kConversionBytesPerUs = 1.0e4;
-// `runner_up_cap`: apply the cap above (E does where it has no passed cases to choose among).
-void estimate_conversions(ModelBounds& b, const mp::ModelIR& model, bool runner_up_cap = true);
+void estimate_conversions(ModelBounds& b, const mp::ModelIR& model);
 
 // The walk estimate_conversions describes, compiled once on integer value ids (choose_layouts
 // evaluates it thousands of times a model; a walk by value names took seconds there). us(): the
-// conversions' total (µs, without the runner-up cap) for b's layers as their layouts are when it is
+// conversions' total (µs) for b's layers as their layouts are when it is
 // called; with `conversions`, it also counts them there and adds each to its reader's
 // e_conversion_us (estimate_conversions). `b` and `model` must outlive it, and b.layers keep their
 // places.
@@ -126,7 +124,7 @@ class ConversionWalk {
 // cases within kLayoutSlack × its time whose layouts (CaseLayouts: those the conversion cases
 // feeding it name) differ from every faster one's, at most kLayoutCandidates
 // (CostTable::passed); the choice minimizing Σ the cases' times alone + the conversions
-// estimate_conversions charges between them (without the runner-up cap), by coordinate descent from
+// estimate_conversions charges between them, by coordinate descent from
 // t(v)'s cases and from each layout family. Leaves each layer's layouts at its chosen case's and
 // sets e_case and e_case_us where that is not t(v)'s; returns how many layers moved.
 int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs);
