@@ -240,11 +240,55 @@ void set_layouts(LayerCost& c, const CaseLayouts& l) {
 // the fused case, as the replay runs it. A residual Add two convolutions both feed is one chain of
 // either: the larger saving is taken, each layer in one chain at most. A folded BatchNormalization
 // stays F's (no fused case: the weights change).
+//
+// With `in_graph_order`, only the chains the replay can fuse running the layers in the model's order
+// (generator/replay.cpp): a residual Add's summand written before the head and read after it by no
+// layer but the Add (the fused case adds into it in place), every other operand of the epilogue
+// written before the head. ResNet's first block of a stage writes its shortcut's 1x1 convolution
+// after the block's second convolution: the replay fuses the Add into the 1x1 convolution, and runs
+// the second on its unfused best case.
 void apply_epilogues(const mp::ModelIR& model, const CostTable& costs, const std::string& base_dtype,
-                     std::vector<LayerCost>& layers) {
+                     std::vector<LayerCost>& layers, bool in_graph_order) {
   const auto cost_at = positions(layers);
   std::unordered_map<int, const mp::Layer*> layer_of;
   for (const auto& l : model.layers) layer_of[l.index] = &l;
+  std::unordered_map<std::string, int> produced;              // value → Layer::index of its writer
+  std::unordered_map<std::string, std::vector<int>> readers;  // value → every layer reading it
+  for (const auto& l : model.layers) {
+    if (!l.subgraph.empty()) continue;
+    if (l.cost != mp::CostClass::kHost)
+      for (const auto& n : l.output_names) produced[n] = l.index;
+    for (const auto& n : l.input_names) readers[n].push_back(l.index);
+  }
+  // Whether the replay, running the layers in order, can fuse `m` (see above).
+  auto in_order = [&](const mp::FusionMatch& m) {
+    const auto written_after_head = [&](const std::string& name) {
+      const auto p = produced.find(name);
+      return p != produced.end() && p->second > m.head;
+    };
+    if (mp::has_residual(m) && !m.absorbed.empty()) {
+      const mp::Layer& add = *layer_of.at(m.absorbed.front());
+      // The chain's value: the head's output, or an earlier absorbed layer's.
+      std::set<std::string> chain = {
+          layer_of.at(m.head)->output_names.empty() ? std::string() : layer_of.at(m.head)->output_names[0]};
+      for (int index : m.absorbed)
+        if (index != add.index && !layer_of.at(index)->output_names.empty())
+          chain.insert(layer_of.at(index)->output_names[0]);
+      for (const auto& name : add.input_names) {
+        if (chain.count(name)) continue;
+        const auto p = produced.find(name);
+        if (p == produced.end() || p->second > m.head) return false;
+        for (int r : readers[name])
+          if (r != add.index && r > m.head) return false;
+      }
+    }
+    for (const auto& [index, position] : m.operands) {
+      const mp::Layer& reader = *layer_of.at(index);
+      if (position < reader.input_names.size() && written_after_head(reader.input_names[position]))
+        return false;
+    }
+    return true;
+  };
   struct Candidate {
     int head = 0;
     std::vector<int> absorbed;  // positions in `layers`
@@ -253,7 +297,7 @@ void apply_epilogues(const mp::ModelIR& model, const CostTable& costs, const std
   };
   std::vector<Candidate> candidates;
   for (const auto& m : mp::fusion_matches(model)) {
-    if (!mp::is_epilogue_fusion(m)) continue;
+    if (!mp::is_epilogue_fusion(m) || (in_graph_order && !in_order(m))) continue;
     const auto h = cost_at.find(m.head);
     if (h == cost_at.end()) continue;
     Candidate c;
@@ -372,7 +416,7 @@ std::string layer_dtype(const mp::Layer& l, const std::string& base_dtype) {
 }
 
 std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs,
-                                   const std::string& base_dtype) {
+                                   const std::string& base_dtype, bool in_graph_order) {
   std::vector<LayerCost> out;
   for (const auto& l : model.layers) {
     if (!l.cost_bearing()) continue;
@@ -437,7 +481,7 @@ std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& co
     out.push_back(std::move(c));
   }
   link_through_views(model, out);
-  apply_epilogues(model, costs, base_dtype, out);
+  apply_epilogues(model, costs, base_dtype, out, in_graph_order);
   return out;
 }
 
@@ -1142,7 +1186,48 @@ int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable
   return moved;
 }
 
+namespace {
+void estimate_E_on(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs);
+}  // namespace
+
 void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs) {
+  // E runs the layers as the replay does: its epilogues are the chains it fuses in the model's
+  // order (layer_costs, in_graph_order), which may leave a head S fuses on its unfused case. S's
+  // layers stay b's; E's per-layer figures are copied onto them.
+  std::vector<LayerCost> as_run = layer_costs(model, costs, b.dtype, /*in_graph_order=*/true);
+  const bool same =
+      as_run.size() == b.layers.size() &&
+      std::equal(as_run.begin(), as_run.end(), b.layers.begin(), [](const LayerCost& x, const LayerCost& y) {
+        return x.index == y.index && x.epilogue_head == y.epilogue_head &&
+               x.epilogue_case == y.epilogue_case && x.case_id == y.case_id;
+      });
+  if (same) {
+    estimate_E_on(b, model, costs);
+    return;
+  }
+  std::vector<LayerCost> s_layers = std::move(b.layers);
+  b.layers = std::move(as_run);
+  estimate_E_on(b, model, costs);
+  std::unordered_map<int, const LayerCost*> e_of;
+  for (const auto& c : b.layers) e_of[c.index] = &c;
+  for (auto& c : s_layers) {
+    const auto it = e_of.find(c.index);
+    if (it == e_of.end()) continue;
+    const LayerCost& e = *it->second;
+    c.e_us = e.e_us;
+    c.e_case = e.e_case;
+    c.e_case_us = e.e_case_us;
+    c.e_conversion_us = e.e_conversion_us;
+    c.in_layout = e.in_layout;
+    c.out_layout = e.out_layout;
+    c.in_conversion_us = e.in_conversion_us;
+    c.out_conversion_us = e.out_conversion_us;
+  }
+  b.layers = std::move(s_layers);
+}
+
+namespace {
+void estimate_E_on(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs) {
   b.E.reset();
   b.E_layers = 0;
   b.E_alternatives = 0;
@@ -1229,6 +1314,8 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
   estimate_conversions(b, model);
   b.E = e + b.E_conversions_us;
 }
+
+}  // namespace
 
 ModelBounds analyze_model(const mp::ModelIR& model, const CostTable& costs, const AnalyzeOptions& options) {
   ModelBounds b;

@@ -357,6 +357,60 @@ res (float[1,4,8,8] x, float[4,4,3,3] w) => (float y) {
   EXPECT_DOUBLE_EQ(apart.at(conv).cold_output_bytes, 1024 * (1 - 1.0 / 7));
 }
 
+// As the replay runs the layers (layer_costs with in_graph_order): c2 cannot sum into c3's output,
+// written after it, so the Add goes to c3, whose summand c2 is written before it; S takes c2's chain
+// (the larger saving). E follows the replay: c2 on its own case (100 µs, cold 200), c3's chain on
+// its fused case (62 µs, cold 124).
+TEST(Epilogue, InGraphOrderAResidualAddGoesToTheHeadWrittenAfterItsSummand) {
+  const auto m = process_graph(kTwoConvsOneAdd, "res");
+  CostTable costs;
+  const std::map<std::string, double> own = {{"c2", 100}, {"c3", 60}, {"r", 10}, {"y", 5}};
+  int64_t id = 1;
+  for (const auto& [out, us] : own) {
+    auto t = case_time(us, out);
+    t.case_id = id++;
+    costs.best[{writer(m, out).key, "f32", "fp32", ""}] = t;
+  }
+  auto fused = [&](const char* head, double us, int64_t case_id) {
+    auto t = case_time(us, std::string(head) + " fused");
+    t.case_id = case_id;
+    costs.best[{writer(m, head).key, "f32", "fp32", "Add+Relu"}] = t;
+  };
+  fused("c2", 101, 10);  // saves 14
+  fused("c3", 62, 11);   // saves 13
+  auto chain_of = [&](const std::vector<LayerCost>& layers) {
+    for (const auto& l : layers)
+      if (l.name == writer(m, "r").name) return l.epilogue_case;
+    return std::string("?");
+  };
+  EXPECT_EQ(chain_of(layer_costs(m, costs, "f32")), "c2 fused");
+  const auto as_run = layer_costs(m, costs, "f32", /*in_graph_order=*/true);
+  EXPECT_EQ(chain_of(as_run), "c3 fused");
+  EXPECT_DOUBLE_EQ(sequential_bound(as_run), 100 + 62);
+
+  // E on those layers: every case twice as long from memory and from the last-level cache.
+  for (int64_t c : {1, 2, 3, 4, 10, 11}) {
+    double us = 0;
+    for (const auto& [key, t] : costs.best)
+      if (t.case_id == c) us = t.us;
+    costs.cache_times[{0, c}] = {{"llc", 2 * us}, {"memory", 2 * us}};
+  }
+  ModelBounds b;
+  b.dtype = "f32";
+  b.layers = layer_costs(m, costs, "f32");
+  EXPECT_DOUBLE_EQ(sequential_bound(b.layers), 175 - 14);  // S: c2's chain
+  estimate_E(b, m, costs);
+  ASSERT_TRUE(b.E.has_value());
+  EXPECT_DOUBLE_EQ(*b.E, 200 + 124);
+  auto at = [&](const char* out) -> const LayerCost& {
+    for (const auto& l : b.layers)
+      if (l.name == writer(m, out).name) return l;
+    throw std::runtime_error(out);
+  };
+  EXPECT_EQ(at("r").epilogue_case, "c2 fused");  // S's layers stay S's
+  EXPECT_DOUBLE_EQ(*at("c2").e_us, 200);
+}
+
 TEST(FusedBound, LargestSavingFirstAndEachLayerFusedOnce) {
   // Both convs can absorb the same Add+Relu.
   const auto m = process_graph(kTwoConvsOneAdd, "res");

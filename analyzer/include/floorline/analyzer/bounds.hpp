@@ -38,9 +38,13 @@ std::string layer_dtype(const mp::Layer& layer, const std::string& base_dtype);
 // with it adds to the producer's t(v), fused − t(producer), where that case is faster than the two
 // unfused cases (where it beats the producer's own best, the producer takes it and the activation
 // costs 0) (LayerCost::epilogue_case, own_us; docs/ANALYZER.md "The activation
-// epilogue"): every library and runtime runs such an activation in the producer's epilogue.
-std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs,
-                                   const std::string& dtype);
+// epilogue"): every library and runtime runs such an activation in the producer's epilogue. With
+// `in_graph_order`, only the chains the replay fuses running the layers in the model's order (a
+// residual Add's summand written before the head, and read after it by the Add alone; every other
+// operand of the epilogue written before the head): the layers as the replay runs them, which E
+// follows (estimate_E).
+std::vector<LayerCost> layer_costs(const mp::ModelIR& model, const CostTable& costs, const std::string& dtype,
+                                   bool in_graph_order = false);
 
 // S = Σ t(v) over every cost-bearing layer instance (docs/ANALYZER.md: sequential bound).
 double sequential_bound(const std::vector<LayerCost>& layers);
