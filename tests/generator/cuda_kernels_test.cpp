@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <set>
 
+#include <fmt/format.h>
+
 #include <gtest/gtest.h>
 
 #include "floorline/generator/cache_state.hpp"
@@ -161,16 +163,21 @@ kernels::CaseSpec f32_case(const std::string& algorithm) {
   return spec;
 }
 
-TEST(CudaKernelsGpu, TimedCallsUseEventsAndSampleTheDevice) {
-  REQUIRE_GPU();
+// cuBLAS's f32 GEMM for a MatMul [m, k] · [k, n].
+kernels::CaseSpec cublas_matmul(int64_t m, int64_t k, int64_t n) {
   kernels::CaseSpec spec = f32_case("cublas_gemm");
   spec.problem.kind = LayerKind::kMatMul;
   spec.problem.op = "MatMul";
+  spec.problem.key = fmt::format("MatMul|a={}x{}|b={}x{}|f32", m, k, k, n);
+  spec.problem.inputs = {{"a", {m, k}}, {"b", {k, n}}};
+  spec.problem.outputs = {{"y", {m, n}}};
+  return spec;
+}
+
+TEST(CudaKernelsGpu, TimedCallsUseEventsAndSampleTheDevice) {
+  REQUIRE_GPU();
   // 1024³: the reference's plain loops check it in seconds (2048³ took 50 s on the H100 machine's CPU).
-  spec.problem.key = "MatMul|a=1024x1024|b=1024x1024|f32";
-  spec.problem.inputs = {{"a", {1024, 1024}}, {"b", {1024, 1024}}};
-  spec.problem.outputs = {{"y", {1024, 1024}}};
-  auto k = kernels::make_cuda_kernel(spec);
+  auto k = kernels::make_cuda_kernel(cublas_matmul(1024, 1024, 1024));
   ASSERT_TRUE(k.ok()) << k.error().message;
   ASSERT_TRUE((*k)->verify().ok());
   (*k)->sample_device(false);
@@ -204,15 +211,9 @@ TEST(CudaKernelsGpu, TimedCallsUseEventsAndSampleTheDevice) {
 // H100) keeps between calls and the cold-cache mode's flush (twice the L2) evicts.
 TEST(CudaKernelsGpu, TheCacheStagesMemoryStateFlushesTheL2) {
   REQUIRE_GPU();
-  kernels::CaseSpec spec = f32_case("cublas_gemm");
-  spec.problem.kind = LayerKind::kMatMul;
-  spec.problem.op = "MatMul";
-  spec.problem.key = "MatMul|a=1x8192|b=8192x1024|f32";
-  spec.problem.inputs = {{"a", {1, 8192}}, {"b", {8192, 1024}}};
-  spec.problem.outputs = {{"y", {1, 1024}}};
   const Backend* cuda = find_backend("cuda");
   ASSERT_NE(cuda, nullptr);
-  auto k = kernels::make_cuda_kernel(spec);
+  auto k = kernels::make_cuda_kernel(cublas_matmul(1, 8192, 1024));
   ASSERT_TRUE(k.ok()) << k.error().message;
   ASSERT_TRUE((*k)->verify().ok());
   const auto t = time_on_device(**k, *cuda, {CacheState::kWarm, CacheState::kLlc, CacheState::kMemory}, 9);
