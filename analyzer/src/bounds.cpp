@@ -931,15 +931,6 @@ std::unordered_map<int, ActivationTraffic> activation_traffic(const mp::ModelIR&
   return traffic;
 }
 
-std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
-                                                      const std::vector<LayerCost>& layers,
-                                                      int64_t cache_bytes) {
-  std::unordered_map<int, double> cold;
-  for (const auto& [index, t] : activation_traffic(model, layers, cache_bytes))
-    if (t.cold_input_bytes + t.cold_output_bytes > 0) cold[index] = t.cold_input_bytes + t.cold_output_bytes;
-  return cold;
-}
-
 ConversionWalk::ConversionWalk(ModelBounds& b, const mp::ModelIR& model) {
   std::unordered_map<int, LayerCost*> cost_of;
   for (auto& c : b.layers) cost_of[c.index] = &c;

@@ -142,14 +142,18 @@ TEST(Estimate, ActivationsBeyondThePrivateCacheStreamFromMemory) {
     EXPECT_DOUBLE_EQ(b.E_activations_us, 0);
   }
   const auto base = analyze_model(t.model, costs);
-  const auto cold = cold_activation_bytes(t.model, base.layers, costs.private_cache_bytes);
+  const auto traffic = activation_traffic(t.model, base.layers, costs.private_cache_bytes);
+  auto cold = [&](int index) {
+    const ActivationTraffic& a = traffic.at(index);
+    return a.cold_input_bytes + a.cold_output_bytes;
+  };
   const LayerCost& relu = t.layer(base, "Relu");
   const LayerCost& sigmoid = t.layer(base, "Sigmoid");
   const LayerCost& tanh = t.layer(base, "Tanh");
   const double sigmoid_out = 16384 * (1 - 8.0 / 48);  // 13,653 bytes
-  EXPECT_DOUBLE_EQ(cold.at(relu.index), 8192);        // its output only
-  EXPECT_DOUBLE_EQ(cold.at(sigmoid.index), 8192 + sigmoid_out);
-  EXPECT_DOUBLE_EQ(cold.at(tanh.index), 16384);  // half its input, half its output
+  EXPECT_DOUBLE_EQ(cold(relu.index), 8192);           // its output only
+  EXPECT_DOUBLE_EQ(cold(sigmoid.index), 8192 + sigmoid_out);
+  EXPECT_DOUBLE_EQ(cold(tanh.index), 16384);  // half its input, half its output
   // An L2 that holds a value: each read right after its write, Relu's and Tanh's writes into a
   // buffer touched 16 KiB back, are in it; Sigmoid's buffer, touched 48 KiB back, is not (a 16 KiB
   // output the cache could hold, evicted since: the replay's "cold output").
@@ -162,7 +166,8 @@ TEST(Estimate, ActivationsBeyondThePrivateCacheStreamFromMemory) {
     EXPECT_DOUBLE_EQ(held.at(tanh.index).output_bytes, 16384);
   }
   // One that holds the whole pass (96 KiB): nothing beyond it.
-  EXPECT_TRUE(cold_activation_bytes(t.model, base.layers, 96 * 1024).empty());
+  for (const auto& [index, a] : activation_traffic(t.model, base.layers, 96 * 1024))
+    EXPECT_DOUBLE_EQ(a.cold_input_bytes + a.cold_output_bytes, 0) << index;
 
   costs.memory_bandwidth["f32"] = 1e8;
   costs.calibrated_peaks[{"bytes", "f32"}] = 16.384e9;

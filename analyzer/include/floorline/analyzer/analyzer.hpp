@@ -373,7 +373,7 @@ struct ModelBounds {
   std::optional<double> E;
   double E_memory_share = 0;
   // What E's layers take beyond their weights' term for the activations a pass reads and writes
-  // beyond the private cache (µs; estimate_E, cold_activation_bytes).
+  // beyond the private cache (µs; estimate_E, activation_traffic).
   double E_activations_us = 0;
   int64_t E_layers = 0;
   // The layout conversions E counts between the chosen cases (estimate_E): how many, and their time.

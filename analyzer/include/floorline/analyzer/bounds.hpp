@@ -159,11 +159,6 @@ std::unordered_map<int, ActivationTraffic> activation_traffic(const mp::ModelIR&
                                                               const std::vector<LayerCost>& layers,
                                                               int64_t cache_bytes);
 
-// Σ of activation_traffic's cold input and cold output bytes per layer (layers with none left out).
-std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
-                                                      const std::vector<LayerCost>& layers,
-                                                      int64_t cache_bytes);
-
 // E, the composed estimate of a pass over the model's graph (docs/ANALYZER.md, "The estimate E"):
 // per layer, e(v) = t(v) × max(1, c / t_case), with c = (1 − m) × the lowest single call of the
 // case t(v) is taken from with its weights from the last-level cache + m × from memory
@@ -179,8 +174,8 @@ std::unordered_map<int, double> cold_activation_bytes(const mp::ModelIR& model,
 // between layers (each layer's in_layout and out_layout and their conversion cases' times: a walk
 // of the graph keeping each value's layout as the replay does; E_conversions, E_conversions_us and
 // each layer's e_conversion_us). A layer's e(v) is at least what its compulsory bytes take with
-// its cold activation bytes (cold_activation_bytes, at most its compulsory bytes) streamed from
-// memory at the calibrated memory bandwidth (CostTable::memory_bandwidth) and the rest at the
+// its cold activation bytes (activation_traffic's cold input and output bytes, at most its compulsory bytes)
+// streamed from memory at the calibrated memory bandwidth (CostTable::memory_bandwidth) and the rest at the
 // calibrated cache-resident copy rate (the "bytes" peak): e(v) = max(e_w(v), cold / BW_memory +
 // (bytes − cold) / BW_cache), e_w(v) the weights' term above (a layer whose arithmetic hides its
 // reads keeps e_w); b.E_activations_us sums what that added (none without a calibrated memory
