@@ -20,6 +20,7 @@
 #include "floorline/generator/measurement.hpp"
 #include "floorline/generator/runner.hpp"
 #include "kinds_model.hpp"
+#include "test_support.hpp"
 
 namespace floorline::gen {
 namespace {
@@ -288,33 +289,21 @@ TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame
 // A device backend's cases (time_on_device), where no GPU is at hand: oneDNN's linear layer behind a
 // backend of device kind "gpu" whose cold-cache mode evicts the kernel's weights and output before
 // each timed call (as the CUDA backend's L2 flush does on the device), and reports a flush of 64 MiB.
-class ColdDeviceBackend final : public Backend {
+class ColdDeviceBackend final : public test::ForwardingBackend {
  public:
-  explicit ColdDeviceBackend(const Backend& cpu) : cpu_(cpu) {}
+  using ForwardingBackend::ForwardingBackend;
   std::string name() const override { return "device"; }
   std::string device_kind() const override { return "gpu"; }
-  Status available() const override { return {}; }
-  void describe(benchdb::SystemRow& row) const override { cpu_.describe(row); }
-  kernels::KindSupport support(LayerKind kind) const override { return cpu_.support(kind); }
-  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
-    return cpu_.candidates(base);
-  }
-  kernels::KernelFactory factory() const override { return cpu_.factory(); }
-  void set_threads(int threads) const override { cpu_.set_threads(threads); }
   Status set_cold_cache(bool cold) const override {
     cold_ = cold;
     ++switches_;
     return {};
   }
   int64_t cold_cache_bytes() const override { return int64_t{64} << 20; }
-  std::string generated_header() const override { return ""; }
-  std::string generated_register_function() const override { return ""; }
-  std::string generated_cmake_target() const override { return ""; }
   bool cold() const { return cold_; }
   int switches() const { return switches_; }
 
  private:
-  const Backend& cpu_;
   mutable bool cold_ = false;
   mutable int switches_ = 0;
 };

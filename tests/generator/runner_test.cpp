@@ -15,6 +15,7 @@
 #include "floorline/generator/calibration.hpp"
 #include "floorline/generator/runner.hpp"
 #include "kinds_model.hpp"
+#include "test_support.hpp"
 
 namespace floorline::gen {
 namespace {
@@ -493,32 +494,9 @@ conv_relu (float[1,32,28,28] x, float[32,32,3,3] w) => (float y)
   EXPECT_EQ(same, cases);
 }
 
-// A backend that forwards everything to another (oneDNN here): the tests below change one part.
-class ForwardingBackend : public Backend {
- public:
-  explicit ForwardingBackend(const Backend& inner) : inner_(inner) {}
-  std::string name() const override { return inner_.name(); }
-  std::string device_kind() const override { return inner_.device_kind(); }
-  Status available() const override { return inner_.available(); }
-  void describe(benchdb::SystemRow& row) const override { inner_.describe(row); }
-  kernels::KindSupport support(LayerKind kind) const override { return inner_.support(kind); }
-  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
-    return inner_.candidates(base);
-  }
-  kernels::KernelFactory factory() const override { return inner_.factory(); }
-  void set_threads(int threads) const override { inner_.set_threads(threads); }
-  void park_threads() const override { inner_.park_threads(); }
-  std::string generated_header() const override { return inner_.generated_header(); }
-  std::string generated_register_function() const override { return inner_.generated_register_function(); }
-  std::string generated_cmake_target() const override { return inner_.generated_cmake_target(); }
-
- protected:
-  const Backend& inner_;
-};
-
 // oneDNN's cases, with a sentinel of the backend's own (Backend::sentinel), as a GPU backend has, and
 // optionally no kernel in one data type (`refused`), as the CUDA backend has no int8 copy.
-class OwnSentinelBackend final : public ForwardingBackend {
+class OwnSentinelBackend final : public test::ForwardingBackend {
  public:
   OwnSentinelBackend(const Backend& inner, std::function<double()> clock, std::optional<DType> refused = {})
       : ForwardingBackend(inner), clock_(std::move(clock)), refused_(refused) {}
@@ -539,7 +517,7 @@ class OwnSentinelBackend final : public ForwardingBackend {
 
 // oneDNN's cases, with the library's default chosen by `is_default` instead of oneDNN: a group with
 // two libraries' defaults, or with a slow one only.
-class ChosenDefaultsBackend final : public ForwardingBackend {
+class ChosenDefaultsBackend final : public test::ForwardingBackend {
  public:
   ChosenDefaultsBackend(const Backend& inner, std::function<bool(const kernels::LibraryCase&)> is_default)
       : ForwardingBackend(inner), is_default_(std::move(is_default)) {}
@@ -907,6 +885,16 @@ RunOptions fixed_method(int passes) {
   return ro;
 }
 
+// An integer column of every current passed measurement (benchdb's `measurements`).
+std::vector<int64_t> passed_column(benchdb::Database& db, const std::string& column) {
+  auto q = db.query("SELECT " + column + " FROM measurements WHERE status = 'passed' AND superseded = 0");
+  EXPECT_TRUE(q.ok()) << (q.ok() ? "" : q.error().message);
+  std::vector<int64_t> out;
+  if (q.ok())
+    for (const auto& r : q->rows) out.push_back(std::get<int64_t>(r[0]));
+  return out;
+}
+
 TEST(Runner, ALongCaseWhoseTwoReadingsAgreeStopsOnConfidence) {
   auto pass = [](std::vector<double> us, bool slowed = false) { return PassSamples{std::move(us), slowed}; };
   // deeplabv3's 3x3 convolution 128 -> 128 at 112x112, oneDNN's brgconv: 13,750 and 13,750 us.
@@ -941,18 +929,14 @@ TEST(Runner, ALongCaseWhoseTwoReadingsAgreeStopsOnConfidence) {
   ASSERT_GT(s->passed, 0);
   EXPECT_EQ(s->confident, s->passed);
   EXPECT_EQ(s->confident_visits, s->passed);
-  auto q = db->query("SELECT passes FROM measurements WHERE status = 'passed'");
-  ASSERT_TRUE(q.ok());
-  for (const auto& r : q->rows) EXPECT_EQ(std::get<int64_t>(r[0]), 2);
+  for (const int64_t passes : passed_column(*db, "passes")) EXPECT_EQ(passes, 2);
   // Off: every case gets its three passes.
   ro.confident_above_us = 0;
   ro.force = true;
   auto all = run_plan(&*db, *models, plan, backends, ro);
   ASSERT_TRUE(all.ok()) << all.error().message;
   EXPECT_EQ(all->confident, 0);
-  q = db->query("SELECT passes FROM measurements WHERE status = 'passed' AND superseded = 0");
-  ASSERT_TRUE(q.ok());
-  for (const auto& r : q->rows) EXPECT_EQ(std::get<int64_t>(r[0]), 3);
+  for (const int64_t passes : passed_column(*db, "passes")) EXPECT_EQ(passes, 3);
 }
 
 // Settling: a visit whose last repetition is still its lowest by more than settle_within gets one
@@ -1009,9 +993,7 @@ TEST(Runner, AVisitWhoseTimeStillFallsGetsMoreRepetitions) {
     auto again = run_plan(&*db, *models, plan, backends, ro);
     ASSERT_TRUE(again.ok()) << again.error().message;
     EXPECT_EQ(again->settled_visits, 0);
-    q = db->query("SELECT repetitions FROM measurements WHERE status = 'passed' AND superseded = 0");
-    ASSERT_TRUE(q.ok());
-    for (const auto& r : q->rows) EXPECT_EQ(std::get<int64_t>(r[0]), 4);
+    for (const int64_t repetitions : passed_column(*db, "repetitions")) EXPECT_EQ(repetitions, 4);
   }
 }
 

@@ -1,5 +1,5 @@
-// Helpers several generator test files share: a zoo model processed at a batch, and a temporary
-// folder of this process removed with everything in it.
+// Helpers several generator test files share: a zoo model processed at a batch, a temporary folder
+// of this process removed with everything in it, and a backend forwarding to another.
 #pragma once
 
 #include <unistd.h>
@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "floorline/generator/backend.hpp"
 #include "floorline/model_processor/model.hpp"
 
 namespace floorline::gen::test {
@@ -40,6 +41,30 @@ struct TempDir {
     std::ofstream(dir / name) << text;
     return (dir / name).string();
   }
+};
+
+// A backend that forwards everything to another (oneDNN in the tests): a test overrides the part it
+// changes (its sentinel, its defaults, its device kind and cold-cache mode).
+class ForwardingBackend : public Backend {
+ public:
+  explicit ForwardingBackend(const Backend& inner) : inner_(inner) {}
+  std::string name() const override { return inner_.name(); }
+  std::string device_kind() const override { return inner_.device_kind(); }
+  Status available() const override { return inner_.available(); }
+  void describe(benchdb::SystemRow& row) const override { inner_.describe(row); }
+  kernels::KindSupport support(LayerKind kind) const override { return inner_.support(kind); }
+  std::vector<kernels::LibraryCase> candidates(const kernels::CaseSpec& base) const override {
+    return inner_.candidates(base);
+  }
+  kernels::KernelFactory factory() const override { return inner_.factory(); }
+  void set_threads(int threads) const override { inner_.set_threads(threads); }
+  void park_threads() const override { inner_.park_threads(); }
+  std::string generated_header() const override { return inner_.generated_header(); }
+  std::string generated_register_function() const override { return inner_.generated_register_function(); }
+  std::string generated_cmake_target() const override { return inner_.generated_cmake_target(); }
+
+ protected:
+  const Backend& inner_;
 };
 
 }  // namespace floorline::gen::test
