@@ -220,7 +220,7 @@ TEST(CudaKernelsGpu, TheCacheStagesMemoryStateFlushesTheL2) {
   ASSERT_EQ(t.size(), 3u);
   EXPECT_FALSE(kernels::cuda_cold_cache());  // the mode is off again
   const auto info = kernels::cuda_device_info();
-  EXPECT_EQ(t[2].flush_bytes, 2 * std::max<int64_t>(info.l2_bytes, int64_t{1} << 20));
+  EXPECT_EQ(t[2].flush_bytes, 2 * std::max<int64_t>(info.l2_bytes, int64_t{1} << 20));  // device.cpp's size
   EXPECT_EQ(cuda->cold_cache_bytes(), t[2].flush_bytes);
   std::printf("1x8192 · 8192x1024 on %s (L2 %.0f MiB): warm %.1f µs, llc %.1f, memory %.1f\n",
               info.name.c_str(), static_cast<double>(info.l2_bytes) / 1048576, t[0].min_us, t[1].min_us,

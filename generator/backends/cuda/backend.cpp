@@ -3,9 +3,6 @@
 // Registered in generator/src/registry.cpp;
 // built as the plugin libfloorline-backend-cuda.so (floorline/generator/plugin.hpp).
 
-#include <algorithm>
-#include <cstdint>
-
 #include "floorline/generator/backend.hpp"
 #include "floorline/generator/plan.hpp"
 #include "floorline/generator/plugin.hpp"
@@ -50,10 +47,7 @@ class CudaBackend final : public Backend {
     kernels::set_cuda_cold_cache(cold);
     return {};
   }
-  // As the context sizes its flush buffer (device.cpp): twice the L2, at least 2 MiB.
-  int64_t cold_cache_bytes() const override {
-    return 2 * std::max<int64_t>(kernels::cuda_device_info().l2_bytes, int64_t{1} << 20);
-  }
+  int64_t cold_cache_bytes() const override { return kernels::cuda_cold_cache_bytes(); }
   std::string generated_header() const override { return "floorline/kernels/cuda.hpp"; }
   std::string generated_register_function() const override {
     return "floorline::kernels::register_cuda_case";

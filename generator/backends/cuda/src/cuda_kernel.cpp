@@ -430,6 +430,11 @@ bool cuda_cold_cache() {
   return g_cold;
 }
 
+int64_t cuda_cold_cache_bytes() {
+  const auto ctx = cuda_detail::context();
+  return ctx.ok() ? static_cast<int64_t>((*ctx)->flush_bytes) : 0;
+}
+
 Result<std::unique_ptr<Kernel>> make_cuda_kernel(const CaseSpec& spec) {
   FL_ASSIGN_OR_RETURN(Context * dev, context());
   try {

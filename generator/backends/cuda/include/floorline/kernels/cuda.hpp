@@ -111,5 +111,8 @@ double cuda_sentinel_seconds();
 // cache, so that the call reads its operands from device memory.
 void set_cuda_cold_cache(bool cold);
 bool cuda_cold_cache();
+// The bytes that write covers (the context's flush buffer: twice the L2, at least 2 MiB); 0 where
+// the device cannot run.
+int64_t cuda_cold_cache_bytes();
 
 }  // namespace floorline::kernels
