@@ -54,7 +54,6 @@ struct RunCmd {
   bool replay_given = false;  // --replay or --no-replay on the command line (--quick: no replay unless asked)
   bool reference = true;      // the reference runtime (ONNX Runtime) for M, when installed
   size_t replay_steps = 0;
-  std::optional<int> replay_looks;  // looks at each model's replay (default gen::kReplayLooks; --quick 1)
   bool replay_denormals = false;
   double retime_below = 1.05;  // re-time a model's cases after its replay when replay / S is below this
   size_t top = 1;
@@ -372,7 +371,8 @@ int run_main(RunCmd o, const std::string& command_line) {
                      "%.1f us at the host's state when S was timed (replay/S %.2f); the host ran %.2fx "
                      "slower than then%s\n",
                      r->paired_ratio, r->pairs, r->paired_us(),
-                     r->cases_us > 0 ? r->paired_us() / r->cases_us : 0.0, r->host_slowdown(), "");
+                     r->cases_us > 0 ? r->paired_us() / r->cases_us : 0.0, r->host_slowdown(),
+                     gen::wants_second_look(*r) ? " (a second look follows)" : "");
       if (r->slowed_repetitions > 0)
         std::fprintf(stderr,
                      "    sentinel: %d repetition(s) timed while the machine was slowed, timed again\n",
@@ -411,29 +411,28 @@ int run_main(RunCmd o, const std::string& command_line) {
       }
     }
     kept = static_cast<int>(kept_models.size());
-    // The later looks (docs/MEASUREMENT.md, "The second look"): every model's replay is timed again,
-    // its repetitions only, once every model's earlier look has run; the lowest stands, as the
-    // lowest of a case's passes does (gen::take_second_look).
-    const int looks = o.replay_looks.value_or(o.quick ? 1 : gen::kReplayLooks);
+    // The second look (gen::wants_second_look): a replay timed while the host ran slower than when
+    // S was timed is timed once more, now that every other model's replay has run; the lower of
+    // the two stands, as the lower of a case's passes does (gen::take_second_look).
     int second_looks = 0, second_lower = 0;
-    for (int look = 2; look <= looks; ++look)
-      for (size_t k = 0; k < written.size(); ++k) {
-        gen::ReplayResult& first = written[k];
-        ++second_looks;
-        const mp::ModelIR& m = *written_models[k];
-        auto again = replay_and_retime(m, true);
-        if (interrupted) return 130;
-        if (!again) continue;
-        const double first_us = first.min_us, first_ratio = first.ratio();
-        const bool lower = gen::take_second_look(first, *again);
-        std::fprintf(stderr,
-                     "  look %d %-26s b%-3lld %9.1f us = S x %.2f, before %.1f us = S x %.2f: %s stands\n",
-                     look, m.name.c_str(), static_cast<long long>(m.batch), again->min_us, again->ratio(),
-                     first_us, first_ratio, lower ? "this look" : "the earlier");
-        second_lower += lower ? 1 : 0;
-        if (auto st = db.upsert_replay(gen::replay_row(first, system_id, bench->run_id, "f32")); !st)
-          return fail(st.error().message);
-      }
+    for (size_t k = 0; k < written.size(); ++k) {
+      gen::ReplayResult& first = written[k];
+      if (!gen::wants_second_look(first)) continue;
+      ++second_looks;
+      const mp::ModelIR& m = *written_models[k];
+      auto again = replay_and_retime(m, true);
+      if (interrupted) return 130;
+      if (!again) continue;
+      const double first_us = first.min_us, first_ratio = first.ratio();
+      const bool lower = gen::take_second_look(first, *again);
+      std::fprintf(stderr,
+                   "  second look %-21s b%-3lld %9.1f us = S x %.2f, first %.1f us = S x %.2f: %s stands\n",
+                   m.name.c_str(), static_cast<long long>(m.batch), again->min_us, again->ratio(), first_us,
+                   first_ratio, lower ? "the second" : "the first");
+      second_lower += lower ? 1 : 0;
+      if (auto st = db.upsert_replay(gen::replay_row(first, system_id, bench->run_id, "f32")); !st)
+        return fail(st.error().message);
+    }
     // A re-timing lowers configs other models share: the rows written before it are written again
     // with their layers' times as they now stand (the bound check names layers by them).
     if (retimed_models > 0)
@@ -446,8 +445,7 @@ int run_main(RunCmd o, const std::string& command_line) {
         stderr, "[3/4] replay: %d model(s) replayed, %d kept from an earlier run, %d failed, %.1f s%s%s\n",
         replays, kept, replay_failures, seconds_since(t0),
         second_looks
-            ? fmt::format(" ({} later look(s), {} lower than the looks before)", second_looks, second_lower)
-                  .c_str()
+            ? fmt::format(" ({} second look(s), {} lower than the first)", second_looks, second_lower).c_str()
             : "",
         retimed_models ? fmt::format(" ({} case(s) of {} model(s) re-timed in {:.1f} s)", retimed_cases,
                                      retimed_models, retime_seconds)
@@ -662,10 +660,6 @@ void add_run_command(CLI::App& app, int& exit_code, const std::string& command_l
        "--replay-steps", o->replay_steps,
        "Per model, the N replay steps that take longest over their time alone (conversions included)")
       ->check(int_in(0, kMaxListed, "steps"));
-  r->add_option("--replay-looks", o->replay_looks,
-                "Looks at each model's replay: the looks after the first time its repetitions again once "
-                "every model's look before has run, and the lowest stands (default 2; --quick 1)")
-      ->check(int_in(1, 10, "looks"));
   r->add_flag("--replay-denormals", o->replay_denormals,
               "Replay with denormal arithmetic as the hardware does it (by default flushed to zero while the "
               "timed passes run, a guard; the replay's data check reports the layers that write denormals)");

@@ -1347,8 +1347,7 @@ ReplayOptions second_look_options(const ReplayOptions& first) {
 }
 
 bool take_second_look(ReplayResult& first, const ReplayResult& second) {
-  if (second.min_us > 0 && (first.second_look_us <= 0 || second.min_us < first.second_look_us))
-    first.second_look_us = second.min_us;
+  first.second_look_us = second.min_us;
   first.passes += second.passes;
   first.slowed_repetitions += second.slowed_repetitions;
   if (second.min_us <= 0 || second.min_us >= first.min_us) return false;

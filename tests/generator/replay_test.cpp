@@ -278,6 +278,12 @@ TEST_F(BenchedResidual, AModelIsReplayedFromItsBestCasesWithEveryActivationWired
   EXPECT_DOUBLE_EQ(r->paired_us(), alone * r->paired_ratio);
   // How much slower the host ran than when the cases were timed: the steps alone now over them.
   EXPECT_DOUBLE_EQ(r->host_slowdown(), alone_now / alone);
+  // The second look: for a replay over 1.1 × its paired figure.
+  ReplayResult slowed = *r;
+  slowed.min_us = 1.2 * slowed.paired_us();
+  EXPECT_TRUE(wants_second_look(slowed));
+  slowed.min_us = 1.05 * slowed.paired_us();
+  EXPECT_FALSE(wants_second_look(slowed));
 
   const auto row = replay_row(*r, run.system_id, run.run_id, "f32");
   EXPECT_EQ(row.system_id, run.system_id);
@@ -306,8 +312,9 @@ TEST_F(BenchedResidual, AReplayWithoutPairsHasNoPairedTime) {
   EXPECT_EQ(r->paired_us(), 0);
   for (const auto& st : r->steps) EXPECT_EQ(st.alone_now_us, 0) << st.label;
   EXPECT_GT(r->steps_alone_us, 0);
-  // No pair, no reading of the host.
+  // No pair, no reading of the host: never a second look.
   EXPECT_EQ(r->host_slowdown(), 0);
+  EXPECT_FALSE(wants_second_look(*r));
 }
 
 // A long pass (ReplayOptions::long_pass) gets long_repetitions repetitions and long_profile_passes
@@ -388,14 +395,6 @@ TEST_F(BenchedResidual, ASecondLookKeepsTheLowerTimeAndTheFirstProfile) {
   EXPECT_FALSE(take_second_look(fast, *second));
   EXPECT_DOUBLE_EQ(fast.min_us, second->min_us / 10);
   EXPECT_DOUBLE_EQ(fast.second_look_us, second->min_us);
-  // A third look above the second: second_look_us stays the lowest of the later looks.
-  ReplayResult third = *second;
-  third.min_us = 2 * second->min_us;
-  EXPECT_FALSE(take_second_look(fast, third));
-  EXPECT_DOUBLE_EQ(fast.second_look_us, second->min_us);
-  third.min_us = second->min_us / 2;
-  EXPECT_FALSE(take_second_look(fast, third));  // still above the first look's time
-  EXPECT_DOUBLE_EQ(fast.second_look_us, second->min_us / 2);
 }
 
 // The replay reads the sentinel after each timed repetition, as the bench does between visits: a

@@ -260,8 +260,8 @@ struct ReplayResult {
   // the replay's time may differ from S for the data's sake (denormal arithmetic is slow on x86,
   // flushed zeros fast), not the kernels'.
   int denormal_steps = 0, nonfinite_steps = 0;
-  // The later looks' lowest repetition mean (µs; take_second_look), 0 where none was taken: min_us
-  // is the lower of it and the first look's.
+  // The second look's lowest repetition mean (µs; take_second_look), 0 where none was taken: min_us
+  // is the lower of it and the first replay's.
   double second_look_us = 0;
   std::vector<ReplayStep> steps;  // every step, in pass order
   // replay / S: the lowest repetition mean over S, the same statistic on both sides.
@@ -278,26 +278,28 @@ struct ReplayResult {
   }
 };
 
-// The replay's later looks. S's cases are each the lowest of passes taken minutes apart: a moment
+// The replay's second look. S's cases are each the lowest of passes taken minutes apart: a moment
 // of the host's load costs a case one pass, not its time. A replay is timed in one burst of
-// seconds, which such a moment (or a stretch of minutes with the VM's last-level cache or memory
-// shared with busier neighbours) can cover whole. So `floorline run` times every model's replay
-// kReplayLooks times (`--replay-looks`; `--quick` once): each look after the first times its
-// repetitions again once every model's look before it has run, and the lowest stands. The replay,
-// like its cases, gets several moments of the host. Until 2026-12-07 only a replay over 1.1 × its
-// paired figure got a second look; on a loaded day that missed most of the moves: five runs of the
-// zoo's 38 replays at batch 1 on the 2-core Zen 4 EPYC (2026-12-07, the same cases) agreed with
-// each other within 5% for 9-31 models (mean 23), the lower of two runs against the lower of two
-// others for 22-31 (mean 27), within 10% for 18-37 and 34-38 (docs/MEASUREMENT.md, "The second
-// look").
-inline constexpr int kReplayLooks = 2;
+// seconds, which such a moment can cover whole. The paired figure (paired_us: the graph at the
+// host's state when S was timed, from pairs taken after the timed repetitions) says what the
+// replay would have read without it: a replay over kSecondLook × its paired figure was timed while
+// the host was slower than when S was (the same kernels, the same data: only the host differs), so
+// `floorline run` replays it once more after every other model's replay and keeps the lower of the
+// two. The replay, like its cases, gets two moments of the host. Measured on the 2-core EPYC VM
+// (the sweeps at 6f62c83 and before, 18 models at batch 1 and 8): the six replays above 1.5 × S
+// read 1.14-2.19 × their paired figures (gru_kws at batch 8 on 2 threads: 2.26 × S, paired 1.03),
+// the others 0.90-1.39 (docs/MEASUREMENT.md, "The second look"). Never for a replay without pairs
+// (`--quick`).
+inline constexpr double kSecondLook = 1.1;
+inline bool wants_second_look(const ReplayResult& r) {
+  return r.pairs > 0 && r.paired_us() > 0 && r.min_us > kSecondLook * r.paired_us();
+}
 // The second look's replay options: `first`'s timed repetitions, without the pairs and with one
 // profile pass (the first replay's profile stands; the second look is only its time).
 ReplayOptions second_look_options(const ReplayOptions& first);
-// Folds a later look into the first replay: `first`'s time (min_us, median_us, max_us, stddev_us,
-// repetitions) becomes the later look's where that is lower, its profile (steps, pairs) stays;
-// second_look_us becomes the lowest of the later looks either way, and passes and
-// slowed_repetitions add up. A second look with
+// Folds a second look into the first replay: `first`'s time (min_us, median_us, max_us, stddev_us,
+// repetitions) becomes the second's where that is lower, its profile (steps, pairs) stays;
+// second_look_us is set either way, and passes and slowed_repetitions add up. A second look with
 // other case times (a re-timing in between) rebases nothing: the caller's rebase does. Returns
 // whether the second was lower.
 bool take_second_look(ReplayResult& first, const ReplayResult& second);
