@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "analyze_command.hpp"
+#include "floorline/analyzer/bounds.hpp"
 #include "floorline/benchdb/database.hpp"
 #include "floorline/common/output.hpp"
 #include "floorline/generator/cache_state.hpp"
@@ -538,6 +539,15 @@ Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id
   gen::CacheStageOptions cso;
   cso.thread_budget = !exact;
   cso.huge_pages = huge_pages;
+  // The cases E's layout choice moves layers to, so that E reads their own cold readings
+  // (analyzer layout_choice_cases; docs/ANALYZER.md, "The layout choice").
+  if (auto costs = analyzer::load_costs(db, system_id, !exact); costs.ok()) {
+    for (const auto& m : l.models)
+      for (auto& c : analyzer::layout_choice_cases(m, *costs, "f32")) cso.also.insert(std::move(c));
+  } else {
+    std::fprintf(stderr, "      cache states: S's cases only (the layout choice's could not be read: %s)\n",
+                 costs.error().message.c_str());
+  }
   FL_ASSIGN_OR_RETURN(const auto cs,
                       gen::time_cache_states(db, l.plan, l.backends, system_id, DType::kF32, cso));
   std::vector<std::string> states;

@@ -1054,6 +1054,7 @@ int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable
   for (auto& c : b.layers) {
     c.e_case.clear();
     c.e_case_us = 0;
+    c.e_case_id = c.e_case_system_id = c.e_case_threads = 0;
   }
   if (costs.passed.empty()) return 0;
   std::unordered_map<int, const mp::Layer*> layer_at;
@@ -1170,11 +1171,27 @@ int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable
     Choice& ch = choices[i];
     take(ch, kept[i]);
     if (ch.taken == 0) continue;
-    ch.layer->e_case = ch.cases[ch.taken]->name;
-    ch.layer->e_case_us = ch.cases[ch.taken]->us;
+    const CaseTime& taken = *ch.cases[ch.taken];
+    ch.layer->e_case = taken.name;
+    ch.layer->e_case_us = taken.us;
+    ch.layer->e_case_id = taken.case_id;
+    ch.layer->e_case_system_id = taken.system_id;
+    ch.layer->e_case_threads = taken.threads;
     ++moved;
   }
   return moved;
+}
+
+std::vector<std::pair<std::string, int>> layout_choice_cases(const mp::ModelIR& model, const CostTable& costs,
+                                                             const std::string& dtype) {
+  ModelBounds b;
+  b.dtype = dtype;
+  b.layers = layer_costs(model, costs, dtype, /*in_graph_order=*/true);
+  std::vector<std::pair<std::string, int>> out;
+  if (choose_layouts(b, model, costs) == 0) return out;
+  for (const auto& c : b.layers)
+    if (!c.e_case.empty()) out.emplace_back(c.e_case, static_cast<int>(c.e_case_threads));
+  return out;
 }
 
 namespace {
@@ -1208,6 +1225,9 @@ void estimate_E(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs
     c.e_us = e.e_us;
     c.e_case = e.e_case;
     c.e_case_us = e.e_case_us;
+    c.e_case_id = e.e_case_id;
+    c.e_case_system_id = e.e_case_system_id;
+    c.e_case_threads = e.e_case_threads;
     c.e_conversion_us = e.e_conversion_us;
     c.in_layout = e.in_layout;
     c.out_layout = e.out_layout;
@@ -1232,40 +1252,46 @@ void estimate_E_on(ModelBounds& b, const mp::ModelIR& model, const CostTable& co
   const double m = memory_share(model, costs.private_cache_bytes);
   b.E_memory_share = m;
   const auto traffic = activation_traffic(model, b.layers, costs.private_cache_bytes);
+  // The cold mix of a case's single calls as a pass makes them (µs): (1 − m) × its lowest call
+  // with its weights from the last-level cache + m × from memory, + the layer's output share × what
+  // the call from memory with its outputs evicted too costs over the one without; nullopt without
+  // the readings it needs.
+  auto cold_mix = [&](int64_t system_id, int64_t case_id, int index) -> std::optional<double> {
+    const auto it = costs.cache_times.find({system_id, case_id});
+    if (it == costs.cache_times.end()) return std::nullopt;
+    const auto llc = it->second.find("llc");
+    const auto mem = it->second.find("memory");
+    const bool need_llc = m < 1.0;
+    const bool need_mem = m > 0.0;
+    if ((need_llc && llc == it->second.end()) || (need_mem && mem == it->second.end())) return std::nullopt;
+    double cold = (need_llc ? (1 - m) * llc->second : 0) + (need_mem ? m * mem->second : 0);
+    // The output buffers: the share a pass finds beyond the private cache costs what the memory
+    // reading with the dst evicted too costs over the one without.
+    const auto dst = it->second.find("memory_dst");
+    const auto t = traffic.find(index);
+    if (dst != it->second.end() && mem != it->second.end() && t != traffic.end())
+      cold += t->second.output_share() * std::max(0.0, dst->second - mem->second);
+    return cold;
+  };
   double e = 0;
   for (auto& c : b.layers) {
     c.e_us.reset();
-    if (c.source == CostSource::kMeasured && c.case_us > 0) {
-      const auto it = costs.cache_times.find({c.case_system_id, c.case_id});
-      if (it != costs.cache_times.end()) {
-        const auto llc = it->second.find("llc");
-        const auto mem = it->second.find("memory");
-        const bool need_llc = m < 1.0;
-        const bool need_mem = m > 0.0;
-        if ((!need_llc || llc != it->second.end()) && (!need_mem || mem != it->second.end())) {
-          double cold = (need_llc ? (1 - m) * llc->second : 0) + (need_mem ? m * mem->second : 0);
-          // The output buffers: the share a pass finds beyond the private cache costs what the
-          // memory reading with the dst evicted too costs over the one without.
-          const auto dst = it->second.find("memory_dst");
-          const auto t = traffic.find(c.index);
-          if (dst != it->second.end() && mem != it->second.end() && t != traffic.end())
-            cold += t->second.output_share() * std::max(0.0, dst->second - mem->second);
-          // The cold single calls themselves, as a pass makes them. Until 2026-12-07 their ratio to
-          // the warm single calls: in a quiet stage those are within a few percent of t(v), and where
-          // they were not, the ratio divided a disturbed warm reading into the cold mix (resnet34's
-          // Winograd convolution 256x14x14: t(v) 388 µs, warm 983 in the sweep's stage, 372 again).
-          // Never below t(v), the bound: a cold mix under it is the host's noise.
-          c.e_us = c.us * std::max(1.0, cold / c.case_us);
-        }
-      }
-    }
+    if (c.source == CostSource::kMeasured && c.case_us > 0)
+      // The cold single calls themselves, as a pass makes them. Until 2026-12-07 their ratio to the
+      // warm single calls: in a quiet stage those are within a few percent of t(v), and where they
+      // were not, the ratio divided a disturbed warm reading into the cold mix (resnet34's Winograd
+      // convolution 256x14x14: t(v) 388 µs, warm 983 in the sweep's stage, 372 again). Never below
+      // t(v), the bound: a cold mix under it is the host's noise.
+      if (const auto cold = cold_mix(c.case_system_id, c.case_id, c.index))
+        c.e_us = c.us * std::max(1.0, *cold / c.case_us);
     b.E_layers += c.e_us ? 1 : 0;
     e += c.e_us.value_or(c.us);
   }
   if (b.E_layers == 0) return;
   // The replay's layout-aware choice, followed (before the floor below, which then applies to the
-  // case it takes): a layer it moves to another case takes that case's
-  // time alone in the cache state the pass leaves it, as its own case's readings scale it.
+  // case it takes): a layer it moves to another case takes that case's cold mix where the cache
+  // stage timed it (layout_choice_cases), else that case's time alone as its own case's readings
+  // scale it.
   b.E_alternatives = choose_layouts(b, model, costs);
   for (auto& c : b.layers) {
     if (c.e_case.empty()) continue;
@@ -1275,7 +1301,9 @@ void estimate_E_on(ModelBounds& b, const mp::ModelIR& model, const CostTable& co
         chain += a.us;
         chain_e += a.e_us.value_or(a.us);
       }
-    const double delta = (c.e_case_us - chain) * (chain > 0 ? chain_e / chain : 1.0);
+    const auto own = cold_mix(c.e_case_system_id, c.e_case_id, c.index);
+    const double delta = own ? std::max(c.e_case_us, *own) - chain_e
+                             : (c.e_case_us - chain) * (chain > 0 ? chain_e / chain : 1.0);
     b.E_layers += c.e_us ? 0 : 1;
     c.e_us = c.e_us.value_or(c.us) + delta;
     e += delta;

@@ -286,6 +286,15 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
     if (seen.emplace(c.spec.name, c.threads).second) todo.push_back(&c);
   for (const auto& [key, c] : fused)
     if (seen.emplace(c.spec.name, c.threads).second) todo.push_back(&c);
+  // The cases E's layout choice runs layers on (CacheStageOptions::also), found among the passed ones.
+  CaseAlternatives passed;
+  if (!options.also.empty()) {
+    FL_ASSIGN_OR_RETURN(passed, passed_cases(db, system_id, plan, dtype, options.thread_budget));
+    for (const auto& [key, cases] : passed)
+      for (const auto& c : cases)
+        if (options.also.count({c.spec.name, c.threads}) && seen.emplace(c.spec.name, c.threads).second)
+          todo.push_back(&c);
+  }
   // One backend and thread count after another: its pool is set up once and parked once.
   std::stable_sort(todo.begin(), todo.end(), [](const ChosenCase* a, const ChosenCase* b) {
     return std::tie(a->spec.variant.backend, a->threads) < std::tie(b->spec.variant.backend, b->threads);

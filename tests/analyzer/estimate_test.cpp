@@ -539,5 +539,74 @@ chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8
   }
 }
 
+// A layer E's layout choice moves to another case reads that case's own cold readings where the
+// cache stage timed it (layout_choice_cases names it for the stage), else its time alone scaled by
+// its own case's readings. Until 2026-12-07 always the latter: mobilenet_v2's 1x1 expansion 16 ->
+// 96 at 112x112 moved from `jit_1x1` (204.6 µs, 242 in E) to `brgconv_1x1`, whose write into a cold
+// 4.8 MB output the replay read at 402 µs in the graph.
+TEST(Estimate, AMovedLayerReadsItsOwnCasesColdReadings) {
+  auto models = mp::process_model_text(R"onnx(
+<ir_version: 8, opset_import: ["" : 17]>
+chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8,8] y) {
+  a = Conv (x, w1)
+  b = Conv (a, w2)
+  y = Sigmoid (b)
+}
+)onnx",
+                                       "chain.onnx", {});
+  ASSERT_TRUE(models.ok()) << models.error().message;
+  const mp::ModelIR& m = models->front();
+  const mp::Layer *a = nullptr, *b = nullptr, *y = nullptr;
+  for (const auto& l : m.layers) (l.output_names.at(0) == "a" ? a : l.output_names.at(0) == "b" ? b : y) = &l;
+  ASSERT_TRUE(a && b && y);
+  auto time = [](int64_t id, const std::string& algorithm, double us, const std::string& layout = "") {
+    CaseTime t;
+    t.us = us;
+    t.case_id = id;
+    t.id.backend = "onednn";
+    t.id.algorithm = algorithm;
+    t.id.layout = layout;
+    t.name = algorithm + "/" + layout;
+    t.system_id = 1;
+    t.threads = 1;
+    return t;
+  };
+  CostTable costs;
+  costs.system_id = 1;
+  // A private cache that holds the whole model: m = 0 and no activation is cold, so a case's cold
+  // mix is its reading from the last-level cache.
+  costs.private_cache_bytes = int64_t{1} << 30;
+  costs.best[{a->key, "f32", "fp32", ""}] = time(1, "jit:blocked", 10);
+  costs.best[{b->key, "f32", "fp32", ""}] = time(3, "gemm", 10);
+  costs.best[{y->key, "f32", "fp32", ""}] = time(4, "eltwise", 5);
+  costs.passed[{a->key, "f32", "fp32", ""}] = {time(1, "jit:blocked", 10), time(2, "gemm", 12)};
+  costs.conversions[{a->key, "f32", "fp32", CaseFeeds{"jit:blocked", ""}}] = {
+      time(10, "reorder", 3, "src:abcd>aBcd8b"), time(11, "reorder", 4, "dst:abcd>aBcd8b")};
+  costs.cache_times[{1, 1}] = {{"warm", 10}, {"llc", 15}, {"memory", 20}};
+  costs.cache_times[{1, 3}] = {{"warm", 10}, {"llc", 10}, {"memory", 10}};
+  costs.cache_times[{1, 4}] = {{"warm", 5}, {"llc", 5}, {"memory", 5}};
+  // What the cache stage is asked to time besides S's cases: a's move to the plain case.
+  EXPECT_EQ(layout_choice_cases(m, costs, "f32"), (std::vector<std::pair<std::string, int>>{{"gemm/", 1}}));
+  auto e_of_a = [&] {
+    ModelBounds bounds;
+    bounds.dtype = "f32";
+    bounds.layers = layer_costs(m, costs, "f32");
+    estimate_E(bounds, m, costs);
+    EXPECT_EQ(bounds.E_alternatives, 1);
+    const LayerCost& conv_a = *std::find_if(bounds.layers.begin(), bounds.layers.end(),
+                                            [&](const LayerCost& c) { return c.index == a->index; });
+    EXPECT_EQ(conv_a.e_case, "gemm/");
+    EXPECT_EQ(conv_a.e_case_id, 2);
+    return conv_a.e_us.value_or(0);
+  };
+  // Without the moved case's readings: its 12 µs × a's own 15 / 10.
+  EXPECT_DOUBLE_EQ(e_of_a(), 18);
+  // With them: its own cold mix, never below its time alone.
+  costs.cache_times[{1, 2}] = {{"warm", 12}, {"llc", 30}, {"memory", 40}};
+  EXPECT_DOUBLE_EQ(e_of_a(), 30);
+  costs.cache_times[{1, 2}] = {{"warm", 12}, {"llc", 11}, {"memory", 11}};
+  EXPECT_DOUBLE_EQ(e_of_a(), 12);
+}
+
 }  // namespace
 }  // namespace floorline::analyzer

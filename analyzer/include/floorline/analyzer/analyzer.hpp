@@ -294,9 +294,12 @@ struct LayerCost {
   // The layout conversions estimate_E charges at this layer's inputs (µs; part of E, not of e_us).
   double e_conversion_us = 0;
   // The case E runs the layer (or its fused chain) on where its layout choice (choose_layouts) took
-  // another than t(v)'s, and that case's time alone (µs); "" and 0 elsewhere.
+  // another than t(v)'s, and that case's time alone (µs); "" and 0 elsewhere. Its cases.id, the
+  // system it was measured on and that system's thread count (CaseTime): its cache states' readings
+  // are looked up by them (estimate_E), and the cache stage times them (layout_choice_cases).
   std::string e_case;
   double e_case_us = 0;
+  int64_t e_case_id = 0, e_case_system_id = 0, e_case_threads = 0;
 };
 
 // A fusable chain and what fusing it would save (measured, or folded for Conv+BatchNormalization).

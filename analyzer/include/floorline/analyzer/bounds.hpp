@@ -133,6 +133,13 @@ class ConversionWalk {
 // sets e_case and e_case_us where that is not t(v)'s; returns how many layers moved.
 int64_t choose_layouts(ModelBounds& b, const mp::ModelIR& model, const CostTable& costs);
 
+// The cases E's layout choice runs `model`'s layers on in place of t(v)'s (choose_layouts on the
+// layers as the replay runs them, layer_costs in graph order), as (case name, thread count) pairs:
+// what the cache stage times besides S's cases (generator CacheStageOptions::also), so that E
+// reads a moved layer's own cold readings. Needs no cache times; empty where nothing moves.
+std::vector<std::pair<std::string, int>> layout_choice_cases(const mp::ModelIR& model, const CostTable& costs,
+                                                             const std::string& dtype);
+
 // A layer's activation traffic in a pass over its model beyond a cache of `cache_bytes` (the
 // private cache, CostTable::private_cache_bytes), bytes.
 struct ActivationTraffic {
@@ -169,7 +176,8 @@ std::unordered_map<int, ActivationTraffic> activation_traffic(const mp::ModelIR&
 // time alone (LayerCost::case_us; t(v) itself but for an activation in its producer's epilogue):
 // the single calls a pass makes, never below the bound's t(v). A layer without the times it needs
 // counts t(v). A layer the layout choice (choose_layouts) moves to another case takes that case's
-// time alone × its own e(v) / t(v) (E_alternatives counts them). To Σ e(v) it adds the layout
+// own readings as above where the cache stage timed it (layout_choice_cases), else its time alone ×
+// its own e(v) / t(v) (E_alternatives counts them). To Σ e(v) it adds the layout
 // conversions the chosen cases need
 // between layers (each layer's in_layout and out_layout and their conversion cases' times: a walk
 // of the graph keeping each value's layout as the replay does; E_conversions, E_conversions_us and

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -175,10 +176,14 @@ struct CacheStageOptions {
   // (kernels/buffer.hpp; RunOptions::huge_pages): a case read from memory on 4 KiB pages streams
   // at about half the speed in a virtual machine whose host backs it so.
   bool huge_pages = true;
+  // Cases to time besides S's, as (case name, thread count): those E's layout choice runs layers on
+  // (analyzer layout_choice_cases), so that E reads their own cold readings. A name no passed case
+  // of the thread budget has is left out.
+  std::set<std::pair<std::string, int>> also;
 };
 
 struct CacheStageSummary {
-  int64_t cases = 0;         // best cases of the models' configurations (and fused variants)
+  int64_t cases = 0;         // best cases of the models' configurations (and fused variants), and `also`'s
   int64_t timed = 0;         // timed now, in every state
   int64_t present = 0;       // already had a row for every state
   int64_t failed = 0;        // could not be built or run (their reasons in `errors`, the first few)
