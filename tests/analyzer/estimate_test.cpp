@@ -423,14 +423,13 @@ g (float[1,8,4,4] x, float[16,8,1,1] w, float[8,8,1,1] v) => (float[1,24,4,4] y)
   EXPECT_DOUBLE_EQ(b.E_conversions_us, 0);
 }
 
-// The replay's layout-aware choice, followed: x → Conv a (8 → 8 channels) → Conv b (8 → 16) →
-// Sigmoid. a's best case (10 µs)
-// reads and writes aBcd8b, with conversion cases of 3 µs in and 4 µs out; its plain alternative
-// takes 12 µs. b and the Sigmoid are plain, so a's blocked output costs 4 µs of conversion at b:
-// 14 µs against the alternative's 12, which the choice takes. An alternative of 16 µs is beyond
-// kLayoutSlack × 10: a keeps its case and b pays the conversion.
-TEST(Estimate, ALayerRunsOnTheCaseWhoseLayoutsCostThePassLeast) {
-  auto models = mp::process_model_text(R"onnx(
+// The layout-choice tests' model: x → Conv a (8 → 8 channels) → Conv b (8 → 16) → Sigmoid y.
+struct ConvChain {
+  std::vector<mp::ModelIR> models;
+  const mp::Layer *a = nullptr, *b = nullptr, *y = nullptr;
+  std::string error;
+  ConvChain() {
+    auto parsed = mp::process_model_text(R"onnx(
 <ir_version: 8, opset_import: ["" : 17]>
 chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8,8] y) {
   a = Conv (x, w1)
@@ -438,32 +437,55 @@ chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8
   y = Sigmoid (b)
 }
 )onnx",
-                                       "chain.onnx", {});
-  ASSERT_TRUE(models.ok()) << models.error().message;
-  const mp::ModelIR& m = models->front();
-  const mp::Layer *a = nullptr, *b = nullptr, *y = nullptr;
-  for (const auto& l : m.layers) (l.output_names.at(0) == "a" ? a : l.output_names.at(0) == "b" ? b : y) = &l;
-  ASSERT_TRUE(a && b && y);
-  auto time = [](int64_t id, const std::string& algorithm, double us, const std::string& layout = "") {
-    CaseTime t;
-    t.us = us;
-    t.case_id = id;
-    t.id.backend = "onednn";
-    t.id.algorithm = algorithm;
-    t.id.layout = layout;
-    t.name = algorithm + "/" + layout;
-    t.system_id = 1;
-    return t;
-  };
+                                         "chain.onnx", {});
+    if (!parsed.ok()) {
+      error = parsed.error().message;
+      return;
+    }
+    models = std::move(*parsed);
+    for (const auto& l : models.front().layers)
+      (l.output_names.at(0) == "a" ? a : l.output_names.at(0) == "b" ? b : y) = &l;
+    if (!a || !b || !y) error = "the chain's layers a, b and y not found";
+  }
+  ConvChain(const ConvChain&) = delete;  // a, b and y point into `models`
+  ConvChain& operator=(const ConvChain&) = delete;
+};
+
+// A oneDNN case of system 1 at one thread, named "algorithm/layout".
+CaseTime onednn_time(int64_t id, const std::string& algorithm, double us, const std::string& layout = "") {
+  CaseTime t;
+  t.us = us;
+  t.case_id = id;
+  t.id.backend = "onednn";
+  t.id.algorithm = algorithm;
+  t.id.layout = layout;
+  t.name = algorithm + "/" + layout;
+  t.system_id = 1;
+  t.threads = 1;
+  return t;
+}
+
+// The replay's layout-aware choice, followed: x → Conv a (8 → 8 channels) → Conv b (8 → 16) →
+// Sigmoid. a's best case (10 µs)
+// reads and writes aBcd8b, with conversion cases of 3 µs in and 4 µs out; its plain alternative
+// takes 12 µs. b and the Sigmoid are plain, so a's blocked output costs 4 µs of conversion at b:
+// 14 µs against the alternative's 12, which the choice takes. An alternative of 16 µs is beyond
+// kLayoutSlack × 10: a keeps its case and b pays the conversion.
+TEST(Estimate, ALayerRunsOnTheCaseWhoseLayoutsCostThePassLeast) {
+  const ConvChain chain;
+  ASSERT_TRUE(chain.error.empty()) << chain.error;
+  const mp::ModelIR& m = chain.models.front();
+  const mp::Layer *a = chain.a, *b = chain.b, *y = chain.y;
   auto costs_with = [&](double plain_us) {
     CostTable costs;
     costs.system_id = 1;
-    costs.best[{a->key, "f32", "fp32", ""}] = time(1, "jit:blocked", 10);
-    costs.best[{b->key, "f32", "fp32", ""}] = time(3, "gemm", 10);
-    costs.best[{y->key, "f32", "fp32", ""}] = time(4, "eltwise", 5);
-    costs.passed[{a->key, "f32", "fp32", ""}] = {time(1, "jit:blocked", 10), time(2, "gemm", plain_us)};
+    costs.best[{a->key, "f32", "fp32", ""}] = onednn_time(1, "jit:blocked", 10);
+    costs.best[{b->key, "f32", "fp32", ""}] = onednn_time(3, "gemm", 10);
+    costs.best[{y->key, "f32", "fp32", ""}] = onednn_time(4, "eltwise", 5);
+    costs.passed[{a->key, "f32", "fp32", ""}] = {onednn_time(1, "jit:blocked", 10),
+                                                 onednn_time(2, "gemm", plain_us)};
     costs.conversions[{a->key, "f32", "fp32", CaseFeeds{"jit:blocked", ""}}] = {
-        time(10, "reorder", 3, "src:abcd>aBcd8b"), time(11, "reorder", 4, "dst:abcd>aBcd8b")};
+        onednn_time(10, "reorder", 3, "src:abcd>aBcd8b"), onednn_time(11, "reorder", 4, "dst:abcd>aBcd8b")};
     return costs;
   };
   {
@@ -488,9 +510,9 @@ chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8
     // An XNNPACK case: its conversions are "src:nchw>nhwc" and "dst:nhwc>nchw", and its layouts
     // NHWC both ways, spelled as oneDNN's channels-last ("acdb": the replay's ports call both so).
     CostTable costs = costs_with(12);
-    costs.best[{a->key, "f32", "fp32", ""}] = time(5, "convolution2d_nhwc_f32", 9, "nhwc");
+    costs.best[{a->key, "f32", "fp32", ""}] = onednn_time(5, "convolution2d_nhwc_f32", 9, "nhwc");
     costs.conversions[{a->key, "f32", "fp32", CaseFeeds{"", "nhwc"}}] = {
-        time(12, "transpose", 2, "src:nchw>nhwc"), time(13, "transpose", 2.5, "dst:nhwc>nchw")};
+        onednn_time(12, "transpose", 2, "src:nchw>nhwc"), onednn_time(13, "transpose", 2.5, "dst:nhwc>nchw")};
     const auto layers = layer_costs(m, costs, "f32");
     const LayerCost& conv_a =
         *std::find_if(layers.begin(), layers.end(), [&](const LayerCost& c) { return c.index == a->index; });
@@ -517,7 +539,7 @@ chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8
     // case's output was charged a conversion the replay does not run (squeezenet1_1 at batch 1: 24
     // µs of E's conversions, none in its replay).
     CostTable costs = costs_with(12);
-    CaseTime other = time(6, "jit:other", 9);
+    CaseTime other = onednn_time(6, "jit:other", 9);
     other.formats = "src:aBcd8b wei:ABcd8b8a dst:aBcd8b";
     costs.best[{a->key, "f32", "fp32", ""}] = other;
     auto layers = layer_costs(m, costs, "f32");
@@ -545,43 +567,21 @@ chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8
 // 96 at 112x112 moved from `jit_1x1` (204.6 µs, 242 in E) to `brgconv_1x1`, whose write into a cold
 // 4.8 MB output the replay read at 402 µs in the graph.
 TEST(Estimate, AMovedLayerReadsItsOwnCasesColdReadings) {
-  auto models = mp::process_model_text(R"onnx(
-<ir_version: 8, opset_import: ["" : 17]>
-chain (float[1,8,8,8] x, float[8,8,1,1] w1, float[16,8,1,1] w2) => (float[1,16,8,8] y) {
-  a = Conv (x, w1)
-  b = Conv (a, w2)
-  y = Sigmoid (b)
-}
-)onnx",
-                                       "chain.onnx", {});
-  ASSERT_TRUE(models.ok()) << models.error().message;
-  const mp::ModelIR& m = models->front();
-  const mp::Layer *a = nullptr, *b = nullptr, *y = nullptr;
-  for (const auto& l : m.layers) (l.output_names.at(0) == "a" ? a : l.output_names.at(0) == "b" ? b : y) = &l;
-  ASSERT_TRUE(a && b && y);
-  auto time = [](int64_t id, const std::string& algorithm, double us, const std::string& layout = "") {
-    CaseTime t;
-    t.us = us;
-    t.case_id = id;
-    t.id.backend = "onednn";
-    t.id.algorithm = algorithm;
-    t.id.layout = layout;
-    t.name = algorithm + "/" + layout;
-    t.system_id = 1;
-    t.threads = 1;
-    return t;
-  };
+  const ConvChain chain;
+  ASSERT_TRUE(chain.error.empty()) << chain.error;
+  const mp::ModelIR& m = chain.models.front();
+  const mp::Layer *a = chain.a, *b = chain.b, *y = chain.y;
   CostTable costs;
   costs.system_id = 1;
   // A private cache that holds the whole model: m = 0 and no activation is cold, so a case's cold
   // mix is its reading from the last-level cache.
   costs.private_cache_bytes = int64_t{1} << 30;
-  costs.best[{a->key, "f32", "fp32", ""}] = time(1, "jit:blocked", 10);
-  costs.best[{b->key, "f32", "fp32", ""}] = time(3, "gemm", 10);
-  costs.best[{y->key, "f32", "fp32", ""}] = time(4, "eltwise", 5);
-  costs.passed[{a->key, "f32", "fp32", ""}] = {time(1, "jit:blocked", 10), time(2, "gemm", 12)};
+  costs.best[{a->key, "f32", "fp32", ""}] = onednn_time(1, "jit:blocked", 10);
+  costs.best[{b->key, "f32", "fp32", ""}] = onednn_time(3, "gemm", 10);
+  costs.best[{y->key, "f32", "fp32", ""}] = onednn_time(4, "eltwise", 5);
+  costs.passed[{a->key, "f32", "fp32", ""}] = {onednn_time(1, "jit:blocked", 10), onednn_time(2, "gemm", 12)};
   costs.conversions[{a->key, "f32", "fp32", CaseFeeds{"jit:blocked", ""}}] = {
-      time(10, "reorder", 3, "src:abcd>aBcd8b"), time(11, "reorder", 4, "dst:abcd>aBcd8b")};
+      onednn_time(10, "reorder", 3, "src:abcd>aBcd8b"), onednn_time(11, "reorder", 4, "dst:abcd>aBcd8b")};
   costs.cache_times[{1, 1}] = {{"warm", 10}, {"llc", 15}, {"memory", 20}};
   costs.cache_times[{1, 3}] = {{"warm", 10}, {"llc", 10}, {"memory", 10}};
   costs.cache_times[{1, 4}] = {{"warm", 5}, {"llc", 5}, {"memory", 5}};
