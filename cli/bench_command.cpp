@@ -553,7 +553,10 @@ Status run_cache_stage(benchdb::Database& db, const Loaded& l, int64_t system_id
   std::vector<std::string> states;
   for (const auto st : cso.states) {
     states.emplace_back(gen::cache_state_name(st));
-    if (st == gen::CacheState::kMemory) states.emplace_back("memory with the output evicted too");
+    if (st == gen::CacheState::kMemory) {
+      states.emplace_back("memory with the output evicted too");
+      states.emplace_back(fmt::format("memory among dirty lines ({} calls)", gen::kDirtySamples));
+    }
   }
   std::fprintf(
       stderr,

@@ -195,15 +195,17 @@ void prefer_own_host(std::vector<Row>& rows) {
 }
 
 // The cache states' times of `system_id`'s cases (schema 10) into t.cache_times, the memory state's
-// reading with the dst evicted too (schema 11) as "memory_dst"; for t's own system, the L2 of the
+// reading with the dst evicted too (schema 11) as "memory_dst", among dirty lines (schema 12) as
+// "memory_dirty"; for t's own system, the L2 of the
 // cores its cases ran on (half an "llc" flush) into t.private_cache_bytes, and on a device (a GPU,
 // whose L2 is its last level and whose "llc" state flushes nothing) its L2, half a "memory" flush
 // (generator/cache_state.hpp, time_on_device).
 Status load_cache_times(benchdb::Database& db, int64_t system_id, CostTable& t) {
   const std::string dst = db.schema_version() >= 11 ? "dst_memory_min_us" : "NULL";
-  return db.for_each(fmt::format("SELECT case_id, state, min_us, flush_bytes, {} FROM cache_times WHERE "
+  const std::string dirty = db.schema_version() >= 12 ? "dirty_memory_min_us" : "NULL";
+  return db.for_each(fmt::format("SELECT case_id, state, min_us, flush_bytes, {}, {} FROM cache_times WHERE "
                                  "system_id = ?1",
-                                 dst),
+                                 dst, dirty),
                      {system_id},
                      [&](const std::vector<std::string>&, const std::vector<benchdb::SqlValue>& v) {
                        const std::string state = std::get<std::string>(v[1]);
@@ -211,6 +213,8 @@ Status load_cache_times(benchdb::Database& db, int64_t system_id, CostTable& t) 
                        states[state] = std::get<double>(v[2]);
                        if (state == "memory" && std::holds_alternative<double>(v[4]))
                          states["memory_dst"] = std::get<double>(v[4]);
+                       if (state == "memory" && std::holds_alternative<double>(v[5]))
+                         states["memory_dirty"] = std::get<double>(v[5]);
                        const bool device = t.device_kind == "gpu";
                        if (state == (device ? "memory" : "llc") && system_id == t.system_id)
                          t.private_cache_bytes = std::max(t.private_cache_bytes, std::get<int64_t>(v[3]) / 2);

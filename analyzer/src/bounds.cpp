@@ -1253,9 +1253,9 @@ void estimate_E_on(ModelBounds& b, const mp::ModelIR& model, const CostTable& co
   b.E_memory_share = m;
   const auto traffic = activation_traffic(model, b.layers, costs.private_cache_bytes);
   // The cold mix of a case's single calls as a pass makes them (µs): (1 − m) × its lowest call
-  // with its weights from the last-level cache + m × from memory, + the layer's output share × what
-  // the call from memory with its outputs evicted too costs over the one without; nullopt without
-  // the readings it needs.
+  // with its weights from the last-level cache + m × from memory among dirty lines, + the layer's output
+  // share × what the call from memory with its outputs evicted too costs over the one without; nullopt
+  // without the readings it needs.
   auto cold_mix = [&](int64_t system_id, int64_t case_id, int index) -> std::optional<double> {
     const auto it = costs.cache_times.find({system_id, case_id});
     if (it == costs.cache_times.end()) return std::nullopt;
@@ -1264,7 +1264,12 @@ void estimate_E_on(ModelBounds& b, const mp::ModelIR& model, const CostTable& co
     const bool need_llc = m < 1.0;
     const bool need_mem = m > 0.0;
     if ((need_llc && llc == it->second.end()) || (need_mem && mem == it->second.end())) return std::nullopt;
-    double cold = (need_llc ? (1 - m) * llc->second : 0) + (need_mem ? m * mem->second : 0);
+    // From memory, among dirty lines ("memory_dirty"): a pass writes its activations, and the
+    // lines its layers bring in evict written ones (docs/ANALYZER.md, "The estimate E"); the
+    // memory reading with the caches clean where that one is missing (a database of schema 11).
+    const auto dirty = it->second.find("memory_dirty");
+    const double from_memory = !need_mem ? 0 : dirty != it->second.end() ? dirty->second : mem->second;
+    double cold = (need_llc ? (1 - m) * llc->second : 0) + m * from_memory;
     // The output buffers: the share a pass finds beyond the private cache costs what the memory
     // reading with the dst evicted too costs over the one without.
     const auto dst = it->second.find("memory_dst");

@@ -665,10 +665,14 @@ Status Database::upsert_cache_time(const CacheTimeRow& row) {
       "min_us = excluded.min_us, samples = excluded.samples, flush_bytes = excluded.flush_bytes, "
       "measured_at = excluded.measured_at, dst_memory_min_us = CASE WHEN excluded.measured_at = "
       "cache_times.measured_at THEN coalesce(excluded.dst_memory_min_us, cache_times.dst_memory_min_us) ELSE "
-      "excluded.dst_memory_min_us END WHERE "
+      "excluded.dst_memory_min_us END, dirty_memory_min_us = CASE WHEN excluded.measured_at = "
+      "cache_times.measured_at THEN coalesce(excluded.dirty_memory_min_us, cache_times.dirty_memory_min_us) "
+      "ELSE excluded.dirty_memory_min_us END WHERE "
       "excluded.measured_at > cache_times.measured_at OR (excluded.measured_at = cache_times.measured_at AND "
-      "(excluded.min_us, excluded.median_us, excluded.dst_memory_min_us) IS NOT "
-      "(cache_times.min_us, cache_times.median_us, cache_times.dst_memory_min_us))");
+      "(excluded.min_us, excluded.median_us, excluded.dst_memory_min_us, excluded.dirty_memory_min_us) IS "
+      "NOT "
+      "(cache_times.min_us, cache_times.median_us, cache_times.dst_memory_min_us, "
+      "cache_times.dirty_memory_min_us))");
   FL_ASSIGN_OR_RETURN(sql::Cached s, impl_->conn.cached(ins));
   FL_TRY(impl_->bind_all(*s, row_values(cache_times_table(), row)));
   return s->run();

@@ -380,6 +380,7 @@ const TableDef<CacheTimeRow>& cache_times_table() {
         col("flush_bytes", &R::flush_bytes, "", 10),
         col("measured_at", &R::measured_at, "", 10),
         col("dst_memory_min_us", &R::dst_memory_min_us, "CHECK (dst_memory_min_us > 0)", 11),
+        col("dirty_memory_min_us", &R::dirty_memory_min_us, "CHECK (dirty_memory_min_us > 0)", 12),
     };
     d.constraints = {"UNIQUE (system_id, case_id, state)"};
     return d;

@@ -1,5 +1,6 @@
 #include "floorline/generator/cache_state.hpp"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -73,6 +74,28 @@ CacheFlusher::CacheFlusher(CacheState state, int threads, const CacheSizes& size
   lines_ = static_cast<size_t>(flush_bytes(state, threads_, sizes) / kLine);
   buffer_ = std::make_unique<unsigned char[]>(std::max<size_t>(1, lines_) * kLine);
   std::fill_n(buffer_.get(), lines_ * kLine, static_cast<unsigned char>(0));  // pages mapped now
+}
+
+CacheFlusher::~CacheFlusher() {
+  std::free(dirty_);
+}
+
+int64_t dirty_fill_bytes(const CacheSizes& sizes) {
+  return std::min<int64_t>(2 * sizes.llc, int64_t{64} << 20);
+}
+
+void CacheFlusher::dirty() {
+  if (!dirty_) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    const auto bytes = static_cast<size_t>(dirty_fill_bytes());
+    const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+    dirty_ = static_cast<unsigned char*>(std::aligned_alloc(kHuge, rounded));
+    if (!dirty_) throw std::bad_alloc();
+    (void)::madvise(dirty_, rounded, MADV_HUGEPAGE);  // a hint: 4 KiB pages where it is refused
+    dirty_lines_ = bytes / kLine;
+  }
+  ++generation_;
+  for (size_t i = 0; i < dirty_lines_; ++i) dirty_[i * kLine] = generation_;
 }
 
 void CacheFlusher::flush() {
@@ -155,7 +178,7 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
   // A fresh build's first calls fault in pages and set things up.
   const double per_call = kernels::warm_up(kernel, 0.01);
   const int n = std::max(1, per_call >= long_call ? std::min(samples, long_samples) : samples);
-  std::vector<std::vector<double>> us(flushers.size()), dst_us(flushers.size());
+  std::vector<std::vector<double>> us(flushers.size()), dst_us(flushers.size()), dirty_us(flushers.size());
   std::vector<CacheTiming> out(flushers.size());
   unsigned sink = 0;
   for (size_t f = 0; f < flushers.size(); ++f) {
@@ -189,7 +212,23 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
       flusher.flush();
       for (const auto& p : warm) sink += touch(p.data, p.bytes);
     };
+    auto touch_warm = [&] {
+      for (const auto& p : warm) sink += touch(p.data, p.bytes);
+    };
     for (int i = 0; i < n; ++i) {
+      if (flusher.state() == CacheState::kMemory && i < kDirtySamples)
+        // Among dirty lines: the fill, then the activation inputs and the output buffers read back
+        // (where the call before left them, as in the memory reading) and the weights evicted (or
+        // the flush first where they cannot be: the fill alone may leave them in a larger cache).
+        dirty_us[f].push_back(take([&] {
+          if (!targeted) flusher.flush();
+          flusher.dirty();
+          touch_warm();
+          if (targeted) {
+            for (const auto& p : outputs) sink += touch(p.data, p.bytes);
+            evict_weights();
+          }
+        }));
       if (targeted) {
         us[f].push_back(take(evict_weights));
         // The same with the output buffers evicted too: a pass's pooled output buffer was last
@@ -220,8 +259,10 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
     // From memory: the dst evicted too where it was (a targeted call with output ports), else the
     // memory reading itself (a flush of 2 × the LLC leaves the output buffer in memory already; a
     // case without output ports keeps its buffer where the call before left it).
-    if (t.state == CacheState::kMemory)
+    if (t.state == CacheState::kMemory) {
       t.dst_min_us = dst_us[f].empty() ? t.min_us : *std::min_element(dst_us[f].begin(), dst_us[f].end());
+      if (!dirty_us[f].empty()) t.dirty_min_us = *std::min_element(dirty_us[f].begin(), dirty_us[f].end());
+    }
   }
   return out;
 }
@@ -324,12 +365,14 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
     if (id.rows.empty()) continue;
     const int64_t case_id = std::get<int64_t>(id.rows[0][0]);
     if (!options.force) {
-      // Every state, and from memory the dst reading too (a row of schema 10 has none).
+      // Every state, and from memory the dst reading too (a row of schema 10 has none), and on the
+      // CPU the dirty one (none before schema 12; a device has none).
       FL_ASSIGN_OR_RETURN(
           const auto have,
-          db.query("SELECT count(DISTINCT state), count(*) FILTER (WHERE state = 'memory' AND "
-                   "dst_memory_min_us IS NULL) FROM cache_times WHERE system_id = ?1 AND "
-                   "case_id = ?2",
+          db.query(fmt::format("SELECT count(DISTINCT state), count(*) FILTER (WHERE state = 'memory' AND "
+                               "(dst_memory_min_us IS NULL{})) FROM cache_times WHERE system_id = ?1 AND "
+                               "case_id = ?2",
+                               device ? "" : " OR dirty_memory_min_us IS NULL"),
                    {sys->second, case_id}));
       if (std::get<int64_t>(have.rows[0][0]) >= static_cast<int64_t>(options.states.size()) &&
           std::get<int64_t>(have.rows[0][1]) == 0) {
@@ -373,7 +416,8 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
         }
       }
       for (const CacheTiming& t : timings) {
-        if (!(t.min_us > 0) || (t.dst_min_us && !(*t.dst_min_us > 0)))
+        if (!(t.min_us > 0) || (t.dst_min_us && !(*t.dst_min_us > 0)) ||
+            (t.dirty_min_us && !(*t.dirty_min_us > 0)))
           throw std::runtime_error("a call timed at 0 µs");
         benchdb::CacheTimeRow row;
         row.system_id = sys->second;
@@ -384,6 +428,7 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
         row.samples = t.samples;
         row.flush_bytes = t.flush_bytes;
         row.dst_memory_min_us = t.dst_min_us;
+        row.dirty_memory_min_us = t.dirty_min_us;
         row.measured_at = benchdb::utc_now();
         FL_TRY(db.upsert_cache_time(row));
         sum.retaken += t.retaken;

@@ -218,6 +218,34 @@ TEST(Estimate, TheShareOfAnOutputBeyondThePrivateCacheCostsWhatItsDstFromMemoryD
   EXPECT_DOUBLE_EQ(*t.layer(lower, "Relu").e_us, 15);
 }
 
+// From memory among dirty lines (schema 12): a pass writes its activations, and its weights come
+// into caches full of written lines. Where the stage took that reading, it is the weights' time from
+// memory: Relu's 20 µs (16 with the caches clean) makes its mix 0.25·12 + 0.75·20 = 18, and with its
+// dst reading 24 it gains 0.5 × (24 − 16), the output's term still against the clean reading.
+// Sigmoid without one keeps its clean 30.
+TEST(Estimate, WeightsFromMemoryReadAmongDirtyLinesWhereTheStageTookThatReading) {
+  EstimateDb t;
+  const int64_t one = t.timed_chain();
+  t.cached_chain(one);
+  t.cache(one, "Relu", "memory", 16, 16384, std::nullopt, 20);
+  CostTable costs = value(load_costs(*t.db, one));
+  costs.memory_bandwidth.clear();
+  const auto b = analyze_model(t.model, costs);
+  EXPECT_DOUBLE_EQ(b.E_memory_share, 0.75);
+  EXPECT_DOUBLE_EQ(*t.layer(b, "Relu").e_us, 18);
+  EXPECT_DOUBLE_EQ(*t.layer(b, "Sigmoid").e_us, 28);
+  EXPECT_DOUBLE_EQ(*b.E, 18 + 28 + 40);
+  t.cache(one, "Relu", "memory", 16, 16384, 24, 20);
+  costs = value(load_costs(*t.db, one));
+  costs.memory_bandwidth.clear();
+  EXPECT_DOUBLE_EQ(*t.layer(analyze_model(t.model, costs), "Relu").e_us, 18 + 4);
+  // All in the last-level cache (an L2 that holds the pass): the dirty reading plays no part.
+  ModelBounds held = b;
+  costs.private_cache_bytes = 32768;
+  estimate_E(held, t.model, costs);
+  EXPECT_DOUBLE_EQ(*held.E, 12 + 22 + 40);
+}
+
 // The footprint counts every parameter once and the largest layer's activations: the Conv's weights
 // and bias (8x4x3x3 and 8 floats: 1,184 bytes), and the Relu's input and output (2 x 2,048 bytes),
 // more than the Conv's (1x4x8x8 and 1x8x8x8 floats: 3,072 bytes).

@@ -107,9 +107,10 @@ struct RecordedDb {
   }
   // The time of `op`'s default case on `system` in a cache state ("memory", "llc"), with the bytes
   // its flush wrote (benchdb cache_times).
-  // `dst_us`: (memory) the reading with the output buffer evicted too.
+  // `dst_us`: (memory) the reading with the output buffer evicted too; `dirty_us`: (memory) among
+  // dirty lines.
   void cache(int64_t system, const std::string& op, const std::string& state, double us, int64_t flush_bytes,
-             std::optional<double> dst_us = std::nullopt) {
+             std::optional<double> dst_us = std::nullopt, std::optional<double> dirty_us = std::nullopt) {
     auto q = value(db->query(
         "SELECT c.id FROM cases c JOIN layer_configs lc ON lc.id = c.config_id WHERE lc.key = ?1 AND "
         "c.algorithm = 'eltwise:jit'",
@@ -123,6 +124,7 @@ struct RecordedDb {
     row.samples = 5;
     row.flush_bytes = flush_bytes;
     row.dst_memory_min_us = dst_us;
+    row.dirty_memory_min_us = dirty_us;
     row.measured_at = "2026-11-28T00:00:00Z";
     check(db->upsert_cache_time(row));
   }

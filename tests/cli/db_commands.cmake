@@ -14,8 +14,8 @@ endif()
 run(0 ${FLOORLINE} db info ${DB} --format json)
 string(JSON models GET "${out}" counts 0 models)
 string(JSON version GET "${out}" schema_version)
-if(NOT models EQUAL 2 OR NOT version EQUAL 11)
-  message(FATAL_ERROR "db info: expected 2 models at schema 11:\n${out}")
+if(NOT models EQUAL 2 OR NOT version EQUAL 12)
+  message(FATAL_ERROR "db info: expected 2 models at schema 12:\n${out}")
 endif()
 
 # A file written by schema 3 (tests/fixtures/README.md) is upgraded by `db migrate` (db info, a
@@ -23,7 +23,7 @@ endif()
 # latency apart.
 file(COPY ${SOURCE_DIR}/tests/fixtures/schema_v3.db DESTINATION ${WORK_DIR})
 run(0 ${FLOORLINE} db migrate ${WORK_DIR}/schema_v3.db)
-if(NOT out MATCHES "upgraded from schema 3 to 11")
+if(NOT out MATCHES "upgraded from schema 3 to 12")
   message(FATAL_ERROR "db migrate on the schema-3 fixture:\n${out}")
 endif()
 run(0 ${FLOORLINE} db info ${WORK_DIR}/schema_v3.db --format json)
@@ -31,7 +31,7 @@ string(JSON version GET "${out}" schema_version)
 string(JSON replays GET "${out}" counts 0 replays)
 string(JSON frameworks GET "${out}" counts 0 framework_latencies)
 string(JSON libraries GET "${out}" systems 0 libraries)
-if(NOT version EQUAL 11 OR NOT replays EQUAL 1 OR NOT frameworks EQUAL 1
+if(NOT version EQUAL 12 OR NOT replays EQUAL 1 OR NOT frameworks EQUAL 1
    OR NOT libraries MATCHES "\"onednn\":\"2\.")
   message(FATAL_ERROR "db info on the schema-3 fixture:\n${out}")
 endif()

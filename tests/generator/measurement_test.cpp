@@ -282,6 +282,13 @@ TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame
   EXPECT_GT(cold.min_us, 1.15 * warm) << "warm " << warm << " µs, from memory " << cold.min_us << " µs";
   EXPECT_GT(cold.min_us, 1.15 * one.min_us) << "single warm calls " << one.min_us << " µs";
   EXPECT_GT(cold.min_us, from_llc.min_us) << "from the LLC " << from_llc.min_us << " µs";
+  // Among dirty lines: kDirtySamples calls of the memory state, none in the others.
+  EXPECT_FALSE(one.dirty_min_us.has_value());
+  EXPECT_FALSE(from_llc.dirty_min_us.has_value());
+  ASSERT_TRUE(cold.dirty_min_us.has_value());
+  std::printf("from memory among dirty lines (a write of %.0f MiB first): %.1f µs\n",
+              static_cast<double>(dirty_fill_bytes()) / (1 << 20), *cold.dirty_min_us);
+  EXPECT_GT(*cold.dirty_min_us, 1.15 * one.min_us) << "single warm calls " << one.min_us << " µs";
   // A call of long_call or more (here 1 ns: this one) gets long_samples calls per state.
   const auto long_call = time_in_cache_states(**kernel, c->spec.problem, {&single, &memory}, 9, 1e-9, 2);
   ASSERT_EQ(long_call.size(), 2u);
@@ -290,6 +297,12 @@ TEST(CacheState, WeightsBeyondL2AreSlowerFromMemoryThanWarmAndTheResultIsTheSame
   EXPECT_EQ(cold.samples, 9);  // the 0.03 s default: this call is shorter
   const Status v = (*kernel)->verify();
   EXPECT_TRUE(v.ok()) << (v.ok() ? "" : v.error().message);
+}
+
+TEST(CacheState, TheDirtyFillIsTwiceTheLastLevelCacheAtMost64MiB) {
+  EXPECT_EQ(dirty_fill_bytes({int64_t{1} << 20, int64_t{8} << 20}), int64_t{16} << 20);
+  EXPECT_EQ(dirty_fill_bytes({int64_t{1} << 20, int64_t{32} << 20}), int64_t{64} << 20);
+  EXPECT_EQ(dirty_fill_bytes({int64_t{1} << 20, int64_t{508} << 20}), int64_t{64} << 20);  // a VM's report
 }
 
 // A device backend's cases (time_on_device), where no GPU is at hand: oneDNN's linear layer behind a
@@ -528,6 +541,11 @@ TEST(CacheState, TheStageStoresEachBestCaseInEveryStateOnceAndResumes) {
     EXPECT_EQ(scalar(*db, "SELECT count(*) FROM cache_times WHERE dst_memory_min_us > 0"), 1);
     EXPECT_EQ(
         scalar(*db, "SELECT count(*) FROM cache_times WHERE state = 'memory' AND dst_memory_min_us > 0"), 1);
+    // From memory, the reading among dirty lines too (schema 12); the other states have none.
+    EXPECT_EQ(
+        scalar(*db, "SELECT count(*) FROM cache_times WHERE state = 'memory' AND dirty_memory_min_us > 0"),
+        1);
+    EXPECT_EQ(scalar(*db, "SELECT count(*) FROM cache_times WHERE dirty_memory_min_us IS NOT NULL"), 1);
     auto again = time_cache_states(*db, plan, backends, run->system_id, DType::kF32, o);
     ASSERT_TRUE(again.ok()) << again.error().message;
     EXPECT_EQ(again->present, 1);
@@ -539,6 +557,13 @@ TEST(CacheState, TheStageStoresEachBestCaseInEveryStateOnceAndResumes) {
     EXPECT_EQ(older->present, 0);
     EXPECT_EQ(older->timed, 1);
     EXPECT_EQ(scalar(*db, "SELECT count(*) FROM cache_times WHERE dst_memory_min_us > 0"), 1);
+    // Nor a row of schema 11 a reading among dirty lines.
+    ASSERT_TRUE(db->query("UPDATE cache_times SET dirty_memory_min_us = NULL").ok());
+    auto eleven = time_cache_states(*db, plan, backends, run->system_id, DType::kF32, o);
+    ASSERT_TRUE(eleven.ok()) << eleven.error().message;
+    EXPECT_EQ(eleven->present, 0);
+    EXPECT_EQ(eleven->timed, 1);
+    EXPECT_EQ(scalar(*db, "SELECT count(*) FROM cache_times WHERE dirty_memory_min_us > 0"), 1);
   }
   std::filesystem::remove_all(dir);
 }

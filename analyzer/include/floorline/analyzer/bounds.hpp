@@ -168,7 +168,8 @@ std::unordered_map<int, ActivationTraffic> activation_traffic(const mp::ModelIR&
 
 // E, the composed estimate of a pass over the model's graph (docs/ANALYZER.md, "The estimate E"):
 // per layer, e(v) = t(v) × max(1, c / t_case), with c = (1 − m) × the lowest single call of the
-// case t(v) is taken from with its weights from the last-level cache + m × from memory
+// case t(v) is taken from with its weights from the last-level cache + m × from memory (the
+// reading among dirty lines, "memory_dirty", where the stage took it; else the clean one)
 // (costs.cache_times), m = memory_share(model, costs.private_cache_bytes), + o × what the call from
 // memory with the output buffers evicted too costs over the one without ("memory_dst" − "memory",
 // at least 0; none without that reading), o = activation_traffic's output share of the layer,

@@ -55,7 +55,16 @@ int64_t flush_bytes(CacheState state, int threads, const CacheSizes& sizes);
 class CacheFlusher {
  public:
   CacheFlusher(CacheState state, int threads, const CacheSizes& sizes = cache_sizes());
+  ~CacheFlusher();
+  CacheFlusher(const CacheFlusher&) = delete;
+  CacheFlusher& operator=(const CacheFlusher&) = delete;
   void flush();
+  // Writes one byte per 64-byte line of a buffer of dirty_fill_bytes (from this thread, on
+  // transparent huge pages where the system allows them, so that the write leaves the TLB as the
+  // case's own pages left it): the caches are left full of dirty lines, and every line the next
+  // call brings in evicts one that must be written back to memory first, as in a pass whose layers
+  // write their activations (the memory state's dirty reading, CacheTiming::dirty_min_us).
+  void dirty();
   int64_t bytes() const { return static_cast<int64_t>(lines_) * kLine; }
   CacheState state() const { return state_; }
   int threads() const { return threads_; }  // the case's thread count
@@ -66,8 +75,16 @@ class CacheFlusher {
   int threads_;
   size_t lines_;
   std::unique_ptr<unsigned char[]> buffer_;
-  unsigned sink_ = 0;  // the sum of what the reads saw, so that they stay
+  unsigned char* dirty_ = nullptr;  // dirty(): allocated at its first call
+  size_t dirty_lines_ = 0;
+  unsigned char generation_ = 0;  // what dirty() writes: a new value each time
+  unsigned sink_ = 0;             // the sum of what the reads saw, so that they stay
 };
+
+// The bytes CacheFlusher::dirty() writes: 2 × the last-level cache, at most 64 MiB (a core's share
+// of a server's L3 is its chiplet's, 32 MiB on the EPYCs measured, while a VM may report the
+// host's whole L3: 508 MiB on one of them).
+int64_t dirty_fill_bytes(const CacheSizes& sizes = cache_sizes());
 
 // Reads one byte per 64-byte line of [data, data + bytes): brings the range into this core's
 // caches (the activation inputs, after a flush). Returns their sum, so that the reads stay.
@@ -87,6 +104,9 @@ struct CacheTiming {
   // memory only: the lowest of as many calls again with the output buffers (dst) evicted as well
   // (µs); where the weights were not evicted alone, or the kernel shows no output port, min_us.
   std::optional<double> dst_min_us;
+  // memory only: the lowest of as many calls again with the caches full of dirty lines
+  // (CacheFlusher::dirty) before the weights are evicted (µs); none on a device.
+  std::optional<double> dirty_min_us;
 };
 
 // The process's involuntary context switches so far (getrusage RUSAGE_SELF, ru_nivcsw: every thread
@@ -99,6 +119,10 @@ double run_delay_us();
 
 // Calls taken again per sample at most (time_in_cache_states).
 inline constexpr int kMaxRetakes = 3;
+// The memory state's calls among dirty lines (time_in_cache_states): at most this many of its
+// samples, as the 64 MiB written before each is most of what they cost (on the zoo at batch 1 on
+// the Zen 4 VM, five of them added 72 s to a 135 s stage).
+inline constexpr int kDirtySamples = 3;
 
 // Times `kernel`, built for `problem`, in each of `flushers`' states in turn, `samples` calls each
 // (`long_samples` where the warm-up's lowest call took long_call seconds or more: a long call's
@@ -117,7 +141,14 @@ inline constexpr int kMaxRetakes = 3;
 //    that the weights and the output buffer come from beyond the flushed level (a pass's pooled
 //    output buffers were last touched layers before) and the inputs from where the step before
 //    left them.
-// Then one timed call (Kernel::timed_run). In the memory state with the weights evicted alone, each
+// Then one timed call (Kernel::timed_run). In the memory state the first kDirtySamples calls are each
+// preceded by one with the caches made full of dirty lines first (CacheFlusher::dirty; then the
+// activation inputs and the output buffers read back, where the call before left them in the memory
+// reading, and the weights evicted; for a kernel without a port for every weight, the flush, the
+// fill, the inputs read back; CacheTiming::dirty_min_us): a pass
+// writes its activations, and a line brought into a cache full of written ones costs a write-back
+// (mobilenet_v2's layers in the replay ran 20-80 µs over the clean reading; E takes the dirty
+// reading as the weights' time from memory, docs/ANALYZER.md). With the weights evicted alone, each
 // call is followed by one more with the weights and the output buffers (Kernel::port(true, k))
 // evicted (CacheTiming::dst_min_us): the dst from memory too, as a pass's pooled output buffer, last
 // touched layers back, is (the replay's "cold output": mobilenet_v2's 1x1 expansion 16 -> 96 at
