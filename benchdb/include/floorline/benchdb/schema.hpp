@@ -53,8 +53,8 @@ namespace floorline::benchdb {
 //      composed estimate E reads them)
 //  11  cache_times.dst_memory_min_us (from memory, the output buffer evicted too: E charges it for
 //      the share of a layer's output a pass finds beyond the private cache)
-//  12  cache_times.dirty_memory_min_us (from memory with the caches full of dirty lines: E weighs
-//      it by the share of a pass's evictions that write back)
+//  12  cache_times.dirty_memory_min_us (from memory with the caches full of dirty lines: E's
+//      reading from memory where the row has it)
 inline constexpr int kSchemaVersion = 12;
 // PRAGMA application_id of a Floorline database ("FLRL"): tells our files from other SQLite files.
 inline constexpr int32_t kApplicationId = 0x464c524c;
@@ -345,10 +345,11 @@ struct CacheTimeRow {
   // as well as the weights (µs); the memory reading itself where the procedure leaves the output in
   // memory already or the case shows no output buffer. NULL in the other states and in rows of v10.
   std::optional<double> dst_memory_min_us;
-  // (v12) "memory" only: the lowest of as many single calls with the weights from memory and the
-  // caches full of dirty lines (a write over 2 × the last-level cache, at most 64 MiB, before each:
-  // every line the call brings in evicts one to be written back, as in a pass that writes its
-  // activations; generator/cache_state.hpp) (µs). NULL in the other states and in older rows.
+  // (v12) "memory" only: the lowest of 3 single calls (kDirtySamples) with the weights from memory
+  // and the caches full of dirty lines (a write over 2 × the last-level cache, at most 64 MiB,
+  // before each: every line the call brings in evicts one to be written back, as in a pass that
+  // writes its activations; generator/cache_state.hpp) (µs). NULL in the other states and in older
+  // rows.
   std::optional<double> dirty_memory_min_us;
 };
 

@@ -104,8 +104,8 @@ struct CacheTiming {
   // memory only: the lowest of as many calls again with the output buffers (dst) evicted as well
   // (µs); where the weights were not evicted alone, or the kernel shows no output port, min_us.
   std::optional<double> dst_min_us;
-  // memory only: the lowest of as many calls again with the caches full of dirty lines
-  // (CacheFlusher::dirty) before the weights are evicted (µs); none on a device.
+  // memory only: the lowest of kDirtySamples more calls, each made with the caches full of dirty
+  // lines (CacheFlusher::dirty) before the weights are evicted (µs); none on a device.
   std::optional<double> dirty_min_us;
 };
 
