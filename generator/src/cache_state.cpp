@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -154,7 +155,7 @@ bool evict(const void* data, int64_t bytes) {
 
 std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const kernels::Problem& problem,
                                               const std::vector<CacheFlusher*>& flushers, int samples,
-                                              double long_call, int long_samples) {
+                                              double long_call, int long_samples, const Hold& hold) {
   // The weights' buffers as run() reads them, and the activation inputs, which the step before has
   // just written.
   std::vector<kernels::Port> weights, warm;
@@ -191,7 +192,10 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
     auto take = [&](auto&& prepare) {
       double call_us = 0;
       for (int attempt = 0;; ++attempt) {
-        prepare();
+        if (hold)
+          hold(prepare);  // the workers busy beside it, spinning for the call after
+        else
+          prepare();
         const long switches = involuntary_switches();
         const double delay = run_delay_us();
         const double us_now = kernel.timed_run() * 1e6;
@@ -397,11 +401,19 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
       std::vector<CacheFlusher*> fs;
       if (!device)
         for (const CacheState s : options.states) fs.push_back(&flusher(s, c->threads));
+      // At several threads, each preparation with the pool's workers held busy (time_in_cache_states).
+      const Backend* backend = current;
+      const int threads = c->threads;
+      Hold hold;
+      if (threads > 1)
+        hold = [backend, threads](const std::function<void()>& work) {
+          backend->hold_threads(threads, work);
+        };
       auto time_case = [&] {
         return device ? time_on_device(**kernel, **be, options.states, options.samples, options.long_call,
                                        options.long_samples)
                       : time_in_cache_states(**kernel, c->spec.problem, fs, options.samples,
-                                             options.long_call, options.long_samples);
+                                             options.long_call, options.long_samples, hold);
       };
       auto timings = time_case();
       if (disturbed(timings, c->us)) {

@@ -1,13 +1,16 @@
 // The measurement method (measurement.hpp): interleaving order, per-case statistics on real
 // repetitions, the sentinel's slowdown detection, and the runner re-measuring a slowed period.
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -474,6 +477,84 @@ TEST(CacheState, ACallDuringWhichAnotherTaskRanIsTakenAgain) {
   EXPECT_GE(t[0].samples, 2);  // 5, or long_samples where a call takes 30 ms or more
   EXPECT_GT(t[0].retaken, 0) << "lowest " << t[0].min_us << " µs, alone " << alone << " µs";
   EXPECT_LT(t[0].min_us, 1.5 * alone) << "retaken " << t[0].retaken;
+}
+
+// The threads of this process, other than the calling one, that are runnable now (state R in
+// /proc/self/task/*/stat): a spinning worker is, a sleeping one (S) is not.
+int other_runnable_threads() {
+  int n = 0;
+  const std::string self = std::to_string(::gettid());
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    if (task.path().filename() == self) continue;
+    std::FILE* f = std::fopen((task.path() / "stat").c_str(), "r");
+    if (!f) continue;
+    char line[512] = {};
+    const size_t got = std::fread(line, 1, sizeof line - 1, f);
+    std::fclose(f);
+    const std::string text(line, got);
+    const size_t paren = text.rfind(')');  // the name may hold spaces; the state follows ") "
+    if (paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'R') ++n;
+  }
+  return n;
+}
+
+// At several threads each preparation of the cache stage runs with the pool's workers held busy
+// (Backend::hold_threads), so that the call after it finds them spinning on their cores as in a
+// pass, not asleep after a flush or a 64 MiB write (at batch 8 on 2 threads oneDNN's Relu on
+// 8x120x28x28 read 40 µs warm and 219 among dirty lines before). oneDNN's pool: the work runs once,
+// on the calling thread, with another thread runnable beside it; without the hold, after an idle
+// wait longer than the workers spin, none is. And time_in_cache_states passes every preparation of
+// every timed call through `hold`.
+TEST(CacheState, AtSeveralThreadsEachPreparationRunsWithThePoolsWorkersHeldBusy) {
+  const LinearCase linear(linear_model(64));
+  ASSERT_NE(linear.c, nullptr) << linear.error;
+  const Backend* onednn = linear.onednn;
+  onednn->set_threads(2);
+  auto kernel = onednn->factory()(linear.c->spec);
+  ASSERT_TRUE(kernel.ok()) << kernel.error().message;
+  (*kernel)->run();  // the pool's team made
+  auto runnable_while = [](auto&& run) {
+    int most = 0;
+    run([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+      while (std::chrono::steady_clock::now() < until) most = std::max(most, other_runnable_threads());
+    });
+    return most;
+  };
+  // Idle long enough for libgomp's workers to stop spinning (GOMP_SPINCOUNT: about 0.1 ms).
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // (Unless the environment keeps them spinning for ever.)
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin = std::getenv("GOMP_SPINCOUNT");
+  if (!(policy && std::string(policy) == "active") && !(spin && std::string(spin) == "infinite")) {
+    EXPECT_EQ(runnable_while([](auto&& work) { work(); }), 0) << "a worker spun through 50 ms idle";
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  int calls = 0;
+  const auto caller = std::this_thread::get_id();
+  bool on_caller = false;
+  EXPECT_GE(runnable_while([&](auto&& work) {
+              onednn->hold_threads(2, [&] {
+                ++calls;
+                on_caller = std::this_thread::get_id() == caller;
+                work();
+              });
+            }),
+            1);
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(on_caller);
+
+  CacheFlusher warm(CacheState::kWarm, 2), llc(CacheState::kLlc, 2);
+  int held = 0;
+  const Hold count = [&](const std::function<void()>& work) {
+    ++held;
+    onednn->hold_threads(2, work);
+  };
+  const auto t = time_in_cache_states(**kernel, linear.c->spec.problem, {&warm, &llc}, 5, 0.03, 2, count);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(held, t[0].samples + t[0].retaken + t[1].samples + t[1].retaken);
+  onednn->set_threads(1);
 }
 
 // A case's readings with its warm single call far above its bench time were taken in a disturbed

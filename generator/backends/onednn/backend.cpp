@@ -66,6 +66,9 @@ class OnednnBackend final : public Backend {
   void flush_denormals(bool flush, int threads) const override {
     kernels::flush_onednn_denormals(flush, threads);
   }
+  void hold_threads(int threads, const std::function<void()>& work) const override {
+    kernels::hold_onednn_threads(threads, work);
+  }
   std::string generated_header() const override { return "floorline/kernels/onednn.hpp"; }
   std::string generated_register_function() const override {
     return "floorline::kernels::register_onednn_case";

@@ -386,6 +386,9 @@ int floorline_threads() {
 void flush_floorline_denormals(bool flush, int threads) {
   omp_flush_denormals(flush, threads);
 }
+void hold_floorline_threads(int threads, const std::function<void()>& work) {
+  omp_hold(threads, work);
+}
 
 namespace floorline_detail {
 

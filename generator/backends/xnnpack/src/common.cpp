@@ -401,6 +401,9 @@ int64_t xnnpack_openmp_pool_calls() {
   return -1;
 }
 void flush_xnnpack_denormals(bool, int) {}
+void hold_xnnpack_threads(int, const std::function<void()>& work) {
+  work();
+}
 #endif
 
 Status xnnpack_initialize() {

@@ -170,6 +170,9 @@ int64_t xnnpack_openmp_pool_calls() {
 void flush_xnnpack_denormals(bool flush, int threads) {
   omp_flush_denormals(flush, threads);
 }
+void hold_xnnpack_threads(int threads, const std::function<void()>& work) {
+  omp_hold(threads, work);
+}
 
 }  // namespace floorline::kernels
 

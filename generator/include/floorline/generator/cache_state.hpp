@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -124,6 +125,9 @@ inline constexpr int kMaxRetakes = 3;
 // the Zen 4 VM, five of them added 72 s to a 135 s stage).
 inline constexpr int kDirtySamples = 3;
 
+// Runs a preparation of the cache stage (time_in_cache_states' `hold`).
+using Hold = std::function<void(const std::function<void()>& work)>;
+
 // Times `kernel`, built for `problem`, in each of `flushers`' states in turn, `samples` calls each
 // (`long_samples` where the warm-up's lowest call took long_call seconds or more: a long call's
 // calls agree, and a cache state changes it by a small share), after a warm-up (kernels::warm_up, 10 ms): all
@@ -161,10 +165,20 @@ inline constexpr int kDirtySamples = 3;
 // readings taken while another process ran were whole 4 ms scheduler ticks above their neighbours
 // (bert_base_encoder's MatMul 8x128x768 · 768x3072, medians of five: 23.7 ms warm, 39.7 from
 // memory; its fused variant in a quiet minute 19.7 and 20.2), and E counted them as cold weights.
+// `hold`, where given, runs each preparation (Backend::hold_threads: the kernel's library holds its
+// workers busy beside it, and they spin for the timed call after it). A preparation takes longer
+// than an idle OpenMP worker spins (a flush, the write over 64 MiB; GOMP_SPINCOUNT, about 0.1 ms),
+// and a call at several threads then found its workers asleep, their cores idle (on a VM, given to
+// other tenants), which neither the bench's loop nor a pass does: at batch 8 on 2 threads on the
+// 2-core EPYC, oneDNN's Relu on 8x120x28x28 read 40.1 µs warm, 43.9 from memory and 218.6 among
+// dirty lines, and E was 1.5-2.5 x S on the mobile nets, 9-31% over their replays. Waking the
+// workers just before the call (an empty parallel region) changed nothing; with them never asleep
+// (GOMP_SPINCOUNT=infinite), 7 of 10 models within 5% of the replay.
 // One timing per flusher, in their order. Exceptions from the kernel propagate.
 std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const kernels::Problem& problem,
                                               const std::vector<CacheFlusher*>& flushers, int samples,
-                                              double long_call = 0.03, int long_samples = 2);
+                                              double long_call = 0.03, int long_samples = 2,
+                                              const Hold& hold = {});
 
 // The same for a case of a device backend (a GPU), whose caches the CPU's flush does not reach:
 // `samples` calls per state (long_samples as above) after the same warm-up, with the backend's

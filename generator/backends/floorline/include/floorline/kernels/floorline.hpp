@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -89,5 +90,7 @@ void set_winograd_chunk_bytes(int64_t bytes);
 int64_t winograd_chunk_bytes();
 // Denormals flushed to zero on the kernels' OpenMP threads (omp_flush_denormals), or restored.
 void flush_floorline_denormals(bool flush, int threads);
+// Runs `work` with the library's OpenMP workers held busy beside it (omp_hold).
+void hold_floorline_threads(int threads, const std::function<void()>& work);
 
 }  // namespace floorline::kernels

@@ -11,6 +11,7 @@
 // kernels run them, in the floorline backend (floorline/kernels/floorline.hpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,5 +74,7 @@ void set_onednn_threads(int threads);
 int onednn_threads();
 // Denormals flushed to zero on oneDNN's OpenMP threads (omp_flush_denormals), or restored.
 void flush_onednn_denormals(bool flush, int threads);
+// Runs `work` with the library's OpenMP workers held busy beside it (omp_hold).
+void hold_onednn_threads(int threads, const std::function<void()>& work);
 
 }  // namespace floorline::kernels

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,5 +80,8 @@ void park_xnnpack_threads();
 // Denormals flushed to zero on the threads XNNPACK's loops run on (omp_flush_denormals) where that is
 // the OpenMP pool, or restored; nothing with pthreadpool's own threads.
 void flush_xnnpack_denormals(bool flush, int threads);
+// Runs `work` with the library's OpenMP workers held busy beside it (omp_hold); `work` alone with
+// pthreadpool's own threads.
+void hold_xnnpack_threads(int threads, const std::function<void()>& work);
 
 }  // namespace floorline::kernels
