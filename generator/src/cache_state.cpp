@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -81,11 +82,24 @@ CacheFlusher::~CacheFlusher() {
   std::free(dirty_);
 }
 
+std::pair<size_t, size_t> thread_share(size_t lines, int i, int n) {
+  const size_t parts = static_cast<size_t>(std::max(1, n));
+  // ceil(lines / n) each, the last ones shorter: with lines ≥ n none is empty only if the remainder
+  // is spread, so the first lines % n parts take one line more than the others.
+  const size_t base = lines / parts, extra = lines % parts, k = static_cast<size_t>(std::max(0, i));
+  const size_t first = k * base + std::min(k, extra);
+  return {std::min(lines, first), std::min(lines, first + base + (k < extra ? 1 : 0))};
+}
+
 int64_t dirty_fill_bytes(const CacheSizes& sizes) {
   return std::min<int64_t>(2 * sizes.llc, int64_t{64} << 20);
 }
 
 void CacheFlusher::dirty() {
+  dirty_part(0, 1, ++generation_);
+}
+
+void CacheFlusher::allocate_dirty() {
   if (!dirty_) {
     constexpr size_t kHuge = size_t{2} << 20;
     const auto bytes = static_cast<size_t>(dirty_fill_bytes());
@@ -95,8 +109,22 @@ void CacheFlusher::dirty() {
     (void)::madvise(dirty_, rounded, MADV_HUGEPAGE);  // a hint: 4 KiB pages where it is refused
     dirty_lines_ = bytes / kLine;
   }
-  ++generation_;
-  for (size_t i = 0; i < dirty_lines_; ++i) dirty_[i * kLine] = generation_;
+}
+
+unsigned char CacheFlusher::next_generation() {
+  allocate_dirty();
+  return ++generation_;
+}
+
+void CacheFlusher::dirty_part(int i, int n, unsigned char value) {
+  allocate_dirty();  // (a no-op after next_generation, which a team's caller makes first)
+  const auto [first, end] = thread_share(dirty_lines_, i, n);
+  for (size_t l = first; l < end; ++l) dirty_[l * kLine] = value;
+}
+
+unsigned CacheFlusher::flush_part(int i, int n) const {
+  const auto [first, end] = thread_share(lines_, i, n);
+  return touch(buffer_.get() + first * kLine, static_cast<int64_t>((end - first) * kLine));
 }
 
 void CacheFlusher::flush() {
@@ -155,7 +183,7 @@ bool evict(const void* data, int64_t bytes) {
 
 std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const kernels::Problem& problem,
                                               const std::vector<CacheFlusher*>& flushers, int samples,
-                                              double long_call, int long_samples, const Hold& hold) {
+                                              double long_call, int long_samples, const Team& team) {
   // The weights' buffers as run() reads them, and the activation inputs, which the step before has
   // just written.
   std::vector<kernels::Port> weights, warm;
@@ -181,7 +209,21 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
   const int n = std::max(1, per_call >= long_call ? std::min(samples, long_samples) : samples);
   std::vector<std::vector<double>> us(flushers.size()), dst_us(flushers.size()), dirty_us(flushers.size());
   std::vector<CacheTiming> out(flushers.size());
-  unsigned sink = 0;
+  std::atomic<unsigned> sink{0};
+  // Each phase of a preparation on the case's threads (`team`), else on this one.
+  auto run = [&team](const std::function<void(int, int)>& work) {
+    if (team)
+      team(work);
+    else
+      work(0, 1);
+  };
+  // Thread i of n's share of a buffer, by whole lines.
+  auto part = [](const kernels::Port& p, int i, int n) {
+    const auto [first, end] = thread_share(static_cast<size_t>((p.bytes + 63) / 64), i, n);
+    const int64_t lo = static_cast<int64_t>(first) * 64;
+    return std::pair{static_cast<const char*>(p.data) + lo,
+                     std::min(p.bytes, static_cast<int64_t>(end) * 64) - lo};
+  };
   for (size_t f = 0; f < flushers.size(); ++f) {
     CacheFlusher& flusher = *flushers[f];
     // From memory, where every weight has its port: those lines alone evicted, the rest as the
@@ -192,10 +234,7 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
     auto take = [&](auto&& prepare) {
       double call_us = 0;
       for (int attempt = 0;; ++attempt) {
-        if (hold)
-          hold(prepare);  // the workers busy beside it, spinning for the call after
-        else
-          prepare();
+        prepare();  // its last phase on the team: the workers spin for the call after it
         const long switches = involuntary_switches();
         const double delay = run_delay_us();
         const double us_now = kernel.timed_run() * 1e6;
@@ -209,15 +248,50 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
       }
       return call_us;
     };
+    // The phases, each thread its share (one thread: all of it; the flush then on the flusher's
+    // own threads where the case has several).
     auto evict_weights = [&] {
-      for (const auto& p : weights) evict(p.data, p.bytes);
+      run([&](int i, int n) {
+        for (const auto& p : weights) {
+          const auto [data, bytes] = part(p, i, n);
+          if (bytes > 0) evict(data, bytes);
+        }
+      });
     };
-    auto touch_warm = [&] {
-      for (const auto& p : warm) sink += touch(p.data, p.bytes);
+    auto evict_outputs = [&] {
+      run([&](int i, int n) {
+        for (const auto& p : outputs) {
+          const auto [data, bytes] = part(p, i, n);
+          if (bytes > 0) evict(data, bytes);
+        }
+      });
+    };
+    auto touch_ports = [&](const std::vector<kernels::Port>& ports) {
+      run([&](int i, int n) {
+        unsigned sum = 0;
+        for (const auto& p : ports) {
+          const auto [data, bytes] = part(p, i, n);
+          if (bytes > 0) sum += touch(data, bytes);
+        }
+        sink.fetch_add(sum, std::memory_order_relaxed);
+      });
+    };
+    auto touch_warm = [&] { touch_ports(warm); };
+    auto flush_only = [&] {
+      run([&](int i, int n) {
+        if (n == 1)
+          flusher.flush();
+        else
+          sink.fetch_add(flusher.flush_part(i, n), std::memory_order_relaxed);
+      });
     };
     auto flush = [&] {
-      flusher.flush();
+      flush_only();
       touch_warm();
+    };
+    auto fill_dirty = [&] {
+      const unsigned char value = flusher.next_generation();
+      run([&](int i, int n) { flusher.dirty_part(i, n, value); });
     };
     for (int i = 0; i < n; ++i) {
       if (flusher.state() == CacheState::kMemory && i < kDirtySamples)
@@ -225,11 +299,11 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
         // (where the call before left them, as in the memory reading) and the weights evicted (or
         // the flush first where they cannot be: the fill alone may leave them in a larger cache).
         dirty_us[f].push_back(take([&] {
-          if (!targeted) flusher.flush();
-          flusher.dirty();
+          if (!targeted) flush_only();
+          fill_dirty();
           touch_warm();
           if (targeted) {
-            for (const auto& p : outputs) sink += touch(p.data, p.bytes);
+            touch_ports(outputs);
             evict_weights();
           }
         }));
@@ -240,17 +314,20 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
         if (!outputs.empty())
           dst_us[f].push_back(take([&] {
             evict_weights();
-            for (const auto& p : outputs) evict(p.data, p.bytes);
+            evict_outputs();
           }));
       } else if (flusher.state() == CacheState::kWarm) {
-        us[f].push_back(take([] {}));
+        us[f].push_back(take([&] { run([](int, int) {}); }));  // the team woken alone
       } else {
         us[f].push_back(take(flush));
       }
     }
     out[f].targeted = targeted;
   }
-  *static_cast<volatile unsigned*>(&sink) = sink;
+  {
+    volatile unsigned kept = sink.load();
+    (void)kept;
+  }
   for (size_t f = 0; f < flushers.size(); ++f) {
     auto& v = us[f];
     std::sort(v.begin(), v.end());
@@ -401,19 +478,19 @@ Result<CacheStageSummary> time_cache_states(benchdb::Database& db, const Plan& p
       std::vector<CacheFlusher*> fs;
       if (!device)
         for (const CacheState s : options.states) fs.push_back(&flusher(s, c->threads));
-      // At several threads, each preparation with the pool's workers held busy (time_in_cache_states).
+      // At several threads, each preparation on the case's own pool (time_in_cache_states).
       const Backend* backend = current;
       const int threads = c->threads;
-      Hold hold;
+      Team team;
       if (threads > 1)
-        hold = [backend, threads](const std::function<void()>& work) {
-          backend->hold_threads(threads, work);
+        team = [backend, threads](const std::function<void(int, int)>& work) {
+          backend->on_threads(threads, work);
         };
       auto time_case = [&] {
         return device ? time_on_device(**kernel, **be, options.states, options.samples, options.long_call,
                                        options.long_samples)
                       : time_in_cache_states(**kernel, c->spec.problem, fs, options.samples,
-                                             options.long_call, options.long_samples, hold);
+                                             options.long_call, options.long_samples, team);
       };
       auto timings = time_case();
       if (disturbed(timings, c->us)) {

@@ -499,14 +499,15 @@ int other_runnable_threads() {
   return n;
 }
 
-// At several threads each preparation of the cache stage runs with the pool's workers held busy
-// (Backend::hold_threads), so that the call after it finds them spinning on their cores as in a
-// pass, not asleep after a flush or a 64 MiB write (at batch 8 on 2 threads oneDNN's Relu on
-// 8x120x28x28 read 40 µs warm and 219 among dirty lines before). oneDNN's pool: the work runs once,
-// on the calling thread, with another thread runnable beside it; without the hold, after an idle
-// wait longer than the workers spin, none is. And time_in_cache_states passes every preparation of
-// every timed call through `hold`.
-TEST(CacheState, AtSeveralThreadsEachPreparationRunsWithThePoolsWorkersHeldBusy) {
+// At several threads each preparation of the cache stage runs on the case's own pool
+// (Backend::on_threads), each thread its share, so that the call after it finds the workers spinning
+// on their cores and each core's part of the data in its own caches, as in a pass (at batch 8 on 2
+// threads oneDNN's Relu on 8x120x28x28 read 40 µs warm and 219 among dirty lines with one thread
+// preparing alone). oneDNN's pool: work(i, 2) runs once for i = 0 (the calling thread) and once for
+// i = 1 (another), the other runnable while the caller works; after an idle wait longer than the
+// workers spin, none is. And time_in_cache_states passes every phase of every preparation through
+// `team`: one per warm call (the team woken), two per flush (the flush, the inputs read back).
+TEST(CacheState, AtSeveralThreadsEachPreparationRunsOnTheCasesOwnThreads) {
   const LinearCase linear(linear_model(64));
   ASSERT_NE(linear.c, nullptr) << linear.error;
   const Backend* onednn = linear.onednn;
@@ -514,47 +515,74 @@ TEST(CacheState, AtSeveralThreadsEachPreparationRunsWithThePoolsWorkersHeldBusy)
   auto kernel = onednn->factory()(linear.c->spec);
   ASSERT_TRUE(kernel.ok()) << kernel.error().message;
   (*kernel)->run();  // the pool's team made
-  auto runnable_while = [](auto&& run) {
+  auto busy = [] {
     int most = 0;
-    run([&] {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
-      while (std::chrono::steady_clock::now() < until) most = std::max(most, other_runnable_threads());
-    });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+    while (std::chrono::steady_clock::now() < until) most = std::max(most, other_runnable_threads());
     return most;
   };
-  // Idle long enough for libgomp's workers to stop spinning (GOMP_SPINCOUNT: about 0.1 ms).
+  // Idle long enough for libgomp's workers to stop spinning (GOMP_SPINCOUNT: about 0.1 ms), unless
+  // the environment keeps them spinning for ever.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  // (Unless the environment keeps them spinning for ever.)
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin = std::getenv("GOMP_SPINCOUNT");
   if (!(policy && std::string(policy) == "active") && !(spin && std::string(spin) == "infinite")) {
-    EXPECT_EQ(runnable_while([](auto&& work) { work(); }), 0) << "a worker spun through 50 ms idle";
+    EXPECT_EQ(busy(), 0) << "a worker spun through 50 ms idle";
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  int calls = 0;
   const auto caller = std::this_thread::get_id();
-  bool on_caller = false;
-  EXPECT_GE(runnable_while([&](auto&& work) {
-              onednn->hold_threads(2, [&] {
-                ++calls;
-                on_caller = std::this_thread::get_id() == caller;
-                work();
-              });
-            }),
-            1);
-  EXPECT_EQ(calls, 1);
-  EXPECT_TRUE(on_caller);
+  std::atomic<int> calls{0}, seen{0};
+  std::atomic<bool> first_on_caller{false}, second_elsewhere{false}, two{true};
+  onednn->on_threads(2, [&](int i, int n) {
+    ++calls;
+    two = two && n == 2;
+    if (i == 0) {
+      first_on_caller = std::this_thread::get_id() == caller;
+      seen = busy();
+    } else {
+      second_elsewhere = std::this_thread::get_id() != caller;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(40);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+  });
+  EXPECT_EQ(calls.load(), 2);
+  EXPECT_TRUE(two.load());
+  EXPECT_TRUE(first_on_caller.load());
+  EXPECT_TRUE(second_elsewhere.load());
+  EXPECT_GE(seen.load(), 1) << "no other thread runnable while the caller worked";
 
   CacheFlusher warm(CacheState::kWarm, 2), llc(CacheState::kLlc, 2);
-  int held = 0;
-  const Hold count = [&](const std::function<void()>& work) {
-    ++held;
-    onednn->hold_threads(2, work);
+  int phases = 0;
+  const Team count = [&](const std::function<void(int, int)>& work) {
+    ++phases;
+    onednn->on_threads(2, work);
   };
   const auto t = time_in_cache_states(**kernel, linear.c->spec.problem, {&warm, &llc}, 5, 0.03, 2, count);
   ASSERT_EQ(t.size(), 2u);
-  EXPECT_EQ(held, t[0].samples + t[0].retaken + t[1].samples + t[1].retaken);
+  EXPECT_EQ(phases, (t[0].samples + t[0].retaken) + 2 * (t[1].samples + t[1].retaken));
   onednn->set_threads(1);
+}
+
+// The parts a case's threads prepare (the fill, the flush, each buffer read back or evicted): thread
+// i of n's share of a buffer's lines, contiguous, disjoint, together all of them, none empty
+// while there are lines enough.
+TEST(CacheState, TheThreadsSharesOfABufferAreDisjointAndCoverIt) {
+  for (const size_t lines : {size_t{0}, size_t{1}, size_t{5}, size_t{64}, size_t{1000003}}) {
+    for (const int n : {1, 2, 3, 7}) {
+      size_t next = 0;
+      for (int i = 0; i < n; ++i) {
+        const auto [first, end] = thread_share(lines, i, n);
+        EXPECT_EQ(first, next) << lines << " lines, part " << i << " of " << n;
+        EXPECT_LE(first, end);
+        if (lines >= static_cast<size_t>(n)) {
+          EXPECT_LT(first, end) << lines << " lines, part " << i << " of " << n;
+        }
+        next = end;
+      }
+      EXPECT_EQ(next, lines) << lines << " lines in " << n << " parts";
+    }
+  }
 }
 
 // A case's readings with its warm single call far above its bench time were taken in a disturbed

@@ -136,8 +136,8 @@ class FloorlineBackend final : public Backend {
   void flush_denormals(bool flush, int threads) const override {
     kernels::flush_floorline_denormals(flush, threads);
   }
-  void hold_threads(int threads, const std::function<void()>& work) const override {
-    kernels::hold_floorline_threads(threads, work);
+  void on_threads(int threads, const std::function<void(int, int)>& work) const override {
+    kernels::on_floorline_threads(threads, work);
   }
   std::string generated_header() const override { return "floorline/kernels/floorline.hpp"; }
   std::string generated_register_function() const override {

@@ -66,8 +66,8 @@ class OnednnBackend final : public Backend {
   void flush_denormals(bool flush, int threads) const override {
     kernels::flush_onednn_denormals(flush, threads);
   }
-  void hold_threads(int threads, const std::function<void()>& work) const override {
-    kernels::hold_onednn_threads(threads, work);
+  void on_threads(int threads, const std::function<void(int, int)>& work) const override {
+    kernels::on_onednn_threads(threads, work);
   }
   std::string generated_header() const override { return "floorline/kernels/onednn.hpp"; }
   std::string generated_register_function() const override {

@@ -42,8 +42,8 @@ class XnnpackBackend final : public Backend {
   void flush_denormals(bool flush, int threads) const override {
     kernels::flush_xnnpack_denormals(flush, threads);
   }
-  void hold_threads(int threads, const std::function<void()>& work) const override {
-    kernels::hold_xnnpack_threads(threads, work);
+  void on_threads(int threads, const std::function<void(int, int)>& work) const override {
+    kernels::on_xnnpack_threads(threads, work);
   }
   void park_threads() const override { kernels::park_xnnpack_threads(); }
   std::string generated_header() const override { return "floorline/kernels/xnnpack.hpp"; }

@@ -386,8 +386,8 @@ int floorline_threads() {
 void flush_floorline_denormals(bool flush, int threads) {
   omp_flush_denormals(flush, threads);
 }
-void hold_floorline_threads(int threads, const std::function<void()>& work) {
-  omp_hold(threads, work);
+void on_floorline_threads(int threads, const std::function<void(int, int)>& work) {
+  omp_team(threads, work);
 }
 
 namespace floorline_detail {

@@ -583,8 +583,8 @@ int onednn_threads() {
 void flush_onednn_denormals(bool flush, int threads) {
   omp_flush_denormals(flush, threads);
 }
-void hold_onednn_threads(int threads, const std::function<void()>& work) {
-  omp_hold(threads, work);
+void on_onednn_threads(int threads, const std::function<void(int, int)>& work) {
+  omp_team(threads, work);
 }
 
 }  // namespace floorline::kernels

@@ -401,8 +401,8 @@ int64_t xnnpack_openmp_pool_calls() {
   return -1;
 }
 void flush_xnnpack_denormals(bool, int) {}
-void hold_xnnpack_threads(int, const std::function<void()>& work) {
-  work();
+void on_xnnpack_threads(int, const std::function<void(int, int)>& work) {
+  work(0, 1);
 }
 #endif
 

@@ -170,8 +170,8 @@ int64_t xnnpack_openmp_pool_calls() {
 void flush_xnnpack_denormals(bool flush, int threads) {
   omp_flush_denormals(flush, threads);
 }
-void hold_xnnpack_threads(int threads, const std::function<void()>& work) {
-  omp_hold(threads, work);
+void on_xnnpack_threads(int threads, const std::function<void(int, int)>& work) {
+  omp_team(threads, work);
 }
 
 }  // namespace floorline::kernels

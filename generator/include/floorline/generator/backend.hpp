@@ -59,15 +59,16 @@ class Backend {
   // library whose workers stop spinning on their own within a bounded time: OpenMP with
   // GOMP_SPINCOUNT, OpenBLAS with OPENBLAS_THREAD_TIMEOUT, both set by the registry).
   virtual void park_threads() const {}
-  // Runs `work` (a preparation: no kernel calls) on the calling thread with the backend's workers
-  // of a pool of `threads` held busy beside it, so that a call made right after finds them spinning
-  // on cores that stayed theirs, as the steps of a pass do, not asleep after a preparation longer
-  // than their spin (the cache stage's flushes and writes; OpenMP's workers sleep after
-  // GOMP_SPINCOUNT, about 0.1 ms). Default: `work` alone (one thread, a GPU, or a library whose
-  // threads cannot be held without a call: OpenBLAS's own).
-  virtual void hold_threads(int threads, const std::function<void()>& work) const {
+  // Runs work(i, n) on each of the n = `threads` threads of the backend's pool (i = 0 the calling
+  // thread; work must not start parallel regions or call kernels) and returns when all have; the
+  // workers then spin for the next call, as between the steps of a pass. The cache stage prepares a
+  // case's calls so (time_in_cache_states): each core's part of the activations in its own caches,
+  // and the workers busy rather than asleep after a preparation longer than their spin (OpenMP's
+  // sleep after GOMP_SPINCOUNT, about 0.1 ms). Default: work(0, 1) on the calling thread (one
+  // thread, a GPU, or a library whose threads cannot be borrowed: OpenBLAS's own).
+  virtual void on_threads(int threads, const std::function<void(int, int)>& work) const {
     (void)threads;
-    work();
+    work(0, 1);
   }
   // With `flush`, denormal results are flushed to zero and denormal operands read as zero (x86 FTZ
   // and DAZ) on the threads the backend's library computes on, `threads` of them, the calling thread

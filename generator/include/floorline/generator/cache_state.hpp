@@ -19,6 +19,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "floorline/benchdb/database.hpp"
@@ -51,8 +52,9 @@ int64_t flush_bytes(CacheState state, int threads, const CacheSizes& sizes);
 // touched beyond the flushed level is evicted from the cores the case runs on. Reads, not writes:
 // a written buffer leaves the caches full of dirty lines, and the timed call would pay for writing
 // them back (CacheState.WeightsBeyondL2..., three runs each on the AVX2 EPYC: from memory 769-952 µs
-// after a written flush, 720-878 after a read one). Threads of our own, because a case's library pool is not
-// ours to borrow; the OS spreads them over the idle cores the case runs on.
+// after a written flush, 720-878 after a read one). flush() uses threads of its own, which the OS
+// spreads over the idle cores the case runs on; the cache stage flushes by parts on the case's own
+// pool instead (flush_part, time_in_cache_states' `team`).
 class CacheFlusher {
  public:
   CacheFlusher(CacheState state, int threads, const CacheSizes& sizes = cache_sizes());
@@ -66,11 +68,19 @@ class CacheFlusher {
   // call brings in evicts one that must be written back to memory first, as in a pass whose layers
   // write their activations (the memory state's dirty reading, CacheTiming::dirty_min_us).
   void dirty();
+  // The same by parts, for the case's own threads (time_in_cache_states' `team`): the value to
+  // write (a new one per fill; made by the caller, before the parts), then thread i of n's share of
+  // the fill, and of the flush's reads (returned: their sum). A pass's threads each write their part
+  // of every activation into their own core's caches.
+  unsigned char next_generation();
+  void dirty_part(int i, int n, unsigned char value);
+  unsigned flush_part(int i, int n) const;
   int64_t bytes() const { return static_cast<int64_t>(lines_) * kLine; }
   CacheState state() const { return state_; }
   int threads() const { return threads_; }  // the case's thread count
 
  private:
+  void allocate_dirty();
   static constexpr int64_t kLine = 64;
   CacheState state_;
   int threads_;
@@ -86,6 +96,10 @@ class CacheFlusher {
 // of a server's L3 is its chiplet's, 32 MiB on the EPYCs measured, while a VM may report the
 // host's whole L3: 508 MiB on one of them).
 int64_t dirty_fill_bytes(const CacheSizes& sizes = cache_sizes());
+
+// Thread i of n's share of `lines` lines, [first, end): contiguous, disjoint, together all of them,
+// the first lines % n shares one line longer than the rest.
+std::pair<size_t, size_t> thread_share(size_t lines, int i, int n);
 
 // Reads one byte per 64-byte line of [data, data + bytes): brings the range into this core's
 // caches (the activation inputs, after a flush). Returns their sum, so that the reads stay.
@@ -125,8 +139,9 @@ inline constexpr int kMaxRetakes = 3;
 // the Zen 4 VM, five of them added 72 s to a 135 s stage).
 inline constexpr int kDirtySamples = 3;
 
-// Runs a preparation of the cache stage (time_in_cache_states' `hold`).
-using Hold = std::function<void(const std::function<void()>& work)>;
+// Runs work(i, n) on each of the n threads a case runs on, i = 0 the calling thread, and returns
+// when all have (time_in_cache_states' `team`; Backend::on_threads).
+using Team = std::function<void(const std::function<void(int, int)>& work)>;
 
 // Times `kernel`, built for `problem`, in each of `flushers`' states in turn, `samples` calls each
 // (`long_samples` where the warm-up's lowest call took long_call seconds or more: a long call's
@@ -165,20 +180,22 @@ using Hold = std::function<void(const std::function<void()>& work)>;
 // readings taken while another process ran were whole 4 ms scheduler ticks above their neighbours
 // (bert_base_encoder's MatMul 8x128x768 · 768x3072, medians of five: 23.7 ms warm, 39.7 from
 // memory; its fused variant in a quiet minute 19.7 and 20.2), and E counted them as cold weights.
-// `hold`, where given, runs each preparation (Backend::hold_threads: the kernel's library holds its
-// workers busy beside it, and they spin for the timed call after it). A preparation takes longer
-// than an idle OpenMP worker spins (a flush, the write over 64 MiB; GOMP_SPINCOUNT, about 0.1 ms),
-// and a call at several threads then found its workers asleep, their cores idle (on a VM, given to
-// other tenants), which neither the bench's loop nor a pass does: at batch 8 on 2 threads on the
-// 2-core EPYC, oneDNN's Relu on 8x120x28x28 read 40.1 µs warm, 43.9 from memory and 218.6 among
-// dirty lines, and E was 1.5-2.5 x S on the mobile nets, 9-31% over their replays. Waking the
-// workers just before the call (an empty parallel region) changed nothing; with them never asleep
-// (GOMP_SPINCOUNT=infinite), 7 of 10 models within 5% of the replay.
+// `team`, where given, runs each phase of each preparation on the case's own threads, each its share
+// of the fill, the flush's reads, the inputs and outputs read back and the lines evicted
+// (Backend::on_threads: the library's pool), the last phase right before the timed call. A pass at
+// n threads leaves each thread's part of an activation in its own core's caches, and its workers
+// spinning for the next step; one thread preparing alone left the other cores' parts in its own
+// caches and the workers asleep, their cores idle (on a VM, lent to other tenants) after a
+// preparation longer than their spin (GOMP_SPINCOUNT, about 0.1 ms), which neither the bench's loop
+// nor a pass does: at batch 8 on 2 threads on the 2-core EPYC, oneDNN's Relu on 8x120x28x28 read
+// 40.1 µs warm, 43.9 from memory and 218.6 among dirty lines, and E was 1.5-2.5 x S on the mobile
+// nets, 24-45% over their replays; prepared on the team, 38.3, 39.7 and 43.5, E 1.08-1.40 x S and
+// within 5% of the paired replay for 8 of the 10 models (docs/MEASUREMENT.md, "Cache states").
 // One timing per flusher, in their order. Exceptions from the kernel propagate.
 std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const kernels::Problem& problem,
                                               const std::vector<CacheFlusher*>& flushers, int samples,
                                               double long_call = 0.03, int long_samples = 2,
-                                              const Hold& hold = {});
+                                              const Team& team = {});
 
 // The same for a case of a device backend (a GPU), whose caches the CPU's flush does not reach:
 // `samples` calls per state (long_samples as above) after the same warm-up, with the backend's

@@ -1,16 +1,13 @@
 // floorline/kernels/omp_denormals.hpp — denormals flushed to zero on an OpenMP pool's threads, and
-// work done with the pool's workers held busy. Header-only, for the sources of a kernel library
+// work run on the pool's threads. Header-only, for the sources of a kernel library
 // compiled with OpenMP (the CPU libraries that run on libgomp's one pool: oneDNN's, Floorline's own,
 // XNNPACK's on the OpenMP pool).
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <functional>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#elif defined(__SSE__)
+#if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
 #include <omp.h>
@@ -39,31 +36,19 @@ inline void omp_flush_denormals(bool flush, int threads) {
   }
 }
 
-// Runs `work` on the calling thread inside a parallel region of `threads` threads whose other
-// threads spin until it returns, then ends the region: the pool's workers stay busy on their cores
-// through `work` and spin for the next region (GOMP_SPINCOUNT, about 0.1 ms) after it, as between
-// the steps of a pass. Idle longer than that, a worker sleeps, and on a VM its core may go to
-// another tenant: the next call pays the wake-up and the worker's core cold (generator/cache_state.hpp,
-// time_in_cache_states). `work` must not start parallel regions of its own. One thread: `work` alone.
-inline void omp_hold(int threads, const std::function<void()>& work) {
+// Runs work(i, n) on each thread of a parallel region of `threads` threads (i: omp_get_thread_num,
+// n: omp_get_num_threads; i = 0 the calling thread) and returns after its end: the pool's workers
+// busy through `work` and spinning for the next region after it (GOMP_SPINCOUNT, about 0.1 ms), as
+// between the steps of a pass. Idle longer than that, a worker sleeps, and on a VM its core may go
+// to another tenant (generator/cache_state.hpp, time_in_cache_states). `work` must not start
+// parallel regions of its own.
+inline void omp_team(int threads, const std::function<void(int, int)>& work) {
   if (threads <= 1) {
-    work();
+    work(0, 1);
     return;
   }
-  std::atomic<bool> done{false};
 #pragma omp parallel num_threads(threads)
-  {
-    if (omp_get_thread_num() == 0) {
-      work();
-      done.store(true, std::memory_order_release);
-    } else {
-      while (!done.load(std::memory_order_acquire)) {
-#if defined(__SSE2__)
-        _mm_pause();
-#endif
-      }
-    }
-  }
+  work(omp_get_thread_num(), omp_get_num_threads());
 }
 
 }  // namespace floorline::kernels

@@ -90,7 +90,7 @@ void set_winograd_chunk_bytes(int64_t bytes);
 int64_t winograd_chunk_bytes();
 // Denormals flushed to zero on the kernels' OpenMP threads (omp_flush_denormals), or restored.
 void flush_floorline_denormals(bool flush, int threads);
-// Runs `work` with the library's OpenMP workers held busy beside it (omp_hold).
-void hold_floorline_threads(int threads, const std::function<void()>& work);
+// Runs work(i, n) on each of the library's `threads` OpenMP threads (omp_team).
+void on_floorline_threads(int threads, const std::function<void(int, int)>& work);
 
 }  // namespace floorline::kernels

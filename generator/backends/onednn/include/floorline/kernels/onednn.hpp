@@ -74,7 +74,7 @@ void set_onednn_threads(int threads);
 int onednn_threads();
 // Denormals flushed to zero on oneDNN's OpenMP threads (omp_flush_denormals), or restored.
 void flush_onednn_denormals(bool flush, int threads);
-// Runs `work` with the library's OpenMP workers held busy beside it (omp_hold).
-void hold_onednn_threads(int threads, const std::function<void()>& work);
+// Runs work(i, n) on each of the library's `threads` OpenMP threads (omp_team).
+void on_onednn_threads(int threads, const std::function<void(int, int)>& work);
 
 }  // namespace floorline::kernels

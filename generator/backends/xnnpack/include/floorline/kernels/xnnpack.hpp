@@ -80,8 +80,8 @@ void park_xnnpack_threads();
 // Denormals flushed to zero on the threads XNNPACK's loops run on (omp_flush_denormals) where that is
 // the OpenMP pool, or restored; nothing with pthreadpool's own threads.
 void flush_xnnpack_denormals(bool flush, int threads);
-// Runs `work` with the library's OpenMP workers held busy beside it (omp_hold); `work` alone with
+// Runs work(i, n) on each of the library's `threads` OpenMP threads (omp_team); work(0, 1) with
 // pthreadpool's own threads.
-void hold_xnnpack_threads(int threads, const std::function<void()>& work);
+void on_xnnpack_threads(int threads, const std::function<void(int, int)>& work);
 
 }  // namespace floorline::kernels
