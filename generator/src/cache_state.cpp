@@ -129,19 +129,14 @@ unsigned CacheFlusher::flush_part(int i, int n) const {
 
 void CacheFlusher::flush() {
   if (lines_ == 0) return;
-  const size_t share = (lines_ + static_cast<size_t>(threads_) - 1) / static_cast<size_t>(threads_);
   std::vector<unsigned> sums(static_cast<size_t>(threads_), 0);
-  auto read = [this, share, &sums](size_t t) {
-    const size_t end = std::min(lines_, (t + 1) * share);
-    sums[t] = touch(buffer_.get() + t * share * kLine,
-                    static_cast<int64_t>((end - std::min(end, t * share)) * kLine));
-  };
+  auto read = [this, &sums](int t) { sums[static_cast<size_t>(t)] = flush_part(t, threads_); };
   if (threads_ == 1) {
     read(0);
   } else {
     std::vector<std::thread> others;
     others.reserve(static_cast<size_t>(threads_) - 1);
-    for (size_t t = 1; t < static_cast<size_t>(threads_); ++t) others.emplace_back(read, t);
+    for (int t = 1; t < threads_; ++t) others.emplace_back(read, t);
     read(0);
     for (auto& th : others) th.join();
   }
