@@ -84,8 +84,7 @@ CacheFlusher::~CacheFlusher() {
 
 std::pair<size_t, size_t> thread_share(size_t lines, int i, int n) {
   const size_t parts = static_cast<size_t>(std::max(1, n));
-  // ceil(lines / n) each, the last ones shorter: with lines ≥ n none is empty only if the remainder
-  // is spread, so the first lines % n parts take one line more than the others.
+  // lines / n each, the first lines % n one more: none empty while lines ≥ n.
   const size_t base = lines / parts, extra = lines % parts, k = static_cast<size_t>(std::max(0, i));
   const size_t first = k * base + std::min(k, extra);
   return {std::min(lines, first), std::min(lines, first + base + (k < extra ? 1 : 0))};
@@ -96,7 +95,7 @@ int64_t dirty_fill_bytes(const CacheSizes& sizes) {
 }
 
 void CacheFlusher::dirty() {
-  dirty_part(0, 1, ++generation_);
+  dirty_part(0, 1, next_generation());
 }
 
 void CacheFlusher::allocate_dirty() {
@@ -117,7 +116,6 @@ unsigned char CacheFlusher::next_generation() {
 }
 
 void CacheFlusher::dirty_part(int i, int n, unsigned char value) {
-  allocate_dirty();  // (a no-op after next_generation, which a team's caller makes first)
   const auto [first, end] = thread_share(dirty_lines_, i, n);
   for (size_t l = first; l < end; ++l) dirty_[l * kLine] = value;
 }
@@ -245,22 +243,15 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
     };
     // The phases, each thread its share (one thread: all of it; the flush then on the flusher's
     // own threads where the case has several).
-    auto evict_weights = [&] {
+    auto evict_ports = [&](const std::vector<kernels::Port>& ports) {
       run([&](int i, int n) {
-        for (const auto& p : weights) {
+        for (const auto& p : ports) {
           const auto [data, bytes] = part(p, i, n);
           if (bytes > 0) evict(data, bytes);
         }
       });
     };
-    auto evict_outputs = [&] {
-      run([&](int i, int n) {
-        for (const auto& p : outputs) {
-          const auto [data, bytes] = part(p, i, n);
-          if (bytes > 0) evict(data, bytes);
-        }
-      });
-    };
+    auto evict_weights = [&] { evict_ports(weights); };
     auto touch_ports = [&](const std::vector<kernels::Port>& ports) {
       run([&](int i, int n) {
         unsigned sum = 0;
@@ -309,7 +300,7 @@ std::vector<CacheTiming> time_in_cache_states(kernels::Kernel& kernel, const ker
         if (!outputs.empty())
           dst_us[f].push_back(take([&] {
             evict_weights();
-            evict_outputs();
+            evict_ports(outputs);
           }));
       } else if (flusher.state() == CacheState::kWarm) {
         us[f].push_back(take([&] { run([](int, int) {}); }));  // the team woken alone

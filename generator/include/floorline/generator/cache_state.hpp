@@ -69,7 +69,8 @@ class CacheFlusher {
   // write their activations (the memory state's dirty reading, CacheTiming::dirty_min_us).
   void dirty();
   // The same by parts, for the case's own threads (time_in_cache_states' `team`): the value to
-  // write (a new one per fill; made by the caller, before the parts), then thread i of n's share of
+  // write (a new one per fill; made by the caller, before the parts: it allocates the buffer at its
+  // first call, so that the parts only write), then thread i of n's share of
   // the fill, and of the flush's reads (returned: their sum). A pass's threads each write their part
   // of every activation into their own core's caches.
   unsigned char next_generation();
